@@ -1,0 +1,3 @@
+//! Zodex: a chat model's terminal on a real machine, with every GitHub write behind one gate.
+//!
+//! See `ARCHITECTURE.md` for the module map and the data flow.
