@@ -1,3 +1,9 @@
 //! Zodex: a chat model's terminal on a real machine, with every GitHub write behind one gate.
 //!
 //! See `ARCHITECTURE.md` for the module map and the data flow.
+
+pub mod cli;
+pub mod engine;
+pub mod operator;
+pub mod publisher;
+pub mod tools;
