@@ -3,4 +3,19 @@
 //! Architecture invariant: the engine never touches the network, git or the clock directly —
 //! time comes in as `now`, state comes from its SQLite store, decisions go out as values.
 
+pub mod decide;
+pub mod policy;
+pub mod repo;
+pub mod store;
+pub mod targets;
 pub mod ttl;
+
+pub use decide::{Action, Ask, Decision, Engine, GrantTerms, Principal, RefUpdate, RepoFacts};
+pub use repo::RepoName;
+pub mod authority;
+pub mod hints;
+
+pub use authority::{Authority, AuthorityError, Denial, Status};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,519 @@
+//! Every command that changes or shows write authority, as one transaction each: decide with
+//! Cedar, write the audit row, then change the state — or, when denied, only the audit row.
+
+use super::decide::{Action, Ask, Decision, Engine, GrantTerms, Principal};
+use super::hints::unblock_hint;
+use super::repo::RepoName;
+use super::store::{
+    AuditEvent, AuditFilter, AuditRow, Facts, Grant, GrantState, GrantVia, NewGrant, NewYolo,
+    Store, StoreError, YoloScope,
+};
+use serde::Serialize;
+
+/// Why a request was refused, in the words the CLI prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Denial {
+    pub action: Action,
+    pub repo: Option<String>,
+    /// The deciding policies; empty when no policy permits the request.
+    pub policies: Vec<String>,
+    pub message: String,
+    /// The command or change that would unblock it.
+    pub unblock: String,
+}
+
+impl Denial {
+    pub fn from_decision(
+        decision: &Decision,
+        repo: Option<&RepoName>,
+        principal: &Principal,
+    ) -> Self {
+        let repo_text = repo.map(|r| r.to_string());
+        let why = if decision.policies.is_empty() {
+            "no policy permits it".to_string()
+        } else {
+            format!("denied by {}", decision.policies.join(", "))
+        };
+        let target = repo_text
+            .as_deref()
+            .map(|r| format!(" on {r}"))
+            .unwrap_or_default();
+        Self {
+            action: decision.action,
+            repo: repo_text.clone(),
+            policies: decision.policies.clone(),
+            message: format!("{}{target}: {why}", decision.action.name()),
+            unblock: unblock_hint(
+                decision,
+                repo_text.as_deref(),
+                *principal == Principal::Agent,
+            ),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthorityError {
+    #[error("{}; {}", .0.message, .0.unblock)]
+    Denied(Denial),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type Outcome<T> = Result<T, AuthorityError>;
+
+/// A grant as shown to people: its state at `now` (an expired grant never shows as active).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct GrantView {
+    #[serde(flatten)]
+    pub grant: Grant,
+    /// `active`, `pending`, `expired`, `revoked` or `denied`, judged at `now`.
+    pub shown_state: String,
+    pub seconds_left: Option<i64>,
+    /// Set for `--via token` grants: the per-ref rules cannot hold on that path.
+    pub warning: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct YoloView {
+    #[serde(flatten)]
+    pub scope: YoloScope,
+    pub shown_state: String,
+    pub seconds_left: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Status {
+    pub now: i64,
+    pub grants: Vec<GrantView>,
+    pub pending: Vec<GrantView>,
+    pub yolo: Vec<YoloView>,
+    /// Grants and scopes that ended in the last 24 hours, shown as ended.
+    pub recently_ended: Vec<GrantView>,
+}
+
+pub const TOKEN_PATH_WARNING: &str = "via token: the credential helper may hand git a one-repo write token; GitHub cannot limit a token to branches, so the per-ref rules (default branch, tags, workflows) do not hold on that path";
+
+/// The operations, bound to an engine.
+pub struct Authority<'e> {
+    pub engine: &'e Engine,
+}
+
+fn audit_for(principal: &Principal, decision: &Decision, repo: Option<&RepoName>) -> AuditEvent {
+    AuditEvent {
+        principal: principal.label(),
+        action: decision.action.name().to_string(),
+        repo_key: repo.map(RepoName::key),
+        decision: if decision.allowed { "allow" } else { "deny" }.to_string(),
+        policies: decision.policies.clone(),
+        detail: (!decision.errors.is_empty())
+            .then(|| serde_json::json!({ "errors": decision.errors })),
+        ..Default::default()
+    }
+}
+
+impl Authority<'_> {
+    /// Decides `ask`, audits the decision, and on allow runs `change` — all in one transaction.
+    fn decide_then<T>(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        ask: &Ask,
+        now: i64,
+        change: impl FnOnce(&Facts<'_>, &Decision, &mut AuditEvent) -> Result<T, StoreError>,
+    ) -> Outcome<T> {
+        let result = store.write(|facts| {
+            let decision = self.engine.decide(facts, principal, ask, now)?;
+            let mut event = audit_for(principal, &decision, ask.repo());
+            if !decision.allowed {
+                facts.audit(&event, now)?;
+                return Ok(Err(Denial::from_decision(&decision, ask.repo(), principal)));
+            }
+            let value = change(facts, &decision, &mut event)?;
+            facts.audit(&event, now)?;
+            Ok(Ok(value))
+        })?;
+        result.map_err(AuthorityError::Denied)
+    }
+
+    /// Asks without changing anything (no audit row either): `zodex sprite policy explain`.
+    pub fn explain(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        ask: &Ask,
+        now: i64,
+    ) -> Outcome<(Decision, Option<Denial>)> {
+        let decision = store.read(|facts| self.engine.decide(facts, principal, ask, now))?;
+        let denial =
+            (!decision.allowed).then(|| Denial::from_decision(&decision, ask.repo(), principal));
+        Ok((decision, denial))
+    }
+
+    /// Decides and audits one question with caller-supplied audit details (the publisher's
+    /// per-ref push decisions); never changes grants.
+    pub fn decide_audited(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        ask: &Ask,
+        now: i64,
+        fill: impl FnOnce(&mut AuditEvent),
+    ) -> Outcome<(Decision, i64)> {
+        Ok(store.write(|facts| {
+            let decision = self.engine.decide(facts, principal, ask, now)?;
+            let mut event = audit_for(principal, &decision, ask.repo());
+            fill(&mut event);
+            let id = facts.audit(&event, now)?;
+            Ok((decision, id))
+        })?)
+    }
+
+    /// The operator grants push access directly.
+    pub fn grant_push(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        repo: &RepoName,
+        terms: GrantTerms,
+        now: i64,
+    ) -> Outcome<Grant> {
+        let ask = Ask::GrantPush {
+            repo: repo.clone(),
+            grant: terms.clone(),
+        };
+        self.decide_then(store, principal, &ask, now, |facts, _, event| {
+            let grant = facts.insert_grant(&new_grant(repo, principal, None, &terms, true), now)?;
+            event.detail = Some(serde_json::json!({ "grant": grant.id, "change": "granted" }));
+            Ok(grant)
+        })
+    }
+
+    /// The agent asks for push access: pending, unless a policy permits the agent to grant
+    /// itself (none does by default).
+    pub fn request_push(
+        &self,
+        store: &mut Store,
+        repo: &RepoName,
+        terms: GrantTerms,
+        reason: Option<String>,
+        now: i64,
+    ) -> Outcome<Grant> {
+        let principal = Principal::Agent;
+        let ask = Ask::RequestPush {
+            repo: repo.clone(),
+            grant: terms.clone(),
+        };
+        let self_grant = Ask::GrantPush {
+            repo: repo.clone(),
+            grant: terms.clone(),
+        };
+        self.decide_then(store, &principal, &ask, now, |facts, _, event| {
+            let approved = self.engine.decide(facts, &principal, &self_grant, now)?;
+            let grant = facts.insert_grant(
+                &new_grant(repo, &principal, reason, &terms, approved.allowed),
+                now,
+            )?;
+            event.detail = Some(serde_json::json!({
+                "grant": grant.id,
+                "change": if approved.allowed { "self-approved" } else { "requested" },
+                "self_approval_policies": approved.policies,
+            }));
+            Ok(grant)
+        })
+    }
+
+    /// Approves a pending request, optionally with another TTL (`Some(None)`: no TTL).
+    pub fn approve(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        id: i64,
+        ttl_seconds: Option<Option<i64>>,
+        now: i64,
+    ) -> Outcome<Grant> {
+        let request = store.read(|facts| facts.grant(id))?;
+        let repo =
+            RepoName::parse(&request.repo).map_err(|e| StoreError::Conflict(e.to_string()))?;
+        let ask = Ask::GrantPush {
+            repo,
+            grant: GrantTerms {
+                ttl_seconds: ttl_seconds.unwrap_or(request.ttl_seconds),
+                allow_workflows: request.allow_workflows,
+                via: request.via,
+            },
+        };
+        self.decide_then(store, principal, &ask, now, |facts, _, event| {
+            let grant = facts.approve_grant(id, &principal.label(), ttl_seconds, now)?;
+            event.detail = Some(serde_json::json!({ "grant": id, "change": "approved" }));
+            Ok(grant)
+        })
+    }
+
+    /// Refuses a pending request.
+    pub fn deny(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        id: i64,
+        now: i64,
+    ) -> Outcome<Grant> {
+        let request = store.read(|facts| facts.grant(id))?;
+        let repo =
+            RepoName::parse(&request.repo).map_err(|e| StoreError::Conflict(e.to_string()))?;
+        let ask = Ask::GrantPush {
+            repo,
+            grant: GrantTerms {
+                ttl_seconds: request.ttl_seconds,
+                allow_workflows: request.allow_workflows,
+                via: request.via,
+            },
+        };
+        self.decide_then(store, principal, &ask, now, |facts, _, event| {
+            let grant = facts.deny_request(id, &principal.label(), now)?;
+            event.action = "DenyRequest".to_string();
+            event.detail = Some(serde_json::json!({ "grant": id, "change": "denied" }));
+            Ok(grant)
+        })
+    }
+
+    /// Revokes every active grant and pending request for a repository.
+    pub fn revoke_push(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        repo: &RepoName,
+        now: i64,
+    ) -> Outcome<Vec<Grant>> {
+        let ask = Ask::RevokePush { repo: repo.clone() };
+        self.decide_then(store, principal, &ask, now, |facts, _, event| {
+            let revoked = facts.revoke_grants(&repo.key(), &principal.label(), now)?;
+            let ids: Vec<i64> = revoked.iter().map(|g| g.id).collect();
+            event.detail = Some(serde_json::json!({ "revoked": ids }));
+            Ok(revoked)
+        })
+    }
+
+    /// Sets YOLO scopes: one per repository, or one over every installed repository when
+    /// `repos` is empty. All or nothing: one denial sets none.
+    pub fn set_yolo(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        repos: &[RepoName],
+        ttl_seconds: Option<i64>,
+        allow_workflows: bool,
+        now: i64,
+    ) -> Outcome<Vec<YoloScope>> {
+        let asks: Vec<Ask> = if repos.is_empty() {
+            vec![Ask::SetYolo {
+                repo: None,
+                ttl_seconds,
+                allow_workflows,
+            }]
+        } else {
+            repos
+                .iter()
+                .map(|repo| Ask::SetYolo {
+                    repo: Some(repo.clone()),
+                    ttl_seconds,
+                    allow_workflows,
+                })
+                .collect()
+        };
+        let result = store.write(|facts| {
+            let mut scopes = Vec::new();
+            for ask in &asks {
+                let decision = self.engine.decide(facts, principal, ask, now)?;
+                let mut event = audit_for(principal, &decision, ask.repo());
+                if !decision.allowed {
+                    // Keep only the denial's audit row: drop the scopes set before it.
+                    return Ok(Err((
+                        Denial::from_decision(&decision, ask.repo(), principal),
+                        event,
+                    )));
+                }
+                let Ask::SetYolo { repo, .. } = ask else {
+                    unreachable!("asks are SetYolo")
+                };
+                let scope = facts.insert_yolo(
+                    &NewYolo {
+                        repo: repo.as_ref().map(|r| (r.key(), r.to_string())),
+                        allow_workflows,
+                        ttl_seconds,
+                        created_by: principal.label(),
+                    },
+                    now,
+                )?;
+                event.detail = Some(serde_json::json!({ "yolo": scope.id, "change": "set" }));
+                facts.audit(&event, now)?;
+                scopes.push(scope);
+            }
+            Ok(Ok(scopes))
+        })?;
+        match result {
+            Ok(scopes) => Ok(scopes),
+            Err((denial, event)) => {
+                store.write(|facts| facts.audit(&event, now))?;
+                Err(AuthorityError::Denied(denial))
+            }
+        }
+    }
+
+    /// Clears every YOLO scope; explicit grants are untouched.
+    pub fn clear_yolo(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        now: i64,
+    ) -> Outcome<Vec<YoloScope>> {
+        self.decide_then(store, principal, &Ask::ClearYolo, now, |facts, _, event| {
+            let cleared = facts.clear_yolo(&principal.label(), now)?;
+            let ids: Vec<i64> = cleared.iter().map(|s| s.id).collect();
+            event.detail = Some(serde_json::json!({ "cleared": ids }));
+            Ok(cleared)
+        })
+    }
+
+    /// Active grants and YOLO scopes with time left, pending requests, and what ended lately.
+    pub fn status(&self, store: &mut Store, principal: &Principal, now: i64) -> Outcome<Status> {
+        let decision =
+            store.read(|facts| self.engine.decide(facts, principal, &Ask::ViewStatus, now))?;
+        if !decision.allowed {
+            return Err(AuthorityError::Denied(Denial::from_decision(
+                &decision, None, principal,
+            )));
+        }
+        Ok(store.read(|facts| {
+            let grant_view = |grant: Grant| {
+                let live = grant.is_live(now);
+                let shown_state = match grant.state {
+                    GrantState::Active if !live => "expired".to_string(),
+                    other => serde_json::to_value(other)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default(),
+                };
+                GrantView {
+                    seconds_left: live.then(|| grant.expires_at.map(|at| at - now)).flatten(),
+                    warning: (grant.via == GrantVia::Token).then(|| TOKEN_PATH_WARNING.to_string()),
+                    shown_state,
+                    grant,
+                }
+            };
+            let mut grants = Vec::new();
+            let mut recently_ended: Vec<GrantView> = facts
+                .grants_ended_since(now - 24 * 3600)?
+                .into_iter()
+                .map(grant_view)
+                .collect();
+            for grant in facts.grants_in(&[GrantState::Active])? {
+                let view = grant_view(grant);
+                if view.shown_state == "active" {
+                    grants.push(view);
+                } else {
+                    recently_ended.insert(0, view);
+                }
+            }
+            let pending = facts
+                .grants_in(&[GrantState::Pending])?
+                .into_iter()
+                .map(grant_view)
+                .collect();
+            let yolo = facts
+                .uncleared_yolo()?
+                .into_iter()
+                .map(|scope| {
+                    let live = scope.is_live(now);
+                    YoloView {
+                        shown_state: if live { "active" } else { "expired" }.to_string(),
+                        seconds_left: live.then(|| scope.expires_at.map(|at| at - now)).flatten(),
+                        scope,
+                    }
+                })
+                .collect();
+            Ok(Status {
+                now,
+                grants,
+                pending,
+                yolo,
+                recently_ended,
+            })
+        })?)
+    }
+
+    /// Pending requests, oldest first.
+    pub fn requests(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        now: i64,
+    ) -> Outcome<Vec<GrantView>> {
+        let mut pending = self.status(store, principal, now)?.pending;
+        pending.reverse();
+        Ok(pending)
+    }
+
+    /// Audit rows (operators only).
+    pub fn audit(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        filter: &AuditFilter,
+        now: i64,
+    ) -> Outcome<Vec<AuditRow>> {
+        let decision =
+            store.read(|facts| self.engine.decide(facts, principal, &Ask::ViewAudit, now))?;
+        if !decision.allowed {
+            return Err(AuthorityError::Denied(Denial::from_decision(
+                &decision, None, principal,
+            )));
+        }
+        Ok(store.read(|facts| facts.audit_rows(filter))?)
+    }
+
+    /// Marks grants whose TTL ran out as expired and audits each; returns them. The daemon
+    /// runs this every second; decisions never depend on it (Cedar compares expiry itself).
+    pub fn expire_due(&self, store: &mut Store, now: i64) -> Outcome<Vec<Grant>> {
+        Ok(store.write(|facts| {
+            let expired = facts.expire_grants(now)?;
+            for grant in &expired {
+                let event = AuditEvent {
+                    principal: "zodex-prd".to_string(),
+                    action: "ExpireGrant".to_string(),
+                    repo_key: Some(grant.repo_key.clone()),
+                    decision: "event".to_string(),
+                    detail: Some(
+                        serde_json::json!({ "grant": grant.id, "expired_at": grant.expires_at }),
+                    ),
+                    ..Default::default()
+                };
+                facts.audit(&event, now)?;
+            }
+            Ok(expired)
+        })?)
+    }
+}
+
+fn new_grant(
+    repo: &RepoName,
+    principal: &Principal,
+    reason: Option<String>,
+    terms: &GrantTerms,
+    approved: bool,
+) -> NewGrant {
+    NewGrant {
+        repo_key: repo.key(),
+        repo: repo.to_string(),
+        created_by: match principal {
+            Principal::Agent => "agent",
+            Principal::Operator(_) => "operator",
+        }
+        .to_string(),
+        reason,
+        ttl_seconds: terms.ttl_seconds,
+        via: terms.via,
+        allow_workflows: terms.allow_workflows,
+        approved_by: approved.then(|| principal.label()),
+    }
+}

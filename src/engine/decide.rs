@@ -1,0 +1,540 @@
+//! `decide()`: load the facts one question needs from the state (in the caller's transaction),
+//! build the Cedar entities and context, and ask Cedar. SQL selects the candidate facts; Cedar
+//! decides, expiry included.
+//!
+//! Fail closed: a policy that errors during evaluation turns the answer into a deny.
+
+use super::policy::Policies;
+use super::repo::RepoName;
+use super::store::{App, Facts, Grant, Result, YoloScope};
+use super::targets::Targets;
+use cedar_policy::{
+    Authorizer, Context, Decision as CedarDecision, Entities, Entity, EntityId, EntityTypeName,
+    EntityUid, Request, RestrictedExpression,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
+
+/// Who is asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// The agent user on the sprite.
+    Agent,
+    /// An operator, named by how the admin socket authenticated them (e.g. `uid:1000`).
+    Operator(String),
+}
+
+impl Principal {
+    /// The name recorded in audit rows and `approved_by`.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Agent => "agent".to_string(),
+            Self::Operator(who) => format!("operator:{who}"),
+        }
+    }
+}
+
+/// The actions of `policies/zodex.cedarschema`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Action {
+    Read,
+    RequestPush,
+    GrantPush,
+    RevokePush,
+    SetYolo,
+    ClearYolo,
+    PublishPr,
+    Push,
+    IssueWriteToken,
+    ViewStatus,
+    ViewAudit,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Read => "Read",
+            Self::RequestPush => "RequestPush",
+            Self::GrantPush => "GrantPush",
+            Self::RevokePush => "RevokePush",
+            Self::SetYolo => "SetYolo",
+            Self::ClearYolo => "ClearYolo",
+            Self::PublishPr => "PublishPr",
+            Self::Push => "Push",
+            Self::IssueWriteToken => "IssueWriteToken",
+            Self::ViewStatus => "ViewStatus",
+            Self::ViewAudit => "ViewAudit",
+        }
+    }
+}
+
+/// One ref update of a push, as the publisher established it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefUpdate {
+    pub ref_name: String,
+    pub old_oid: Option<String>,
+    pub new_oid: Option<String>,
+    pub ref_exists: bool,
+    pub force: bool,
+    pub delete: bool,
+    pub touches_workflows: bool,
+}
+
+/// A question for the engine, with the facts only the caller can know.
+#[derive(Debug, Clone)]
+pub enum Ask {
+    Read {
+        repo: RepoName,
+    },
+    RequestPush {
+        repo: RepoName,
+        grant: GrantTerms,
+    },
+    GrantPush {
+        repo: RepoName,
+        grant: GrantTerms,
+    },
+    RevokePush {
+        repo: RepoName,
+    },
+    /// `repo: None` is a scope over every installed repository.
+    SetYolo {
+        repo: Option<RepoName>,
+        ttl_seconds: Option<i64>,
+        allow_workflows: bool,
+    },
+    ClearYolo,
+    PublishPr {
+        repo: RepoName,
+        bundle_bytes: i64,
+        touches_workflows: bool,
+        title_chars: i64,
+        body_bytes: i64,
+        draft: bool,
+    },
+    Push {
+        repo: RepoName,
+        update: RefUpdate,
+        bundle_bytes: i64,
+    },
+    IssueWriteToken {
+        repo: RepoName,
+    },
+    ViewStatus,
+    ViewAudit,
+}
+
+/// The terms of a grant being requested or made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantTerms {
+    pub ttl_seconds: Option<i64>,
+    pub allow_workflows: bool,
+    pub via: super::store::GrantVia,
+}
+
+impl Ask {
+    pub fn action(&self) -> Action {
+        match self {
+            Self::Read { .. } => Action::Read,
+            Self::RequestPush { .. } => Action::RequestPush,
+            Self::GrantPush { .. } => Action::GrantPush,
+            Self::RevokePush { .. } => Action::RevokePush,
+            Self::SetYolo { .. } => Action::SetYolo,
+            Self::ClearYolo => Action::ClearYolo,
+            Self::PublishPr { .. } => Action::PublishPr,
+            Self::Push { .. } => Action::Push,
+            Self::IssueWriteToken { .. } => Action::IssueWriteToken,
+            Self::ViewStatus => Action::ViewStatus,
+            Self::ViewAudit => Action::ViewAudit,
+        }
+    }
+
+    pub fn repo(&self) -> Option<&RepoName> {
+        match self {
+            Self::Read { repo }
+            | Self::RequestPush { repo, .. }
+            | Self::GrantPush { repo, .. }
+            | Self::RevokePush { repo }
+            | Self::PublishPr { repo, .. }
+            | Self::Push { repo, .. }
+            | Self::IssueWriteToken { repo } => Some(repo),
+            Self::SetYolo { repo, .. } => repo.as_ref(),
+            Self::ClearYolo | Self::ViewStatus | Self::ViewAudit => None,
+        }
+    }
+}
+
+/// What the engine decided, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub action: Action,
+    pub allowed: bool,
+    /// The `@id`s of the policies that decided: the permits that allowed, or the forbids that
+    /// denied. Empty on a deny means no policy permits the request.
+    pub policies: Vec<String>,
+    /// Evaluation errors; any error turns the decision into a deny.
+    pub errors: Vec<String>,
+    /// The grant and YOLO scope the decision saw, for audit and token life.
+    pub grant_id: Option<i64>,
+    pub yolo_id: Option<i64>,
+    /// The repository's facts as the engine saw them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<RepoFacts>,
+}
+
+/// A repository's attributes as Cedar sees them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepoFacts {
+    pub key: String,
+    pub default_branch: String,
+    pub configured_target: bool,
+    pub writer_installed: bool,
+    pub reader_installed: bool,
+}
+
+/// The decision maker: the validated policies and the sprite's configured targets.
+pub struct Engine {
+    policies: Policies,
+    targets: Targets,
+    authorizer: Authorizer,
+}
+
+const NS: &str = "Zodex";
+
+fn uid(kind: &str, id: &str) -> EntityUid {
+    let type_name = EntityTypeName::from_str(&format!("{NS}::{kind}"))
+        .expect("entity type names in this file are valid");
+    EntityUid::from_type_name_and_id(type_name, EntityId::new(id))
+}
+
+fn long(v: i64) -> RestrictedExpression {
+    RestrictedExpression::new_long(v)
+}
+
+fn boolean(v: bool) -> RestrictedExpression {
+    RestrictedExpression::new_bool(v)
+}
+
+fn string(v: &str) -> RestrictedExpression {
+    RestrictedExpression::new_string(v.to_string())
+}
+
+fn record(fields: Vec<(&str, RestrictedExpression)>) -> RestrictedExpression {
+    RestrictedExpression::new_record(fields.into_iter().map(|(k, v)| (k.to_string(), v)))
+        .expect("record fields in this file are distinct")
+}
+
+fn grant_record(grant: &Grant) -> RestrictedExpression {
+    let mut fields = vec![
+        ("id", long(grant.id)),
+        ("allow_workflows", boolean(grant.allow_workflows)),
+        ("via", string(grant.via.as_str())),
+    ];
+    if let Some(at) = grant.expires_at {
+        fields.push(("expires_at", long(at)));
+    }
+    record(fields)
+}
+
+fn yolo_record(scope: &YoloScope) -> RestrictedExpression {
+    let mut fields = vec![
+        ("id", long(scope.id)),
+        ("allow_workflows", boolean(scope.allow_workflows)),
+        ("all_installed", boolean(scope.repo_key.is_none())),
+    ];
+    if let Some(at) = scope.expires_at {
+        fields.push(("expires_at", long(at)));
+    }
+    record(fields)
+}
+
+impl Engine {
+    pub fn new(policies: Policies, targets: Targets) -> Self {
+        Self {
+            policies,
+            targets,
+            authorizer: Authorizer::new(),
+        }
+    }
+
+    pub fn policies(&self) -> &Policies {
+        &self.policies
+    }
+
+    pub fn targets(&self) -> &Targets {
+        &self.targets
+    }
+
+    /// A repository's facts at `now`: configured target from the configuration, installation
+    /// coverage from what the publisher recorded (stale knowledge counts as not installed).
+    pub fn repo_facts(&self, facts: &Facts<'_>, repo: &RepoName, now: i64) -> Result<RepoFacts> {
+        let key = repo.key();
+        let target = self.targets.lookup(repo);
+        let writer = facts.coverage(&key, App::Writer)?;
+        let reader = facts.coverage(&key, App::Reader)?;
+        let fresh = |fact: &Option<super::store::CoverageFact>| {
+            fact.as_ref()
+                .is_some_and(|f| f.installed && now < f.expires_at)
+        };
+        let default_branch = writer
+            .as_ref()
+            .and_then(|f| f.default_branch.clone())
+            .or_else(|| reader.as_ref().and_then(|f| f.default_branch.clone()))
+            .or_else(|| target.and_then(|t| t.default_branch.clone()))
+            .unwrap_or_else(|| "main".to_string());
+        Ok(RepoFacts {
+            key,
+            default_branch,
+            configured_target: target.is_some(),
+            writer_installed: fresh(&writer),
+            reader_installed: fresh(&reader),
+        })
+    }
+
+    /// Decides one question at `now`, reading its facts through `facts`.
+    pub fn decide(
+        &self,
+        facts: &Facts<'_>,
+        principal: &Principal,
+        ask: &Ask,
+        now: i64,
+    ) -> Result<Decision> {
+        let repository = match ask.repo() {
+            Some(repo) => Some(self.repo_facts(facts, repo, now)?),
+            None => None,
+        };
+        let (grant, yolo) = match ask {
+            Ask::Push { repo, .. } => {
+                let key = repo.key();
+                (facts.candidate_grant(&key)?, facts.candidate_yolo(&key)?)
+            }
+            Ask::IssueWriteToken { repo } => (facts.candidate_grant(&repo.key())?, None),
+            _ => (None, None),
+        };
+        Ok(self.evaluate(
+            principal,
+            ask,
+            repository,
+            grant.as_ref(),
+            yolo.as_ref(),
+            now,
+        ))
+    }
+
+    /// Evaluates with facts already loaded (the pure half of [`Engine::decide`]).
+    pub fn evaluate(
+        &self,
+        principal: &Principal,
+        ask: &Ask,
+        repository: Option<RepoFacts>,
+        grant: Option<&Grant>,
+        yolo: Option<&YoloScope>,
+        now: i64,
+    ) -> Decision {
+        self.evaluate_with(principal, ask, repository, grant, yolo, now, None)
+    }
+
+    /// Like [`Engine::evaluate`], but has Cedar check the request and entities against the
+    /// schema first (tests use it to prove every context this module builds conforms).
+    #[cfg(test)]
+    pub(crate) fn evaluate_checked(
+        &self,
+        principal: &Principal,
+        ask: &Ask,
+        repository: Option<RepoFacts>,
+        grant: Option<&Grant>,
+        yolo: Option<&YoloScope>,
+        now: i64,
+    ) -> Decision {
+        let schema = self.policies.schema.clone();
+        self.evaluate_with(principal, ask, repository, grant, yolo, now, Some(&schema))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate_with(
+        &self,
+        principal: &Principal,
+        ask: &Ask,
+        repository: Option<RepoFacts>,
+        grant: Option<&Grant>,
+        yolo: Option<&YoloScope>,
+        now: i64,
+        schema: Option<&cedar_policy::Schema>,
+    ) -> Decision {
+        let action = ask.action();
+        let principal_uid = match principal {
+            Principal::Agent => uid("Agent", "agent"),
+            Principal::Operator(who) => uid("Operator", who),
+        };
+        let mut entities = Vec::new();
+        let resource_uid = match (&repository, ask.repo()) {
+            (Some(facts), Some(repo)) => {
+                let resource = uid("Repository", &facts.key);
+                let attrs = HashMap::from([
+                    (
+                        "owner".to_string(),
+                        string(&repo.owner().to_ascii_lowercase()),
+                    ),
+                    (
+                        "name".to_string(),
+                        string(&repo.name().to_ascii_lowercase()),
+                    ),
+                    ("default_branch".to_string(), string(&facts.default_branch)),
+                    (
+                        "configured_target".to_string(),
+                        boolean(facts.configured_target),
+                    ),
+                    (
+                        "writer_installed".to_string(),
+                        boolean(facts.writer_installed),
+                    ),
+                    (
+                        "reader_installed".to_string(),
+                        boolean(facts.reader_installed),
+                    ),
+                ]);
+                match Entity::new(resource.clone(), attrs, HashSet::new()) {
+                    Ok(entity) => entities.push(entity),
+                    Err(e) => return deny_with_error(action, repository, e.to_string()),
+                }
+                resource
+            }
+            _ => uid("Sprite", "sprite"),
+        };
+        let context = build_context(ask, repository.as_ref(), grant, yolo, now);
+        let context =
+            match Context::from_pairs(context.into_iter().map(|(k, v)| (k.to_string(), v))) {
+                Ok(context) => context,
+                Err(e) => return deny_with_error(action, repository, e.to_string()),
+            };
+        let action_uid = EntityUid::from_type_name_and_id(
+            EntityTypeName::from_str(&format!("{NS}::Action")).expect("valid type name"),
+            EntityId::new(action.name()),
+        );
+        let request = match Request::new(principal_uid, action_uid, resource_uid, context, schema) {
+            Ok(request) => request,
+            Err(e) => return deny_with_error(action, repository, e.to_string()),
+        };
+        let entities = match Entities::from_entities(entities, schema) {
+            Ok(entities) => entities,
+            Err(e) => return deny_with_error(action, repository, e.to_string()),
+        };
+        let response = self
+            .authorizer
+            .is_authorized(&request, &self.policies.set, &entities);
+        let errors: Vec<String> = response
+            .diagnostics()
+            .errors()
+            .map(|e| e.to_string())
+            .collect();
+        let mut policies: Vec<String> = response
+            .diagnostics()
+            .reason()
+            .map(|id| id.to_string())
+            .collect();
+        policies.sort();
+        Decision {
+            action,
+            allowed: response.decision() == CedarDecision::Allow && errors.is_empty(),
+            policies,
+            errors,
+            grant_id: grant.map(|g| g.id),
+            yolo_id: yolo.map(|y| y.id),
+            repository,
+        }
+    }
+}
+
+fn deny_with_error(action: Action, repository: Option<RepoFacts>, error: String) -> Decision {
+    Decision {
+        action,
+        allowed: false,
+        policies: Vec::new(),
+        errors: vec![error],
+        grant_id: None,
+        yolo_id: None,
+        repository,
+    }
+}
+
+/// The context record for one question; its shape follows the schema's per-action types.
+fn build_context(
+    ask: &Ask,
+    repository: Option<&RepoFacts>,
+    grant: Option<&Grant>,
+    yolo: Option<&YoloScope>,
+    now: i64,
+) -> Vec<(&'static str, RestrictedExpression)> {
+    let mut ctx = vec![("now", long(now))];
+    let grant_terms = |ctx: &mut Vec<_>, terms: &GrantTerms| {
+        if let Some(ttl) = terms.ttl_seconds {
+            ctx.push(("ttl_seconds", long(ttl)));
+        }
+        ctx.push(("allow_workflows", boolean(terms.allow_workflows)));
+        ctx.push(("via", string(terms.via.as_str())));
+    };
+    match ask {
+        Ask::RequestPush { grant: terms, .. } | Ask::GrantPush { grant: terms, .. } => {
+            grant_terms(&mut ctx, terms)
+        }
+        Ask::SetYolo {
+            ttl_seconds,
+            allow_workflows,
+            ..
+        } => {
+            if let Some(ttl) = ttl_seconds {
+                ctx.push(("ttl_seconds", long(*ttl)));
+            }
+            ctx.push(("allow_workflows", boolean(*allow_workflows)));
+        }
+        Ask::PublishPr {
+            bundle_bytes,
+            touches_workflows,
+            title_chars,
+            body_bytes,
+            draft,
+            ..
+        } => {
+            ctx.push(("bundle_bytes", long(*bundle_bytes)));
+            ctx.push(("touches_workflows", boolean(*touches_workflows)));
+            ctx.push(("title_chars", long(*title_chars)));
+            ctx.push(("body_bytes", long(*body_bytes)));
+            ctx.push(("draft", boolean(*draft)));
+        }
+        Ask::Push {
+            update,
+            bundle_bytes,
+            ..
+        } => {
+            if let Some(grant) = grant {
+                ctx.push(("grant", grant_record(grant)));
+            }
+            if let Some(scope) = yolo {
+                ctx.push(("yolo", yolo_record(scope)));
+            }
+            let default_ref = repository.map(|r| format!("refs/heads/{}", r.default_branch));
+            ctx.push(("ref_name", string(&update.ref_name)));
+            ctx.push((
+                "is_default_branch",
+                boolean(default_ref.as_deref() == Some(update.ref_name.as_str())),
+            ));
+            ctx.push(("ref_exists", boolean(update.ref_exists)));
+            ctx.push(("force", boolean(update.force)));
+            ctx.push(("delete", boolean(update.delete)));
+            ctx.push(("touches_workflows", boolean(update.touches_workflows)));
+            ctx.push(("bundle_bytes", long(*bundle_bytes)));
+        }
+        Ask::IssueWriteToken { .. } => {
+            if let Some(grant) = grant {
+                ctx.push(("grant", grant_record(grant)));
+            }
+        }
+        Ask::Read { .. }
+        | Ask::RevokePush { .. }
+        | Ask::ClearYolo
+        | Ask::ViewStatus
+        | Ask::ViewAudit => {}
+    }
+    ctx
+}

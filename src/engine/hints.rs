@@ -1,0 +1,61 @@
+//! What to do next after a denial: each built-in policy's denial maps to the command that would
+//! unblock it. A rule about *what is allowed* never lives here — only advice.
+
+use super::decide::{Action, Decision};
+
+/// One line telling the user how to get unblocked, or `None` when nothing would help.
+pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent: bool) -> String {
+    let repo = repo.unwrap_or("OWNER/NAME");
+    let request = if principal_is_agent {
+        format!(
+            "ask for access with `zodex-agent github request-push --repo {repo}` (an operator approves it), or ask an operator to run `zodex sprite github grant-push --repo {repo}`"
+        )
+    } else {
+        format!("grant it with `zodex sprite github grant-push --repo {repo}`")
+    };
+    if !decision.errors.is_empty() {
+        return "a policy failed to evaluate, so the request was denied (fail closed); check the operator policies with `zodex-prd policy check`".to_string();
+    }
+    let Some(first) = decision.policies.first() else {
+        return match decision.action {
+            Action::Push | Action::IssueWriteToken => {
+                if decision.action == Action::IssueWriteToken {
+                    format!(
+                        "a write token needs a grant made with `--via token`: an operator runs `zodex sprite github grant-push --repo {repo} --via token`"
+                    )
+                } else {
+                    request
+                }
+            }
+            Action::GrantPush | Action::SetYolo | Action::ClearYolo | Action::ViewAudit => {
+                "only an operator may do this, through `zodex sprite …`".to_string()
+            }
+            Action::Read => format!("install the reader GitHub App on {repo}"),
+            _ => "no policy permits this request".to_string(),
+        };
+    };
+    match first.as_str() {
+        "require-configured-target" => format!(
+            "{repo} is not a configured target of this sprite; an operator adds it under [[targets]] in the zodex-prd configuration"
+        ),
+        "require-writer-installed" => format!(
+            "the writer GitHub App is not installed on {repo}; install it there (or ask the repository's owner to)"
+        ),
+        "bundle-ceiling" => {
+            "the bundle is over the ceiling; push fewer commits at a time, or drop large files from history".to_string()
+        }
+        "protect-default-branch" => {
+            "push to a new branch instead and open a pull request (`zodex-agent github publish-pr`)".to_string()
+        }
+        "immutable-tags" => "tags are never moved or deleted; create a new tag instead".to_string(),
+        "only-branches-and-tags" => "push only under refs/heads/ or refs/tags/".to_string(),
+        "workflow-allowance" => format!(
+            "changes under .github/workflows/ need an allowance: an operator runs `zodex sprite github grant-push --repo {repo} --allow-workflows`"
+        ),
+        "pr-title-length" => "shorten the title to 256 characters or fewer".to_string(),
+        "pr-body-size" => "shorten the body to 64 KiB or less (link to a file instead)".to_string(),
+        other => format!(
+            "denied by the operator's policy `{other}`; see the policy directory of the zodex-prd configuration"
+        ),
+    }
+}

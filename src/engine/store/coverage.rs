@@ -1,0 +1,110 @@
+//! Installation coverage: whether each GitHub App is installed on a repository, as the
+//! publisher last checked it, with an expiry on that knowledge.
+
+use super::{Facts, Result};
+use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum App {
+    Reader,
+    Writer,
+}
+
+impl App {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reader => "reader",
+            Self::Writer => "writer",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CoverageFact {
+    pub installed: bool,
+    pub installation_id: Option<i64>,
+    pub default_branch: Option<String>,
+    pub checked_at: i64,
+    pub expires_at: i64,
+}
+
+impl Facts<'_> {
+    /// Records what the publisher learned from GitHub about one App on one repository.
+    pub fn record_coverage(&self, repo_key: &str, app: App, fact: &CoverageFact) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO coverage (repo_key, app, installed, installation_id, default_branch, checked_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (repo_key, app) DO UPDATE SET installed = excluded.installed,
+                installation_id = excluded.installation_id, default_branch = excluded.default_branch,
+                checked_at = excluded.checked_at, expires_at = excluded.expires_at",
+            params![
+                repo_key,
+                app.as_str(),
+                fact.installed,
+                fact.installation_id,
+                fact.default_branch,
+                fact.checked_at,
+                fact.expires_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The recorded coverage of one App on a repository, whether or not it is still fresh.
+    pub fn coverage(&self, repo_key: &str, app: App) -> Result<Option<CoverageFact>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT installed, installation_id, default_branch, checked_at, expires_at
+                 FROM coverage WHERE repo_key = ?1 AND app = ?2",
+            )?
+            .query_row(params![repo_key, app.as_str()], |row| {
+                Ok(CoverageFact {
+                    installed: row.get(0)?,
+                    installation_id: row.get(1)?,
+                    default_branch: row.get(2)?,
+                    checked_at: row.get(3)?,
+                    expires_at: row.get(4)?,
+                })
+            })
+            .optional()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::temp_store;
+    use super::*;
+
+    #[test]
+    fn records_and_replaces_per_app() {
+        let (_dir, mut store) = temp_store();
+        let fact = CoverageFact {
+            installed: true,
+            installation_id: Some(7),
+            default_branch: Some("main".into()),
+            checked_at: 10,
+            expires_at: 610,
+        };
+        store
+            .write(|f| f.record_coverage("acme/app", App::Writer, &fact))
+            .unwrap();
+        let negative = CoverageFact {
+            installed: false,
+            installation_id: None,
+            expires_at: 70,
+            ..fact.clone()
+        };
+        store
+            .write(|f| f.record_coverage("acme/app", App::Writer, &negative))
+            .unwrap();
+        let got = store.read(|f| f.coverage("acme/app", App::Writer)).unwrap();
+        assert_eq!(got, Some(negative));
+        assert_eq!(
+            store.read(|f| f.coverage("acme/app", App::Reader)).unwrap(),
+            None
+        );
+    }
+}

@@ -1,0 +1,413 @@
+//! Explicit push grants and the agent's pending requests for them.
+
+use super::{Facts, Result, StoreError};
+use rusqlite::{OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantState {
+    Pending,
+    Active,
+    Revoked,
+    Expired,
+    Denied,
+}
+
+impl GrantState {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Active => "active",
+            Self::Revoked => "revoked",
+            Self::Expired => "expired",
+            Self::Denied => "denied",
+        }
+    }
+
+    fn parse(text: &str) -> rusqlite::Result<Self> {
+        Ok(match text {
+            "pending" => Self::Pending,
+            "active" => Self::Active,
+            "revoked" => Self::Revoked,
+            "expired" => Self::Expired,
+            "denied" => Self::Denied,
+            other => return Err(bad_column("grants.state", other)),
+        })
+    }
+}
+
+/// How a grant's pushes may travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GrantVia {
+    /// Only through `git-remote-zodex`, where every ref update is decided on its own.
+    #[default]
+    Gateway,
+    /// Also through a one-repo write token handed to git by the credential helper; per-ref
+    /// rules cannot hold on that path (GitHub cannot limit a token to branches).
+    Token,
+}
+
+impl GrantVia {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Gateway => "gateway",
+            Self::Token => "token",
+        }
+    }
+
+    fn parse(text: &str) -> rusqlite::Result<Self> {
+        match text {
+            "gateway" => Ok(Self::Gateway),
+            "token" => Ok(Self::Token),
+            other => Err(bad_column("grants.via", other)),
+        }
+    }
+}
+
+pub(super) fn bad_column(column: &str, value: &str) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        rusqlite::types::Type::Text,
+        format!("unexpected value `{value}` in {column}").into(),
+    )
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    pub id: i64,
+    pub repo_key: String,
+    pub repo: String,
+    pub state: GrantState,
+    pub created_by: String,
+    pub reason: Option<String>,
+    pub ttl_seconds: Option<i64>,
+    pub via: GrantVia,
+    pub allow_workflows: bool,
+    pub created_at: i64,
+    pub activated_at: Option<i64>,
+    pub expires_at: Option<i64>,
+    pub approved_by: Option<String>,
+    pub ended_at: Option<i64>,
+    pub ended_by: Option<String>,
+}
+
+impl Grant {
+    /// Whether the grant still confers authority at `now` (display only: decisions compare
+    /// expiry inside Cedar).
+    pub fn is_live(&self, now: i64) -> bool {
+        self.state == GrantState::Active && self.expires_at.is_none_or(|at| now < at)
+    }
+
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get("id")?,
+            repo_key: row.get("repo_key")?,
+            repo: row.get("repo_display")?,
+            state: GrantState::parse(&row.get::<_, String>("state")?)?,
+            created_by: row.get("created_by")?,
+            reason: row.get("reason")?,
+            ttl_seconds: row.get("ttl_seconds")?,
+            via: GrantVia::parse(&row.get::<_, String>("via")?)?,
+            allow_workflows: row.get("allow_workflows")?,
+            created_at: row.get("created_at")?,
+            activated_at: row.get("activated_at")?,
+            expires_at: row.get("expires_at")?,
+            approved_by: row.get("approved_by")?,
+            ended_at: row.get("ended_at")?,
+            ended_by: row.get("ended_by")?,
+        })
+    }
+}
+
+/// A grant or request about to be recorded.
+#[derive(Debug, Clone)]
+pub struct NewGrant {
+    pub repo_key: String,
+    pub repo: String,
+    /// `agent` or `operator`.
+    pub created_by: String,
+    pub reason: Option<String>,
+    pub ttl_seconds: Option<i64>,
+    pub via: GrantVia,
+    pub allow_workflows: bool,
+    /// `Some(approver)` records the grant as active at once; `None` leaves it pending.
+    pub approved_by: Option<String>,
+}
+
+impl Facts<'_> {
+    /// Records a grant (active when `approved_by` is set) or a pending request.
+    pub fn insert_grant(&self, grant: &NewGrant, now: i64) -> Result<Grant> {
+        let active = grant.approved_by.is_some();
+        let expires_at = if active {
+            grant.ttl_seconds.map(|ttl| now + ttl)
+        } else {
+            None
+        };
+        self.conn.execute(
+            "INSERT INTO grants (repo_key, repo_display, state, created_by, reason, ttl_seconds, via,
+                                 allow_workflows, created_at, activated_at, expires_at, approved_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                grant.repo_key,
+                grant.repo,
+                if active { "active" } else { "pending" },
+                grant.created_by,
+                grant.reason,
+                grant.ttl_seconds,
+                grant.via.as_str(),
+                grant.allow_workflows,
+                now,
+                active.then_some(now),
+                expires_at,
+                grant.approved_by,
+            ],
+        )?;
+        self.grant(self.conn.last_insert_rowid())
+    }
+
+    pub fn grant(&self, id: i64) -> Result<Grant> {
+        self.conn
+            .prepare_cached("SELECT * FROM grants WHERE id = ?1")?
+            .query_row([id], Grant::from_row)
+            .optional()?
+            .ok_or_else(|| {
+                StoreError::NotFound(format!(
+                    "no grant or request #{id}; list them with `zodex sprite github requests` or `status`"
+                ))
+            })
+    }
+
+    /// The active grant for a repository that reaches furthest (no TTL first, then the latest
+    /// expiry). It may already have expired: Cedar decides that against `context.now`.
+    pub fn candidate_grant(&self, repo_key: &str) -> Result<Option<Grant>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT * FROM grants WHERE repo_key = ?1 AND state = 'active'
+                 ORDER BY expires_at IS NULL DESC, expires_at DESC, id DESC LIMIT 1",
+            )?
+            .query_row([repo_key], Grant::from_row)
+            .optional()?)
+    }
+
+    /// Grants in the given states, newest first.
+    pub fn grants_in(&self, states: &[GrantState]) -> Result<Vec<Grant>> {
+        let wanted: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT * FROM grants ORDER BY id DESC")?;
+        let rows = stmt.query_map([], Grant::from_row)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let grant = row?;
+            if wanted.contains(&grant.state.as_str()) {
+                out.push(grant);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Grants that ended (expired, revoked, denied) at or after `since`, newest first.
+    pub fn grants_ended_since(&self, since: i64) -> Result<Vec<Grant>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT * FROM grants WHERE ended_at >= ?1 ORDER BY ended_at DESC, id DESC",
+        )?;
+        let rows = stmt.query_map([since], Grant::from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Turns a pending request into an active grant. `ttl_seconds` overrides the requested TTL
+    /// (`Some(None)` means the operator chose no TTL).
+    pub fn approve_grant(
+        &self,
+        id: i64,
+        approver: &str,
+        ttl_seconds: Option<Option<i64>>,
+        now: i64,
+    ) -> Result<Grant> {
+        let grant = self.grant(id)?;
+        if grant.state != GrantState::Pending {
+            return Err(StoreError::Conflict(format!(
+                "request #{id} is {}, not pending; only pending requests can be approved",
+                grant.state.as_str()
+            )));
+        }
+        let ttl = ttl_seconds.unwrap_or(grant.ttl_seconds);
+        self.conn.execute(
+            "UPDATE grants SET state = 'active', activated_at = ?2, ttl_seconds = ?3,
+                    expires_at = ?4, approved_by = ?5
+             WHERE id = ?1 AND state = 'pending'",
+            params![id, now, ttl, ttl.map(|t| now + t), approver],
+        )?;
+        self.grant(id)
+    }
+
+    /// Refuses a pending request.
+    pub fn deny_request(&self, id: i64, by: &str, now: i64) -> Result<Grant> {
+        let grant = self.grant(id)?;
+        if grant.state != GrantState::Pending {
+            return Err(StoreError::Conflict(format!(
+                "request #{id} is {}, not pending; only pending requests can be denied",
+                grant.state.as_str()
+            )));
+        }
+        self.end_grant(id, GrantState::Denied, by, now)?;
+        self.grant(id)
+    }
+
+    /// Revokes every active grant and pending request for a repository; returns them.
+    pub fn revoke_grants(&self, repo_key: &str, by: &str, now: i64) -> Result<Vec<Grant>> {
+        let ids: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM grants WHERE repo_key = ?1 AND state IN ('active', 'pending')",
+            )?
+            .query_map([repo_key], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            self.end_grant(id, GrantState::Revoked, by, now)?;
+            out.push(self.grant(id)?);
+        }
+        Ok(out)
+    }
+
+    /// Marks active grants whose TTL has run out as expired; returns them.
+    pub fn expire_grants(&self, now: i64) -> Result<Vec<Grant>> {
+        let ids: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM grants WHERE state = 'active' AND expires_at IS NOT NULL
+                 AND expires_at <= ?1",
+            )?
+            .query_map([now], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            self.conn.execute(
+                "UPDATE grants SET state = 'expired', ended_at = expires_at, ended_by = 'ttl'
+                 WHERE id = ?1",
+                [id],
+            )?;
+            out.push(self.grant(id)?);
+        }
+        Ok(out)
+    }
+
+    fn end_grant(&self, id: i64, state: GrantState, by: &str, now: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE grants SET state = ?2, ended_at = ?3, ended_by = ?4 WHERE id = ?1",
+            params![id, state.as_str(), now, by],
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::temp_store;
+    use super::*;
+
+    fn new_grant(approved: bool, ttl: Option<i64>) -> NewGrant {
+        NewGrant {
+            repo_key: "acme/app".into(),
+            repo: "Acme/App".into(),
+            created_by: if approved { "operator" } else { "agent" }.into(),
+            reason: Some("fix the build".into()),
+            ttl_seconds: ttl,
+            via: GrantVia::Gateway,
+            allow_workflows: false,
+            approved_by: approved.then(|| "uid:0".into()),
+        }
+    }
+
+    #[test]
+    fn operator_grant_is_active_with_its_expiry() {
+        let (_dir, mut store) = temp_store();
+        let grant = store
+            .write(|f| f.insert_grant(&new_grant(true, Some(60)), 1000))
+            .unwrap();
+        assert_eq!(grant.state, GrantState::Active);
+        assert_eq!(grant.expires_at, Some(1060));
+        assert!(grant.is_live(1059));
+        assert!(!grant.is_live(1060));
+        let candidate = store.read(|f| f.candidate_grant("acme/app")).unwrap();
+        assert_eq!(candidate.unwrap().id, grant.id);
+        assert!(
+            store
+                .read(|f| f.candidate_grant("acme/other"))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn request_is_pending_until_approved_and_ttl_starts_at_approval() {
+        let (_dir, mut store) = temp_store();
+        let request = store
+            .write(|f| f.insert_grant(&new_grant(false, Some(1800)), 1000))
+            .unwrap();
+        assert_eq!(request.state, GrantState::Pending);
+        assert!(
+            store
+                .read(|f| f.candidate_grant("acme/app"))
+                .unwrap()
+                .is_none()
+        );
+        let approved = store
+            .write(|f| f.approve_grant(request.id, "uid:0", None, 2000))
+            .unwrap();
+        assert_eq!(approved.state, GrantState::Active);
+        assert_eq!(approved.expires_at, Some(3800));
+        let err = store
+            .write(|f| f.approve_grant(request.id, "uid:0", None, 2000))
+            .unwrap_err();
+        assert!(err.to_string().contains("not pending"), "{err}");
+    }
+
+    #[test]
+    fn revoke_ends_active_and_pending_and_expire_marks_only_due() {
+        let (_dir, mut store) = temp_store();
+        store
+            .write(|f| f.insert_grant(&new_grant(true, Some(10)), 100))
+            .unwrap();
+        store
+            .write(|f| f.insert_grant(&new_grant(true, None), 100))
+            .unwrap();
+        let expired = store.write(|f| f.expire_grants(110)).unwrap();
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].state, GrantState::Expired);
+        store
+            .write(|f| f.insert_grant(&new_grant(false, None), 120))
+            .unwrap();
+        let revoked = store
+            .write(|f| f.revoke_grants("acme/app", "uid:0", 130))
+            .unwrap();
+        assert_eq!(revoked.len(), 2);
+        assert!(revoked.iter().all(|g| g.state == GrantState::Revoked));
+        assert!(
+            store
+                .read(|f| f.candidate_grant("acme/app"))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_failed_write_leaves_nothing_behind() {
+        let (_dir, mut store) = temp_store();
+        let err = store.write(|f| {
+            f.insert_grant(&new_grant(true, None), 1)?;
+            f.approve_grant(999, "x", None, 1)
+        });
+        assert!(err.is_err());
+        assert!(
+            store
+                .read(|f| f.candidate_grant("acme/app"))
+                .unwrap()
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! The engine's SQLite state: one file, WAL mode, migrations embedded at build time.
+//!
+//! Every operation that changes more than one row runs in one transaction, so no error leaves a
+//! half-written row, and every decision reads its facts from one snapshot.
+
+mod audit;
+mod coverage;
+mod grants;
+mod tokens;
+mod yolo;
+
+pub use audit::{AuditEvent, AuditFilter, AuditRow};
+pub use coverage::{App, CoverageFact};
+pub use grants::{Grant, GrantState, GrantVia, NewGrant};
+pub use tokens::IssuedToken;
+pub use yolo::{NewYolo, YoloScope};
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The migrations, in order. Their position (1-based) is the schema version they bring.
+const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/0001_initial.sql")];
+
+/// How long a writer waits for another writer before SQLite reports `SQLITE_BUSY`.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "state database {path} has schema version {found}, newer than this zodex-prd understands ({known}); run the zodex-prd that wrote it, or a newer one"
+    )]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error(
+        "cannot open state database {path}: {source}; check the state directory exists and is writable by the publisher user"
+    )]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("state database error: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// A connection to the state database. Open one per thread; SQLite's WAL lets readers run
+/// beside one writer.
+pub struct Store {
+    conn: Connection,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Self> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut store = Self { conn };
+        store.configure().map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        store.migrate(path)?;
+        Ok(store)
+    }
+
+    fn configure(&mut self) -> rusqlite::Result<()> {
+        self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        self.conn
+            .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        self.conn.execute_batch(
+            "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY;",
+        )?;
+        self.conn.set_prepared_statement_cache_capacity(64);
+        Ok(())
+    }
+
+    fn migrate(&mut self, path: &Path) -> Result<()> {
+        let known = MIGRATIONS.len() as i64;
+        // IMMEDIATE: two publishers starting at once must not both apply the same migration.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let found: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if found > known {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found,
+                known,
+            });
+        }
+        for sql in &MIGRATIONS[found as usize..] {
+            tx.execute_batch(sql)?;
+        }
+        tx.pragma_update(None, "user_version", known)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The schema version recorded in the database.
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))?)
+    }
+
+    /// The newest schema version this binary knows.
+    pub fn known_schema_version() -> i64 {
+        MIGRATIONS.len() as i64
+    }
+
+    /// Runs `f` in one deferred (read) transaction: every fact it reads comes from one snapshot.
+    pub fn read<T>(&mut self, f: impl FnOnce(&Facts<'_>) -> Result<T>) -> Result<T> {
+        let tx = self.conn.transaction()?;
+        let out = f(&Facts { conn: &tx })?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one immediate (write) transaction; on any error nothing it did is kept.
+    pub fn write<T>(&mut self, f: impl FnOnce(&Facts<'_>) -> Result<T>) -> Result<T> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = f(&Facts { conn: &tx })?;
+        tx.commit()?;
+        Ok(out)
+    }
+}
+
+/// The queries and updates of the state, used inside a [`Store::read`] or [`Store::write`]
+/// transaction. The per-table methods live in this module's files.
+pub struct Facts<'c> {
+    conn: &'c Connection,
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    /// A store in a fresh temporary directory (kept alive by the returned guard).
+    pub fn temp_store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        (dir, store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrates_once_and_records_the_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let store = Store::open(&path).unwrap();
+        assert_eq!(
+            store.schema_version().unwrap(),
+            Store::known_schema_version()
+        );
+        drop(store);
+        // Opening again applies nothing twice.
+        let store = Store::open(&path).unwrap();
+        assert_eq!(
+            store.schema_version().unwrap(),
+            Store::known_schema_version()
+        );
+        let mode: String = store
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let fk: i64 = store
+            .conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(fk, 1);
+    }
+
+    #[test]
+    fn refuses_a_database_newer_than_the_binary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        drop(Store::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+        drop(conn);
+        let err = Store::open(&path).err().expect("must refuse");
+        let text = err.to_string();
+        assert!(text.contains("schema version 99"), "{text}");
+        assert!(text.contains("newer"), "{text}");
+    }
+}

@@ -1,0 +1,145 @@
+//! YOLO scopes: time-boxed push authority over one repository or every installed one.
+
+use super::{Facts, Result};
+use rusqlite::{OptionalExtension, Row, params};
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct YoloScope {
+    pub id: i64,
+    /// `None`: every repository the writer App is installed on.
+    pub repo_key: Option<String>,
+    pub repo: Option<String>,
+    pub allow_workflows: bool,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub created_by: String,
+    pub cleared_at: Option<i64>,
+    pub cleared_by: Option<String>,
+}
+
+impl YoloScope {
+    pub fn is_live(&self, now: i64) -> bool {
+        self.cleared_at.is_none() && self.expires_at.is_none_or(|at| now < at)
+    }
+
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get("id")?,
+            repo_key: row.get("repo_key")?,
+            repo: row.get("repo_display")?,
+            allow_workflows: row.get("allow_workflows")?,
+            created_at: row.get("created_at")?,
+            expires_at: row.get("expires_at")?,
+            created_by: row.get("created_by")?,
+            cleared_at: row.get("cleared_at")?,
+            cleared_by: row.get("cleared_by")?,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct NewYolo {
+    /// `(key, display)`; `None` for all installed repositories.
+    pub repo: Option<(String, String)>,
+    pub allow_workflows: bool,
+    pub ttl_seconds: Option<i64>,
+    pub created_by: String,
+}
+
+impl Facts<'_> {
+    pub fn insert_yolo(&self, scope: &NewYolo, now: i64) -> Result<YoloScope> {
+        let (key, display) = scope.repo.clone().unzip();
+        self.conn.execute(
+            "INSERT INTO yolo_scopes (repo_key, repo_display, allow_workflows, created_at, expires_at, created_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                key,
+                display,
+                scope.allow_workflows,
+                now,
+                scope.ttl_seconds.map(|t| now + t),
+                scope.created_by
+            ],
+        )?;
+        let id = self.conn.last_insert_rowid();
+        Ok(self
+            .conn
+            .prepare_cached("SELECT * FROM yolo_scopes WHERE id = ?1")?
+            .query_row([id], YoloScope::from_row)?)
+    }
+
+    /// The uncleared scope covering a repository that reaches furthest: a scope naming the
+    /// repository or an all-installed scope. It may have expired; Cedar decides.
+    pub fn candidate_yolo(&self, repo_key: &str) -> Result<Option<YoloScope>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT * FROM yolo_scopes
+                 WHERE cleared_at IS NULL AND (repo_key = ?1 OR repo_key IS NULL)
+                 ORDER BY expires_at IS NULL DESC, expires_at DESC, allow_workflows DESC, id DESC
+                 LIMIT 1",
+            )?
+            .query_row([repo_key], YoloScope::from_row)
+            .optional()?)
+    }
+
+    /// Scopes not cleared, newest first (expired ones included: callers show them as expired).
+    pub fn uncleared_yolo(&self) -> Result<Vec<YoloScope>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT * FROM yolo_scopes WHERE cleared_at IS NULL ORDER BY id DESC",
+        )?;
+        let rows = stmt.query_map([], YoloScope::from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Clears every scope (`zodex sprite github default`); explicit grants are untouched.
+    pub fn clear_yolo(&self, by: &str, now: i64) -> Result<Vec<YoloScope>> {
+        let live = self.uncleared_yolo()?;
+        self.conn.execute(
+            "UPDATE yolo_scopes SET cleared_at = ?1, cleared_by = ?2 WHERE cleared_at IS NULL",
+            params![now, by],
+        )?;
+        Ok(live)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::temp_store;
+    use super::*;
+
+    #[test]
+    fn all_installed_scope_covers_every_repo_and_default_clears_it() {
+        let (_dir, mut store) = temp_store();
+        let scope = NewYolo {
+            repo: None,
+            allow_workflows: false,
+            ttl_seconds: Some(7200),
+            created_by: "uid:0".into(),
+        };
+        store.write(|f| f.insert_yolo(&scope, 100)).unwrap();
+        let one = NewYolo {
+            repo: Some(("acme/app".into(), "acme/app".into())),
+            ttl_seconds: Some(60),
+            ..scope.clone()
+        };
+        store.write(|f| f.insert_yolo(&one, 100)).unwrap();
+        let candidate = store.read(|f| f.candidate_yolo("zeta/x")).unwrap().unwrap();
+        assert_eq!(candidate.repo_key, None);
+        // The all-installed scope reaches further than the one-repo scope.
+        let candidate = store
+            .read(|f| f.candidate_yolo("acme/app"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(candidate.expires_at, Some(7300));
+        let cleared = store.write(|f| f.clear_yolo("uid:0", 200)).unwrap();
+        assert_eq!(cleared.len(), 2);
+        assert!(
+            store
+                .read(|f| f.candidate_yolo("acme/app"))
+                .unwrap()
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! Configured targets: the repositories (or whole owners) this sprite may ever write to, with
+//! each one's default base branch. Half of write coverage; the other half is the writer App's
+//! installation, which the publisher checks at GitHub.
+
+use super::repo::{RepoName, validate_owner};
+use serde::Deserialize;
+
+/// One `[[targets]]` entry of the configuration: exactly one of `repo` or `owner`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSpec {
+    pub repo: Option<String>,
+    pub owner: Option<String>,
+    /// The branch pull requests target by default; GitHub's own default branch wins once known.
+    pub default_branch: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pattern {
+    /// A lower-cased `owner/name`.
+    Repo(String),
+    /// A lower-cased owner: every repository of theirs.
+    Owner(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pattern: Pattern,
+    pub default_branch: Option<String>,
+}
+
+/// The validated list of targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targets(Vec<Target>);
+
+impl Targets {
+    pub fn from_specs(specs: &[TargetSpec]) -> Result<Self, String> {
+        specs
+            .iter()
+            .map(|spec| {
+                let pattern = match (&spec.repo, &spec.owner) {
+                    (Some(repo), None) => Pattern::Repo(
+                        RepoName::parse(repo)
+                            .map_err(|e| format!("[[targets]] repo: {e}"))?
+                            .key(),
+                    ),
+                    (None, Some(owner)) => {
+                        validate_owner(owner)
+                            .map_err(|e| format!("[[targets]] owner `{owner}`: {e}"))?;
+                        Pattern::Owner(owner.to_ascii_lowercase())
+                    }
+                    _ => {
+                        return Err(
+                            "each [[targets]] entry needs exactly one of `repo = \"owner/name\"` or `owner = \"owner\"`"
+                                .to_string(),
+                        );
+                    }
+                };
+                Ok(Target {
+                    pattern,
+                    default_branch: spec.default_branch.clone(),
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+
+    /// The target covering `repo`: an entry naming the repository wins over one naming its owner.
+    pub fn lookup(&self, repo: &RepoName) -> Option<&Target> {
+        let key = repo.key();
+        let owner = repo.owner().to_ascii_lowercase();
+        self.0
+            .iter()
+            .find(|t| t.pattern == Pattern::Repo(key.clone()))
+            .or_else(|| {
+                self.0
+                    .iter()
+                    .find(|t| t.pattern == Pattern::Owner(owner.clone()))
+            })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(repo: Option<&str>, owner: Option<&str>, branch: Option<&str>) -> TargetSpec {
+        TargetSpec {
+            repo: repo.map(Into::into),
+            owner: owner.map(Into::into),
+            default_branch: branch.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn repo_entry_wins_over_owner_and_case_is_folded() {
+        let targets = Targets::from_specs(&[
+            spec(None, Some("Acme"), Some("main")),
+            spec(Some("acme/legacy"), None, Some("master")),
+        ])
+        .unwrap();
+        let legacy = RepoName::parse("ACME/Legacy").unwrap();
+        assert_eq!(
+            targets.lookup(&legacy).unwrap().default_branch.as_deref(),
+            Some("master")
+        );
+        let other = RepoName::parse("acme/x").unwrap();
+        assert_eq!(
+            targets.lookup(&other).unwrap().default_branch.as_deref(),
+            Some("main")
+        );
+        assert!(
+            targets
+                .lookup(&RepoName::parse("evil/x").unwrap())
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn malformed_entries_are_refused() {
+        assert!(Targets::from_specs(&[spec(None, None, None)]).is_err());
+        assert!(Targets::from_specs(&[spec(Some("a/b"), Some("a"), None)]).is_err());
+        assert!(Targets::from_specs(&[spec(Some("a/b/c"), None, None)]).is_err());
+        assert!(Targets::from_specs(&[spec(None, Some("-bad"), None)]).is_err());
+    }
+}

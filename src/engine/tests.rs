@@ -1,0 +1,723 @@
+//! Scenario tests of the engine: every built-in rule with allow and deny cases, through the
+//! same `Authority` operations the daemon runs, over a real SQLite file.
+
+use super::store::{App, AuditFilter, CoverageFact, GrantState, GrantVia, Store};
+use super::targets::{TargetSpec, Targets};
+use super::*;
+use crate::engine::policy::Policies;
+
+const NOW: i64 = 1_800_000_000;
+const CEILING: i64 = 134_217_728;
+
+struct World {
+    _dir: tempfile::TempDir,
+    store: Store,
+    engine: Engine,
+    operator: Principal,
+}
+
+fn world_with(operator_dir: Option<&std::path::Path>) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+    let targets = Targets::from_specs(&[
+        TargetSpec {
+            repo: None,
+            owner: Some("demo".into()),
+            default_branch: Some("main".into()),
+        },
+        TargetSpec {
+            repo: Some("acme/app".into()),
+            owner: None,
+            default_branch: Some("main".into()),
+        },
+    ])
+    .unwrap();
+    for (repo, writer) in [
+        ("demo/app", true),
+        ("demo/lib", true),
+        ("demo/other", false),
+        ("acme/app", true),
+        ("zeta/x", true),
+    ] {
+        cover(&mut store, repo, writer, true, NOW + 600);
+    }
+    World {
+        _dir: dir,
+        store,
+        engine: Engine::new(Policies::load(operator_dir).unwrap(), targets),
+        operator: Principal::Operator("uid:0".into()),
+    }
+}
+
+fn world() -> World {
+    world_with(None)
+}
+
+fn cover(store: &mut Store, repo: &str, writer: bool, reader: bool, expires_at: i64) {
+    for (app, installed) in [(App::Writer, writer), (App::Reader, reader)] {
+        let fact = CoverageFact {
+            installed,
+            installation_id: installed.then_some(1),
+            default_branch: Some("main".into()),
+            checked_at: NOW,
+            expires_at,
+        };
+        store
+            .write(|f| f.record_coverage(repo, app, &fact))
+            .unwrap();
+    }
+}
+
+fn repo(name: &str) -> RepoName {
+    RepoName::parse(name).unwrap()
+}
+
+fn terms(ttl: Option<i64>) -> GrantTerms {
+    GrantTerms {
+        ttl_seconds: ttl,
+        allow_workflows: false,
+        via: GrantVia::Gateway,
+    }
+}
+
+fn push(name: &str, ref_name: &str) -> Ask {
+    Ask::Push {
+        repo: repo(name),
+        update: RefUpdate {
+            ref_name: ref_name.into(),
+            ..Default::default()
+        },
+        bundle_bytes: 1024,
+    }
+}
+
+impl World {
+    /// Runs an `Authority` operation against this world's store.
+    fn op<T>(&mut self, f: impl FnOnce(Authority<'_>, &mut Store, &Principal) -> T) -> T {
+        let operator = self.operator.clone();
+        f(
+            Authority {
+                engine: &self.engine,
+            },
+            &mut self.store,
+            &operator,
+        )
+    }
+
+    fn decide(&mut self, ask: &Ask, now: i64) -> Decision {
+        let engine = &self.engine;
+        self.store
+            .read(|f| engine.decide(f, &Principal::Agent, ask, now))
+            .unwrap()
+    }
+
+    fn grant(&mut self, name: &str, terms: GrantTerms) -> store::Grant {
+        let operator = self.operator.clone();
+        let engine = &self.engine;
+        Authority { engine }
+            .grant_push(&mut self.store, &operator, &repo(name), terms, NOW)
+            .unwrap()
+    }
+}
+
+fn assert_denied_by(decision: &Decision, policy: &str) {
+    assert!(
+        !decision.allowed,
+        "expected a deny by {policy}: {decision:?}"
+    );
+    assert!(
+        decision.policies.iter().any(|p| p == policy),
+        "expected {policy}: {decision:?}"
+    );
+}
+
+fn assert_no_permit(decision: &Decision) {
+    assert!(!decision.allowed, "{decision:?}");
+    assert!(decision.policies.is_empty(), "{decision:?}");
+}
+
+#[test]
+fn explicit_grant_permits_that_repository_only_whatever_the_case() {
+    let mut w = world();
+    w.grant("Demo/App", terms(Some(1800)));
+    let d = w.decide(&push("demo/app", "refs/heads/feature"), NOW);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(d.policies, vec!["explicit-grant-push"]);
+    assert!(
+        w.decide(&push("DEMO/APP.git", "refs/heads/feature"), NOW)
+            .allowed
+    );
+    assert_no_permit(&w.decide(&push("demo/lib", "refs/heads/feature"), NOW));
+}
+
+#[test]
+fn grant_expiry_is_decided_in_cedar_at_the_exact_second() {
+    let mut w = world();
+    w.grant("demo/app", terms(Some(2)));
+    assert!(w.decide(&push("demo/app", "refs/heads/f"), NOW + 1).allowed);
+    assert_no_permit(&w.decide(&push("demo/app", "refs/heads/f"), NOW + 2));
+    assert_no_permit(&w.decide(&push("demo/app", "refs/heads/f"), NOW + 100));
+}
+
+#[test]
+fn revoked_grant_denies_and_the_denial_names_request_push() {
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    let revoked = w
+        .op(|a, s, op| a.revoke_push(s, op, &repo("DEMO/app"), NOW))
+        .unwrap();
+    assert_eq!(revoked.len(), 1);
+    assert_eq!(revoked[0].state, GrantState::Revoked);
+    let d = w.decide(&push("demo/app", "refs/heads/f"), NOW);
+    assert_no_permit(&d);
+    let denial = Denial::from_decision(&d, Some(&repo("demo/app")), &Principal::Agent);
+    assert!(
+        denial.message.contains("no policy permits it"),
+        "{denial:?}"
+    );
+    assert!(
+        denial
+            .unblock
+            .contains("zodex-agent github request-push --repo demo/app"),
+        "{denial:?}"
+    );
+}
+
+#[test]
+fn yolo_for_all_installed_needs_writer_coverage_and_expires() {
+    let mut w = world();
+    let scopes = w
+        .op(|a, s, op| a.set_yolo(s, op, &[], Some(7200), false, NOW))
+        .unwrap();
+    assert_eq!(scopes.len(), 1);
+    let d = w.decide(&push("demo/app", "refs/heads/f"), NOW);
+    assert!(d.allowed && d.policies == vec!["yolo-push"], "{d:?}");
+    assert!(w.decide(&push("acme/app", "refs/heads/f"), NOW).allowed);
+    // Writer App not installed on demo/other.
+    assert_denied_by(
+        &w.decide(&push("demo/other", "refs/heads/f"), NOW),
+        "require-writer-installed",
+    );
+    // Installed but not a configured target.
+    assert_denied_by(
+        &w.decide(&push("zeta/x", "refs/heads/f"), NOW),
+        "require-configured-target",
+    );
+    // Coverage knowledge is refreshed; the scope itself has run out.
+    cover(&mut w.store, "demo/app", true, true, NOW + 10_000);
+    assert!(
+        w.decide(&push("demo/app", "refs/heads/f"), NOW + 7199)
+            .allowed
+    );
+    assert_no_permit(&w.decide(&push("demo/app", "refs/heads/f"), NOW + 7200));
+}
+
+#[test]
+fn yolo_for_one_repository_covers_only_it() {
+    let mut w = world();
+    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], None, false, NOW))
+        .unwrap();
+    cover(&mut w.store, "demo/lib", true, true, NOW + 20_000_000);
+    assert!(
+        w.decide(&push("demo/lib", "refs/heads/f"), NOW + 10_000_000)
+            .allowed
+    );
+    assert_no_permit(&w.decide(&push("demo/app", "refs/heads/f"), NOW));
+}
+
+#[test]
+fn default_clears_every_yolo_scope_and_keeps_grants() {
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    w.op(|a, s, op| a.set_yolo(s, op, &[], None, false, NOW))
+        .unwrap();
+    let cleared = w.op(|a, s, op| a.clear_yolo(s, op, NOW)).unwrap();
+    assert_eq!(cleared.len(), 1);
+    assert_no_permit(&w.decide(&push("demo/lib", "refs/heads/f"), NOW));
+    let d = w.decide(&push("demo/app", "refs/heads/f"), NOW);
+    assert!(
+        d.allowed && d.policies == vec!["explicit-grant-push"],
+        "{d:?}"
+    );
+}
+
+#[test]
+fn stale_coverage_counts_as_not_installed() {
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    cover(&mut w.store, "demo/app", true, true, NOW);
+    assert_denied_by(
+        &w.decide(&push("demo/app", "refs/heads/f"), NOW),
+        "require-writer-installed",
+    );
+}
+
+#[test]
+fn bundle_ceiling_allows_exactly_128_mib_and_denies_one_byte_more() {
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    let sized = |bytes| Ask::Push {
+        repo: repo("demo/app"),
+        update: RefUpdate {
+            ref_name: "refs/heads/big".into(),
+            ..Default::default()
+        },
+        bundle_bytes: bytes,
+    };
+    assert!(w.decide(&sized(CEILING), NOW).allowed);
+    assert_denied_by(&w.decide(&sized(CEILING + 1), NOW), "bundle-ceiling");
+}
+
+#[test]
+fn ref_rules_protect_default_branch_tags_and_other_namespaces() {
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    let update = |ref_name: &str, force, delete, exists| Ask::Push {
+        repo: repo("demo/app"),
+        update: RefUpdate {
+            ref_name: ref_name.into(),
+            force,
+            delete,
+            ref_exists: exists,
+            ..Default::default()
+        },
+        bundle_bytes: 10,
+    };
+    assert!(
+        w.decide(&update("refs/heads/main", false, false, true), NOW)
+            .allowed
+    );
+    assert_denied_by(
+        &w.decide(&update("refs/heads/main", true, false, true), NOW),
+        "protect-default-branch",
+    );
+    assert_denied_by(
+        &w.decide(&update("refs/heads/main", false, true, true), NOW),
+        "protect-default-branch",
+    );
+    assert!(
+        w.decide(&update("refs/heads/feature", true, false, true), NOW)
+            .allowed
+    );
+    assert!(
+        w.decide(&update("refs/heads/feature", false, true, true), NOW)
+            .allowed
+    );
+    assert!(
+        w.decide(&update("refs/tags/v1", false, false, false), NOW)
+            .allowed
+    );
+    assert_denied_by(
+        &w.decide(&update("refs/tags/v1", true, false, true), NOW),
+        "immutable-tags",
+    );
+    assert_denied_by(
+        &w.decide(&update("refs/tags/v1", false, true, true), NOW),
+        "immutable-tags",
+    );
+    assert_denied_by(
+        &w.decide(&update("refs/notes/x", false, false, false), NOW),
+        "only-branches-and-tags",
+    );
+    assert_denied_by(
+        &w.decide(&update("HEAD", false, false, false), NOW),
+        "only-branches-and-tags",
+    );
+}
+
+#[test]
+fn workflow_changes_need_an_allowance_on_the_grant_or_scope() {
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    let wf = |name: &str| Ask::Push {
+        repo: repo(name),
+        update: RefUpdate {
+            ref_name: "refs/heads/ci".into(),
+            touches_workflows: true,
+            ..Default::default()
+        },
+        bundle_bytes: 10,
+    };
+    assert_denied_by(&w.decide(&wf("demo/app"), NOW), "workflow-allowance");
+    w.grant(
+        "demo/app",
+        GrantTerms {
+            allow_workflows: true,
+            ..terms(None)
+        },
+    );
+    assert!(w.decide(&wf("demo/app"), NOW).allowed);
+    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], None, false, NOW))
+        .unwrap();
+    assert_denied_by(&w.decide(&wf("demo/lib"), NOW), "workflow-allowance");
+    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], None, true, NOW))
+        .unwrap();
+    assert!(w.decide(&wf("demo/lib"), NOW).allowed);
+}
+
+#[test]
+fn request_push_stays_pending_until_an_operator_approves() {
+    let mut w = world();
+    let request = w
+        .op(|a, s, _| {
+            a.request_push(
+                s,
+                &repo("demo/app"),
+                terms(Some(60)),
+                Some("fix CI".into()),
+                NOW,
+            )
+        })
+        .unwrap();
+    assert_eq!(request.state, GrantState::Pending);
+    assert_no_permit(&w.decide(&push("demo/app", "refs/heads/f"), NOW));
+    let approved = w
+        .op(|a, s, op| a.approve(s, op, request.id, None, NOW + 100))
+        .unwrap();
+    assert_eq!(approved.state, GrantState::Active);
+    assert_eq!(approved.expires_at, Some(NOW + 160));
+    assert!(
+        w.decide(&push("demo/app", "refs/heads/f"), NOW + 159)
+            .allowed
+    );
+    assert_no_permit(&w.decide(&push("demo/app", "refs/heads/f"), NOW + 160));
+}
+
+#[test]
+fn denied_request_never_becomes_active() {
+    let mut w = world();
+    let request = w
+        .op(|a, s, _| a.request_push(s, &repo("demo/app"), terms(None), None, NOW))
+        .unwrap();
+    let denied = w.op(|a, s, op| a.deny(s, op, request.id, NOW)).unwrap();
+    assert_eq!(denied.state, GrantState::Denied);
+    let err = w
+        .op(|a, s, op| a.approve(s, op, request.id, None, NOW))
+        .unwrap_err();
+    assert!(err.to_string().contains("not pending"), "{err}");
+}
+
+#[test]
+fn request_push_for_an_unconfigured_repository_is_denied() {
+    let mut w = world();
+    let err = w
+        .op(|a, s, _| a.request_push(s, &repo("zeta/x"), terms(None), None, NOW))
+        .unwrap_err();
+    let AuthorityError::Denied(denial) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(denial.policies, vec!["require-configured-target"]);
+}
+
+#[test]
+fn an_operator_policy_can_permit_self_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("self.cedar"),
+        "@id(\"agent-self-approve-demo\")\npermit (principal is Zodex::Agent, action == Zodex::Action::\"GrantPush\", resource)\nwhen { resource.owner == \"demo\" && context has ttl_seconds && context.ttl_seconds <= 3600 };\n",
+    )
+    .unwrap();
+    let mut w = world_with(Some(dir.path()));
+    let short = w
+        .op(|a, s, _| a.request_push(s, &repo("demo/app"), terms(Some(600)), None, NOW))
+        .unwrap();
+    assert_eq!(short.state, GrantState::Active);
+    assert_eq!(short.approved_by.as_deref(), Some("agent"));
+    let long = w
+        .op(|a, s, _| a.request_push(s, &repo("demo/lib"), terms(None), None, NOW))
+        .unwrap();
+    assert_eq!(long.state, GrantState::Pending);
+}
+
+#[test]
+fn an_operator_policy_lowers_the_ceiling_without_a_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("small.cedar"),
+        "@id(\"small-bundles\")\nforbid (principal, action == Zodex::Action::\"Push\", resource)\nwhen { context.bundle_bytes > 1048576 };\n",
+    )
+    .unwrap();
+    let mut w = world_with(Some(dir.path()));
+    w.grant("demo/app", terms(None));
+    let sized = |bytes| Ask::Push {
+        repo: repo("demo/app"),
+        update: RefUpdate {
+            ref_name: "refs/heads/f".into(),
+            ..Default::default()
+        },
+        bundle_bytes: bytes,
+    };
+    assert!(w.decide(&sized(1_048_576), NOW).allowed);
+    let d = w.decide(&sized(1_048_577), NOW);
+    assert_denied_by(&d, "small-bundles");
+    let denial = Denial::from_decision(&d, Some(&repo("demo/app")), &Principal::Agent);
+    assert!(denial.unblock.contains("small-bundles"), "{denial:?}");
+}
+
+#[test]
+fn write_tokens_only_for_unexpired_token_grants() {
+    let mut w = world();
+    let ask = Ask::IssueWriteToken {
+        repo: repo("demo/app"),
+    };
+    w.grant("demo/app", terms(Some(60)));
+    assert_no_permit(&w.decide(&ask, NOW));
+    w.grant(
+        "demo/app",
+        GrantTerms {
+            via: GrantVia::Token,
+            ..terms(Some(120))
+        },
+    );
+    let d = w.decide(&ask, NOW);
+    assert!(
+        d.allowed && d.policies == vec!["token-grant-write-token"],
+        "{d:?}"
+    );
+    assert_no_permit(&w.decide(&ask, NOW + 120));
+    assert_denied_by(
+        &w.decide(
+            &Ask::IssueWriteToken {
+                repo: repo("demo/other"),
+            },
+            NOW,
+        ),
+        "require-writer-installed",
+    );
+}
+
+#[test]
+fn reads_need_the_reader_app() {
+    let mut w = world();
+    assert!(
+        w.decide(
+            &Ask::Read {
+                repo: repo("demo/other")
+            },
+            NOW
+        )
+        .allowed
+    );
+    cover(&mut w.store, "demo/app", true, false, NOW + 600);
+    assert_no_permit(&w.decide(
+        &Ask::Read {
+            repo: repo("demo/app"),
+        },
+        NOW,
+    ));
+    assert_no_permit(&w.decide(
+        &Ask::Read {
+            repo: repo("never/seen"),
+        },
+        NOW,
+    ));
+}
+
+#[test]
+fn the_agent_cannot_grant_set_yolo_or_read_the_audit() {
+    let mut w = world();
+    let agent = Principal::Agent;
+    let err = Authority { engine: &w.engine }
+        .grant_push(&mut w.store, &agent, &repo("demo/app"), terms(None), NOW)
+        .unwrap_err();
+    assert!(matches!(err, AuthorityError::Denied(_)), "{err}");
+    let err = Authority { engine: &w.engine }
+        .set_yolo(&mut w.store, &agent, &[], None, false, NOW)
+        .unwrap_err();
+    assert!(matches!(err, AuthorityError::Denied(_)), "{err}");
+    let err = Authority { engine: &w.engine }
+        .audit(&mut w.store, &agent, &AuditFilter::default(), NOW)
+        .unwrap_err();
+    assert!(matches!(err, AuthorityError::Denied(_)), "{err}");
+    assert!(
+        Authority { engine: &w.engine }
+            .status(&mut w.store, &agent, NOW)
+            .is_ok()
+    );
+}
+
+#[test]
+fn status_shows_expired_entries_as_expired_never_active() {
+    let mut w = world();
+    w.grant("demo/app", terms(Some(10)));
+    w.grant(
+        "demo/lib",
+        GrantTerms {
+            via: GrantVia::Token,
+            ..terms(None)
+        },
+    );
+    w.op(|a, s, op| a.set_yolo(s, op, &[], Some(5), false, NOW))
+        .unwrap();
+    let status = w.op(|a, s, op| a.status(s, op, NOW + 10)).unwrap();
+    assert_eq!(status.grants.len(), 1);
+    assert_eq!(status.grants[0].grant.repo, "demo/lib");
+    assert!(
+        status.grants[0]
+            .warning
+            .as_deref()
+            .unwrap()
+            .contains("per-ref rules")
+    );
+    assert_eq!(status.recently_ended.len(), 1);
+    assert_eq!(status.recently_ended[0].shown_state, "expired");
+    assert_eq!(status.yolo[0].shown_state, "expired");
+    assert_eq!(status.yolo[0].seconds_left, None);
+    // After the sweeper runs the grant is recorded as expired, still shown once.
+    let expired = w.op(|a, s, _| a.expire_due(s, NOW + 10)).unwrap();
+    assert_eq!(expired.len(), 1);
+    let status = w.op(|a, s, op| a.status(s, op, NOW + 11)).unwrap();
+    assert_eq!(status.recently_ended.len(), 1);
+    assert_eq!(status.recently_ended[0].shown_state, "expired");
+}
+
+#[test]
+fn every_decision_and_change_is_audited_with_its_policies() {
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    let ask = push("demo/app", "refs/heads/main");
+    let forced = Ask::Push {
+        repo: repo("demo/app"),
+        update: RefUpdate {
+            ref_name: "refs/heads/main".into(),
+            force: true,
+            old_oid: Some("a".repeat(40)),
+            new_oid: Some("b".repeat(40)),
+            ..Default::default()
+        },
+        bundle_bytes: 99,
+    };
+    for a in [&ask, &forced] {
+        w.op(|auth, s, _| {
+            auth.decide_audited(s, &Principal::Agent, a, NOW, |e| {
+                e.bundle_bytes = Some(99);
+                e.ref_name = Some("refs/heads/main".into());
+            })
+        })
+        .unwrap();
+    }
+    let rows = w
+        .op(|a, s, op| a.audit(s, op, &AuditFilter::default(), NOW))
+        .unwrap();
+    let summary: Vec<(String, String, Vec<String>)> = rows
+        .iter()
+        .map(|r| (r.action.clone(), r.decision.clone(), r.policies.clone()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                "GrantPush".into(),
+                "allow".into(),
+                vec!["operator-grant-push".to_string()]
+            ),
+            (
+                "Push".into(),
+                "allow".into(),
+                vec!["explicit-grant-push".to_string()]
+            ),
+            (
+                "Push".into(),
+                "deny".into(),
+                vec!["protect-default-branch".to_string()]
+            ),
+        ]
+    );
+    assert_eq!(rows[2].bundle_bytes, Some(99));
+    // Explain leaves no row.
+    w.op(|a, s, op| a.explain(s, op, &ask, NOW)).unwrap();
+    assert_eq!(
+        w.op(|a, s, op| a.audit(s, op, &AuditFilter::default(), NOW))
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn every_context_conforms_to_the_schema() {
+    // Build each kind of request with the schema attached: Cedar checks the context's shape.
+    let w = world();
+    let facts = RepoFacts {
+        key: "demo/app".into(),
+        default_branch: "main".into(),
+        configured_target: true,
+        writer_installed: true,
+        reader_installed: true,
+    };
+    let grant = store::Grant {
+        id: 1,
+        repo_key: "demo/app".into(),
+        repo: "demo/app".into(),
+        state: GrantState::Active,
+        created_by: "operator".into(),
+        reason: None,
+        ttl_seconds: Some(5),
+        via: GrantVia::Token,
+        allow_workflows: true,
+        created_at: NOW,
+        activated_at: Some(NOW),
+        expires_at: Some(NOW + 5),
+        approved_by: None,
+        ended_at: None,
+        ended_by: None,
+    };
+    let asks = [
+        Ask::Read {
+            repo: repo("demo/app"),
+        },
+        Ask::RequestPush {
+            repo: repo("demo/app"),
+            grant: terms(Some(5)),
+        },
+        Ask::GrantPush {
+            repo: repo("demo/app"),
+            grant: terms(None),
+        },
+        Ask::RevokePush {
+            repo: repo("demo/app"),
+        },
+        Ask::SetYolo {
+            repo: Some(repo("demo/app")),
+            ttl_seconds: Some(5),
+            allow_workflows: true,
+        },
+        Ask::SetYolo {
+            repo: None,
+            ttl_seconds: None,
+            allow_workflows: false,
+        },
+        Ask::ClearYolo,
+        Ask::PublishPr {
+            repo: repo("demo/app"),
+            bundle_bytes: 1,
+            touches_workflows: false,
+            title_chars: 3,
+            body_bytes: 0,
+            draft: false,
+        },
+        push("demo/app", "refs/heads/x"),
+        Ask::IssueWriteToken {
+            repo: repo("demo/app"),
+        },
+        Ask::ViewStatus,
+        Ask::ViewAudit,
+    ];
+    for ask in &asks {
+        let principal = match ask.action() {
+            Action::SetYolo | Action::ClearYolo | Action::ViewAudit | Action::GrantPush => {
+                w.operator.clone()
+            }
+            _ => Principal::Agent,
+        };
+        let decision = w.engine.evaluate_checked(
+            &principal,
+            ask,
+            Some(facts.clone()).filter(|_| ask.repo().is_some()),
+            Some(&grant),
+            None,
+            NOW,
+        );
+        assert!(decision.errors.is_empty(), "{ask:?}: {decision:?}");
+    }
+}
