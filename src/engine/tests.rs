@@ -356,6 +356,30 @@ fn workflow_changes_need_an_allowance_on_the_grant_or_scope() {
 }
 
 #[test]
+fn an_expired_grants_workflow_allowance_does_not_lend_itself_to_a_live_scope() {
+    let mut w = world();
+    w.grant(
+        "demo/app",
+        GrantTerms {
+            allow_workflows: true,
+            ..terms(Some(10))
+        },
+    );
+    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/app")], None, false, NOW)).unwrap();
+    let wf = Ask::Push {
+        repo: repo("demo/app"),
+        update: RefUpdate {
+            ref_name: "refs/heads/ci".into(),
+            touches_workflows: true,
+            ..Default::default()
+        },
+        bundle_bytes: 10,
+    };
+    assert!(w.decide(&wf, NOW + 9).allowed);
+    assert_denied_by(&w.decide(&wf, NOW + 10), "workflow-allowance");
+}
+
+#[test]
 fn request_push_stays_pending_until_an_operator_approves() {
     let mut w = world();
     let request = w
