@@ -2,6 +2,7 @@
 //!
 //! See `ARCHITECTURE.md` for the module map and the data flow.
 
+pub mod agent;
 pub mod cli;
 pub mod engine;
 pub mod operator;

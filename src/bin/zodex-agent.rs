@@ -1,1 +1,5 @@
-fn main() {}
+//! The `zodex-agent` binary: see `zodex::cli::agent`.
+
+fn main() {
+    std::process::exit(zodex::cli::agent::main());
+}

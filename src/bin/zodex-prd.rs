@@ -1,1 +1,5 @@
-fn main() {}
+//! The `zodex-prd` binary: see `zodex::cli::prd`.
+
+fn main() {
+    std::process::exit(zodex::cli::prd::main());
+}

@@ -1,1 +1,5 @@
-fn main() {}
+//! The `zodex` binary: see `zodex::cli::zodex`.
+
+fn main() {
+    std::process::exit(zodex::cli::zodex::main());
+}

@@ -1,1 +1,82 @@
-//! Not built yet.
+//! The three command lines: clap definitions and output formatting, nothing else.
+//!
+//! Architecture invariant: `cli` parses and prints; it holds no business rule. Exit codes are
+//! the same everywhere: 0 ok, 2 usage, 3 denied by policy, 1 anything else.
+
+pub mod agent;
+pub mod prd;
+pub mod render;
+pub mod zodex;
+
+use crate::publisher::wire::{ErrorKind, Response};
+use std::time::Duration;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILURE: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_DENIED: i32 = 3;
+
+/// clap value parser for `--ttl`.
+pub fn ttl_arg(text: &str) -> Result<Duration, String> {
+    crate::engine::ttl::parse_ttl(text).map_err(|e| e.to_string())
+}
+
+/// clap value parser for `--repo`.
+pub fn repo_arg(text: &str) -> Result<crate::engine::RepoName, String> {
+    crate::engine::RepoName::parse(text).map_err(|e| e.to_string())
+}
+
+/// The exit code for a response.
+pub fn exit_code(response: &Response) -> i32 {
+    match &response.error {
+        None if response.ok => EXIT_OK,
+        Some(e) => match e.kind {
+            ErrorKind::Usage => EXIT_USAGE,
+            ErrorKind::Denied => EXIT_DENIED,
+            _ => EXIT_FAILURE,
+        },
+        None => EXIT_FAILURE,
+    }
+}
+
+/// Prints a response: as JSON with `--json`, else `render` for success and a readable error.
+pub fn print_response(
+    response: &Response,
+    json: bool,
+    render: impl FnOnce(&serde_json::Value) -> String,
+) -> i32 {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(response).unwrap_or_default()
+        );
+    } else if let (true, Some(result)) = (response.ok, &response.result) {
+        let text = render(result);
+        if !text.is_empty() {
+            println!("{}", text.trim_end());
+        }
+    } else {
+        eprintln!("{}", render::error_text(response));
+    }
+    exit_code(response)
+}
+
+/// Prints an error that happened before any response (transport, configuration).
+pub fn print_failure(error: &dyn std::fmt::Display, json: bool) -> i32 {
+    if json {
+        let response = Response::error(ErrorKind::Internal, error.to_string());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&response).unwrap_or_default()
+        );
+    } else {
+        eprintln!("error: {error}");
+    }
+    EXIT_FAILURE
+}
+
+/// A part of Zodex that this build does not have yet: say so, and fail.
+pub fn not_built(what: &str) -> i32 {
+    eprintln!("error: {what} is not built yet in this version of Zodex; nothing was done");
+    EXIT_FAILURE
+}

@@ -3,15 +3,18 @@
 //! installation, which the publisher checks at GitHub.
 
 use super::repo::{RepoName, validate_owner};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One `[[targets]]` entry of the configuration: exactly one of `repo` or `owner`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TargetSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// The branch pull requests target by default; GitHub's own default branch wins once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_branch: Option<String>,
 }
 

@@ -365,7 +365,8 @@ fn an_expired_grants_workflow_allowance_does_not_lend_itself_to_a_live_scope() {
             ..terms(Some(10))
         },
     );
-    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/app")], None, false, NOW)).unwrap();
+    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/app")], None, false, NOW))
+        .unwrap();
     let wf = Ask::Push {
         repo: repo("demo/app"),
         update: RefUpdate {

@@ -60,6 +60,9 @@ pub fn parse_ttl(input: &str) -> Result<Duration, TtlError> {
             .ok_or_else(|| invalid("duration too long"))?;
     }
     if !digits.is_empty() {
+        if total == 0 && digits.bytes().all(|b| b == b'0') {
+            return Err(invalid("a duration must be longer than zero"));
+        }
         return Err(invalid("a number needs a unit"));
     }
     if total == 0 {

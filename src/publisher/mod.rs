@@ -1,1 +1,9 @@
-//! Not built yet.
+//! `zodex-prd`, the publisher: the only process that holds the GitHub App keys and the only
+//! module that calls GitHub. It hosts the engine behind two Unix sockets (admin and agent),
+//! checks every peer's uid, and decides every write before acting on it.
+
+pub mod config;
+pub mod daemon;
+pub mod host;
+pub mod sockets;
+pub mod wire;

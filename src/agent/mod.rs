@@ -1,0 +1,7 @@
+//! The agent's side of the publisher: clients of the agent socket used by `zodex-agent github …`
+//! (and, later, the credential helper and `git-remote-zodex`).
+//!
+//! Architecture invariant: the agent side never decides and holds nothing secret; it asks
+//! `zodex-prd` and shows the answer. Its checks are courtesy, never security.
+
+pub mod client;

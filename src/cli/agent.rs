@@ -1,0 +1,198 @@
+//! `zodex-agent`: the agent user's command line (asks `zodex-prd`; never decides).
+
+use super::{EXIT_FAILURE, not_built, print_failure, print_response, render, repo_arg, ttl_arg};
+use crate::agent::client;
+use crate::engine::RepoName;
+use crate::publisher::wire::{AgentRequest, Response, Ttl};
+use clap::{Parser, Subcommand};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(
+    name = "zodex-agent",
+    version,
+    about = "The agent side of Zodex: ask zodex-prd for GitHub access"
+)]
+struct Cli {
+    /// The sprite's configuration (default: $ZODEX_CONFIG, else /etc/zodex/zodex.toml).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// GitHub access through zodex-prd.
+    Github {
+        /// Print JSON for scripts.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        command: GithubCommand,
+    },
+    /// The git credential helper (`get`, `store`, `erase`).
+    Credential {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum GithubCommand {
+    /// Ask an operator for push access to a repository (default 30m).
+    RequestPush {
+        #[arg(long, value_parser = repo_arg)]
+        repo: RepoName,
+        /// How long the grant should last once approved: 30s, 45m, 2h, 1d, 1h30m.
+        #[arg(long, value_parser = ttl_arg, conflicts_with = "no_ttl")]
+        ttl: Option<Duration>,
+        #[arg(long)]
+        no_ttl: bool,
+        /// Why: shown to the operator.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Wait until the request is approved or denied.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Give up push access to a repository.
+    RevokePush {
+        #[arg(long, value_parser = repo_arg)]
+        repo: RepoName,
+    },
+    /// Grants, YOLO scopes and pending requests.
+    Status,
+    /// Open a review-first pull request from the current checkout.
+    PublishPr {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Github { json, command } => github(cli.config, json, command),
+        Command::Credential { .. } => {
+            not_built("the git credential helper (`zodex-agent credential`)")
+        }
+    }
+}
+
+fn call(config: Option<&PathBuf>, request: &AgentRequest) -> Result<Response, client::ClientError> {
+    let socket = client::agent_socket(config.map(PathBuf::as_path))?;
+    client::call(&socket, request)
+}
+
+fn github(config: Option<PathBuf>, json: bool, command: GithubCommand) -> i32 {
+    let request = match command {
+        GithubCommand::RequestPush {
+            repo,
+            ttl,
+            no_ttl,
+            reason,
+            wait,
+        } => {
+            let ttl = if no_ttl {
+                Ttl::NoTtl
+            } else {
+                Ttl::Seconds(ttl.unwrap_or(Duration::from_secs(30 * 60)).as_secs() as i64)
+            };
+            let request = AgentRequest::RequestPush {
+                repo: repo.to_string(),
+                ttl,
+                reason,
+            };
+            return request_push(config.as_ref(), json, &request, wait);
+        }
+        GithubCommand::RevokePush { repo } => AgentRequest::RevokePush {
+            repo: repo.to_string(),
+        },
+        GithubCommand::Status => AgentRequest::Status,
+        GithubCommand::PublishPr { .. } => return not_built("`zodex-agent github publish-pr`"),
+    };
+    match call(config.as_ref(), &request) {
+        Ok(response) => print_response(&response, json, |v| match request {
+            AgentRequest::RevokePush { ref repo } => {
+                render::grants(v, "Revoked", &format!("Nothing to revoke for {repo}."))
+            }
+            _ => render::status(v),
+        }),
+        Err(e) => print_failure(&e, json),
+    }
+}
+
+fn request_push(config: Option<&PathBuf>, json: bool, request: &AgentRequest, wait: bool) -> i32 {
+    let response = match call(config, request) {
+        Ok(response) => response,
+        Err(e) => return print_failure(&e, json),
+    };
+    let pending_id = response
+        .result
+        .as_ref()
+        .filter(|g| g.get("state").and_then(|s| s.as_str()) == Some("pending"))
+        .and_then(|g| g.get("id").and_then(|i| i.as_i64()));
+    let (true, Some(id)) = (wait, pending_id) else {
+        return print_response(&response, json, |g| render::grant(g, "Requested"));
+    };
+    let terminal = std::io::stderr().is_terminal();
+    eprintln!(
+        "Waiting for an operator to approve request #{id} (they run `zodex sprite github approve {id}`); Ctrl-C stops waiting, the request stays."
+    );
+    let start = Instant::now();
+    let spinner = ['|', '/', '-', '\\'];
+    let mut tick = 0usize;
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let state = match call(config, &AgentRequest::RequestState { id }) {
+            Ok(state) => state,
+            Err(e) => return print_failure(&e, json),
+        };
+        let current = state
+            .result
+            .as_ref()
+            .and_then(|g| g.get("state").and_then(|s| s.as_str()).map(String::from));
+        match current.as_deref() {
+            Some("pending") => {
+                if terminal {
+                    tick += 1;
+                    eprint!(
+                        "\r{} waiting {}s ",
+                        spinner[tick % 4],
+                        start.elapsed().as_secs()
+                    );
+                    let _ = std::io::stderr().flush();
+                }
+            }
+            Some("active") => {
+                if terminal {
+                    eprintln!();
+                }
+                return print_response(&state, json, |g| render::grant(g, "Approved"));
+            }
+            Some(other) => {
+                if terminal {
+                    eprintln!();
+                }
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&state).unwrap_or_default()
+                    );
+                } else {
+                    eprintln!(
+                        "error: request #{id} was {other}; ask the operator why, or request again"
+                    );
+                }
+                return super::EXIT_DENIED;
+            }
+            None => {
+                eprintln!("{}", render::error_text(&state));
+                return EXIT_FAILURE;
+            }
+        }
+    }
+}

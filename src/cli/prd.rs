@@ -1,0 +1,179 @@
+//! `zodex-prd`: the publisher daemon's command line.
+
+use super::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use crate::engine::policy::Policies;
+use crate::publisher::config::Config;
+use crate::publisher::wire::{ErrorKind, MAX_REQUEST_BYTES, Response, read_response};
+use clap::{Parser, Subcommand};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "zodex-prd",
+    version,
+    about = "The Zodex publisher: decides and makes every GitHub write"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon.
+    Serve {
+        /// Configuration file (default: $ZODEX_CONFIG, else /etc/zodex/zodex.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Carry one JSON admin request from stdin to the admin socket, and its answer to stdout.
+    Admin {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Policy tools.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Validate the built-in policies plus an operator policy directory against the schema.
+    Check {
+        /// The operator policy directory (default: `policy_dir` of the configuration, if any).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config } => serve(config),
+        Command::Admin { config } => admin(config),
+        Command::Policy {
+            command: PolicyCommand::Check { dir, config },
+        } => check(dir, config),
+    }
+}
+
+fn load(config: Option<PathBuf>) -> Result<Config, i32> {
+    Config::load(&Config::resolve_path(config.as_deref())).map_err(|e| {
+        eprintln!("error: {e}");
+        EXIT_FAILURE
+    })
+}
+
+fn serve(config: Option<PathBuf>) -> i32 {
+    let config = match load(config) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ZODEX_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    match runtime.block_on(crate::publisher::daemon::serve(config)) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn admin(config: Option<PathBuf>) -> i32 {
+    let config = match load(config) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let mut request = Vec::new();
+    if let Err(e) = std::io::stdin()
+        .take(MAX_REQUEST_BYTES as u64 + 1)
+        .read_to_end(&mut request)
+    {
+        eprintln!("error: cannot read the request from stdin: {e}");
+        return EXIT_USAGE;
+    }
+    let line = String::from_utf8_lossy(&request);
+    let line = line.trim();
+    if line.is_empty() || line.contains('\n') {
+        eprintln!("error: send exactly one JSON request line on stdin");
+        return EXIT_USAGE;
+    }
+    let answer = (|| -> std::io::Result<Response> {
+        let mut stream = std::os::unix::net::UnixStream::connect(&config.admin_socket)?;
+        stream.write_all(line.as_bytes())?;
+        stream.write_all(b"\n")?;
+        read_response(&mut stream)
+    })();
+    match answer {
+        Ok(response) => {
+            print!("{}", response.to_line());
+            EXIT_OK
+        }
+        Err(e) => {
+            let response = Response::error(
+                ErrorKind::Internal,
+                format!(
+                    "cannot reach zodex-prd at {}: {e}; is it running?",
+                    config.admin_socket.display()
+                ),
+            );
+            print!("{}", response.to_line());
+            eprintln!(
+                "error: {}",
+                response
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.as_str())
+                    .unwrap_or("")
+            );
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn check(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
+    let dir = match (dir, config) {
+        (Some(dir), _) => Some(dir),
+        (None, Some(config)) => match load(Some(config)) {
+            Ok(config) => config.policy_dir,
+            Err(code) => return code,
+        },
+        (None, None) => None,
+    };
+    match Policies::load(dir.as_deref()) {
+        Ok(policies) => {
+            println!(
+                "OK: {} policies validate against the schema{}.",
+                policies.origins.len(),
+                dir.map(|d| format!(" (built-in plus {})", d.display()))
+                    .unwrap_or_default()
+            );
+            for (id, file) in &policies.origins {
+                println!("  {id}\t{file}");
+            }
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            EXIT_FAILURE
+        }
+    }
+}

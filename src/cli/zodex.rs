@@ -1,0 +1,503 @@
+//! `zodex`: the operator's command line.
+
+use super::{EXIT_DENIED, EXIT_OK, print_failure, print_response, render, repo_arg, ttl_arg};
+use crate::engine::RepoName;
+use crate::engine::store::GrantVia;
+use crate::operator::dev;
+use crate::operator::registry::{Registry, SpriteEntry, exec_admin_command, local_admin_command};
+use crate::operator::transport;
+use crate::publisher::wire::{AdminRequest, Ttl};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "zodex",
+    version,
+    about = "Operate Zodex sprites: who may write to GitHub, and for how long"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Register sprites and manage their GitHub write authority.
+    Sprite {
+        #[command(subcommand)]
+        command: SpriteCommand,
+    },
+    /// Run a complete local installation on embedded defaults.
+    Dev {
+        #[command(subcommand)]
+        command: DevCommand,
+    },
+}
+
+#[derive(Args, Clone)]
+struct Target {
+    /// The sprite to act on (default: $ZODEX_SPRITE, else the only registered sprite).
+    #[arg(long, global = true)]
+    sprite: Option<String>,
+    /// Print JSON for scripts.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum SpriteCommand {
+    /// Register a sprite and how to reach its `zodex-prd admin`.
+    Add {
+        name: String,
+        /// The command prefix that runs a command on the sprite, e.g. 'sprite exec -s NAME --'.
+        #[arg(long, conflicts_with = "local", required_unless_present = "local")]
+        exec: Option<String>,
+        /// The sprite is this machine.
+        #[arg(long)]
+        local: bool,
+        /// With --local: the sprite's configuration file.
+        #[arg(long, requires = "local")]
+        config: Option<PathBuf>,
+    },
+    /// List registered sprites.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget a sprite (nothing on the sprite changes).
+    Remove { name: String },
+    /// GitHub write authority on a sprite.
+    Github {
+        #[command(flatten)]
+        target: Target,
+        #[command(subcommand)]
+        command: GithubCommand,
+    },
+    /// Policy questions.
+    Policy {
+        #[command(flatten)]
+        target: Target,
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Args)]
+#[group(multiple = false)]
+struct TtlArgs {
+    /// How long it lasts: 30s, 45m, 2h, 1d, 1h30m.
+    #[arg(long, value_parser = ttl_arg)]
+    ttl: Option<Duration>,
+    /// No expiry (recorded as an explicit choice).
+    #[arg(long)]
+    no_ttl: bool,
+}
+
+impl TtlArgs {
+    fn resolve(&self, default: Duration) -> Ttl {
+        if self.no_ttl {
+            Ttl::NoTtl
+        } else {
+            Ttl::Seconds(self.ttl.unwrap_or(default).as_secs() as i64)
+        }
+    }
+
+    fn given(&self) -> Option<Ttl> {
+        if self.no_ttl {
+            Some(Ttl::NoTtl)
+        } else {
+            self.ttl.map(|t| Ttl::Seconds(t.as_secs() as i64))
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Via {
+    /// Pushes only through git-remote-zodex, every ref decided on its own.
+    Gateway,
+    /// Also a one-repo write token through the credential helper (per-ref rules cannot hold).
+    Token,
+}
+
+#[derive(Subcommand)]
+enum GithubCommand {
+    /// Let the agent push to one repository (default 30m, through the gateway).
+    GrantPush {
+        #[arg(long, value_parser = repo_arg)]
+        repo: RepoName,
+        #[command(flatten)]
+        ttl: TtlArgs,
+        /// Allow changes under .github/workflows/.
+        #[arg(long)]
+        allow_workflows: bool,
+        #[arg(long, value_enum, default_value = "gateway")]
+        via: Via,
+    },
+    /// End every grant and pending request for a repository.
+    RevokePush {
+        #[arg(long, value_parser = repo_arg)]
+        repo: RepoName,
+    },
+    /// Let the agent push freely for a while: to the given repositories, or to every
+    /// repository the writer App is installed on (default 2h).
+    Yolo {
+        #[arg(long = "repo", value_parser = repo_arg)]
+        repos: Vec<RepoName>,
+        #[command(flatten)]
+        ttl: TtlArgs,
+        #[arg(long)]
+        allow_workflows: bool,
+    },
+    /// Back to defaults: clear every YOLO scope (explicit grants stay).
+    Default,
+    /// Active grants and YOLO scopes with time left, and pending requests.
+    Status,
+    /// Pending push requests from the agent.
+    Requests,
+    /// Approve a pending request.
+    Approve {
+        id: i64,
+        #[command(flatten)]
+        ttl: TtlArgs,
+    },
+    /// Refuse a pending request.
+    Deny { id: i64 },
+    /// The audit log.
+    Audit {
+        /// Only rows newer than this (e.g. 1h, 1d).
+        #[arg(long, value_parser = ttl_arg)]
+        since: Option<Duration>,
+        #[arg(long, value_parser = repo_arg)]
+        repo: Option<RepoName>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ExplainAction {
+    Push,
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// What would the engine decide? No side effects.
+    Explain {
+        #[arg(long, value_enum)]
+        action: ExplainAction,
+        #[arg(long, value_parser = repo_arg)]
+        repo: RepoName,
+        /// The ref, e.g. refs/heads/main (a bare branch name means refs/heads/NAME).
+        #[arg(long = "ref")]
+        reference: String,
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        delete: bool,
+        /// Bundle size in bytes.
+        #[arg(long, default_value_t = 0)]
+        bytes: i64,
+        /// The update changes .github/workflows/.
+        #[arg(long)]
+        workflows: bool,
+        /// The ref already exists (matters for tags).
+        #[arg(long)]
+        exists: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum DevCommand {
+    /// Start everything locally, as the current user.
+    Up {
+        /// Where to keep the installation (default: $ZODEX_HOME/dev, ZODEX_HOME defaulting to ~/.zodex).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop what `dev up` started.
+    Down {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let registry = Registry::default_location();
+    match cli.command {
+        Command::Sprite { command } => sprite(command, &registry),
+        Command::Dev { command } => dev_command(command, &registry),
+    }
+}
+
+fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
+    match command {
+        SpriteCommand::Add {
+            name,
+            exec,
+            local,
+            config,
+        } => {
+            let admin_command = match (exec, local) {
+                (Some(exec), _) => match exec_admin_command(&exec) {
+                    Ok(argv) => argv,
+                    Err(e) => return print_failure(&e, false),
+                },
+                _ => local_admin_command(config.as_deref()),
+            };
+            match registry.add(SpriteEntry {
+                name: name.clone(),
+                admin_command,
+            }) {
+                Ok(()) => {
+                    println!("Registered sprite `{name}`.");
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, false),
+            }
+        }
+        SpriteCommand::List { json } => match registry.list() {
+            Ok(list) if json => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&list).unwrap_or_default()
+                );
+                EXIT_OK
+            }
+            Ok(list) => {
+                if list.is_empty() {
+                    println!(
+                        "No sprites registered; add one with `zodex sprite add NAME --exec CMD` or run `zodex dev up`."
+                    );
+                }
+                for s in list {
+                    println!("{}\t{}", s.name, s.admin_command.join(" "));
+                }
+                EXIT_OK
+            }
+            Err(e) => print_failure(&e, json),
+        },
+        SpriteCommand::Remove { name } => match registry.remove(&name) {
+            Ok(_) => {
+                println!("Removed sprite `{name}` from the registry (nothing on it changed).");
+                EXIT_OK
+            }
+            Err(e) => print_failure(&e, false),
+        },
+        SpriteCommand::Github { target, command } => github(&target, command, registry),
+        SpriteCommand::Policy { target, command } => policy(&target, command, registry),
+    }
+}
+
+fn send(
+    target: &Target,
+    registry: &Registry,
+    request: &AdminRequest,
+    render: impl FnOnce(&serde_json::Value) -> String,
+) -> i32 {
+    let sprite = match registry.choose(target.sprite.as_deref()) {
+        Ok(sprite) => sprite,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    match transport::call(&sprite, request) {
+        Ok(response) => print_response(&response, target.json, render),
+        Err(e) => print_failure(&e, target.json),
+    }
+}
+
+fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
+    const PUSH_DEFAULT: Duration = Duration::from_secs(30 * 60);
+    const YOLO_DEFAULT: Duration = Duration::from_secs(2 * 3600);
+    match command {
+        GithubCommand::GrantPush {
+            repo,
+            ttl,
+            allow_workflows,
+            via,
+        } => {
+            let request = AdminRequest::GrantPush {
+                repo: repo.to_string(),
+                ttl: ttl.resolve(PUSH_DEFAULT),
+                allow_workflows,
+                via: match via {
+                    Via::Gateway => GrantVia::Gateway,
+                    Via::Token => GrantVia::Token,
+                },
+            };
+            send(target, registry, &request, |g| render::grant(g, "Granted"))
+        }
+        GithubCommand::RevokePush { repo } => {
+            let request = AdminRequest::RevokePush {
+                repo: repo.to_string(),
+            };
+            let empty =
+                format!("Nothing to revoke: {repo} had no active grant or pending request.");
+            send(target, registry, &request, |list| {
+                render::grants(list, "Revoked", &empty)
+            })
+        }
+        GithubCommand::Yolo {
+            repos,
+            ttl,
+            allow_workflows,
+        } => {
+            let request = AdminRequest::Yolo {
+                repos: repos.iter().map(ToString::to_string).collect(),
+                ttl: ttl.resolve(YOLO_DEFAULT),
+                allow_workflows,
+            };
+            send(target, registry, &request, render::yolo)
+        }
+        GithubCommand::Default => send(target, registry, &AdminRequest::Default, render::cleared),
+        GithubCommand::Status => send(target, registry, &AdminRequest::Status, render::status),
+        GithubCommand::Requests => send(target, registry, &AdminRequest::Requests, |list| {
+            render::grants(list, "Request", "No pending requests.")
+        }),
+        GithubCommand::Approve { id, ttl } => {
+            let request = AdminRequest::Approve {
+                id,
+                ttl: ttl.given(),
+            };
+            send(target, registry, &request, |g| render::grant(g, "Approved"))
+        }
+        GithubCommand::Deny { id } => send(target, registry, &AdminRequest::Deny { id }, |g| {
+            format!(
+                "Denied request #{} for {}.",
+                id,
+                g.get("repo").and_then(|r| r.as_str()).unwrap_or("")
+            )
+        }),
+        GithubCommand::Audit { since, repo } => {
+            let request = AdminRequest::Audit {
+                since_seconds: since.map(|d| d.as_secs() as i64),
+                repo: repo.map(|r| r.to_string()),
+            };
+            send(target, registry, &request, render::audit)
+        }
+    }
+}
+
+fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
+    let PolicyCommand::Explain {
+        action: ExplainAction::Push,
+        repo,
+        reference,
+        force,
+        delete,
+        bytes,
+        workflows,
+        exists,
+    } = command;
+    let ref_name = if reference.starts_with("refs/") {
+        reference
+    } else {
+        format!("refs/heads/{reference}")
+    };
+    let request = AdminRequest::Explain {
+        repo: repo.to_string(),
+        ref_name,
+        force,
+        delete,
+        bytes,
+        touches_workflows: workflows,
+        ref_exists: exists,
+    };
+    let mut allowed = true;
+    let code = send(target, registry, &request, |v| {
+        allowed = v
+            .pointer("/decision/allowed")
+            .and_then(|a| a.as_bool())
+            .unwrap_or(false);
+        render::explain(v)
+    });
+    if code == EXIT_OK && !allowed {
+        EXIT_DENIED
+    } else {
+        code
+    }
+}
+
+fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
+    match command {
+        DevCommand::Up { dir, json } => {
+            let dir = dir.unwrap_or_else(dev::default_dir);
+            match dev::up(&dir, registry) {
+                Ok(install) if json => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&install).unwrap_or_default()
+                    );
+                    EXIT_OK
+                }
+                Ok(install) => {
+                    println!("{}", render_dev_up(&install));
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
+        DevCommand::Down { dir, json } => {
+            let dir = dir.unwrap_or_else(dev::default_dir);
+            match dev::down(&dir, registry) {
+                Ok(down) if json => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&down).unwrap_or_default()
+                    );
+                    EXIT_OK
+                }
+                Ok(down) => {
+                    if down.stopped_pids.is_empty() {
+                        println!("Nothing was running in {}.", down.dir.display());
+                    } else {
+                        println!("Stopped zodex-prd in {}.", down.dir.display());
+                    }
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
+    }
+}
+
+fn render_dev_up(install: &dev::DevInstall) -> String {
+    let dir = install.dir.display();
+    format!(
+        "Zodex dev installation {state} in {dir} (sprite `{sprite}`, zodex-prd pid {pid}).\n\
+         \n\
+         Try, as the operator:\n\
+         \x20 zodex sprite github grant-push --repo demo/app --ttl 30m\n\
+         \x20 zodex sprite github status\n\
+         \x20 zodex sprite policy explain --action push --repo demo/app --ref main --force\n\
+         \x20 zodex sprite github revoke-push --repo demo/app\n\
+         \x20 zodex sprite github yolo --ttl 1h && zodex sprite github default\n\
+         \n\
+         and as the agent (in a shell that ran `source {env}`):\n\
+         \x20 zodex-agent github request-push --repo demo/app --reason 'try it' --wait\n\
+         \x20 (then, as the operator: zodex sprite github requests; zodex sprite github approve ID)\n\
+         \x20 zodex-agent github status\n\
+         \n\
+         Not in this build yet: a local GitHub (devhub), so no repository has writer-App coverage\n\
+         and every push decision is denied by `require-writer-installed`.\n\
+         Audit: zodex sprite github audit --since 1h    Log: {log}\n\
+         Stop:  zodex dev down{dir_flag}",
+        state = if install.started {
+            "started"
+        } else {
+            "already running"
+        },
+        sprite = install.sprite,
+        pid = install.publisher_pid,
+        env = install.env_file.display(),
+        log = install.log.display(),
+        dir_flag = if install.dir == dev::default_dir() {
+            String::new()
+        } else {
+            format!(" --dir {dir}")
+        },
+    )
+}

@@ -1,0 +1,239 @@
+//! `zodex dev up|down`: a complete local installation as the current user, on embedded
+//! defaults, in one directory — configuration, state, sockets, logs and a running `zodex-prd` —
+//! registered as the sprite `dev`.
+
+use super::registry::{Registry, SpriteEntry, local_admin_command};
+use super::{sibling_binary, transport};
+use crate::engine::targets::TargetSpec;
+use crate::publisher::config::Config;
+use crate::publisher::wire::AdminRequest;
+use serde::Serialize;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const DEV_SPRITE: &str = "dev";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DevError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("zodex-prd did not come up within 10 seconds; its log {log} ends with:\n{tail}")]
+    NotReady { log: PathBuf, tail: String },
+    #[error(transparent)]
+    Registry(#[from] super::registry::RegistryError),
+    #[error(transparent)]
+    Config(#[from] crate::publisher::config::ConfigError),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DevError {
+    let context = context.into();
+    move |source| DevError::Io { context, source }
+}
+
+/// What `zodex dev up` started, for people and (with `--json`) scripts.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevInstall {
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub env_file: PathBuf,
+    pub sprite: String,
+    pub admin_socket: PathBuf,
+    pub agent_socket: PathBuf,
+    pub log: PathBuf,
+    pub publisher_pid: i32,
+    /// False when an earlier `dev up` was still running and was reused.
+    pub started: bool,
+}
+
+/// The default directory: `$ZODEX_HOME/dev`.
+pub fn default_dir() -> PathBuf {
+    super::zodex_home().join("dev")
+}
+
+fn layout(dir: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+    (
+        dir.join("zodex.toml"),
+        dir.join("env.sh"),
+        dir.join("logs/zodex-prd.log"),
+        dir.join("run/zodex-prd.pid"),
+    )
+}
+
+/// The embedded defaults: everything under `dir`, this user as agent and operator, and the
+/// `demo` owner as the configured target.
+pub fn default_config(dir: &Path) -> Config {
+    let uid = nix::unistd::getuid().as_raw();
+    Config {
+        state_dir: dir.join("state"),
+        admin_socket: dir.join("run/admin.sock"),
+        agent_socket: dir.join("run/agent.sock"),
+        agent_uid: uid,
+        operator_uids: vec![uid],
+        policy_dir: None,
+        targets: vec![TargetSpec {
+            repo: None,
+            owner: Some("demo".into()),
+            default_branch: Some("main".into()),
+        }],
+    }
+}
+
+fn running_pid(pid_file: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(pid_file)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // Signal 0 checks the process exists without touching it.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).ok()?;
+    Some(pid)
+}
+
+pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
+    std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(io(format!("cannot resolve {}", dir.display())))?;
+    for sub in ["run", "logs", "state"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .map_err(io(format!("cannot create {}/{sub}", dir.display())))?;
+    }
+    let (config_path, env_file, log, pid_file) = layout(&dir);
+    if !config_path.exists() {
+        let text = format!(
+            "# Written by `zodex dev up`: a local installation on embedded defaults. Edit freely.\n{}",
+            default_config(&dir).to_toml()
+        );
+        std::fs::write(&config_path, text).map_err(io("cannot write the configuration"))?;
+    }
+    let config = Config::load(&config_path)?;
+    let bin_dir = sibling_binary("zodex-prd")
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let env = format!(
+        "# Agent-side environment of the `zodex dev up` installation in {dir}.\n\
+         export ZODEX_CONFIG='{config}'\n\
+         export PATH='{bin}':\"$PATH\"\n",
+        dir = dir.display(),
+        config = config_path.display(),
+        bin = bin_dir.display(),
+    );
+    std::fs::write(&env_file, env).map_err(io("cannot write env.sh"))?;
+
+    let (pid, started) = match running_pid(&pid_file) {
+        Some(pid) => (pid, false),
+        None => {
+            let log_file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .map_err(io(format!("cannot open {}", log.display())))?;
+            let child = Command::new(sibling_binary("zodex-prd"))
+                .arg("serve")
+                .arg("--config")
+                .arg(&config_path)
+                .stdin(Stdio::null())
+                .stdout(log_file.try_clone().map_err(io("cannot open the log"))?)
+                .stderr(log_file)
+                // Its own process group: a Ctrl-C in this terminal must not stop it.
+                .process_group(0)
+                .spawn()
+                .map_err(io("cannot start zodex-prd"))?;
+            let pid = child.id() as i32;
+            std::fs::write(&pid_file, format!("{pid}\n"))
+                .map_err(io("cannot write the pid file"))?;
+            (pid, true)
+        }
+    };
+    let sprite = SpriteEntry {
+        name: DEV_SPRITE.to_string(),
+        admin_command: local_admin_command(Some(&config_path)),
+    };
+    wait_ready(&sprite, &log, Duration::from_secs(10))?;
+    registry.upsert(sprite)?;
+    Ok(DevInstall {
+        dir: dir.clone(),
+        config: config_path,
+        env_file,
+        sprite: DEV_SPRITE.to_string(),
+        admin_socket: config.admin_socket,
+        agent_socket: config.agent_socket,
+        log,
+        publisher_pid: pid,
+        started,
+    })
+}
+
+fn wait_ready(sprite: &SpriteEntry, log: &Path, limit: Duration) -> Result<(), DevError> {
+    let start = Instant::now();
+    loop {
+        if let Ok(response) = transport::call(sprite, &AdminRequest::Ping)
+            && response.ok
+        {
+            return Ok(());
+        }
+        if start.elapsed() > limit {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            return Err(DevError::NotReady {
+                log: log.to_path_buf(),
+                tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What `zodex dev down` stopped.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevDown {
+    pub dir: PathBuf,
+    pub stopped_pids: Vec<i32>,
+}
+
+pub fn down(dir: &Path, registry: &Registry) -> Result<DevDown, DevError> {
+    let (config_path, _, _, pid_file) = layout(dir);
+    let mut stopped = Vec::new();
+    if let Some(pid) = running_pid(&pid_file) {
+        stop(pid);
+        stopped.push(pid);
+    }
+    let _ = std::fs::remove_file(&pid_file);
+    // Forget the `dev` sprite only if it is this installation's.
+    let config_text = config_path
+        .canonicalize()
+        .unwrap_or(config_path)
+        .display()
+        .to_string();
+    if let Ok(entry) = registry.choose(Some(DEV_SPRITE))
+        && entry.admin_command.contains(&config_text)
+    {
+        registry.remove(DEV_SPRITE)?;
+    }
+    Ok(DevDown {
+        dir: dir.to_path_buf(),
+        stopped_pids: stopped,
+    })
+}
+
+/// SIGTERM, then SIGKILL after five seconds.
+fn stop(pid: i32) {
+    use nix::sys::signal::{Signal, kill};
+    let pid = nix::unistd::Pid::from_raw(pid);
+    let _ = kill(pid, Signal::SIGTERM);
+    let start = Instant::now();
+    while kill(pid, None).is_ok() && start.elapsed() < Duration::from_secs(5) {
+        // Reap it if it is our child; otherwise just wait for it to go.
+        let _ = nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if kill(pid, None).is_ok() {
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+}

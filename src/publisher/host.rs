@@ -1,0 +1,281 @@
+//! The engine as `zodex-prd` hosts it: one state store, the validated policies, the clock, and
+//! the handling of each admin and agent request. Blocking (SQLite): call from a blocking task.
+
+use super::config::Config;
+use super::wire::{AdminRequest, AgentRequest, ErrorKind, Response, Ttl, WireError};
+use crate::engine::authority::{Authority, AuthorityError};
+use crate::engine::policy::{Policies, PolicyError};
+use crate::engine::store::{AuditFilter, Store, StoreError};
+use crate::engine::{Ask, Engine, GrantTerms, Principal, RefUpdate, RepoName};
+use std::sync::Mutex;
+
+/// Longest TTL accepted over the wire (the CLI's grammar caps it the same way).
+const MAX_TTL_SECONDS: i64 = 10 * 366 * 24 * 3600;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("{0}")]
+    Config(String),
+}
+
+pub struct Host {
+    engine: Engine,
+    store: Mutex<Store>,
+    clock: fn() -> i64,
+}
+
+/// Seconds since the Unix epoch.
+pub fn system_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+impl Host {
+    /// Opens the state and loads the policies; any problem refuses start (fail closed).
+    pub fn open(config: &Config) -> Result<Self, HostError> {
+        std::fs::create_dir_all(&config.state_dir).map_err(|e| {
+            HostError::Config(format!(
+                "cannot create state directory {}: {e}",
+                config.state_dir.display()
+            ))
+        })?;
+        let policies = Policies::load(config.policy_dir.as_deref())?;
+        let targets = config.targets().map_err(HostError::Config)?;
+        let store = Store::open(&config.state_db())?;
+        Ok(Self {
+            engine: Engine::new(policies, targets),
+            store: Mutex::new(store),
+            clock: system_now,
+        })
+    }
+
+    pub fn now(&self) -> i64 {
+        (self.clock)()
+    }
+
+    fn with_store<T>(&self, f: impl FnOnce(Authority<'_>, &mut Store) -> T) -> T {
+        // A panic while holding the lock cannot leave a half-written transaction (SQLite rolls
+        // it back), so a poisoned lock is safe to keep using.
+        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        f(
+            Authority {
+                engine: &self.engine,
+            },
+            &mut store,
+        )
+    }
+
+    /// Marks grants whose TTL ran out as expired (the daemon calls this every second).
+    pub fn expire_due(&self) -> Result<usize, AuthorityError> {
+        let now = self.now();
+        self.with_store(|a, s| a.expire_due(s, now))
+            .map(|g| g.len())
+    }
+
+    /// Handles one admin request from an operator.
+    pub fn admin(&self, principal: &Principal, request: AdminRequest) -> Response {
+        let now = self.now();
+        let result = self.with_store(|a, s| -> Result<Response, Failure> {
+            Ok(match request {
+                AdminRequest::Ping => Response::ok(serde_json::json!({
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "schema_version": Store::known_schema_version(),
+                })),
+                AdminRequest::GrantPush {
+                    repo,
+                    ttl,
+                    allow_workflows,
+                    via,
+                } => {
+                    let terms = GrantTerms {
+                        ttl_seconds: check_ttl(ttl)?,
+                        allow_workflows,
+                        via,
+                    };
+                    Response::ok(a.grant_push(s, principal, &parse_repo(&repo)?, terms, now)?)
+                }
+                AdminRequest::RevokePush { repo } => {
+                    Response::ok(a.revoke_push(s, principal, &parse_repo(&repo)?, now)?)
+                }
+                AdminRequest::Yolo {
+                    repos,
+                    ttl,
+                    allow_workflows,
+                } => {
+                    let repos = repos
+                        .iter()
+                        .map(|r| parse_repo(r))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let ttl = check_ttl(ttl)?;
+                    Response::ok(a.set_yolo(s, principal, &repos, ttl, allow_workflows, now)?)
+                }
+                AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
+                AdminRequest::Status => Response::ok(a.status(s, principal, now)?),
+                AdminRequest::Requests => Response::ok(a.requests(s, principal, now)?),
+                AdminRequest::Approve { id, ttl } => {
+                    let ttl = ttl.map(check_ttl).transpose()?;
+                    Response::ok(a.approve(s, principal, id, ttl, now)?)
+                }
+                AdminRequest::Deny { id } => Response::ok(a.deny(s, principal, id, now)?),
+                AdminRequest::Audit {
+                    since_seconds,
+                    repo,
+                } => {
+                    let filter = AuditFilter {
+                        since: since_seconds.map(|ago| now - ago.max(0)),
+                        repo_key: repo
+                            .as_deref()
+                            .map(parse_repo)
+                            .transpose()?
+                            .map(|r| r.key()),
+                        limit: None,
+                    };
+                    Response::ok(a.audit(s, principal, &filter, now)?)
+                }
+                AdminRequest::Explain {
+                    repo,
+                    ref_name,
+                    force,
+                    delete,
+                    bytes,
+                    touches_workflows,
+                    ref_exists,
+                } => {
+                    let repo = parse_repo(&repo)?;
+                    if bytes < 0 {
+                        return Err(Failure::usage("--bytes must be zero or more"));
+                    }
+                    let ask = Ask::Push {
+                        repo,
+                        update: RefUpdate {
+                            ref_name,
+                            force,
+                            delete,
+                            touches_workflows,
+                            ref_exists,
+                            ..Default::default()
+                        },
+                        bundle_bytes: bytes,
+                    };
+                    // The what-if is asked on the agent's behalf: may it push this?
+                    let (decision, denial) = a.explain(s, &Principal::Agent, &ask, now)?;
+                    Response::ok(serde_json::json!({ "decision": decision, "denial": denial }))
+                }
+            })
+        });
+        result.unwrap_or_else(Failure::into_response)
+    }
+
+    /// Handles one agent request (no bundle).
+    pub fn agent(&self, request: AgentRequest) -> Response {
+        let now = self.now();
+        let agent = Principal::Agent;
+        let result = self.with_store(|a, s| -> Result<Response, Failure> {
+            Ok(match request {
+                AgentRequest::Ping => {
+                    Response::ok(serde_json::json!({ "version": env!("CARGO_PKG_VERSION") }))
+                }
+                AgentRequest::RequestPush { repo, ttl, reason } => {
+                    let terms = GrantTerms {
+                        ttl_seconds: check_ttl(ttl)?,
+                        allow_workflows: false,
+                        via: Default::default(),
+                    };
+                    if reason.as_ref().is_some_and(|r| r.len() > 4096) {
+                        return Err(Failure::usage("--reason is limited to 4096 bytes"));
+                    }
+                    Response::ok(a.request_push(s, &parse_repo(&repo)?, terms, reason, now)?)
+                }
+                AgentRequest::RequestState { id } => {
+                    let grant = s.read(|f| f.grant(id))?;
+                    if grant.created_by != "agent" {
+                        return Err(Failure::new(
+                            ErrorKind::NotFound,
+                            format!("no request #{id} of the agent"),
+                        ));
+                    }
+                    Response::ok(grant)
+                }
+                AgentRequest::RevokePush { repo } => {
+                    Response::ok(a.revoke_push(s, &agent, &parse_repo(&repo)?, now)?)
+                }
+                AgentRequest::Status => Response::ok(a.status(s, &agent, now)?),
+            })
+        });
+        result.unwrap_or_else(Failure::into_response)
+    }
+}
+
+/// A request that failed, on its way to becoming an error response.
+struct Failure(WireError);
+
+impl Failure {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self(WireError {
+            kind,
+            message: message.into(),
+            policies: Vec::new(),
+            unblock: None,
+        })
+    }
+
+    fn usage(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Usage, message)
+    }
+
+    fn into_response(self) -> Response {
+        Response {
+            ok: false,
+            result: None,
+            error: Some(self.0),
+        }
+    }
+}
+
+impl From<AuthorityError> for Failure {
+    fn from(err: AuthorityError) -> Self {
+        match err {
+            AuthorityError::Denied(denial) => Self(WireError {
+                kind: ErrorKind::Denied,
+                message: denial.message,
+                policies: denial.policies,
+                unblock: Some(denial.unblock),
+            }),
+            AuthorityError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound(m) => Self::new(ErrorKind::NotFound, m),
+            StoreError::Conflict(m) => Self::new(ErrorKind::Conflict, m),
+            other => {
+                tracing::error!(error = %other, "state database error");
+                Self::new(
+                    ErrorKind::Internal,
+                    format!("{other}; see the zodex-prd log"),
+                )
+            }
+        }
+    }
+}
+
+fn parse_repo(text: &str) -> Result<RepoName, Failure> {
+    RepoName::parse(text).map_err(|e| Failure::usage(e.to_string()))
+}
+
+fn check_ttl(ttl: Ttl) -> Result<Option<i64>, Failure> {
+    match ttl {
+        Ttl::NoTtl => Ok(None),
+        Ttl::Seconds(s) if s > 0 && s <= MAX_TTL_SECONDS => Ok(Some(s)),
+        Ttl::Seconds(s) => Err(Failure::usage(format!(
+            "a TTL of {s} seconds is out of range; {}",
+            crate::engine::ttl::TTL_FORMS
+        ))),
+    }
+}

@@ -1,0 +1,319 @@
+//! The two socket protocols of `zodex-prd`, shared by the daemon and its clients.
+//!
+//! - Admin socket: one JSON request line in, one JSON response line out.
+//! - Agent socket: a fixed binary header (magic, version, metadata length, bundle length), the
+//!   JSON metadata, then exactly `bundle length` raw bytes; one JSON response line out. The
+//!   daemon decides on the metadata and the declared size before it reads one bundle byte.
+
+use crate::engine::store::GrantVia;
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+/// Largest admin request line or agent metadata block we accept.
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+/// Magic bytes opening every agent request.
+pub const AGENT_MAGIC: [u8; 4] = *b"ZDXA";
+/// The agent protocol version this build speaks.
+pub const AGENT_VERSION: u16 = 1;
+/// Size of the fixed agent header: magic, version (u16), metadata length (u32), bundle length (u64).
+pub const AGENT_HEADER_LEN: usize = 4 + 2 + 4 + 8;
+
+/// A lifetime as requested: a number of seconds, or the explicit `--no-ttl` opt-out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ttl {
+    Seconds(i64),
+    NoTtl,
+}
+
+impl Ttl {
+    pub fn seconds(self) -> Option<i64> {
+        match self {
+            Self::Seconds(s) => Some(s),
+            Self::NoTtl => None,
+        }
+    }
+}
+
+/// Requests an operator sends through `zodex-prd admin`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum AdminRequest {
+    Ping,
+    GrantPush {
+        repo: String,
+        ttl: Ttl,
+        #[serde(default)]
+        allow_workflows: bool,
+        #[serde(default)]
+        via: GrantVia,
+    },
+    RevokePush {
+        repo: String,
+    },
+    /// An empty `repos` sets one scope over every installed repository.
+    Yolo {
+        #[serde(default)]
+        repos: Vec<String>,
+        ttl: Ttl,
+        #[serde(default)]
+        allow_workflows: bool,
+    },
+    Default,
+    Status,
+    Requests,
+    Approve {
+        id: i64,
+        #[serde(default)]
+        ttl: Option<Ttl>,
+    },
+    Deny {
+        id: i64,
+    },
+    Audit {
+        #[serde(default)]
+        since_seconds: Option<i64>,
+        #[serde(default)]
+        repo: Option<String>,
+    },
+    /// A what-if `Push` decision for the agent; no side effects.
+    Explain {
+        repo: String,
+        ref_name: String,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        delete: bool,
+        #[serde(default)]
+        bytes: i64,
+        #[serde(default)]
+        touches_workflows: bool,
+        #[serde(default)]
+        ref_exists: bool,
+    },
+}
+
+/// Requests the agent side sends on the agent socket (the metadata block).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum AgentRequest {
+    Ping,
+    RequestPush {
+        repo: String,
+        ttl: Ttl,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// The state of one of the agent's requests (for `request-push --wait`).
+    RequestState {
+        id: i64,
+    },
+    RevokePush {
+        repo: String,
+    },
+    Status,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The request was malformed: fix it and retry (CLI exit 2).
+    Usage,
+    /// A policy refused it (CLI exit 3).
+    Denied,
+    /// The peer may not use this socket at all.
+    Forbidden,
+    NotFound,
+    Conflict,
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireError {
+    pub kind: ErrorKind,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unblock: Option<String>,
+}
+
+/// Every response, on either socket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<WireError>,
+}
+
+impl Response {
+    pub fn ok(result: impl Serialize) -> Self {
+        Self {
+            ok: true,
+            result: Some(serde_json::to_value(result).unwrap_or(serde_json::Value::Null)),
+            error: None,
+        }
+    }
+
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            result: None,
+            error: Some(WireError {
+                kind,
+                message: message.into(),
+                policies: Vec::new(),
+                unblock: None,
+            }),
+        }
+    }
+
+    /// The response as one line of JSON, newline included.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(self).expect("responses always serialise");
+        line.push('\n');
+        line
+    }
+}
+
+/// The fixed header of an agent request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentHeader {
+    pub version: u16,
+    pub metadata_len: u32,
+    pub bundle_len: u64,
+}
+
+impl AgentHeader {
+    pub fn encode(&self) -> [u8; AGENT_HEADER_LEN] {
+        let mut out = [0u8; AGENT_HEADER_LEN];
+        out[..4].copy_from_slice(&AGENT_MAGIC);
+        out[4..6].copy_from_slice(&self.version.to_be_bytes());
+        out[6..10].copy_from_slice(&self.metadata_len.to_be_bytes());
+        out[10..18].copy_from_slice(&self.bundle_len.to_be_bytes());
+        out
+    }
+
+    /// Checks magic, version and the metadata cap; the bundle length is the engine's to judge.
+    pub fn decode(bytes: &[u8; AGENT_HEADER_LEN]) -> Result<Self, String> {
+        if bytes[..4] != AGENT_MAGIC {
+            return Err("not a Zodex agent request (bad magic); use zodex-agent or git-remote-zodex to talk to this socket".into());
+        }
+        let version = u16::from_be_bytes([bytes[4], bytes[5]]);
+        if version != AGENT_VERSION {
+            return Err(format!(
+                "agent protocol version {version} is not supported (this zodex-prd speaks {AGENT_VERSION}); install matching zodex-agent and zodex-prd versions"
+            ));
+        }
+        let metadata_len = u32::from_be_bytes(bytes[6..10].try_into().expect("4 bytes"));
+        if metadata_len as usize > MAX_REQUEST_BYTES {
+            return Err(format!(
+                "request metadata of {metadata_len} bytes is over the {MAX_REQUEST_BYTES}-byte cap; send a smaller request"
+            ));
+        }
+        let bundle_len = u64::from_be_bytes(bytes[10..18].try_into().expect("8 bytes"));
+        Ok(Self {
+            version,
+            metadata_len,
+            bundle_len,
+        })
+    }
+}
+
+/// Writes one agent request with no bundle and reads its response (blocking client side).
+pub fn agent_roundtrip(
+    stream: &mut (impl Read + Write),
+    request: &AgentRequest,
+) -> io::Result<Response> {
+    let metadata = serde_json::to_vec(request).map_err(io::Error::other)?;
+    let header = AgentHeader {
+        version: AGENT_VERSION,
+        metadata_len: metadata.len() as u32,
+        bundle_len: 0,
+    };
+    stream.write_all(&header.encode())?;
+    stream.write_all(&metadata)?;
+    stream.flush()?;
+    read_response(stream)
+}
+
+/// Reads one response line (blocking), capped at [`MAX_REQUEST_BYTES`].
+pub fn read_response(stream: &mut impl Read) -> io::Result<Response> {
+    let mut line = Vec::new();
+    let mut limited = stream.take(MAX_REQUEST_BYTES as u64 + 1);
+    io::BufRead::read_until(&mut io::BufReader::new(&mut limited), b'\n', &mut line)?;
+    if line.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "zodex-prd closed the connection without an answer; see its log",
+        ));
+    }
+    serde_json::from_slice(&line).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("zodex-prd sent an answer that is not valid JSON: {e}"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_rejects_bad_magic_version_and_size() {
+        let header = AgentHeader {
+            version: AGENT_VERSION,
+            metadata_len: 12,
+            bundle_len: 134_217_729,
+        };
+        assert_eq!(AgentHeader::decode(&header.encode()), Ok(header));
+        let mut bad = header.encode();
+        bad[0] = b'X';
+        assert!(AgentHeader::decode(&bad).unwrap_err().contains("magic"));
+        let v2 = AgentHeader {
+            version: 2,
+            ..header
+        };
+        assert!(
+            AgentHeader::decode(&v2.encode())
+                .unwrap_err()
+                .contains("version 2")
+        );
+        let big = AgentHeader {
+            metadata_len: MAX_REQUEST_BYTES as u32 + 1,
+            ..header
+        };
+        assert!(
+            AgentHeader::decode(&big.encode())
+                .unwrap_err()
+                .contains("cap")
+        );
+    }
+
+    #[test]
+    fn requests_have_a_stable_json_shape() {
+        let request = AdminRequest::GrantPush {
+            repo: "demo/app".into(),
+            ttl: Ttl::Seconds(1800),
+            allow_workflows: false,
+            via: GrantVia::Token,
+        };
+        let json = serde_json::to_string(&request).unwrap();
+        assert_eq!(
+            json,
+            r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":1800},"allow_workflows":false,"via":"token"}"#
+        );
+        let parsed: AdminRequest = serde_json::from_str(r#"{"op":"yolo","ttl":"no_ttl"}"#).unwrap();
+        assert_eq!(
+            parsed,
+            AdminRequest::Yolo {
+                repos: vec![],
+                ttl: Ttl::NoTtl,
+                allow_workflows: false
+            }
+        );
+    }
+}
