@@ -47,7 +47,7 @@ enum GithubCommand {
         #[arg(long, value_parser = repo_arg)]
         repo: RepoName,
         /// How long the grant should last once approved: 30s, 45m, 2h, 1d, 1h30m.
-        #[arg(long, value_parser = ttl_arg, conflicts_with = "no_ttl")]
+        #[arg(long, value_parser = ttl_arg, conflicts_with = "no_ttl", allow_hyphen_values = true)]
         ttl: Option<Duration>,
         #[arg(long)]
         no_ttl: bool,

@@ -118,9 +118,14 @@ fn admin(config: Option<PathBuf>) -> i32 {
     }
     let answer = (|| -> std::io::Result<Response> {
         let mut stream = std::os::unix::net::UnixStream::connect(&config.admin_socket)?;
-        stream.write_all(line.as_bytes())?;
-        stream.write_all(b"\n")?;
-        read_response(&mut stream)
+        let sent = stream
+            .write_all(line.as_bytes())
+            .and_then(|()| stream.write_all(b"\n"));
+        // A refused peer's request is never read: the answer still waits on the socket.
+        match (sent, read_response(&mut stream)) {
+            (_, Ok(response)) => Ok(response),
+            (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
+        }
     })();
     match answer {
         Ok(response) => {

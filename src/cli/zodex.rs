@@ -88,7 +88,7 @@ enum SpriteCommand {
 #[group(multiple = false)]
 struct TtlArgs {
     /// How long it lasts: 30s, 45m, 2h, 1d, 1h30m.
-    #[arg(long, value_parser = ttl_arg)]
+    #[arg(long, value_parser = ttl_arg, allow_hyphen_values = true)]
     ttl: Option<Duration>,
     /// No expiry (recorded as an explicit choice).
     #[arg(long)]
@@ -406,18 +406,27 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
         touches_workflows: workflows,
         ref_exists: exists,
     };
-    let mut allowed = true;
-    let code = send(target, registry, &request, |v| {
-        allowed = v
-            .pointer("/decision/allowed")
-            .and_then(|a| a.as_bool())
-            .unwrap_or(false);
-        render::explain(v)
-    });
-    if code == EXIT_OK && !allowed {
-        EXIT_DENIED
-    } else {
-        code
+    let sprite = match registry.choose(target.sprite.as_deref()) {
+        Ok(sprite) => sprite,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    match transport::call(&sprite, &request) {
+        Ok(response) => {
+            let allowed = response
+                .result
+                .as_ref()
+                .and_then(|v| v.pointer("/decision/allowed"))
+                .and_then(|a| a.as_bool())
+                .unwrap_or(false);
+            let code = print_response(&response, target.json, render::explain);
+            // A what-if that comes out as a deny exits like a denial, for scripts.
+            if code == EXIT_OK && !allowed {
+                EXIT_DENIED
+            } else {
+                code
+            }
+        }
+        Err(e) => print_failure(&e, target.json),
     }
 }
 

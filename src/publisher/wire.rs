@@ -233,10 +233,17 @@ pub fn agent_roundtrip(
         metadata_len: metadata.len() as u32,
         bundle_len: 0,
     };
-    stream.write_all(&header.encode())?;
-    stream.write_all(&metadata)?;
-    stream.flush()?;
-    read_response(stream)
+    let sent = (|| {
+        stream.write_all(&header.encode())?;
+        stream.write_all(&metadata)?;
+        stream.flush()
+    })();
+    // A daemon that refuses a peer answers and closes without reading the request: the write
+    // then fails, but the answer is waiting to be read.
+    match (sent, read_response(stream)) {
+        (_, Ok(response)) => Ok(response),
+        (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
+    }
 }
 
 /// Reads one response line (blocking), capped at [`MAX_REQUEST_BYTES`].

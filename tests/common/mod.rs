@@ -1,0 +1,158 @@
+//! Shared harness for end-to-end tests: a `zodex dev up` installation in a temporary
+//! directory, and helpers to run the real binaries against it.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub const ZODEX: &str = env!("CARGO_BIN_EXE_zodex");
+pub const AGENT: &str = env!("CARGO_BIN_EXE_zodex-agent");
+pub const PRD: &str = env!("CARGO_BIN_EXE_zodex-prd");
+
+/// A running local installation, stopped (`zodex dev down`) when dropped.
+pub struct Dev {
+    pub home: tempfile::TempDir,
+    pub dir: PathBuf,
+    pub info: Value,
+}
+
+/// The output of one command, with its exit code and text.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(output: Output) -> Self {
+        Self {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+
+    #[track_caller]
+    pub fn ok(self) -> Self {
+        assert_eq!(
+            self.code, 0,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn code(self, code: i32) -> Self {
+        assert_eq!(
+            self.code, code,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+impl Dev {
+    /// `zodex dev up --json` in a fresh `ZODEX_HOME`.
+    pub fn up() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("dev");
+        let mut dev = Self {
+            dir: dir.clone(),
+            home,
+            info: Value::Null,
+        };
+        let run = dev
+            .zodex(&["dev", "up", "--json", "--dir", dir.to_str().unwrap()])
+            .ok();
+        dev.info = run.json();
+        dev
+    }
+
+    pub fn config(&self) -> PathBuf {
+        PathBuf::from(self.info["config"].as_str().unwrap())
+    }
+
+    fn command(&self, program: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .env("ZODEX_HOME", self.home.path())
+            .env("HOME", self.home.path())
+            .env_remove("ZODEX_SPRITE")
+            .env("ZODEX_CONFIG", self.config_or_default())
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn config_or_default(&self) -> PathBuf {
+        self.info["config"]
+            .as_str()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.dir.join("zodex.toml"))
+    }
+
+    /// Runs `zodex ARGS` as the operator.
+    pub fn zodex(&self, args: &[&str]) -> Run {
+        Run::from(self.command(ZODEX, args).output().unwrap())
+    }
+
+    /// Runs `zodex-agent ARGS` as the agent (same user here; the sockets tell them apart).
+    pub fn agent(&self, args: &[&str]) -> Run {
+        Run::from(self.command(AGENT, args).output().unwrap())
+    }
+
+    pub fn agent_command(&self, args: &[&str]) -> Command {
+        self.command(AGENT, args)
+    }
+
+    pub fn prd(&self, args: &[&str]) -> Run {
+        Run::from(self.command(PRD, args).output().unwrap())
+    }
+
+    /// `zodex sprite github ARGS --json`, parsed.
+    pub fn github_json(&self, args: &[&str]) -> Value {
+        let mut full = vec!["sprite", "github"];
+        full.extend_from_slice(args);
+        full.push("--json");
+        self.zodex(&full).json()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("logs/zodex-prd.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.zodex(&["dev", "down", "--dir", self.dir.to_str().unwrap()]);
+    }
+}
+
+/// True when the tests run as root (needed to act as another uid for peer-credential tests).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Makes every directory from `path` up to `/` traversable, so another uid can reach a socket.
+pub fn open_path_to(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d == Path::new("/") {
+            break;
+        }
+        if let Ok(meta) = std::fs::metadata(d) {
+            let mode = meta.permissions().mode();
+            let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode | 0o055));
+        }
+        dir = d.parent();
+    }
+}

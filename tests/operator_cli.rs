@@ -1,0 +1,475 @@
+//! End to end through the real binaries: `zodex dev up`, the operator CLI over the exec
+//! transport and admin socket, the agent CLI over the agent socket.
+
+mod common;
+
+use common::{Dev, is_root, open_path_to};
+use std::os::unix::process::CommandExt;
+use std::time::Duration;
+
+#[test]
+fn grant_shows_in_status_on_both_sides_and_expires_by_ttl() {
+    let dev = Dev::up();
+    let grant = dev.github_json(&["grant-push", "--repo", "Demo/App", "--ttl", "2s"]);
+    assert_eq!(grant["ok"], true, "{grant}");
+    assert_eq!(grant["result"]["state"], "active");
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["grants"][0]["repo_key"], "demo/app");
+    // The agent sees the same through its own socket.
+    let agent = dev.agent(&["github", "status", "--json"]).ok().json();
+    assert_eq!(agent["result"]["grants"][0]["repo_key"], "demo/app");
+    std::thread::sleep(Duration::from_millis(2300));
+    let status = dev.github_json(&["status"]);
+    assert_eq!(
+        status["result"]["grants"].as_array().unwrap().len(),
+        0,
+        "{status}"
+    );
+    assert_eq!(
+        status["result"]["recently_ended"][0]["shown_state"],
+        "expired"
+    );
+    let human = dev.zodex(&["sprite", "github", "status"]).ok();
+    assert!(
+        human.stdout.contains("Active grants:\n  none"),
+        "{}",
+        human.stdout
+    );
+    assert!(human.stdout.contains("expired"), "{}", human.stdout);
+    // The daemon's sweeper recorded the expiry in the audit log.
+    let audit = dev.github_json(&["audit", "--repo", "demo/app"]);
+    let actions: Vec<&str> = audit["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, vec!["GrantPush", "ExpireGrant"]);
+}
+
+#[test]
+fn revoke_push_ends_grants_and_explain_reflects_it() {
+    let dev = Dev::up();
+    dev.zodex(&[
+        "sprite",
+        "github",
+        "grant-push",
+        "--repo",
+        "demo/app",
+        "--no-ttl",
+    ])
+    .ok();
+    // Explain is side-effect free and names the deciding policies.
+    let run = dev
+        .zodex(&[
+            "sprite", "policy", "explain", "--action", "push", "--repo", "demo/app", "--ref",
+            "main", "--delete",
+        ])
+        .code(3);
+    assert!(
+        run.stdout.contains("protect-default-branch"),
+        "{}",
+        run.stdout
+    );
+    let revoked = dev.github_json(&["revoke-push", "--repo", "DEMO/app.git"]);
+    assert_eq!(revoked["result"][0]["state"], "revoked");
+    let run = dev
+        .zodex(&["sprite", "github", "revoke-push", "--repo", "demo/app"])
+        .ok();
+    assert!(run.stdout.contains("Nothing to revoke"), "{}", run.stdout);
+    // Without a local GitHub no repository has writer-App coverage yet: that forbid decides.
+    let run = dev
+        .zodex(&[
+            "sprite",
+            "policy",
+            "explain",
+            "--action",
+            "push",
+            "--repo",
+            "demo/app",
+            "--ref",
+            "refs/heads/feature",
+            "--json",
+        ])
+        .code(3);
+    let explained = run.json();
+    assert_eq!(explained["result"]["decision"]["allowed"], false);
+    assert_eq!(
+        explained["result"]["decision"]["grant_id"],
+        serde_json::Value::Null
+    );
+    // Explain left no audit row.
+    let audit = dev.github_json(&["audit"]);
+    let actions: Vec<&str> = audit["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, vec!["GrantPush", "RevokePush", "RevokePush"]);
+}
+
+#[test]
+fn bad_input_is_a_usage_error_that_shows_the_accepted_forms() {
+    let dev = Dev::up();
+    for ttl in ["0", "-5m", "", "5x", "1m1h", "99999999999999999999s"] {
+        let run = dev
+            .zodex(&[
+                "sprite",
+                "github",
+                "grant-push",
+                "--repo",
+                "demo/app",
+                "--ttl",
+                ttl,
+            ])
+            .code(2);
+        assert!(run.stderr.contains("1h30m"), "{ttl}: {}", run.stderr);
+    }
+    for repo in [
+        "demo",
+        "demo/app/extra",
+        "demo/..",
+        "de mo/app",
+        "demo/a\u{1}pp",
+        "-x/app",
+    ] {
+        let run = dev
+            .zodex(&["sprite", "github", "grant-push", &format!("--repo={repo}")])
+            .code(2);
+        assert!(run.stderr.contains("OWNER/NAME"), "{repo}: {}", run.stderr);
+    }
+    dev.zodex(&[
+        "sprite",
+        "github",
+        "grant-push",
+        "--repo",
+        "demo/app",
+        "--ttl",
+        "1h",
+        "--no-ttl",
+    ])
+    .code(2);
+    dev.agent(&[
+        "github",
+        "request-push",
+        "--repo",
+        "demo/app",
+        "--ttl",
+        "0s",
+    ])
+    .code(2);
+    // Nothing was recorded by any of it.
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["grants"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn denials_exit_3_and_name_the_policy_and_the_unblocking_command() {
+    let dev = Dev::up();
+    let run = dev
+        .zodex(&["sprite", "github", "grant-push", "--repo", "elsewhere/app"])
+        .code(3);
+    assert!(
+        run.stderr.contains("require-configured-target"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("[[targets]]"), "{}", run.stderr);
+    let json = dev.github_json(&["grant-push", "--repo", "elsewhere/app"]);
+    assert_eq!(json["error"]["kind"], "denied");
+    assert_eq!(json["error"]["policies"][0], "require-configured-target");
+    // The agent may not read the audit log or set YOLO: those commands do not exist on its side,
+    // and its socket's principal is the agent whatever it sends.
+    let run = dev
+        .agent(&["github", "request-push", "--repo", "elsewhere/app"])
+        .code(3);
+    assert!(
+        run.stderr.contains("require-configured-target"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn request_push_waits_for_approval_and_denied_requests_end_the_wait() {
+    let dev = Dev::up();
+    let waiter = dev
+        .agent_command(&[
+            "github",
+            "request-push",
+            "--repo",
+            "demo/app",
+            "--reason",
+            "fix CI",
+            "--wait",
+            "--ttl",
+            "10m",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = wait_for_pending(&dev);
+    let approved = dev.github_json(&["approve", &id.to_string(), "--ttl", "5m"]);
+    assert_eq!(approved["result"]["state"], "active");
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Approved") && stdout.contains("demo/app"),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("approve {id}")), "{stderr}");
+
+    let waiter = dev
+        .agent_command(&["github", "request-push", "--repo", "demo/lib", "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = wait_for_pending(&dev);
+    dev.zodex(&["sprite", "github", "deny", &id.to_string()])
+        .ok();
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("was denied"));
+    // Approving a denied request is a conflict, not a silent success.
+    let run = dev
+        .zodex(&["sprite", "github", "approve", &id.to_string()])
+        .code(1);
+    assert!(run.stderr.contains("not pending"), "{}", run.stderr);
+}
+
+fn wait_for_pending(dev: &Dev) -> i64 {
+    for _ in 0..100 {
+        let requests = dev.github_json(&["requests"]);
+        if let Some(id) = requests["result"][0]["id"].as_i64() {
+            return id;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no pending request appeared");
+}
+
+#[test]
+fn yolo_then_default_clears_scopes_and_keeps_grants() {
+    let dev = Dev::up();
+    dev.zodex(&["sprite", "github", "grant-push", "--repo", "demo/app"])
+        .ok();
+    let set = dev.github_json(&["yolo", "--ttl", "1h"]);
+    assert_eq!(set["result"][0]["repo_key"], serde_json::Value::Null);
+    let set = dev.github_json(&[
+        "yolo",
+        "--repo",
+        "demo/lib",
+        "--repo",
+        "demo/other",
+        "--allow-workflows",
+    ]);
+    assert_eq!(set["result"].as_array().unwrap().len(), 2);
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["yolo"].as_array().unwrap().len(), 3);
+    let run = dev.zodex(&["sprite", "github", "default"]).ok();
+    assert!(run.stdout.contains("Cleared 3"), "{}", run.stdout);
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["yolo"].as_array().unwrap().len(), 0);
+    assert_eq!(status["result"]["grants"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn concurrent_commands_never_lose_an_update() {
+    let dev = Dev::up();
+    std::thread::scope(|scope| {
+        for i in 0..12 {
+            let dev = &dev;
+            scope.spawn(move || {
+                dev.zodex(&[
+                    "sprite",
+                    "github",
+                    "grant-push",
+                    "--repo",
+                    &format!("demo/r{i}"),
+                ])
+                .ok();
+            });
+        }
+    });
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["grants"].as_array().unwrap().len(), 12);
+}
+
+#[test]
+fn sprite_registry_choice_and_errors() {
+    let dev = Dev::up();
+    let list = dev.zodex(&["sprite", "list", "--json"]).ok().json();
+    assert_eq!(list[0]["name"], "dev");
+    dev.zodex(&["sprite", "add", "far", "--exec", "sprite exec -s far --"])
+        .ok();
+    dev.zodex(&["sprite", "add", "far", "--local"]).code(1);
+    let run = dev.zodex(&["sprite", "github", "status"]).code(1);
+    assert!(
+        run.stderr.contains("dev, far") && run.stderr.contains("--sprite"),
+        "{}",
+        run.stderr
+    );
+    dev.zodex(&["sprite", "github", "status", "--sprite", "dev"])
+        .ok();
+    let run = dev
+        .zodex(&["sprite", "github", "status", "--sprite", "far"])
+        .code(1);
+    assert!(run.stderr.contains("far"), "{}", run.stderr);
+    dev.zodex(&["sprite", "remove", "far"]).ok();
+    dev.zodex(&["sprite", "github", "status"]).ok();
+}
+
+#[test]
+fn dev_up_is_idempotent_and_down_stops_the_daemon() {
+    let dev = Dev::up();
+    let again = dev
+        .zodex(&["dev", "up", "--dir", dev.dir.to_str().unwrap()])
+        .ok();
+    assert!(again.stdout.contains("already running"), "{}", again.stdout);
+    assert!(
+        std::fs::read_to_string(dev.dir.join("env.sh"))
+            .unwrap()
+            .contains("ZODEX_CONFIG")
+    );
+    let down = dev
+        .zodex(&["dev", "down", "--dir", dev.dir.to_str().unwrap()])
+        .ok();
+    assert!(down.stdout.contains("Stopped"), "{}", down.stdout);
+    let run = dev.agent(&["github", "status"]).code(1);
+    assert!(
+        run.stderr.contains("cannot reach zodex-prd"),
+        "{}",
+        run.stderr
+    );
+    let run = dev.zodex(&["sprite", "github", "status"]).code(1);
+    assert!(
+        run.stderr.contains("no sprite")
+            || run.stderr.contains("No sprites")
+            || run.stderr.contains("Add one"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_invalid_operator_policy_refuses_start_with_its_location() {
+    let dev = Dev::up();
+    let policies = dev.dir.join("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::write(
+        policies.join("mine.cedar"),
+        "@id(\"mine\")\nforbid (principal, action == Zodex::Action::\"Push\", resource)\nwhen { context.bundle_size > 5 };\n",
+    )
+    .unwrap();
+    let run = dev
+        .prd(&["policy", "check", "--dir", policies.to_str().unwrap()])
+        .code(1);
+    assert!(run.stderr.contains("mine.cedar:3:"), "{}", run.stderr);
+    let config = std::fs::read_to_string(dev.config()).unwrap();
+    let broken = dev.dir.join("broken.toml");
+    let state = dev.dir.join("state2");
+    let config = config
+        .replace(
+            dev.dir.join("state").to_str().unwrap(),
+            state.to_str().unwrap(),
+        )
+        .replace("run/admin.sock", "run/admin2.sock")
+        .replace("run/agent.sock", "run/agent2.sock");
+    std::fs::write(
+        &broken,
+        format!("policy_dir = \"{}\"\n{config}", policies.display()),
+    )
+    .unwrap();
+    let run = dev
+        .prd(&["serve", "--config", broken.to_str().unwrap()])
+        .code(1);
+    assert!(
+        run.stderr.contains("mine.cedar:3:") && run.stderr.contains("refusing to start"),
+        "{}",
+        run.stderr
+    );
+    assert!(!dev.dir.join("run/admin2.sock").exists());
+    let ok = dev.prd(&["policy", "check"]).ok();
+    assert!(ok.stdout.contains("explicit-grant-push"), "{}", ok.stdout);
+}
+
+#[test]
+fn a_database_newer_than_the_binary_refuses_start() {
+    let dev = Dev::up();
+    dev.zodex(&["dev", "down", "--dir", dev.dir.to_str().unwrap()])
+        .ok();
+    let db = dev.dir.join("state/state.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.pragma_update(None, "user_version", 42).unwrap();
+    drop(conn);
+    let run = dev.prd(&["serve"]).code(1);
+    assert!(
+        run.stderr.contains("schema version 42") && run.stderr.contains("newer"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// The kernel's peer credentials decide who may talk: another uid is refused on the agent
+/// socket, and on the admin socket even when its file mode would let it connect.
+#[test]
+fn sockets_refuse_other_uids_before_reading_a_request() {
+    if !is_root() {
+        eprintln!("skipped: acting as another uid needs root (CI runs as root)");
+        return;
+    }
+    let dev = Dev::up();
+    let agent_socket = std::path::PathBuf::from(dev.info["agent_socket"].as_str().unwrap());
+    let admin_socket = std::path::PathBuf::from(dev.info["admin_socket"].as_str().unwrap());
+    open_path_to(&agent_socket);
+    open_path_to(&dev.config());
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dev.config(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = dev
+        .agent_command(&["github", "status", "--json"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("\"forbidden\"") && stdout.contains("uid 65534"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Relax the admin socket's mode: SO_PEERCRED still refuses.
+    std::fs::set_permissions(&admin_socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = std::process::Command::new(common::PRD)
+        .args(["admin", "--config", dev.config().to_str().unwrap()])
+        .uid(65534)
+        .gid(65534)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"{\"op\":\"status\"}\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("\"forbidden\"") && stdout.contains("admin"),
+        "{stdout}"
+    );
+    assert!(dev.log().contains("refused a peer"), "{}", dev.log());
+}
