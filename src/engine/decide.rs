@@ -322,6 +322,58 @@ impl Engine {
         ))
     }
 
+    /// The Cedar request and entities for one question with its facts loaded. Public so the
+    /// benchmark can time a bare `is_authorized` on exactly what `decide` asks.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cedar_request(
+        &self,
+        principal: &Principal,
+        ask: &Ask,
+        repository: Option<&RepoFacts>,
+        grant: Option<&Grant>,
+        yolo: Option<&YoloScope>,
+        now: i64,
+        schema: Option<&cedar_policy::Schema>,
+    ) -> Result<(Request, Entities), String> {
+        let principal_uid = match principal {
+            Principal::Agent => uid("Agent", "agent"),
+            Principal::Operator(who) => uid("Operator", who),
+        };
+        let mut entities = Vec::new();
+        let resource_uid = match (repository, ask.repo()) {
+            (Some(facts), Some(repo)) => {
+                let resource = uid("Repository", &facts.key);
+                let attrs = HashMap::from([
+                    ("owner".to_string(), string(&repo.owner().to_ascii_lowercase())),
+                    ("name".to_string(), string(&repo.name().to_ascii_lowercase())),
+                    ("default_branch".to_string(), string(&facts.default_branch)),
+                    ("configured_target".to_string(), boolean(facts.configured_target)),
+                    ("writer_installed".to_string(), boolean(facts.writer_installed)),
+                    ("reader_installed".to_string(), boolean(facts.reader_installed)),
+                ]);
+                entities.push(Entity::new(resource.clone(), attrs, HashSet::new()).map_err(|e| e.to_string())?);
+                resource
+            }
+            _ => uid("Sprite", "sprite"),
+        };
+        let context = build_context(ask, repository, grant, yolo, now);
+        let context = Context::from_pairs(context.into_iter().map(|(k, v)| (k.to_string(), v)))
+            .map_err(|e| e.to_string())?;
+        let action_uid = EntityUid::from_type_name_and_id(
+            EntityTypeName::from_str(&format!("{NS}::Action")).expect("valid type name"),
+            EntityId::new(ask.action().name()),
+        );
+        let request = Request::new(principal_uid, action_uid, resource_uid, context, schema)
+            .map_err(|e| e.to_string())?;
+        let entities = Entities::from_entities(entities, schema).map_err(|e| e.to_string())?;
+        Ok((request, entities))
+    }
+
+    /// Decides a prepared Cedar request (what `evaluate` does after building it).
+    pub fn authorize(&self, request: &Request, entities: &Entities) -> cedar_policy::Response {
+        self.authorizer.is_authorized(request, &self.policies.set, entities)
+    }
+
     /// Evaluates with facts already loaded (the pure half of [`Engine::decide`]).
     pub fn evaluate(
         &self,
@@ -363,66 +415,11 @@ impl Engine {
         schema: Option<&cedar_policy::Schema>,
     ) -> Decision {
         let action = ask.action();
-        let principal_uid = match principal {
-            Principal::Agent => uid("Agent", "agent"),
-            Principal::Operator(who) => uid("Operator", who),
+        let (request, entities) = match self.cedar_request(principal, ask, repository.as_ref(), grant, yolo, now, schema) {
+            Ok(built) => built,
+            Err(error) => return deny_with_error(action, repository, error),
         };
-        let mut entities = Vec::new();
-        let resource_uid = match (&repository, ask.repo()) {
-            (Some(facts), Some(repo)) => {
-                let resource = uid("Repository", &facts.key);
-                let attrs = HashMap::from([
-                    (
-                        "owner".to_string(),
-                        string(&repo.owner().to_ascii_lowercase()),
-                    ),
-                    (
-                        "name".to_string(),
-                        string(&repo.name().to_ascii_lowercase()),
-                    ),
-                    ("default_branch".to_string(), string(&facts.default_branch)),
-                    (
-                        "configured_target".to_string(),
-                        boolean(facts.configured_target),
-                    ),
-                    (
-                        "writer_installed".to_string(),
-                        boolean(facts.writer_installed),
-                    ),
-                    (
-                        "reader_installed".to_string(),
-                        boolean(facts.reader_installed),
-                    ),
-                ]);
-                match Entity::new(resource.clone(), attrs, HashSet::new()) {
-                    Ok(entity) => entities.push(entity),
-                    Err(e) => return deny_with_error(action, repository, e.to_string()),
-                }
-                resource
-            }
-            _ => uid("Sprite", "sprite"),
-        };
-        let context = build_context(ask, repository.as_ref(), grant, yolo, now);
-        let context =
-            match Context::from_pairs(context.into_iter().map(|(k, v)| (k.to_string(), v))) {
-                Ok(context) => context,
-                Err(e) => return deny_with_error(action, repository, e.to_string()),
-            };
-        let action_uid = EntityUid::from_type_name_and_id(
-            EntityTypeName::from_str(&format!("{NS}::Action")).expect("valid type name"),
-            EntityId::new(action.name()),
-        );
-        let request = match Request::new(principal_uid, action_uid, resource_uid, context, schema) {
-            Ok(request) => request,
-            Err(e) => return deny_with_error(action, repository, e.to_string()),
-        };
-        let entities = match Entities::from_entities(entities, schema) {
-            Ok(entities) => entities,
-            Err(e) => return deny_with_error(action, repository, e.to_string()),
-        };
-        let response = self
-            .authorizer
-            .is_authorized(&request, &self.policies.set, &entities);
+        let response = self.authorize(&request, &entities);
         let errors: Vec<String> = response
             .diagnostics()
             .errors()
