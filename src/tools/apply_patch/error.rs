@@ -152,7 +152,7 @@ impl fmt::Display for ContextMismatch {
             }
         }
         if let Some(hint) = &self.hint {
-            writeln!(f, "Closest: {hint}.")?;
+            writeln!(f, "Hint: {hint}.")?;
         }
         write!(
             f,
