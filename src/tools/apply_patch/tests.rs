@@ -455,3 +455,53 @@ proptest! {
         let _ = parser::parse(&text);
     }
 }
+
+/// Decorates a context line the way models mangle them: extra outer whitespace, ASCII
+/// punctuation swapped for typographic look-alikes. All four passes together must see through it.
+fn mangle(line: &str, how: u8) -> String {
+    match how % 4 {
+        0 => line.to_string(),
+        1 => format!("{line}  "),
+        2 => format!("  {line}\t"),
+        _ => line
+            .replace('-', "\u{2014}")
+            .replace('"', "\u{201C}")
+            .replace(' ', "\u{00A0}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Several hunks with mangled context, spread over a file of distinct lines, replace exactly
+    /// the lines they name and leave every other line byte for byte as it was.
+    #[test]
+    fn mangled_multi_hunk_patches_apply_and_keep_context_text(
+        tails in proptest::collection::vec("[a-z\"\\- ]{0,6}", 12..40),
+        picks in proptest::collection::btree_set(0usize..8, 1..4),
+        manglings in proptest::collection::vec(any::<u8>(), 64),
+    ) {
+        let lines: Vec<String> = tails.iter().enumerate().map(|(i, t)| format!("L{i}:{t}")).collect();
+        // Targets at least 5 apart so two lines of context either side never overlap.
+        let targets: Vec<usize> = picks.iter().map(|p| 2 + p * 5).filter(|&t| t + 2 < lines.len()).collect();
+        prop_assume!(!targets.is_empty());
+        let mut manglings = manglings.into_iter().cycle();
+        let mut body = String::new();
+        let mut expected = lines.clone();
+        for &t in &targets {
+            body.push_str("@@\n");
+            for l in &lines[t - 2..t] { body.push_str(&hunk_line(' ', &mangle(l, manglings.next().unwrap()))); }
+            body.push_str(&hunk_line('-', &mangle(&lines[t], manglings.next().unwrap())));
+            body.push_str(&hunk_line('+', &format!("NEW {t}")));
+            for l in &lines[t + 1..t + 3] { body.push_str(&hunk_line(' ', &mangle(l, manglings.next().unwrap()))); }
+            expected[t] = format!("NEW {t}");
+        }
+        let original = lines.join("\n") + "\n";
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("f.txt"), &original).unwrap();
+        let result = apply_patch(&format!("*** Begin Patch\n*** Update File: f.txt\n{body}*** End Patch\n"), dir.path());
+        prop_assert!(result.is_ok(), "patch failed: {}\nbody:\n{body}", result.unwrap_err());
+        let got = fs::read_to_string(dir.path().join("f.txt")).unwrap();
+        prop_assert_eq!(got, expected.join("\n") + "\n");
+    }
+}
