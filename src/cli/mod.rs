@@ -1,1 +1,4 @@
 //! Not built yet.
+
+pub mod local;
+pub mod serve;
