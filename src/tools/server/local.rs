@@ -162,10 +162,12 @@ pub fn start_background(
         .mode(0o600)
         .open(paths.log())?;
     let mut command = std::process::Command::new(exe);
+    // stdout (where `--foreground` prints the URL with its key) goes nowhere: the log file
+    // must never hold the key. Logs go to stderr, i.e. the log file.
     command
         .args(args)
         .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
+        .stdout(std::process::Stdio::null())
         .stderr(log);
     // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
