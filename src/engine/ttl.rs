@@ -104,8 +104,21 @@ mod tests {
     #[test]
     fn refuses_zero_negative_empty_unknown_and_overflow() {
         for bad in [
-            "", " ", "0", "0s", "0h0m", "-5m", "5", "5x", "m", "1m1h", "1h1h", "1.5h", "5 m",
-            "99999999999999999999s", "4000000d",
+            "",
+            " ",
+            "0",
+            "0s",
+            "0h0m",
+            "-5m",
+            "5",
+            "5x",
+            "m",
+            "1m1h",
+            "1h1h",
+            "1.5h",
+            "5 m",
+            "99999999999999999999s",
+            "4000000d",
         ] {
             let err = parse_ttl(bad).expect_err(bad);
             assert!(err.to_string().contains("1h30m"), "{bad}: {err}");
