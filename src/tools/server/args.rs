@@ -79,7 +79,7 @@ pub fn write_stdin(args: Option<&Args>) -> Result<WriteStdinRequest, String> {
         session_handle,
         chars,
         yield_time_ms: optional_u64(TOOL, args, "yield_time_ms")?,
-        kill_process,
+        kill_process: kill_process.then_some(true),
     })
 }
 
@@ -234,7 +234,7 @@ mod tests {
     fn write_stdin_defaults() {
         let req = write_stdin(Some(&obj(json!({"session_handle": "h"})))).unwrap();
         assert_eq!(req.chars, None);
-        assert!(!req.kill_process);
+        assert_eq!(req.kill_process, None);
         let bad = write_stdin(Some(&obj(
             json!({"session_handle": "h", "kill_process": "yes"}),
         )));

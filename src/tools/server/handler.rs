@@ -143,7 +143,7 @@ impl ZodexHandler {
         };
         // Never the typed text (it may be a password) nor the whole handle (a capability).
         let handle: String = request.session_handle.chars().take(6).collect();
-        let summary = match (&request.chars, request.kill_process) {
+        let summary = match (&request.chars, request.kill_process.unwrap_or(false)) {
             (_, true) => format!("kill {handle}…"),
             (Some(c), false) if !c.is_empty() => {
                 format!("send {} chars to {handle}…", c.chars().count())

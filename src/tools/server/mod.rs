@@ -24,13 +24,10 @@ pub mod http;
 pub mod key;
 pub mod local;
 pub mod schema;
-#[allow(dead_code)]
-mod shim;
 
-/// The session and patch engines this server drives. (Temporary stand-ins until the
-/// `tools::session` and `tools::apply_patch` branches are merged.)
+/// The session and patch engines this server drives.
 pub(crate) mod deps {
-    pub use super::shim::{apply_patch, session};
+    pub use crate::tools::{apply_patch, session};
 }
 
 use std::future::Future;
@@ -87,7 +84,7 @@ pub async fn serve_http(
     options: HttpOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let app = http::router(core, options);
+    let app = http::router(core.clone(), options);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = axum::serve(
         listener,
@@ -98,14 +95,19 @@ pub async fn serve_http(
         let _ = stop_tx.send(true);
     });
     let mut stop_rx = stop_rx;
-    tokio::select! {
-        result = server => result?,
+    let result = tokio::select! {
+        result = server => result,
         _ = async {
             let _ = stop_rx.wait_for(|stopped| *stopped).await;
             tokio::time::sleep(Duration::from_secs(5)).await;
-        } => tracing::warn!("requests still running 5 s after shutdown; stopping anyway"),
-    }
-    Ok(())
+        } => {
+            tracing::warn!("requests still running 5 s after shutdown; stopping anyway");
+            Ok(())
+        }
+    };
+    // Running commands end with the server (TERM, then KILL after the grace period).
+    core.sessions.shutdown().await;
+    Ok(result?)
 }
 
 /// Serves MCP over stdin/stdout until the client closes it or `shutdown` resolves.
@@ -114,7 +116,7 @@ pub async fn serve_stdio(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let handler = ZodexHandler::new(
-        core,
+        core.clone(),
         Some(Arc::from(format!("stdio:{}", std::process::id()))),
     );
     let service = handler
@@ -122,11 +124,12 @@ pub async fn serve_stdio(
         .await
         .map_err(|e| anyhow::anyhow!("stdio handshake failed: {e}"))?;
     let cancel = service.cancellation_token();
-    tokio::select! {
-        result = service.waiting() => { result?; }
-        _ = shutdown => { cancel.cancel(); }
-    }
-    Ok(())
+    let result = tokio::select! {
+        result = service.waiting() => result.map(|_| ()),
+        _ = shutdown => { cancel.cancel(); Ok(()) }
+    };
+    core.sessions.shutdown().await;
+    Ok(result?)
 }
 
 /// Resolves on SIGTERM or SIGINT.
