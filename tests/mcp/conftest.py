@@ -150,6 +150,17 @@ def http_post(url: str, body: dict | str, headers: dict | None = None) -> tuple[
         return e.code, dict(e.headers), e.read()
 
 
+def jsonrpc_body(headers: dict, body: bytes) -> dict:
+    """The JSON-RPC message of a response, whether sent as JSON or as an SSE stream."""
+    content_type = {k.lower(): v for k, v in headers.items()}.get("content-type", "")
+    if "text/event-stream" in content_type:
+        for line in body.decode().splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                return json.loads(line[5:])
+        raise AssertionError(f"no data in SSE body {body!r}")
+    return json.loads(body)
+
+
 def http_get(url: str) -> tuple[int, dict, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=30) as resp:

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import AGENT, base_env, http_get, http_post, run, start_server
+from conftest import AGENT, base_env, http_get, http_post, jsonrpc_body, run, start_server
 
 TOOLS = ["exec_command", "write_stdin", "apply_patch"]
 
@@ -57,21 +57,62 @@ def test_protocol_versions_negotiated(server):
     run(body)
 
 
+def initialize(version: str) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+
+
+def call(cmd: str, workdir: str = "/", id: int = 2, meta: dict | None = None) -> dict:
+    params = {"name": "exec_command", "arguments": {"cmd": cmd, "workdir": workdir}}
+    if meta:
+        params["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}
+
+
 @pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
 def test_initialize_handshake_versions_raw(server, version):
+    status, headers, body = http_post(server.url, initialize(version))
+    assert status == 200
+    assert jsonrpc_body(headers, body)["result"]["protocolVersion"] == version
+    session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+    # A client that keeps the id is served in its session ...
+    status, headers, body = http_post(server.url, call("echo kept"), headers={"Mcp-Session-Id": session})
+    assert status == 200
+    assert jsonrpc_body(headers, body)["result"]["structuredContent"]["output"].strip() == "kept"
+    # ... and one that drops it (as ChatGPT has been seen to) is served all the same.
+    status, headers, body = http_post(server.url, call("echo dropped"))
+    assert status == 200
+    assert jsonrpc_body(headers, body)["result"]["structuredContent"]["output"].strip() == "dropped"
+
+
+def test_stale_session_id_is_still_served(server):
     status, headers, body = http_post(
-        server.url,
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-        },
+        server.url, call("echo stale"), headers={"Mcp-Session-Id": "from-before-a-restart"}
     )
     assert status == 200
-    assert json.loads(body)["result"]["protocolVersion"] == version
-    # Nothing depends on a session id coming back: none is handed out.
-    assert not any(k.lower() == "mcp-session-id" for k in headers)
+    assert jsonrpc_body(headers, body)["result"]["structuredContent"]["output"].strip() == "stale"
+
+
+def test_mcp_session_labels_the_conversation(fresh_server):
+    (fresh_server.home / ".codex").mkdir()
+    (fresh_server.home / ".codex" / "AGENTS.md").write_text("SESSION-RULE\n")
+    _, headers, _ = http_post(fresh_server.url, initialize("2025-11-25"))
+    session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+    results = []
+    for i in range(2):  # each urllib request is a new TCP connection
+        _, h, b = http_post(fresh_server.url, call("true", id=10 + i), headers={"Mcp-Session-Id": session})
+        results.append(jsonrpc_body(h, b)["result"]["structuredContent"])
+    assert "SESSION-RULE" in results[0]["zodex_context"]
+    assert "zodex_context" not in results[1]
+    # `_meta["openai/session"]` wins over everything else.
+    for i in range(2):
+        _, h, b = http_post(fresh_server.url, call("true", id=20 + i, meta={"openai/session": "chat-1"}))
+        result = jsonrpc_body(h, b)["result"]["structuredContent"]
+        assert ("zodex_context" in result) == (i == 0)
 
 
 def test_stateless_requests_without_initialize_or_session(server):
@@ -79,6 +120,7 @@ def test_stateless_requests_without_initialize_or_session(server):
     status, headers, body = http_post(server.url, {"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
     assert status == 200, body
     assert [t["name"] for t in json.loads(body)["result"]["tools"]] == TOOLS
+    # No handshake, no session: none is handed out.
     assert not any(k.lower() == "mcp-session-id" for k in headers)
     status, _, body = http_post(
         server.url,

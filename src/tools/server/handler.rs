@@ -247,6 +247,7 @@ impl ZodexHandler {
                 .structured
                 .insert("zodex_context".into(), Value::String(context));
         }
+        drop_nulls(&mut outcome.structured);
         let mut result = if outcome.is_error {
             CallToolResult::error(vec![ContentBlock::text(text)])
         } else {
@@ -304,6 +305,25 @@ fn session_outcome(
         workdir,
         summary,
         result,
+    }
+}
+
+/// Removes `null` members (recursively): absent and `null` mean the same to the model, and
+/// the output schemas declare single types.
+fn drop_nulls(map: &mut serde_json::Map<String, Value>) {
+    map.retain(|_, v| !v.is_null());
+    for value in map.values_mut() {
+        match value {
+            Value::Object(inner) => drop_nulls(inner),
+            Value::Array(items) => {
+                for item in items {
+                    if let Value::Object(inner) = item {
+                        drop_nulls(inner);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 

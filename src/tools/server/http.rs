@@ -2,10 +2,11 @@
 //! service, stateless, JSON responses) behind the capability-key check, and an open
 //! `GET /health`.
 //!
-//! Both protocol eras are served by one configuration: rmcp in stateless mode answers the
-//! `initialize` handshake (2025-06-18, 2025-11-25) and stateless 2026-07-28 requests
-//! (`server/discover`, or any request without a prior handshake) alike, and never hands out an
-//! `Mcp-Session-Id`, so nothing depends on a client sending one back.
+//! Both protocol eras are served: an `initialize` handshake (2025-06-18, 2025-11-25) opens an
+//! rmcp session whose `Mcp-Session-Id` a client may keep (it then gets SSE streams and its
+//! session labels its conversation); every other request — no session id, an unknown or
+//! stale one, or a 2026-07-28 request with no handshake at all — goes to rmcp's stateless
+//! service (JSON responses). So nothing depends on a client sending the id back.
 //!
 //! The key check runs first and, once it passes, removes the key from the request (query and
 //! `Authorization`), so nothing downstream — rmcp, tracing, the access log — can ever see or
@@ -19,12 +20,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::connect_info::Connected;
 use axum::extract::{Request, State};
+use axum::http::Method;
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
+use rmcp::transport::streamable_http_server::SessionManager as _;
+use rmcp::transport::streamable_http_server::session::SessionId;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -85,31 +91,102 @@ pub fn allowed_hosts(public_url: Option<&str>, extra: &[String]) -> Vec<String> 
     hosts
 }
 
+/// Handshake sessions kept at once; past it, an `initialize` is answered statelessly.
+const MAX_HANDSHAKE_SESSIONS: usize = 256;
+/// Largest request body read while routing (rmcp's own limit is the same).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// The two faces of `/mcp`: rmcp with handshake sessions (for clients that keep
+/// `Mcp-Session-Id`: SSE streams, the session as conversation label) and rmcp stateless (for
+/// everything else). See [`route_mcp`].
+struct Mcp {
+    sessions: Arc<LocalSessionManager>,
+    stateful: StreamableHttpService<ZodexHandler, LocalSessionManager>,
+    stateless: StreamableHttpService<ZodexHandler, NeverSessionManager>,
+}
+
 /// The router: `/mcp` (key required) and `/health` (open).
 pub fn router(core: Arc<Core>, options: HttpOptions) -> Router {
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_sse_keep_alive(None)
-        .with_allowed_hosts(options.allowed_hosts.clone());
-    let config = if options.allowed_hosts.is_empty() {
-        config.disable_allowed_hosts()
+    let base =
+        StreamableHttpServerConfig::default().with_allowed_hosts(options.allowed_hosts.clone());
+    let base = if options.allowed_hosts.is_empty() {
+        base.disable_allowed_hosts()
     } else {
-        config
+        base
     };
-    let mcp = StreamableHttpService::new(
+    let sessions = Arc::new(LocalSessionManager::default());
+    let factory_core = core.clone();
+    let stateful = StreamableHttpService::new(
+        move || Ok(ZodexHandler::new(factory_core.clone(), None)),
+        sessions.clone(),
+        base.clone().with_legacy_session_mode(true),
+    );
+    let stateless = StreamableHttpService::new(
         move || Ok(ZodexHandler::new(core.clone(), None)),
         Arc::new(NeverSessionManager::default()),
-        config,
+        base.with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None),
     );
+    let mcp = Arc::new(Mcp {
+        sessions,
+        stateful,
+        stateless,
+    });
     let key = Arc::new(options.key);
     let mcp_routes = Router::new()
-        .route_service("/mcp", mcp)
+        .route("/mcp", any(route_mcp).with_state(mcp))
         .layer(middleware::from_fn_with_state(key, require_key));
     Router::new()
         .route("/health", get(health))
         .merge(mcp_routes)
         .layer(middleware::from_fn(access_log))
+}
+
+/// Sends a request to the stateful service when it belongs to a live handshake session (or is
+/// an `initialize` that opens one), and to the stateless service otherwise — so a client that
+/// drops `Mcp-Session-Id`, or sends one from before a restart, is still served, and a request
+/// without any handshake (2026-07-28 style) is served too.
+async fn route_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(SessionId::from);
+    if let Some(id) = session {
+        if mcp.sessions.has_session(&id).await.unwrap_or(false) {
+            return mcp.stateful.handle(request).await.into_response();
+        }
+        return mcp.stateless.handle(request).await.into_response();
+    }
+    if request.method() != Method::POST {
+        return mcp.stateless.handle(request).await.into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response(),
+    };
+    let opens_session =
+        is_initialize(&bytes) && mcp.sessions.sessions.read().await.len() < MAX_HANDSHAKE_SESSIONS;
+    let request = Request::from_parts(parts, Body::from(bytes));
+    if opens_session {
+        mcp.stateful.handle(request).await.into_response()
+    } else {
+        mcp.stateless.handle(request).await.into_response()
+    }
+}
+
+/// True for a JSON-RPC `initialize` request (cheap check first: most bodies are not).
+fn is_initialize(body: &[u8]) -> bool {
+    if !body.windows(12).any(|w| w == b"\"initialize\"") {
+        return false;
+    }
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        method: Option<String>,
+    }
+    serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.method.as_deref() == Some("initialize"))
 }
 
 async fn health() -> impl IntoResponse {
@@ -176,6 +253,19 @@ async fn access_log(request: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn initialize_is_recognised() {
+        assert!(is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+        ));
+        assert!(!is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
+        ));
+        assert!(!is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"cmd":"echo \"initialize\""}}}"#
+        ));
+    }
 
     #[test]
     fn allowed_hosts_default_to_loopback_and_public_host() {

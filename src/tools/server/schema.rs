@@ -189,7 +189,7 @@ fn apply_patch() -> Tool {
                     "properties": {
                         "kind": {"type": "string", "enum": ["A", "M", "D"]},
                         "path": {"type": "string"},
-                        "moved_from": {"type": ["string", "null"]}
+                        "moved_from": {"type": "string", "description": "For a move: where the file was."}
                     },
                     "required": ["kind", "path"]
                 }
@@ -205,14 +205,44 @@ fn apply_patch() -> Tool {
 }
 
 /// The schema of a session result (`ToolOutput`, as it serialises), plus `zodex_context`.
+/// Optional fields are left out rather than sent as `null` (the handler drops nulls), so their
+/// types are single types — the portable form (Inspector `--strict` warns about type arrays).
 fn session_output_schema() -> Arc<JsonObject> {
     let mut schema = rmcp::handler::server::tool::schema_for_output::<ToolOutput>()
         .as_ref()
         .clone();
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        for prop in props.values_mut() {
+            drop_null_type(prop);
+        }
         props.insert("zodex_context".into(), zodex_context_schema());
     }
     Arc::new(schema)
+}
+
+/// `{"type": ["string", "null"]}` becomes `{"type": "string"}`, and
+/// `{"anyOf": [X, {"type": "null"}]}` becomes X (keeping the description).
+fn drop_null_type(schema: &mut Value) {
+    if let Some(Value::Array(types)) = schema.get("type") {
+        let rest: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        if let [only] = rest.as_slice() {
+            schema["type"] = only.clone();
+        }
+    }
+    let Some(Value::Array(branches)) = schema.get("anyOf") else {
+        return;
+    };
+    let rest: Vec<Value> = branches
+        .iter()
+        .filter(|b| b.get("type").is_none_or(|t| t != "null"))
+        .cloned()
+        .collect();
+    if let ([Value::Object(only)], Value::Object(map)) = (rest.as_slice(), &mut *schema) {
+        map.remove("anyOf");
+        for (k, v) in only {
+            map.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
 }
 
 fn zodex_context_schema() -> Value {
@@ -247,6 +277,9 @@ mod tests {
             let out = tool.output_schema.as_ref().unwrap();
             assert_eq!(out["type"], "object");
             assert!(out["properties"]["zodex_context"].is_object());
+            // Portable schemas: no type arrays anywhere.
+            let text = serde_json::to_string(out).unwrap();
+            assert!(!text.contains("\"null\""), "{}: {text}", tool.name);
         }
     }
 
