@@ -8,6 +8,18 @@
 //! is kept until one call returns it, then the handle is forgotten. A wall-clock timeout ends
 //! the whole process tree even when nobody polls.
 //!
+//! Decisions worth knowing:
+//! - `timeout_ms` below 1 s is raised to 1 s (not an error); `yield_time_ms` is clamped to
+//!   50..=60000. `exec` waits the whole yield unless the command exits; `write_stdin` also
+//!   returns once new output has arrived and then been quiet for 300 ms.
+//! - At most `max_sessions` commands run at once. Exited sessions whose final output nobody
+//!   has read yet are kept too; past `2 × max_sessions` sessions in all, the oldest of those
+//!   are forgotten.
+//! - When the shell exits by itself, background processes it left behind are not killed (a
+//!   `nohup server &` keeps running); the timeout, `kill_process` and `shutdown` end the whole
+//!   tree, including descendants that left the process group (found by the `ZODEX_SESSION`
+//!   marker in their environment, Linux only).
+//!
 //! Code map: `api` request/result shapes, `error` the refusals, `config` limits and the shell,
 //! `pty` spawning on a terminal, `reader` the PTY reader thread, `ansi` and `utf8` decoding,
 //! `output` the per-session stream and spill file, `spill` the spill directory and its sweeper,
@@ -109,6 +121,12 @@ impl SessionManager {
         if req.cmd.trim().is_empty() {
             return Err(ToolError::EmptyCommand);
         }
+        if req.cmd.contains('\0') {
+            return Err(ToolError::InvalidRequest(
+                "`cmd` contains a NUL character, which no shell can run: remove it and retry."
+                    .into(),
+            ));
+        }
         let workdir = validate_workdir(&req.workdir)?;
         let yield_time = clamp_yield(req.yield_time_ms);
         let timeout = Duration::from_millis(
@@ -170,14 +188,14 @@ impl SessionManager {
             None
         } else {
             let before = std::time::Instant::now();
-            if !session.is_finished() {
-                session
-                    .write_input(chars.as_bytes())
-                    .await
-                    .map_err(|reason| ToolError::Stdin {
-                        handle: session.handle.clone(),
-                        reason,
-                    })?;
+            // Input for a process that has exited is dropped: the result says it exited.
+            if let Err(reason) = session.write_input(chars.as_bytes()).await
+                && !session.has_exited()
+            {
+                return Err(ToolError::Stdin {
+                    handle: session.handle.clone(),
+                    reason,
+                });
             }
             Some(before)
         };

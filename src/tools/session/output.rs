@@ -298,14 +298,17 @@ impl Tail {
     }
 }
 
-/// The last `keep` chars of `text`, which has `total` chars.
+/// The last `keep` chars of `text`, which has `total` chars (walks `keep` chars from the end).
 fn last_chars(text: &str, total: usize, keep: usize) -> &str {
     if total <= keep {
         return text;
     }
-    match text.char_indices().nth(total - keep) {
+    if keep == 0 {
+        return "";
+    }
+    match text.char_indices().rev().nth(keep - 1) {
         Some((idx, _)) => &text[idx..],
-        None => "",
+        None => text,
     }
 }
 
@@ -410,6 +413,39 @@ mod tests {
             "{}",
             t.text
         );
+    }
+
+    #[test]
+    fn memory_stays_bounded_for_a_huge_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut out = Output::new(
+            limits(24_000, 4_000, 1 << 20, 256 * 1024),
+            dir.path().into(),
+        );
+        let chunk = "a".repeat(60_000) + "\n";
+        for i in 0..2_000 {
+            out.push(&chunk);
+            if i % 500 == 0 {
+                assert!(out.take().text.chars().count() <= 4_000);
+            }
+            assert!(out.pending.capacity() <= 2 * 24_000 * 4);
+            assert!(out.tail.buf.capacity() <= 3 * 4_000 * 4 + chunk.len());
+            assert!(out.history.is_none() || i == 0);
+        }
+        let t = out.take();
+        let file = t.file.unwrap();
+        assert_eq!(file.chars, 2_000 * chunk.len() as u64);
+        assert_eq!(file.lines, 2_000);
+        assert!(file.truncated);
+        assert_eq!(std::fs::metadata(&file.path).unwrap().len(), 1 << 20);
+    }
+
+    #[test]
+    fn last_chars_counts_from_the_end() {
+        assert_eq!(last_chars("héllo", 5, 3), "llo");
+        assert_eq!(last_chars("héllo", 5, 4), "éllo");
+        assert_eq!(last_chars("héllo", 5, 9), "héllo");
+        assert_eq!(last_chars("héllo", 5, 0), "");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-/// Bytes read (in several reads if the PTY has them) before one batch is processed.
+/// Largest single read.
 const READ_CHUNK: usize = 64 * 1024;
 /// After the command exited: this long without output means the terminal is drained.
 const DRAIN_QUIET: Duration = Duration::from_millis(100);
@@ -72,30 +72,30 @@ pub(crate) fn run(session: &Session, master: &OwnedFd, wake: &OwnedFd) {
     session.mark_drained();
 }
 
-/// Reads into `buf` until it is full or the PTY has nothing more right now.
-/// Returns (bytes read, terminal closed, would block).
+/// Reads what the PTY has into `buf`. Returns (bytes read, terminal closed, drained for now).
+///
+/// A short read means the terminal had nothing more (the kernel's tty read already waited for
+/// its pending input to be flushed), so the caller polls next instead of trying another read
+/// that would only say EAGAIN: one read and one poll per batch is the cheapest loop.
 fn fill(master: &OwnedFd, buf: &mut [u8]) -> (usize, bool, bool) {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let rest = &mut buf[filled..];
-        // SAFETY: rest is valid writable memory of rest.len() bytes.
-        let n = unsafe { libc::read(master.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len()) };
+    loop {
+        // SAFETY: buf is valid writable memory of buf.len() bytes.
+        let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n > 0 {
-            filled += n as usize;
-            continue;
+            let n = n as usize;
+            return (n, false, n < buf.len());
         }
         if n == 0 {
-            return (filled, true, false);
+            return (0, true, false);
         }
         let err = io::Error::last_os_error();
         match err.raw_os_error() {
             Some(libc::EINTR) => {}
-            Some(libc::EAGAIN) => return (filled, false, true),
+            Some(libc::EAGAIN) => return (0, false, true),
             // EIO: every slave fd is closed. Anything else: nothing more can be read either.
-            _ => return (filled, true, false),
+            _ => return (0, true, false),
         }
     }
-    (filled, false, false)
 }
 
 enum Ready {
