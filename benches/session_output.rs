@@ -1,15 +1,19 @@
 //! Benchmark of the session engine's output path (a plain `main`, run with
 //! `cargo bench --bench session_output`).
 //!
-//! 1. Throughput: 1 GiB through one PTY session into its spill file, against a baseline of the
-//!    same command piped to /dev/null without a PTY; prints both rates, their ratio, and the
-//!    growth of this process's peak RSS (VmHWM) during the session run.
+//! 1. Throughput: 1 GiB through one PTY session into its spill file, against two baselines in
+//!    the same run: the same command piped to /dev/null (no PTY), and the same command on a bare
+//!    PTY read in a plain blocking loop that discards the bytes (the kernel's PTY cost alone).
+//!    Prints the rates, the ratios, and the growth of this process's peak RSS (VmHWM) during the
+//!    session run.
 //! 2. Concurrency: 64 sessions printing in bursts while a task per session polls; checks that
 //!    every byte arrives exactly once and prints poll latency percentiles.
 //!
 //! `SESSION_BENCH_BYTES` overrides the 1 GiB (e.g. for a quick debug run).
 
-use std::process::Command;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use zodex::tools::session::{
@@ -55,6 +59,27 @@ fn vm_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// User and system CPU time of this whole process so far.
+fn cpu_time() -> (Duration, Duration) {
+    // SAFETY: getrusage fills the zeroed struct.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (tv(usage.ru_utime), tv(usage.ru_stime))
+}
+
+fn cpu_since(before: (Duration, Duration)) -> String {
+    let (user, sys) = cpu_time();
+    format!(
+        "CPU here: user {:.2?} + sys {:.2?}",
+        user - before.0,
+        sys - before.1
+    )
+}
+
 fn mb_per_s(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / 1e6 / t.as_secs_f64()
 }
@@ -94,11 +119,16 @@ async fn throughput(root: &std::path::Path, bytes: u64) {
     assert!(status.success());
     let baseline = started.elapsed();
 
+    let cpu = cpu_time();
+    let raw_pty = raw_pty_read(&cmd, bytes);
+    let raw_cpu = cpu_since(cpu);
+
     let mgr = SessionManager::new(config(root, "spill-throughput"));
     let warm = exec(&mgr, "true", workdir, 10_000).await;
     assert_eq!(warm.status, Status::Exited);
     let (hwm_before, rss_before) = (vm_kib("VmHWM:"), vm_kib("VmRSS:"));
 
+    let cpu = cpu_time();
     let started = Instant::now();
     let mut out = exec(&mgr, &cmd, workdir, 60_000).await;
     let mut polls = 0;
@@ -108,6 +138,7 @@ async fn throughput(root: &std::path::Path, bytes: u64) {
         polls += 1;
     }
     let elapsed = started.elapsed();
+    let session_cpu = cpu_since(cpu);
     let hwm_after = vm_kib("VmHWM:");
 
     assert_eq!(out.exit_code, Some(0), "{}", out.render_text());
@@ -121,17 +152,79 @@ async fn throughput(root: &std::path::Path, bytes: u64) {
     println!("== 1 session, {bytes} bytes of `{cmd}` ==");
     println!("baseline (pipe to /dev/null, no PTY): {baseline:.2?}  {base_rate:.0} MB/s");
     println!(
-        "session (PTY -> strip -> decode -> spill file, {polls} polls): {elapsed:.2?}  {rate:.0} MB/s  (target >= 200 MB/s)"
+        "session (PTY -> strip -> decode -> spill file, {polls} polls): {elapsed:.2?}  {rate:.0} MB/s  (target >= 200 MB/s); {session_cpu}"
     );
     println!(
-        "ratio session/baseline time: {:.2}x",
-        elapsed.as_secs_f64() / baseline.as_secs_f64()
+        "bare PTY, blocking 64 KiB reads discarded: {raw_pty:.2?}  {:.0} MB/s; {raw_cpu}",
+        mb_per_s(bytes, raw_pty)
+    );
+    println!(
+        "ratio of times: session/pipe {:.2}x, session/bare PTY {:.2}x",
+        elapsed.as_secs_f64() / baseline.as_secs_f64(),
+        elapsed.as_secs_f64() / raw_pty.as_secs_f64()
     );
     println!(
         "peak RSS (VmHWM) growth: {} KiB (before {hwm_before} KiB, RSS before {rss_before} KiB; target <= 16384 KiB)",
         hwm_after.saturating_sub(hwm_before)
     );
     mgr.shutdown().await;
+}
+
+/// Runs `cmd` on a fresh PTY (same termios as the engine: no output post-processing) and reads
+/// the master in a blocking loop until EIO, discarding the bytes. Returns the elapsed time.
+fn raw_pty_read(cmd: &str, expect: u64) -> Duration {
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two fds; termios calls on the fresh slave; fcntl on our fd.
+    unsafe {
+        assert_eq!(
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null()
+            ),
+            0
+        );
+        let mut tio: libc::termios = std::mem::zeroed();
+        libc::tcgetattr(slave, &mut tio);
+        tio.c_oflag &= !libc::OPOST;
+        libc::tcsetattr(slave, libc::TCSANOW, &tio);
+        libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+    // SAFETY: both fds were just opened and are owned here only.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let started = Instant::now();
+    let mut command = Command::new("bash");
+    command
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::from(slave.try_clone().expect("dup")))
+        .stdout(Stdio::from(slave.try_clone().expect("dup")))
+        .stderr(Stdio::from(slave));
+    // SAFETY: only async-signal-safe calls.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            libc::ioctl(0, libc::TIOCSCTTY as _, 0);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("spawn");
+    drop(command);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        // SAFETY: buf is valid for buf.len() bytes.
+        let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        total += n as u64;
+    }
+    child.wait().expect("wait");
+    assert_eq!(total, expect);
+    started.elapsed()
 }
 
 async fn concurrency(root: &std::path::Path) {

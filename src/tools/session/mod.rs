@@ -23,7 +23,7 @@
 //! Code map: `api` request/result shapes, `error` the refusals, `config` limits and the shell,
 //! `pty` spawning on a terminal, `reader` the PTY reader thread, `ansi` and `utf8` decoding,
 //! `output` the per-session stream and spill file, `spill` the spill directory and its sweeper,
-//! `kill` finding and signalling a process tree, `session` one running command, `token` random
+//! `kill` finding and signalling a process tree, `process` one running command, `token` random
 //! handles. This module is the only one that keeps the table of sessions.
 //!
 //! Not here: MCP framing and argument validation of the JSON itself (the server), any notion of
@@ -37,7 +37,7 @@ mod kill;
 mod output;
 mod pty;
 mod reader;
-mod session;
+mod process;
 mod spill;
 mod token;
 mod utf8;
@@ -49,7 +49,7 @@ pub use kill::MARKER_VAR;
 
 use error::shorten;
 use output::OutputLimits;
-use session::{Session, StartSpec, Wait};
+use process::{Session, StartSpec, Wait};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

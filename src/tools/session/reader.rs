@@ -9,8 +9,8 @@
 //! it waits in `poll`.
 
 use super::ansi::AnsiStripper;
-use super::session::Session;
-use super::utf8::decode_lossy;
+use super::process::Session;
+use super::utf8::drain_decoded;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -27,15 +27,15 @@ pub(crate) fn run(session: &Session, master: &OwnedFd, wake: &OwnedFd) {
     let mut buf = vec![0u8; READ_CHUNK];
     let mut stripper = AnsiStripper::new();
     let mut bytes = Vec::with_capacity(READ_CHUNK + 8);
-    let mut text = String::with_capacity(READ_CHUNK + 64);
+    let mut scratch = String::new();
     let mut drain_until: Option<Instant> = None;
     loop {
         let (filled, end, would_block) = fill(master, &mut buf);
         if filled > 0 {
             stripper.feed(&buf[..filled], &mut bytes);
-            decode_lossy(&mut bytes, &mut text, false);
-            session.push_output(&text);
-            text.clear();
+            drain_decoded(&mut bytes, false, &mut scratch, |text| {
+                session.push_output(text)
+            });
         }
         if end {
             break;
@@ -67,8 +67,9 @@ pub(crate) fn run(session: &Session, master: &OwnedFd, wake: &OwnedFd) {
         }
     }
     stripper.finish(&mut bytes);
-    decode_lossy(&mut bytes, &mut text, true);
-    session.push_output(&text);
+    drain_decoded(&mut bytes, true, &mut scratch, |text| {
+        session.push_output(text)
+    });
     session.mark_drained();
 }
 
