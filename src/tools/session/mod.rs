@@ -94,7 +94,11 @@ pub struct SessionManager {
 impl SessionManager {
     /// Creates the manager and its spill directory, and starts the sweeper (now and every
     /// `sweep_interval`). Must be called inside a tokio runtime.
-    pub fn new(cfg: SessionConfig) -> Arc<Self> {
+    pub fn new(mut cfg: SessionConfig) -> Arc<Self> {
+        // Spill paths are handed to the model: make them absolute.
+        if let Ok(dir) = std::path::absolute(&cfg.spill_dir) {
+            cfg.spill_dir = dir;
+        }
         if let Err(e) = spill::ensure_private_dir(&cfg.spill_dir) {
             tracing::warn!(dir = %cfg.spill_dir.display(), error = %e, "spill directory unusable");
         }
