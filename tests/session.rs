@@ -594,3 +594,20 @@ async fn captured_shell_runs_with_exactly_its_environment() {
         .await;
     assert_eq!(out.output, "captured clean dumb\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_shell_is_a_spawn_error_and_frees_its_slot() {
+    let f = Fixture::with(|c| {
+        c.shell = zodex::tools::session::Shell::Captured {
+            program: "/nonexistent/shell".into(),
+            env: Vec::new(),
+        };
+        c.max_sessions = 1;
+    });
+    for _ in 0..2 {
+        let err = f.exec_req("true", None, None).await.unwrap_err();
+        assert!(matches!(err, ToolError::Spawn { .. }), "{err}");
+        assert!(err.to_string().contains("/nonexistent/shell"));
+    }
+    assert_eq!(f.mgr.live_sessions(), 0);
+}

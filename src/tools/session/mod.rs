@@ -237,10 +237,13 @@ impl SessionManager {
         workdir: PathBuf,
         timeout: Duration,
     ) -> Result<Arc<Session>, ToolError> {
-        let internal = |e: std::io::Error| ToolError::Spawn {
-            program: "the random source".into(),
-            source: e,
+        let shown_workdir = shorten(&workdir.to_string_lossy());
+        let spawn_error = |program: &Path, source: std::io::Error| ToolError::Spawn {
+            program: program.display().to_string(),
+            workdir: shown_workdir.clone(),
+            source,
         };
+        let internal = |e| spawn_error(Path::new("the OS random source"), e);
         let handle = token::random_token().map_err(internal)?;
         let marker_id = token::random_token().map_err(internal)?;
         let (program, args) = self.cfg.shell.command_line(cmd);
@@ -274,10 +277,7 @@ impl SessionManager {
             kill_grace: self.cfg.kill_grace,
             running: Arc::clone(&self.running),
         })
-        .map_err(|source| ToolError::Spawn {
-            program: program.display().to_string(),
-            source,
-        })
+        .map_err(|source| spawn_error(&program, source))
     }
 
     /// Adds a session; if too many exited sessions wait to be read, forgets the oldest ones.
