@@ -326,6 +326,9 @@ fn last_chars(text: &str, total: usize, keep: usize) -> &str {
     if keep == 0 {
         return "";
     }
+    if text.len() == total {
+        return &text[total - keep..]; // all ASCII: chars are bytes
+    }
     match text.char_indices().rev().nth(keep - 1) {
         Some((idx, _)) => &text[idx..],
         None => text,
@@ -474,6 +477,7 @@ mod tests {
         assert_eq!(last_chars("héllo", 5, 4), "éllo");
         assert_eq!(last_chars("héllo", 5, 9), "héllo");
         assert_eq!(last_chars("héllo", 5, 0), "");
+        assert_eq!(last_chars("hello", 5, 2), "lo");
     }
 
     #[test]
