@@ -70,6 +70,9 @@ const HISTORY_BYTES: usize = 256 * 1024;
 const AFTER_KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// Environment every command gets (before `extra_env`): plain output, no pagers, no prompts.
+/// `TERM=dumb` rather than `xterm`: most programs then skip colours, cursor movement and
+/// progress redraws, so less has to be stripped and nothing is lost. `CI` is deliberately not
+/// set (it changes how many tools behave, e.g. tests and package managers).
 const COMMAND_ENV: &[(&str, &str)] = &[
     ("TERM", "dumb"),
     ("NO_COLOR", "1"),
