@@ -341,12 +341,13 @@ async fn exited_process_is_reaped_without_polling() {
     let out = f.exec("echo pid=$$; sleep 0.3; echo done", 100).await;
     assert_eq!(out.status, Status::Running);
     let pid = pid_in(&out.output, "pid=");
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    // Gone entirely: not even a zombie.
-    assert!(
-        !Path::new(&format!("/proc/{pid}")).exists(),
-        "pid {pid} not reaped"
-    );
+    // Without any poll, it disappears entirely: not even a zombie is left.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "pid {pid} not reaped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(f.mgr.live_sessions(), 0);
     // Its final output was kept until read.
     let last = f
@@ -592,4 +593,21 @@ async fn captured_shell_runs_with_exactly_its_environment() {
         )
         .await;
     assert_eq!(out.output, "captured clean dumb\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_shell_is_a_spawn_error_and_frees_its_slot() {
+    let f = Fixture::with(|c| {
+        c.shell = zodex::tools::session::Shell::Captured {
+            program: "/nonexistent/shell".into(),
+            env: Vec::new(),
+        };
+        c.max_sessions = 1;
+    });
+    for _ in 0..2 {
+        let err = f.exec_req("true", None, None).await.unwrap_err();
+        assert!(matches!(err, ToolError::Spawn { .. }), "{err}");
+        assert!(err.to_string().contains("/nonexistent/shell"));
+    }
+    assert_eq!(f.mgr.live_sessions(), 0);
 }

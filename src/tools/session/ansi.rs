@@ -48,20 +48,30 @@ pub(crate) struct AnsiStripper {
     seq_len: usize,
 }
 
-/// Bytes that leave the fast path in `State::Ground`.
-const fn special_table() -> [bool; 256] {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        t[b] = true;
-        b += 1;
-    }
-    t[b'\n' as usize] = false;
-    t[b'\t' as usize] = false;
-    t[0x7f] = true;
-    t
+/// True for bytes that leave the fast path in `State::Ground`: C0 controls other than `\n`
+/// and `\t`, and DEL. Arithmetic rather than a table, so block scans vectorise.
+#[inline(always)]
+fn is_special(b: u8) -> bool {
+    (b < 0x20 && b != b'\n' && b != b'\t') || b == 0x7f
 }
-static SPECIAL: [bool; 256] = special_table();
+
+/// Length of the leading run of `bytes` without special bytes. Scans 32-byte blocks without
+/// branching inside a block (vectorised), then the block that holds the special byte.
+fn plain_run(bytes: &[u8]) -> usize {
+    const BLOCK: usize = 32;
+    let mut start = 0;
+    for block in bytes.chunks_exact(BLOCK) {
+        if block.iter().fold(false, |any, &b| any | is_special(b)) {
+            break;
+        }
+        start += BLOCK;
+    }
+    start
+        + bytes[start..]
+            .iter()
+            .position(|&b| is_special(b))
+            .unwrap_or(bytes.len() - start)
+}
 
 impl Default for AnsiStripper {
     fn default() -> Self {
@@ -82,10 +92,7 @@ impl AnsiStripper {
         let mut i = 0;
         while i < input.len() {
             if self.state == State::Ground {
-                let run = input[i..]
-                    .iter()
-                    .position(|&b| SPECIAL[b as usize])
-                    .unwrap_or(input.len() - i);
+                let run = plain_run(&input[i..]);
                 out.extend_from_slice(&input[i..i + run]);
                 i += run;
                 if i == input.len() {
@@ -294,6 +301,22 @@ mod tests {
         input.extend(std::iter::repeat_n(b'x', MAX_STRING + 10));
         let out = strip(&input);
         assert!(!out.is_empty() && out.len() < 20, "{}", out.len());
+    }
+
+    #[test]
+    fn plain_run_finds_the_first_special_byte_in_any_block() {
+        let mut text = vec![b'a'; 100];
+        assert_eq!(plain_run(&text), 100);
+        for pos in [0, 31, 32, 33, 63, 64, 99] {
+            text[pos] = 0x1b;
+            assert_eq!(plain_run(&text), pos);
+            text[pos] = b'\n';
+            assert_eq!(plain_run(&text), 100);
+            text[pos] = b'a';
+        }
+        text[70] = 0x7f;
+        assert_eq!(plain_run(&text), 70);
+        assert_eq!(plain_run("é✓\t".as_bytes()), 6);
     }
 
     #[test]

@@ -149,3 +149,79 @@ impl ToolOutput {
         text
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited() -> ToolOutput {
+        ToolOutput {
+            status: Status::Exited,
+            session_handle: None,
+            exit_code: Some(0),
+            termination_reason: Some(TerminationReason::Exit),
+            signal: None,
+            wall_time_ms: 1_234,
+            cwd: "/w".into(),
+            output: "hi\n".into(),
+            output_file: None,
+            output_chars: None,
+            output_lines: None,
+            output_file_truncated: None,
+        }
+    }
+
+    #[test]
+    fn serialises_lowercase_and_skips_absent_fields() {
+        let json = serde_json::to_value(exited()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "status": "exited", "exit_code": 0, "termination_reason": "exit",
+                "wall_time_ms": 1234, "cwd": "/w", "output": "hi\n"
+            })
+        );
+        let mut running = exited();
+        running.status = Status::Running;
+        running.session_handle = Some("h".into());
+        running.termination_reason = Some(TerminationReason::Timeout);
+        let json = serde_json::to_value(running).unwrap();
+        assert_eq!(json["status"], "running");
+        assert_eq!(json["termination_reason"], "timeout");
+    }
+
+    #[test]
+    fn renders_a_status_line_the_spill_file_and_the_output() {
+        assert_eq!(
+            exited().render_text(),
+            "Exited with code 0 after 1.2 s (cwd /w).\nOutput:\nhi\n"
+        );
+        let mut spilled = exited();
+        spilled.output_file = Some("/s/f.txt".into());
+        spilled.output_chars = Some(10);
+        spilled.output_lines = Some(2);
+        spilled.output_file_truncated = Some(true);
+        let text = spilled.render_text();
+        assert!(
+            text.contains("10 chars, 2 lines") && text.contains("/s/f.txt"),
+            "{text}"
+        );
+        assert!(text.contains("only the start"));
+        let mut running = exited();
+        running.status = Status::Running;
+        running.session_handle = Some("abc".into());
+        running.output.clear();
+        let text = running.render_text();
+        assert!(text.contains("session_handle: abc") && text.ends_with("(no new output)"));
+    }
+
+    #[test]
+    fn schemas_generate() {
+        let schema = schemars::schema_for!(ToolOutput);
+        let json = serde_json::to_string(&schema).unwrap();
+        assert!(json.contains("output_file_truncated"));
+        let schema = schemars::schema_for!(ExecRequest);
+        let json = serde_json::to_value(&schema).unwrap();
+        assert_eq!(json["required"], serde_json::json!(["cmd", "workdir"]));
+    }
+}

@@ -114,6 +114,12 @@ impl Shell {
                 break status;
             }
             if started.elapsed() > CAPTURE_TIMEOUT {
+                // SIGTERM first: a login shell killed outright can leave lock files behind.
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe {
+                    libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+                }
+                std::thread::sleep(Duration::from_secs(2));
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(io::Error::new(

@@ -49,11 +49,14 @@ pub enum ToolError {
     },
     /// The shell could not be started.
     #[error(
-        "could not start the command with `{program}`: {source}. Check that the shell exists, then retry."
+        "could not start `{program}` in `{workdir}`: {source}. Check that the shell exists and \
+         the workdir is accessible, then retry."
     )]
     Spawn {
         /// The shell program.
         program: String,
+        /// The working directory.
+        workdir: String,
         /// The OS error.
         #[source]
         source: io::Error,

@@ -54,15 +54,19 @@ impl ProcessTree {
         self.signal(libc::SIGTERM);
         self.signal(libc::SIGCONT);
         let deadline = Instant::now() + grace;
+        // Most trees are gone within milliseconds; look often at first, then back off (each
+        // look reads /proc).
+        let mut every = Duration::from_millis(10);
         while Instant::now() < deadline {
-            tokio::time::sleep(POLL_EVERY.min(deadline - Instant::now())).await;
+            tokio::time::sleep(every.min(deadline - Instant::now())).await;
             if !self.alive() {
                 return;
             }
+            every = (every * 2).min(POLL_MAX);
         }
-        for _ in 0..40 {
+        for _ in 0..80 {
             self.signal(libc::SIGKILL);
-            tokio::time::sleep(POLL_EVERY).await;
+            tokio::time::sleep(Duration::from_millis(25)).await;
             if !self.alive() {
                 return;
             }
@@ -108,8 +112,8 @@ impl ProcessTree {
     }
 }
 
-/// How often `terminate` looks whether the tree is gone.
-const POLL_EVERY: Duration = Duration::from_millis(50);
+/// Longest pause between two looks at whether the tree is gone.
+const POLL_MAX: Duration = Duration::from_millis(200);
 
 /// Result of one look at the process table.
 #[derive(Debug, Default)]

@@ -8,10 +8,22 @@
 //! is kept until one call returns it, then the handle is forgotten. A wall-clock timeout ends
 //! the whole process tree even when nobody polls.
 //!
+//! Decisions worth knowing:
+//! - `timeout_ms` below 1 s is raised to 1 s (not an error); `yield_time_ms` is clamped to
+//!   50..=60000. `exec` waits the whole yield unless the command exits; `write_stdin` also
+//!   returns once new output has arrived and then been quiet for 300 ms.
+//! - At most `max_sessions` commands run at once. Exited sessions whose final output nobody
+//!   has read yet are kept too; past `2 × max_sessions` sessions in all, the oldest of those
+//!   are forgotten.
+//! - When the shell exits by itself, background processes it left behind are not killed (a
+//!   `nohup server &` keeps running); the timeout, `kill_process` and `shutdown` end the whole
+//!   tree, including descendants that left the process group (found by the `ZODEX_SESSION`
+//!   marker in their environment, Linux only).
+//!
 //! Code map: `api` request/result shapes, `error` the refusals, `config` limits and the shell,
 //! `pty` spawning on a terminal, `reader` the PTY reader thread, `ansi` and `utf8` decoding,
 //! `output` the per-session stream and spill file, `spill` the spill directory and its sweeper,
-//! `kill` finding and signalling a process tree, `session` one running command, `token` random
+//! `kill` finding and signalling a process tree, `process` one running command, `token` random
 //! handles. This module is the only one that keeps the table of sessions.
 //!
 //! Not here: MCP framing and argument validation of the JSON itself (the server), any notion of
@@ -23,9 +35,9 @@ mod config;
 mod error;
 mod kill;
 mod output;
+mod process;
 mod pty;
 mod reader;
-mod session;
 mod spill;
 mod token;
 mod utf8;
@@ -37,7 +49,7 @@ pub use kill::MARKER_VAR;
 
 use error::shorten;
 use output::OutputLimits;
-use session::{Session, StartSpec, Wait};
+use process::{Session, StartSpec, Wait};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -58,6 +70,9 @@ const HISTORY_BYTES: usize = 256 * 1024;
 const AFTER_KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// Environment every command gets (before `extra_env`): plain output, no pagers, no prompts.
+/// `TERM=dumb` rather than `xterm`: most programs then skip colours, cursor movement and
+/// progress redraws, so less has to be stripped and nothing is lost. `CI` is deliberately not
+/// set (it changes how many tools behave, e.g. tests and package managers).
 const COMMAND_ENV: &[(&str, &str)] = &[
     ("TERM", "dumb"),
     ("NO_COLOR", "1"),
@@ -82,7 +97,11 @@ pub struct SessionManager {
 impl SessionManager {
     /// Creates the manager and its spill directory, and starts the sweeper (now and every
     /// `sweep_interval`). Must be called inside a tokio runtime.
-    pub fn new(cfg: SessionConfig) -> Arc<Self> {
+    pub fn new(mut cfg: SessionConfig) -> Arc<Self> {
+        // Spill paths are handed to the model: make them absolute.
+        if let Ok(dir) = std::path::absolute(&cfg.spill_dir) {
+            cfg.spill_dir = dir;
+        }
         if let Err(e) = spill::ensure_private_dir(&cfg.spill_dir) {
             tracing::warn!(dir = %cfg.spill_dir.display(), error = %e, "spill directory unusable");
         }
@@ -108,6 +127,12 @@ impl SessionManager {
     pub async fn exec(&self, req: ExecRequest) -> Result<ToolOutput, ToolError> {
         if req.cmd.trim().is_empty() {
             return Err(ToolError::EmptyCommand);
+        }
+        if req.cmd.contains('\0') {
+            return Err(ToolError::InvalidRequest(
+                "`cmd` contains a NUL character, which no shell can run: remove it and retry."
+                    .into(),
+            ));
         }
         let workdir = validate_workdir(&req.workdir)?;
         let yield_time = clamp_yield(req.yield_time_ms);
@@ -170,14 +195,14 @@ impl SessionManager {
             None
         } else {
             let before = std::time::Instant::now();
-            if !session.is_finished() {
-                session
-                    .write_input(chars.as_bytes())
-                    .await
-                    .map_err(|reason| ToolError::Stdin {
-                        handle: session.handle.clone(),
-                        reason,
-                    })?;
+            // Input for a process that has exited is dropped: the result says it exited.
+            if let Err(reason) = session.write_input(chars.as_bytes()).await
+                && !session.has_exited()
+            {
+                return Err(ToolError::Stdin {
+                    handle: session.handle.clone(),
+                    reason,
+                });
             }
             Some(before)
         };
@@ -215,10 +240,13 @@ impl SessionManager {
         workdir: PathBuf,
         timeout: Duration,
     ) -> Result<Arc<Session>, ToolError> {
-        let internal = |e: std::io::Error| ToolError::Spawn {
-            program: "the random source".into(),
-            source: e,
+        let shown_workdir = shorten(&workdir.to_string_lossy());
+        let spawn_error = |program: &Path, source: std::io::Error| ToolError::Spawn {
+            program: program.display().to_string(),
+            workdir: shown_workdir.clone(),
+            source,
         };
+        let internal = |e| spawn_error(Path::new("the OS random source"), e);
         let handle = token::random_token().map_err(internal)?;
         let marker_id = token::random_token().map_err(internal)?;
         let (program, args) = self.cfg.shell.command_line(cmd);
@@ -252,10 +280,7 @@ impl SessionManager {
             kill_grace: self.cfg.kill_grace,
             running: Arc::clone(&self.running),
         })
-        .map_err(|source| ToolError::Spawn {
-            program: program.display().to_string(),
-            source,
-        })
+        .map_err(|source| spawn_error(&program, source))
     }
 
     /// Adds a session; if too many exited sessions wait to be read, forgets the oldest ones.

@@ -87,15 +87,15 @@ impl Output {
         if text.is_empty() {
             return;
         }
-        let n = text.chars().count() as u64;
+        let (n, newlines) = count_chars_and_newlines(text);
         self.chars += n;
-        self.newlines += text.bytes().filter(|&b| b == b'\n').count() as u64;
+        self.newlines += newlines;
         self.ends_with_newline = text.ends_with('\n');
         self.record(text);
 
         self.pending_chars += n;
         if self.overflowed {
-            self.tail.push(text);
+            self.tail.push_counted(text, n as usize);
         } else if self.pending_chars <= self.limits.inline_limit_chars as u64 {
             self.pending.push_str(text);
         } else {
@@ -268,10 +268,14 @@ impl Tail {
     }
 
     fn push(&mut self, text: &str) {
+        self.push_counted(text, text.chars().count());
+    }
+
+    /// `push` for a `text` known to have `n` chars.
+    fn push_counted(&mut self, text: &str, n: usize) {
         if self.keep == 0 || text.is_empty() {
             return;
         }
-        let n = text.chars().count();
         if n >= self.keep {
             self.buf.clear();
             self.buf.push_str(last_chars(text, n, self.keep));
@@ -298,14 +302,36 @@ impl Tail {
     }
 }
 
-/// The last `keep` chars of `text`, which has `total` chars.
+/// Chars and `\n`s in `text`, in one pass (byte-sized counters per block, so it vectorises).
+fn count_chars_and_newlines(text: &str) -> (u64, u64) {
+    let (mut chars, mut newlines) = (0u64, 0u64);
+    for block in text.as_bytes().chunks(255) {
+        let (mut c, mut n) = (0u8, 0u8);
+        for &b in block {
+            // Every byte except UTF-8 continuation bytes (0b10xx_xxxx) starts a char.
+            c += u8::from((b as i8) >= -0x40);
+            n += u8::from(b == b'\n');
+        }
+        chars += u64::from(c);
+        newlines += u64::from(n);
+    }
+    (chars, newlines)
+}
+
+/// The last `keep` chars of `text`, which has `total` chars (walks `keep` chars from the end).
 fn last_chars(text: &str, total: usize, keep: usize) -> &str {
     if total <= keep {
         return text;
     }
-    match text.char_indices().nth(total - keep) {
+    if keep == 0 {
+        return "";
+    }
+    if text.len() == total {
+        return &text[total - keep..]; // all ASCII: chars are bytes
+    }
+    match text.char_indices().rev().nth(keep - 1) {
         Some((idx, _)) => &text[idx..],
-        None => "",
+        None => text,
     }
 }
 
@@ -410,6 +436,48 @@ mod tests {
             "{}",
             t.text
         );
+    }
+
+    #[test]
+    fn memory_stays_bounded_for_a_huge_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut out = Output::new(
+            limits(24_000, 4_000, 1 << 20, 256 * 1024),
+            dir.path().into(),
+        );
+        let chunk = "a".repeat(60_000) + "\n";
+        for i in 0..2_000 {
+            out.push(&chunk);
+            if i % 500 == 0 {
+                assert!(out.take().text.chars().count() <= 4_000);
+            }
+            assert!(out.pending.capacity() <= 2 * 24_000 * 4);
+            assert!(out.tail.buf.capacity() <= 3 * 4_000 * 4 + chunk.len());
+            assert!(out.history.is_none() || i == 0);
+        }
+        let t = out.take();
+        let file = t.file.unwrap();
+        assert_eq!(file.chars, 2_000 * chunk.len() as u64);
+        assert_eq!(file.lines, 2_000);
+        assert!(file.truncated);
+        assert_eq!(std::fs::metadata(&file.path).unwrap().len(), 1 << 20);
+    }
+
+    #[test]
+    fn counts_match_the_std_definitions() {
+        let text = "héllo\n✓😀\n".repeat(100) + "tail";
+        let (chars, newlines) = count_chars_and_newlines(&text);
+        assert_eq!(chars, text.chars().count() as u64);
+        assert_eq!(newlines, text.matches('\n').count() as u64);
+    }
+
+    #[test]
+    fn last_chars_counts_from_the_end() {
+        assert_eq!(last_chars("héllo", 5, 3), "llo");
+        assert_eq!(last_chars("héllo", 5, 4), "éllo");
+        assert_eq!(last_chars("héllo", 5, 9), "héllo");
+        assert_eq!(last_chars("héllo", 5, 0), "");
+        assert_eq!(last_chars("hello", 5, 2), "lo");
     }
 
     #[test]

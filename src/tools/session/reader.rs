@@ -9,13 +9,13 @@
 //! it waits in `poll`.
 
 use super::ansi::AnsiStripper;
-use super::session::Session;
-use super::utf8::decode_lossy;
+use super::process::Session;
+use super::utf8::drain_decoded;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-/// Bytes read (in several reads if the PTY has them) before one batch is processed.
+/// Largest single read.
 const READ_CHUNK: usize = 64 * 1024;
 /// After the command exited: this long without output means the terminal is drained.
 const DRAIN_QUIET: Duration = Duration::from_millis(100);
@@ -27,15 +27,15 @@ pub(crate) fn run(session: &Session, master: &OwnedFd, wake: &OwnedFd) {
     let mut buf = vec![0u8; READ_CHUNK];
     let mut stripper = AnsiStripper::new();
     let mut bytes = Vec::with_capacity(READ_CHUNK + 8);
-    let mut text = String::with_capacity(READ_CHUNK + 64);
+    let mut scratch = String::new();
     let mut drain_until: Option<Instant> = None;
     loop {
         let (filled, end, would_block) = fill(master, &mut buf);
         if filled > 0 {
             stripper.feed(&buf[..filled], &mut bytes);
-            decode_lossy(&mut bytes, &mut text, false);
-            session.push_output(&text);
-            text.clear();
+            drain_decoded(&mut bytes, false, &mut scratch, |text| {
+                session.push_output(text)
+            });
         }
         if end {
             break;
@@ -67,35 +67,36 @@ pub(crate) fn run(session: &Session, master: &OwnedFd, wake: &OwnedFd) {
         }
     }
     stripper.finish(&mut bytes);
-    decode_lossy(&mut bytes, &mut text, true);
-    session.push_output(&text);
+    drain_decoded(&mut bytes, true, &mut scratch, |text| {
+        session.push_output(text)
+    });
     session.mark_drained();
 }
 
-/// Reads into `buf` until it is full or the PTY has nothing more right now.
-/// Returns (bytes read, terminal closed, would block).
+/// Reads what the PTY has into `buf`. Returns (bytes read, terminal closed, drained for now).
+///
+/// A short read means the terminal had nothing more (the kernel's tty read already waited for
+/// its pending input to be flushed), so the caller polls next instead of trying another read
+/// that would only say EAGAIN: one read and one poll per batch is the cheapest loop.
 fn fill(master: &OwnedFd, buf: &mut [u8]) -> (usize, bool, bool) {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let rest = &mut buf[filled..];
-        // SAFETY: rest is valid writable memory of rest.len() bytes.
-        let n = unsafe { libc::read(master.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len()) };
+    loop {
+        // SAFETY: buf is valid writable memory of buf.len() bytes.
+        let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n > 0 {
-            filled += n as usize;
-            continue;
+            let n = n as usize;
+            return (n, false, n < buf.len());
         }
         if n == 0 {
-            return (filled, true, false);
+            return (0, true, false);
         }
         let err = io::Error::last_os_error();
         match err.raw_os_error() {
             Some(libc::EINTR) => {}
-            Some(libc::EAGAIN) => return (filled, false, true),
+            Some(libc::EAGAIN) => return (0, false, true),
             // EIO: every slave fd is closed. Anything else: nothing more can be read either.
-            _ => return (filled, true, false),
+            _ => return (0, true, false),
         }
     }
-    (filled, false, false)
 }
 
 enum Ready {

@@ -37,6 +37,35 @@ pub(crate) fn decode_lossy(bytes: &mut Vec<u8>, out: &mut String, at_end: bool) 
     bytes.drain(..i);
 }
 
+/// Hands the complete characters at the start of `bytes` to `sink` and removes them, like
+/// `decode_lossy`, but without copying in the usual case of valid UTF-8 (`scratch` is used only
+/// when invalid bytes must be replaced).
+pub(crate) fn drain_decoded(
+    bytes: &mut Vec<u8>,
+    at_end: bool,
+    scratch: &mut String,
+    sink: impl FnOnce(&str),
+) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            sink(text);
+            bytes.clear();
+        }
+        Err(err) if err.error_len().is_none() && !at_end => {
+            let valid = err.valid_up_to();
+            if let Ok(text) = std::str::from_utf8(&bytes[..valid]) {
+                sink(text);
+            }
+            bytes.drain(..valid);
+        }
+        Err(_) => {
+            scratch.clear();
+            decode_lossy(bytes, scratch, at_end);
+            sink(scratch);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,6 +83,20 @@ mod tests {
             assert_eq!(out, text, "split at {split}");
             assert!(buf.is_empty());
         }
+    }
+
+    #[test]
+    fn drain_decoded_borrows_valid_text_and_keeps_a_split_char() {
+        let mut scratch = String::new();
+        let mut got = String::new();
+        let mut buf = "ok✓".as_bytes()[..4].to_vec();
+        drain_decoded(&mut buf, false, &mut scratch, |t| got.push_str(t));
+        assert_eq!((got.as_str(), buf.len()), ("ok", 2));
+        buf.extend_from_slice(&"✓".as_bytes()[2..]);
+        buf.extend_from_slice(b"\xff!");
+        drain_decoded(&mut buf, false, &mut scratch, |t| got.push_str(t));
+        assert_eq!(got, "ok✓\u{fffd}!");
+        assert!(buf.is_empty());
     }
 
     #[test]
