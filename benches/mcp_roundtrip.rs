@@ -45,7 +45,7 @@ fn main() {
         .unwrap_or(300);
     let server = Server::start(
         std::path::Path::new(env!("CARGO_BIN_EXE_zodex-agent")),
-        &[("RUST_LOG", "warn")],
+        &[("RUST_LOG", "warn,zodex::tools::server=info")],
     );
     let workdir = tempfile::tempdir().unwrap();
     let path = format!("/mcp?key={}", server.key);
@@ -61,7 +61,10 @@ fn main() {
         let took = started.elapsed();
         assert_eq!(r.status, 200);
         let result = r.json();
-        assert_eq!(result["result"]["structuredContent"]["exit_code"], 0, "{result}");
+        assert_eq!(
+            result["result"]["structuredContent"]["exit_code"], 0,
+            "{result}"
+        );
         took
     };
     for _ in 0..20 {
@@ -100,6 +103,10 @@ fn main() {
         "ratio p50 MCP / direct: {:.2}x  (overhead {:.2} ms; target p50 <= 15 ms: {})",
         ms(mcp_p50) / ms(bash_p50),
         ms(mcp_p50) - ms(bash_p50),
-        if ms(mcp_p50) <= 15.0 { "met" } else { "NOT met" }
+        if ms(mcp_p50) <= 15.0 {
+            "met"
+        } else {
+            "NOT met"
+        }
     );
 }
