@@ -49,7 +49,7 @@ impl Server {
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap();
+        let mut child = cmd.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
         let addr = loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -58,7 +58,11 @@ impl Server {
                 let end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
                 break rest[..end].to_string();
             }
-            assert!(Instant::now() < deadline, "server did not start:\n{text}");
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("server did not log its address:\n{text}");
+            }
             std::thread::sleep(Duration::from_millis(20));
         };
         Server {
