@@ -4,8 +4,10 @@
 //! the same everywhere: 0 ok, 2 usage, 3 denied by policy, 1 anything else.
 
 pub mod agent;
+pub mod local;
 pub mod prd;
 pub mod render;
+pub mod serve;
 pub mod zodex;
 
 use crate::publisher::wire::{ErrorKind, Response};

@@ -1,0 +1,204 @@
+//! `zodex local start|stop|status|history`: clap definitions and output (human by default,
+//! `--json` for scripts). The lifecycle lives in `tools::server::local`; this file only parses,
+//! prints and maps errors to exit codes (0 ok, 2 usage, 1 other).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::engine::ttl::{format_duration, parse_ttl};
+use crate::tools::server::local::{self, LocalPaths, Running, StartOptions};
+use crate::tools::server::{self, UsageError};
+
+/// Run the MCP server on this machine, as you, with your login shell's environment.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum LocalCommand {
+    /// Start the local server (in the background unless --foreground or --stdio) and print its
+    /// MCP URL. Linux and macOS only.
+    Start {
+        /// The directory suggested to the model as its first workdir (default: current dir).
+        path: Option<PathBuf>,
+        /// Stop the server after this long (e.g. 30m, 2h, 1d).
+        #[arg(long, value_name = "D")]
+        ttl: Option<String>,
+        /// Address to listen on (IP:PORT; default 127.0.0.1:8765; port 0 picks a free one).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// Another accepted Host header value, e.g. a tunnel's hostname (repeatable).
+        #[arg(long = "allowed-host", value_name = "HOST")]
+        allowed_hosts: Vec<String>,
+        /// Speak MCP on stdin/stdout instead of HTTP (runs in the foreground; no URL, no key).
+        #[arg(long, conflicts_with = "foreground")]
+        stdio: bool,
+        /// Run in this terminal instead of in the background.
+        #[arg(long)]
+        foreground: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the local server.
+    Stop {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Say whether the local server runs, its URL and the time it has left.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the tool calls the local server recorded.
+    History {
+        /// Only calls from this long ago onwards (e.g. 1h, 2d).
+        #[arg(long, value_name = "D")]
+        since: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs one `zodex local` command; returns the exit code.
+pub fn run(command: LocalCommand) -> anyhow::Result<i32> {
+    Ok(match run_inner(command) {
+        Ok(code) => code,
+        Err(e) => super::serve::report(&e),
+    })
+}
+
+fn run_inner(command: LocalCommand) -> anyhow::Result<i32> {
+    let paths = LocalPaths::from_env()?;
+    match command {
+        LocalCommand::Start {
+            path,
+            ttl,
+            listen,
+            allowed_hosts,
+            stdio,
+            foreground,
+            json,
+        } => {
+            let ttl = ttl.as_deref().map(parse_duration).transpose()?;
+            let path = local::resolve_path(path.as_deref())?;
+            let options = StartOptions {
+                path: Some(path.clone()),
+                ttl,
+                listen,
+                allowed_hosts,
+                stdio,
+                foreground,
+            };
+            if stdio || foreground {
+                server::init_logging();
+                let runtime = tokio::runtime::Runtime::new()?;
+                runtime.block_on(local::run_foreground(options, paths, |running| {
+                    // Only HTTP calls this; with --stdio, stdout belongs to MCP.
+                    print_running(
+                        running,
+                        json,
+                        "Zodex local server running in the foreground",
+                    );
+                }))?;
+                return Ok(0);
+            }
+            let exe = std::env::current_exe()?;
+            let running = local::start_background(&exe, &foreground_args(&options), &paths)?;
+            print_running(&running, json, "Zodex local server started");
+            Ok(0)
+        }
+        LocalCommand::Stop { json } => {
+            let stopped = local::stop(&paths)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&stopped)?);
+            } else {
+                match stopped.pid {
+                    None => println!("Zodex local server is not running."),
+                    Some(pid) if stopped.killed => {
+                        println!("Zodex local server (pid {pid}) did not stop in time; killed.")
+                    }
+                    Some(pid) => println!("Zodex local server (pid {pid}) stopped."),
+                }
+            }
+            Ok(0)
+        }
+        LocalCommand::Status { json } => {
+            let status = local::status(&paths)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                match &status.server {
+                    None => println!("Zodex local server is not running."),
+                    Some(running) => print_running(running, false, "Zodex local server running"),
+                }
+            }
+            Ok(0)
+        }
+        LocalCommand::History { since, json } => {
+            let since = since.as_deref().map(parse_duration).transpose()?;
+            let entries = local::history(&paths, since)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&entries)?);
+            } else if entries.is_empty() {
+                println!("No tool calls recorded.");
+            } else {
+                for e in entries {
+                    println!(
+                        "{}  {:<12} {:<22} {}  [{}]  in {}",
+                        e.at,
+                        e.tool,
+                        e.outcome,
+                        e.summary,
+                        e.conversation,
+                        e.workdir.as_deref().unwrap_or("-"),
+                    );
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn parse_duration(text: &str) -> anyhow::Result<Duration> {
+    parse_ttl(text).map_err(|e| UsageError(e.to_string()).into())
+}
+
+/// The arguments that make this binary run `local start … --foreground` with `options`.
+fn foreground_args(options: &StartOptions) -> Vec<String> {
+    let mut args = vec!["local".to_string(), "start".to_string()];
+    if let Some(path) = &options.path {
+        args.push(path.display().to_string());
+    }
+    args.push("--foreground".into());
+    if let Some(ttl) = options.ttl {
+        args.extend(["--ttl".into(), format!("{}s", ttl.as_secs().max(1))]);
+    }
+    if let Some(listen) = &options.listen {
+        args.extend(["--listen".into(), listen.clone()]);
+    }
+    for host in &options.allowed_hosts {
+        args.extend(["--allowed-host".into(), host.clone()]);
+    }
+    args
+}
+
+fn print_running(running: &Running, json: bool, title: &str) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(running).unwrap_or_default()
+        );
+        return;
+    }
+    println!("{title} (pid {}).", running.pid);
+    println!("  MCP URL: {}", running.url);
+    println!("  PATH:    {}", running.path);
+    match running.seconds_left {
+        Some(secs) => println!(
+            "  TTL:     {} left (until {})",
+            format_duration(Duration::from_secs(secs)),
+            running.expires_at.as_deref().unwrap_or("?")
+        ),
+        None => println!("  TTL:     none (stop it with `zodex local stop`)"),
+    }
+    println!("  log:     {}", running.log);
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+}

@@ -1,0 +1,432 @@
+//! The MCP request handler: `tools/list` with exactly three tools, `tools/call` dispatch, the
+//! shape of every result (`structuredContent` plus a text block, failures as `isError: true`
+//! results), `zodex_context` and the history row of each call.
+//!
+//! Not here: transports (`http.rs`, `mod.rs`), running commands (`tools::session`), patching
+//! (`tools::apply_patch`). The handler holds no per-conversation state of its own beyond what
+//! `context.rs` remembers, so one handler value serves every HTTP request (stateless).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use super::args;
+use super::context::ContextTracker;
+use super::deps::apply_patch::apply_patch;
+use super::deps::session::SessionManager;
+use super::history::{History, HistoryEntry};
+use super::http::ConnectionId;
+use super::schema::{self, APPLY_PATCH, EXEC_COMMAND, WRITE_STDIN};
+
+/// Everything the handler shares across requests and transports.
+pub struct Core {
+    pub sessions: Arc<SessionManager>,
+    pub context: ContextTracker,
+    pub history: History,
+    pub instructions: String,
+}
+
+/// The MCP handler. Cheap to clone: one per HTTP request, one per stdio connection.
+#[derive(Clone)]
+pub struct ZodexHandler {
+    core: Arc<Core>,
+    /// Conversation label for requests that carry no better one (stdio: one per process).
+    connection: Option<Arc<str>>,
+}
+
+/// What a tool call produced, before `zodex_context` is added.
+struct Outcome {
+    structured: serde_json::Map<String, Value>,
+    text: String,
+    is_error: bool,
+    /// The workdir of a successful call, for the workdir part of `zodex_context`.
+    context_workdir: Option<PathBuf>,
+    /// History row parts: workdir, summary, outcome.
+    workdir: Option<String>,
+    summary: String,
+    result: String,
+}
+
+impl Outcome {
+    fn error(message: String, workdir: Option<String>, summary: String) -> Outcome {
+        let mut structured = serde_json::Map::new();
+        structured.insert("error".into(), Value::String(message.clone()));
+        Outcome {
+            structured,
+            result: format!("error: {message}"),
+            text: message,
+            is_error: true,
+            context_workdir: None,
+            workdir,
+            summary,
+        }
+    }
+}
+
+impl ZodexHandler {
+    pub fn new(core: Arc<Core>, connection: Option<Arc<str>>) -> ZodexHandler {
+        ZodexHandler { core, connection }
+    }
+
+    /// Who is calling: `_meta["openai/session"]` when present, else the MCP session id, else
+    /// the connection (HTTP: one TCP connection; stdio: the process).
+    fn conversation(
+        &self,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> String {
+        let openai = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.0.get("openai/session"))
+            .or_else(|| ctx.meta.0.get("openai/session"));
+        if let Some(value) = openai {
+            let label = match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            return format!("openai:{label}");
+        }
+        let parts = ctx.extensions.get::<axum::http::request::Parts>();
+        if let Some(id) = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+        {
+            return format!("mcp:{id}");
+        }
+        if let Some(axum::extract::ConnectInfo(conn)) = parts.and_then(|p| {
+            p.extensions
+                .get::<axum::extract::ConnectInfo<ConnectionId>>()
+        }) {
+            return format!("conn:{}", conn.label());
+        }
+        match &self.connection {
+            Some(label) => label.to_string(),
+            None => "unknown".into(),
+        }
+    }
+
+    async fn exec_command(&self, arguments: Option<&serde_json::Map<String, Value>>) -> Outcome {
+        let summary = arguments
+            .and_then(|a| a.get("cmd"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let request = match args::exec(arguments) {
+            Ok(r) => r,
+            Err(message) => return Outcome::error(message, workdir_arg(arguments), summary),
+        };
+        let workdir = request.workdir.clone();
+        match self.core.sessions.exec(request).await {
+            Ok(out) => session_outcome(
+                serde_json::to_value(&out),
+                out.render_text(),
+                Some(workdir),
+                summary,
+                true,
+            ),
+            Err(e) => Outcome::error(e.to_string(), Some(workdir), summary),
+        }
+    }
+
+    async fn write_stdin(&self, arguments: Option<&serde_json::Map<String, Value>>) -> Outcome {
+        let request = match args::write_stdin(arguments) {
+            Ok(r) => r,
+            Err(message) => return Outcome::error(message, None, "write_stdin".into()),
+        };
+        // Never the typed text (it may be a password) nor the whole handle (a capability).
+        let handle: String = request.session_handle.chars().take(6).collect();
+        let summary = match (&request.chars, request.kill_process.unwrap_or(false)) {
+            (_, true) => format!("kill {handle}…"),
+            (Some(c), false) if !c.is_empty() => {
+                format!("send {} chars to {handle}…", c.chars().count())
+            }
+            _ => format!("poll {handle}…"),
+        };
+        match self.core.sessions.write_stdin(request).await {
+            Ok(out) => {
+                let value = serde_json::to_value(&out);
+                let cwd = value
+                    .as_ref()
+                    .ok()
+                    .and_then(|v| v.get("cwd"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                session_outcome(value, out.render_text(), cwd, summary, false)
+            }
+            Err(e) => Outcome::error(e.to_string(), None, summary),
+        }
+    }
+
+    async fn apply_patch(&self, arguments: Option<&serde_json::Map<String, Value>>) -> Outcome {
+        let summary = arguments
+            .and_then(|a| a.get("patch"))
+            .and_then(Value::as_str)
+            .map(patch_summary)
+            .unwrap_or_default();
+        let request = match args::apply_patch(arguments) {
+            Ok(r) => r,
+            Err(message) => return Outcome::error(message, workdir_arg(arguments), summary),
+        };
+        let workdir = request.workdir.clone();
+        let dir = PathBuf::from(&request.workdir);
+        if !dir.is_dir() {
+            let message = format!(
+                "apply_patch: workdir {:?} is not an existing directory. Nothing was changed. \
+                 Call again with the absolute path of an existing directory.",
+                request.workdir
+            );
+            return Outcome::error(message, Some(workdir), summary);
+        }
+        let patch = request.patch;
+        let applied = tokio::task::spawn_blocking(move || apply_patch(&patch, &dir)).await;
+        match applied {
+            Ok(Ok(done)) => {
+                let structured = match serde_json::to_value(&done) {
+                    Ok(Value::Object(map)) => map,
+                    _ => serde_json::Map::new(),
+                };
+                let mut counts = std::collections::BTreeMap::<String, usize>::new();
+                if let Some(Value::Array(changes)) = structured.get("changes") {
+                    for change in changes {
+                        let kind = change.get("kind").and_then(Value::as_str).unwrap_or("?");
+                        *counts.entry(kind.to_string()).or_default() += 1;
+                    }
+                }
+                let result = counts
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                Outcome {
+                    structured,
+                    text: done.render(),
+                    is_error: false,
+                    context_workdir: Some(normalize(&workdir)),
+                    workdir: Some(workdir),
+                    summary,
+                    result,
+                }
+            }
+            Ok(Err(e)) => Outcome::error(e.to_string(), Some(workdir), summary),
+            Err(join) => Outcome::error(
+                format!(
+                    "apply_patch failed inside the server ({join}); nothing is known to be written. Check the files and try again."
+                ),
+                Some(workdir),
+                summary,
+            ),
+        }
+    }
+
+    fn finish(&self, conversation: &str, tool: &str, mut outcome: Outcome) -> CallToolResult {
+        self.core.history.record(HistoryEntry::now(
+            conversation,
+            tool,
+            outcome.workdir.as_deref(),
+            &outcome.summary,
+            &outcome.result,
+            outcome.is_error,
+        ));
+        let context = self
+            .core
+            .context
+            .context_for(conversation, outcome.context_workdir.as_deref());
+        let mut text = outcome.text;
+        if let Some(context) = context {
+            text.push_str("\n\n[zodex_context]\n");
+            text.push_str(&context);
+            outcome
+                .structured
+                .insert("zodex_context".into(), Value::String(context));
+        }
+        drop_nulls(&mut outcome.structured);
+        let mut result = if outcome.is_error {
+            CallToolResult::error(vec![ContentBlock::text(text)])
+        } else {
+            CallToolResult::success(vec![ContentBlock::text(text)])
+        };
+        result.structured_content = Some(Value::Object(outcome.structured));
+        result
+    }
+}
+
+/// A session result (exec_command / write_stdin) as an outcome.
+fn session_outcome(
+    value: Result<Value, serde_json::Error>,
+    text: String,
+    workdir: Option<String>,
+    summary: String,
+    workdir_is_context: bool,
+) -> Outcome {
+    let structured = match value {
+        Ok(Value::Object(map)) => map,
+        Ok(_) | Err(_) => {
+            return Outcome::error(
+                "the server could not encode the command's result; poll again with write_stdin"
+                    .into(),
+                workdir,
+                summary,
+            );
+        }
+    };
+    let status = structured
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let result = if status == "running" {
+        "running".to_string()
+    } else {
+        let reason = structured
+            .get("termination_reason")
+            .and_then(Value::as_str)
+            .unwrap_or("exit");
+        match structured.get("exit_code").and_then(Value::as_i64) {
+            Some(code) if reason == "exit" => format!("exit {code}"),
+            Some(code) => format!("{reason} (exit {code})"),
+            None => reason.to_string(),
+        }
+    };
+    Outcome {
+        structured,
+        text,
+        is_error: false,
+        context_workdir: workdir
+            .as_deref()
+            .filter(|_| workdir_is_context)
+            .map(normalize),
+        workdir,
+        summary,
+        result,
+    }
+}
+
+/// Removes `null` members (recursively): absent and `null` mean the same to the model, and
+/// the output schemas declare single types.
+fn drop_nulls(map: &mut serde_json::Map<String, Value>) {
+    map.retain(|_, v| !v.is_null());
+    for value in map.values_mut() {
+        match value {
+            Value::Object(inner) => drop_nulls(inner),
+            Value::Array(items) => {
+                for item in items {
+                    if let Value::Object(inner) = item {
+                        drop_nulls(inner);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn workdir_arg(arguments: Option<&serde_json::Map<String, Value>>) -> Option<String> {
+    arguments
+        .and_then(|a| a.get("workdir"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// `/a/b/` and `/a/./b` are the same workdir for `zodex_context`.
+fn normalize(workdir: &str) -> PathBuf {
+    Path::new(workdir).components().collect()
+}
+
+/// The file operations a patch names (`Add File: a, Update File: b`), for the history.
+fn patch_summary(patch: &str) -> String {
+    let ops: Vec<&str> = patch
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.strip_prefix("*** "))
+        .filter(|l| {
+            ["Add File:", "Update File:", "Delete File:", "Move to:"]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .collect();
+    if ops.is_empty() {
+        "(no file operations)".into()
+    } else {
+        ops.join(", ")
+    }
+}
+
+impl ServerHandler for ZodexHandler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(server_implementation())
+            .with_instructions(self.core.instructions.clone())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(schema::tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        schema::tool(name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let conversation = self.conversation(&request, &context);
+        let arguments = request.arguments.as_ref();
+        let outcome = match request.name.as_ref() {
+            EXEC_COMMAND => self.exec_command(arguments).await,
+            WRITE_STDIN => self.write_stdin(arguments).await,
+            APPLY_PATCH => self.apply_patch(arguments).await,
+            other => {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "unknown tool `{other}`: the tools are exec_command, write_stdin and \
+                         apply_patch"
+                    ),
+                    None,
+                ));
+            }
+        };
+        Ok(self.finish(&conversation, &request.name, outcome).into())
+    }
+}
+
+/// Name and version, as in `initialize` and `/health`.
+pub fn server_implementation() -> Implementation {
+    let mut implementation = Implementation::new("zodex", env!("CARGO_PKG_VERSION"));
+    implementation.title = Some("Zodex".into());
+    implementation
+}
+
+/// The `/health` body.
+pub fn health_json() -> Value {
+    json!({"name": "zodex", "version": env!("CARGO_PKG_VERSION"), "status": "ok"})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patch_summary_names_operations() {
+        let p = "*** Begin Patch\n*** Add File: a.txt\n+x\n  *** Update File: b.rs \n*** End Patch";
+        assert_eq!(patch_summary(p), "Add File: a.txt, Update File: b.rs");
+        assert_eq!(patch_summary("junk"), "(no file operations)");
+    }
+
+    #[test]
+    fn workdirs_normalize() {
+        assert_eq!(normalize("/a/./b/"), PathBuf::from("/a/b"));
+    }
+}

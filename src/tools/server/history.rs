@@ -1,0 +1,250 @@
+//! The history of tool calls: one SQLite row per call (time, conversation label, tool, workdir,
+//! a summary of the command or patch, how it ended), for people to look at
+//! (`zodex local history`).
+//!
+//! Not an access check and never read by the server: nothing decides anything from it. It is
+//! its own small store, separate from the engine's state (the tools know nothing of grants).
+//! Writes go through a background thread so a tool call never waits for the disk; a full queue
+//! drops the row with a warning rather than slow the model down.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{Connection, OpenFlags, params};
+use serde::Serialize;
+
+/// Rows waiting to be written before new ones are dropped.
+const QUEUE: usize = 4096;
+/// Longest summary kept per row (characters).
+const MAX_SUMMARY: usize = 300;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tool_calls (
+    id           INTEGER PRIMARY KEY,
+    at           TEXT    NOT NULL,
+    conversation TEXT    NOT NULL,
+    tool         TEXT    NOT NULL,
+    workdir      TEXT,
+    summary      TEXT    NOT NULL,
+    outcome      TEXT    NOT NULL,
+    is_error     INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tool_calls_at ON tool_calls(at);
+PRAGMA user_version = 1;
+";
+
+/// One recorded tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HistoryEntry {
+    /// When the call finished (RFC 3339, UTC, milliseconds).
+    pub at: String,
+    /// Which conversation it belonged to (`openai/session`, MCP session, or connection label).
+    pub conversation: String,
+    pub tool: String,
+    pub workdir: Option<String>,
+    /// The command, the files a patch touches, or what was sent to a session — shortened.
+    pub summary: String,
+    /// How it ended: `exit 0`, `running`, `signal`, `A 2, M 1`, `error: …`.
+    pub outcome: String,
+    pub is_error: bool,
+}
+
+impl HistoryEntry {
+    /// A row stamped now; the summary is flattened to one line and shortened.
+    pub fn now(
+        conversation: &str,
+        tool: &str,
+        workdir: Option<&str>,
+        summary: &str,
+        outcome: &str,
+        is_error: bool,
+    ) -> HistoryEntry {
+        HistoryEntry {
+            at: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
+            conversation: conversation.to_string(),
+            tool: tool.to_string(),
+            workdir: workdir.map(str::to_string),
+            summary: one_line(summary, MAX_SUMMARY),
+            outcome: one_line(outcome, MAX_SUMMARY),
+            is_error,
+        }
+    }
+}
+
+/// The writing side, owned by the server.
+pub struct History {
+    sender: Option<SyncSender<HistoryEntry>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl History {
+    /// Opens (creating) the store at `path` and starts its writer thread.
+    pub fn open(path: &Path) -> anyhow::Result<History> {
+        let conn = open_rw(path)?;
+        let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE);
+        let writer = std::thread::Builder::new()
+            .name("zodex-history".into())
+            .spawn(move || write_loop(conn, receiver))?;
+        Ok(History {
+            sender: Some(sender),
+            writer: Some(writer),
+        })
+    }
+
+    /// A history that records nothing (tests, or when no state directory is configured).
+    pub fn disabled() -> History {
+        History {
+            sender: None,
+            writer: None,
+        }
+    }
+
+    /// Queues a row; never blocks.
+    pub fn record(&self, entry: HistoryEntry) {
+        let Some(sender) = &self.sender else { return };
+        match sender.try_send(entry) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                tracing::warn!("history queue full, a tool call was not recorded")
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                tracing::warn!("history writer stopped, a tool call was not recorded")
+            }
+        }
+    }
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        // Closing the channel lets the writer drain what is queued and stop.
+        self.sender.take();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+fn open_rw(path: &Path) -> anyhow::Result<Connection> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let conn = Connection::open(path)
+        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.execute_batch(SCHEMA)?;
+    Ok(conn)
+}
+
+fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>) {
+    while let Ok(entry) = receiver.recv() {
+        let result = conn.execute(
+            "INSERT INTO tool_calls (at, conversation, tool, workdir, summary, outcome, is_error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                entry.at,
+                entry.conversation,
+                entry.tool,
+                entry.workdir,
+                entry.summary,
+                entry.outcome,
+                entry.is_error
+            ],
+        );
+        if let Err(e) = result {
+            tracing::warn!("history write failed: {e}");
+        }
+    }
+}
+
+/// Reads the rows at or after `since` (all when `None`), oldest first. A missing store is an
+/// empty history.
+pub fn read_history(
+    path: &Path,
+    since: Option<DateTime<Utc>>,
+) -> anyhow::Result<Vec<HistoryEntry>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let since = since
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        .unwrap_or_default();
+    let mut stmt = conn.prepare(
+        "SELECT at, conversation, tool, workdir, summary, outcome, is_error
+         FROM tool_calls WHERE at >= ?1 ORDER BY at, id",
+    )?;
+    let rows = stmt.query_map(params![since], |row| {
+        Ok(HistoryEntry {
+            at: row.get(0)?,
+            conversation: row.get(1)?,
+            tool: row.get(2)?,
+            workdir: row.get(3)?,
+            summary: row.get(4)?,
+            outcome: row.get(5)?,
+            is_error: row.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The default history file inside a state directory.
+pub fn history_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("history.sqlite")
+}
+
+fn one_line(text: &str, max_chars: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max_chars {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max_chars - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_and_filter_by_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = history_path(dir.path());
+        {
+            let history = History::open(&path).unwrap();
+            let mut old = HistoryEntry::now("c", "exec_command", Some("/w"), "ls", "exit 0", false);
+            old.at = "2000-01-01T00:00:00.000Z".into();
+            history.record(old);
+            history.record(HistoryEntry::now(
+                "c",
+                "apply_patch",
+                Some("/w"),
+                "Add File: a\n  and more",
+                "A 1",
+                false,
+            ));
+        }
+        let all = read_history(&path, None).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[1].summary, "Add File: a and more");
+        let recent = read_history(&path, Some(Utc::now() - chrono::Duration::hours(1))).unwrap();
+        assert_eq!(recent.len(), 1);
+        assert_eq!(recent[0].tool, "apply_patch");
+    }
+
+    #[test]
+    fn missing_store_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            read_history(&dir.path().join("none.sqlite"), None)
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

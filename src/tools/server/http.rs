@@ -1,0 +1,278 @@
+//! The HTTP face of the server: an axum router with `POST /mcp` (rmcp's streamable HTTP
+//! service, stateless, JSON responses) behind the capability-key check, and an open
+//! `GET /health`.
+//!
+//! Both protocol eras are served: an `initialize` handshake (2025-06-18, 2025-11-25) opens an
+//! rmcp session whose `Mcp-Session-Id` a client may keep (it then gets SSE streams and its
+//! session labels its conversation); every other request — no session id, an unknown or
+//! stale one, or a 2026-07-28 request with no handshake at all — goes to rmcp's stateless
+//! service (JSON responses). So nothing depends on a client sending the id back.
+//!
+//! The key check runs first and, once it passes, removes the key from the request (query and
+//! `Authorization`), so nothing downstream — rmcp, tracing, the access log — can ever see or
+//! log it. Access log lines carry the path, never the query.
+//!
+//! Not here: the tools (`handler.rs`), key storage (`key.rs`), process lifecycle (`mod.rs`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::connect_info::Connected;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use rmcp::transport::streamable_http_server::SessionManager as _;
+use rmcp::transport::streamable_http_server::session::SessionId;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::handler::{Core, ZodexHandler, health_json};
+use super::key::{KeyHash, presented_key, strip_key_param};
+
+/// Identifies one TCP connection: the last-resort conversation label for `zodex_context`.
+#[derive(Debug, Clone)]
+pub struct ConnectionId {
+    id: u64,
+    peer: SocketAddr,
+}
+
+impl ConnectionId {
+    pub fn label(&self) -> String {
+        format!("{}#{}", self.peer, self.id)
+    }
+}
+
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
+impl Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>> for ConnectionId {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+        ConnectionId {
+            id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
+            peer: *stream.remote_addr(),
+        }
+    }
+}
+
+/// What the HTTP side needs besides the handler core.
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// The hash of the capability key every `/mcp` request must present.
+    pub key: KeyHash,
+    /// Accepted `Host` values (names or `name:port`); empty accepts any host.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// The default `Host` allow-list: loopback names, plus the host of the public URL if any,
+/// plus the configured extra hosts. `*` among the extras turns the check off.
+pub fn allowed_hosts(public_url: Option<&str>, extra: &[String]) -> Vec<String> {
+    if extra.iter().any(|h| h.trim() == "*") {
+        return Vec::new();
+    }
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if let Some(host) = public_url
+        .and_then(|u| u.parse::<Uri>().ok())
+        .and_then(|u| u.host().map(str::to_string))
+    {
+        hosts.push(host.trim_matches(['[', ']']).to_ascii_lowercase());
+    }
+    hosts.extend(extra.iter().map(|h| h.trim().to_ascii_lowercase()));
+    hosts.dedup();
+    hosts
+}
+
+/// Handshake sessions kept at once; past it, an `initialize` is answered statelessly.
+const MAX_HANDSHAKE_SESSIONS: usize = 256;
+/// Largest request body read while routing (rmcp's own limit is the same).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// The two faces of `/mcp`: rmcp with handshake sessions (for clients that keep
+/// `Mcp-Session-Id`: SSE streams, the session as conversation label) and rmcp stateless (for
+/// everything else). See [`route_mcp`].
+struct Mcp {
+    sessions: Arc<LocalSessionManager>,
+    stateful: StreamableHttpService<ZodexHandler, LocalSessionManager>,
+    stateless: StreamableHttpService<ZodexHandler, NeverSessionManager>,
+}
+
+/// The router: `/mcp` (key required) and `/health` (open).
+pub fn router(core: Arc<Core>, options: HttpOptions) -> Router {
+    let base =
+        StreamableHttpServerConfig::default().with_allowed_hosts(options.allowed_hosts.clone());
+    let base = if options.allowed_hosts.is_empty() {
+        base.disable_allowed_hosts()
+    } else {
+        base
+    };
+    let sessions = Arc::new(LocalSessionManager::default());
+    let factory_core = core.clone();
+    let stateful = StreamableHttpService::new(
+        move || Ok(ZodexHandler::new(factory_core.clone(), None)),
+        sessions.clone(),
+        base.clone().with_legacy_session_mode(true),
+    );
+    let stateless = StreamableHttpService::new(
+        move || Ok(ZodexHandler::new(core.clone(), None)),
+        Arc::new(NeverSessionManager::default()),
+        base.with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None),
+    );
+    let mcp = Arc::new(Mcp {
+        sessions,
+        stateful,
+        stateless,
+    });
+    let key = Arc::new(options.key);
+    let mcp_routes = Router::new()
+        .route("/mcp", any(route_mcp).with_state(mcp))
+        .layer(middleware::from_fn_with_state(key, require_key));
+    Router::new()
+        .route("/health", get(health))
+        .merge(mcp_routes)
+        .layer(middleware::from_fn(access_log))
+}
+
+/// Sends a request to the stateful service when it belongs to a live handshake session (or is
+/// an `initialize` that opens one), and to the stateless service otherwise — so a client that
+/// drops `Mcp-Session-Id`, or sends one from before a restart, is still served, and a request
+/// without any handshake (2026-07-28 style) is served too.
+async fn route_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
+    let session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(SessionId::from);
+    if let Some(id) = session {
+        if mcp.sessions.has_session(&id).await.unwrap_or(false) {
+            return mcp.stateful.handle(request).await.into_response();
+        }
+        return mcp.stateless.handle(request).await.into_response();
+    }
+    if request.method() != Method::POST {
+        return mcp.stateless.handle(request).await.into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response(),
+    };
+    let opens_session =
+        is_initialize(&bytes) && mcp.sessions.sessions.read().await.len() < MAX_HANDSHAKE_SESSIONS;
+    let request = Request::from_parts(parts, Body::from(bytes));
+    if opens_session {
+        mcp.stateful.handle(request).await.into_response()
+    } else {
+        mcp.stateless.handle(request).await.into_response()
+    }
+}
+
+/// True for a JSON-RPC `initialize` request (cheap check first: most bodies are not).
+fn is_initialize(body: &[u8]) -> bool {
+    if !body.windows(12).any(|w| w == b"\"initialize\"") {
+        return false;
+    }
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        method: Option<String>,
+    }
+    serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.method.as_deref() == Some("initialize"))
+}
+
+async fn health() -> impl IntoResponse {
+    axum::Json(health_json())
+}
+
+/// 401 with no detail unless the request presents the key; then scrubs the key from it.
+async fn require_key(
+    State(key): State<Arc<KeyHash>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let presented = presented_key(request.uri().query(), authorization);
+    let ok = presented.as_deref().is_some_and(|k| key.verify(k));
+    if !ok {
+        return unauthorized();
+    }
+    request.headers_mut().remove(header::AUTHORIZATION);
+    if let Some(query) = request.uri().query() {
+        let rest = strip_key_param(query);
+        let mut parts = request.uri().clone().into_parts();
+        let path = request.uri().path();
+        let path_and_query = match rest {
+            Some(rest) => format!("{path}?{rest}"),
+            None => path.to_string(),
+        };
+        parts.path_and_query = path_and_query.parse().ok();
+        if let Ok(uri) = Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+    }
+    next.run(request).await
+}
+
+fn unauthorized() -> Response {
+    let mut response = (StatusCode::UNAUTHORIZED, "").into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// One line per request: method, path (never the query), status, duration.
+async fn access_log(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    tracing::info!(
+        target: "zodex::access",
+        %method,
+        path,
+        status = response.status().as_u16(),
+        ms = started.elapsed().as_millis() as u64,
+        "request"
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initialize_is_recognised() {
+        assert!(is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+        ));
+        assert!(!is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
+        ));
+        assert!(!is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"cmd":"echo \"initialize\""}}}"#
+        ));
+    }
+
+    #[test]
+    fn allowed_hosts_default_to_loopback_and_public_host() {
+        let hosts = allowed_hosts(Some("https://Sprite.Example.com/mcp"), &[]);
+        assert!(hosts.contains(&"127.0.0.1".to_string()));
+        assert!(hosts.contains(&"sprite.example.com".to_string()));
+        assert!(allowed_hosts(None, &["*".into()]).is_empty());
+        assert!(allowed_hosts(None, &["a.b".into()]).contains(&"a.b".to_string()));
+    }
+}

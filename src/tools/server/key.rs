@@ -1,0 +1,199 @@
+//! The MCP capability key: how it is made, stored, presented and checked.
+//!
+//! A key is 256 random bits in URL-safe base64 (43 characters, no padding). The server only
+//! ever holds its SHA-256 ([`KeyHash`]); a presented key is hashed and compared in constant time.
+//! Clients present it as `?key=…` on the MCP URL (what ChatGPT can do) or as
+//! `Authorization: Bearer …`.
+//!
+//! Not here: the HTTP middleware that answers 401 and scrubs the key from the request before
+//! anything can log it (see `http.rs`), and where the hash file lives (configuration).
+
+use std::fmt;
+use std::path::Path;
+
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Number of random bytes in a fresh key (256 bits; the issue asks for at least 128).
+const KEY_BYTES: usize = 32;
+
+/// Generates a fresh capability key: 256 random bits, URL-safe base64 without padding.
+pub fn generate_key() -> anyhow::Result<String> {
+    let mut bytes = [0u8; KEY_BYTES];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for the key: {e}"))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// The SHA-256 of a capability key: the only form of the key the server keeps.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyHash([u8; 32]);
+
+impl KeyHash {
+    /// Hashes a key.
+    pub fn of_key(key: &str) -> KeyHash {
+        KeyHash(Sha256::digest(key.as_bytes()).into())
+    }
+
+    /// Parses 64 hex digits (surrounding whitespace allowed, e.g. a trailing newline).
+    pub fn from_hex(text: &str) -> anyhow::Result<KeyHash> {
+        let text = text.trim();
+        let bytes = hex::decode(text)
+            .ok()
+            .filter(|b| b.len() == 32)
+            .ok_or_else(|| anyhow::anyhow!("a key hash is 64 hex digits (a SHA-256)"))?;
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&bytes);
+        Ok(KeyHash(out))
+    }
+
+    /// Reads a key hash file: it holds exactly the hex SHA-256 and nothing else.
+    pub fn read_file(path: &Path) -> anyhow::Result<KeyHash> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read key hash file {}: {e}", path.display()))?;
+        KeyHash::from_hex(&text)
+            .map_err(|e| anyhow::anyhow!("key hash file {}: {e}", path.display()))
+    }
+
+    /// Lower-case hex, as written to a key hash file.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// True when `candidate` is the key. Constant time in the content of the key: the candidate
+    /// is hashed first, so its length tells nothing about the stored key either.
+    pub fn verify(&self, candidate: &str) -> bool {
+        let presented: [u8; 32] = Sha256::digest(candidate.as_bytes()).into();
+        presented.ct_eq(&self.0).into()
+    }
+}
+
+impl fmt::Debug for KeyHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A hash is not secret, but there is no reason to print it either.
+        f.write_str("KeyHash(..)")
+    }
+}
+
+/// The key a request presents, from `?key=` or `Authorization: Bearer`. `None` when neither is
+/// there. The query wins when both are present.
+pub fn presented_key(query: Option<&str>, authorization: Option<&str>) -> Option<String> {
+    if let Some(key) = query.and_then(|q| query_param(q, "key")) {
+        return Some(key);
+    }
+    let auth = authorization?.trim();
+    let (scheme, token) = auth.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+/// Decodes the first `name=` parameter of a query string (percent-decoding `%XX` and `+`).
+fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The query string with every `key=` parameter removed; `None` when nothing is left. Used to
+/// scrub a request before it goes further, so no later log line can contain the key.
+pub fn strip_key_param(query: &str) -> Option<String> {
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty() && pair.split_once('=').map_or(*pair, |(k, _)| k) != "key")
+        .collect();
+    (!kept.is_empty()).then(|| kept.join("&"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_keys_are_long_url_safe_and_distinct() {
+        let a = generate_key().unwrap();
+        let b = generate_key().unwrap();
+        assert_eq!(a.len(), 43);
+        assert_ne!(a, b);
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
+    }
+
+    #[test]
+    fn verify_accepts_only_the_key() {
+        let key = generate_key().unwrap();
+        let hash = KeyHash::of_key(&key);
+        assert!(hash.verify(&key));
+        assert!(!hash.verify(""));
+        assert!(!hash.verify(&key[..42]));
+        assert!(!hash.verify(&format!("{key}x")));
+        let round = KeyHash::from_hex(&format!("{}\n", hash.to_hex())).unwrap();
+        assert!(round.verify(&key));
+    }
+
+    #[test]
+    fn hash_files_hold_only_hex() {
+        assert!(KeyHash::from_hex("abc").is_err());
+        assert!(KeyHash::from_hex(&"zz".repeat(32)).is_err());
+        assert!(KeyHash::from_hex(&"ab".repeat(33)).is_err());
+        assert!(KeyHash::from_hex(&"ab".repeat(32)).is_ok());
+    }
+
+    #[test]
+    fn key_comes_from_query_or_bearer() {
+        assert_eq!(
+            presented_key(Some("a=1&key=k%2Dx"), None).as_deref(),
+            Some("k-x")
+        );
+        assert_eq!(
+            presented_key(None, Some("Bearer tok")).as_deref(),
+            Some("tok")
+        );
+        assert_eq!(
+            presented_key(None, Some("bearer  tok ")).as_deref(),
+            Some("tok")
+        );
+        assert_eq!(presented_key(None, Some("Basic tok")), None);
+        assert_eq!(presented_key(Some("keyx=1"), None), None);
+        assert_eq!(presented_key(None, None), None);
+        assert_eq!(presented_key(Some("key=%"), None).as_deref(), Some("%"));
+    }
+
+    #[test]
+    fn stripping_removes_every_key_param() {
+        assert_eq!(strip_key_param("key=abc"), None);
+        assert_eq!(strip_key_param("a=1&key=abc&key=d&b"), Some("a=1&b".into()));
+        assert_eq!(strip_key_param("keyring=1"), Some("keyring=1".into()));
+    }
+}
