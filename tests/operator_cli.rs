@@ -99,7 +99,7 @@ fn revoke_push_ends_grants_and_explain_reflects_it() {
         serde_json::Value::Null
     );
     // Explain left no audit row.
-    let audit = dev.github_json(&["audit"]);
+    let audit = dev.github_json(&["audit", "--repo", "demo/app"]);
     let actions: Vec<&str> = audit["result"]
         .as_array()
         .unwrap()
@@ -472,4 +472,121 @@ fn sockets_refuse_other_uids_before_reading_a_request() {
         "{stdout}"
     );
     assert!(dev.log().contains("refused a peer"), "{}", dev.log());
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+#[test]
+fn dev_up_serves_mcp_and_connect_stores_only_the_hash_on_the_sprite() {
+    use std::os::unix::fs::PermissionsExt;
+    let dev = Dev::up();
+    let url = dev.info["mcp_url"].as_str().unwrap().to_string();
+    let key = url.split("key=").nth(1).unwrap().to_string();
+    assert!(key.len() >= 22, "at least 128 bits: {url}");
+    let hash_file = dev.dir.join("mcp-key.sha256");
+    assert_eq!(
+        std::fs::read_to_string(&hash_file).unwrap().trim(),
+        sha256_hex(&key)
+    );
+    let url_file = dev.dir.join("mcp-url");
+    assert_eq!(
+        std::fs::metadata(&url_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    let run = dev
+        .zodex(&[
+            "sprite",
+            "connect",
+            "--sprite",
+            "dev",
+            "--host",
+            "sprite.example.test",
+        ])
+        .ok();
+    let connected = run.stdout.trim().to_string();
+    assert!(
+        connected.starts_with("https://sprite.example.test/mcp?key="),
+        "{connected}"
+    );
+    let new_key = connected.split("key=").nth(1).unwrap();
+    assert_ne!(new_key, key);
+    // Only the hash reached the sprite; the key is nowhere in its files or logs.
+    assert_eq!(
+        std::fs::read_to_string(&hash_file).unwrap().trim(),
+        sha256_hex(new_key)
+    );
+    for entry in walk(&dev.dir) {
+        let text = std::fs::read(&entry).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&text).contains(new_key),
+            "the key leaked into {}",
+            entry.display()
+        );
+    }
+    let stored = dev.home.path().join("sprites/dev/mcp-url");
+    assert_eq!(
+        std::fs::metadata(&stored).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Same host without --rotate: the same URL; another host needs --rotate.
+    let again = dev
+        .zodex(&[
+            "sprite",
+            "connect",
+            "--sprite",
+            "dev",
+            "--host",
+            "sprite.example.test",
+        ])
+        .ok();
+    assert_eq!(again.stdout.trim(), connected);
+    let run = dev
+        .zodex(&[
+            "sprite",
+            "connect",
+            "--sprite",
+            "dev",
+            "--host",
+            "other.example.test",
+        ])
+        .code(1);
+    assert!(run.stderr.contains("--rotate"), "{}", run.stderr);
+    let rotated = dev
+        .zodex(&[
+            "sprite",
+            "connect",
+            "--sprite",
+            "dev",
+            "--host",
+            "sprite.example.test",
+            "--rotate",
+        ])
+        .ok();
+    assert_ne!(rotated.stdout.trim(), connected);
+    dev.zodex(&[
+        "sprite",
+        "connect",
+        "--sprite",
+        "dev",
+        "--host",
+        "https://x/y",
+    ])
+    .code(1);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else if path.is_file() {
+            out.push(path);
+        }
+    }
+    out
 }

@@ -16,9 +16,6 @@ use std::time::{Duration, Instant};
     about = "The agent side of Zodex: ask zodex-prd for GitHub access"
 )]
 struct Cli {
-    /// The sprite's configuration (default: $ZODEX_CONFIG, else /etc/zodex/zodex.toml).
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -27,12 +24,17 @@ struct Cli {
 enum Command {
     /// GitHub access through zodex-prd.
     Github {
+        /// The sprite's configuration (default: $ZODEX_CONFIG, else /etc/zodex/zodex.toml).
+        #[arg(long, global = true)]
+        config: Option<PathBuf>,
         /// Print JSON for scripts.
         #[arg(long, global = true)]
         json: bool,
         #[command(subcommand)]
         command: GithubCommand,
     },
+    /// Serve the three MCP tools over HTTP (or stdio) as the agent user.
+    Serve(super::serve::ServeArgs),
     /// The git credential helper (`get`, `store`, `erase`).
     Credential {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -75,7 +77,15 @@ enum GithubCommand {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     match cli.command {
-        Command::Github { json, command } => github(cli.config, json, command),
+        Command::Github {
+            config,
+            json,
+            command,
+        } => github(config, json, command),
+        Command::Serve(args) => super::serve::run(args).unwrap_or_else(|e| {
+            eprintln!("error: {e:#}");
+            EXIT_FAILURE
+        }),
         Command::Credential { .. } => {
             not_built("the git credential helper (`zodex-agent credential`)")
         }

@@ -29,6 +29,9 @@ enum Command {
         #[command(subcommand)]
         command: SpriteCommand,
     },
+    /// Run the MCP server on this machine, as you (no sprite, no GitHub).
+    #[command(subcommand)]
+    Local(super::local::LocalCommand),
     /// Run a complete local installation on embedded defaults.
     Dev {
         #[command(subcommand)]
@@ -68,6 +71,17 @@ enum SpriteCommand {
     },
     /// Forget a sprite (nothing on the sprite changes).
     Remove { name: String },
+    /// Make the sprite's MCP capability key and print its connector URL for ChatGPT.
+    Connect {
+        #[command(flatten)]
+        target: Target,
+        /// The public host name the sprite's MCP server is reached at.
+        #[arg(long)]
+        host: String,
+        /// Replace an existing key (the old URL stops working).
+        #[arg(long)]
+        rotate: bool,
+    },
     /// GitHub write authority on a sprite.
     Github {
         #[command(flatten)]
@@ -231,6 +245,10 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Sprite { command } => sprite(command, &registry),
         Command::Dev { command } => dev_command(command, &registry),
+        Command::Local(command) => super::local::run(command).unwrap_or_else(|e| {
+            eprintln!("error: {e:#}");
+            super::EXIT_FAILURE
+        }),
     }
 }
 
@@ -288,6 +306,40 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
             }
             Err(e) => print_failure(&e, false),
         },
+        SpriteCommand::Connect {
+            target,
+            host,
+            rotate,
+        } => {
+            let sprite = match registry.choose(target.sprite.as_deref()) {
+                Ok(sprite) => sprite,
+                Err(e) => return print_failure(&e, target.json),
+            };
+            match crate::operator::connect::connect(&sprite, &host, rotate) {
+                Ok(connection) if target.json => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&connection).unwrap_or_default()
+                    );
+                    EXIT_OK
+                }
+                Ok(connection) => {
+                    println!("{}", connection.url);
+                    eprintln!(
+                        "{} MCP key for sprite `{}`; the URL is a secret (kept in {}, mode 0600). Add it in ChatGPT as a connector.",
+                        if connection.new_key {
+                            "New"
+                        } else {
+                            "Existing"
+                        },
+                        connection.sprite,
+                        connection.url_file.display()
+                    );
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, target.json),
+            }
+        }
         SpriteCommand::Github { target, command } => github(&target, command, registry),
         SpriteCommand::Policy { target, command } => policy(&target, command, registry),
     }
@@ -463,7 +515,10 @@ fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
                     if down.stopped_pids.is_empty() {
                         println!("Nothing was running in {}.", down.dir.display());
                     } else {
-                        println!("Stopped zodex-prd in {}.", down.dir.display());
+                        println!(
+                            "Stopped zodex-prd and zodex-agent serve in {}.",
+                            down.dir.display()
+                        );
                     }
                     EXIT_OK
                 }
@@ -477,6 +532,8 @@ fn render_dev_up(install: &dev::DevInstall) -> String {
     let dir = install.dir.display();
     format!(
         "Zodex dev installation {state} in {dir} (sprite `{sprite}`, zodex-prd pid {pid}).\n\
+         MCP server (zodex-agent serve, pid {agent_pid}): {mcp_url}\n\
+         \x20 (a secret: whoever holds this URL runs commands here; also in {dir}/mcp-url)\n\
          \n\
          Try, as the operator:\n\
          \x20 zodex sprite github grant-push --repo demo/app --ttl 30m\n\
@@ -501,6 +558,8 @@ fn render_dev_up(install: &dev::DevInstall) -> String {
         },
         sprite = install.sprite,
         pid = install.publisher_pid,
+        agent_pid = install.agent_pid,
+        mcp_url = install.mcp_url,
         env = install.env_file.display(),
         log = install.log.display(),
         dir_flag = if install.dir == dev::default_dir() {

@@ -46,6 +46,9 @@ pub struct DevInstall {
     pub agent_socket: PathBuf,
     pub log: PathBuf,
     pub publisher_pid: i32,
+    /// The MCP connector URL of the local sprite, key included (a secret; also in `mcp-url`, 0600).
+    pub mcp_url: String,
+    pub agent_pid: i32,
     /// False when an earlier `dev up` was still running and was reused.
     pub started: bool,
 }
@@ -62,6 +65,7 @@ fn layout(dir: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
         dir.join("logs/zodex-prd.log"),
         dir.join("run/zodex-prd.pid"),
     )
+    // zodex-agent's pid file sits beside it: run/zodex-agent.pid.
 }
 
 /// The embedded defaults: everything under `dir`, this user as agent and operator, and the
@@ -80,7 +84,28 @@ pub fn default_config(dir: &Path) -> Config {
             owner: Some("demo".into()),
             default_branch: Some("main".into()),
         }],
+        mcp: Some(mcp_table(dir)),
     }
+}
+
+/// The `[mcp]` table for `zodex-agent serve`: loopback on a free port, state and the key's hash
+/// inside the installation directory.
+fn mcp_table(dir: &Path) -> toml::Table {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(8080);
+    let mut table = toml::Table::new();
+    table.insert("listen".into(), format!("127.0.0.1:{port}").into());
+    table.insert(
+        "state_dir".into(),
+        dir.join("agent").display().to_string().into(),
+    );
+    table.insert(
+        "key_hash_file".into(),
+        dir.join("mcp-key.sha256").display().to_string().into(),
+    );
+    table
 }
 
 fn running_pid(pid_file: &Path) -> Option<i32> {
@@ -156,6 +181,7 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
         admin_command: local_admin_command(Some(&config_path)),
     };
     wait_ready(&sprite, &log, Duration::from_secs(10))?;
+    let (mcp_url, agent_pid) = start_mcp(&dir, &config, &config_path, &sprite)?;
     registry.upsert(sprite)?;
     Ok(DevInstall {
         dir: dir.clone(),
@@ -166,8 +192,108 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
         agent_socket: config.agent_socket,
         log,
         publisher_pid: pid,
+        mcp_url,
+        agent_pid,
         started,
     })
+}
+
+/// Starts `zodex-agent serve` for the local sprite (unless it runs) with a fresh key whose hash
+/// travels through the admin path, exactly as `zodex sprite connect` does for a remote sprite.
+fn start_mcp(
+    dir: &Path,
+    config: &Config,
+    config_path: &Path,
+    sprite: &SpriteEntry,
+) -> Result<(String, i32), DevError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let pid_file = dir.join("run/zodex-agent.pid");
+    let url_file = dir.join("mcp-url");
+    if let (Some(pid), Ok(url)) = (running_pid(&pid_file), std::fs::read_to_string(&url_file)) {
+        return Ok((url.trim().to_string(), pid));
+    }
+    let listen = config
+        .mcp
+        .as_ref()
+        .and_then(|m| m.get("listen"))
+        .and_then(|l| l.as_str())
+        .unwrap_or("127.0.0.1:8080")
+        .to_string();
+    let key = crate::tools::server::key::generate_key().map_err(|e| DevError::Io {
+        context: "cannot make the MCP key".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let request = AdminRequest::SetMcpKeyHash {
+        sha256: crate::tools::server::key::KeyHash::of_key(&key).to_hex(),
+    };
+    match transport::call(sprite, &request) {
+        Ok(response) if response.ok => {}
+        Ok(response) => {
+            return Err(DevError::Io {
+                context: "zodex-prd refused the MCP key".into(),
+                source: std::io::Error::other(
+                    response.error.map(|e| e.message).unwrap_or_default(),
+                ),
+            });
+        }
+        Err(e) => {
+            return Err(DevError::Io {
+                context: "cannot reach zodex-prd".into(),
+                source: std::io::Error::other(e.to_string()),
+            });
+        }
+    }
+    let log = dir.join("logs/zodex-agent.log");
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(io(format!("cannot open {}", log.display())))?;
+    let child = Command::new(sibling_binary("zodex-agent"))
+        .args(["serve", "--config"])
+        .arg(config_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .process_group(0)
+        .spawn()
+        .map_err(io("cannot start zodex-agent serve"))?;
+    let pid = child.id() as i32;
+    std::fs::write(&pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
+    let url = format!("http://{listen}/mcp?key={key}");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&url_file)
+        .map_err(io("cannot write mcp-url"))?;
+    file.write_all(format!("{url}\n").as_bytes())
+        .map_err(io("cannot write mcp-url"))?;
+    let start = Instant::now();
+    while !health_ok(&listen) {
+        if start.elapsed() > Duration::from_secs(10) {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(DevError::NotReady { log, tail: text });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok((url, pid))
+}
+
+/// `GET /health` answers 200.
+fn health_ok(listen: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(listen) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /health HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\r\n");
+    let mut answer = String::new();
+    stream.write_all(request.as_bytes()).is_ok()
+        && stream.read_to_string(&mut answer).is_ok()
+        && answer.starts_with("HTTP/1.1 200")
 }
 
 fn wait_ready(sprite: &SpriteEntry, log: &Path, limit: Duration) -> Result<(), DevError> {
@@ -200,11 +326,13 @@ pub struct DevDown {
 pub fn down(dir: &Path, registry: &Registry) -> Result<DevDown, DevError> {
     let (config_path, _, _, pid_file) = layout(dir);
     let mut stopped = Vec::new();
-    if let Some(pid) = running_pid(&pid_file) {
-        stop(pid);
-        stopped.push(pid);
+    for pid_file in [dir.join("run/zodex-agent.pid"), pid_file] {
+        if let Some(pid) = running_pid(&pid_file) {
+            stop(pid);
+            stopped.push(pid);
+        }
+        let _ = std::fs::remove_file(&pid_file);
     }
-    let _ = std::fs::remove_file(&pid_file);
     // Forget the `dev` sprite only if it is this installation's.
     let config_text = config_path
         .canonicalize()

@@ -4,6 +4,7 @@
 //! Architecture invariant: nothing here decides; it asks a sprite's `zodex-prd` and reports
 //! the answer.
 
+pub mod connect;
 pub mod dev;
 pub mod registry;
 pub mod transport;

@@ -12,7 +12,7 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/zodex/zodex.toml";
 /// The environment variable naming the configuration file.
 pub const CONFIG_ENV: &str = "ZODEX_CONFIG";
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// State database and git mirrors (owned by the publisher user, mode 0700).
@@ -32,6 +32,10 @@ pub struct Config {
     /// Repositories (or owners) this sprite may ever write to.
     #[serde(default)]
     pub targets: Vec<TargetSpec>,
+    /// The `[mcp]` table belongs to `zodex-agent serve`, which validates it; the publisher reads
+    /// only `key_hash_file` from it, to store the hash `zodex sprite connect` sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<toml::Table>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +77,15 @@ impl Config {
 
     pub fn targets(&self) -> Result<Targets, String> {
         Targets::from_specs(&self.targets)
+    }
+
+    /// Where the MCP key's SHA-256 lives (`[mcp] key_hash_file`), if configured.
+    pub fn mcp_key_hash_file(&self) -> Option<PathBuf> {
+        self.mcp
+            .as_ref()?
+            .get("key_hash_file")?
+            .as_str()
+            .map(PathBuf::from)
     }
 
     pub fn state_db(&self) -> PathBuf {

@@ -23,6 +23,7 @@ pub enum HostError {
 }
 
 pub struct Host {
+    mcp_key_hash_file: Option<std::path::PathBuf>,
     engine: Engine,
     store: Mutex<Store>,
     clock: fn() -> i64,
@@ -46,6 +47,7 @@ impl Host {
         let targets = config.targets().map_err(HostError::Config)?;
         let store = Store::open(&config.state_db())?;
         Ok(Self {
+            mcp_key_hash_file: config.mcp_key_hash_file(),
             engine: Engine::new(policies, targets),
             store: Mutex::new(store),
             clock: system_now,
@@ -134,6 +136,32 @@ impl Host {
                         limit: None,
                     };
                     Response::ok(a.audit(s, principal, &filter, now)?)
+                }
+                AdminRequest::SetMcpKeyHash { sha256 } => {
+                    let Some(path) = &self.mcp_key_hash_file else {
+                        return Err(Failure::new(
+                            ErrorKind::Conflict,
+                            "this sprite's configuration has no `[mcp] key_hash_file`; add one so zodex-agent serve can check the key",
+                        ));
+                    };
+                    if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return Err(Failure::usage("the key hash must be 64 hex digits (a SHA-256)"));
+                    }
+                    write_key_hash(path, &sha256.to_ascii_lowercase())
+                        .map_err(|e| Failure::new(ErrorKind::Internal, format!("cannot write {}: {e}", path.display())))?;
+                    s.write(|f| {
+                        f.audit(
+                            &crate::engine::store::AuditEvent {
+                                principal: principal.label(),
+                                action: "SetMcpKey".into(),
+                                decision: "event".into(),
+                                detail: Some(serde_json::json!({ "key_sha256_prefix": &sha256[..8] })),
+                                ..Default::default()
+                            },
+                            now,
+                        )
+                    })?;
+                    Response::ok(serde_json::json!({ "stored": path }))
                 }
                 AdminRequest::Explain {
                     repo,
@@ -263,6 +291,20 @@ impl From<StoreError> for Failure {
             }
         }
     }
+}
+
+/// Replaces the key hash file atomically (mode 0644: it holds only a hash, for the agent).
+fn write_key_hash(path: &std::path::Path, hex: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(format!("{hex}\n").as_bytes())?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 fn parse_repo(text: &str) -> Result<RepoName, Failure> {

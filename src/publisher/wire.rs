@@ -76,6 +76,10 @@ pub enum AdminRequest {
         #[serde(default)]
         repo: Option<String>,
     },
+    /// Store the SHA-256 (hex) of a new MCP capability key; the key itself never travels here.
+    SetMcpKeyHash {
+        sha256: String,
+    },
     /// A what-if `Push` decision for the agent; no side effects.
     Explain {
         repo: String,

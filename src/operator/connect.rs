@@ -1,0 +1,170 @@
+//! `zodex sprite connect`: make the MCP capability key for a sprite. The key is created here,
+//! only its SHA-256 travels to the sprite (through the admin path), and the URL that carries it
+//! is kept for the operator alone (mode 0600).
+
+use super::registry::SpriteEntry;
+use super::transport;
+use crate::publisher::wire::AdminRequest;
+use crate::tools::server::key::{KeyHash, generate_key};
+use serde::Serialize;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(
+        "invalid --host `{0}`: give a host name, optionally with :PORT, without scheme or path (e.g. sprite-1.example.com)"
+    )]
+    BadHost(String),
+    #[error(
+        "sprite `{sprite}` already has an MCP key for {old_host}; pass --rotate to replace it with a new key for {new_host}"
+    )]
+    OtherHost {
+        sprite: String,
+        old_host: String,
+        new_host: String,
+    },
+    #[error("cannot make a key: {0}")]
+    Key(String),
+    #[error(transparent)]
+    Transport(#[from] transport::TransportError),
+    #[error("sprite `{sprite}` refused the key: {message}")]
+    Refused { sprite: String, message: String },
+    #[error("cannot store the MCP URL in {path}: {source}")]
+    Store {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Connection {
+    pub sprite: String,
+    /// `https://HOST/mcp?key=…` — a secret: whoever holds it can run commands on the sprite.
+    pub url: String,
+    pub url_file: PathBuf,
+    /// False when an existing key for the same host was kept.
+    pub new_key: bool,
+}
+
+/// Where the operator keeps a sprite's MCP URL.
+pub fn url_file(sprite: &str) -> PathBuf {
+    super::zodex_home()
+        .join("sprites")
+        .join(sprite)
+        .join("mcp-url")
+}
+
+fn valid_host(host: &str) -> bool {
+    let (name, port) = match host.rsplit_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (host, None),
+    };
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+        && port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0))
+}
+
+fn host_of(url: &str) -> Option<&str> {
+    url.strip_prefix("https://")?.split('/').next()
+}
+
+/// Creates (or, without `rotate`, reuses) the MCP key of `sprite` for `host`.
+pub fn connect(sprite: &SpriteEntry, host: &str, rotate: bool) -> Result<Connection, ConnectError> {
+    if !valid_host(host) {
+        return Err(ConnectError::BadHost(host.to_string()));
+    }
+    let path = url_file(&sprite.name);
+    if !rotate && let Ok(existing) = std::fs::read_to_string(&path) {
+        let existing = existing.trim().to_string();
+        match host_of(&existing) {
+            Some(old) if old == host => {
+                return Ok(Connection {
+                    sprite: sprite.name.clone(),
+                    url: existing,
+                    url_file: path,
+                    new_key: false,
+                });
+            }
+            Some(old) => {
+                return Err(ConnectError::OtherHost {
+                    sprite: sprite.name.clone(),
+                    old_host: old.to_string(),
+                    new_host: host.to_string(),
+                });
+            }
+            None => {}
+        }
+    }
+    let key = generate_key().map_err(|e| ConnectError::Key(e.to_string()))?;
+    let request = AdminRequest::SetMcpKeyHash {
+        sha256: KeyHash::of_key(&key).to_hex(),
+    };
+    let response = transport::call(sprite, &request)?;
+    if !response.ok {
+        return Err(ConnectError::Refused {
+            sprite: sprite.name.clone(),
+            message: response.error.map(|e| e.message).unwrap_or_default(),
+        });
+    }
+    let url = format!("https://{host}/mcp?key={key}");
+    let store_err = |source| ConnectError::Store {
+        path: path.clone(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(store_err)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(store_err)?;
+    file.write_all(format!("{url}\n").as_bytes())
+        .map_err(store_err)?;
+    std::fs::rename(&tmp, &path).map_err(store_err)?;
+    Ok(Connection {
+        sprite: sprite.name.clone(),
+        url,
+        url_file: path,
+        new_key: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_names_with_an_optional_port() {
+        for good in ["sprite-1.example.com", "localhost:8443", "a"] {
+            assert!(valid_host(good), "{good}");
+        }
+        for bad in [
+            "",
+            "https://x",
+            "x/mcp",
+            "x:0",
+            "x:99999",
+            "a..b",
+            "sp ace",
+            "x?key=1",
+        ] {
+            assert!(!valid_host(bad), "{bad}");
+        }
+        assert_eq!(host_of("https://h:1/mcp?key=k"), Some("h:1"));
+    }
+}
