@@ -334,7 +334,7 @@ impl Engine {
         yolo: Option<&YoloScope>,
         now: i64,
         schema: Option<&cedar_policy::Schema>,
-    ) -> Result<(Request, Entities), String> {
+    ) -> std::result::Result<(Request, Entities), String> {
         let principal_uid = match principal {
             Principal::Agent => uid("Agent", "agent"),
             Principal::Operator(who) => uid("Operator", who),
