@@ -5,3 +5,4 @@
 //! `zodex-prd` and shows the answer. Its checks are courtesy, never security.
 
 pub mod client;
+pub mod credential;

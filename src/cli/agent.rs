@@ -35,10 +35,14 @@ enum Command {
     },
     /// Serve the three MCP tools over HTTP (or stdio) as the agent user.
     Serve(super::serve::ServeArgs),
-    /// The git credential helper (`get`, `store`, `erase`).
+    /// The git credential helper (`get`, `store`, `erase`); configure it with
+    /// `credential.helper='!zodex-agent credential'` and `credential.useHttpPath=true`.
     Credential {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
+        /// The sprite's configuration (default: $ZODEX_CONFIG, else /etc/zodex/zodex.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// What git asks: get, store or erase (others are ignored, as git expects).
+        operation: String,
     },
 }
 
@@ -86,9 +90,7 @@ pub fn main() -> i32 {
             eprintln!("error: {e:#}");
             EXIT_FAILURE
         }),
-        Command::Credential { .. } => {
-            not_built("the git credential helper (`zodex-agent credential`)")
-        }
+        Command::Credential { config, operation } => credential(config, &operation),
     }
 }
 
@@ -205,4 +207,100 @@ fn request_push(config: Option<&PathBuf>, json: bool, request: &AgentRequest, wa
             }
         }
     }
+}
+
+/// `zodex-agent credential OP`: git's credential protocol on stdin/stdout. Anything this helper
+/// does not serve gets empty output, so git falls through to its next helper.
+fn credential(config: Option<PathBuf>, operation: &str) -> i32 {
+    use crate::agent::credential::{CredentialAnswer, read_request};
+    let request = match read_request(&mut std::io::stdin().lock()) {
+        Ok(request) => request,
+        Err(e) => {
+            eprintln!("zodex-agent credential: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    if operation == "store" || (operation != "get" && operation != "erase") {
+        return 0;
+    }
+    let path = crate::publisher::config::Config::resolve_path(config.as_deref());
+    let settings = match crate::publisher::config::Config::load(&path) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("zodex-agent credential: {e}");
+            return 0;
+        }
+    };
+    let served = settings
+        .github
+        .as_ref()
+        .map(|g| g.git_url.clone())
+        .unwrap_or_else(|| crate::publisher::config::DEFAULT_GIT_URL.to_string());
+    let served_host = served
+        .split_once("://")
+        .map(|(_, rest)| rest.split('/').next().unwrap_or_default().to_ascii_lowercase())
+        .unwrap_or_default();
+    let Some(host) = request
+        .host
+        .as_deref()
+        .filter(|h| h.eq_ignore_ascii_case(&served_host))
+    else {
+        return 0;
+    };
+    let Some(repo_path) = request.path.clone() else {
+        eprintln!(
+            "zodex-agent credential: git did not send the repository path; run `git config --global credential.useHttpPath true`"
+        );
+        return 0;
+    };
+    let wire = if operation == "get" {
+        AgentRequest::Credential {
+            host: host.to_string(),
+            path: repo_path,
+        }
+    } else {
+        AgentRequest::CredentialErase {
+            host: host.to_string(),
+            path: repo_path,
+        }
+    };
+    let response = match client::call(&settings.agent_socket, &wire) {
+        Ok(response) => response,
+        Err(e) => {
+            eprintln!("zodex-agent credential: {e}");
+            return 0;
+        }
+    };
+    if !response.ok {
+        let message = response
+            .error
+            .as_ref()
+            .map(|e| match &e.unblock {
+                Some(unblock) => format!("{}; {unblock}", e.message),
+                None => e.message.clone(),
+            })
+            .unwrap_or_else(|| "zodex-prd refused without a reason".into());
+        eprintln!("zodex-agent credential: {}", message.replace('\n', " "));
+        return 0;
+    }
+    if operation != "get" {
+        return 0;
+    }
+    let grant: Option<crate::publisher::wire::CredentialGrant> = response
+        .result
+        .and_then(|v| serde_json::from_value(v).ok());
+    let Some(grant) = grant else {
+        eprintln!("zodex-agent credential: zodex-prd sent an answer this helper does not understand; install matching versions");
+        return 0;
+    };
+    let answer = CredentialAnswer {
+        username: grant.username,
+        password: grant.password,
+        password_expiry_utc: grant.password_expiry_utc,
+    };
+    let mut stdout = std::io::stdout().lock();
+    if stdout.write_all(answer.to_lines().as_bytes()).and_then(|_| stdout.flush()).is_err() {
+        return EXIT_FAILURE;
+    }
+    0
 }

@@ -85,6 +85,7 @@ pub fn default_config(dir: &Path) -> Config {
             default_branch: Some("main".into()),
         }],
         mcp: Some(mcp_table(dir)),
+        github: None,
     }
 }
 

@@ -36,6 +36,47 @@ pub struct Config {
     /// only `key_hash_file` from it, to store the hash `zodex sprite connect` sends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<toml::Table>,
+    /// `[github]`: where GitHub is and the two Apps `zodex-prd` acts as. Without it, every
+    /// request that needs GitHub is refused with a message naming this table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubConfig>,
+}
+
+/// The `[github]` table. The API and git base URLs default to github.com; point both at a
+/// GitHub Enterprise Server or a devhub to use that instead.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GithubConfig {
+    /// The REST API base, without a trailing slash (GHES: `https://HOST/api/v3`).
+    #[serde(default = "default_api_url")]
+    pub api_url: String,
+    /// The git (and web) base: repositories are `<git_url>/<owner>/<name>.git`.
+    #[serde(default = "default_git_url")]
+    pub git_url: String,
+    /// `[github.reader]`: the App that mints `contents: read` tokens.
+    pub reader: GithubApp,
+    /// `[github.writer]`: the App that mints write tokens.
+    pub writer: GithubApp,
+}
+
+/// One GitHub App: its id and the path of its private key (PEM, readable by the publisher user
+/// only; the file is read at start and never copied).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GithubApp {
+    pub app_id: u64,
+    pub private_key_file: PathBuf,
+}
+
+pub const DEFAULT_API_URL: &str = "https://api.github.com";
+pub const DEFAULT_GIT_URL: &str = "https://github.com";
+
+fn default_api_url() -> String {
+    DEFAULT_API_URL.to_string()
+}
+
+fn default_git_url() -> String {
+    DEFAULT_GIT_URL.to_string()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -123,5 +164,29 @@ mod tests {
         assert!(!config.targets().unwrap().is_empty());
         let round = toml::from_str::<Config>(&config.to_toml()).unwrap();
         assert_eq!(round, config);
+    }
+
+    #[test]
+    fn github_table_has_defaults_and_refuses_unknown_keys() {
+        let base =
+            "state_dir = \"/s\"\nadmin_socket = \"/a\"\nagent_socket = \"/g\"\nagent_uid = 5\n";
+        let apps = "[github.reader]\napp_id = 1\nprivate_key_file = \"/k/r.pem\"\n[github.writer]\napp_id = 2\nprivate_key_file = \"/k/w.pem\"\n";
+        let config: Config = toml::from_str(&format!("{base}[github]\n{apps}")).unwrap();
+        let github = config.github.clone().unwrap();
+        assert_eq!(github.api_url, DEFAULT_API_URL);
+        assert_eq!(github.git_url, DEFAULT_GIT_URL);
+        assert_eq!(github.writer.app_id, 2);
+        let round = toml::from_str::<Config>(&config.to_toml()).unwrap();
+        assert_eq!(round, config);
+        let err = toml::from_str::<Config>(&format!("{base}[github]\napi_uri = \"x\"\n{apps}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("api_uri"), "{err}");
+        let err = toml::from_str::<Config>(&format!(
+            "{base}[github]\n{apps}key_file = \"/k\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("key_file"), "{err}");
     }
 }

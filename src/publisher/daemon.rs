@@ -1,5 +1,6 @@
 //! `zodex-prd serve`: binds the admin and agent sockets, checks every peer's uid, and hands each
-//! request to the [`Host`]. A background task expires grants every second.
+//! request to the [`Host`]. A background task expires grants every second and revokes the write
+//! tokens of grants that ended.
 
 use super::config::Config;
 use super::host::{Host, HostError};
@@ -62,6 +63,13 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
                 Ok(Ok(n)) if n > 0 => tracing::info!(expired = n, "grants expired"),
                 Ok(Err(e)) => tracing::error!(error = %e, "expiring grants failed"),
                 _ => {}
+            }
+            // Write tokens live no longer than their grant: revoke those of ended grants.
+            let host = expiry_host.clone();
+            if let Ok(n) = tokio::task::spawn_blocking(move || host.revoke_ended_tokens()).await
+                && n > 0
+            {
+                tracing::info!(revoked = n, "revoked write tokens of ended grants");
             }
         }
     });

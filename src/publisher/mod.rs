@@ -3,7 +3,9 @@
 //! checks every peer's uid, and decides every write before acting on it.
 
 pub mod config;
+pub mod credentials;
 pub mod daemon;
+pub mod github;
 pub mod host;
 pub mod sockets;
 pub mod wire;

@@ -116,6 +116,37 @@ pub enum AgentRequest {
         repo: String,
     },
     Status,
+    /// The credential helper's `get`: a token for the repository `path` names on `host`.
+    Credential {
+        host: String,
+        path: String,
+    },
+    /// The credential helper's `erase`: forget the cached token (and revoke a write token).
+    CredentialErase {
+        host: String,
+        path: String,
+    },
+}
+
+/// What `zodex-prd` answers to [`AgentRequest::Credential`] (the `result`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialGrant {
+    pub username: String,
+    pub password: String,
+    /// Unix seconds.
+    pub password_expiry_utc: i64,
+    /// `read` or `write`.
+    pub kind: String,
+}
+
+impl std::fmt::Debug for CredentialGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CredentialGrant")
+            .field("username", &self.username)
+            .field("password_expiry_utc", &self.password_expiry_utc)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

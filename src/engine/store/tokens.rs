@@ -51,6 +51,24 @@ impl Facts<'_> {
         Ok(changed == 1)
     }
 
+    /// Takes back a revocation mark after revoking at GitHub failed, so a later sweep retries.
+    pub fn unmark_token_revoked(&self, token_sha256: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE issued_tokens SET revoked_at = NULL WHERE token_sha256 = ?1",
+            params![token_sha256],
+        )?;
+        Ok(())
+    }
+
+    /// The recorded token with this hash, if any.
+    pub fn token(&self, token_sha256: &str) -> Result<Option<IssuedToken>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT * FROM issued_tokens WHERE token_sha256 = ?1")?;
+        let mut rows = stmt.query_map([token_sha256], token_row)?;
+        Ok(rows.next().transpose()?)
+    }
+
     /// Unrevoked, unexpired tokens minted under a grant that no longer confers authority.
     pub fn tokens_of_ended_grants(&self, now: i64) -> Result<Vec<IssuedToken>> {
         let mut stmt = self.conn.prepare_cached(
@@ -58,20 +76,22 @@ impl Facts<'_> {
              WHERE t.revoked_at IS NULL AND t.expires_at > ?1
                AND (g.state != 'active' OR (g.expires_at IS NOT NULL AND g.expires_at <= ?1))",
         )?;
-        let rows = stmt.query_map([now], |row| {
-            Ok(IssuedToken {
-                token_sha256: row.get("token_sha256")?,
-                repo_key: row.get("repo_key")?,
-                app: row.get("app")?,
-                permissions: row.get("permissions")?,
-                purpose: row.get("purpose")?,
-                grant_id: row.get("grant_id")?,
-                audit_id: row.get("audit_id")?,
-                issued_at: row.get("issued_at")?,
-                expires_at: row.get("expires_at")?,
-                revoked_at: row.get("revoked_at")?,
-            })
-        })?;
+        let rows = stmt.query_map([now], token_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+}
+
+fn token_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<IssuedToken> {
+    Ok(IssuedToken {
+        token_sha256: row.get("token_sha256")?,
+        repo_key: row.get("repo_key")?,
+        app: row.get("app")?,
+        permissions: row.get("permissions")?,
+        purpose: row.get("purpose")?,
+        grant_id: row.get("grant_id")?,
+        audit_id: row.get("audit_id")?,
+        issued_at: row.get("issued_at")?,
+        expires_at: row.get("expires_at")?,
+        revoked_at: row.get("revoked_at")?,
+    })
 }

@@ -1,0 +1,168 @@
+//! The git credential helper protocol (`git help credential`), as `zodex-agent credential`
+//! speaks it: `key=value` lines up to a blank line or end of input, `capability[]` lines,
+//! unknown keys ignored, lines over 64 KiB refused. Pure parsing and formatting; asking
+//! `zodex-prd` is the CLI's job, deciding is the publisher's.
+//!
+//! Architecture invariant: nothing here writes a token anywhere but stdout.
+
+use std::io::BufRead;
+
+/// The longest line accepted (git's own limit is lower).
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// What git asked about. Only the keys the helper uses are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CredentialRequest {
+    pub protocol: Option<String>,
+    pub host: Option<String>,
+    pub path: Option<String>,
+    pub username: Option<String>,
+    pub capabilities: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ProtocolError {
+    #[error("a credential line is over {MAX_LINE_BYTES} bytes; refusing it")]
+    LineTooLong,
+    #[error("a credential line is not `key=value`")]
+    NotKeyValue,
+    #[error("the credential input is not UTF-8")]
+    NotUtf8,
+    #[error("reading the credential input failed: {0}")]
+    Io(String),
+}
+
+/// Reads one request: lines up to a blank line or end of input.
+pub fn read_request<R: BufRead>(input: &mut R) -> Result<CredentialRequest, ProtocolError> {
+    let mut request = CredentialRequest::default();
+    loop {
+        let mut line = Vec::new();
+        let n = std::io::Read::take(&mut *input, MAX_LINE_BYTES as u64 + 2)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| ProtocolError::Io(e.to_string()))?;
+        if n == 0 {
+            break;
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        } else if line.len() > MAX_LINE_BYTES {
+            return Err(ProtocolError::LineTooLong);
+        }
+        if line.len() > MAX_LINE_BYTES {
+            return Err(ProtocolError::LineTooLong);
+        }
+        if line.is_empty() {
+            break;
+        }
+        let line = String::from_utf8(line).map_err(|_| ProtocolError::NotUtf8)?;
+        let (key, value) = line.split_once('=').ok_or(ProtocolError::NotKeyValue)?;
+        let value = value.to_string();
+        match key {
+            "protocol" => request.protocol = Some(value),
+            "host" => request.host = Some(value),
+            "path" => request.path = Some(value),
+            "username" => request.username = Some(value),
+            "capability[]" => request.capabilities.push(value),
+            // url= is git's shorthand; password, wwwauth[], state[] and the rest are not
+            // needed to answer.
+            _ => {}
+        }
+    }
+    Ok(request)
+}
+
+/// A credential to give git.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CredentialAnswer {
+    pub username: String,
+    pub password: String,
+    /// Unix seconds.
+    pub password_expiry_utc: i64,
+}
+
+impl std::fmt::Debug for CredentialAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CredentialAnswer")
+            .field("username", &self.username)
+            .field("password_expiry_utc", &self.password_expiry_utc)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CredentialAnswer {
+    /// The answer's lines, in git's format.
+    pub fn to_lines(&self) -> String {
+        format!(
+            "username={}\npassword={}\npassword_expiry_utc={}\n",
+            self.username, self.password, self.password_expiry_utc
+        )
+    }
+}
+
+/// The `owner/name` a `path` names (`demo/app.git`, `demo/app`, `/demo/app.git/`), if any.
+pub fn repo_of_path(path: &str) -> Option<String> {
+    let path = path.trim_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    let mut parts = path.split('/');
+    let (owner, name) = (parts.next()?, parts.next()?);
+    if owner.is_empty() || name.is_empty() || parts.next().is_some() {
+        return None;
+    }
+    Some(format!("{owner}/{name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &[u8]) -> Result<CredentialRequest, ProtocolError> {
+        read_request(&mut std::io::Cursor::new(text))
+    }
+
+    #[test]
+    fn reads_key_values_to_a_blank_line_and_ignores_unknown_keys() {
+        let request = parse(
+            b"capability[]=authtype\ncapability[]=state\nprotocol=https\nhost=github.com\npath=demo/app.git\nwwwauth[]=Basic realm=\"x\"\nfuture=1\n\nhost=ignored\n",
+        )
+        .unwrap();
+        assert_eq!(request.protocol.as_deref(), Some("https"));
+        assert_eq!(request.host.as_deref(), Some("github.com"));
+        assert_eq!(request.path.as_deref(), Some("demo/app.git"));
+        assert_eq!(request.capabilities, vec!["authtype", "state"]);
+        // End of input also ends a request.
+        assert_eq!(parse(b"host=h").unwrap().host.as_deref(), Some("h"));
+    }
+
+    #[test]
+    fn refuses_long_lines_and_non_key_value_lines() {
+        let mut long = b"path=".to_vec();
+        long.extend(std::iter::repeat_n(b'a', MAX_LINE_BYTES));
+        long.push(b'\n');
+        assert_eq!(parse(&long), Err(ProtocolError::LineTooLong));
+        long.pop();
+        assert_eq!(parse(&long), Err(ProtocolError::LineTooLong));
+        assert_eq!(parse(b"nonsense\n"), Err(ProtocolError::NotKeyValue));
+    }
+
+    #[test]
+    fn paths_name_one_repository() {
+        assert_eq!(repo_of_path("demo/app.git").as_deref(), Some("demo/app"));
+        assert_eq!(repo_of_path("/demo/app/").as_deref(), Some("demo/app"));
+        assert_eq!(repo_of_path("demo"), None);
+        assert_eq!(repo_of_path("demo/app/info/refs"), None);
+    }
+
+    #[test]
+    fn answers_in_gits_format_and_debug_hides_the_password() {
+        let answer = CredentialAnswer {
+            username: "x-access-token".into(),
+            password: "ghs_secret".into(),
+            password_expiry_utc: 1_800_000_000,
+        };
+        assert_eq!(
+            answer.to_lines(),
+            "username=x-access-token\npassword=ghs_secret\npassword_expiry_utc=1800000000\n"
+        );
+        assert!(!format!("{answer:?}").contains("secret"));
+    }
+}

@@ -1,0 +1,451 @@
+//! The GitHub client: the only code in Zodex that calls GitHub. It signs App JWTs, checks which
+//! App is installed on a repository (coverage), mints one-repository installation tokens with
+//! the least permissions for what was decided, and revokes them.
+//!
+//! It does not decide anything: callers ask the engine first and pass what was decided. It
+//! never logs or returns a token in an error; tokens are [`Token`] values whose `Debug` is a
+//! hash. Octocrab is the HTTP transport; the retry policy ([`RetryPolicy`]) is ours, so that a
+//! permission 403 is never retried and rate limits wait exactly what GitHub asks.
+//!
+//! **API boundary:** [`GitHub::from_config`], [`GitHub::check_coverage`], [`GitHub::mint`],
+//! [`GitHub::revoke`], and [`record`] (writing what was learnt into the engine's state).
+
+mod error;
+mod http;
+mod jwt;
+pub mod record;
+mod token;
+
+pub use error::GithubError;
+pub use http::RetryPolicy;
+pub use jwt::{AppKey, EXP_AHEAD_SECS, IAT_BACKDATE_SECS};
+pub use token::{Token, TokenUse};
+
+use crate::engine::RepoName;
+use crate::engine::store::{App, CoverageFact};
+use crate::publisher::config::GithubConfig;
+use ::http::Method;
+use http::Auth;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+/// The REST API version Zodex is written against.
+pub const API_VERSION: &str = "2022-11-28";
+/// How long a positive coverage check is trusted.
+pub const COVERAGE_POSITIVE_SECS: i64 = 10 * 60;
+/// How long a negative coverage check is trusted (short: an operator may be installing it).
+pub const COVERAGE_NEGATIVE_SECS: i64 = 60;
+
+/// A client for one GitHub (github.com, a GHES, or a devhub) acting as the two Zodex Apps.
+pub struct GitHub {
+    http: octocrab::Octocrab,
+    api_url: String,
+    git_url: String,
+    /// The API URL's path (`/api/v3` on GHES), put before every request path.
+    path_prefix: String,
+    reader: AppKey,
+    writer: AppKey,
+    retry: RetryPolicy,
+    /// GitHub's clock minus ours, learnt from a clock-skew refusal.
+    clock_offset: AtomicI64,
+}
+
+impl std::fmt::Debug for GitHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitHub")
+            .field("api_url", &self.api_url)
+            .field("git_url", &self.git_url)
+            .field("reader", &self.reader)
+            .field("writer", &self.writer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Both Apps' coverage of one repository, as checked just now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coverage {
+    pub reader: CoverageFact,
+    pub writer: CoverageFact,
+}
+
+impl Coverage {
+    pub fn of(&self, app: App) -> &CoverageFact {
+        match app {
+            App::Reader => &self.reader,
+            App::Writer => &self.writer,
+        }
+    }
+}
+
+/// A token GitHub just minted, with what it grants.
+#[derive(Debug, Clone)]
+pub struct MintedToken {
+    pub token: Token,
+    pub repo: RepoName,
+    pub app: App,
+    pub installation_id: i64,
+    pub token_use: TokenUse,
+    /// The permissions GitHub says the token has.
+    pub permissions: BTreeMap<String, String>,
+    /// Unix seconds.
+    pub expires_at: i64,
+}
+
+/// A pull request to open.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NewPull {
+    pub title: String,
+    pub head: String,
+    pub base: String,
+    pub body: String,
+    pub draft: bool,
+}
+
+/// A pull request GitHub opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenedPull {
+    pub number: u64,
+    pub html_url: String,
+}
+
+/// The outcome of a revocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revocation {
+    Revoked,
+    /// GitHub answered 401: the token was already revoked or had expired.
+    AlreadyGone,
+}
+
+impl GitHub {
+    /// A client for `config`: reads both Apps' private keys.
+    pub fn from_config(config: &GithubConfig) -> Result<Self, GithubError> {
+        let reader = AppKey::load(App::Reader, &config.reader)?;
+        let writer = AppKey::load(App::Writer, &config.writer)?;
+        Self::new(&config.api_url, &config.git_url, reader, writer)
+    }
+
+    pub fn new(
+        api_url: &str,
+        git_url: &str,
+        reader: AppKey,
+        writer: AppKey,
+    ) -> Result<Self, GithubError> {
+        let api_url = api_url.trim_end_matches('/').to_string();
+        let uri: ::http::Uri = api_url
+            .parse()
+            .map_err(|e| GithubError::Config(format!("api_url {api_url:?} is not a URL: {e}")))?;
+        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            return Err(GithubError::Config(format!(
+                "api_url {api_url:?} needs a scheme and host, like https://api.github.com"
+            )));
+        };
+        let base = format!("{scheme}://{authority}");
+        let path_prefix = uri.path().trim_end_matches('/').to_string();
+        let http = octocrab::Octocrab::builder()
+            .base_uri(base.as_str())
+            .map_err(|e| GithubError::Config(format!("api_url {api_url:?}: {e}")))?
+            .set_connect_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .add_header(
+                ::http::header::USER_AGENT,
+                concat!("zodex-prd/", env!("CARGO_PKG_VERSION")).to_string(),
+            )
+            .build()
+            .map_err(|e| GithubError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            http,
+            api_url,
+            git_url: git_url.trim_end_matches('/').to_string(),
+            path_prefix,
+            reader,
+            writer,
+            retry: RetryPolicy::default(),
+            clock_offset: AtomicI64::new(0),
+        })
+    }
+
+    /// The same client with another retry policy (tests shorten the backoff).
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Pretends this machine's clock is `secs` off GitHub's (tests of the clock-skew retry).
+    pub fn with_clock_offset(self, secs: i64) -> Self {
+        self.clock_offset.store(secs, Ordering::Relaxed);
+        self
+    }
+
+    pub fn api_url(&self) -> &str {
+        &self.api_url
+    }
+
+    pub fn git_url(&self) -> &str {
+        &self.git_url
+    }
+
+    /// The host git uses for this GitHub (`github.com`, or `127.0.0.1:PORT` for a devhub).
+    pub fn git_host(&self) -> Option<String> {
+        let uri: ::http::Uri = self.git_url.parse().ok()?;
+        uri.authority().map(|a| a.as_str().to_ascii_lowercase())
+    }
+
+    pub fn app_key(&self, app: App) -> &AppKey {
+        match app {
+            App::Reader => &self.reader,
+            App::Writer => &self.writer,
+        }
+    }
+
+    /// Our clock, corrected by what GitHub's told us.
+    fn now(&self) -> i64 {
+        chrono::Utc::now().timestamp() + self.clock_offset.load(Ordering::Relaxed)
+    }
+
+    /// `GET /repos/{o}/{r}/installation` as `app`: the installation id, or `None` when the App
+    /// is not installed there (or the repository does not exist for it).
+    pub async fn installation_id(
+        &self,
+        app: App,
+        repo: &RepoName,
+    ) -> Result<Option<i64>, GithubError> {
+        let what = format!("the {} App's installation lookup on {repo}", app.as_str());
+        let path = format!("/repos/{}/{}/installation", repo.owner(), repo.name());
+        let reply = self
+            .call(&what, Method::GET, &path, Auth::App(self.app_key(app)), None)
+            .await?;
+        match reply.status {
+            200 => reply
+                .body
+                .get("id")
+                .and_then(|v| v.as_i64())
+                .map(Some)
+                .ok_or_else(|| GithubError::Decode {
+                    what,
+                    message: "no installation `id`".into(),
+                }),
+            404 => Ok(None),
+            401 => Err(GithubError::Unauthorized {
+                what,
+                app: app.as_str(),
+                message: reply.message(),
+            }),
+            status => Err(GithubError::Unexpected {
+                what,
+                status,
+                message: reply.message(),
+            }),
+        }
+    }
+
+    /// Checks both Apps on `repo`; `now` stamps the facts (positive for 10 minutes, negative
+    /// for 1). Any error fails the whole check: the caller records nothing and decides on
+    /// what it knew (stale coverage counts as not installed — fail closed).
+    pub async fn check_coverage(&self, repo: &RepoName, now: i64) -> Result<Coverage, GithubError> {
+        let (reader, writer) = tokio::try_join!(
+            self.installation_id(App::Reader, repo),
+            self.installation_id(App::Writer, repo)
+        )?;
+        let fact = |id: Option<i64>| CoverageFact {
+            installed: id.is_some(),
+            installation_id: id,
+            default_branch: None,
+            checked_at: now,
+            expires_at: now
+                + if id.is_some() {
+                    COVERAGE_POSITIVE_SECS
+                } else {
+                    COVERAGE_NEGATIVE_SECS
+                },
+        };
+        Ok(Coverage {
+            reader: fact(reader),
+            writer: fact(writer),
+        })
+    }
+
+    /// Mints a token for exactly `repo` with the least permissions for `token_use`, through
+    /// `installation_id` (from a coverage check; `None` looks it up first).
+    pub async fn mint(
+        &self,
+        repo: &RepoName,
+        token_use: TokenUse,
+        installation_id: Option<i64>,
+    ) -> Result<MintedToken, GithubError> {
+        let app = token_use.app();
+        let key = self.app_key(app);
+        let not_installed = || GithubError::NotInstalled {
+            app,
+            app_id: key.app_id,
+            repo: repo.to_string(),
+        };
+        let installation_id = match installation_id {
+            Some(id) => id,
+            None => self
+                .installation_id(app, repo)
+                .await?
+                .ok_or_else(not_installed)?,
+        };
+        let what = format!(
+            "minting a {} token for {repo} (the {} App)",
+            token_use.purpose(),
+            app.as_str()
+        );
+        let permissions = token_use.permissions();
+        let body = serde_json::json!({
+            "repositories": [repo.name()],
+            "permissions": permissions,
+        });
+        let path = format!("/app/installations/{installation_id}/access_tokens");
+        let reply = self
+            .call(&what, Method::POST, &path, Auth::App(key), Some(&body))
+            .await?;
+        match reply.status {
+            201 => {}
+            404 => return Err(not_installed()),
+            422 if reply.message().contains("permissions requested are not granted") => {
+                return Err(GithubError::Permission {
+                    what,
+                    permission: Some(
+                        permissions
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    ),
+                    message: format!(
+                        "{} (the {} App's installation must grant these; change the App's permissions and accept them on the installation)",
+                        reply.message(),
+                        app.as_str()
+                    ),
+                });
+            }
+            422 => return Err(not_installed()),
+            401 => {
+                return Err(GithubError::Unauthorized {
+                    what,
+                    app: app.as_str(),
+                    message: reply.message(),
+                });
+            }
+            status => {
+                return Err(GithubError::Unexpected {
+                    what,
+                    status,
+                    message: reply.message(),
+                });
+            }
+        }
+        let decode = |message: &str| GithubError::Decode {
+            what: what.clone(),
+            message: message.to_string(),
+        };
+        let token = reply
+            .body
+            .get("token")
+            .and_then(|v| v.as_str())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| decode("no `token`"))?;
+        let expires_at = reply
+            .body
+            .get("expires_at")
+            .and_then(|v| v.as_str())
+            .and_then(|v| chrono::DateTime::parse_from_rfc3339(v).ok())
+            .ok_or_else(|| decode("no RFC 3339 `expires_at`"))?
+            .timestamp();
+        let granted = reply
+            .body
+            .get("permissions")
+            .and_then(|v| v.as_object())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_else(|| permissions.clone());
+        let token = Token::new(token.to_string());
+        tracing::info!(
+            repo = %repo,
+            app = app.as_str(),
+            token_sha256 = %token.sha256(),
+            expires_at,
+            purpose = token_use.purpose(),
+            "minted an installation token"
+        );
+        Ok(MintedToken {
+            token,
+            repo: repo.clone(),
+            app,
+            installation_id,
+            token_use,
+            permissions: granted,
+            expires_at,
+        })
+    }
+
+    /// `POST /repos/{o}/{r}/pulls` with a writer token (`pull_requests: write`).
+    pub async fn open_pull_request(
+        &self,
+        token: &Token,
+        repo: &RepoName,
+        pull: &NewPull,
+    ) -> Result<OpenedPull, GithubError> {
+        let what = format!("opening a pull request on {repo}");
+        let path = format!("/repos/{}/{}/pulls", repo.owner(), repo.name());
+        let body = serde_json::to_value(pull).expect("a pull request always serialises");
+        let reply = self
+            .call(&what, Method::POST, &path, Auth::Token(token), Some(&body))
+            .await?;
+        if reply.status != 201 {
+            let details = reply
+                .body
+                .get("errors")
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            return Err(GithubError::Unexpected {
+                what,
+                status: reply.status,
+                message: format!("{}{details}", reply.message()),
+            });
+        }
+        let number = reply.body.get("number").and_then(|v| v.as_u64());
+        let url = reply.body.get("html_url").and_then(|v| v.as_str());
+        match (number, url) {
+            (Some(number), Some(url)) => Ok(OpenedPull {
+                number,
+                html_url: url.to_string(),
+            }),
+            _ => Err(GithubError::Decode {
+                what,
+                message: "no `number` or `html_url`".into(),
+            }),
+        }
+    }
+
+    /// `DELETE /installation/token`: 204 revoked, 401 already gone; 5xx are retried.
+    pub async fn revoke(&self, token: &Token) -> Result<Revocation, GithubError> {
+        let what = format!("revoking token sha256:{}", &token.sha256()[..12]);
+        let reply = self
+            .call(
+                &what,
+                Method::DELETE,
+                "/installation/token",
+                Auth::Token(token),
+                None,
+            )
+            .await?;
+        match reply.status {
+            204 | 200 => {
+                tracing::info!(token_sha256 = %token.sha256(), "revoked an installation token");
+                Ok(Revocation::Revoked)
+            }
+            401 => Ok(Revocation::AlreadyGone),
+            status => Err(GithubError::Unexpected {
+                what,
+                status,
+                message: reply.message(),
+            }),
+        }
+    }
+}

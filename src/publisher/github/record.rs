@@ -1,0 +1,76 @@
+//! Writing what the client learnt into the engine's state: coverage facts, and every minted
+//! token (SHA-256 only) with the decision that justified it; revocation at most once.
+
+use super::{Coverage, GitHub, GithubError, MintedToken, Revocation, Token};
+use crate::engine::RepoName;
+use crate::engine::store::{App, IssuedToken, Store, StoreError};
+
+/// Records both Apps' coverage of `repo`.
+pub fn coverage(store: &mut Store, repo: &RepoName, coverage: &Coverage) -> Result<(), StoreError> {
+    let key = repo.key();
+    store.write(|facts| {
+        facts.record_coverage(&key, App::Reader, &coverage.reader)?;
+        facts.record_coverage(&key, App::Writer, &coverage.writer)
+    })
+}
+
+/// Records a minted token; returns the row as stored.
+pub fn minted(
+    store: &mut Store,
+    minted: &MintedToken,
+    grant_id: Option<i64>,
+    audit_id: Option<i64>,
+    now: i64,
+) -> Result<IssuedToken, StoreError> {
+    let row = IssuedToken {
+        token_sha256: minted.token.sha256(),
+        repo_key: minted.repo.key(),
+        app: minted.app.as_str().to_string(),
+        permissions: serde_json::to_string(&minted.permissions)
+            .expect("a string map always serialises"),
+        purpose: minted.token_use.purpose().to_string(),
+        grant_id,
+        audit_id,
+        issued_at: now,
+        expires_at: minted.expires_at,
+        revoked_at: None,
+    };
+    store.write(|facts| facts.record_token(&row))?;
+    Ok(row)
+}
+
+/// Why a recorded revocation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum RevokeError {
+    #[error(transparent)]
+    Github(#[from] GithubError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Revokes a recorded token at most once: marks it revoked first (a second caller sees it
+/// marked and does nothing), then asks GitHub; if GitHub fails, the mark is taken back so a
+/// later sweep tries again. Returns `None` when it was already revoked.
+pub async fn revoke_once(
+    github: &GitHub,
+    store: &std::sync::Mutex<Store>,
+    token: &Token,
+    now: i64,
+) -> Result<Option<Revocation>, RevokeError> {
+    let sha = token.sha256();
+    let first = lock(store).write(|facts| facts.mark_token_revoked(&sha, now))?;
+    if !first {
+        return Ok(None);
+    }
+    match github.revoke(token).await {
+        Ok(outcome) => Ok(Some(outcome)),
+        Err(error) => {
+            lock(store).write(|facts| facts.unmark_token_revoked(&sha))?;
+            Err(error.into())
+        }
+    }
+}
+
+fn lock(store: &std::sync::Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
+    store.lock().unwrap_or_else(|p| p.into_inner())
+}
