@@ -37,6 +37,16 @@ fn client(demo: &Demo) -> GitHub {
         })
 }
 
+/// Runs `future` on a fresh runtime; the devhub (with its own runtime) is dropped outside it.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
 fn repo(name: &str) -> RepoName {
     RepoName::parse(name).unwrap()
 }
@@ -49,9 +59,10 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-#[tokio::test]
-async fn coverage_positive_and_negative_is_recorded() {
+#[test]
+fn coverage_positive_and_negative_is_recorded() {
     let demo = Demo::start();
+    block_on(async {
     let github = client(&demo);
     let dir = tempfile::tempdir().unwrap();
     let mut store = store(&dir);
@@ -61,7 +72,7 @@ async fn coverage_positive_and_negative_is_recorded() {
     record::coverage(&mut store, &repo("demo/app"), &app).unwrap();
     record::coverage(&mut store, &repo("demo/other"), &other).unwrap();
 
-    let get = |key: &str, app: App| store.read(|f| f.coverage(key, app)).unwrap().unwrap();
+    let mut get = |key: &str, app: App| store.read(|f| f.coverage(key, app)).unwrap().unwrap();
     let writer = get("demo/app", App::Writer);
     assert!(writer.installed);
     assert_eq!(
@@ -77,11 +88,13 @@ async fn coverage_positive_and_negative_is_recorded() {
 
     let nowhere = github.check_coverage(&repo("demo/nope"), t).await.unwrap();
     assert!(!nowhere.reader.installed && !nowhere.writer.installed);
+    });
 }
 
-#[tokio::test]
-async fn app_not_installed_is_a_clear_denial() {
+#[test]
+fn app_not_installed_is_a_clear_denial() {
     let demo = Demo::start();
+    block_on(async {
     let github = client(&demo);
     let err = github
         .mint(&repo("demo/other"), TokenUse::Push { workflows: false }, None)
@@ -101,11 +114,13 @@ async fn app_not_installed_is_a_clear_denial() {
         .await
         .unwrap_err();
     assert!(matches!(err, GithubError::NotInstalled { .. }), "{err:?}");
+    });
 }
 
-#[tokio::test]
-async fn mint_use_and_revoke_once() {
+#[test]
+fn mint_use_and_revoke_once() {
     let demo = Demo::start_with(|c| c.with_token_format(TokenFormat::Long));
+    block_on(async {
     let github = client(&demo);
     let dir = tempfile::tempdir().unwrap();
     let store = std::sync::Mutex::new(store(&dir));
@@ -170,11 +185,13 @@ async fn mint_use_and_revoke_once() {
         work.path(),
         &["clone", "--quiet", &demo.git_url("app", Some(token)), "again"],
     );
+    });
 }
 
-#[tokio::test]
-async fn least_permissions_per_use() {
+#[test]
+fn least_permissions_per_use() {
     let demo = Demo::start();
+    block_on(async {
     let github = client(&demo);
     let push = github
         .mint(&repo("demo/app"), TokenUse::Push { workflows: false }, None)
@@ -194,11 +211,13 @@ async fn least_permissions_per_use() {
         .await
         .unwrap();
     assert_eq!(workflows.permissions.get("workflows").map(String::as_str), Some("write"));
+    });
 }
 
-#[tokio::test]
-async fn one_server_error_then_success_is_one_retry() {
+#[test]
+fn one_server_error_then_success_is_one_retry() {
     let demo = Demo::start();
+    block_on(async {
     let github = client(&demo);
     let installation = Some(demo.seed.reader_installation_id as i64);
     demo.hub.inject(Fault::status(500, 1));
@@ -217,11 +236,13 @@ async fn one_server_error_then_success_is_one_retry() {
         .unwrap_err();
     assert!(matches!(err, GithubError::Server { status: 502, attempts: 4, .. }), "{err:?}");
     demo.hub.clear_faults();
+    });
 }
 
-#[tokio::test]
-async fn secondary_rate_limit_waits_retry_after() {
+#[test]
+fn secondary_rate_limit_waits_retry_after() {
     let demo = Demo::start();
+    block_on(async {
     let github = client(&demo);
     let installation = Some(demo.seed.reader_installation_id as i64);
     demo.hub.inject(Fault::secondary_rate_limit(2, 1));
@@ -241,11 +262,13 @@ async fn secondary_rate_limit_waits_retry_after() {
         .await
         .unwrap_err();
     assert!(matches!(err, GithubError::RateLimited { wait_secs: 3600, .. }), "{err:?}");
+    });
 }
 
-#[tokio::test]
-async fn primary_rate_limit_waits_for_reset() {
+#[test]
+fn primary_rate_limit_waits_for_reset() {
     let demo = Demo::start();
+    block_on(async {
     let github = client(&demo);
     demo.hub.inject(Fault::primary_rate_limit(1, 1));
     let start = Instant::now();
@@ -258,11 +281,13 @@ async fn primary_rate_limit_waits_for_reset() {
         .await
         .unwrap();
     assert!(start.elapsed() >= Duration::from_millis(900), "{:?}", start.elapsed());
+    });
 }
 
-#[tokio::test]
-async fn permission_403_is_not_retried_and_names_the_permission() {
+#[test]
+fn permission_403_is_not_retried_and_names_the_permission() {
     let demo = Demo::start();
+    block_on(async {
     let github = client(&demo);
     let push = github
         .mint(&repo("demo/app"), TokenUse::Push { workflows: false }, None)
@@ -285,11 +310,13 @@ async fn permission_403_is_not_retried_and_names_the_permission() {
     let text = err.to_string();
     assert!(text.contains("`pull_requests=write` permission is missing"), "{text}");
     assert!(!text.contains(push.token.expose()));
+    });
 }
 
-#[tokio::test]
-async fn clock_skew_401_is_retried_once_on_githubs_clock() {
+#[test]
+fn clock_skew_401_is_retried_once_on_githubs_clock() {
     let demo = Demo::start();
+    block_on(async {
     // Our clock seven minutes fast: `exp` lands beyond GitHub's ten-minute cap.
     let github = client(&demo).with_clock_offset(420);
     let before = demo.hub.stats().api_requests;
@@ -302,11 +329,13 @@ async fn clock_skew_401_is_retried_once_on_githubs_clock() {
         .await
         .unwrap();
     assert_eq!(demo.hub.stats().api_requests - before, 2);
+    });
 }
 
-#[tokio::test]
-async fn a_wrong_key_is_unauthorized_not_retried() {
+#[test]
+fn a_wrong_key_is_unauthorized_not_retried() {
     let demo = Demo::start();
+    block_on(async {
     let [_, _, stranger] = keys();
     let reader = AppKey::from_pem(
         App::Reader,
@@ -327,4 +356,5 @@ async fn a_wrong_key_is_unauthorized_not_retried() {
         .unwrap_err();
     assert!(matches!(err, GithubError::Unauthorized { .. }), "{err:?}");
     assert!(err.to_string().contains("[github.reader]") || err.to_string().contains("[github.writer]"));
+    });
 }
