@@ -91,7 +91,11 @@ private_key_file = "{writer_key}"
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !rig.dir.path().join("agent.sock").exists() {
-            assert!(Instant::now() < deadline, "zodex-prd did not start: {}", rig.log());
+            assert!(
+                Instant::now() < deadline,
+                "zodex-prd did not start: {}",
+                rig.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         rig
@@ -102,7 +106,11 @@ private_key_file = "{writer_key}"
     }
 
     fn host(&self) -> String {
-        self.demo.hub.git_url().trim_start_matches("http://").to_string()
+        self.demo
+            .hub
+            .git_url()
+            .trim_start_matches("http://")
+            .to_string()
     }
 
     /// Runs `zodex-agent credential OP` with `input` on stdin.
@@ -216,16 +224,31 @@ fn read_tokens_are_cached_until_the_margin() {
     let minted = || rig.demo.hub.stats().tokens_minted;
     let before = minted();
     let (first, stderr) = rig.get("app");
-    assert_eq!(field(&first, "username"), Some("x-access-token"), "{stderr}");
-    let expiry: i64 = field(&first, "password_expiry_utc").unwrap().parse().unwrap();
+    assert_eq!(
+        field(&first, "username"),
+        Some("x-access-token"),
+        "{stderr}"
+    );
+    let expiry: i64 = field(&first, "password_expiry_utc")
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(expiry > chrono::Utc::now().timestamp());
     let (second, _) = rig.get("app");
     assert_eq!(field(&first, "password"), field(&second, "password"));
-    assert_eq!(minted() - before, 1, "the second get is served from the cache");
+    assert_eq!(
+        minted() - before,
+        1,
+        "the second get is served from the cache"
+    );
     std::thread::sleep(Duration::from_secs(4));
     let (third, _) = rig.get("app");
     assert_ne!(field(&first, "password"), field(&third, "password"));
-    assert_eq!(minted() - before, 2, "past the margin a new token is minted");
+    assert_eq!(
+        minted() - before,
+        2,
+        "past the margin a new token is minted"
+    );
 }
 
 #[test]
@@ -264,9 +287,8 @@ fn silent_where_it_does_not_serve() {
 fn write_token_mode_ends_with_its_grant() {
     let rig = Rig::start(Duration::from_secs(3600));
     let (read, _) = rig.get("app");
-    let granted = rig.admin(
-        r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"via":"token"}"#,
-    );
+    let granted =
+        rig.admin(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"via":"token"}"#);
     assert_eq!(granted["ok"], true, "{granted}");
     let (write, stderr) = rig.get("app");
     let token = field(&write, "password").unwrap().to_string();
@@ -275,13 +297,28 @@ fn write_token_mode_ends_with_its_grant() {
     // The write token pushes.
     let work = tempfile::tempdir().unwrap();
     let url = format!("{}/demo/app.git", rig.demo.hub.git_url());
-    assert!(rig.git(work.path(), &["clone", "--quiet", &url, "app"]).status.success());
+    assert!(
+        rig.git(work.path(), &["clone", "--quiet", &url, "app"])
+            .status
+            .success()
+    );
     let app = work.path().join("app");
     std::fs::write(app.join("new.txt"), "new\n").unwrap();
     assert!(rig.git(&app, &["add", "new.txt"]).status.success());
-    assert!(rig.git(&app, &["commit", "--quiet", "-m", "new"]).status.success());
-    let push = rig.git(&app, &["push", "--quiet", "origin", "HEAD:refs/heads/topic"]);
-    assert!(push.status.success(), "{}", String::from_utf8_lossy(&push.stderr));
+    assert!(
+        rig.git(&app, &["commit", "--quiet", "-m", "new"])
+            .status
+            .success()
+    );
+    let push = rig.git(
+        &app,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/topic"],
+    );
+    assert!(
+        push.status.success(),
+        "{}",
+        String::from_utf8_lossy(&push.stderr)
+    );
 
     let live = |token: &str| {
         rig.demo
@@ -294,7 +331,11 @@ fn write_token_mode_ends_with_its_grant() {
     assert_eq!(revoked["ok"], true, "{revoked}");
     let deadline = Instant::now() + Duration::from_secs(30);
     while live(&token) {
-        assert!(Instant::now() < deadline, "not revoked within 30 s: {}", rig.log());
+        assert!(
+            Instant::now() < deadline,
+            "not revoked within 30 s: {}",
+            rig.log()
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     // Back to read tokens.
@@ -305,9 +346,8 @@ fn write_token_mode_ends_with_its_grant() {
 #[test]
 fn erase_revokes_a_write_token() {
     let rig = Rig::start(Duration::from_secs(3600));
-    let granted = rig.admin(
-        r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"via":"token"}"#,
-    );
+    let granted =
+        rig.admin(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"via":"token"}"#);
     assert_eq!(granted["ok"], true, "{granted}");
     let (write, _) = rig.get("app");
     let token = field(&write, "password").unwrap().to_string();

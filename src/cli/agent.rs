@@ -238,7 +238,12 @@ fn credential(config: Option<PathBuf>, operation: &str) -> i32 {
         .unwrap_or_else(|| crate::publisher::config::DEFAULT_GIT_URL.to_string());
     let served_host = served
         .split_once("://")
-        .map(|(_, rest)| rest.split('/').next().unwrap_or_default().to_ascii_lowercase())
+        .map(|(_, rest)| {
+            rest.split('/')
+                .next()
+                .unwrap_or_default()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default();
     let Some(host) = request
         .host
@@ -286,11 +291,12 @@ fn credential(config: Option<PathBuf>, operation: &str) -> i32 {
     if operation != "get" {
         return 0;
     }
-    let grant: Option<crate::publisher::wire::CredentialGrant> = response
-        .result
-        .and_then(|v| serde_json::from_value(v).ok());
+    let grant: Option<crate::publisher::wire::CredentialGrant> =
+        response.result.and_then(|v| serde_json::from_value(v).ok());
     let Some(grant) = grant else {
-        eprintln!("zodex-agent credential: zodex-prd sent an answer this helper does not understand; install matching versions");
+        eprintln!(
+            "zodex-agent credential: zodex-prd sent an answer this helper does not understand; install matching versions"
+        );
         return 0;
     };
     let answer = CredentialAnswer {
@@ -299,7 +305,11 @@ fn credential(config: Option<PathBuf>, operation: &str) -> i32 {
         password_expiry_utc: grant.password_expiry_utc,
     };
     let mut stdout = std::io::stdout().lock();
-    if stdout.write_all(answer.to_lines().as_bytes()).and_then(|_| stdout.flush()).is_err() {
+    if stdout
+        .write_all(answer.to_lines().as_bytes())
+        .and_then(|_| stdout.flush())
+        .is_err()
+    {
         return EXIT_FAILURE;
     }
     0

@@ -182,11 +182,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("api_uri"), "{err}");
-        let err = toml::from_str::<Config>(&format!(
-            "{base}[github]\n{apps}key_file = \"/k\"\n"
-        ))
-        .unwrap_err()
-        .to_string();
+        let err = toml::from_str::<Config>(&format!("{base}[github]\n{apps}key_file = \"/k\"\n"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("key_file"), "{err}");
     }
 }

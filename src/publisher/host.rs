@@ -54,7 +54,11 @@ impl Host {
         let policies = Policies::load(config.policy_dir.as_deref())?;
         let targets = config.targets().map_err(HostError::Config)?;
         let store = Store::open(&config.state_db())?;
-        let github = config.github.as_ref().map(GitHub::from_config).transpose()?;
+        let github = config
+            .github
+            .as_ref()
+            .map(GitHub::from_config)
+            .transpose()?;
         Ok(Self {
             mcp_key_hash_file: config.mcp_key_hash_file(),
             engine: Engine::new(policies, targets),
@@ -351,20 +355,26 @@ impl Host {
         let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
         let (write, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, now))?;
         if write.allowed {
-            if let Some(cached) = self.credentials.get(&key).filter(|c| {
-                c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now)
-            }) {
+            if let Some(cached) = self
+                .credentials
+                .get(&key)
+                .filter(|c| c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now))
+            {
                 return Ok(grant_of(&cached));
             }
             let (decision, audit_id) = self.with_store(|a, s| {
                 a.decide_audited(s, &agent, &write_ask, now, |event| {
-                    event.detail = Some(serde_json::json!({ "token": "write", "grant": write.grant_id }));
+                    event.detail =
+                        Some(serde_json::json!({ "token": "write", "grant": write.grant_id }));
                 })
             })?;
             if decision.allowed {
                 let grant_id = decision.grant_id;
                 let allow_workflows = match grant_id {
-                    Some(id) => self.with_store(|_, s| s.read(|f| f.grant(id)))?.allow_workflows,
+                    Some(id) => {
+                        self.with_store(|_, s| s.read(|f| f.grant(id)))?
+                            .allow_workflows
+                    }
                     None => false,
                 };
                 let token_use = TokenUse::Push {
@@ -380,7 +390,8 @@ impl Host {
             .get(&key)
             .filter(|c| c.kind == Kind::Read && c.fresh(now))
         {
-            let (decision, denial) = self.with_store(|a, s| a.explain(s, &agent, &read_ask, now))?;
+            let (decision, denial) =
+                self.with_store(|a, s| a.explain(s, &agent, &read_ask, now))?;
             if decision.allowed {
                 return Ok(grant_of(&cached));
             }
@@ -395,10 +406,14 @@ impl Host {
             })
         })?;
         if !decision.allowed {
-            return Err(AuthorityError::Denied(
-                crate::engine::authority::Denial::from_decision(&decision, Some(&repo), &agent),
-            )
-            .into());
+            return Err(
+                AuthorityError::Denied(crate::engine::authority::Denial::from_decision(
+                    &decision,
+                    Some(&repo),
+                    &agent,
+                ))
+                .into(),
+            );
         }
         self.mint_and_cache(github, &repo, TokenUse::Read, None, audit_id, now)
     }
@@ -437,7 +452,12 @@ impl Host {
     }
 
     fn revoke_cached(&self, github: &GitHub, cached: &Cached, now: i64) {
-        match block_on(github::record::revoke_once(github, &self.store, &cached.token, now)) {
+        match block_on(github::record::revoke_once(
+            github,
+            &self.store,
+            &cached.token,
+            now,
+        )) {
             Ok(_) => {}
             Err(e) => tracing::error!(
                 token_sha256 = %cached.token.sha256(),

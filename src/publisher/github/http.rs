@@ -125,7 +125,13 @@ impl GitHub {
             if (500..=599).contains(&status) {
                 if attempt < self.retry.max_attempts {
                     let wait = self.retry.backoff(attempt);
-                    tracing::warn!(what, status, attempt, ?wait, "GitHub server error; retrying");
+                    tracing::warn!(
+                        what,
+                        status,
+                        attempt,
+                        ?wait,
+                        "GitHub server error; retrying"
+                    );
                     tokio::time::sleep(wait).await;
                     continue;
                 }
@@ -143,7 +149,11 @@ impl GitHub {
             {
                 skew_retried = true;
                 self.adopt_server_clock(&reply.headers);
-                tracing::warn!(what, offset = self.clock_offset.load(Ordering::Relaxed), "App JWT refused for clock skew; re-signing on GitHub's clock");
+                tracing::warn!(
+                    what,
+                    offset = self.clock_offset.load(Ordering::Relaxed),
+                    "App JWT refused for clock skew; re-signing on GitHub's clock"
+                );
                 continue;
             }
             if status == 403 || status == 429 {
@@ -235,7 +245,11 @@ impl GitHub {
             .http
             .build_request(builder, body)
             .map_err(|e| e.to_string())?;
-        let response = self.http.execute(request).await.map_err(|e| e.to_string())?;
+        let response = self
+            .http
+            .execute(request)
+            .await
+            .map_err(|e| e.to_string())?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response

@@ -37,11 +37,12 @@ struct Claims {
 impl AppKey {
     /// Reads the App's PEM key file named in the configuration.
     pub fn load(app: App, config: &GithubApp) -> Result<Self, GithubError> {
-        let pem = std::fs::read(&config.private_key_file).map_err(|source| GithubError::KeyFile {
-            app: app.as_str(),
-            path: config.private_key_file.clone(),
-            source,
-        })?;
+        let pem =
+            std::fs::read(&config.private_key_file).map_err(|source| GithubError::KeyFile {
+                app: app.as_str(),
+                path: config.private_key_file.clone(),
+                source,
+            })?;
         Self::from_pem(app, config.app_id, &pem).map_err(|message| GithubError::BadKey {
             app: app.as_str(),
             path: config.private_key_file.clone(),

@@ -213,7 +213,13 @@ impl GitHub {
         let what = format!("the {} App's installation lookup on {repo}", app.as_str());
         let path = format!("/repos/{}/{}/installation", repo.owner(), repo.name());
         let reply = self
-            .call(&what, Method::GET, &path, Auth::App(self.app_key(app)), None)
+            .call(
+                &what,
+                Method::GET,
+                &path,
+                Auth::App(self.app_key(app)),
+                None,
+            )
             .await?;
         match reply.status {
             200 => reply
@@ -304,7 +310,10 @@ impl GitHub {
         match reply.status {
             201 => {}
             404 => return Err(not_installed()),
-            422 if reply.message().contains("permissions requested are not granted") => {
+            422 if reply
+                .message()
+                .contains("permissions requested are not granted") =>
+            {
                 return Err(GithubError::Permission {
                     what,
                     permission: Some(
