@@ -222,10 +222,28 @@ pub fn integration(urls: &Urls, app: &App, installations: usize) -> Value {
     })
 }
 
+/// An installation's `account`. GitHub's description of `GET /app/installations` requires the
+/// account to be both a `simple-user` and an `enterprise` (`allOf`), so the enterprise fields
+/// (`name`, `slug`, `created_at`, `updated_at`) are included too.
+fn installation_account(urls: &Urls, installation: &Installation) -> Value {
+    let mut value = account(urls, &installation.account);
+    let created = timestamp(installation.created_at);
+    merge(
+        &mut value,
+        json!({
+            "name": installation.account,
+            "slug": installation.account,
+            "created_at": created,
+            "updated_at": created,
+        }),
+    );
+    value
+}
+
 pub fn installation(urls: &Urls, installation: &Installation, app: &App) -> Value {
     json!({
         "id": installation.id,
-        "account": account(urls, &installation.account),
+        "account": installation_account(urls, installation),
         "repository_selection": installation.repository_selection.as_str(),
         "access_tokens_url": format!("{}/app/installations/{}/access_tokens", urls.api, installation.id),
         "repositories_url": format!("{}/installation/repositories", urls.api),
