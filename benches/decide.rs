@@ -90,17 +90,30 @@ fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
 fn main() {
     let (_dir, mut store, engine, ask) = setup();
     // Sanity: the benchmarked decision is a real allow through the grant.
-    let decision = store.read(|f| engine.decide(f, &Principal::Agent, &ask, NOW)).unwrap();
+    let decision = store
+        .read(|f| engine.decide(f, &Principal::Agent, &ask, NOW))
+        .unwrap();
     assert!(decision.allowed, "{decision:?}");
     let (request, entities) = {
         let facts = store
             .read(|f| {
                 let repo = RepoName::parse("demo/repo4242").unwrap();
-                Ok((engine.repo_facts(f, &repo, NOW)?, f.candidate_grant(&repo.key())?))
+                Ok((
+                    engine.repo_facts(f, &repo, NOW)?,
+                    f.candidate_grant(&repo.key())?,
+                ))
             })
             .unwrap();
         engine
-            .cedar_request(&Principal::Agent, &ask, Some(&facts.0), facts.1.as_ref(), None, NOW, None)
+            .cedar_request(
+                &Principal::Agent,
+                &ask,
+                Some(&facts.0),
+                facts.1.as_ref(),
+                None,
+                NOW,
+                None,
+            )
             .unwrap()
     };
 
@@ -122,7 +135,11 @@ fn main() {
     let mut bare = Vec::with_capacity(N);
     for _ in 0..N {
         let start = Instant::now();
-        black_box(store.read(|f| engine.decide(f, &Principal::Agent, &ask, NOW)).unwrap());
+        black_box(
+            store
+                .read(|f| engine.decide(f, &Principal::Agent, &ask, NOW))
+                .unwrap(),
+        );
         full.push(start.elapsed());
         let start = Instant::now();
         black_box(engine.authorize(&request, &entities));
@@ -130,7 +147,9 @@ fn main() {
     }
     let (full50, full99) = percentiles(full);
     let (bare50, bare99) = percentiles(bare);
-    println!("push decision incl. SQLite facts: p50 {full50:?}  p99 {full99:?}  (targets: p50 <= 50us, p99 <= 250us)");
+    println!(
+        "push decision incl. SQLite facts: p50 {full50:?}  p99 {full99:?}  (targets: p50 <= 50us, p99 <= 250us)"
+    );
     println!("bare cedar is_authorized:         p50 {bare50:?}  p99 {bare99:?}");
     println!(
         "ratio of medians: {:.2}x (target <= 10x)",

@@ -35,13 +35,22 @@ fn free_port() -> u16 {
 
 fn start_prism(upstream: &str) -> Prism {
     let prism = std::env::var("ZODEX_PRISM").expect("set ZODEX_PRISM (run scripts/prism-contract)");
-    let spec =
-        std::env::var("ZODEX_GITHUB_SPEC").expect("set ZODEX_GITHUB_SPEC (run scripts/prism-contract)");
+    let spec = std::env::var("ZODEX_GITHUB_SPEC")
+        .expect("set ZODEX_GITHUB_SPEC (run scripts/prism-contract)");
     let port = free_port();
     let log = std::env::temp_dir().join(format!("devhub-prism-{port}.log"));
     let child = Command::new("node")
         .arg(&prism)
-        .args(["proxy", "--errors", "-h", "127.0.0.1", "-p", &port.to_string(), &spec, upstream])
+        .args([
+            "proxy",
+            "--errors",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            &spec,
+            upstream,
+        ])
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(Stdio::inherit())
@@ -60,7 +69,11 @@ fn start_prism(upstream: &str) -> Prism {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    eprintln!("prism proxy on {} -> {upstream} (log {})", prism.url, log.display());
+    eprintln!(
+        "prism proxy on {} -> {upstream} (log {})",
+        prism.url,
+        log.display()
+    );
     prism
 }
 
@@ -73,7 +86,14 @@ struct Check<'a> {
 
 impl Check<'_> {
     /// One request through Prism; fails on any Prism violation or an unexpected status.
-    fn call(&mut self, method: &str, path: &str, auth: &str, body: Option<Value>, want: u16) -> Value {
+    fn call(
+        &mut self,
+        method: &str,
+        path: &str,
+        auth: &str,
+        body: Option<Value>,
+        want: u16,
+    ) -> Value {
         let mut request = self
             .demo
             .client
@@ -136,7 +156,13 @@ fn devhub_answers_validate_against_githubs_openapi_description() {
     check.call("GET", "/repos/demo/app/installation", &writer, None, 200);
     check.call("GET", "/repos/demo/other/installation", &writer, None, 404);
     let tokens = format!("/app/installations/{writer_installation}/access_tokens");
-    check.call("POST", &tokens, &writer, Some(json!({"repositories": ["other"]})), 422);
+    check.call(
+        "POST",
+        &tokens,
+        &writer,
+        Some(json!({"repositories": ["other"]})),
+        422,
+    );
     check.call(
         "POST",
         &tokens,
@@ -149,7 +175,16 @@ fn devhub_answers_validate_against_githubs_openapi_description() {
         demo.jwt_with(AppKind::Writer, now - 700, now - 100)
     };
     check.call("POST", &tokens, &expired, Some(json!({})), 401);
-    check.call("POST", &format!("/app/installations/{}/access_tokens", demo.seed.reader_installation_id), &writer, Some(json!({})), 404);
+    check.call(
+        "POST",
+        &format!(
+            "/app/installations/{}/access_tokens",
+            demo.seed.reader_installation_id
+        ),
+        &writer,
+        Some(json!({})),
+        404,
+    );
     let minted = check.call(
         "POST",
         &tokens,
@@ -163,12 +198,20 @@ fn devhub_answers_validate_against_githubs_openapi_description() {
     let token = minted["token"].as_str().unwrap_or_default().to_string();
     let read_minted = check.call(
         "POST",
-        &format!("/app/installations/{}/access_tokens", demo.seed.reader_installation_id),
+        &format!(
+            "/app/installations/{}/access_tokens",
+            demo.seed.reader_installation_id
+        ),
         &reader,
-        Some(json!({"repository_ids": [demo.seed.app_repo_id], "permissions": {"contents": "read"}})),
+        Some(
+            json!({"repository_ids": [demo.seed.app_repo_id], "permissions": {"contents": "read"}}),
+        ),
         201,
     );
-    let read_token = read_minted["token"].as_str().unwrap_or_default().to_string();
+    let read_token = read_minted["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
 
     check.call("GET", "/installation/repositories", &token, None, 200);
     check.call("GET", "/repos/demo/app", &token, None, 200);
@@ -183,14 +226,31 @@ fn devhub_answers_validate_against_githubs_openapi_description() {
 
     // A branch to open a pull request from, pushed with git straight to devhub.
     let work = tempfile::tempdir().unwrap();
-    git_ok(work.path(), &["clone", "--quiet", &demo.git_url("app", Some(&token)), "app"]);
+    git_ok(
+        work.path(),
+        &[
+            "clone",
+            "--quiet",
+            &demo.git_url("app", Some(&token)),
+            "app",
+        ],
+    );
     let clone = work.path().join("app");
     commit_file(&clone, "contract.txt", b"contract\n", "Contract");
-    git_ok(&clone, &["push", "--quiet", "origin", "HEAD:refs/heads/contract"]);
+    git_ok(
+        &clone,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/contract"],
+    );
     let head = git_ok(&clone, &["rev-parse", "HEAD"]).trim().to_string();
 
     let pr = json!({"title": "Contract", "head": "contract", "base": "main", "body": "b", "draft": true});
-    check.call("POST", "/repos/demo/app/pulls", &token, Some(pr.clone()), 201);
+    check.call(
+        "POST",
+        "/repos/demo/app/pulls",
+        &token,
+        Some(pr.clone()),
+        201,
+    );
     check.call("POST", "/repos/demo/app/pulls", &token, Some(pr), 422);
     check.call(
         "POST",
@@ -207,8 +267,20 @@ fn devhub_answers_validate_against_githubs_openapi_description() {
         None,
         200,
     );
-    check.call("GET", "/repos/demo/app/git/ref/heads%2Fmain", &token, None, 200);
-    check.call("GET", "/repos/demo/app/git/ref/heads%2Fnope", &token, None, 404);
+    check.call(
+        "GET",
+        "/repos/demo/app/git/ref/heads%2Fmain",
+        &token,
+        None,
+        200,
+    );
+    check.call(
+        "GET",
+        "/repos/demo/app/git/ref/heads%2Fnope",
+        &token,
+        None,
+        404,
+    );
     check.call(
         "POST",
         "/repos/demo/app/git/refs",
@@ -223,11 +295,37 @@ fn devhub_answers_validate_against_githubs_openapi_description() {
         Some(json!({"sha": head, "force": false})),
         200,
     );
-    check.call("DELETE", "/repos/demo/app/git/refs/heads%2Ftmp", &token, None, 204);
-    check.call("DELETE", "/repos/demo/app/git/refs/heads%2Ftmp", &token, None, 422);
-    check.call("DELETE", "/repos/demo/app/git/refs/heads%2Fcontract", &token, None, 204);
+    check.call(
+        "DELETE",
+        "/repos/demo/app/git/refs/heads%2Ftmp",
+        &token,
+        None,
+        204,
+    );
+    check.call(
+        "DELETE",
+        "/repos/demo/app/git/refs/heads%2Ftmp",
+        &token,
+        None,
+        422,
+    );
+    check.call(
+        "DELETE",
+        "/repos/demo/app/git/refs/heads%2Fcontract",
+        &token,
+        None,
+        204,
+    );
     check.call("DELETE", "/installation/token", &token, None, 204);
 
-    eprintln!("contract: {} passed, {} failed", check.passed, check.failed.len());
-    assert!(check.failed.is_empty(), "Prism found violations:\n{}", check.failed.join("\n"));
+    eprintln!(
+        "contract: {} passed, {} failed",
+        check.passed,
+        check.failed.len()
+    );
+    assert!(
+        check.failed.is_empty(),
+        "Prism found violations:\n{}",
+        check.failed.join("\n")
+    );
 }

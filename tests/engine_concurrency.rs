@@ -85,7 +85,10 @@ fn decisions_under_concurrent_grant_writes_never_fail_or_see_half_a_grant() {
                         let decision = store
                             .read(|f| engine.decide(f, &Principal::Agent, &ask, NOW))
                             .expect("no busy error reaches a caller");
-                        assert!(decision.allowed, "a decision saw half a grant: {decision:?}");
+                        assert!(
+                            decision.allowed,
+                            "a decision saw half a grant: {decision:?}"
+                        );
                         assert!(decision.grant_id.is_some());
                         decided.fetch_add(1, Ordering::Relaxed);
                     }
@@ -99,6 +102,9 @@ fn decisions_under_concurrent_grant_writes_never_fail_or_see_half_a_grant() {
     });
     assert_eq!(decided.load(Ordering::Relaxed), DECISIONS);
     let replaced = replacements.load(Ordering::Relaxed);
-    assert!(replaced > 10, "the writer barely ran ({replaced} replacements)");
+    assert!(
+        replaced > 10,
+        "the writer barely ran ({replaced} replacements)"
+    );
     eprintln!("{DECISIONS} decisions during {replaced} grant replacements");
 }

@@ -40,8 +40,10 @@ pub use error::DevHubError;
 pub use faults::{Fault, FaultKind, FaultScope};
 pub use model::{App, Description, Installation, PullRecord, Repo, RepositorySelection};
 pub use perms::{Level, Permissions};
-pub use seed::{DemoSeed, DEMO_OTHER, DEMO_REPO, DEMO_OWNER};
-pub use server::{BackgroundDevHub, DevHub, RunningDevHub, RunInfo, Stats, serve, start_in_background};
+pub use seed::{DEMO_OTHER, DEMO_OWNER, DEMO_REPO, DemoSeed};
+pub use server::{
+    BackgroundDevHub, DevHub, RunInfo, RunningDevHub, Stats, serve, start_in_background,
+};
 pub use setup::Setup;
 
 /// The header that carries the admin key to `/_devhub/` (see [`RunningDevHub::admin_key`]).

@@ -81,8 +81,10 @@ impl DevHub {
     /// Binds both listeners (ports 0 pick free ones), loads `<dir>/devhub.json`, refreshes the
     /// hook of every described repository, and serves until the handle is shut down or dropped.
     pub async fn start(mut config: DevHubConfig) -> Result<RunningDevHub, DevHubError> {
-        std::fs::create_dir_all(config.repos_dir())
-            .map_err(io(format!("cannot create {}", config.repos_dir().display())))?;
+        std::fs::create_dir_all(config.repos_dir()).map_err(io(format!(
+            "cannot create {}",
+            config.repos_dir().display()
+        )))?;
         config.dir = config
             .dir
             .canonicalize()
@@ -117,10 +119,7 @@ impl DevHub {
             api: url(&api_listener)?,
             web: url(&git_listener)?,
         };
-        let admin_key = super::tokens::random_string(
-            b"0123456789abcdefghijklmnopqrstuvwxyz",
-            32,
-        );
+        let admin_key = super::tokens::random_string(b"0123456789abcdefghijklmnopqrstuvwxyz", 32);
         let hub = Arc::new(Hub::new(config, description, urls, admin_key));
         let cancel = CancellationToken::new();
         let mut tasks = Vec::new();
@@ -241,9 +240,8 @@ pub async fn serve(config: DevHubConfig) -> Result<(), DevHubError> {
     )
     .map_err(io(format!("cannot write {}", path.display())))?;
     drop(file);
-    let mut terminate =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(io("cannot watch SIGTERM"))?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(io("cannot watch SIGTERM"))?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}

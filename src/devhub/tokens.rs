@@ -115,18 +115,28 @@ mod tests {
     fn tokens_are_opaque_hashed_expiring_and_revocable() {
         let now = Utc::now();
         let mut store = TokenStore::default();
-        let token = store.mint(grant(now + chrono::Duration::hours(1)), TokenFormat::Classic);
+        let token = store.mint(
+            grant(now + chrono::Duration::hours(1)),
+            TokenFormat::Classic,
+        );
         assert_eq!(token.len(), 40);
         assert!(token.starts_with("ghs_"));
         assert!(store.lookup(&token, now).is_some());
         assert!(store.lookup("ghs_other", now).is_none());
-        assert!(store.lookup(&token, now + chrono::Duration::hours(2)).is_none());
+        assert!(
+            store
+                .lookup(&token, now + chrono::Duration::hours(2))
+                .is_none()
+        );
         let long = store.mint(grant(now + chrono::Duration::hours(1)), TokenFormat::Long);
         assert_eq!(long.len(), 520);
         assert!(store.revoke(&long));
         assert!(!store.revoke(&long));
         assert!(store.lookup(&long, now).is_none());
         assert_eq!((store.minted, store.revoked), (2, 1));
-        assert_ne!(new_token(TokenFormat::Classic), new_token(TokenFormat::Classic));
+        assert_ne!(
+            new_token(TokenFormat::Classic),
+            new_token(TokenFormat::Classic)
+        );
     }
 }

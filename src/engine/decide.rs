@@ -344,14 +344,32 @@ impl Engine {
             (Some(facts), Some(repo)) => {
                 let resource = uid("Repository", &facts.key);
                 let attrs = HashMap::from([
-                    ("owner".to_string(), string(&repo.owner().to_ascii_lowercase())),
-                    ("name".to_string(), string(&repo.name().to_ascii_lowercase())),
+                    (
+                        "owner".to_string(),
+                        string(&repo.owner().to_ascii_lowercase()),
+                    ),
+                    (
+                        "name".to_string(),
+                        string(&repo.name().to_ascii_lowercase()),
+                    ),
                     ("default_branch".to_string(), string(&facts.default_branch)),
-                    ("configured_target".to_string(), boolean(facts.configured_target)),
-                    ("writer_installed".to_string(), boolean(facts.writer_installed)),
-                    ("reader_installed".to_string(), boolean(facts.reader_installed)),
+                    (
+                        "configured_target".to_string(),
+                        boolean(facts.configured_target),
+                    ),
+                    (
+                        "writer_installed".to_string(),
+                        boolean(facts.writer_installed),
+                    ),
+                    (
+                        "reader_installed".to_string(),
+                        boolean(facts.reader_installed),
+                    ),
                 ]);
-                entities.push(Entity::new(resource.clone(), attrs, HashSet::new()).map_err(|e| e.to_string())?);
+                entities.push(
+                    Entity::new(resource.clone(), attrs, HashSet::new())
+                        .map_err(|e| e.to_string())?,
+                );
                 resource
             }
             _ => uid("Sprite", "sprite"),
@@ -371,7 +389,8 @@ impl Engine {
 
     /// Decides a prepared Cedar request (what `evaluate` does after building it).
     pub fn authorize(&self, request: &Request, entities: &Entities) -> cedar_policy::Response {
-        self.authorizer.is_authorized(request, &self.policies.set, entities)
+        self.authorizer
+            .is_authorized(request, &self.policies.set, entities)
     }
 
     /// Evaluates with facts already loaded (the pure half of [`Engine::decide`]).
@@ -415,7 +434,15 @@ impl Engine {
         schema: Option<&cedar_policy::Schema>,
     ) -> Decision {
         let action = ask.action();
-        let (request, entities) = match self.cedar_request(principal, ask, repository.as_ref(), grant, yolo, now, schema) {
+        let (request, entities) = match self.cedar_request(
+            principal,
+            ask,
+            repository.as_ref(),
+            grant,
+            yolo,
+            now,
+            schema,
+        ) {
             Ok(built) => built,
             Err(error) => return deny_with_error(action, repository, error),
         };

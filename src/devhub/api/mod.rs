@@ -47,7 +47,10 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         )
         .route("/installation/token", delete(apps::revoke_token))
         .route("/installation/repositories", get(apps::list_repositories))
-        .route("/repos/{owner}/{repo}/installation", get(apps::repo_installation))
+        .route(
+            "/repos/{owner}/{repo}/installation",
+            get(apps::repo_installation),
+        )
         .route("/repos/{owner}/{repo}", get(repos::get_repo))
         .route(
             "/repos/{owner}/{repo}/pulls",
@@ -145,7 +148,11 @@ async fn admit(
         let version = version.to_str().unwrap_or("");
         if !supported_version(version) {
             return Err((
-                ApiError::new(400, format!("API version {version} is not supported."), DOCS_VERSIONS),
+                ApiError::new(
+                    400,
+                    format!("API version {version} is not supported."),
+                    DOCS_VERSIONS,
+                ),
                 None,
             ));
         }
@@ -161,7 +168,9 @@ async fn admit(
             let message = match status {
                 502 => "Server Error",
                 503 => "Service Unavailable",
-                504 => "We couldn't respond to your request in time. Sorry about that. Please try resubmitting your request and contact us if the problem persists.",
+                504 => {
+                    "We couldn't respond to your request in time. Sorry about that. Please try resubmitting your request and contact us if the problem persists."
+                }
                 _ => "Server Error",
             };
             return Err((ApiError::new(status, message, error::DOCS_REST), None));
@@ -238,8 +247,9 @@ async fn admit(
 }
 
 fn supported_version(version: &str) -> bool {
-    chrono::NaiveDate::parse_from_str(version, "%Y-%m-%d")
-        .is_ok_and(|date| date >= chrono::NaiveDate::from_ymd_opt(2022, 11, 28).expect("valid date"))
+    chrono::NaiveDate::parse_from_str(version, "%Y-%m-%d").is_ok_and(|date| {
+        date >= chrono::NaiveDate::from_ymd_opt(2022, 11, 28).expect("valid date")
+    })
 }
 
 fn rate_headers(response: &mut Response, limit: u32, window: RateWindow) {
