@@ -672,3 +672,115 @@ fn a_120_mib_push_streams_through() {
     );
     assert!(!git_ok(&clone, &["ls-remote", "origin", "refs/heads/big"]).is_empty());
 }
+
+#[test]
+fn public_repositories_are_readable_by_anyone_but_writable_only_with_access() {
+    let demo = Demo::start();
+    let mut setup = zodex::devhub::Setup::open(demo.dir.path()).unwrap();
+    setup.add_repo("demo", "open", "main", false).unwrap();
+    let bare = setup.repo_path("demo", "open");
+    setup.save().unwrap();
+    demo.hub.reload().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    git_ok(w, &["init", "--quiet", "-b", "main", "seed"]);
+    commit_file(&w.join("seed"), "README.md", b"open\n", "Open");
+    git_ok(
+        &w.join("seed"),
+        &["push", "--quiet", bare.to_str().unwrap(), "main"],
+    );
+
+    // Anyone may read a public repository, over git and REST.
+    git_ok(w, &["ls-remote", &demo.git_url("open", None)]);
+    let anonymous = demo.api("GET", "/repos/demo/open", None, None);
+    assert_eq!(anonymous.status, 200);
+    assert_eq!(anonymous.header("x-ratelimit-limit"), Some("60"));
+    let token = demo.token(
+        AppKind::Writer,
+        "app",
+        json!({"contents": "write", "pull_requests": "write"}),
+    );
+    git_ok(
+        w,
+        &[
+            "clone",
+            "--quiet",
+            &demo.git_url("open", Some(&token)),
+            "open",
+        ],
+    );
+    assert_eq!(
+        demo.api("GET", "/repos/demo/open", Some(&token), None)
+            .status,
+        200
+    );
+
+    // Writing needs the installation to reach the repository.
+    let clone = w.join("open");
+    commit_file(&clone, "x.txt", b"x\n", "X");
+    let stderr = git_fails(
+        &clone,
+        &[
+            "push",
+            &demo.git_url("open", Some(&token)),
+            "HEAD:refs/heads/x",
+        ],
+    );
+    assert!(
+        stderr.contains("Permission to demo/open.git denied to zodex-writer[bot]."),
+        "{stderr}"
+    );
+    let stderr = git_fails(
+        &clone,
+        &["push", &demo.git_url("open", None), "HEAD:refs/heads/x"],
+    );
+    assert!(stderr.contains("could not read Username"), "{stderr}");
+    let pr = demo.api(
+        "POST",
+        "/repos/demo/open/pulls",
+        Some(&token),
+        Some(json!({"title": "t", "head": "main", "base": "main"})),
+    );
+    assert_eq!(
+        (pr.status, pr.message()),
+        (403, "Resource not accessible by integration")
+    );
+    let anonymous_pr = demo.api("POST", "/repos/demo/open/pulls", None, Some(json!({})));
+    assert_eq!(
+        (anonymous_pr.status, anonymous_pr.message()),
+        (401, "Requires authentication")
+    );
+}
+
+#[test]
+fn the_primary_rate_limit_is_counted_per_installation() {
+    let demo = Demo::start_with(|c| c.with_rate_limit(3));
+    let token = demo.token(AppKind::Reader, "app", json!({"contents": "read"}));
+    for remaining in ["2", "1", "0"] {
+        let reply = demo.api("GET", "/repos/demo/app", Some(&token), None);
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.header("x-ratelimit-remaining"), Some(remaining));
+    }
+    let limited = demo.api("GET", "/repos/demo/app", Some(&token), None);
+    assert_eq!(limited.status, 403);
+    assert_eq!(
+        limited.message(),
+        format!(
+            "API rate limit exceeded for installation ID {}.",
+            demo.seed.reader_installation_id
+        )
+    );
+    assert_eq!(limited.header("x-ratelimit-remaining"), Some("0"));
+    // Another installation has its own window.
+    let other = demo.token(AppKind::Writer, "app", json!({"contents": "read"}));
+    assert_eq!(
+        demo.api("GET", "/repos/demo/app", Some(&other), None)
+            .status,
+        200
+    );
+    let stats = demo.hub.stats();
+    assert!(
+        stats.api_requests >= 6 && stats.tokens_minted == 2,
+        "{stats:?}"
+    );
+}

@@ -42,7 +42,8 @@ pub use model::{App, Description, Installation, PullRecord, Repo, RepositorySele
 pub use perms::{Level, Permissions};
 pub use seed::{DEMO_OTHER, DEMO_OWNER, DEMO_REPO, DemoSeed};
 pub use server::{
-    BackgroundDevHub, DevHub, RunInfo, RunningDevHub, Stats, serve, start_in_background,
+    BackgroundDevHub, DevHub, RUN_FILE, RunInfo, RunningDevHub, Stats, serve, serve_until,
+    start_in_background,
 };
 pub use setup::Setup;
 
