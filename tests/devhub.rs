@@ -202,6 +202,27 @@ fn tokens_reach_only_their_repository_and_permissions_over_rest() {
         Some("contents=write")
     );
 
+    // Nor can a write token for demo/app write to demo/other: that repository stays hidden.
+    let writer = demo.token(
+        AppKind::Writer,
+        "app",
+        json!({"contents": "write", "pull_requests": "write"}),
+    );
+    let pr = demo.api(
+        "POST",
+        "/repos/demo/other/pulls",
+        Some(&writer),
+        Some(json!({"title": "t", "head": "main", "base": "main"})),
+    );
+    assert_eq!((pr.status, pr.message()), (404, "Not Found"));
+    let delete = demo.api(
+        "DELETE",
+        "/repos/demo/other/git/refs/heads%2Fmain",
+        Some(&writer),
+        None,
+    );
+    assert_eq!(delete.status, 404);
+
     let listed = demo.api("GET", "/installation/repositories", Some(&token), None);
     assert_eq!(listed.body["total_count"], 1);
     assert_eq!(listed.body["repositories"][0]["full_name"], "demo/app");
