@@ -19,7 +19,9 @@ pub enum DevHubError {
     },
     #[error("devhub description {path} is invalid: {message}; fix or delete it and seed again")]
     Description { path: PathBuf, message: String },
-    #[error("`{command}` failed ({status}): {stderr}; check that git is installed (set DevHubConfig::git to its path)")]
+    #[error(
+        "`{command}` failed ({status}): {stderr}; check that git is installed (set DevHubConfig::git to its path)"
+    )]
     Git {
         command: String,
         status: String,

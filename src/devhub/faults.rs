@@ -217,17 +217,27 @@ mod tests {
         let mut faults = Faults::default();
         faults.push(Fault::status(500, 2));
         faults.push(Fault::delay(10, 1).on(FaultScope::Git));
-        assert_eq!(faults.take(FaultScope::Git), Some(FaultKind::Delay { ms: 10 }));
+        assert_eq!(
+            faults.take(FaultScope::Git),
+            Some(FaultKind::Delay { ms: 10 })
+        );
         assert_eq!(faults.take(FaultScope::Git), None);
-        assert_eq!(faults.take(FaultScope::Api), Some(FaultKind::Status { status: 500 }));
-        assert_eq!(faults.take(FaultScope::Api), Some(FaultKind::Status { status: 500 }));
+        assert_eq!(
+            faults.take(FaultScope::Api),
+            Some(FaultKind::Status { status: 500 })
+        );
+        assert_eq!(
+            faults.take(FaultScope::Api),
+            Some(FaultKind::Status { status: 500 })
+        );
         assert_eq!(faults.take(FaultScope::Api), None);
         let parsed: Fault =
             serde_json::from_str(r#"{"kind":"secondary_rate_limit","retry_after":3}"#).unwrap();
         assert_eq!(parsed, Fault::secondary_rate_limit(3, 1));
         assert!(serde_json::from_str::<Fault>(r#"{"kind":"status","status":500,"x":1}"#).is_err());
         assert!(serde_json::from_str::<Fault>(r#"{"kind":"status","status":200}"#).is_err());
-        let round: Fault = serde_json::from_value(serde_json::to_value(Fault::delay(5, 2)).unwrap()).unwrap();
+        let round: Fault =
+            serde_json::from_value(serde_json::to_value(Fault::delay(5, 2)).unwrap()).unwrap();
         assert_eq!(round, Fault::delay(5, 2));
     }
 }

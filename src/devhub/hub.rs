@@ -37,7 +37,12 @@ pub struct RateWindow {
 }
 
 impl Hub {
-    pub fn new(config: DevHubConfig, description: Description, urls: Urls, admin_key: String) -> Self {
+    pub fn new(
+        config: DevHubConfig,
+        description: Description,
+        urls: Urls,
+        admin_key: String,
+    ) -> Self {
         Self {
             git: Git::new(config.git.clone()),
             config,

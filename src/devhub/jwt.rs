@@ -15,8 +15,7 @@ pub const MAX_JWT_LIFETIME_SECS: i64 = 600;
 pub const NOT_DECODED: &str = "A JSON web token could not be decoded";
 pub const EXP_NOT_FUTURE: &str = "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires";
 pub const EXP_TOO_FAR: &str = "'Expiration time' claim ('exp') is too far in the future";
-pub const IAT_INVALID: &str =
-    "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued";
+pub const IAT_INVALID: &str = "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued";
 pub const INTEGRATION_NOT_FOUND: &str = "Integration not found";
 
 /// Why a JWT was refused: the HTTP status and GitHub's message.
@@ -63,8 +62,8 @@ pub fn verify(
         status: 404,
         message: INTEGRATION_NOT_FOUND,
     })?;
-    let key =
-        DecodingKey::from_rsa_pem(app.public_key_pem.as_bytes()).map_err(|_| reject(NOT_DECODED))?;
+    let key = DecodingKey::from_rsa_pem(app.public_key_pem.as_bytes())
+        .map_err(|_| reject(NOT_DECODED))?;
     let mut validation = Validation::new(Algorithm::RS256);
     validation.validate_exp = false;
     validation.validate_nbf = false;
@@ -124,25 +123,65 @@ mod tests {
         let d = description();
         let (good, other) = pairs();
         let now = 1_000_000;
-        let ok = sign(good, serde_json::json!({"iss": "7", "iat": now - 60, "exp": now + 540}));
+        let ok = sign(
+            good,
+            serde_json::json!({"iss": "7", "iat": now - 60, "exp": now + 540}),
+        );
         assert_eq!(verify(&ok, &d, now, 60), Ok(7));
-        let numeric_iss = sign(good, serde_json::json!({"iss": 7, "iat": now, "exp": now + 600}));
+        let numeric_iss = sign(
+            good,
+            serde_json::json!({"iss": 7, "iat": now, "exp": now + 600}),
+        );
         assert_eq!(verify(&numeric_iss, &d, now, 60), Ok(7));
         let cases = [
-            (good, serde_json::json!({"iss": "7", "iat": now - 700, "exp": now - 100}), EXP_NOT_FUTURE),
-            (good, serde_json::json!({"iss": "7", "iat": now - 60}), EXP_NOT_FUTURE),
-            (good, serde_json::json!({"iss": "7", "iat": now, "exp": now + 601}), EXP_TOO_FAR),
-            (good, serde_json::json!({"iss": "7", "iat": now + 61, "exp": now + 500}), IAT_INVALID),
-            (good, serde_json::json!({"iss": "7", "iat": "yesterday", "exp": now + 500}), IAT_INVALID),
-            (other, serde_json::json!({"iss": "7", "iat": now, "exp": now + 500}), NOT_DECODED),
+            (
+                good,
+                serde_json::json!({"iss": "7", "iat": now - 700, "exp": now - 100}),
+                EXP_NOT_FUTURE,
+            ),
+            (
+                good,
+                serde_json::json!({"iss": "7", "iat": now - 60}),
+                EXP_NOT_FUTURE,
+            ),
+            (
+                good,
+                serde_json::json!({"iss": "7", "iat": now, "exp": now + 601}),
+                EXP_TOO_FAR,
+            ),
+            (
+                good,
+                serde_json::json!({"iss": "7", "iat": now + 61, "exp": now + 500}),
+                IAT_INVALID,
+            ),
+            (
+                good,
+                serde_json::json!({"iss": "7", "iat": "yesterday", "exp": now + 500}),
+                IAT_INVALID,
+            ),
+            (
+                other,
+                serde_json::json!({"iss": "7", "iat": now, "exp": now + 500}),
+                NOT_DECODED,
+            ),
         ];
         for (pair, claims, message) in cases {
             let jwt = sign(pair, claims.clone());
-            assert_eq!(verify(&jwt, &d, now, 60).unwrap_err().message, message, "{claims}");
+            assert_eq!(
+                verify(&jwt, &d, now, 60).unwrap_err().message,
+                message,
+                "{claims}"
+            );
         }
-        let unknown = sign(good, serde_json::json!({"iss": "8", "iat": now, "exp": now + 500}));
+        let unknown = sign(
+            good,
+            serde_json::json!({"iss": "8", "iat": now, "exp": now + 500}),
+        );
         assert_eq!(verify(&unknown, &d, now, 60).unwrap_err().status, 404);
-        assert_eq!(verify("garbage", &d, now, 60).unwrap_err().message, NOT_DECODED);
+        assert_eq!(
+            verify("garbage", &d, now, 60).unwrap_err().message,
+            NOT_DECODED
+        );
         assert!(looks_like_jwt(&ok));
         assert!(!looks_like_jwt("ghs_abc"));
     }

@@ -76,7 +76,10 @@ mod tests {
     #[test]
     fn pair_signs_and_verifies_an_rs256_jwt() {
         let pair = generate_key_pair().unwrap();
-        assert!(pair.private_pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        assert!(
+            pair.private_pem
+                .starts_with("-----BEGIN RSA PRIVATE KEY-----")
+        );
         assert!(pair.public_pem.starts_with("-----BEGIN PUBLIC KEY-----"));
         let key = jsonwebtoken::EncodingKey::from_rsa_pem(pair.private_pem.as_bytes()).unwrap();
         let claims = serde_json::json!({"iss": "1", "iat": 1, "exp": 2});

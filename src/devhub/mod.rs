@@ -16,6 +16,21 @@
 //! (`keys` generates pairs for the caller, who keeps the private half). It speaks only on
 //! loopback unless told otherwise.
 //!
+//! **Faithful** (checked against GitHub's published answers and its OpenAPI description): JWT
+//! rules and messages; token minting's 201/404/422 answers and messages; tokens hidden as 404 on
+//! private repositories outside their reach and 403 `Resource not accessible by integration`
+//! with `X-Accepted-GitHub-Permissions` when a permission is missing; `Bad credentials` for
+//! revoked and expired tokens; PR 422s (`No commits between …`, `A pull request already exists
+//! for …`); `Reference does not exist`; rate-limit headers and both rate-limit answers; git's
+//! 401 / 403 `Permission to … denied to …[bot]` / 404 `Repository not found.`; the `workflows`
+//! refusal message; public repositories readable by anyone.
+//!
+//! **Simplified:** one account kind (organisations), no forks or cross-repository PRs, no merge
+//! or mergeability; `GET /repos` needs only `metadata` (as on GitHub); the `workflows` check runs
+//! on git pushes only, and git shows its message as a `remote:` line with the ref reported as
+//! `pre-receive hook declined` (GitHub puts the message in the ref status); refused credentials
+//! do not count against the anonymous rate limit; an App JWT on a token-only endpoint is 403.
+//!
 //! **API boundary:** [`DevHub::start`] / [`serve`] / [`start_in_background`], [`DevHubConfig`],
 //! [`RunningDevHub`] (URLs, fault injection, statistics), [`Setup`] to describe Apps,
 //! installations and repositories on disk, [`DevHub::seed_demo`], [`keys::generate_key_pair`].
@@ -40,8 +55,11 @@ pub use error::DevHubError;
 pub use faults::{Fault, FaultKind, FaultScope};
 pub use model::{App, Description, Installation, PullRecord, Repo, RepositorySelection};
 pub use perms::{Level, Permissions};
-pub use seed::{DemoSeed, DEMO_OTHER, DEMO_REPO, DEMO_OWNER};
-pub use server::{BackgroundDevHub, DevHub, RunningDevHub, RunInfo, Stats, serve, start_in_background};
+pub use seed::{DEMO_OTHER, DEMO_OWNER, DEMO_REPO, DemoSeed};
+pub use server::{
+    BackgroundDevHub, DevHub, RUN_FILE, RunInfo, RunningDevHub, Stats, serve, serve_until,
+    start_in_background,
+};
 pub use setup::Setup;
 
 /// The header that carries the admin key to `/_devhub/` (see [`RunningDevHub::admin_key`]).

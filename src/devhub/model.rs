@@ -205,7 +205,10 @@ impl Description {
         }
         for pull in &self.pulls {
             if !self.repos.iter().any(|r| r.id == pull.repo_id) {
-                return Err(format!("pull request {} names an unknown repository", pull.id));
+                return Err(format!(
+                    "pull request {} names an unknown repository",
+                    pull.id
+                ));
             }
         }
         Ok(())
@@ -246,7 +249,11 @@ impl Description {
 
     /// Every repository an installation covers, in id order.
     pub fn repos_of(&self, installation: &Installation) -> Vec<&Repo> {
-        let mut repos: Vec<&Repo> = self.repos.iter().filter(|r| installation.covers(r)).collect();
+        let mut repos: Vec<&Repo> = self
+            .repos
+            .iter()
+            .filter(|r| installation.covers(r))
+            .collect();
         repos.sort_by_key(|r| r.id);
         repos
     }

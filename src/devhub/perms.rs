@@ -65,7 +65,9 @@ impl Permissions {
 
     /// Whether every entry of `self` is held by `other` at the same level or above.
     pub fn is_subset_of(&self, other: &Permissions) -> bool {
-        self.0.iter().all(|(name, level)| other.allows(name, *level))
+        self.0
+            .iter()
+            .all(|(name, level)| other.allows(name, *level))
     }
 
     /// `contents=read,metadata=read`: the form of GitHub's `X-Accepted-GitHub-Permissions`.
@@ -87,10 +89,26 @@ mod tests {
         let installation = Permissions::new()
             .with("contents", Level::Write)
             .with("metadata", Level::Read);
-        assert!(Permissions::new().with("contents", Level::Read).is_subset_of(&installation));
-        assert!(Permissions::new().with("contents", Level::Write).is_subset_of(&installation));
-        assert!(!Permissions::new().with("metadata", Level::Write).is_subset_of(&installation));
-        assert!(!Permissions::new().with("workflows", Level::Write).is_subset_of(&installation));
+        assert!(
+            Permissions::new()
+                .with("contents", Level::Read)
+                .is_subset_of(&installation)
+        );
+        assert!(
+            Permissions::new()
+                .with("contents", Level::Write)
+                .is_subset_of(&installation)
+        );
+        assert!(
+            !Permissions::new()
+                .with("metadata", Level::Write)
+                .is_subset_of(&installation)
+        );
+        assert!(
+            !Permissions::new()
+                .with("workflows", Level::Write)
+                .is_subset_of(&installation)
+        );
         assert!(Permissions::new().is_subset_of(&installation));
         assert_eq!(Level::parse("admin"), Some(Level::Admin));
         assert_eq!(Level::parse("Write"), None);

@@ -72,7 +72,11 @@ impl DevHub {
             &git,
             &setup.repo_path(DEMO_OWNER, DEMO_REPO),
             &[
-                ("README.md", "# demo/app\n\nA repository to try Zodex on.\n", "Initial commit"),
+                (
+                    "README.md",
+                    "# demo/app\n\nA repository to try Zodex on.\n",
+                    "Initial commit",
+                ),
                 ("src/hello.txt", "hello\n", "Add a greeting"),
                 (
                     "README.md",
@@ -84,7 +88,11 @@ impl DevHub {
         write_history(
             &git,
             &setup.repo_path(DEMO_OWNER, DEMO_OTHER),
-            &[("README.md", "# demo/other\n\nThe writer App is not installed here.\n", "Initial commit")],
+            &[(
+                "README.md",
+                "# demo/other\n\nThe writer App is not installed here.\n",
+                "Initial commit",
+            )],
         )?;
         let reader_installation_id = setup.install(
             reader_app_id,
@@ -115,7 +123,11 @@ impl DevHub {
 
 /// Makes one commit per `(path, content, message)` in a scratch clone and pushes `main` to the
 /// bare repository.
-fn write_history(git: &Git, bare: &Path, commits: &[(&str, &str, &str)]) -> Result<(), DevHubError> {
+fn write_history(
+    git: &Git,
+    bare: &Path,
+    commits: &[(&str, &str, &str)],
+) -> Result<(), DevHubError> {
     let work = tempfile::tempdir().map_err(io("cannot create a scratch directory"))?;
     let dir = work.path();
     git.run(dir, &["init", "--quiet", "-b", "main"])?;

@@ -81,8 +81,10 @@ impl DevHub {
     /// Binds both listeners (ports 0 pick free ones), loads `<dir>/devhub.json`, refreshes the
     /// hook of every described repository, and serves until the handle is shut down or dropped.
     pub async fn start(mut config: DevHubConfig) -> Result<RunningDevHub, DevHubError> {
-        std::fs::create_dir_all(config.repos_dir())
-            .map_err(io(format!("cannot create {}", config.repos_dir().display())))?;
+        std::fs::create_dir_all(config.repos_dir()).map_err(io(format!(
+            "cannot create {}",
+            config.repos_dir().display()
+        )))?;
         config.dir = config
             .dir
             .canonicalize()
@@ -117,10 +119,7 @@ impl DevHub {
             api: url(&api_listener)?,
             web: url(&git_listener)?,
         };
-        let admin_key = super::tokens::random_string(
-            b"0123456789abcdefghijklmnopqrstuvwxyz",
-            32,
-        );
+        let admin_key = super::tokens::random_string(b"0123456789abcdefghijklmnopqrstuvwxyz", 32);
         let hub = Arc::new(Hub::new(config, description, urls, admin_key));
         let cancel = CancellationToken::new();
         let mut tasks = Vec::new();
@@ -220,9 +219,25 @@ impl Drop for RunningDevHub {
     }
 }
 
-/// Runs a devhub in the foreground until SIGINT or SIGTERM: writes `<dir>/run.json` (mode
-/// 0600: it holds the admin key) once listening, removes it on the way out.
+/// Runs a devhub in the foreground until SIGINT or SIGTERM (see [`serve_until`]).
 pub async fn serve(config: DevHubConfig) -> Result<(), DevHubError> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(io("cannot watch SIGTERM"))?;
+    serve_until(config, async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+    })
+    .await
+}
+
+/// Runs a devhub until `shutdown` completes: writes `<dir>/run.json` (mode 0600: it holds the
+/// admin key) once listening, and removes it on the way out.
+pub async fn serve_until(
+    config: DevHubConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), DevHubError> {
     let running = DevHub::start(config).await?;
     let info = running.run_info();
     let path = info.dir.join(RUN_FILE);
@@ -241,13 +256,7 @@ pub async fn serve(config: DevHubConfig) -> Result<(), DevHubError> {
     )
     .map_err(io(format!("cannot write {}", path.display())))?;
     drop(file);
-    let mut terminate =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(io("cannot watch SIGTERM"))?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
+    shutdown.await;
     let _ = std::fs::remove_file(&path);
     running.shutdown().await;
     Ok(())
@@ -313,5 +322,37 @@ impl Drop for BackgroundDevHub {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn serve_until_publishes_and_withdraws_its_run_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = DevHubConfig::new(dir.path());
+        let server = tokio::spawn(serve_until(config, async {
+            let _ = stopped.await;
+        }));
+        let path = dir.path().join(RUN_FILE);
+        let started = std::time::Instant::now();
+        while !path.exists() {
+            assert!(started.elapsed() < Duration::from_secs(10), "no run.json");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let info = RunInfo::load(dir.path()).unwrap();
+        assert!(info.api_url.starts_with("http://127.0.0.1:"));
+        assert_eq!(info.pid, std::process::id());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+        assert!(!path.exists());
     }
 }

@@ -120,7 +120,9 @@ impl Setup {
         permissions: Permissions,
     ) -> Result<u64, DevHubError> {
         let app = self.description.app(app_id).ok_or_else(|| {
-            DevHubError::Invalid(format!("no App with id {app_id}; add it with Setup::add_app"))
+            DevHubError::Invalid(format!(
+                "no App with id {app_id}; add it with Setup::add_app"
+            ))
         })?;
         let permissions = with_metadata(permissions);
         if !permissions.is_subset_of(&app.permissions) {

@@ -30,6 +30,9 @@ pub fn token_hash(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// Live-token count at which minting first sweeps out expired tokens.
+const PURGE_AT: usize = 10_000;
+
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const URL_SAFE: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_";
 
@@ -58,6 +61,11 @@ pub fn new_token(format: TokenFormat) -> String {
 
 impl TokenStore {
     pub fn mint(&mut self, grant: Grant, format: TokenFormat) -> String {
+        // Expired tokens are otherwise forgotten only when presented; keep a long soak bounded.
+        if self.grants.len() >= PURGE_AT {
+            let now = grant.expires_at.min(Utc::now());
+            self.grants.retain(|_, g| g.expires_at > now);
+        }
         let token = new_token(format);
         self.grants.insert(token_hash(&token), grant);
         self.minted += 1;
@@ -115,18 +123,28 @@ mod tests {
     fn tokens_are_opaque_hashed_expiring_and_revocable() {
         let now = Utc::now();
         let mut store = TokenStore::default();
-        let token = store.mint(grant(now + chrono::Duration::hours(1)), TokenFormat::Classic);
+        let token = store.mint(
+            grant(now + chrono::Duration::hours(1)),
+            TokenFormat::Classic,
+        );
         assert_eq!(token.len(), 40);
         assert!(token.starts_with("ghs_"));
         assert!(store.lookup(&token, now).is_some());
         assert!(store.lookup("ghs_other", now).is_none());
-        assert!(store.lookup(&token, now + chrono::Duration::hours(2)).is_none());
+        assert!(
+            store
+                .lookup(&token, now + chrono::Duration::hours(2))
+                .is_none()
+        );
         let long = store.mint(grant(now + chrono::Duration::hours(1)), TokenFormat::Long);
         assert_eq!(long.len(), 520);
         assert!(store.revoke(&long));
         assert!(!store.revoke(&long));
         assert!(store.lookup(&long, now).is_none());
         assert_eq!((store.minted, store.revoked), (2, 1));
-        assert_ne!(new_token(TokenFormat::Classic), new_token(TokenFormat::Classic));
+        assert_ne!(
+            new_token(TokenFormat::Classic),
+            new_token(TokenFormat::Classic)
+        );
     }
 }

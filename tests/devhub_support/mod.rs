@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use zodex::devhub::keys::{KeyPair, generate_key_pair};
 use zodex::devhub::{
-    BackgroundDevHub, DemoSeed, DevHub, DevHubConfig, DEMO_OWNER, start_in_background,
+    BackgroundDevHub, DEMO_OWNER, DemoSeed, DevHub, DevHubConfig, start_in_background,
 };
 
 /// Three key pairs per test binary (key generation is the slow part): reader, writer, stranger.
@@ -100,7 +100,10 @@ impl Demo {
             AppKind::Reader => &keys()[0],
             AppKind::Writer => &keys()[1],
         };
-        sign(key, json!({"iss": self.app_id(kind).to_string(), "iat": iat, "exp": exp}))
+        sign(
+            key,
+            json!({"iss": self.app_id(kind).to_string(), "iat": iat, "exp": exp}),
+        )
     }
 
     /// One REST request with `Authorization: Bearer <auth>` when given.
@@ -132,13 +135,19 @@ impl Demo {
 
     /// `POST /app/installations/{id}/access_tokens` with `body`.
     pub fn mint_reply(&self, kind: AppKind, body: Value) -> Reply {
-        let path = format!("/app/installations/{}/access_tokens", self.installation_id(kind));
+        let path = format!(
+            "/app/installations/{}/access_tokens",
+            self.installation_id(kind)
+        );
         self.api("POST", &path, Some(&self.jwt(kind)), Some(body))
     }
 
     /// A token for one repository of `demo` with `permissions`.
     pub fn token(&self, kind: AppKind, repo: &str, permissions: Value) -> String {
-        let reply = self.mint_reply(kind, json!({"repositories": [repo], "permissions": permissions}));
+        let reply = self.mint_reply(
+            kind,
+            json!({"repositories": [repo], "permissions": permissions}),
+        );
         assert_eq!(reply.status, 201, "{:?}", reply.body);
         reply.body["token"].as_str().unwrap().to_string()
     }
@@ -147,11 +156,10 @@ impl Demo {
     pub fn git_url(&self, repo: &str, token: Option<&str>) -> String {
         let base = self.hub.git_url();
         match token {
-            Some(token) => base.replacen(
-                "http://",
-                &format!("http://x-access-token:{token}@"),
-                1,
-            ) + &format!("/{DEMO_OWNER}/{repo}.git"),
+            Some(token) => {
+                base.replacen("http://", &format!("http://x-access-token:{token}@"), 1)
+                    + &format!("/{DEMO_OWNER}/{repo}.git")
+            }
             None => format!("{base}/{DEMO_OWNER}/{repo}.git"),
         }
     }

@@ -48,7 +48,11 @@ pub(super) fn with_guard(hub: Arc<Hub>) -> Router<Arc<Hub>> {
 }
 
 async fn list(State(hub): Shared) -> Response {
-    let pending = hub.faults.lock().unwrap_or_else(|e| e.into_inner()).pending();
+    let pending = hub
+        .faults
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pending();
     json_body(&json!(pending)).into_response()
 }
 

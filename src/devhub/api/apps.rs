@@ -23,8 +23,7 @@ const DOC_INSTALLATIONS: &str =
     "https://docs.github.com/rest/apps/apps#list-installations-for-the-authenticated-app";
 const DOC_TOKEN: &str =
     "https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app";
-const DOC_REPO_INSTALLATION: &str =
-    "https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app";
+const DOC_REPO_INSTALLATION: &str = "https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app";
 const DOC_REVOKE: &str =
     "https://docs.github.com/rest/apps/installations#revoke-an-installation-access-token";
 const DOC_INSTALLATION_REPOS: &str = "https://docs.github.com/rest/apps/installations#list-repositories-accessible-to-the-app-installation";
@@ -57,7 +56,11 @@ pub(super) async fn get_app(
     let app_id = auth::require_app(&caller, DOC_APP)?;
     hub.read(|d| {
         let app = d.app(app_id).ok_or_else(|| ApiError::not_found(DOC_APP))?;
-        let count = d.installations.iter().filter(|i| i.app_id == app_id).count();
+        let count = d
+            .installations
+            .iter()
+            .filter(|i| i.app_id == app_id)
+            .count();
         Ok(json_body(&shapes::integration(&hub.urls, app, count)).into_response())
     })
 }
@@ -69,7 +72,9 @@ pub(super) async fn list_installations(
 ) -> Result<Response, ApiError> {
     let app_id = auth::require_app(&caller, DOC_INSTALLATIONS)?;
     hub.read(|d| {
-        let app = d.app(app_id).ok_or_else(|| ApiError::not_found(DOC_INSTALLATIONS))?;
+        let app = d
+            .app(app_id)
+            .ok_or_else(|| ApiError::not_found(DOC_INSTALLATIONS))?;
         let all: Vec<_> = d
             .installations
             .iter()
@@ -108,7 +113,11 @@ pub(super) async fn create_token(
     let names = request.repositories.unwrap_or_default();
     let ids = request.repository_ids.unwrap_or_default();
     if names.len() + ids.len() > 500 {
-        return Err(ApiError::new(422, "Too many repositories requested. The maximum is 500.", DOC_TOKEN));
+        return Err(ApiError::new(
+            422,
+            "Too many repositories requested. The maximum is 500.",
+            DOC_TOKEN,
+        ));
     }
     let mut chosen = Vec::new();
     for name in &names {
@@ -133,20 +142,24 @@ pub(super) async fn create_token(
         Some(asked) => {
             let mut granted = Permissions::new();
             for (name, level) in asked {
-                let level =
-                    Level::parse(&level).ok_or_else(|| ApiError::new(422, NOT_GRANTED, DOC_TOKEN))?;
+                let level = Level::parse(&level)
+                    .ok_or_else(|| ApiError::new(422, NOT_GRANTED, DOC_TOKEN))?;
                 granted = granted.with(&name, level);
             }
             if !granted.is_subset_of(&installation.permissions) {
                 return Err(ApiError::new(422, NOT_GRANTED, DOC_TOKEN));
             }
             if let Some(metadata) = installation.permissions.get("metadata") {
-                granted.0.entry("metadata".into()).or_insert(metadata.min(Level::Read));
+                granted
+                    .0
+                    .entry("metadata".into())
+                    .or_insert(metadata.min(Level::Read));
             }
             granted
         }
     };
-    let ttl = chrono::Duration::from_std(hub.config.token_ttl).unwrap_or(chrono::Duration::hours(1));
+    let ttl =
+        chrono::Duration::from_std(hub.config.token_ttl).unwrap_or(chrono::Duration::hours(1));
     let expires_at = Hub::now() + ttl;
     let selected = !chosen.is_empty();
     let grant = Grant {
@@ -199,7 +212,9 @@ pub(super) async fn repo_installation(
         let installation = d
             .installation_for(app_id, repo)
             .ok_or_else(|| ApiError::not_found(DOC_REPO_INSTALLATION))?;
-        let app = d.app(app_id).ok_or_else(|| ApiError::not_found(DOC_REPO_INSTALLATION))?;
+        let app = d
+            .app(app_id)
+            .ok_or_else(|| ApiError::not_found(DOC_REPO_INSTALLATION))?;
         Ok(json_body(&shapes::installation(&hub.urls, installation, app)).into_response())
     })
 }
@@ -217,7 +232,11 @@ pub(super) async fn revoke_token(
             Ok(StatusCode::NO_CONTENT.into_response())
         }
         Caller::Anonymous => Err(ApiError::requires_authentication(DOC_REVOKE)),
-        Caller::App { .. } => Err(ApiError::new(403, "Resource not accessible by integration", DOC_REVOKE)),
+        Caller::App { .. } => Err(ApiError::new(
+            403,
+            "Resource not accessible by integration",
+            DOC_REVOKE,
+        )),
     }
 }
 
@@ -229,7 +248,11 @@ pub(super) async fn list_repositories(
     let Caller::Installation { grant, .. } = &caller else {
         return Err(match caller {
             Caller::Anonymous => ApiError::requires_authentication(DOC_INSTALLATION_REPOS),
-            _ => ApiError::new(403, "Resource not accessible by integration", DOC_INSTALLATION_REPOS),
+            _ => ApiError::new(
+                403,
+                "Resource not accessible by integration",
+                DOC_INSTALLATION_REPOS,
+            ),
         });
     };
     let repos: Vec<_> = hub.read(|d| {

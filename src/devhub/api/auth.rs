@@ -16,9 +16,14 @@ use base64::Engine;
 pub enum Caller {
     Anonymous,
     /// An App authenticated by its JWT.
-    App { app_id: u64 },
+    App {
+        app_id: u64,
+    },
     /// An installation token (kept as its hash).
-    Installation { hash: [u8; 32], grant: Grant },
+    Installation {
+        hash: [u8; 32],
+        grant: Grant,
+    },
 }
 
 impl Caller {
@@ -34,7 +39,11 @@ impl Caller {
 
 /// The credential in `Authorization` (`token X`, `Bearer X`, or Basic with X as password).
 pub fn credential(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim();
     let (scheme, rest) = value.split_once(' ')?;
     let rest = rest.trim();
     match scheme.to_ascii_lowercase().as_str() {
@@ -51,7 +60,8 @@ pub fn basic_password(encoded: &str) -> Option<String> {
         .decode(encoded.trim())
         .ok()?;
     let text = String::from_utf8(decoded).ok()?;
-    text.split_once(':').map(|(_, password)| password.to_string())
+    text.split_once(':')
+        .map(|(_, password)| password.to_string())
 }
 
 /// Resolves a credential: a live installation token, a valid App JWT, or an error.

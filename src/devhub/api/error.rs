@@ -9,8 +9,12 @@ use serde_json::{Value, json};
 /// The documentation URL GitHub gives for authentication failures.
 pub const DOCS_REST: &str = "https://docs.github.com/rest";
 
+/// Boxed, so `Result<_, ApiError>` stays small.
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub struct ApiError(Box<ErrorParts>);
+
+#[derive(Debug, Clone)]
+pub struct ErrorParts {
     pub status: StatusCode,
     pub message: String,
     pub documentation_url: String,
@@ -20,13 +24,13 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: u16, message: impl Into<String>, documentation_url: &str) -> Self {
-        Self {
+        Self(Box::new(ErrorParts {
             status: StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             message: message.into(),
             documentation_url: documentation_url.to_string(),
             errors: None,
             headers: Vec::new(),
-        }
+        }))
     }
 
     /// 401 `Bad credentials`: unknown, expired or revoked token.
@@ -53,23 +57,25 @@ impl ApiError {
     /// 422 `Validation Failed` with GitHub's `errors` array.
     pub fn validation(doc: &str, errors: Value) -> Self {
         let mut error = Self::new(422, "Validation Failed", doc);
-        error.errors = Some(errors);
+        error.0.errors = Some(errors);
         error
     }
 
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
-        self.headers
+        self.0
+            .headers
             .push((HeaderName::from_static(name), value.into()));
         self
     }
 
     pub fn body(&self) -> Value {
+        let parts = &self.0;
         let mut body = json!({
-            "message": self.message,
-            "documentation_url": self.documentation_url,
-            "status": self.status.as_u16().to_string(),
+            "message": parts.message,
+            "documentation_url": parts.documentation_url,
+            "status": parts.status.as_u16().to_string(),
         });
-        if let Some(errors) = &self.errors {
+        if let Some(errors) = &parts.errors {
             body["errors"] = errors.clone();
         }
         body
@@ -78,8 +84,8 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status, super::json_body(&self.body())).into_response();
-        for (name, value) in &self.headers {
+        let mut response = (self.0.status, super::json_body(&self.body())).into_response();
+        for (name, value) in &self.0.headers {
             if let Ok(value) = HeaderValue::from_str(value) {
                 response.headers_mut().insert(name.clone(), value);
             }

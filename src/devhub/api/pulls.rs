@@ -60,7 +60,10 @@ fn head_branch<'a>(repo: &Repo, head: &'a str) -> Option<&'a str> {
 
 async fn git(hub: &Hub, repo: &Repo, args: &[&str]) -> Result<String, ApiError> {
     hub.git
-        .run_async(hub.repo_path(repo), args.iter().map(|a| a.to_string()).collect())
+        .run_async(
+            hub.repo_path(repo),
+            args.iter().map(|a| a.to_string()).collect(),
+        )
         .await
         .map_err(|e| {
             tracing::warn!(error = %e, "devhub: git failed");
@@ -107,8 +110,12 @@ pub(super) async fn create(
         .title
         .filter(|t| !t.trim().is_empty())
         .ok_or_else(|| invalid("title", "missing_field"))?;
-    let head_text = request.head.ok_or_else(|| invalid("head", "missing_field"))?;
-    let base = request.base.ok_or_else(|| invalid("base", "missing_field"))?;
+    let head_text = request
+        .head
+        .ok_or_else(|| invalid("head", "missing_field"))?;
+    let base = request
+        .base
+        .ok_or_else(|| invalid("base", "missing_field"))?;
     let head = head_branch(&repo, &head_text)
         .ok_or_else(|| invalid("head", "invalid"))?
         .to_string();
@@ -254,7 +261,9 @@ pub(super) async fn list(
             .filter(|p| match &head {
                 None => true,
                 Some((owner, branch)) => {
-                    owner.as_deref().is_none_or(|o| o.eq_ignore_ascii_case(&repo.owner))
+                    owner
+                        .as_deref()
+                        .is_none_or(|o| o.eq_ignore_ascii_case(&repo.owner))
                         && (branch.is_empty() || &p.head == branch)
                 }
             })
@@ -285,7 +294,10 @@ mod tests {
             super::shortstat(" 2 files changed, 3 insertions(+), 1 deletion(-)\n"),
             (2, 3, 1)
         );
-        assert_eq!(super::shortstat(" 1 file changed, 1 insertion(+)"), (1, 1, 0));
+        assert_eq!(
+            super::shortstat(" 1 file changed, 1 insertion(+)"),
+            (1, 1, 0)
+        );
         assert_eq!(super::shortstat(""), (0, 0, 0));
     }
 }

@@ -32,7 +32,10 @@ fn full_ref(short: &str) -> String {
 
 async fn git(hub: &Hub, repo: &Repo, args: &[&str]) -> Result<String, ApiError> {
     hub.git
-        .run_async(hub.repo_path(repo), args.iter().map(|a| a.to_string()).collect())
+        .run_async(
+            hub.repo_path(repo),
+            args.iter().map(|a| a.to_string()).collect(),
+        )
         .await
         .map_err(|e| {
             tracing::warn!(error = %e, "devhub: git failed");
@@ -68,7 +71,14 @@ pub(super) async fn get(
     Extension(caller): Extension<Caller>,
     Path((owner, name, short)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let repo = auth::repo_access(&hub, &caller, &owner, &name, Need::Read("contents"), DOC_GET)?;
+    let repo = auth::repo_access(
+        &hub,
+        &caller,
+        &owner,
+        &name,
+        Need::Read("contents"),
+        DOC_GET,
+    )?;
     let full = full_ref(&short);
     let (sha, kind) = lookup(&hub, &repo, &full)
         .await
@@ -89,7 +99,14 @@ pub(super) async fn create(
     Path((owner, name)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let repo = auth::repo_access(&hub, &caller, &owner, &name, Need::Write("contents"), DOC_CREATE)?;
+    let repo = auth::repo_access(
+        &hub,
+        &caller,
+        &owner,
+        &name,
+        Need::Write("contents"),
+        DOC_CREATE,
+    )?;
     let request: CreateRef = parse_body(&body, DOC_CREATE)?;
     let full = request.reference;
     let valid = full.starts_with("refs/")
@@ -132,7 +149,14 @@ pub(super) async fn update(
     Path((owner, name, short)): Path<(String, String, String)>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let repo = auth::repo_access(&hub, &caller, &owner, &name, Need::Write("contents"), DOC_UPDATE)?;
+    let repo = auth::repo_access(
+        &hub,
+        &caller,
+        &owner,
+        &name,
+        Need::Write("contents"),
+        DOC_UPDATE,
+    )?;
     let request: UpdateRef = parse_body(&body, DOC_UPDATE)?;
     let full = full_ref(&short);
     let _writes = hub.writes.lock().await;
@@ -143,11 +167,19 @@ pub(super) async fn update(
         return Err(ApiError::new(422, "Object does not exist", DOC_UPDATE));
     }
     if !request.force
-        && git(&hub, &repo, &["merge-base", "--is-ancestor", &old, &request.sha])
-            .await
-            .is_err()
+        && git(
+            &hub,
+            &repo,
+            &["merge-base", "--is-ancestor", &old, &request.sha],
+        )
+        .await
+        .is_err()
     {
-        return Err(ApiError::new(422, "Update is not a fast forward", DOC_UPDATE));
+        return Err(ApiError::new(
+            422,
+            "Update is not a fast forward",
+            DOC_UPDATE,
+        ));
     }
     git(&hub, &repo, &["update-ref", &full, &request.sha, &old]).await?;
     let (sha, kind) = lookup(&hub, &repo, &full)
@@ -161,7 +193,14 @@ pub(super) async fn delete(
     Extension(caller): Extension<Caller>,
     Path((owner, name, short)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let repo = auth::repo_access(&hub, &caller, &owner, &name, Need::Write("contents"), DOC_DELETE)?;
+    let repo = auth::repo_access(
+        &hub,
+        &caller,
+        &owner,
+        &name,
+        Need::Write("contents"),
+        DOC_DELETE,
+    )?;
     let full = full_ref(&short);
     let _writes = hub.writes.lock().await;
     let Some((old, _)) = lookup(&hub, &repo, &full).await else {

@@ -110,65 +110,71 @@ pub fn repository(urls: &Urls, repo: &Repo, description: &Description, push: boo
         "events_url": format!("{api}/events"),
         "forks_url": format!("{api}/forks"),
     });
-    merge(&mut value, json!({
-        "git_commits_url": format!("{api}/git/commits{{/sha}}"),
-        "git_refs_url": format!("{api}/git/refs{{/sha}}"),
-        "git_tags_url": format!("{api}/git/tags{{/sha}}"),
-        "git_url": format!("git://{host}/{full}.git"),
-        "issue_comment_url": format!("{api}/issues/comments{{/number}}"),
-        "issue_events_url": format!("{api}/issues/events{{/number}}"),
-        "issues_url": format!("{api}/issues{{/number}}"),
-        "keys_url": format!("{api}/keys{{/key_id}}"),
-        "labels_url": format!("{api}/labels{{/name}}"),
-        "languages_url": format!("{api}/languages"),
-        "merges_url": format!("{api}/merges"),
-        "milestones_url": format!("{api}/milestones{{/number}}"),
-        "notifications_url": format!("{api}/notifications{{?since,all,participating}}"),
-        "pulls_url": format!("{api}/pulls{{/number}}"),
-        "releases_url": format!("{api}/releases{{/id}}"),
-        "ssh_url": format!("git@{}:{full}.git", host.split(':').next().unwrap_or(host)),
-        "stargazers_url": format!("{api}/stargazers"),
-        "statuses_url": format!("{api}/statuses/{{sha}}"),
-        "subscribers_url": format!("{api}/subscribers"),
-        "subscription_url": format!("{api}/subscription"),
-        "tags_url": format!("{api}/tags"),
-        "teams_url": format!("{api}/teams"),
-        "trees_url": format!("{api}/git/trees{{/sha}}"),
-    }));
-    merge(&mut value, json!({
-        "clone_url": format!("{web}.git"),
-        "mirror_url": null,
-        "hooks_url": format!("{api}/hooks"),
-        "svn_url": web,
-        "homepage": null,
-        "language": null,
-        "forks_count": 0,
-        "forks": 0,
-        "stargazers_count": 0,
-        "watchers_count": 0,
-        "watchers": 0,
-        "size": 0,
-        "default_branch": repo.default_branch,
-        "open_issues_count": open,
-        "open_issues": open,
-        "is_template": false,
-        "topics": [],
-        "has_issues": true,
-        "has_projects": true,
-        "has_wiki": true,
-        "has_pages": false,
-        "has_downloads": true,
-        "has_discussions": false,
-        "archived": false,
-        "disabled": false,
-        "license": null,
-        "pushed_at": created,
-        "created_at": created,
-        "updated_at": created,
-        "permissions": {"admin": false, "maintain": false, "push": push, "triage": false, "pull": true},
-        "allow_forking": true,
-        "web_commit_signoff_required": false,
-    }));
+    merge(
+        &mut value,
+        json!({
+            "git_commits_url": format!("{api}/git/commits{{/sha}}"),
+            "git_refs_url": format!("{api}/git/refs{{/sha}}"),
+            "git_tags_url": format!("{api}/git/tags{{/sha}}"),
+            "git_url": format!("git://{host}/{full}.git"),
+            "issue_comment_url": format!("{api}/issues/comments{{/number}}"),
+            "issue_events_url": format!("{api}/issues/events{{/number}}"),
+            "issues_url": format!("{api}/issues{{/number}}"),
+            "keys_url": format!("{api}/keys{{/key_id}}"),
+            "labels_url": format!("{api}/labels{{/name}}"),
+            "languages_url": format!("{api}/languages"),
+            "merges_url": format!("{api}/merges"),
+            "milestones_url": format!("{api}/milestones{{/number}}"),
+            "notifications_url": format!("{api}/notifications{{?since,all,participating}}"),
+            "pulls_url": format!("{api}/pulls{{/number}}"),
+            "releases_url": format!("{api}/releases{{/id}}"),
+            "ssh_url": format!("git@{}:{full}.git", host.split(':').next().unwrap_or(host)),
+            "stargazers_url": format!("{api}/stargazers"),
+            "statuses_url": format!("{api}/statuses/{{sha}}"),
+            "subscribers_url": format!("{api}/subscribers"),
+            "subscription_url": format!("{api}/subscription"),
+            "tags_url": format!("{api}/tags"),
+            "teams_url": format!("{api}/teams"),
+            "trees_url": format!("{api}/git/trees{{/sha}}"),
+        }),
+    );
+    merge(
+        &mut value,
+        json!({
+            "clone_url": format!("{web}.git"),
+            "mirror_url": null,
+            "hooks_url": format!("{api}/hooks"),
+            "svn_url": web,
+            "homepage": null,
+            "language": null,
+            "forks_count": 0,
+            "forks": 0,
+            "stargazers_count": 0,
+            "watchers_count": 0,
+            "watchers": 0,
+            "size": 0,
+            "default_branch": repo.default_branch,
+            "open_issues_count": open,
+            "open_issues": open,
+            "is_template": false,
+            "topics": [],
+            "has_issues": true,
+            "has_projects": true,
+            "has_wiki": true,
+            "has_pages": false,
+            "has_downloads": true,
+            "has_discussions": false,
+            "archived": false,
+            "disabled": false,
+            "license": null,
+            "pushed_at": created,
+            "created_at": created,
+            "updated_at": created,
+            "permissions": {"admin": false, "maintain": false, "push": push, "triage": false, "pull": true},
+            "allow_forking": true,
+            "web_commit_signoff_required": false,
+        }),
+    );
     value
 }
 
@@ -222,10 +228,28 @@ pub fn integration(urls: &Urls, app: &App, installations: usize) -> Value {
     })
 }
 
+/// An installation's `account`. GitHub's description of `GET /app/installations` requires the
+/// account to be both a `simple-user` and an `enterprise` (`allOf`), so the enterprise fields
+/// (`name`, `slug`, `created_at`, `updated_at`) are included too.
+fn installation_account(urls: &Urls, installation: &Installation) -> Value {
+    let mut value = account(urls, &installation.account);
+    let created = timestamp(installation.created_at);
+    merge(
+        &mut value,
+        json!({
+            "name": installation.account,
+            "slug": installation.account,
+            "created_at": created,
+            "updated_at": created,
+        }),
+    );
+    value
+}
+
 pub fn installation(urls: &Urls, installation: &Installation, app: &App) -> Value {
     json!({
         "id": installation.id,
-        "account": account(urls, &installation.account),
+        "account": installation_account(urls, installation),
         "repository_selection": installation.repository_selection.as_str(),
         "access_tokens_url": format!("{}/app/installations/{}/access_tokens", urls.api, installation.id),
         "repositories_url": format!("{}/installation/repositories", urls.api),
@@ -251,7 +275,13 @@ pub fn permissions(permissions: &Permissions) -> Value {
     permissions_json(permissions)
 }
 
-fn branch_side(urls: &Urls, repo: &Repo, description: &Description, branch: &str, sha: &str) -> Value {
+fn branch_side(
+    urls: &Urls,
+    repo: &Repo,
+    description: &Description,
+    branch: &str,
+    sha: &str,
+) -> Value {
     json!({
         "label": format!("{}:{branch}", repo.owner),
         "ref": branch,
@@ -280,15 +310,15 @@ pub fn pull_request(
         .map(|app| bot(urls, app))
         .unwrap_or_else(|| account(urls, &pull.user));
     let links = json!({
-            "self": {"href": format!("{api}/pulls/{n}")},
-            "html": {"href": web},
-            "issue": {"href": format!("{api}/issues/{n}")},
-            "comments": {"href": format!("{api}/issues/{n}/comments")},
-            "review_comments": {"href": format!("{api}/pulls/{n}/comments")},
-            "review_comment": {"href": format!("{api}/pulls/comments{{/number}}")},
-            "commits": {"href": format!("{api}/pulls/{n}/commits")},
-            "statuses": {"href": format!("{api}/statuses/{}", pull.head_sha)},
-        });
+        "self": {"href": format!("{api}/pulls/{n}")},
+        "html": {"href": web},
+        "issue": {"href": format!("{api}/issues/{n}")},
+        "comments": {"href": format!("{api}/issues/{n}/comments")},
+        "review_comments": {"href": format!("{api}/pulls/{n}/comments")},
+        "review_comment": {"href": format!("{api}/pulls/comments{{/number}}")},
+        "commits": {"href": format!("{api}/pulls/{n}/commits")},
+        "statuses": {"href": format!("{api}/statuses/{}", pull.head_sha)},
+    });
     let mut value = json!({
         "url": format!("{api}/pulls/{n}"),
         "id": pull.id,
@@ -321,14 +351,17 @@ pub fn pull_request(
         "requested_reviewers": [],
         "requested_teams": [],
     });
-    merge(&mut value, json!({
-        "head": branch_side(urls, repo, description, &pull.head, &pull.head_sha),
-        "base": branch_side(urls, repo, description, &pull.base, &pull.base_sha),
-        "_links": links,
-        "author_association": "NONE",
-        "auto_merge": null,
-        "draft": pull.draft,
-    }));
+    merge(
+        &mut value,
+        json!({
+            "head": branch_side(urls, repo, description, &pull.head, &pull.head_sha),
+            "base": branch_side(urls, repo, description, &pull.base, &pull.base_sha),
+            "_links": links,
+            "author_association": "NONE",
+            "auto_merge": null,
+            "draft": pull.draft,
+        }),
+    );
     if full {
         for (key, field) in [
             ("merged", json!(false)),

@@ -31,13 +31,19 @@ pub async fn run(git: &Git, env: Vec<(String, String)>, body: Body) -> Response 
         Ok(child) => child,
         Err(e) => {
             tracing::error!(error = %e, git = %git.bin().display(), "devhub: cannot start git http-backend");
-            return plain(StatusCode::INTERNAL_SERVER_ERROR, "git http-backend could not start\n");
+            return plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "git http-backend could not start\n",
+            );
         }
     };
     let (Some(mut stdin), Some(stdout), Some(mut stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return plain(StatusCode::INTERNAL_SERVER_ERROR, "git http-backend has no pipes\n");
+        return plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "git http-backend has no pipes\n",
+        );
     };
     tokio::spawn(async move {
         let mut stream = body.into_data_stream();
@@ -51,7 +57,10 @@ pub async fn run(git: &Git, env: Vec<(String, String)>, body: Body) -> Response 
     });
     tokio::spawn(async move {
         let mut text = String::new();
-        let _ = (&mut stderr).take(64 * 1024).read_to_string(&mut text).await;
+        let _ = (&mut stderr)
+            .take(64 * 1024)
+            .read_to_string(&mut text)
+            .await;
         if !text.trim().is_empty() {
             tracing::debug!(stderr = %text.trim(), "devhub: git http-backend");
         }
@@ -73,7 +82,10 @@ pub async fn run(git: &Git, env: Vec<(String, String)>, body: Body) -> Response 
             }
         }
         if read > MAX_HEADER_BYTES {
-            return plain(StatusCode::BAD_GATEWAY, "git http-backend sent oversized headers\n");
+            return plain(
+                StatusCode::BAD_GATEWAY,
+                "git http-backend sent oversized headers\n",
+            );
         }
         let line = String::from_utf8_lossy(&line);
         let line = line.trim_end_matches(['\r', '\n']);
@@ -108,7 +120,10 @@ pub async fn run(git: &Git, env: Vec<(String, String)>, body: Body) -> Response 
 pub fn plain(status: StatusCode, text: &str) -> Response {
     (
         status,
-        [(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; charset=utf-8",
+        )],
         text.to_string(),
     )
         .into_response()
@@ -133,7 +148,9 @@ mod tests {
         let response = run(&Git::new(&fake), Vec::new(), Body::from("input")).await;
         assert_eq!(response.status(), StatusCode::NOT_FOUND);
         assert_eq!(response.headers()["content-type"], "text/plain");
-        let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
         assert_eq!(&body[..], b"nope\n");
     }
 }

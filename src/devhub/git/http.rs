@@ -54,7 +54,11 @@ fn challenge(text: &str) -> Response {
 }
 
 /// The service a request asks for, or the answer to give instead.
-fn service(method: &str, rest: &str, query: &str) -> Result<(&'static str, bool), Response> {
+fn service(
+    method: &str,
+    rest: &str,
+    query: &str,
+) -> Result<(&'static str, bool), (StatusCode, &'static str)> {
     let asked = query
         .split('&')
         .find_map(|pair| pair.strip_prefix("service="));
@@ -62,15 +66,15 @@ fn service(method: &str, rest: &str, query: &str) -> Result<(&'static str, bool)
         ("GET" | "HEAD", "info/refs") => match asked {
             Some("git-upload-pack") => Ok(("git-upload-pack", false)),
             Some("git-receive-pack") => Ok(("git-receive-pack", true)),
-            Some(_) => Err(plain(StatusCode::FORBIDDEN, "Unsupported service\n")),
-            None => Err(plain(StatusCode::FORBIDDEN, DUMB_HTTP)),
+            Some(_) => Err((StatusCode::FORBIDDEN, "Unsupported service\n")),
+            None => Err((StatusCode::FORBIDDEN, DUMB_HTTP)),
         },
         ("POST", "git-upload-pack") => Ok(("git-upload-pack", false)),
         ("POST", "git-receive-pack") => Ok(("git-receive-pack", true)),
         (_, "info/refs" | "git-upload-pack" | "git-receive-pack") => {
-            Err(plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n"))
+            Err((StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n"))
         }
-        _ => Err(plain(StatusCode::NOT_FOUND, "Not Found\n")),
+        _ => Err((StatusCode::NOT_FOUND, "Not Found\n")),
     }
 }
 
@@ -93,10 +97,9 @@ async fn serve(
         }
         Some(FaultKind::SecondaryRateLimit { retry_after }) => {
             let mut response = plain(StatusCode::TOO_MANY_REQUESTS, "Too many requests\n");
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                header::HeaderValue::from(retry_after),
-            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(retry_after));
             return response;
         }
         Some(FaultKind::PrimaryRateLimit { .. }) => {
@@ -110,7 +113,7 @@ async fn serve(
     let query = request.uri().query().unwrap_or("").to_string();
     let (service, write) = match service(&method, &rest, &query) {
         Ok(found) => found,
-        Err(response) => return response,
+        Err((status, text)) => return plain(status, text),
     };
     let name = repo_segment.strip_suffix(".git").unwrap_or(&repo_segment);
 

@@ -93,12 +93,18 @@ impl Git {
     /// Creates a bare repository with `default_branch` as HEAD, GitHub-like server settings and
     /// devhub's pre-receive hook.
     pub fn init_bare(&self, path: &Path, default_branch: &str) -> Result<(), DevHubError> {
-        std::fs::create_dir_all(path)
-            .map_err(super::error::io(format!("cannot create {}", path.display())))?;
+        std::fs::create_dir_all(path).map_err(super::error::io(format!(
+            "cannot create {}",
+            path.display()
+        )))?;
         self.run(path, &["init", "--quiet", "--bare"])?;
         self.run(
             path,
-            &["symbolic-ref", "HEAD", &format!("refs/heads/{default_branch}")],
+            &[
+                "symbolic-ref",
+                "HEAD",
+                &format!("refs/heads/{default_branch}"),
+            ],
         )?;
         for (key, value) in [
             ("receive.denyDeleteCurrent", "refuse"),
@@ -116,7 +122,12 @@ impl Git {
     pub fn branch_sha(&self, repo: &Path, branch: &str) -> Option<String> {
         self.run(
             repo,
-            &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}^{{commit}}")],
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}^{{commit}}"),
+            ],
         )
         .ok()
         .map(|s| s.trim().to_string())
