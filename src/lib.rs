@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod devhub;
 pub mod engine;
 pub mod operator;
 pub mod publisher;
