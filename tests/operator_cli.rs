@@ -590,3 +590,40 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The walkthrough's clone: in the agent shell `env.sh` sets up, an ordinary GitHub URL reaches
+/// the local GitHub through the credential helper; a repository without the reader App is
+/// refused with one clear line.
+#[test]
+fn dev_up_env_clones_github_urls_from_the_local_github() {
+    let dev = Dev::up();
+    assert!(
+        dev.info["devhub_git_url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:")
+    );
+    let work = dev.home.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let script = format!(
+        "source '{}' && cd '{}' && git clone -q https://github.com/demo/app && git -C app log --oneline | wc -l",
+        dev.info["env_file"].as_str().unwrap(),
+        work.display()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env("HOME", dev.home.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.trim(), "3", "the seeded history");
+    assert!(work.join("app/README.md").exists());
+    // Tokens are logged as hashes only.
+    assert!(dev.log().contains("token_sha256"), "{}", dev.log());
+    assert!(!dev.log().contains("ghs_"), "a token leaked into the log");
+}

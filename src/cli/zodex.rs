@@ -230,6 +230,16 @@ enum DevCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Run the local GitHub stand-in in the foreground (what `dev up` starts in the background).
+    #[command(hide = true)]
+    Devhub {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        api_port: u16,
+        #[arg(long, default_value_t = 0)]
+        git_port: u16,
+    },
     /// Stop what `dev up` started.
     Down {
         #[arg(long)]
@@ -501,6 +511,23 @@ fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
                 Err(e) => print_failure(&e, json),
             }
         }
+        DevCommand::Devhub {
+            dir,
+            api_port,
+            git_port,
+        } => {
+            let config = crate::devhub::DevHubConfig::new(dir).with_ports(api_port, git_port);
+            let served = tokio::runtime::Runtime::new()
+                .map_err(|e| e.to_string())
+                .and_then(|rt| {
+                    rt.block_on(crate::devhub::serve(config))
+                        .map_err(|e| e.to_string())
+                });
+            match served {
+                Ok(()) => EXIT_OK,
+                Err(e) => print_failure(&e, false),
+            }
+        }
         DevCommand::Down { dir, json } => {
             let dir = dir.unwrap_or_else(dev::default_dir);
             match dev::down(&dir, registry) {
@@ -533,6 +560,7 @@ fn render_dev_up(install: &dev::DevInstall) -> String {
     format!(
         "Zodex dev installation {state} in {dir} (sprite `{sprite}`, zodex-prd pid {pid}).\n\
          MCP server (zodex-agent serve, pid {agent_pid}): {mcp_url}\n\
+         Local GitHub (devhub, pid {devhub_pid}): API {devhub_api}, git {devhub_git}\n\
          \x20 (a secret: whoever holds this URL runs commands here; also in {dir}/mcp-url)\n\
          \n\
          Try, as the operator:\n\
@@ -543,12 +571,13 @@ fn render_dev_up(install: &dev::DevInstall) -> String {
          \x20 zodex sprite github yolo --ttl 1h && zodex sprite github default\n\
          \n\
          and as the agent (in a shell that ran `source {env}`):\n\
+         \x20 git clone https://github.com/demo/app     # reaches the local GitHub, token from zodex-prd\n\
+         \x20 git clone https://github.com/demo/other   # readable too; the writer App is not installed there\n\
          \x20 zodex-agent github request-push --repo demo/app --reason 'try it' --wait\n\
          \x20 (then, as the operator: zodex sprite github requests; zodex sprite github approve ID)\n\
          \x20 zodex-agent github status\n\
          \n\
-         Not in this build yet: a local GitHub (devhub), so no repository has writer-App coverage\n\
-         and every push decision is denied by `require-writer-installed`.\n\
+         Not in this build yet: pushing through git-remote-zodex and publish-pr (they refuse).\n\
          Audit: zodex sprite github audit --since 1h    Log: {log}\n\
          Stop:  zodex dev down{dir_flag}",
         state = if install.started {
@@ -559,6 +588,9 @@ fn render_dev_up(install: &dev::DevInstall) -> String {
         sprite = install.sprite,
         pid = install.publisher_pid,
         agent_pid = install.agent_pid,
+        devhub_pid = install.devhub_pid,
+        devhub_api = install.devhub_api_url,
+        devhub_git = install.devhub_git_url,
         mcp_url = install.mcp_url,
         env = install.env_file.display(),
         log = install.log.display(),

@@ -49,6 +49,10 @@ pub struct DevInstall {
     /// The MCP connector URL of the local sprite, key included (a secret; also in `mcp-url`, 0600).
     pub mcp_url: String,
     pub agent_pid: i32,
+    /// The local GitHub: its REST base URL and its git base URL.
+    pub devhub_api_url: String,
+    pub devhub_git_url: String,
+    pub devhub_pid: i32,
     /// False when an earlier `dev up` was still running and was reused.
     pub started: bool,
 }
@@ -130,14 +134,20 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
             .map_err(io(format!("cannot create {}/{sub}", dir.display())))?;
     }
     let (config_path, env_file, log, pid_file) = layout(&dir);
+    let (devhub, devhub_pid) = start_devhub(&dir)?;
     if !config_path.exists() {
+        let mut config = default_config(&dir);
+        config.github = Some(dev_github_config(&dir, &devhub)?);
         let text = format!(
             "# Written by `zodex dev up`: a local installation on embedded defaults. Edit freely.\n{}",
-            default_config(&dir).to_toml()
+            config.to_toml()
         );
         std::fs::write(&config_path, text).map_err(io("cannot write the configuration"))?;
     }
     let config = Config::load(&config_path)?;
+    let gitconfig = dir.join("agent.gitconfig");
+    std::fs::write(&gitconfig, agent_gitconfig(&devhub.git_url))
+        .map_err(io("cannot write agent.gitconfig"))?;
     let bin_dir = sibling_binary("zodex-prd")
         .parent()
         .map(Path::to_path_buf)
@@ -145,10 +155,14 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
     let env = format!(
         "# Agent-side environment of the `zodex dev up` installation in {dir}.\n\
          export ZODEX_CONFIG='{config}'\n\
-         export PATH='{bin}':\"$PATH\"\n",
+         export PATH='{bin}':\"$PATH\"\n\
+         # git: https://github.com/ reaches the local GitHub; pushes go through git-remote-zodex.\n\
+         export GIT_CONFIG_GLOBAL='{gitconfig}'\n\
+         export GIT_TERMINAL_PROMPT=0\n",
         dir = dir.display(),
         config = config_path.display(),
         bin = bin_dir.display(),
+        gitconfig = gitconfig.display(),
     );
     std::fs::write(&env_file, env).map_err(io("cannot write env.sh"))?;
 
@@ -195,8 +209,153 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
         publisher_pid: pid,
         mcp_url,
         agent_pid,
+        devhub_api_url: devhub.api_url,
+        devhub_git_url: devhub.git_url,
+        devhub_pid,
         started,
     })
+}
+
+/// The publisher's `[github]` table for the local GitHub: its URLs and the two seeded Apps.
+fn dev_github_config(
+    dir: &Path,
+    devhub: &crate::devhub::RunInfo,
+) -> Result<crate::publisher::config::GithubConfig, DevError> {
+    use crate::publisher::config::{GithubApp, GithubConfig};
+    let record: serde_json::Value = std::fs::read_to_string(dir.join("devhub-seed.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let app_id = |key: &str| record["seed"][key].as_u64();
+    let (Some(reader), Some(writer)) = (app_id("reader_app_id"), app_id("writer_app_id")) else {
+        return Err(DevError::Io {
+            context: "devhub-seed.json lacks the App ids; remove the installation directory and run `zodex dev up` again".into(),
+            source: std::io::Error::other("incomplete seed record"),
+        });
+    };
+    Ok(GithubConfig {
+        api_url: devhub.api_url.trim_end_matches('/').to_string(),
+        git_url: devhub.git_url.trim_end_matches('/').to_string(),
+        reader: GithubApp {
+            app_id: reader,
+            private_key_file: dir.join("keys/reader.pem"),
+        },
+        writer: GithubApp {
+            app_id: writer,
+            private_key_file: dir.join("keys/writer.pem"),
+        },
+    })
+}
+
+/// The agent side's git configuration: ordinary GitHub URLs fetch from the local GitHub with
+/// the credential helper, and pushes to them go through `git-remote-zodex`.
+fn agent_gitconfig(devhub_git_url: &str) -> String {
+    let base = devhub_git_url.trim_end_matches('/');
+    format!(
+        "# Written by `zodex dev up`: the agent side's git configuration.\n\
+         [user]\n\tname = Zodex Dev Agent\n\temail = agent@zodex.invalid\n\
+         [url \"{base}/\"]\n\tinsteadOf = https://github.com/\n\
+         [url \"zodex::https://github.com/\"]\n\tpushInsteadOf = https://github.com/\n\
+         [credential \"{base}\"]\n\thelper =\n\thelper = !zodex-agent credential\n\tuseHttpPath = true\n\
+         [init]\n\tdefaultBranch = main\n"
+    )
+}
+
+/// Starts the local GitHub (devhub) with two fresh App key pairs and the demo repositories,
+/// unless it runs already. Ports are chosen once and kept, so URLs stay valid across restarts.
+fn start_devhub(dir: &Path) -> Result<(crate::devhub::RunInfo, i32), DevError> {
+    use crate::devhub::{DevHub, RunInfo, keys};
+    let devhub_dir = dir.join("devhub");
+    let pid_file = dir.join("run/devhub.pid");
+    let hub_err = |context: &str| {
+        let context = context.to_string();
+        move |e: crate::devhub::DevHubError| DevError::Io {
+            context,
+            source: std::io::Error::other(e.to_string()),
+        }
+    };
+    if let Some(pid) = running_pid(&pid_file)
+        && let Ok(info) = RunInfo::load(&devhub_dir)
+    {
+        return Ok((info, pid));
+    }
+    let key_dir = dir.join("keys");
+    let seeded = dir.join("devhub-seed.json");
+    if !seeded.exists() {
+        let reader =
+            keys::generate_key_pair().map_err(hub_err("cannot make the reader App key"))?;
+        let writer =
+            keys::generate_key_pair().map_err(hub_err("cannot make the writer App key"))?;
+        reader
+            .write(&key_dir, "reader")
+            .map_err(hub_err("cannot write the reader App key"))?;
+        writer
+            .write(&key_dir, "writer")
+            .map_err(hub_err("cannot write the writer App key"))?;
+        let seed = DevHub::seed_demo(&devhub_dir, &reader.public_pem, &writer.public_pem)
+            .map_err(hub_err("cannot seed the demo repositories"))?;
+        let ports = [free_port(), free_port()];
+        let record =
+            serde_json::json!({ "seed": seed, "api_port": ports[0], "git_port": ports[1] });
+        std::fs::write(&seeded, record.to_string()).map_err(io("cannot write devhub-seed.json"))?;
+    }
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&seeded).map_err(io("cannot read devhub-seed.json"))?,
+    )
+    .map_err(|e| DevError::Io {
+        context: "devhub-seed.json is damaged; remove the installation directory".into(),
+        source: std::io::Error::other(e),
+    })?;
+    let port = |key: &str| record[key].as_u64().unwrap_or(0).to_string();
+    let log = dir.join("logs/devhub.log");
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(io(format!("cannot open {}", log.display())))?;
+    let _ = std::fs::remove_file(devhub_dir.join("run.json"));
+    let child = Command::new(sibling_binary("zodex"))
+        .args(["dev", "devhub", "--dir"])
+        .arg(&devhub_dir)
+        .args([
+            "--api-port",
+            &port("api_port"),
+            "--git-port",
+            &port("git_port"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .process_group(0)
+        .spawn()
+        .map_err(io("cannot start devhub"))?;
+    let pid = child.id() as i32;
+    std::fs::write(&pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
+    let start = Instant::now();
+    loop {
+        if let Ok(info) = RunInfo::load(&devhub_dir) {
+            let api = info
+                .api_url
+                .trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_string();
+            if std::net::TcpStream::connect(&api).is_ok() {
+                return Ok((info, pid));
+            }
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(DevError::NotReady { log, tail });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
 }
 
 /// Starts `zodex-agent serve` for the local sprite (unless it runs) with a fresh key whose hash
@@ -327,7 +486,11 @@ pub struct DevDown {
 pub fn down(dir: &Path, registry: &Registry) -> Result<DevDown, DevError> {
     let (config_path, _, _, pid_file) = layout(dir);
     let mut stopped = Vec::new();
-    for pid_file in [dir.join("run/zodex-agent.pid"), pid_file] {
+    for pid_file in [
+        dir.join("run/zodex-agent.pid"),
+        dir.join("run/devhub.pid"),
+        pid_file,
+    ] {
         if let Some(pid) = running_pid(&pid_file) {
             stop(pid);
             stopped.push(pid);
