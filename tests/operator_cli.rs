@@ -36,14 +36,21 @@ fn grant_shows_in_status_on_both_sides_and_expires_by_ttl() {
         human.stdout
     );
     assert!(human.stdout.contains("expired"), "{}", human.stdout);
-    // The daemon's sweeper recorded the expiry in the audit log.
-    let audit = dev.github_json(&["audit", "--repo", "demo/app"]);
-    let actions: Vec<&str> = audit["result"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["action"].as_str().unwrap())
-        .collect();
+    // The daemon's sweeper (every second) records the expiry in the audit log.
+    let mut actions = Vec::new();
+    for _ in 0..40 {
+        let audit = dev.github_json(&["audit", "--repo", "demo/app"]);
+        actions = audit["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["action"].as_str().unwrap().to_string())
+            .collect();
+        if actions.len() > 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(actions, vec!["GrantPush", "ExpireGrant"]);
 }
 

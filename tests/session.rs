@@ -201,9 +201,12 @@ async fn command_environment_is_plain_and_marked() {
         )
         .await;
     assert_eq!(out.exit_code, Some(0), "{}", out.output);
+    // Zodex sets no CI variable of its own: the command sees whatever the server inherited
+    // (CI runners export CI=true).
+    let inherited_ci = std::env::var("CI").unwrap_or_else(|_| "unset".to_string());
     assert_eq!(
         out.output,
-        "dumb|cat|cat|cat|1|0|FRX|unset\ntty\nleader\nmarked\n"
+        format!("dumb|cat|cat|cat|1|0|FRX|{inherited_ci}\ntty\nleader\nmarked\n")
     );
 }
 
