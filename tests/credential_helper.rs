@@ -170,22 +170,11 @@ private_key_file = "{writer_key}"
     /// git with only this helper, useHttpPath, and no prompt.
     fn git(&self, dir: &Path, args: &[&str]) -> Output {
         let helper = format!("!{AGENT} credential --config {}", self.config.display());
-        Command::new("git")
-            .current_dir(dir)
+        devhub_support::git_command(dir)
             .args(["-c", "credential.helper="])
             .args(["-c", &format!("credential.helper={helper}")])
             .args(["-c", "credential.useHttpPath=true"])
             .args(args)
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@zodex.invalid")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@zodex.invalid")
-            .env_remove("GIT_ASKPASS")
-            .env_remove("SSH_ASKPASS")
-            .stdin(Stdio::null())
             .output()
             .unwrap()
     }

@@ -178,10 +178,19 @@ pub fn sign(key: &KeyPair, claims: Value) -> String {
 /// Runs git with no inherited credential helper, no prompt, no global configuration, and a
 /// fixed identity.
 pub fn git(dir: &Path, args: &[&str]) -> Output {
-    Command::new("git")
-        .current_dir(dir)
+    git_command(dir)
         .args(["-c", "credential.helper=", "-c", "protocol.version=2"])
         .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A `git` in `dir` that reads no user or system configuration, never prompts and commits as
+/// a fixed test identity; callers add their own `-c` options and arguments.
+pub fn git_command(dir: &Path) -> Command {
+    let mut command = Command::new("git");
+    command
+        .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -191,9 +200,8 @@ pub fn git(dir: &Path, args: &[&str]) -> Output {
         .env("GIT_COMMITTER_EMAIL", "test@zodex.invalid")
         .env_remove("GIT_ASKPASS")
         .env_remove("SSH_ASKPASS")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+        .stdin(Stdio::null());
+    command
 }
 
 /// [`git`] that must succeed; returns stdout.
