@@ -35,3 +35,44 @@ pub fn call(socket: &Path, request: &AgentRequest) -> Result<Response, ClientErr
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     Ok(agent_roundtrip(&mut stream, request)?)
 }
+
+/// Sends one request followed by `bundle` (its bytes streamed from disk), half-closes, and
+/// returns the answer. A refusal the daemon sends before reading the body is returned as is.
+/// `progress` reports bytes sent.
+pub fn call_with_bundle(
+    socket: &Path,
+    request: &AgentRequest,
+    bundle: Option<(&Path, u64)>,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<Response, ClientError> {
+    use std::io::{Read, Write};
+    let mut stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
+        socket: socket.to_path_buf(),
+        source,
+    })?;
+    // Publishing waits for GitHub: allow the daemon time to finish.
+    stream.set_read_timeout(Some(Duration::from_secs(600)))?;
+    let len = bundle.map_or(0, |(_, len)| len);
+    let response = crate::publisher::wire::agent_roundtrip_with(&mut stream, request, len, |s| {
+        if let Some((path, len)) = bundle {
+            let mut file = std::fs::File::open(path)?;
+            let mut buf = vec![0u8; 256 * 1024];
+            let mut sent = 0u64;
+            while sent < len {
+                let n = file.read(&mut buf)?;
+                if n == 0 {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the bundle file shrank while it was sent",
+                    ));
+                }
+                s.write_all(&buf[..n])?;
+                sent += n as u64;
+                progress(sent, len);
+            }
+        }
+        s.flush()?;
+        s.shutdown(std::net::Shutdown::Write)
+    })?;
+    Ok(response)
+}

@@ -4,5 +4,8 @@
 //! Architecture invariant: the agent side never decides and holds nothing secret; it asks
 //! `zodex-prd` and shows the answer. Its checks are courtesy, never security.
 
+pub mod bundle;
 pub mod client;
 pub mod credential;
+pub mod publish;
+pub mod remote_helper;

@@ -1,6 +1,6 @@
 //! `zodex-agent`: the agent user's command line (asks `zodex-prd`; never decides).
 
-use super::{EXIT_FAILURE, not_built, print_failure, print_response, render, repo_arg, ttl_arg};
+use super::{EXIT_FAILURE, print_failure, print_response, render, repo_arg, ttl_arg};
 use crate::agent::client;
 use crate::engine::RepoName;
 use crate::publisher::wire::{AgentRequest, Response, Ttl};
@@ -71,10 +71,25 @@ enum GithubCommand {
     },
     /// Grants, YOLO scopes and pending requests.
     Status,
-    /// Open a review-first pull request from the current checkout.
+    /// Open a review-first pull request from the current checkout's HEAD.
     PublishPr {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
+        #[arg(long, value_parser = repo_arg)]
+        repo: RepoName,
+        #[arg(long)]
+        title: String,
+        #[arg(long, conflicts_with = "body_file")]
+        body: Option<String>,
+        /// Read the body from a file (`-` for stdin).
+        #[arg(long)]
+        body_file: Option<PathBuf>,
+        /// The branch to merge into (default: the repository's default branch).
+        #[arg(long)]
+        base: Option<String>,
+        #[arg(long)]
+        draft: bool,
+        /// The checkout to publish from (default: the current directory).
+        #[arg(long)]
+        workdir: Option<PathBuf>,
     },
 }
 
@@ -124,7 +139,29 @@ fn github(config: Option<PathBuf>, json: bool, command: GithubCommand) -> i32 {
             repo: repo.to_string(),
         },
         GithubCommand::Status => AgentRequest::Status,
-        GithubCommand::PublishPr { .. } => return not_built("`zodex-agent github publish-pr`"),
+        GithubCommand::PublishPr {
+            repo,
+            title,
+            body,
+            body_file,
+            base,
+            draft,
+            workdir,
+        } => {
+            return super::publish::publish_pr(
+                config.as_ref(),
+                json,
+                super::publish::PublishArgs {
+                    repo,
+                    title,
+                    body,
+                    body_file,
+                    base,
+                    draft,
+                    workdir,
+                },
+            );
+        }
     };
     match call(config.as_ref(), &request) {
         Ok(response) => print_response(&response, json, |v| match request {

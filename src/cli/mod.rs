@@ -6,6 +6,8 @@
 pub mod agent;
 pub mod local;
 pub mod prd;
+pub mod publish;
+pub mod remote_helper;
 pub mod render;
 pub mod serve;
 pub mod zodex;

@@ -40,6 +40,9 @@ pub struct Config {
     /// request that needs GitHub is refused with a message naming this table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub github: Option<GithubConfig>,
+    /// The prefix of review-first branches (`zodex/` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_branch_prefix: Option<String>,
 }
 
 /// The `[github]` table. The API and git base URLs default to github.com; point both at a
@@ -127,6 +130,34 @@ impl Config {
             .get("key_hash_file")?
             .as_str()
             .map(PathBuf::from)
+    }
+
+    /// Where spooled bundles and quarantines live (private, beside the mirrors).
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.state_dir.join("tmp")
+    }
+
+    /// The review-first branch prefix, checked to make valid ref names.
+    pub fn pr_branch_prefix(&self) -> Result<String, String> {
+        let prefix = self
+            .pr_branch_prefix
+            .clone()
+            .unwrap_or_else(|| "zodex/".into());
+        let valid = !prefix.is_empty()
+            && prefix.len() <= 64
+            && !prefix.starts_with(['/', '.', '-'])
+            && !prefix.contains("..")
+            && !prefix.contains("//")
+            && prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.'));
+        if valid {
+            Ok(prefix)
+        } else {
+            Err(format!(
+                "pr_branch_prefix {prefix:?} would not make valid branch names; use letters, digits, `-`, `_`, `.` and `/` (e.g. \"zodex/\")"
+            ))
+        }
     }
 
     pub fn state_db(&self) -> PathBuf {

@@ -3,7 +3,7 @@
 //! tokens of grants that ended.
 
 use super::config::Config;
-use super::host::{Host, HostError};
+use super::host::{Host, HostError, Spooled};
 use super::sockets::{admin_allowed, bind, peer_uid};
 use super::wire::{
     AGENT_HEADER_LEN, AdminRequest, AgentHeader, AgentRequest, ErrorKind, MAX_REQUEST_BYTES,
@@ -213,31 +213,142 @@ async fn agent_request(stream: &mut UnixStream, host: &Arc<Host>) -> Response {
             .await
             .map_err(|e| format!("reading the header failed: {e}"))?;
         let header = AgentHeader::decode(&header)?;
-        if header.bundle_len != 0 {
-            return Err(
-                "this zodex-prd does not accept bundles yet; nothing was read or stored"
-                    .to_string(),
-            );
-        }
         let mut metadata = vec![0u8; header.metadata_len as usize];
         stream
             .read_exact(&mut metadata)
             .await
             .map_err(|e| format!("the request ended early: {e}"))?;
-        serde_json::from_slice::<AgentRequest>(&metadata)
-            .map_err(|e| format!("not a valid agent request: {e}; use zodex-agent"))
+        let request = serde_json::from_slice::<AgentRequest>(&metadata)
+            .map_err(|e| format!("not a valid agent request: {e}; use zodex-agent"))?;
+        if !request.carries_bundle() && header.bundle_len != 0 {
+            return Err(
+                "this request carries no bundle; send a bundle length of 0 (nothing was read)"
+                    .to_string(),
+            );
+        }
+        Ok((header, request))
     };
-    let request = match tokio::time::timeout(READ_TIMEOUT, read).await {
+    let (header, request) = match tokio::time::timeout(READ_TIMEOUT, read).await {
         Err(_) => {
             return Response::error(ErrorKind::Usage, "no complete request within 30 seconds");
         }
         Ok(Err(message)) => return Response::error(ErrorKind::Usage, message),
-        Ok(Ok(request)) => request,
+        Ok(Ok(parsed)) => parsed,
     };
+    if request.carries_bundle() {
+        return bundle_request(stream, host, request, header.bundle_len).await;
+    }
     let host = host.clone();
     tokio::task::spawn_blocking(move || host.agent(request))
         .await
         .unwrap_or_else(|e| {
             Response::error(ErrorKind::Internal, format!("request handler failed: {e}"))
         })
+}
+
+/// A push or publish: decided on the declared request before the body is read (a refusal is
+/// answered without reading it), then the body is spooled and handed to the host.
+async fn bundle_request(
+    stream: &mut UnixStream,
+    host: &Arc<Host>,
+    request: AgentRequest,
+    bundle_len: u64,
+) -> Response {
+    let handler_failed = |e: tokio::task::JoinError| {
+        Response::error(ErrorKind::Internal, format!("request handler failed: {e}"))
+    };
+    let admitted = {
+        let host = host.clone();
+        let request = request.clone();
+        tokio::task::spawn_blocking(move || host.admit(&request, bundle_len)).await
+    };
+    let admission = match admitted {
+        Err(e) => return handler_failed(e),
+        Ok(Err(refusal)) => return *refusal,
+        Ok(Ok(admission)) => admission,
+    };
+    let bundle = if bundle_len > 0 {
+        match spool(stream, bundle_len, &host.tmp_dir()).await {
+            Ok(spooled) => Some(spooled),
+            Err(message) => return Response::error(ErrorKind::Usage, message),
+        }
+    } else {
+        None
+    };
+    let host = host.clone();
+    tokio::task::spawn_blocking(move || host.publish(request, admission, bundle))
+        .await
+        .unwrap_or_else(handler_failed)
+}
+
+/// Copies exactly `len` bundle bytes into a private temporary file, hashing them; a body that
+/// ends early or goes on past `len` is an error. Each read must arrive within the read timeout.
+async fn spool(
+    stream: &mut UnixStream,
+    len: u64,
+    dir: &std::path::Path,
+) -> Result<Spooled, String> {
+    use sha2::{Digest, Sha256};
+    let io = |e: std::io::Error| format!("cannot spool the bundle: {e}; see the zodex-prd log");
+    std::fs::create_dir_all(dir).map_err(io)?;
+    // tempfile creates the file with mode 0600.
+    let file = tempfile::Builder::new()
+        .prefix("bundle-")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    let mut out = tokio::io::BufWriter::with_capacity(
+        256 * 1024,
+        tokio::fs::File::from_std(file.reopen().map_err(io)?),
+    );
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut got: u64 = 0;
+    while got < len {
+        let want = usize::try_from(len - got)
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        let n = match tokio::time::timeout(READ_TIMEOUT, stream.read(&mut buf[..want])).await {
+            Err(_) => {
+                return Err(format!(
+                    "the bundle stalled after {got} of {len} bytes; push again"
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "reading the bundle failed after {got} of {len} bytes: {e}"
+                ));
+            }
+            Ok(Ok(n)) => n,
+        };
+        if n == 0 {
+            return Err(format!(
+                "the bundle ended after {got} of the {len} bytes declared; nothing was stored, push again"
+            ));
+        }
+        hash.update(&buf[..n]);
+        out.write_all(&buf[..n]).await.map_err(io)?;
+        got += n as u64;
+    }
+    out.flush().await.map_err(io)?;
+    let mut extra = [0u8; 1];
+    match tokio::time::timeout(READ_TIMEOUT, stream.read(&mut extra)).await {
+        Ok(Ok(0)) => {}
+        Ok(Ok(_)) => {
+            return Err(format!(
+                "more than the {len} bundle bytes declared were sent; nothing was stored, send the declared length"
+            ));
+        }
+        Ok(Err(e)) => return Err(format!("reading the bundle failed: {e}")),
+        Err(_) => {
+            return Err(
+                "the client did not end its request after the bundle (half-close the connection)"
+                    .into(),
+            );
+        }
+    }
+    Ok(Spooled {
+        file,
+        len,
+        sha256: hex::encode(hash.finalize()),
+    })
 }

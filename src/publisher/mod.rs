@@ -7,5 +7,6 @@ pub mod credentials;
 pub mod daemon;
 pub mod github;
 pub mod host;
+pub mod publish;
 pub mod sockets;
 pub mod wire;

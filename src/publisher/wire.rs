@@ -126,6 +126,94 @@ pub enum AgentRequest {
         host: String,
         path: String,
     },
+    /// `git-remote-zodex`'s `list for-push`: the repository's branches and tags, fetched into
+    /// the publisher's mirror just now.
+    ListRefs {
+        repo: String,
+    },
+    /// A direct push: every ref update of one `git push`, their objects in the bundle that
+    /// follows (none when every new id is already on GitHub, e.g. a tag or a deletion).
+    Push {
+        repo: String,
+        updates: Vec<PushUpdate>,
+        #[serde(default)]
+        atomic: bool,
+    },
+    /// A review-first pull request from the bundle's `head` commit.
+    PublishPr {
+        repo: String,
+        title: String,
+        #[serde(default)]
+        body: String,
+        /// The branch to merge into; the repository's default branch when absent.
+        #[serde(default)]
+        base: Option<String>,
+        #[serde(default)]
+        draft: bool,
+        /// The commit to publish (the bundle's tip).
+        head: String,
+    },
+}
+
+impl AgentRequest {
+    /// Requests followed by bundle bytes (possibly zero of them).
+    pub fn carries_bundle(&self) -> bool {
+        matches!(self, Self::Push { .. } | Self::PublishPr { .. })
+    }
+}
+
+/// The all-zero object id: "absent" in a lease, as git writes it.
+pub const ZERO_OID: &str = "0000000000000000000000000000000000000000";
+
+/// One ref update of a push, as git asked for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushUpdate {
+    /// The full destination ref, e.g. `refs/heads/feature`.
+    pub dst: String,
+    /// The new object id; `None` deletes the ref.
+    #[serde(default)]
+    pub new: Option<String>,
+    /// The push was forced (`+src:dst`, `--force`). Whether the update really is a
+    /// non-fast-forward is established by the publisher.
+    #[serde(default)]
+    pub force: bool,
+    /// `--force-with-lease`: the id the ref must still have at GitHub ([`ZERO_OID`]: must not
+    /// exist).
+    #[serde(default)]
+    pub lease: Option<String>,
+}
+
+/// The outcome of one ref update, as `git push` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefResult {
+    pub dst: String,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unblock: Option<String>,
+}
+
+/// What `zodex-prd` answers to [`AgentRequest::Push`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushOutcome {
+    pub repo: String,
+    pub results: Vec<RefResult>,
+}
+
+/// What `zodex-prd` answers to [`AgentRequest::PublishPr`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Published {
+    pub repo: String,
+    pub number: u64,
+    pub url: String,
+    pub branch: String,
+    pub base: String,
+    pub draft: bool,
+    /// The same publish was made before; this is its pull request.
+    pub reused: bool,
 }
 
 /// What `zodex-prd` answers to [`AgentRequest::Credential`] (the `result`).
@@ -262,16 +350,30 @@ pub fn agent_roundtrip(
     stream: &mut (impl Read + Write),
     request: &AgentRequest,
 ) -> io::Result<Response> {
+    agent_roundtrip_with(stream, request, 0, |_| Ok(()))
+}
+
+/// Writes one agent request whose `bundle_len` bytes `send_bundle` writes after the metadata,
+/// then reads the response. A request carrying a bundle is ended by the caller half-closing
+/// its side in `send_bundle` (the daemon checks nothing follows the declared bytes).
+pub fn agent_roundtrip_with<S: Read + Write>(
+    stream: &mut S,
+    request: &AgentRequest,
+    bundle_len: u64,
+    send_bundle: impl FnOnce(&mut S) -> io::Result<()>,
+) -> io::Result<Response> {
     let metadata = serde_json::to_vec(request).map_err(io::Error::other)?;
     let header = AgentHeader {
         version: AGENT_VERSION,
         metadata_len: metadata.len() as u32,
-        bundle_len: 0,
+        bundle_len,
     };
     let sent = (|| {
-        stream.write_all(&header.encode())?;
-        stream.write_all(&metadata)?;
-        stream.flush()
+        let mut head = header.encode().to_vec();
+        head.extend_from_slice(&metadata);
+        stream.write_all(&head)?;
+        stream.flush()?;
+        send_bundle(stream)
     })();
     // A daemon that refuses a peer answers and closes without reading the request: the write
     // then fails, but the answer is waiting to be read.

@@ -2,6 +2,8 @@
 //! minting, a blocking HTTP client and git runs with controlled credentials.
 #![allow(dead_code)]
 
+pub mod rig;
+
 use reqwest::blocking::Client;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};

@@ -6,12 +6,14 @@
 mod audit;
 mod coverage;
 mod grants;
+mod publications;
 mod tokens;
 mod yolo;
 
 pub use audit::{AuditEvent, AuditFilter, AuditRow};
 pub use coverage::{App, CoverageFact};
 pub use grants::{Grant, GrantState, GrantVia, NewGrant};
+pub use publications::Publication;
 pub use tokens::IssuedToken;
 pub use yolo::{NewYolo, YoloScope};
 

@@ -13,6 +13,7 @@
 mod error;
 mod http;
 mod jwt;
+mod pulls;
 pub mod record;
 mod token;
 

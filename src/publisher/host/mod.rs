@@ -2,16 +2,20 @@
 //! the handling of each admin and agent request. Blocking (SQLite): call from a blocking task.
 
 use super::config::Config;
-use super::credentials::{Cache, Cached, Kind};
-use super::github::{self, GitHub, GithubError, TokenUse};
-use super::wire::{
-    AdminRequest, AgentRequest, CredentialGrant, ErrorKind, Response, Ttl, WireError,
-};
+use super::credentials::Cache;
+use super::github::{GitHub, GithubError};
+use super::wire::{AdminRequest, AgentRequest, ErrorKind, Response, Ttl, WireError};
 use crate::engine::authority::{Authority, AuthorityError};
 use crate::engine::policy::{Policies, PolicyError};
 use crate::engine::store::{AuditFilter, Store, StoreError};
 use crate::engine::{Ask, Engine, GrantTerms, Principal, RefUpdate, RepoName};
 use std::sync::Mutex;
+
+mod credential;
+mod pr;
+mod push;
+
+pub use push::{Admission, Spooled};
 
 /// Longest TTL accepted over the wire (the CLI's grammar caps it the same way).
 const MAX_TTL_SECONDS: i64 = 10 * 366 * 24 * 3600;
@@ -35,6 +39,13 @@ pub struct Host {
     clock: fn() -> i64,
     github: Option<GitHub>,
     credentials: Cache,
+    /// The publisher's own read tokens (mirror fetches), apart from the agent's.
+    own_reads: Cache,
+    mirrors: crate::publisher::publish::Mirrors,
+    /// Spooled bundles and quarantines (inside the state directory: same file system as the
+    /// mirrors, private to the publisher).
+    tmp_dir: std::path::PathBuf,
+    pr_branch_prefix: String,
 }
 
 /// Seconds since the Unix epoch.
@@ -51,6 +62,11 @@ impl Host {
                 config.state_dir.display()
             ))
         })?;
+        // Spooled bundles and quarantines of a previous run (a crash, a SIGKILL) are garbage.
+        let tmp = config.tmp_dir();
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp)
+            .map_err(|e| HostError::Config(format!("cannot create {}: {e}", tmp.display())))?;
         let policies = Policies::load(config.policy_dir.as_deref())?;
         let targets = config.targets().map_err(HostError::Config)?;
         let store = Store::open(&config.state_db())?;
@@ -66,6 +82,10 @@ impl Host {
             clock: system_now,
             github,
             credentials: Cache::default(),
+            own_reads: Cache::default(),
+            mirrors: crate::publisher::publish::Mirrors::new(config.state_dir.join("mirrors")),
+            tmp_dir: config.tmp_dir(),
+            pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
         })
     }
 
@@ -73,6 +93,11 @@ impl Host {
     pub fn with_github(mut self, github: GitHub) -> Self {
         self.github = Some(github);
         self
+    }
+
+    /// Where spooled bundles and quarantines go.
+    pub fn tmp_dir(&self) -> std::path::PathBuf {
+        self.tmp_dir.clone()
     }
 
     pub fn now(&self) -> i64 {
@@ -233,6 +258,16 @@ impl Host {
                     .credential_erase(&host, &path)
                     .unwrap_or_else(Failure::into_response);
             }
+            AgentRequest::ListRefs { repo } => {
+                return self
+                    .list_refs(&repo)
+                    .map(Response::ok)
+                    .unwrap_or_else(Failure::into_response);
+            }
+            AgentRequest::Push { .. } | AgentRequest::PublishPr { .. } => {
+                return Failure::usage("pushes and publishes go through the daemon's bundle path")
+                    .into_response();
+            }
             _ => {}
         }
         let now = self.now();
@@ -267,267 +302,14 @@ impl Host {
                     Response::ok(a.revoke_push(s, &agent, &parse_repo(&repo)?, now)?)
                 }
                 AgentRequest::Status => Response::ok(a.status(s, &agent, now)?),
-                AgentRequest::Credential { .. } | AgentRequest::CredentialErase { .. } => {
-                    unreachable!("handled above")
-                }
+                AgentRequest::Credential { .. }
+                | AgentRequest::CredentialErase { .. }
+                | AgentRequest::ListRefs { .. }
+                | AgentRequest::Push { .. }
+                | AgentRequest::PublishPr { .. } => unreachable!("handled above"),
             })
         });
         result.unwrap_or_else(Failure::into_response)
-    }
-}
-
-impl Host {
-    fn github_for(&self, host: &str) -> Result<&GitHub, Failure> {
-        let github = self.github.as_ref().ok_or_else(|| {
-            Failure::new(
-                ErrorKind::Conflict,
-                "this sprite's zodex.toml has no [github] table, so zodex-prd cannot mint tokens; add one with the reader and writer Apps",
-            )
-        })?;
-        match github.git_host() {
-            Some(served) if served.eq_ignore_ascii_case(host) => Ok(github),
-            served => Err(Failure::new(
-                ErrorKind::NotFound,
-                format!(
-                    "zodex-prd serves credentials for {} only, not {host}",
-                    served.unwrap_or_default()
-                ),
-            )),
-        }
-    }
-
-    fn credential_repo(path: &str) -> Result<RepoName, Failure> {
-        let name = crate::agent::credential::repo_of_path(path).ok_or_else(|| {
-            Failure::usage(format!(
-                "the path {path:?} does not name one repository (OWNER/NAME[.git])"
-            ))
-        })?;
-        parse_repo(&name)
-    }
-
-    /// Checks both Apps' installation on `repo` when what the state knows has gone stale.
-    /// A GitHub error means deny (fail closed), saying why.
-    fn ensure_coverage(&self, github: &GitHub, repo: &RepoName, now: i64) -> Result<(), Failure> {
-        let key = repo.key();
-        let fresh = self.with_store(|_, s| {
-            s.read(|f| {
-                let fresh = |fact: Option<crate::engine::store::CoverageFact>| {
-                    fact.is_some_and(|c| now < c.expires_at)
-                };
-                Ok(fresh(f.coverage(&key, crate::engine::store::App::Reader)?)
-                    && fresh(f.coverage(&key, crate::engine::store::App::Writer)?))
-            })
-        })?;
-        if fresh {
-            return Ok(());
-        }
-        let coverage = block_on(github.check_coverage(repo, now)).map_err(|e| {
-            Failure::new(
-                ErrorKind::Denied,
-                format!("cannot check which Zodex Apps are installed on {repo}, so access is denied: {e}"),
-            )
-        })?;
-        self.with_store(|_, s| github::record::coverage(s, repo, &coverage))?;
-        Ok(())
-    }
-
-    fn installation_of(
-        &self,
-        repo: &RepoName,
-        app: crate::engine::store::App,
-    ) -> Result<Option<i64>, Failure> {
-        let key = repo.key();
-        Ok(self.with_store(|_, s| {
-            s.read(|f| Ok(f.coverage(&key, app)?.and_then(|c| c.installation_id)))
-        })?)
-    }
-
-    /// `zodex-agent credential get`: a one-repository token for git.
-    pub fn credential(&self, host: &str, path: &str) -> Result<CredentialGrant, Failure> {
-        let github = self.github_for(host)?;
-        let repo = Self::credential_repo(path)?;
-        let key = repo.key();
-        let now = self.now();
-        self.ensure_coverage(github, &repo, now)?;
-        let agent = Principal::Agent;
-
-        // A `--via token` grant: a write token whose life is cut to the grant.
-        let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
-        let (write, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, now))?;
-        if write.allowed {
-            if let Some(cached) = self
-                .credentials
-                .get(&key)
-                .filter(|c| c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now))
-            {
-                return Ok(grant_of(&cached));
-            }
-            let (decision, audit_id) = self.with_store(|a, s| {
-                a.decide_audited(s, &agent, &write_ask, now, |event| {
-                    event.detail =
-                        Some(serde_json::json!({ "token": "write", "grant": write.grant_id }));
-                })
-            })?;
-            if decision.allowed {
-                let grant_id = decision.grant_id;
-                let allow_workflows = match grant_id {
-                    Some(id) => {
-                        self.with_store(|_, s| s.read(|f| f.grant(id)))?
-                            .allow_workflows
-                    }
-                    None => false,
-                };
-                let token_use = TokenUse::Push {
-                    workflows: allow_workflows,
-                };
-                return self.mint_and_cache(github, &repo, token_use, grant_id, audit_id, now);
-            }
-        }
-
-        let read_ask = Ask::Read { repo: repo.clone() };
-        if let Some(cached) = self
-            .credentials
-            .get(&key)
-            .filter(|c| c.kind == Kind::Read && c.fresh(now))
-        {
-            let (decision, denial) =
-                self.with_store(|a, s| a.explain(s, &agent, &read_ask, now))?;
-            if decision.allowed {
-                return Ok(grant_of(&cached));
-            }
-            self.credentials.remove(&key);
-            return Err(denial
-                .map(|d| AuthorityError::Denied(d).into())
-                .unwrap_or_else(|| Failure::new(ErrorKind::Denied, "Read denied")));
-        }
-        let (decision, audit_id) = self.with_store(|a, s| {
-            a.decide_audited(s, &agent, &read_ask, now, |event| {
-                event.detail = Some(serde_json::json!({ "token": "read" }));
-            })
-        })?;
-        if !decision.allowed {
-            return Err(
-                AuthorityError::Denied(crate::engine::authority::Denial::from_decision(
-                    &decision,
-                    Some(&repo),
-                    &agent,
-                ))
-                .into(),
-            );
-        }
-        self.mint_and_cache(github, &repo, TokenUse::Read, None, audit_id, now)
-    }
-
-    fn mint_and_cache(
-        &self,
-        github: &GitHub,
-        repo: &RepoName,
-        token_use: TokenUse,
-        grant_id: Option<i64>,
-        audit_id: i64,
-        now: i64,
-    ) -> Result<CredentialGrant, Failure> {
-        let installation = self.installation_of(repo, token_use.app())?;
-        let minted =
-            block_on(github.mint(repo, token_use, installation)).map_err(Failure::from_github)?;
-        self.with_store(|_, s| github::record::minted(s, &minted, grant_id, Some(audit_id), now))?;
-        let kind = if token_use == TokenUse::Read {
-            Kind::Read
-        } else {
-            Kind::Write
-        };
-        let cached = Cached {
-            token: minted.token,
-            expires_at: minted.expires_at,
-            kind,
-            grant_id,
-        };
-        let answer = grant_of(&cached);
-        if let Some(old) = self.credentials.put(&repo.key(), cached)
-            && old.kind == Kind::Write
-        {
-            self.revoke_cached(github, &old, now);
-        }
-        Ok(answer)
-    }
-
-    fn revoke_cached(&self, github: &GitHub, cached: &Cached, now: i64) {
-        match block_on(github::record::revoke_once(
-            github,
-            &self.store,
-            &cached.token,
-            now,
-        )) {
-            Ok(_) => {}
-            Err(e) => tracing::error!(
-                token_sha256 = %cached.token.sha256(),
-                error = %e,
-                "revoking a write token failed; the sweeper retries"
-            ),
-        }
-    }
-
-    /// `zodex-agent credential erase`: forgets the repository's token; a write token is also
-    /// revoked at GitHub.
-    pub fn credential_erase(&self, host: &str, path: &str) -> Result<Response, Failure> {
-        let github = self.github_for(host)?;
-        let repo = Self::credential_repo(path)?;
-        let removed = self.credentials.remove(&repo.key());
-        if let Some(cached) = &removed
-            && cached.kind == Kind::Write
-        {
-            self.revoke_cached(github, cached, self.now());
-        }
-        Ok(Response::ok(serde_json::json!({
-            "erased": removed.map(|c| c.kind.as_str()),
-        })))
-    }
-
-    /// Revokes write tokens whose grant ended (revoked or expired); the daemon calls this
-    /// every second. Returns how many were revoked.
-    pub fn revoke_ended_tokens(&self) -> usize {
-        let Some(github) = &self.github else {
-            return 0;
-        };
-        let now = self.now();
-        let ended = match self.with_store(|_, s| s.read(|f| f.tokens_of_ended_grants(now))) {
-            Ok(ended) => ended,
-            Err(e) => {
-                tracing::error!(error = %e, "listing tokens of ended grants failed");
-                return 0;
-            }
-        };
-        let mut revoked = 0;
-        for row in ended {
-            match self.credentials.take_by_sha(&row.token_sha256) {
-                Some(cached) => {
-                    self.revoke_cached(github, &cached, now);
-                    revoked += 1;
-                }
-                None => {
-                    // Not in memory (zodex-prd restarted): it cannot be revoked by value; mark
-                    // it so the sweep does not retry every second. It expires at GitHub.
-                    tracing::warn!(
-                        token_sha256 = %row.token_sha256,
-                        expires_at = row.expires_at,
-                        "a token of an ended grant is not in memory; it lapses at its expiry"
-                    );
-                    let _ = self.with_store(|_, s| {
-                        s.write(|f| f.mark_token_revoked(&row.token_sha256, now))
-                    });
-                }
-            }
-        }
-        revoked
-    }
-}
-
-fn grant_of(cached: &Cached) -> CredentialGrant {
-    CredentialGrant {
-        username: "x-access-token".to_string(),
-        password: cached.token.expose().to_string(),
-        password_expiry_utc: cached.expires_at,
-        kind: cached.kind.as_str().to_string(),
     }
 }
 

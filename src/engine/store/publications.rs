@@ -1,0 +1,135 @@
+//! Review-first publications, keyed by an idempotency key so a retried publish finds the
+//! branch and pull request of the first attempt instead of making new ones.
+
+use super::{Facts, Result};
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Publication {
+    pub idempotency_key: String,
+    pub repo_key: String,
+    pub branch: String,
+    pub base: String,
+    pub pr_number: Option<i64>,
+    pub url: Option<String>,
+    /// `pushing`, `pushed`, `opened` or `failed`.
+    pub state: String,
+    pub error: Option<String>,
+}
+
+impl Facts<'_> {
+    pub fn publication(&self, key: &str) -> Result<Option<Publication>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT idempotency_key, repo_key, branch, base, pr_number, url, state, error
+                 FROM publications WHERE idempotency_key = ?1",
+            )?
+            .query_row(params![key], |row| {
+                Ok(Publication {
+                    idempotency_key: row.get(0)?,
+                    repo_key: row.get(1)?,
+                    branch: row.get(2)?,
+                    base: row.get(3)?,
+                    pr_number: row.get(4)?,
+                    url: row.get(5)?,
+                    state: row.get(6)?,
+                    error: row.get(7)?,
+                })
+            })
+            .optional()?)
+    }
+
+    /// Inserts or replaces the row for `p.idempotency_key`.
+    pub fn save_publication(&self, p: &Publication, now: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO publications (idempotency_key, repo_key, branch, base, pr_number, url,
+                     state, error, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
+                 ON CONFLICT (idempotency_key) DO UPDATE SET branch = ?3, base = ?4,
+                     pr_number = ?5, url = ?6, state = ?7, error = ?8, updated_at = ?9",
+            )?
+            .execute(params![
+                p.idempotency_key,
+                p.repo_key,
+                p.branch,
+                p.base,
+                p.pr_number,
+                p.url,
+                p.state,
+                p.error,
+                now
+            ])?;
+        Ok(())
+    }
+
+    /// Records what happened at GitHub on an audit row written at decision time.
+    pub fn set_audit_outcome(
+        &self,
+        audit_id: i64,
+        outcome: &str,
+        token_sha256: Option<&str>,
+    ) -> Result<()> {
+        self.conn.execute(
+            "UPDATE audit_events SET outcome = ?2, token_sha256 = COALESCE(?3, token_sha256)
+             WHERE id = ?1",
+            params![audit_id, outcome, token_sha256],
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::store::test_support::temp_store;
+    use crate::engine::store::{AuditEvent, AuditFilter};
+
+    #[test]
+    fn a_publication_is_saved_then_updated_in_place() {
+        let (_dir, mut store) = temp_store();
+        let mut p = Publication {
+            idempotency_key: "k".into(),
+            repo_key: "demo/app".into(),
+            branch: "zodex/x".into(),
+            base: "main".into(),
+            pr_number: None,
+            url: None,
+            state: "pushing".into(),
+            error: None,
+        };
+        store.write(|f| f.save_publication(&p, 1)).unwrap();
+        p.state = "opened".into();
+        p.pr_number = Some(7);
+        store.write(|f| f.save_publication(&p, 2)).unwrap();
+        assert_eq!(store.read(|f| f.publication("k")).unwrap(), Some(p));
+        assert_eq!(store.read(|f| f.publication("other")).unwrap(), None);
+    }
+
+    #[test]
+    fn an_audit_row_gets_its_outcome_later() {
+        let (_dir, mut store) = temp_store();
+        let id = store
+            .write(|f| {
+                f.audit(
+                    &AuditEvent {
+                        action: "Push".into(),
+                        decision: "allow".into(),
+                        ..Default::default()
+                    },
+                    5,
+                )
+            })
+            .unwrap();
+        store
+            .write(|f| f.set_audit_outcome(id, "pushed", Some("abc")))
+            .unwrap();
+        let rows = store
+            .read(|f| f.audit_rows(&AuditFilter::default()))
+            .unwrap();
+        assert_eq!(rows[0].outcome.as_deref(), Some("pushed"));
+        assert_eq!(rows[0].token_sha256.as_deref(), Some("abc"));
+    }
+}

@@ -1,0 +1,126 @@
+//! The REST calls a review-first publish needs besides opening the pull request: the
+//! repository's default branch, an existing pull request for a branch (so a retry never opens a
+//! second one), and deleting a branch whose pull request could not be opened.
+
+use super::http::Auth;
+use super::{GitHub, GithubError, OpenedPull, Token};
+use crate::engine::RepoName;
+use ::http::Method;
+
+impl GitHub {
+    /// `GET /repos/{o}/{r}`: the default branch.
+    pub async fn default_branch(
+        &self,
+        token: &Token,
+        repo: &RepoName,
+    ) -> Result<String, GithubError> {
+        let what = format!("reading {repo}");
+        let path = format!("/repos/{}/{}", repo.owner(), repo.name());
+        let reply = self
+            .call(&what, Method::GET, &path, Auth::Token(token), None)
+            .await?;
+        if reply.status != 200 {
+            return Err(GithubError::Unexpected {
+                what,
+                status: reply.status,
+                message: reply.message(),
+            });
+        }
+        reply
+            .body
+            .get("default_branch")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .ok_or_else(|| GithubError::Decode {
+                what,
+                message: "no `default_branch`".into(),
+            })
+    }
+
+    /// `GET /repos/{o}/{r}/pulls?head=OWNER:BRANCH&state=all`: the pull request already opened
+    /// from `branch`, if any.
+    pub async fn find_pull(
+        &self,
+        token: &Token,
+        repo: &RepoName,
+        branch: &str,
+    ) -> Result<Option<OpenedPull>, GithubError> {
+        let what = format!("looking for a pull request from {branch} on {repo}");
+        let path = format!(
+            "/repos/{}/{}/pulls?state=all&head={}:{}",
+            repo.owner(),
+            repo.name(),
+            repo.owner(),
+            percent_encode(branch)
+        );
+        let reply = self
+            .call(&what, Method::GET, &path, Auth::Token(token), None)
+            .await?;
+        if reply.status != 200 {
+            return Err(GithubError::Unexpected {
+                what,
+                status: reply.status,
+                message: reply.message(),
+            });
+        }
+        let first = reply.body.as_array().and_then(|pulls| pulls.first());
+        Ok(first.and_then(|pull| {
+            Some(OpenedPull {
+                number: pull.get("number")?.as_u64()?,
+                html_url: pull.get("html_url")?.as_str()?.to_string(),
+            })
+        }))
+    }
+
+    /// `DELETE /repos/{o}/{r}/git/refs/heads/{branch}`; a branch already gone is fine.
+    pub async fn delete_branch(
+        &self,
+        token: &Token,
+        repo: &RepoName,
+        branch: &str,
+    ) -> Result<(), GithubError> {
+        let what = format!("deleting branch {branch} of {repo}");
+        // `/` inside the ref stays a path separator for GitHub; other bytes are encoded.
+        let path = format!(
+            "/repos/{}/{}/git/refs/heads/{}",
+            repo.owner(),
+            repo.name(),
+            percent_encode(branch).replace("%2F", "/")
+        );
+        let reply = self
+            .call(&what, Method::DELETE, &path, Auth::Token(token), None)
+            .await?;
+        match reply.status {
+            204 | 404 | 422 => Ok(()),
+            status => Err(GithubError::Unexpected {
+                what,
+                status,
+                message: reply.message(),
+            }),
+        }
+    }
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986).
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn percent_encoding_keeps_unreserved_bytes() {
+        assert_eq!(
+            super::percent_encode("zodex/2026-a b"),
+            "zodex%2F2026-a%20b"
+        );
+    }
+}

@@ -1,0 +1,368 @@
+//! Review-first pull requests: the bundle's head commit is pushed to a fresh branch
+//! `zodex/<yyyymmdd>-<slug>-<6 random>` and a pull request is opened from it. The publication
+//! is recorded under an idempotency key before anything is pushed, so a retry — also after a
+//! crash between the push and the pull request — finds the same branch and never opens a
+//! second pull request. If the pull request cannot be opened, the branch is deleted again.
+
+use super::push::{Spooled, git_push, import_failure};
+use super::{Failure, Host, block_on, parse_repo};
+use crate::engine::store::{App, Publication};
+use crate::engine::{Ask, Principal, RepoName};
+use crate::publisher::github::{self, NewPull, TokenUse};
+use crate::publisher::wire::{ErrorKind, Published};
+use sha2::{Digest, Sha256};
+
+pub(super) struct PrRequest {
+    pub title: String,
+    pub body: String,
+    pub base: Option<String>,
+    pub draft: bool,
+    pub head: String,
+}
+
+impl Host {
+    pub(super) fn publish_ask(
+        repo: &RepoName,
+        bundle_bytes: i64,
+        title: &str,
+        body: &str,
+        draft: bool,
+        touches_workflows: bool,
+    ) -> Ask {
+        Ask::PublishPr {
+            repo: repo.clone(),
+            bundle_bytes,
+            touches_workflows,
+            title_chars: title.chars().count() as i64,
+            body_bytes: body.len() as i64,
+            draft,
+        }
+    }
+
+    /// A policy may require drafts: a refused non-draft that would pass as a draft is published
+    /// as a draft.
+    pub(super) fn draft_would_pass(&self, ask: &Ask, now: i64) -> Result<bool, Failure> {
+        let Ask::PublishPr { draft: false, .. } = ask else {
+            return Ok(false);
+        };
+        let mut as_draft = ask.clone();
+        if let Ask::PublishPr { draft, .. } = &mut as_draft {
+            *draft = true;
+        }
+        let (decision, _) =
+            self.with_store(|a, s| a.explain(s, &Principal::Agent, &as_draft, now))?;
+        Ok(decision.allowed)
+    }
+
+    pub(super) fn publish_pr(
+        &self,
+        repo: &str,
+        pr: PrRequest,
+        bundle: Option<&Spooled>,
+    ) -> Result<Published, Failure> {
+        let repo = parse_repo(repo)?;
+        let github = self.github()?;
+        let Some(bundle) = bundle else {
+            return Err(Failure::usage(
+                "nothing to publish: the request carries no commits; commit your work first",
+            ));
+        };
+        let lock = self.mirrors.lock(&repo);
+        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mirror = self.open_mirror(github, &repo)?;
+        let quarantine = self.quarantine(&mirror, Some(bundle))?;
+        let carried = quarantine
+            .header
+            .as_ref()
+            .is_some_and(|h| h.refs.iter().any(|(oid, _)| *oid == pr.head));
+        if !carried {
+            return Err(Failure::usage(format!(
+                "the bundle does not carry the head commit {}; publish again with zodex-agent github publish-pr",
+                pr.head
+            )));
+        }
+        let facts = quarantine.facts(&pr.head).map_err(import_failure)?;
+        let now = self.now();
+
+        let base = match &pr.base {
+            Some(base) => base.clone(),
+            None => self.default_branch_of(github, &repo)?,
+        };
+        if !mirror.refs.contains_key(&format!("refs/heads/{base}")) {
+            return Err(Failure::usage(format!(
+                "the base branch {base} does not exist on {repo}; pass --base with an existing branch"
+            )));
+        }
+
+        let key = idempotency_key(&repo, &pr, &base);
+        let earlier = self.with_store(|_, s| s.read(|f| f.publication(&key)))?;
+        // A retry of a publish whose commits went up already is not "nothing to publish".
+        if facts.new_commits == 0 && earlier.as_ref().is_none_or(|p| p.state == "failed") {
+            return Err(Failure::usage(format!(
+                "nothing to publish: {} is already on GitHub; commit your work first",
+                pr.head
+            )));
+        }
+
+        let bytes = i64::try_from(bundle.len).unwrap_or(i64::MAX);
+        let mut ask = Self::publish_ask(
+            &repo,
+            bytes,
+            &pr.title,
+            &pr.body,
+            pr.draft,
+            facts.touches_workflows,
+        );
+        let mut draft = pr.draft;
+        if self.draft_would_pass(&ask, now)? {
+            let (decision, _) =
+                self.with_store(|a, s| a.explain(s, &Principal::Agent, &ask, now))?;
+            if !decision.allowed {
+                draft = true;
+                ask = Self::publish_ask(
+                    &repo,
+                    bytes,
+                    &pr.title,
+                    &pr.body,
+                    true,
+                    facts.touches_workflows,
+                );
+            }
+        }
+        let (decision, audit_id) = self.with_store(|a, s| {
+            a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                e.new_oid = Some(pr.head.clone());
+                e.bundle_bytes = Some(bytes);
+                e.bundle_sha256 = Some(bundle.sha256.clone());
+                e.detail = Some(serde_json::json!({
+                    "base": base,
+                    "draft": draft,
+                    "touches_workflows": facts.touches_workflows,
+                    "new_commits": facts.new_commits,
+                }));
+            })
+        })?;
+        if !decision.allowed {
+            return Err(crate::engine::authority::AuthorityError::Denied(
+                crate::engine::authority::Denial::from_decision(
+                    &decision,
+                    Some(&repo),
+                    &Principal::Agent,
+                ),
+            )
+            .into());
+        }
+
+        if let Some(p) = &earlier
+            && p.state == "opened"
+        {
+            self.with_store(|_, s| s.write(|f| f.set_audit_outcome(audit_id, "reused", None)))?;
+            return Ok(Published {
+                repo: repo.to_string(),
+                number: p.pr_number.unwrap_or_default() as u64,
+                url: p.url.clone().unwrap_or_default(),
+                branch: p.branch.clone(),
+                base: p.base.clone(),
+                draft,
+                reused: true,
+            });
+        }
+        // A crash after `pushing` was recorded may have left the branch at GitHub: reuse it.
+        let branch = match &earlier {
+            Some(p) if p.state != "failed" => p.branch.clone(),
+            _ => self.branch_name(&pr.title, now),
+        };
+        let mut publication = Publication {
+            idempotency_key: key,
+            repo_key: repo.key(),
+            branch: branch.clone(),
+            base: base.clone(),
+            pr_number: None,
+            url: None,
+            state: "pushing".into(),
+            error: None,
+        };
+        self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))?;
+
+        let installation = self.installation_of(&repo, App::Writer)?;
+        let minted = block_on(github.mint(&repo, TokenUse::PullRequest, installation))
+            .map_err(Failure::from_github)?;
+        let token_sha = minted.token.sha256();
+        self.with_store(|_, s| github::record::minted(s, &minted, None, Some(audit_id), now))?;
+        let dst = format!("refs/heads/{branch}");
+        let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
+        let force = !current.is_empty() && current != pr.head;
+        let result = (|| -> Result<Published, Failure> {
+            let pushed = git_push(
+                &mirror.path,
+                &mirror.url,
+                &quarantine,
+                &[(dst.clone(), Some(pr.head.clone()), force, current.clone())],
+                false,
+                &minted.token,
+            )
+            .map_err(|m| Failure::new(ErrorKind::Internal, m))?;
+            if let Some(Err(why)) = pushed.get(&dst) {
+                return Err(Failure::new(
+                    ErrorKind::Internal,
+                    format!("pushing {branch} failed: {why}"),
+                ));
+            }
+            publication.state = "pushed".into();
+            self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))?;
+            let existing = block_on(github.find_pull(&minted.token, &repo, &branch))
+                .map_err(Failure::from_github)?;
+            let opened = match existing {
+                Some(pull) => pull,
+                None => block_on(github.open_pull_request(
+                    &minted.token,
+                    &repo,
+                    &NewPull {
+                        title: pr.title.clone(),
+                        head: branch.clone(),
+                        base: base.clone(),
+                        body: pr.body.clone(),
+                        draft,
+                    },
+                ))
+                .map_err(|e| {
+                    // No pull request: take the branch back so nothing is left behind.
+                    let deleted = block_on(github.delete_branch(&minted.token, &repo, &branch));
+                    let cleanup = match deleted {
+                        Ok(()) => format!("the branch {branch} was deleted again"),
+                        Err(d) => format!(
+                            "deleting the branch {branch} failed too ({d}); delete it by hand"
+                        ),
+                    };
+                    Failure::new(
+                        ErrorKind::Internal,
+                        format!("GitHub did not open the pull request: {e}; {cleanup}"),
+                    )
+                })?,
+            };
+            Ok(Published {
+                repo: repo.to_string(),
+                number: opened.number,
+                url: opened.html_url,
+                branch: branch.clone(),
+                base: base.clone(),
+                draft,
+                reused: false,
+            })
+        })();
+        self.revoke_now(github, &minted.token);
+        let now = self.now();
+        match &result {
+            Ok(published) => {
+                publication.state = "opened".into();
+                publication.pr_number = Some(published.number as i64);
+                publication.url = Some(published.url.clone());
+                if let Err(e) = quarantine.adopt(&mirror.path) {
+                    tracing::warn!(error = %e, "moving a published pack into the mirror failed");
+                }
+            }
+            Err(failure) => {
+                publication.state = "failed".into();
+                publication.error = Some(failure.0.message.clone());
+            }
+        }
+        let outcome = match &result {
+            Ok(p) => format!("opened #{}", p.number),
+            Err(f) => format!("failed: {}", f.0.message),
+        };
+        self.with_store(|_, s| {
+            s.write(|f| {
+                f.save_publication(&publication, now)?;
+                f.set_audit_outcome(audit_id, &outcome, Some(&token_sha))
+            })
+        })?;
+        result
+    }
+
+    /// The base when none was given: the configured target's, else GitHub's default branch.
+    fn default_branch_of(
+        &self,
+        github: &github::GitHub,
+        repo: &RepoName,
+    ) -> Result<String, Failure> {
+        if let Some(branch) = self
+            .engine
+            .targets()
+            .lookup(repo)
+            .and_then(|t| t.default_branch.clone())
+        {
+            return Ok(branch);
+        }
+        let token = self.mirror_read_token(github, repo)?;
+        block_on(github.default_branch(&token, repo)).map_err(Failure::from_github)
+    }
+
+    /// `zodex/<yyyymmdd>-<slug>-<6 random>`, the prefix from the configuration.
+    fn branch_name(&self, title: &str, now: i64) -> String {
+        let date = chrono::DateTime::from_timestamp(now, 0)
+            .unwrap_or_default()
+            .format("%Y%m%d");
+        format!(
+            "{}{date}-{}-{}",
+            self.pr_branch_prefix,
+            slug(title),
+            random6()
+        )
+    }
+}
+
+/// The same repository, head, base and text make the same key: a retry finds the first attempt.
+fn idempotency_key(repo: &RepoName, pr: &PrRequest, base: &str) -> String {
+    let mut hash = Sha256::new();
+    for part in [repo.key().as_str(), &pr.head, base, &pr.title, &pr.body] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    hash.update([pr.draft as u8]);
+    hex::encode(hash.finalize())
+}
+
+/// Lower-case words of the title joined by `-`, at most 40 bytes.
+pub fn slug(title: &str) -> String {
+    let mut out = String::new();
+    for word in title
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        if out.len() + word.len() + 1 > 40 {
+            break;
+        }
+        if !out.is_empty() {
+            out.push('-');
+        }
+        out.push_str(&word.to_ascii_lowercase());
+    }
+    if out.is_empty() { "change".into() } else { out }
+}
+
+fn random6() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut bytes = [0u8; 6];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    bytes
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_short_lowercase_words() {
+        assert_eq!(
+            slug("Fix the Parser: handle CRLF!"),
+            "fix-the-parser-handle-crlf"
+        );
+        assert_eq!(slug("ünïcode only"), "n-code-only");
+        assert_eq!(slug("!!!"), "change");
+        assert!(slug(&"word ".repeat(50)).len() <= 40);
+        assert_eq!(random6().len(), 6);
+    }
+}

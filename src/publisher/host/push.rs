@@ -1,0 +1,608 @@
+//! Direct pushes and the ref list, as the daemon handles them: the engine decides on the
+//! declared request before the body is read ([`Host::admit`]); then the bundle is imported into
+//! a quarantine beside the repository's mirror, every ref update is decided on the facts the
+//! publisher established itself (ref existence, fast-forward, workflow paths, size), and the
+//! allowed ones are pushed with a one-repository token revoked right after.
+
+use super::{Failure, Host, block_on, parse_repo};
+use crate::engine::store::{App, AuditEvent};
+use crate::engine::{Ask, Principal, RefUpdate, RepoName};
+use crate::publisher::github::{self, GitHub, Token, TokenUse};
+use crate::publisher::publish::{ImportError, MirrorRef, Quarantine, git};
+use crate::publisher::wire::{
+    AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
+};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A bundle body as the daemon spooled it: a private temporary file of exactly `len` bytes.
+pub struct Spooled {
+    pub file: tempfile::NamedTempFile,
+    pub len: u64,
+    pub sha256: String,
+}
+
+/// What [`Host::admit`] decided before the body: refs already refused (with their answer).
+#[derive(Debug, Default)]
+pub struct Admission {
+    refused: HashMap<String, RefResult>,
+}
+
+/// A repository's mirror, locked and freshly fetched.
+pub(super) struct OpenMirror {
+    pub path: PathBuf,
+    pub refs: HashMap<String, String>,
+    pub url: String,
+}
+
+impl Host {
+    pub(super) fn github(&self) -> Result<&GitHub, Failure> {
+        self.github.as_ref().ok_or_else(|| {
+            Failure::new(
+                ErrorKind::Conflict,
+                "this sprite's zodex.toml has no [github] table, so zodex-prd cannot publish; add one with the reader and writer Apps",
+            )
+        })
+    }
+
+    /// Decides a push or publish on what the request declares — before one bundle byte is
+    /// read. `Err` is the answer to send at once.
+    pub fn admit(
+        &self,
+        request: &AgentRequest,
+        bundle_len: u64,
+    ) -> Result<Admission, Box<Response>> {
+        self.admit_inner(request, bundle_len)
+            .map_err(|f| Box::new(f.into_response()))
+    }
+
+    fn admit_inner(&self, request: &AgentRequest, bundle_len: u64) -> Result<Admission, Failure> {
+        let now = self.now();
+        let bytes = i64::try_from(bundle_len).unwrap_or(i64::MAX);
+        match request {
+            AgentRequest::Push { repo, updates, .. } => {
+                let repo = parse_repo(repo)?;
+                if updates.is_empty() {
+                    return Err(Failure::usage("a push needs at least one ref update"));
+                }
+                self.ensure_coverage(self.github()?, &repo, now)?;
+                let mut admission = Admission::default();
+                for update in updates {
+                    // The most permissive reading of the update: anything refused now is
+                    // refused whatever the bundle turns out to hold.
+                    let ask = Ask::Push {
+                        repo: repo.clone(),
+                        update: RefUpdate {
+                            ref_name: update.dst.clone(),
+                            new_oid: update.new.clone(),
+                            delete: update.new.is_none(),
+                            ..Default::default()
+                        },
+                        bundle_bytes: bytes,
+                    };
+                    let (decision, denial) =
+                        self.with_store(|a, s| a.explain(s, &Principal::Agent, &ask, now))?;
+                    if let Some(denial) = denial.filter(|_| !decision.allowed) {
+                        self.with_store(|a, s| {
+                            a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                                e.ref_name = Some(update.dst.clone());
+                                e.new_oid = update.new.clone();
+                                e.bundle_bytes = Some(bytes);
+                            })
+                        })?;
+                        admission
+                            .refused
+                            .insert(update.dst.clone(), refused(&update.dst, denial));
+                    }
+                }
+                if admission.refused.len() == updates.len() {
+                    let first = admission.refused.values().next().cloned();
+                    let first = first.expect("at least one update");
+                    return Err(Failure(crate::publisher::wire::WireError {
+                        kind: ErrorKind::Denied,
+                        message: first.message.unwrap_or_default(),
+                        policies: first.policies,
+                        unblock: first.unblock,
+                    }));
+                }
+                Ok(admission)
+            }
+            AgentRequest::PublishPr {
+                repo,
+                title,
+                body,
+                draft,
+                ..
+            } => {
+                let repo = parse_repo(repo)?;
+                self.ensure_coverage(self.github()?, &repo, now)?;
+                let ask = Self::publish_ask(&repo, bytes, title, body, *draft, false);
+                let (decision, _) =
+                    self.with_store(|a, s| a.explain(s, &Principal::Agent, &ask, now))?;
+                if !decision.allowed && !self.draft_would_pass(&ask, now)? {
+                    let (decision, _) = self.with_store(|a, s| {
+                        a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                            e.bundle_bytes = Some(bytes);
+                        })
+                    })?;
+                    return Err(crate::engine::authority::AuthorityError::Denied(
+                        crate::engine::authority::Denial::from_decision(
+                            &decision,
+                            Some(&repo),
+                            &Principal::Agent,
+                        ),
+                    )
+                    .into());
+                }
+                Ok(Admission::default())
+            }
+            _ => Err(Failure::usage("this request carries no bundle")),
+        }
+    }
+
+    /// Handles a push or publish after its body was spooled.
+    pub fn publish(
+        &self,
+        request: AgentRequest,
+        admission: Admission,
+        bundle: Option<Spooled>,
+    ) -> Response {
+        let result = match request {
+            AgentRequest::Push {
+                repo,
+                updates,
+                atomic,
+            } => self
+                .push(&repo, updates, atomic, admission, bundle.as_ref())
+                .map(Response::ok),
+            AgentRequest::PublishPr {
+                repo,
+                title,
+                body,
+                base,
+                draft,
+                head,
+            } => self
+                .publish_pr(
+                    &repo,
+                    super::pr::PrRequest {
+                        title,
+                        body,
+                        base,
+                        draft,
+                        head,
+                    },
+                    bundle.as_ref(),
+                )
+                .map(Response::ok),
+            _ => Err(Failure::usage("this request carries no bundle")),
+        };
+        result.unwrap_or_else(Failure::into_response)
+    }
+
+    /// `list for-push`: the repository's refs, fetched into the mirror just now.
+    pub(super) fn list_refs(&self, repo: &str) -> Result<Vec<MirrorRef>, Failure> {
+        let repo = parse_repo(repo)?;
+        let github = self.github()?;
+        self.ensure_coverage(github, &repo, self.now())?;
+        let lock = self.mirrors.lock(&repo);
+        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mirror = self.open_mirror(github, &repo)?;
+        let mut refs: Vec<MirrorRef> = mirror
+            .refs
+            .into_iter()
+            .map(|(name, oid)| MirrorRef { name, oid })
+            .collect();
+        refs.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(refs)
+    }
+
+    /// Ensures and fetches `repo`'s mirror. Call with the mirror's lock held.
+    pub(super) fn open_mirror(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+    ) -> Result<OpenMirror, Failure> {
+        let internal = |e: &dyn std::fmt::Display| {
+            Failure::new(
+                ErrorKind::Internal,
+                format!("the mirror of {repo}: {e}; see the zodex-prd log"),
+            )
+        };
+        let path = self.mirrors.ensure(repo).map_err(|e| internal(&e))?;
+        let token = self.mirror_read_token(github, repo)?;
+        let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
+        self.mirrors
+            .fetch(&path, &url, &token)
+            .map_err(|e| internal(&e))?;
+        let refs = self
+            .mirrors
+            .refs(&path)
+            .map_err(|e| internal(&e))?
+            .into_iter()
+            .map(|r| (r.name, r.oid))
+            .collect();
+        Ok(OpenMirror { path, refs, url })
+    }
+
+    /// A read token for the publisher's own fetches (decided as `Read`, cached like the
+    /// credential helper's).
+    pub(super) fn mirror_read_token(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+    ) -> Result<Token, Failure> {
+        let now = self.now();
+        if let Some(cached) = self.own_reads.get(&repo.key()).filter(|c| c.fresh(now)) {
+            return Ok(cached.token);
+        }
+        let ask = Ask::Read { repo: repo.clone() };
+        let (decision, audit_id) = self.with_store(|a, s| {
+            a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                e.detail = Some(serde_json::json!({ "token": "read", "for": "mirror" }));
+            })
+        })?;
+        if !decision.allowed {
+            return Err(crate::engine::authority::AuthorityError::Denied(
+                crate::engine::authority::Denial::from_decision(
+                    &decision,
+                    Some(repo),
+                    &Principal::Agent,
+                ),
+            )
+            .into());
+        }
+        let installation = self.installation_of(repo, App::Reader)?;
+        let minted = block_on(github.mint(repo, TokenUse::Read, installation))
+            .map_err(Failure::from_github)?;
+        self.with_store(|_, s| github::record::minted(s, &minted, None, Some(audit_id), now))?;
+        self.own_reads.put(
+            &repo.key(),
+            crate::publisher::credentials::Cached {
+                token: minted.token.clone(),
+                expires_at: minted.expires_at,
+                kind: crate::publisher::credentials::Kind::Read,
+                grant_id: None,
+            },
+        );
+        Ok(minted.token)
+    }
+
+    /// Imports the bundle (or nothing) into a quarantine beside the mirror.
+    pub(super) fn quarantine(
+        &self,
+        mirror: &OpenMirror,
+        bundle: Option<&Spooled>,
+    ) -> Result<Quarantine, Failure> {
+        let has_refs = !mirror.refs.is_empty();
+        let result = match bundle {
+            Some(b) => Quarantine::import(&mirror.path, has_refs, b.file.path(), &self.tmp_dir),
+            None => Quarantine::empty(&mirror.path, has_refs, &self.tmp_dir),
+        };
+        result.map_err(import_failure)
+    }
+
+    fn push(
+        &self,
+        repo: &str,
+        updates: Vec<PushUpdate>,
+        atomic: bool,
+        mut admission: Admission,
+        bundle: Option<&Spooled>,
+    ) -> Result<PushOutcome, Failure> {
+        let repo = parse_repo(repo)?;
+        let github = self.github()?;
+        let lock = self.mirrors.lock(&repo);
+        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mirror = self.open_mirror(github, &repo)?;
+        let quarantine = self.quarantine(&mirror, bundle)?;
+        let bytes = bundle.map_or(0, |b| i64::try_from(b.len).unwrap_or(i64::MAX));
+        let now = self.now();
+
+        let mut results: Vec<RefResult> = Vec::new();
+        let mut allowed: Vec<(PushUpdate, Option<String>, bool, i64)> = Vec::new();
+        let mut workflows = false;
+        for update in updates {
+            if let Some(refused) = admission.refused.remove(&update.dst) {
+                results.push(refused);
+                continue;
+            }
+            let old = mirror.refs.get(&update.dst).cloned();
+            match self.decide_update(
+                &repo,
+                &mirror,
+                &quarantine,
+                &update,
+                old.clone(),
+                bytes,
+                bundle,
+                now,
+            ) {
+                Ok((touches, force, audit_id)) => {
+                    workflows |= touches;
+                    allowed.push((update, old, force, audit_id));
+                }
+                Err(result) => results.push(result),
+            }
+        }
+        if atomic && !results.is_empty() {
+            for (update, ..) in allowed.drain(..) {
+                results.push(RefResult {
+                    dst: update.dst,
+                    ok: false,
+                    message: Some("atomic push failed: another ref of it was refused".into()),
+                    policies: vec![],
+                    unblock: None,
+                });
+            }
+        }
+        if allowed.is_empty() {
+            return Ok(PushOutcome {
+                repo: repo.to_string(),
+                results,
+            });
+        }
+
+        let installation = self.installation_of(&repo, App::Writer)?;
+        let minted = block_on(github.mint(&repo, TokenUse::Push { workflows }, installation))
+            .map_err(Failure::from_github)?;
+        let token_sha = minted.token.sha256();
+        let first_audit = allowed.first().map(|a| a.3);
+        self.with_store(|_, s| github::record::minted(s, &minted, None, first_audit, now))?;
+
+        let refspecs: Vec<(String, Option<String>, bool, String)> = allowed
+            .iter()
+            .map(|(u, old, force, _)| {
+                (
+                    u.dst.clone(),
+                    u.new.clone(),
+                    *force,
+                    old.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        let pushed = git_push(
+            &mirror.path,
+            &mirror.url,
+            &quarantine,
+            &refspecs,
+            atomic,
+            &minted.token,
+        );
+        self.revoke_now(github, &minted.token);
+
+        let outcomes = match pushed {
+            Ok(outcomes) => outcomes,
+            Err(message) => allowed
+                .iter()
+                .map(|(u, ..)| (u.dst.clone(), Err(message.clone())))
+                .collect(),
+        };
+        let any_ok = outcomes.values().any(Result::is_ok);
+        if any_ok && let Err(e) = quarantine.adopt(&mirror.path) {
+            tracing::warn!(error = %e, "moving a pushed pack into the mirror failed; the next fetch brings it");
+        }
+        for (update, _old, _force, audit_id) in allowed {
+            let outcome = outcomes
+                .get(&update.dst)
+                .cloned()
+                .unwrap_or_else(|| Err("git push did not report this ref".into()));
+            let text = match &outcome {
+                Ok(_) => "pushed".to_string(),
+                Err(why) => format!("failed: {why}"),
+            };
+            self.with_store(|_, s| {
+                s.write(|f| f.set_audit_outcome(audit_id, &text, Some(&token_sha)))
+            })?;
+            if outcome.is_ok() {
+                update_mirror_ref(&mirror.path, &update);
+            }
+            results.push(RefResult {
+                dst: update.dst,
+                ok: outcome.is_ok(),
+                message: outcome.err(),
+                policies: vec![],
+                unblock: None,
+            });
+        }
+        Ok(PushOutcome {
+            repo: repo.to_string(),
+            results,
+        })
+    }
+
+    /// Establishes one update's facts and decides it (audited). `Ok` carries whether it
+    /// touches workflows, whether it is a non-fast-forward, and its audit row.
+    #[allow(clippy::too_many_arguments)]
+    fn decide_update(
+        &self,
+        repo: &RepoName,
+        mirror: &OpenMirror,
+        quarantine: &Quarantine,
+        update: &PushUpdate,
+        old: Option<String>,
+        bytes: i64,
+        bundle: Option<&Spooled>,
+        now: i64,
+    ) -> Result<(bool, bool, i64), RefResult> {
+        let fail = |message: String| RefResult {
+            dst: update.dst.clone(),
+            ok: false,
+            message: Some(message),
+            policies: vec![],
+            unblock: None,
+        };
+        if let Some(lease) = &update.lease {
+            let current = old.as_deref().unwrap_or(ZERO_OID);
+            if lease != current {
+                return Err(fail("stale info".into()));
+            }
+        }
+        let mut facts = crate::publisher::publish::UpdateFacts::default();
+        let mut force = false;
+        if let Some(new) = &update.new {
+            if !quarantine.has(new) {
+                return Err(fail(format!(
+                    "{new} is neither in the bundle nor on GitHub; push again with git-remote-zodex"
+                )));
+            }
+            facts = quarantine.facts(new).map_err(|e| fail(e.to_string()))?;
+            if let Some(old) = &old
+                && old != new
+            {
+                force = !quarantine
+                    .is_ancestor(&mirror.path, old, new)
+                    .map_err(|e| fail(e.to_string()))?;
+            }
+            if force && !update.force && update.lease.is_none() {
+                return Err(fail(
+                    "non-fast-forward; fetch and integrate first, or push with --force-with-lease"
+                        .into(),
+                ));
+            }
+        } else if old.is_none() {
+            return Err(fail(
+                "the ref does not exist on GitHub; nothing to delete".into(),
+            ));
+        }
+        let ask = Ask::Push {
+            repo: repo.clone(),
+            update: RefUpdate {
+                ref_name: update.dst.clone(),
+                old_oid: old.clone(),
+                new_oid: update.new.clone(),
+                ref_exists: old.is_some(),
+                force,
+                delete: update.new.is_none(),
+                touches_workflows: facts.touches_workflows,
+            },
+            bundle_bytes: bytes,
+        };
+        let decided = self.with_store(|a, s| {
+            a.decide_audited(s, &Principal::Agent, &ask, now, |e: &mut AuditEvent| {
+                e.ref_name = Some(update.dst.clone());
+                e.old_oid = old.clone();
+                e.new_oid = update.new.clone();
+                e.bundle_bytes = Some(bytes);
+                e.bundle_sha256 = bundle.map(|b| b.sha256.clone());
+                e.detail = Some(serde_json::json!({
+                    "force": force,
+                    "touches_workflows": facts.touches_workflows,
+                    "new_commits": facts.new_commits,
+                }));
+            })
+        });
+        let (decision, audit_id) = decided.map_err(|e| fail(e.to_string()))?;
+        if !decision.allowed {
+            let denial = crate::engine::authority::Denial::from_decision(
+                &decision,
+                Some(repo),
+                &Principal::Agent,
+            );
+            return Err(refused(&update.dst, denial));
+        }
+        Ok((facts.touches_workflows, force, audit_id))
+    }
+
+    /// Revokes a token the publisher used for one operation (at most once).
+    pub(super) fn revoke_now(&self, github: &GitHub, token: &Token) {
+        if let Err(e) = block_on(github::record::revoke_once(
+            github,
+            &self.store,
+            token,
+            self.now(),
+        )) {
+            tracing::error!(token_sha256 = %token.sha256(), error = %e, "revoking a push token failed; it lapses at its expiry");
+        }
+    }
+}
+
+fn refused(dst: &str, denial: crate::engine::authority::Denial) -> RefResult {
+    RefResult {
+        dst: dst.to_string(),
+        ok: false,
+        message: Some(format!("{}; {}", denial.message, denial.unblock)),
+        policies: denial.policies,
+        unblock: Some(denial.unblock),
+    }
+}
+
+pub(super) fn import_failure(e: ImportError) -> Failure {
+    let kind = match e {
+        ImportError::ForeignOrigin(_)
+        | ImportError::Unrelated(_)
+        | ImportError::BlobTooLarge { .. } => ErrorKind::Denied,
+        ImportError::Objects(_) | ImportError::Git(_) => ErrorKind::Internal,
+        _ => ErrorKind::Usage,
+    };
+    Failure::new(kind, e.to_string())
+}
+
+/// `git push --porcelain` from the mirror, the quarantine's objects visible, each update
+/// leased on the value the decision saw. Returns each ref's outcome, or one error for all.
+pub(super) fn git_push(
+    mirror: &Path,
+    url: &str,
+    quarantine: &Quarantine,
+    updates: &[(String, Option<String>, bool, String)],
+    atomic: bool,
+    token: &Token,
+) -> Result<HashMap<String, Result<(), String>>, String> {
+    let mut cmd = git::command(mirror);
+    git::with_token(&mut cmd, token);
+    cmd.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", quarantine.objects_dir())
+        .args(["push", "--porcelain", "--no-verify"]);
+    if atomic {
+        cmd.arg("--atomic");
+    }
+    for (dst, _, _, old) in updates {
+        cmd.arg(format!("--force-with-lease={dst}:{old}"));
+    }
+    cmd.arg(url);
+    for (dst, new, force, _) in updates {
+        match new {
+            None => cmd.arg(format!(":{dst}")),
+            Some(new) if *force => cmd.arg(format!("+{new}:{dst}")),
+            Some(new) => cmd.arg(format!("{new}:{dst}")),
+        };
+    }
+    let output = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut outcomes = HashMap::new();
+    for line in stdout.lines() {
+        let mut fields = line.split('\t');
+        let (Some(flag), Some(refs), summary) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let Some((_, dst)) = refs.split_once(':') else {
+            continue;
+        };
+        let outcome = if flag == "!" {
+            Err(format!(
+                "GitHub refused it: {}",
+                summary.unwrap_or("rejected")
+            ))
+        } else {
+            Ok(())
+        };
+        outcomes.insert(dst.to_string(), outcome);
+    }
+    if outcomes.is_empty() {
+        return Err(format!(
+            "pushing to GitHub failed: {}",
+            git::scrub(&String::from_utf8_lossy(&output.stderr), Some(token))
+        ));
+    }
+    Ok(outcomes)
+}
+
+/// Keeps the mirror's ref where GitHub now has it (the next fetch would too).
+fn update_mirror_ref(mirror: &Path, update: &PushUpdate) {
+    let mut cmd = git::command(mirror);
+    match &update.new {
+        Some(new) => cmd.args(["update-ref", &update.dst, new]),
+        None => cmd.args(["update-ref", "-d", &update.dst]),
+    };
+    let _ = cmd.output();
+}

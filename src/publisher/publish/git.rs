@@ -1,0 +1,94 @@
+//! `git` as the publisher runs it: hermetic (no system or user configuration, no prompts, no
+//! credential helpers) and with the installation token passed in the environment as an HTTP
+//! header, never in argv, a URL or a file. Git does the network; gix reads the bytes.
+
+use super::super::github::Token;
+use base64::Engine as _;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+#[derive(Debug, thiserror::Error)]
+#[error("git {what} failed: {message}")]
+pub struct GitError {
+    pub what: String,
+    pub message: String,
+}
+
+/// A `git` command in `dir` with nothing from the host's configuration.
+pub fn command(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_ASKPASS", "/bin/false")
+        .env("GIT_PROTOCOL", "version=2")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_OBJECT_DIRECTORY")
+        .env_remove("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_CONFIG_PARAMETERS")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Adds `token` as the `Authorization` header of every HTTP request (environment only).
+pub fn with_token(cmd: &mut Command, token: &Token) {
+    let basic = base64::engine::general_purpose::STANDARD
+        .encode(format!("x-access-token:{}", token.expose()));
+    cmd.env("GIT_CONFIG_COUNT", "2")
+        .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+        .env(
+            "GIT_CONFIG_VALUE_0",
+            format!("Authorization: Basic {basic}"),
+        )
+        .env("GIT_CONFIG_KEY_1", "credential.helper")
+        .env("GIT_CONFIG_VALUE_1", "");
+}
+
+/// Runs `cmd`; a failure carries git's stderr with any token text removed.
+pub fn run(what: &str, cmd: &mut Command, token: Option<&Token>) -> Result<Output, GitError> {
+    let output = cmd.output().map_err(|e| GitError {
+        what: what.to_string(),
+        message: format!("cannot run git: {e}; install git"),
+    })?;
+    if output.status.success() {
+        return Ok(output);
+    }
+    Err(GitError {
+        what: what.to_string(),
+        message: scrub(&String::from_utf8_lossy(&output.stderr), token),
+    })
+}
+
+/// Removes a token (and its Basic form) from text that may reach a log or an answer.
+pub fn scrub(text: &str, token: Option<&Token>) -> String {
+    let mut text = text.trim().to_string();
+    if let Some(token) = token {
+        let basic = base64::engine::general_purpose::STANDARD
+            .encode(format!("x-access-token:{}", token.expose()));
+        text = text.replace(token.expose(), "***").replace(&basic, "***");
+    }
+    if text.is_empty() {
+        "no message".into()
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrub_removes_the_token_in_both_forms() {
+        let token = Token::new("ghs_secretsecret".into());
+        let basic =
+            base64::engine::general_purpose::STANDARD.encode("x-access-token:ghs_secretsecret");
+        let text = format!("fatal: ghs_secretsecret and Basic {basic}");
+        let clean = scrub(&text, Some(&token));
+        assert!(!clean.contains("ghs_secret"));
+        assert!(!clean.contains(&basic));
+    }
+}

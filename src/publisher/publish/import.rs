@@ -1,0 +1,325 @@
+//! A bundle, imported into a quarantine beside the repository's mirror and checked there.
+//!
+//! The pack is indexed and verified as a stream by gix-pack (object hashes, the pack's trailing
+//! checksum, thin-pack bases completed from the mirror), so a truncated or corrupted pack is
+//! refused — `git bundle verify` only looks at the header. Nothing reaches the mirror until the
+//! push succeeded ([`Quarantine::adopt`]); a refused bundle leaves nothing behind, not even a
+//! temporary pack.
+
+use super::bundle::{self, BundleError, BundleHeader};
+use super::git::{self, GitError};
+use gix::hash::ObjectId;
+use gix::objs::{Exists, Find, FindExt};
+use gix::odb::Header as _;
+use std::collections::HashSet;
+use std::io::{BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+/// GitHub refuses files over 100 MiB; refuse them here, before anything is pushed.
+pub const MAX_BLOB_BYTES: u64 = 100 * 1024 * 1024;
+const WORKFLOWS: &str = ".github/workflows";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("{0}; make the bundle again with zodex-agent or git-remote-zodex")]
+    Bundle(#[from] BundleError),
+    #[error("the bundle's pack is damaged or truncated ({0}); nothing was stored; push again")]
+    Pack(String),
+    #[error(
+        "the bundle builds on commit {0}, which the target repository does not have: the checkout's `origin` is another repository, or it was rewritten; clone the target repository and commit there"
+    )]
+    ForeignOrigin(String),
+    #[error(
+        "commit {0} starts a history the target repository does not share: only work that builds on the repository's own commits can be published; clone it and commit there"
+    )]
+    Unrelated(String),
+    #[error(
+        "object {0} is neither in the bundle nor in the target repository; the bundle is incomplete"
+    )]
+    Missing(String),
+    #[error("{what} {oid} is a {kind}; branches and tags must point at commits or annotated tags")]
+    NotACommit {
+        what: &'static str,
+        oid: String,
+        kind: String,
+    },
+    #[error(
+        "blob {oid} is {size} bytes, over GitHub's 100 MiB file limit; remove the file from the commits (git-lfs keeps large files)"
+    )]
+    BlobTooLarge { oid: String, size: u64 },
+    #[error("reading objects failed: {0}")]
+    Objects(String),
+    #[error(transparent)]
+    Git(#[from] GitError),
+}
+
+fn objects_err(e: impl std::fmt::Display) -> ImportError {
+    ImportError::Objects(e.to_string())
+}
+
+/// What the publisher established about one ref update from the objects themselves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpdateFacts {
+    /// Commits the target does not have yet.
+    pub new_commits: usize,
+    /// A new commit changes something under `.github/workflows/`.
+    pub touches_workflows: bool,
+}
+
+/// A bundle's objects, verified and held apart from the mirror.
+pub struct Quarantine {
+    dir: tempfile::TempDir,
+    pack: Option<(PathBuf, PathBuf)>,
+    /// The quarantine with the mirror as its alternate.
+    odb: gix::odb::Handle,
+    mirror_odb: gix::odb::Handle,
+    /// Whether the target repository has any ref (an empty one has no history to build on).
+    mirror_has_refs: bool,
+    pub header: Option<BundleHeader>,
+}
+
+fn open_odb(objects: &Path) -> Result<gix::odb::Handle, ImportError> {
+    gix::odb::at(objects, gix::hash::Kind::Sha1).map_err(objects_err)
+}
+
+fn parse_oid(text: &str) -> Result<ObjectId, ImportError> {
+    ObjectId::from_hex(text.as_bytes()).map_err(|_| ImportError::Missing(text.to_string()))
+}
+
+impl Quarantine {
+    /// A quarantine for `mirror`, created under `tmp_root` (same file system as the mirror).
+    fn create(mirror: &Path, mirror_has_refs: bool, tmp_root: &Path) -> Result<Self, ImportError> {
+        let io = |e: std::io::Error| ImportError::Objects(format!("creating a quarantine: {e}"));
+        std::fs::create_dir_all(tmp_root).map_err(io)?;
+        let dir = tempfile::Builder::new()
+            .prefix("quarantine-")
+            .tempdir_in(tmp_root)
+            .map_err(io)?;
+        let objects = dir.path().join("objects");
+        std::fs::create_dir_all(objects.join("pack")).map_err(io)?;
+        std::fs::create_dir_all(objects.join("info")).map_err(io)?;
+        let mirror_objects = std::fs::canonicalize(mirror.join("objects")).map_err(io)?;
+        std::fs::write(
+            objects.join("info/alternates"),
+            format!("{}\n", mirror_objects.display()),
+        )
+        .map_err(io)?;
+        Ok(Self {
+            odb: open_odb(&objects)?,
+            mirror_odb: open_odb(&mirror_objects)?,
+            dir,
+            pack: None,
+            mirror_has_refs,
+            header: None,
+        })
+    }
+
+    /// No bundle (deletions, or a tag on a commit the target already has): only the mirror.
+    pub fn empty(
+        mirror: &Path,
+        mirror_has_refs: bool,
+        tmp_root: &Path,
+    ) -> Result<Self, ImportError> {
+        Self::create(mirror, mirror_has_refs, tmp_root)
+    }
+
+    /// Reads the bundle at `spool`: header, prerequisites (must be in the mirror), then the pack,
+    /// indexed and verified into the quarantine; then every tip must be there and no blob may
+    /// be over [`MAX_BLOB_BYTES`].
+    pub fn import(
+        mirror: &Path,
+        mirror_has_refs: bool,
+        spool: &Path,
+        tmp_root: &Path,
+    ) -> Result<Self, ImportError> {
+        let mut this = Self::create(mirror, mirror_has_refs, tmp_root)?;
+        let file = std::fs::File::open(spool).map_err(objects_err)?;
+        let mut input = BufReader::with_capacity(256 * 1024, file);
+        let header = bundle::read_header(&mut input)?;
+        for prerequisite in &header.prerequisites {
+            if !this.mirror_odb.exists(&parse_oid(prerequisite)?) {
+                return Err(ImportError::ForeignOrigin(prerequisite.clone()));
+            }
+        }
+        input
+            .seek(SeekFrom::Start(header.pack_offset))
+            .map_err(objects_err)?;
+        let pack_dir = this.dir.path().join("objects/pack");
+        let options = gix_pack::bundle::write::Options {
+            thread_limit: Some(2),
+            ..Default::default()
+        };
+        let outcome = gix_pack::Bundle::write_to_directory(
+            &mut input,
+            Some(&pack_dir),
+            &mut gix::progress::Discard,
+            &AtomicBool::new(false),
+            Some(this.mirror_odb.clone()),
+            gix::hash::Kind::Sha1,
+            options,
+        )
+        .map_err(|e| ImportError::Pack(format!("{e:#}")))?;
+        if let Some(keep) = &outcome.keep_path {
+            let _ = std::fs::remove_file(keep);
+        }
+        if let (Some(data), Some(index)) = (outcome.data_path, outcome.index_path) {
+            this.pack = Some((data, index));
+        }
+        // The store found the quarantine empty when it opened; let it see the new pack.
+        this.odb = open_odb(&this.dir.path().join("objects"))?;
+        for (oid, name) in &header.refs {
+            if !this.odb.exists(&parse_oid(oid)?) {
+                return Err(ImportError::Missing(format!("{oid} (the tip of {name})")));
+            }
+        }
+        this.check_blob_sizes()?;
+        this.header = Some(header);
+        Ok(this)
+    }
+
+    fn check_blob_sizes(&self) -> Result<(), ImportError> {
+        let Some((_, index)) = &self.pack else {
+            return Ok(());
+        };
+        let index = gix_pack::index::File::at(index, gix::hash::Kind::Sha1).map_err(objects_err)?;
+        for entry in index.iter() {
+            let header = self
+                .odb
+                .try_header(&entry.oid)
+                .map_err(objects_err)?
+                .ok_or_else(|| ImportError::Missing(entry.oid.to_string()))?;
+            if header.kind() == gix::objs::Kind::Blob && header.size() > MAX_BLOB_BYTES {
+                return Err(ImportError::BlobTooLarge {
+                    oid: entry.oid.to_string(),
+                    size: header.size(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The quarantine's objects directory (an alternate for git commands that need the new
+    /// objects: ancestry checks and the push itself).
+    pub fn objects_dir(&self) -> PathBuf {
+        self.dir.path().join("objects")
+    }
+
+    /// Whether the object exists in the bundle or the target repository.
+    pub fn has(&self, oid: &str) -> bool {
+        parse_oid(oid).is_ok_and(|id| self.odb.exists(&id))
+    }
+
+    /// Walks the commits `tip` adds to the target: every path ends at a commit the target has
+    /// (the checkout's origin is proven), and each commit is compared with its parents for
+    /// changes under `.github/workflows/`.
+    pub fn facts(&self, tip: &str) -> Result<UpdateFacts, ImportError> {
+        let mut facts = UpdateFacts::default();
+        let mut stack = vec![parse_oid(tip)?];
+        let mut seen = HashSet::new();
+        let mut buf = Vec::new();
+        let mut first = true;
+        while let Some(id) = stack.pop() {
+            let is_tip = std::mem::replace(&mut first, false);
+            if !seen.insert(id) || self.mirror_odb.exists(&id) {
+                continue;
+            }
+            let data = self
+                .odb
+                .try_find(&id, &mut buf)
+                .map_err(objects_err)?
+                .ok_or_else(|| ImportError::Missing(id.to_string()))?;
+            match data.kind {
+                gix::objs::Kind::Tag => {
+                    let target = data
+                        .try_into_tag_iter()
+                        .expect("kind checked")
+                        .target_id()
+                        .map_err(objects_err)?;
+                    stack.push(target);
+                }
+                gix::objs::Kind::Commit => {
+                    let mut commit = data.try_into_commit_iter().expect("kind checked");
+                    let tree = commit.tree_id().map_err(objects_err)?;
+                    let parents: Vec<ObjectId> = commit.parent_ids().collect();
+                    facts.new_commits += 1;
+                    let here = self.workflows_in(&tree)?;
+                    if parents.is_empty() {
+                        if self.mirror_has_refs {
+                            return Err(ImportError::Unrelated(id.to_string()));
+                        }
+                        facts.touches_workflows |= here.is_some();
+                    }
+                    for parent in parents {
+                        let parent_tree = self.tree_of(&parent)?;
+                        facts.touches_workflows |= self.workflows_in(&parent_tree)? != here;
+                        stack.push(parent);
+                    }
+                }
+                kind => {
+                    return Err(ImportError::NotACommit {
+                        what: if is_tip { "the new tip" } else { "tag target" },
+                        oid: id.to_string(),
+                        kind: kind.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(facts)
+    }
+
+    fn tree_of(&self, commit: &ObjectId) -> Result<ObjectId, ImportError> {
+        let mut buf = Vec::new();
+        self.odb
+            .find_commit_iter(commit, &mut buf)
+            .map_err(|_| ImportError::Missing(commit.to_string()))?
+            .tree_id()
+            .map_err(objects_err)
+    }
+
+    /// The id of the `.github/workflows` tree in `tree`, if there is one.
+    fn workflows_in(&self, tree: &ObjectId) -> Result<Option<ObjectId>, ImportError> {
+        let mut buf = Vec::new();
+        let mut scratch = Vec::new();
+        let root = self
+            .odb
+            .find_tree_iter(tree, &mut buf)
+            .map_err(|_| ImportError::Missing(tree.to_string()))?;
+        let entry = root
+            .lookup_entry_by_path(&self.odb, &mut scratch, WORKFLOWS)
+            .map_err(objects_err)?;
+        Ok(entry.map(|e| e.oid))
+    }
+
+    /// `git merge-base --is-ancestor old new`, with the quarantine's objects visible.
+    pub fn is_ancestor(&self, mirror: &Path, old: &str, new: &str) -> Result<bool, GitError> {
+        let status = git::command(mirror)
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", self.objects_dir())
+            .args(["merge-base", "--is-ancestor", old, new])
+            .status()
+            .map_err(|e| GitError {
+                what: "merge-base".into(),
+                message: e.to_string(),
+            })?;
+        match status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(GitError {
+                what: "merge-base".into(),
+                message: format!("cannot compare {old} and {new}"),
+            }),
+        }
+    }
+
+    /// After a successful push: moves the verified pack into the mirror.
+    pub fn adopt(self, mirror: &Path) -> std::io::Result<()> {
+        if let Some((data, index)) = &self.pack {
+            let dest = mirror.join("objects/pack");
+            for path in [data, index] {
+                let name = path.file_name().expect("pack files have names");
+                std::fs::rename(path, dest.join(name))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,135 @@
+//! One persistent bare mirror per repository under the state directory, fetched incrementally
+//! with a read token. Work on one repository is serialised by its lock; different repositories
+//! proceed in parallel.
+
+use super::git::{self, GitError};
+use crate::engine::RepoName;
+use crate::publisher::github::Token;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub struct Mirrors {
+    root: PathBuf,
+    locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+/// A ref as the mirror holds it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MirrorRef {
+    pub name: String,
+    pub oid: String,
+}
+
+impl Mirrors {
+    pub fn new(root: PathBuf) -> Self {
+        Self {
+            root,
+            locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The lock serialising work on `repo`'s mirror; hold it for the whole request.
+    pub fn lock(&self, repo: &RepoName) -> Arc<Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(repo.key()).or_default().clone()
+    }
+
+    /// Where `repo`'s mirror lives (the lower-cased key: one mirror per GitHub repository).
+    pub fn path(&self, repo: &RepoName) -> PathBuf {
+        let key = repo.key();
+        let (owner, name) = key.split_once('/').unwrap_or(("_", &key));
+        self.root.join(owner).join(format!("{name}.git"))
+    }
+
+    /// Creates the mirror if it is missing (atomically: a crash leaves no half-made mirror) and
+    /// removes temporary packs an interrupted fetch may have left. Call under the lock.
+    pub fn ensure(&self, repo: &RepoName) -> Result<PathBuf, GitError> {
+        let path = self.path(repo);
+        if !path.join("objects").is_dir() {
+            let parent = path.parent().expect("mirror paths have a parent");
+            std::fs::create_dir_all(parent).map_err(|e| io_error("creating the mirror", e))?;
+            let tmp = tempfile::Builder::new()
+                .prefix(".init-")
+                .tempdir_in(parent)
+                .map_err(|e| io_error("creating the mirror", e))?;
+            git::run(
+                "init --bare",
+                git::command(tmp.path()).args(["init", "--bare", "--quiet", "."]),
+                None,
+            )?;
+            // Objects from quarantines are moved in as packs; keep gc from pruning them early.
+            git::run(
+                "config",
+                git::command(tmp.path()).args(["config", "gc.auto", "0"]),
+                None,
+            )?;
+            let made = tmp.keep();
+            std::fs::rename(&made, &path).map_err(|e| io_error("creating the mirror", e))?;
+        }
+        remove_temporary_packs(&path);
+        Ok(path)
+    }
+
+    /// Fetches every branch and tag of `url` into the mirror (deleted refs are pruned).
+    pub fn fetch(&self, mirror: &Path, url: &str, token: &Token) -> Result<(), GitError> {
+        let mut cmd = git::command(mirror);
+        git::with_token(&mut cmd, token);
+        cmd.args([
+            "fetch",
+            "--quiet",
+            "--prune",
+            "--no-tags",
+            "--no-write-fetch-head",
+            url,
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
+        ]);
+        let result = git::run("fetch", &mut cmd, Some(token));
+        remove_temporary_packs(mirror);
+        result.map(|_| ())
+    }
+
+    /// Every branch and tag of the mirror.
+    pub fn refs(&self, mirror: &Path) -> Result<Vec<MirrorRef>, GitError> {
+        let out = git::run(
+            "for-each-ref",
+            git::command(mirror).args([
+                "for-each-ref",
+                "--format=%(objectname) %(refname)",
+                "refs/heads",
+                "refs/tags",
+            ]),
+            None,
+        )?;
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(oid, name)| MirrorRef {
+                name: name.to_string(),
+                oid: oid.to_string(),
+            })
+            .collect())
+    }
+}
+
+fn io_error(what: &str, e: std::io::Error) -> GitError {
+    GitError {
+        what: what.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Removes `tmp_pack_*`/`tmp_idx_*` files an interrupted git left in `objects/pack`.
+pub fn remove_temporary_packs(mirror: &Path) {
+    let Ok(entries) = std::fs::read_dir(mirror.join("objects/pack")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("tmp_") || name.starts_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}

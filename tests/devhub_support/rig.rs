@@ -1,0 +1,261 @@
+//! A devhub and a real `zodex-prd serve` configured with its URLs and App keys: the rig the
+//! credential-helper and publishing tests share.
+
+use super::{Demo, keys};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const AGENT: &str = env!("CARGO_BIN_EXE_zodex-agent");
+pub const PRD: &str = env!("CARGO_BIN_EXE_zodex-prd");
+pub const REMOTE_HELPER: &str = env!("CARGO_BIN_EXE_git-remote-zodex");
+
+/// A devhub and a `zodex-prd` serving it; the daemon is killed when dropped.
+pub struct Rig {
+    pub demo: Demo,
+    pub dir: tempfile::TempDir,
+    pub config: PathBuf,
+    prd: Child,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = self.prd.kill();
+        let _ = self.prd.wait();
+    }
+}
+
+impl Rig {
+    pub fn start(token_ttl: Duration) -> Self {
+        Self::start_with(token_ttl, "")
+    }
+
+    /// Like [`Rig::start`], with `extra` top-level settings in `zodex.toml` (e.g. a policy_dir).
+    pub fn start_with(token_ttl: Duration, extra: &str) -> Self {
+        let demo = Demo::start_with(|c| c.with_token_ttl(token_ttl));
+        let dir = tempfile::tempdir().unwrap();
+        let [reader, writer, _] = keys();
+        let reader_key = reader.write(&dir.path().join("keys"), "reader").unwrap();
+        let writer_key = writer.write(&dir.path().join("keys"), "writer").unwrap();
+        let uid = nix::unistd::getuid().as_raw();
+        let d = dir.path().display();
+        let config = dir.path().join("zodex.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"state_dir = "{d}/state"
+admin_socket = "{d}/admin.sock"
+agent_socket = "{d}/agent.sock"
+agent_uid = {uid}
+operator_uids = [{uid}]
+{extra}
+
+[[targets]]
+owner = "demo"
+default_branch = "main"
+
+[github]
+api_url = "{api}"
+git_url = "{git}"
+
+[github.reader]
+app_id = {reader_id}
+private_key_file = "{reader_key}"
+
+[github.writer]
+app_id = {writer_id}
+private_key_file = "{writer_key}"
+"#,
+                api = demo.hub.api_url(),
+                git = demo.hub.git_url(),
+                reader_id = demo.seed.reader_app_id,
+                writer_id = demo.seed.writer_app_id,
+                reader_key = reader_key.display(),
+                writer_key = writer_key.display(),
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.path().join("prd.log")).unwrap();
+        let prd = Command::new(PRD)
+            .args(["serve", "--config"])
+            .arg(&config)
+            .env("ZODEX_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let rig = Self {
+            demo,
+            dir,
+            config,
+            prd,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !rig.dir.path().join("agent.sock").exists() {
+            assert!(
+                Instant::now() < deadline,
+                "zodex-prd did not start: {}",
+                rig.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        rig
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("prd.log")).unwrap_or_default()
+    }
+
+    pub fn host(&self) -> String {
+        self.demo
+            .hub
+            .git_url()
+            .trim_start_matches("http://")
+            .to_string()
+    }
+
+    /// Runs `zodex-agent credential OP` with `input` on stdin.
+    pub fn helper(&self, op: &str, input: &str) -> Output {
+        let mut child = Command::new(AGENT)
+            .args(["credential", "--config"])
+            .arg(&self.config)
+            .arg(op)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// `get` for `demo/<repo>`; returns (stdout, stderr).
+    pub fn get(&self, repo: &str) -> (String, String) {
+        let output = self.helper(
+            "get",
+            &format!(
+                "capability[]=authtype\nprotocol=http\nhost={}\npath=demo/{repo}.git\n\n",
+                self.host()
+            ),
+        );
+        assert!(output.status.success());
+        (
+            String::from_utf8(output.stdout).unwrap(),
+            String::from_utf8(output.stderr).unwrap(),
+        )
+    }
+
+    pub fn admin(&self, request: &str) -> serde_json::Value {
+        let mut child = Command::new(PRD)
+            .args(["admin", "--config"])
+            .arg(&self.config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{request}\n").as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// git with only this helper, useHttpPath, and no prompt.
+    pub fn git(&self, dir: &Path, args: &[&str]) -> Output {
+        let helper = format!("!{AGENT} credential --config {}", self.config.display());
+        super::git_command(dir)
+            .args(["-c", "credential.helper="])
+            .args(["-c", &format!("credential.helper={helper}")])
+            .args(["-c", "credential.useHttpPath=true"])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+impl Rig {
+    /// git as the agent user runs it: the credential helper for fetches, pushes rewritten to
+    /// `zodex::` (so git runs `git-remote-zodex`), the publisher's configuration in the
+    /// environment.
+    pub fn agent_git(&self, dir: &Path, args: &[&str]) -> Output {
+        self.agent_git_command(dir).args(args).output().unwrap()
+    }
+
+    pub fn agent_git_command(&self, dir: &Path) -> Command {
+        let helper = format!("!{AGENT} credential --config {}", self.config.display());
+        let base = self.demo.hub.git_url();
+        let bin = Path::new(REMOTE_HELPER).parent().unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = super::git_command(dir);
+        cmd.env("PATH", path)
+            .env("ZODEX_CONFIG", &self.config)
+            .args(["-c", "credential.helper="])
+            .args(["-c", &format!("credential.helper={helper}")])
+            .args(["-c", "credential.useHttpPath=true"])
+            .args(["-c", &format!("url.zodex::{base}/.pushInsteadOf={base}/")]);
+        cmd
+    }
+
+    /// Clones `demo/<repo>` as the agent into `parent/<repo>`; returns the checkout.
+    pub fn clone(&self, parent: &Path, repo: &str) -> PathBuf {
+        let url = format!("{}/demo/{repo}.git", self.demo.hub.git_url());
+        let out = self.agent_git(parent, &["clone", "--quiet", &url, repo]);
+        assert!(
+            out.status.success(),
+            "clone failed: {}\nzodex-prd: {}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        parent.join(repo)
+    }
+
+    /// `zodex-agent github …` with this rig's configuration.
+    pub fn agent(&self, dir: &Path, args: &[&str]) -> Output {
+        Command::new(AGENT)
+            .current_dir(dir)
+            .arg("github")
+            .args(args)
+            .args(["--config"])
+            .arg(&self.config)
+            .output()
+            .unwrap()
+    }
+
+    /// An admin request that must succeed.
+    pub fn admin_ok(&self, request: &str) -> serde_json::Value {
+        let answer = self.admin(request);
+        assert_eq!(answer["ok"], true, "{request}: {answer}");
+        answer
+    }
+
+    /// The SHA of `branch` at devhub (`None` when it does not exist).
+    pub fn remote_sha(&self, repo: &str, refname: &str) -> Option<String> {
+        let bare = self
+            .demo
+            .hub
+            .dir()
+            .join("repos/demo")
+            .join(format!("{repo}.git"));
+        let out = super::git_command(&bare)
+            .args(["rev-parse", "--verify", "--quiet", refname])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
