@@ -99,4 +99,230 @@ fn a_pull_request_is_opened_once_even_when_retried() {
     let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(again["result"]["number"], first["result"]["number"]);
     assert_eq!(again["result"]["reused"], true);
+    let pulls = rig.pulls("app");
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert_eq!(pulls[0]["head"]["ref"], branch.as_str());
+    assert_eq!(pulls[0]["base"]["ref"], "main");
+    assert_eq!(pulls[0]["title"], "Fix the thing");
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A checkout of `demo/app` with a feature commit, under a one-hour grant.
+fn granted_checkout(rig: &Rig, work: &Path) -> std::path::PathBuf {
+    let app = rig.clone(work, "app");
+    grant(rig, "demo/app");
+    app
+}
+
+#[test]
+fn the_default_branch_is_never_force_updated_or_deleted() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = granted_checkout(&rig, work.path());
+    let before = rig.remote_sha("app", "refs/heads/main").unwrap();
+    devhub_support::git_ok(&app, &["reset", "-q", "--hard", "HEAD~1"]);
+    commit_file(&app, "rewrite.txt", b"x\n", "rewrite history");
+
+    let force = rig.agent_git(&app, &["push", "--force", "origin", "main"]);
+    assert!(!force.status.success(), "{}", text(&force));
+    assert!(
+        stderr(&force).contains("protect-default-branch"),
+        "{}",
+        stderr(&force)
+    );
+    let delete = rig.agent_git(&app, &["push", "origin", ":main"]);
+    assert!(!delete.status.success(), "{}", text(&delete));
+    assert!(
+        stderr(&delete).contains("protect-default-branch"),
+        "{}",
+        stderr(&delete)
+    );
+    assert_eq!(rig.remote_sha("app", "refs/heads/main"), Some(before));
+
+    // A fast-forward of the default branch is an ordinary push.
+    devhub_support::git_ok(&app, &["reset", "-q", "--hard", "origin/main"]);
+    commit_file(&app, "ff.txt", b"y\n", "fast-forward");
+    let ff = rig.agent_git(&app, &["push", "origin", "main"]);
+    assert!(ff.status.success(), "{}", text(&ff));
+    assert_eq!(rig.remote_sha("app", "refs/heads/main"), Some(head(&app)));
+}
+
+#[test]
+fn revoked_and_expired_grants_deny() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = granted_checkout(&rig, work.path());
+    commit_file(&app, "a.txt", b"a\n", "a");
+    rig.admin_ok(r#"{"op":"revoke_push","repo":"demo/app"}"#);
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/a"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    assert!(stderr(&push).contains("request-push"), "{}", stderr(&push));
+
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":2}}"#);
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/a"]);
+    assert!(push.status.success(), "{}", text(&push));
+    std::thread::sleep(Duration::from_millis(2500));
+    commit_file(&app, "b.txt", b"b\n", "b");
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/b"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    assert_eq!(rig.remote_sha("app", "refs/heads/b"), None);
+}
+
+#[test]
+fn yolo_over_every_installed_repository_pushes_where_the_writer_is_installed() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    rig.admin_ok(r#"{"op":"yolo","ttl":{"seconds":3}}"#);
+    for repo in ["app", "lib"] {
+        let dir = rig.clone(work.path(), repo);
+        commit_file(&dir, "yolo.txt", b"y\n", "yolo");
+        let push = rig.agent_git(&dir, &["push", "origin", "HEAD:refs/heads/yolo"]);
+        assert!(
+            push.status.success(),
+            "{repo}: {}\n{}",
+            text(&push),
+            rig.log()
+        );
+        assert_eq!(rig.remote_sha(repo, "refs/heads/yolo"), Some(head(&dir)));
+    }
+    let other = rig.clone(work.path(), "other");
+    commit_file(&other, "yolo.txt", b"y\n", "yolo");
+    let push = rig.agent_git(&other, &["push", "origin", "HEAD:refs/heads/yolo"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    assert!(
+        stderr(&push).contains("require-writer-installed"),
+        "{}",
+        stderr(&push)
+    );
+
+    // The scope ends after its TTL.
+    std::thread::sleep(Duration::from_millis(3200));
+    let app = work.path().join("app");
+    commit_file(&app, "late.txt", b"l\n", "late");
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/late"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    assert_eq!(rig.remote_sha("app", "refs/heads/late"), None);
+}
+
+#[test]
+fn a_workflow_change_needs_the_allowance() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = granted_checkout(&rig, work.path());
+    commit_file(&app, ".github/workflows/ci.yml", b"on: push\n", "add CI");
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/ci"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    assert!(
+        stderr(&push).contains("workflow-allowance"),
+        "{}",
+        stderr(&push)
+    );
+    assert_eq!(rig.remote_sha("app", "refs/heads/ci"), None);
+
+    rig.admin_ok(
+        r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"allow_workflows":true}"#,
+    );
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/ci"]);
+    assert!(push.status.success(), "{}\n{}", text(&push), rig.log());
+    assert_eq!(rig.remote_sha("app", "refs/heads/ci"), Some(head(&app)));
+}
+
+#[test]
+fn tags_are_created_but_never_moved() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = granted_checkout(&rig, work.path());
+    // A lightweight tag on a commit GitHub has needs no bundle.
+    devhub_support::git_ok(&app, &["tag", "v1", "origin/main"]);
+    let push = rig.agent_git(&app, &["push", "origin", "v1"]);
+    assert!(push.status.success(), "{}\n{}", text(&push), rig.log());
+    let v1 = rig.remote_sha("app", "refs/tags/v1");
+    assert!(v1.is_some());
+
+    commit_file(&app, "next.txt", b"n\n", "next");
+    devhub_support::git_ok(&app, &["tag", "-f", "v1"]);
+    let moved = rig.agent_git(&app, &["push", "--force", "origin", "v1"]);
+    assert!(!moved.status.success(), "{}", text(&moved));
+    assert!(
+        stderr(&moved).contains("immutable-tags"),
+        "{}",
+        stderr(&moved)
+    );
+    assert_eq!(rig.remote_sha("app", "refs/tags/v1"), v1);
+
+    // An annotated tag on a new commit travels in the bundle.
+    devhub_support::git_ok(&app, &["tag", "-a", "-m", "two", "v2"]);
+    let push = rig.agent_git(&app, &["push", "origin", "v2"]);
+    assert!(push.status.success(), "{}", text(&push));
+    assert!(rig.remote_sha("app", "refs/tags/v2").is_some());
+}
+
+#[test]
+fn a_stale_lease_is_rejected() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = granted_checkout(&rig, work.path());
+    commit_file(&app, "f.txt", b"1\n", "one");
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/topic"]);
+    assert!(push.status.success(), "{}", text(&push));
+    let pushed = head(&app);
+
+    // Someone else moves the branch; our lease (the old value) is stale.
+    let other = tempfile::tempdir().unwrap();
+    let theirs = rig.clone(other.path(), "app");
+    devhub_support::git_ok(&theirs, &["checkout", "-q", "topic"]);
+    commit_file(&theirs, "g.txt", b"2\n", "theirs");
+    let push = rig.agent_git(&theirs, &["push", "origin", "topic"]);
+    assert!(push.status.success(), "{}", text(&push));
+    let theirs_head = head(&theirs);
+
+    devhub_support::git_ok(&app, &["commit", "-q", "--amend", "-m", "one, amended"]);
+    let lease = format!("--force-with-lease=refs/heads/topic:{pushed}");
+    let push = rig.agent_git(&app, &["push", &lease, "origin", "HEAD:refs/heads/topic"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    assert!(stderr(&push).contains("stale info"), "{}", stderr(&push));
+    assert_eq!(
+        rig.remote_sha("app", "refs/heads/topic"),
+        Some(theirs_head.clone())
+    );
+
+    // With the current value as lease, the forced update goes through.
+    let lease = format!("--force-with-lease=refs/heads/topic:{theirs_head}");
+    let push = rig.agent_git(&app, &["push", &lease, "origin", "HEAD:refs/heads/topic"]);
+    assert!(push.status.success(), "{}\n{}", text(&push), rig.log());
+    assert_eq!(rig.remote_sha("app", "refs/heads/topic"), Some(head(&app)));
+}
+
+#[test]
+fn publish_pr_refuses_a_dirty_tree_nothing_to_publish_and_another_origin() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    let publish = |repo: &str| rig.agent(&app, &["publish-pr", "--repo", repo, "--title", "T"]);
+    let nothing = publish("demo/app");
+    assert_eq!(nothing.status.code(), Some(2), "{}", text(&nothing));
+    assert!(
+        stderr(&nothing).contains("nothing to publish"),
+        "{}",
+        stderr(&nothing)
+    );
+
+    std::fs::write(app.join("untracked.txt"), "u").unwrap();
+    let dirty = publish("demo/app");
+    assert_eq!(dirty.status.code(), Some(2), "{}", text(&dirty));
+    assert!(stderr(&dirty).contains("uncommitted"), "{}", stderr(&dirty));
+    std::fs::remove_file(app.join("untracked.txt")).unwrap();
+
+    commit_file(&app, "c.txt", b"c\n", "change");
+    let wrong = publish("demo/lib");
+    assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
+    assert!(
+        stderr(&wrong).contains("`origin` is demo/app"),
+        "{}",
+        stderr(&wrong)
+    );
+    assert!(rig.pulls("app").is_empty());
 }

@@ -55,7 +55,7 @@ pub use error::DevHubError;
 pub use faults::{Fault, FaultKind, FaultScope};
 pub use model::{App, Description, Installation, PullRecord, Repo, RepositorySelection};
 pub use perms::{Level, Permissions};
-pub use seed::{DEMO_OTHER, DEMO_OWNER, DEMO_REPO, DemoSeed};
+pub use seed::{DEMO_LIB, DEMO_OTHER, DEMO_OWNER, DEMO_REPO, DemoSeed};
 pub use server::{
     BackgroundDevHub, DevHub, RUN_FILE, RunInfo, RunningDevHub, Stats, serve, serve_until,
     start_in_background,

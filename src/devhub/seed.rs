@@ -1,7 +1,7 @@
 //! The demo world for `zodex dev up` and tests: `demo/app` (default branch `main`, a README and
-//! three commits made with real git) and `demo/other`, both private; a reader App installed on
-//! both with `contents: read`, and a writer App installed on `demo/app` only with
-//! `contents`, `pull_requests` and `workflows` write. Commit dates are fixed, so the demo's
+//! three commits made with real git), `demo/lib` and `demo/other`, all private; a reader App
+//! installed on all three with `contents: read`, and a writer App installed on `demo/app` and
+//! `demo/lib` (not `demo/other`) with `contents`, `pull_requests` and `workflows` write. Commit dates are fixed, so the demo's
 //! commit ids are the same on every machine.
 
 use super::error::{DevHubError, io};
@@ -14,6 +14,7 @@ use std::path::Path;
 pub const DEMO_OWNER: &str = "demo";
 pub const DEMO_REPO: &str = "app";
 pub const DEMO_OTHER: &str = "other";
+pub const DEMO_LIB: &str = "lib";
 pub const READER_SLUG: &str = "zodex-reader";
 pub const WRITER_SLUG: &str = "zodex-writer";
 
@@ -26,6 +27,8 @@ pub struct DemoSeed {
     pub writer_installation_id: u64,
     pub app_repo_id: u64,
     pub other_repo_id: u64,
+    #[serde(default)]
+    pub lib_repo_id: u64,
 }
 
 impl DevHub {
@@ -67,6 +70,7 @@ impl DevHub {
         )?;
         let app_repo_id = setup.add_repo(DEMO_OWNER, DEMO_REPO, "main", true)?;
         let other_repo_id = setup.add_repo(DEMO_OWNER, DEMO_OTHER, "main", true)?;
+        let lib_repo_id = setup.add_repo(DEMO_OWNER, DEMO_LIB, "main", true)?;
         let git = Git::new(git);
         write_history(
             &git,
@@ -97,13 +101,13 @@ impl DevHub {
         let reader_installation_id = setup.install(
             reader_app_id,
             DEMO_OWNER,
-            Some(&[DEMO_REPO, DEMO_OTHER]),
+            Some(&[DEMO_REPO, DEMO_OTHER, DEMO_LIB]),
             Permissions::new().with("contents", Level::Read),
         )?;
         let writer_installation_id = setup.install(
             writer_app_id,
             DEMO_OWNER,
-            Some(&[DEMO_REPO]),
+            Some(&[DEMO_REPO, DEMO_LIB]),
             Permissions::new()
                 .with("contents", Level::Write)
                 .with("pull_requests", Level::Write)
@@ -117,6 +121,7 @@ impl DevHub {
             writer_installation_id,
             app_repo_id,
             other_repo_id,
+            lib_repo_id,
         })
     }
 }

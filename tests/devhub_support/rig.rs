@@ -259,3 +259,22 @@ impl Rig {
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 }
+
+impl Rig {
+    /// The pull requests of `demo/<repo>` as devhub lists them (read with a writer token).
+    pub fn pulls(&self, repo: &str) -> Vec<serde_json::Value> {
+        let token = self.demo.token(
+            super::AppKind::Writer,
+            repo,
+            serde_json::json!({"pull_requests": "write"}),
+        );
+        let reply = self.demo.api(
+            "GET",
+            &format!("/repos/demo/{repo}/pulls?state=all"),
+            Some(&token),
+            None,
+        );
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        reply.body.as_array().cloned().unwrap_or_default()
+    }
+}
