@@ -19,6 +19,10 @@ pub enum ClientError {
     },
     #[error("talking to zodex-prd failed: {0}")]
     Io(#[from] std::io::Error),
+    #[error(
+        "the bundle is {0} bytes, over the 134217728-byte (128 MiB) ceiling; nothing was sent — push fewer or smaller commits at a time"
+    )]
+    TooLarge(u64),
 }
 
 /// The agent socket named by the configuration (`--config`, `$ZODEX_CONFIG`, or the default).
@@ -46,13 +50,16 @@ pub fn call_with_bundle(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<Response, ClientError> {
     use std::io::{Read, Write};
+    let len = bundle.map_or(0, |(_, len)| len);
+    if len > super::bundle::MAX_BUNDLE_BYTES {
+        return Err(ClientError::TooLarge(len));
+    }
     let mut stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
         socket: socket.to_path_buf(),
         source,
     })?;
     // Publishing waits for GitHub: allow the daemon time to finish.
     stream.set_read_timeout(Some(Duration::from_secs(600)))?;
-    let len = bundle.map_or(0, |(_, len)| len);
     let response = crate::publisher::wire::agent_roundtrip_with(&mut stream, request, len, |s| {
         if let Some((path, len)) = bundle {
             let mut file = std::fs::File::open(path)?;

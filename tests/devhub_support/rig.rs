@@ -76,32 +76,41 @@ private_key_file = "{writer_key}"
             ),
         )
         .unwrap();
-        let log = std::fs::File::create(dir.path().join("prd.log")).unwrap();
-        let prd = Command::new(PRD)
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("ZODEX_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let prd = spawn_prd(dir.path(), &config);
         let rig = Self {
             demo,
             dir,
             config,
             prd,
         };
+        rig.wait_ready();
+        rig
+    }
+
+    /// Kills zodex-prd with SIGKILL (no clean-up of any kind).
+    pub fn kill9(&mut self) {
+        let _ = self.prd.kill();
+        let _ = self.prd.wait();
+    }
+
+    /// Starts zodex-prd again on the same configuration and state.
+    pub fn restart(&mut self) {
+        self.kill9();
+        let _ = std::fs::remove_file(self.dir.path().join("agent.sock"));
+        self.prd = spawn_prd(self.dir.path(), &self.config);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !rig.dir.path().join("agent.sock").exists() {
+        while std::os::unix::net::UnixStream::connect(self.dir.path().join("agent.sock")).is_err() {
             assert!(
                 Instant::now() < deadline,
                 "zodex-prd did not start: {}",
-                rig.log()
+                self.log()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        rig
     }
 
     pub fn log(&self) -> String {
@@ -277,4 +286,21 @@ impl Rig {
         assert_eq!(reply.status, 200, "{:?}", reply.body);
         reply.body.as_array().cloned().unwrap_or_default()
     }
+}
+
+fn spawn_prd(dir: &Path, config: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("prd.log"))
+        .unwrap();
+    Command::new(PRD)
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("ZODEX_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
 }

@@ -54,7 +54,17 @@ fn is_hex_oid(s: &str) -> bool {
 /// Reads the header from `input`, leaving it positioned at the first pack byte.
 pub fn read_header(input: &mut impl BufRead) -> Result<BundleHeader, BundleError> {
     let mut consumed: u64 = 0;
-    let mut line_no = 0;
+    // The signature line first, read on its own short leash: anything else is not a bundle.
+    let mut signature = Vec::new();
+    Read::take(&mut *input, 17)
+        .read_until(b'\n', &mut signature)
+        .map_err(|e| BundleError::Io(e.to_string()))?;
+    consumed += signature.len() as u64;
+    let first = match signature.strip_suffix(b"\n") {
+        Some(line) => String::from_utf8_lossy(line).into_owned(),
+        None => return Err(BundleError::NotABundle),
+    };
+    let mut line_no = 1;
     let mut next_line = |input: &mut dyn BufRead| -> Result<Option<String>, BundleError> {
         let mut buf = Vec::new();
         let mut limited = Read::take(
@@ -87,11 +97,7 @@ pub fn read_header(input: &mut impl BufRead) -> Result<BundleHeader, BundleError
             })
     };
 
-    let first = match next_line(input) {
-        Err(BundleError::BadLine { .. }) => return Err(BundleError::NotABundle),
-        other => other?,
-    };
-    let version = match first.as_deref() {
+    let version = match Some(first.as_str()) {
         Some("# v2 git bundle") => 2,
         Some("# v3 git bundle") => 3,
         _ => return Err(BundleError::NotABundle),

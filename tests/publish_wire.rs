@@ -1,0 +1,410 @@
+//! The agent socket's bundle protocol, spoken directly (as a hostile or broken client would):
+//! the ceiling on the declared size (refused before the body, whatever its size), short and
+//! long bodies, a bundle from another repository's history, an operator policy that lowers the
+//! ceiling, the audit trail of a push, a SIGKILL in the middle of a publish, and concurrent
+//! pushes.
+
+mod devhub_support;
+
+use devhub_support::commit_file;
+use devhub_support::rig::Rig;
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use zodex::agent::bundle;
+use zodex::agent::client::{ClientError, call_with_bundle};
+use zodex::publisher::wire::{AgentRequest, PushUpdate, Response, agent_roundtrip_with};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const CEILING: u64 = 134_217_728;
+
+fn socket(rig: &Rig) -> std::path::PathBuf {
+    rig.dir.path().join("agent.sock")
+}
+
+fn push_request(repo: &str, dst: &str) -> AgentRequest {
+    AgentRequest::Push {
+        repo: repo.into(),
+        updates: vec![PushUpdate {
+            dst: dst.into(),
+            new: Some("1111111111111111111111111111111111111111".into()),
+            force: false,
+            lease: None,
+        }],
+        atomic: false,
+    }
+}
+
+/// Sends the header and metadata declaring `len` bundle bytes, then `body` (then half-closes).
+fn send(
+    rig: &Rig,
+    request: &AgentRequest,
+    len: u64,
+    body: impl FnOnce(&mut UnixStream) -> std::io::Result<()>,
+) -> Response {
+    let mut stream = UnixStream::connect(socket(rig)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    agent_roundtrip_with(&mut stream, request, len, |s| {
+        body(s)?;
+        s.shutdown(std::net::Shutdown::Write)
+    })
+    .unwrap()
+}
+
+fn message(response: &Response) -> String {
+    response
+        .error
+        .as_ref()
+        .map(|e| e.message.clone())
+        .unwrap_or_default()
+}
+
+fn sparse(dir: &Path, len: u64) -> std::path::PathBuf {
+    let path = dir.join(format!("sparse-{len}"));
+    std::fs::File::create(&path).unwrap().set_len(len).unwrap();
+    path
+}
+
+#[test]
+fn the_ceiling_holds_on_the_header_and_in_the_client() {
+    let rig = Rig::start(HOUR);
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    let request = push_request("demo/app", "refs/heads/big");
+
+    // One byte over: refused on the header, before a body byte is read (none is sent).
+    let started = Instant::now();
+    let refused = send(&rig, &request, CEILING + 1, |_| Ok(()));
+    let took = started.elapsed();
+    assert!(!refused.ok);
+    let error = refused.error.as_ref().unwrap();
+    assert!(
+        error.policies.contains(&"bundle-ceiling".to_string()),
+        "{error:?}"
+    );
+    assert!(took < Duration::from_secs(2), "{took:?}");
+
+    // Exactly the ceiling: admitted, the whole body read; it then fails as not a bundle.
+    let tmp = tempfile::tempdir().unwrap();
+    let exact = sparse(tmp.path(), CEILING);
+    let answer =
+        call_with_bundle(&socket(&rig), &request, Some((&exact, CEILING)), |_, _| {}).unwrap();
+    assert!(!answer.ok);
+    assert!(message(&answer).contains("not a git bundle"), "{answer:?}");
+
+    // The client refuses one byte more before connecting.
+    let over = sparse(tmp.path(), CEILING + 1);
+    let nowhere = tmp.path().join("no.sock");
+    match call_with_bundle(&nowhere, &request, Some((&over, CEILING + 1)), |_, _| {}) {
+        Err(ClientError::TooLarge(n)) => assert_eq!(n, CEILING + 1),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+}
+
+#[test]
+fn short_and_long_bodies_are_refused_and_store_nothing() {
+    let rig = Rig::start(HOUR);
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    let request = push_request("demo/app", "refs/heads/x");
+    let short = send(&rig, &request, 1000, |s| s.write_all(&[0u8; 10]));
+    assert!(
+        message(&short).contains("ended after 10 of the 1000"),
+        "{short:?}"
+    );
+    let long = send(&rig, &request, 10, |s| s.write_all(&[0u8; 20]));
+    assert!(message(&long).contains("more than the 10"), "{long:?}");
+    let tmp = rig.dir.path().join("state/tmp");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "spool files left in {tmp:?}"
+    );
+}
+
+#[test]
+fn a_bundle_of_another_repositorys_history_is_refused_by_the_server() {
+    let rig = Rig::start(HOUR);
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/lib","ttl":{"seconds":3600}}"#);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(&app, "x.txt", b"x\n", "work on app");
+    let head = devhub_support::git_ok(&app, &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
+    let haves = vec![
+        devhub_support::git_ok(&app, &["rev-parse", "origin/main"])
+            .trim()
+            .to_string(),
+    ];
+    let built = bundle::build(&app, &[(head.clone(), "HEAD".into())], &haves, false)
+        .unwrap()
+        .unwrap();
+
+    // A publish to demo/lib with demo/app's commits: the prerequisites are not in demo/lib.
+    let publish = AgentRequest::PublishPr {
+        repo: "demo/lib".into(),
+        title: "sneak".into(),
+        body: String::new(),
+        base: None,
+        draft: false,
+        head: head.clone(),
+    };
+    let answer = call_with_bundle(
+        &socket(&rig),
+        &publish,
+        Some((built.file.path(), built.len)),
+        |_, _| {},
+    )
+    .unwrap();
+    assert!(!answer.ok);
+    assert!(message(&answer).contains("does not have"), "{answer:?}");
+    assert!(rig.pulls("lib").is_empty());
+
+    // The same as a direct push under a grant on demo/lib.
+    let push = AgentRequest::Push {
+        repo: "demo/lib".into(),
+        updates: vec![PushUpdate {
+            dst: "refs/heads/sneak".into(),
+            new: Some(head),
+            force: false,
+            lease: None,
+        }],
+        atomic: false,
+    };
+    let answer = call_with_bundle(
+        &socket(&rig),
+        &push,
+        Some((built.file.path(), built.len)),
+        |_, _| {},
+    )
+    .unwrap();
+    assert!(!answer.ok, "{answer:?}");
+    assert!(message(&answer).contains("does not have"), "{answer:?}");
+    assert_eq!(rig.remote_sha("lib", "refs/heads/sneak"), None);
+    let mirror_pack = rig
+        .dir
+        .path()
+        .join("state/mirrors/demo/lib.git/objects/pack");
+    for entry in std::fs::read_dir(mirror_pack).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(!name.starts_with("tmp_"), "temporary pack left: {name}");
+    }
+}
+
+#[test]
+fn a_corrupted_or_truncated_pack_is_refused() {
+    let rig = Rig::start(HOUR);
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(&app, "x.txt", &vec![b'x'; 4096], "x");
+    let head = devhub_support::git_ok(&app, &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
+    let haves = vec![
+        devhub_support::git_ok(&app, &["rev-parse", "origin/main"])
+            .trim()
+            .to_string(),
+    ];
+    let built = bundle::build(
+        &app,
+        &[(head.clone(), "refs/heads/x".into())],
+        &haves,
+        false,
+    )
+    .unwrap()
+    .unwrap();
+    let bytes = std::fs::read(built.file.path()).unwrap();
+    let push = AgentRequest::Push {
+        repo: "demo/app".into(),
+        updates: vec![PushUpdate {
+            dst: "refs/heads/x".into(),
+            new: Some(head),
+            force: false,
+            lease: None,
+        }],
+        atomic: false,
+    };
+    let truncated = &bytes[..bytes.len() - 30];
+    let mut corrupted = bytes.clone();
+    let n = corrupted.len();
+    corrupted[n - 40] ^= 0xff;
+    for bad in [truncated.to_vec(), corrupted] {
+        let file = work.path().join("bad.bundle");
+        std::fs::write(&file, &bad).unwrap();
+        let answer = call_with_bundle(
+            &socket(&rig),
+            &push,
+            Some((&file, bad.len() as u64)),
+            |_, _| {},
+        )
+        .unwrap();
+        assert!(!answer.ok);
+        assert!(
+            message(&answer).contains("damaged or truncated"),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(rig.remote_sha("app", "refs/heads/x"), None);
+    // The good bundle still goes through: nothing half-stored got in the way.
+    let answer = call_with_bundle(
+        &socket(&rig),
+        &push,
+        Some((built.file.path(), built.len)),
+        |_, _| {},
+    )
+    .unwrap();
+    assert!(answer.ok, "{answer:?}");
+    assert!(
+        answer.result.unwrap()["results"][0]["ok"]
+            .as_bool()
+            .unwrap()
+    );
+}
+
+#[test]
+fn an_operator_policy_lowers_the_ceiling_without_a_rebuild() {
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(
+        policies.path().join("small.cedar"),
+        "@id(\"small-pushes\")\nforbid (principal, action == Zodex::Action::\"Push\", resource)\nwhen { context.bundle_bytes > 1000 };\n",
+    )
+    .unwrap();
+    let rig = Rig::start_with(
+        HOUR,
+        &format!("policy_dir = \"{}\"", policies.path().display()),
+    );
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(
+        &app,
+        "noise.bin",
+        &(0..20_000u32)
+            .flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes())
+            .collect::<Vec<u8>>(),
+        "big",
+    );
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/big"]);
+    assert!(!push.status.success());
+    assert!(
+        String::from_utf8_lossy(&push.stderr).contains("small-pushes"),
+        "{}",
+        String::from_utf8_lossy(&push.stderr)
+    );
+}
+
+#[test]
+fn a_push_leaves_audit_rows_with_refs_bundle_token_and_outcome() {
+    let rig = Rig::start(HOUR);
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(&app, "a.txt", b"a\n", "a");
+    let push = rig.agent_git(
+        &app,
+        &[
+            "push",
+            "origin",
+            "HEAD:refs/heads/audited",
+            "+HEAD~2:refs/heads/main",
+        ],
+    );
+    assert!(!push.status.success(), "the forced main must fail");
+    let head = devhub_support::git_ok(&app, &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
+
+    let audit = rig.admin_ok(r#"{"op":"audit","repo":"demo/app"}"#);
+    let rows = audit["result"].as_array().cloned().unwrap_or_default();
+    let pushes: Vec<_> = rows.iter().filter(|r| r["action"] == "Push").collect();
+    let allowed = pushes
+        .iter()
+        .find(|r| r["ref_name"] == "refs/heads/audited")
+        .expect("a row for the pushed ref");
+    assert_eq!(allowed["decision"], "allow");
+    assert_eq!(allowed["new_oid"], head.as_str());
+    assert!(allowed["old_oid"].is_null());
+    assert!(allowed["bundle_bytes"].as_i64().unwrap() > 0);
+    assert_eq!(allowed["bundle_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(allowed["token_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(allowed["outcome"], "pushed");
+    assert!(
+        allowed["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "explicit-grant-push"),
+        "{allowed}"
+    );
+    let denied = pushes
+        .iter()
+        .find(|r| r["ref_name"] == "refs/heads/main" && r["decision"] == "deny")
+        .expect("a deny row for main");
+    assert!(
+        denied["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "protect-default-branch"),
+        "{denied}"
+    );
+    assert!(denied["old_oid"].is_string());
+}
+
+#[test]
+fn pushes_to_one_repository_are_serialised_and_others_run_alongside() {
+    let rig = Rig::start(HOUR);
+    rig.admin_ok(r#"{"op":"yolo","ttl":{"seconds":3600}}"#);
+    let work = tempfile::tempdir().unwrap();
+    let mut jobs = Vec::new();
+    for (repo, dir, branch) in [
+        ("app", "app1", "one"),
+        ("app", "app2", "two"),
+        ("lib", "lib1", "three"),
+    ] {
+        let parent = work.path().join(dir);
+        std::fs::create_dir_all(&parent).unwrap();
+        let checkout = rig.clone(&parent, repo);
+        commit_file(
+            &checkout,
+            &format!("{branch}.txt"),
+            branch.as_bytes(),
+            branch,
+        );
+        jobs.push((repo, checkout, branch));
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|(repo, checkout, branch)| {
+                let rig = &rig;
+                scope.spawn(move || {
+                    let out = rig.agent_git(
+                        checkout,
+                        &["push", "origin", &format!("HEAD:refs/heads/{branch}")],
+                    );
+                    assert!(
+                        out.status.success(),
+                        "{repo}/{branch}: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+    for (repo, checkout, branch) in &jobs {
+        let head = devhub_support::git_ok(checkout, &["rev-parse", "HEAD"])
+            .trim()
+            .to_string();
+        assert_eq!(
+            rig.remote_sha(repo, &format!("refs/heads/{branch}")),
+            Some(head)
+        );
+    }
+}
