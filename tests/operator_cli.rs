@@ -634,3 +634,61 @@ fn dev_up_env_clones_github_urls_from_the_local_github() {
     assert!(dev.log().contains("token_sha256"), "{}", dev.log());
     assert!(!dev.log().contains("ghs_"), "a token leaked into the log");
 }
+
+/// The walkthrough `zodex dev up` prints, step by step: clone, publish a PR, grant, push,
+/// revoke, push denied.
+#[test]
+fn the_dev_up_walkthrough_works_end_to_end() {
+    let dev = Dev::up();
+    let env_file = dev.info["env_file"].as_str().unwrap().to_string();
+    let work = dev.home.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let agent = |script: &str| {
+        let out = std::process::Command::new("bash")
+            .args([
+                "-c",
+                &format!("source '{env_file}' && cd '{}' && {script}", work.display()),
+            ])
+            .env("HOME", dev.home.path())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (ok, out) = agent("git clone -q https://github.com/demo/app");
+    assert!(ok, "{out}");
+    let (ok, out) =
+        agent("cd app && echo hi > hi.txt && git add hi.txt && git commit -q -m 'Say hi'");
+    assert!(ok, "{out}");
+    let (ok, out) =
+        agent("cd app && zodex-agent github publish-pr --repo demo/app --title 'Say hi'");
+    assert!(ok, "{out}\n{}", dev.log());
+    assert!(out.contains("Opened pull request #"), "{out}");
+    assert!(out.contains("branch zodex/"), "{out}");
+
+    dev.zodex(&[
+        "sprite",
+        "github",
+        "grant-push",
+        "--repo",
+        "demo/app",
+        "--ttl",
+        "30m",
+    ])
+    .ok();
+    let (ok, out) = agent("cd app && git push origin HEAD:refs/heads/hi");
+    assert!(ok, "{out}\n{}", dev.log());
+    assert!(out.contains("[new branch]"), "{out}");
+
+    dev.zodex(&["sprite", "github", "revoke-push", "--repo", "demo/app"])
+        .ok();
+    let (ok, out) = agent("cd app && git push origin HEAD:refs/heads/hi-again");
+    assert!(!ok, "{out}");
+    assert!(out.contains("request-push"), "{out}");
+}

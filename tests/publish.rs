@@ -326,3 +326,73 @@ fn publish_pr_refuses_a_dirty_tree_nothing_to_publish_and_another_origin() {
     );
     assert!(rig.pulls("app").is_empty());
 }
+
+#[test]
+fn a_publish_killed_before_its_push_is_retried_into_one_pull_request() {
+    use zodex::devhub::{Fault, FaultKind, FaultScope};
+    let mut rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(&app, "crash.txt", b"c\n", "survive a crash");
+    let args = [
+        "publish-pr",
+        "--repo",
+        "demo/app",
+        "--title",
+        "Survive a crash",
+        "--json",
+    ];
+
+    // Every git request to GitHub is slow: zodex-prd is killed after it recorded the
+    // publication and imported the bundle, while its push waits.
+    rig.demo.hub.inject(Fault {
+        kind: FaultKind::Delay { ms: 1500 },
+        times: 50,
+        scope: FaultScope::Git,
+    });
+    let first = std::process::Command::new(env!("CARGO_BIN_EXE_zodex-agent"))
+        .current_dir(&app)
+        .args(["github"])
+        .args(args)
+        .arg("--config")
+        .arg(&rig.config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !rig.log().contains("publication recorded") {
+        assert!(std::time::Instant::now() < deadline, "{}", rig.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rig.kill9();
+    let first = first.wait_with_output().unwrap();
+    assert!(!first.status.success(), "{}", text(&first));
+    rig.demo.hub.clear_faults();
+
+    rig.restart();
+    let tmp = rig.dir.path().join("state/tmp");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "leftovers in {tmp:?}"
+    );
+    let retry = rig.agent(&app, &args);
+    assert!(retry.status.success(), "{}\n{}", text(&retry), rig.log());
+    let retry: serde_json::Value = serde_json::from_slice(&retry.stdout).unwrap();
+    let branch = retry["result"]["branch"].as_str().unwrap();
+    let recorded: Vec<String> = rig
+        .log()
+        .lines()
+        .filter(|l| l.contains("publication recorded"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        recorded.len() >= 2 && recorded.iter().all(|l| l.contains(branch)),
+        "the retry reuses the recorded branch {branch}: {recorded:?}"
+    );
+    assert_eq!(rig.pulls("app").len(), 1);
+    let again = rig.agent(&app, &args);
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(rig.pulls("app").len(), 1);
+}

@@ -563,21 +563,19 @@ fn render_dev_up(install: &dev::DevInstall) -> String {
          Local GitHub (devhub, pid {devhub_pid}): API {devhub_api}, git {devhub_git}\n\
          \x20 (a secret: whoever holds this URL runs commands here; also in {dir}/mcp-url)\n\
          \n\
-         Try, as the operator:\n\
-         \x20 zodex sprite github grant-push --repo demo/app --ttl 30m\n\
-         \x20 zodex sprite github status\n\
-         \x20 zodex sprite policy explain --action push --repo demo/app --ref main --force\n\
-         \x20 zodex sprite github revoke-push --repo demo/app\n\
-         \x20 zodex sprite github yolo --ttl 1h && zodex sprite github default\n\
+         Walk through it (agent lines in a shell that ran `source {env}`):\n\
+         \x20 agent:    git clone https://github.com/demo/app && cd app   # a read token from zodex-prd\n\
+         \x20 agent:    echo hi > hi.txt && git add hi.txt && git commit -m 'Say hi'\n\
+         \x20 agent:    zodex-agent github publish-pr --repo demo/app --title 'Say hi'   # review-first PR\n\
+         \x20 operator: zodex sprite github grant-push --repo demo/app --ttl 30m\n\
+         \x20 agent:    git push origin HEAD:refs/heads/hi          # through git-remote-zodex and zodex-prd\n\
+         \x20 operator: zodex sprite github revoke-push --repo demo/app\n\
+         \x20 agent:    git push origin HEAD:refs/heads/hi-again    # denied; the message names request-push\n\
          \n\
-         and as the agent (in a shell that ran `source {env}`):\n\
-         \x20 git clone https://github.com/demo/app     # reaches the local GitHub, token from zodex-prd\n\
-         \x20 git clone https://github.com/demo/other   # readable too; the writer App is not installed there\n\
-         \x20 zodex-agent github request-push --repo demo/app --reason 'try it' --wait\n\
-         \x20 (then, as the operator: zodex sprite github requests; zodex sprite github approve ID)\n\
-         \x20 zodex-agent github status\n\
-         \n\
-         Not in this build yet: pushing through git-remote-zodex and publish-pr (they refuse).\n\
+         More: zodex sprite github status | yolo --ttl 1h | default | requests | approve ID\n\
+         \x20     zodex sprite policy explain --action push --repo demo/app --ref main --force\n\
+         \x20     zodex-agent github request-push --repo demo/app --reason 'try it' --wait\n\
+         \x20     git clone https://github.com/demo/other   # readable; the writer App is not installed there\n\
          Audit: zodex sprite github audit --since 1h    Log: {log}\n\
          Stop:  zodex dev down{dir_flag}",
         state = if install.started {

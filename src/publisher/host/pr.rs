@@ -183,6 +183,7 @@ impl Host {
             error: None,
         };
         self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))?;
+        tracing::info!(repo = %repo, branch = %branch, head = %pr.head, "publication recorded; pushing its branch");
 
         let installation = self.installation_of(&repo, App::Writer)?;
         let minted = block_on(github.mint(&repo, TokenUse::PullRequest, installation))
