@@ -408,3 +408,42 @@ fn pushes_to_one_repository_are_serialised_and_others_run_alongside() {
         );
     }
 }
+
+#[test]
+fn a_thin_bundle_made_by_git_bundle_create_is_accepted() {
+    let rig = Rig::start(HOUR);
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    // A small edit of an existing file: git deltifies it against the blob GitHub has.
+    let mut readme = std::fs::read(app.join("README.md")).unwrap();
+    readme.extend_from_slice(b"\nOne more line.\n");
+    commit_file(&app, "README.md", &readme, "edit the readme");
+    let head = devhub_support::git_ok(&app, &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
+    devhub_support::git_ok(
+        &app,
+        &["bundle", "create", "-q", "thin.bundle", "origin/main..HEAD"],
+    );
+    let path = app.join("thin.bundle");
+    let len = std::fs::metadata(&path).unwrap().len();
+    let push = AgentRequest::Push {
+        repo: "demo/app".into(),
+        updates: vec![PushUpdate {
+            dst: "refs/heads/thin".into(),
+            new: Some(head.clone()),
+            force: false,
+            lease: None,
+        }],
+        atomic: false,
+    };
+    let answer = call_with_bundle(&socket(&rig), &push, Some((&path, len)), |_, _| {}).unwrap();
+    assert!(answer.ok, "{answer:?}\n{}", rig.log());
+    assert!(
+        answer.result.unwrap()["results"][0]["ok"]
+            .as_bool()
+            .unwrap()
+    );
+    assert_eq!(rig.remote_sha("app", "refs/heads/thin"), Some(head));
+}

@@ -145,7 +145,8 @@ pub fn build(
         .args([
             "pack-objects",
             "--stdout",
-            "--thin",
+            // Not thin: a self-contained pack is verified by zodex-prd as a pure stream, in
+            // little memory; the few bases it adds cost less than that.
             "--delta-base-offset",
             "--revs",
             if progress { "--progress" } else { "-q" },

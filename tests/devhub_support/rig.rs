@@ -87,6 +87,11 @@ private_key_file = "{writer_key}"
         rig
     }
 
+    /// zodex-prd's process id.
+    pub fn prd_pid(&self) -> u32 {
+        self.prd.id()
+    }
+
     /// Kills zodex-prd with SIGKILL (no clean-up of any kind).
     pub fn kill9(&mut self) {
         let _ = self.prd.kill();

@@ -69,7 +69,7 @@ impl Host {
         };
         let lock = self.mirrors.lock(&repo);
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mirror = self.open_mirror(github, &repo)?;
+        let mirror = self.open_mirror(github, &repo, std::time::Duration::ZERO)?;
         let quarantine = self.quarantine(&mirror, Some(bundle))?;
         let carried = quarantine
             .header

@@ -15,6 +15,9 @@ use crate::publisher::wire::{
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// How long a push may reuse the mirror's last fetch (see [`Host::open_mirror`]).
+pub(super) const MIRROR_REUSE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A bundle body as the daemon spooled it: a private temporary file of exactly `len` bytes.
 pub struct Spooled {
     pub file: tempfile::NamedTempFile,
@@ -187,7 +190,8 @@ impl Host {
         self.ensure_coverage(github, &repo, self.now())?;
         let lock = self.mirrors.lock(&repo);
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mirror = self.open_mirror(github, &repo)?;
+        // `list for-push` always asks GitHub: git decides on what it answers.
+        let mirror = self.open_mirror(github, &repo, std::time::Duration::ZERO)?;
         let mut refs: Vec<MirrorRef> = mirror
             .refs
             .into_iter()
@@ -197,11 +201,14 @@ impl Host {
         Ok(refs)
     }
 
-    /// Ensures and fetches `repo`'s mirror. Call with the mirror's lock held.
+    /// Ensures `repo`'s mirror and fetches it unless it was fetched less than `max_age` ago.
+    /// A slightly stale view is safe: every push is leased on the values decided, so GitHub
+    /// refuses it if a ref moved meanwhile. Call with the mirror's lock held.
     pub(super) fn open_mirror(
         &self,
         github: &GitHub,
         repo: &RepoName,
+        max_age: std::time::Duration,
     ) -> Result<OpenMirror, Failure> {
         let internal = |e: &dyn std::fmt::Display| {
             Failure::new(
@@ -210,11 +217,13 @@ impl Host {
             )
         };
         let path = self.mirrors.ensure(repo).map_err(|e| internal(&e))?;
-        let token = self.mirror_read_token(github, repo)?;
         let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
-        self.mirrors
-            .fetch(&path, &url, &token)
-            .map_err(|e| internal(&e))?;
+        if !self.mirrors.fresh(&path, max_age) {
+            let token = self.mirror_read_token(github, repo)?;
+            self.mirrors
+                .fetch(&path, &url, &token)
+                .map_err(|e| internal(&e))?;
+        }
         let refs = self
             .mirrors
             .refs(&path)
@@ -294,8 +303,12 @@ impl Host {
         let github = self.github()?;
         let lock = self.mirrors.lock(&repo);
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mirror = self.open_mirror(github, &repo)?;
+        let mut clock = Stages::start();
+        // Usually fetched a moment ago by the same push's `list for-push`.
+        let mirror = self.open_mirror(github, &repo, MIRROR_REUSE)?;
+        clock.mark("fetch");
         let quarantine = self.quarantine(&mirror, bundle)?;
+        clock.mark("import");
         let bytes = bundle.map_or(0, |b| i64::try_from(b.len).unwrap_or(i64::MAX));
         let now = self.now();
 
@@ -343,9 +356,11 @@ impl Host {
             });
         }
 
+        clock.mark("decide");
         let installation = self.installation_of(&repo, App::Writer)?;
         let minted = block_on(github.mint(&repo, TokenUse::Push { workflows }, installation))
             .map_err(Failure::from_github)?;
+        clock.mark("mint");
         let token_sha = minted.token.sha256();
         let first_audit = allowed.first().map(|a| a.3);
         self.with_store(|_, s| github::record::minted(s, &minted, None, first_audit, now))?;
@@ -369,7 +384,9 @@ impl Host {
             atomic,
             &minted.token,
         );
+        clock.mark("push");
         self.revoke_now(github, &minted.token);
+        clock.mark("revoke");
 
         let outcomes = match pushed {
             Ok(outcomes) => outcomes,
@@ -405,6 +422,8 @@ impl Host {
                 unblock: None,
             });
         }
+        clock.mark("record");
+        tracing::info!(repo = %repo, bytes, stages = %clock, "push handled");
         Ok(PushOutcome {
             repo: repo.to_string(),
             results,
@@ -605,4 +624,34 @@ fn update_mirror_ref(mirror: &Path, update: &PushUpdate) {
         None => cmd.args(["update-ref", "-d", &update.dst]),
     };
     let _ = cmd.output();
+}
+
+/// Milliseconds spent in each stage of a request, for the log.
+pub(super) struct Stages {
+    last: std::time::Instant,
+    marks: Vec<(&'static str, u128)>,
+}
+
+impl Stages {
+    pub(super) fn start() -> Self {
+        Self {
+            last: std::time::Instant::now(),
+            marks: Vec::new(),
+        }
+    }
+
+    pub(super) fn mark(&mut self, stage: &'static str) {
+        let now = std::time::Instant::now();
+        self.marks.push((stage, (now - self.last).as_millis()));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Stages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (stage, ms)) in self.marks.iter().enumerate() {
+            write!(f, "{}{stage}={ms}ms", if i > 0 { " " } else { "" })?;
+        }
+        Ok(())
+    }
 }

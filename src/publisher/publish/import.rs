@@ -79,6 +79,14 @@ pub struct Quarantine {
     pub header: Option<BundleHeader>,
 }
 
+/// Whether gix-pack failed because a delta's base is not in the pack (a thin pack).
+fn is_missing_base(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    message.contains("not found")
+        || message.contains("could not be found")
+        || message.contains("unresolved")
+}
+
 fn open_odb(objects: &Path) -> Result<gix::odb::Handle, ImportError> {
     gix::odb::at(objects, gix::hash::Kind::Sha1).map_err(objects_err)
 }
@@ -142,24 +150,34 @@ impl Quarantine {
                 return Err(ImportError::ForeignOrigin(prerequisite.clone()));
             }
         }
-        input
-            .seek(SeekFrom::Start(header.pack_offset))
-            .map_err(objects_err)?;
         let pack_dir = this.dir.path().join("objects/pack");
-        let options = gix_pack::bundle::write::Options {
-            thread_limit: Some(2),
-            ..Default::default()
+        // Bundles made by Zodex are self-contained and index as a pure stream. A thin pack
+        // (bases left out, as `git bundle create` makes them) needs its bases from the mirror,
+        // which gix-pack does by keeping entries in memory: only then is the slower path taken.
+        let mut attempt = |thin: bool| {
+            input.seek(SeekFrom::Start(header.pack_offset))?;
+            let options = gix_pack::bundle::write::Options {
+                thread_limit: Some(2),
+                ..Default::default()
+            };
+            gix_pack::Bundle::write_to_directory(
+                &mut input,
+                Some(&pack_dir),
+                &mut gix::progress::Discard,
+                &AtomicBool::new(false),
+                thin.then(|| this.mirror_odb.clone()),
+                gix::hash::Kind::Sha1,
+                options,
+            )
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))
         };
-        let outcome = gix_pack::Bundle::write_to_directory(
-            &mut input,
-            Some(&pack_dir),
-            &mut gix::progress::Discard,
-            &AtomicBool::new(false),
-            Some(this.mirror_odb.clone()),
-            gix::hash::Kind::Sha1,
-            options,
-        )
-        .map_err(|e| ImportError::Pack(format!("{e:#}")))?;
+        let outcome = match attempt(false) {
+            Ok(outcome) => outcome,
+            Err(e) if is_missing_base(&e.to_string()) => {
+                attempt(true).map_err(|e| ImportError::Pack(e.to_string()))?
+            }
+            Err(e) => return Err(ImportError::Pack(e.to_string())),
+        };
         if let Some(keep) = &outcome.keep_path {
             let _ = std::fs::remove_file(keep);
         }

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 pub struct Mirrors {
     root: PathBuf,
     locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// When each mirror was last fetched.
+    fetched: Mutex<HashMap<PathBuf, std::time::Instant>>,
 }
 
 /// A ref as the mirror holds it.
@@ -26,6 +28,7 @@ impl Mirrors {
         Self {
             root,
             locks: Mutex::new(HashMap::new()),
+            fetched: Mutex::new(HashMap::new()),
         }
     }
 
@@ -87,7 +90,17 @@ impl Mirrors {
         ]);
         let result = git::run("fetch", &mut cmd, Some(token));
         remove_temporary_packs(mirror);
+        if result.is_ok() {
+            let mut fetched = self.fetched.lock().unwrap_or_else(|p| p.into_inner());
+            fetched.insert(mirror.to_path_buf(), std::time::Instant::now());
+        }
         result.map(|_| ())
+    }
+
+    /// Whether the mirror was fetched less than `max_age` ago (by this process).
+    pub fn fresh(&self, mirror: &Path, max_age: std::time::Duration) -> bool {
+        let fetched = self.fetched.lock().unwrap_or_else(|p| p.into_inner());
+        fetched.get(mirror).is_some_and(|at| at.elapsed() < max_age)
     }
 
     /// Every branch and tag of the mirror.

@@ -1,0 +1,211 @@
+//! Pushing through `git-remote-zodex` and `zodex-prd` against a plain `git push` with a token,
+//! same devhub, same sizes of change, in one run:
+//!
+//! - wall time for changes of 1 MiB, 32 MiB and 120 MiB (random, incompressible data in 1 MiB
+//!   files), median of `ROUNDS` rounds, each round pushing fresh commits on both paths in
+//!   alternating order; the ratio zodex/plain and the added milliseconds;
+//! - zodex-prd's peak RSS (VmHWM) after the 120 MiB pushes;
+//! - the time to refuse a bundle over the ceiling on its header, for declared sizes from
+//!   128 MiB + 1 to 64 GiB (it must not depend on the size).
+//!
+//! Run: `cargo bench --bench push` (needs git; takes a few minutes).
+
+#[path = "../tests/devhub_support/mod.rs"]
+mod devhub_support;
+
+use devhub_support::rig::Rig;
+use devhub_support::{AppKind, git_command};
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use zodex::publisher::wire::{AgentRequest, PushUpdate, agent_roundtrip_with};
+
+const ROUNDS: usize = 3;
+const MIB: usize = 1 << 20;
+
+fn random_bytes(n: usize, seed: &mut u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        // xorshift64*: fast and incompressible enough for zlib.
+        *seed ^= *seed >> 12;
+        *seed ^= *seed << 25;
+        *seed ^= *seed >> 27;
+        out.extend_from_slice(&seed.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(n);
+    out
+}
+
+/// Commits `mib` files of 1 MiB each on a new branch from origin/main.
+fn commit_change(dir: &Path, branch: &str, mib: usize, seed: &mut u64) {
+    let run = |args: &[&str]| {
+        let out = git_command(dir).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["checkout", "-q", "-B", branch, "origin/main"]);
+    let data = dir.join("data").join(branch);
+    std::fs::create_dir_all(&data).unwrap();
+    for i in 0..mib {
+        std::fs::write(data.join(format!("{i}.bin")), random_bytes(MIB, seed)).unwrap();
+    }
+    run(&["add", "data"]);
+    run(&[
+        "-c",
+        "user.name=bench",
+        "-c",
+        "user.email=b@e",
+        "commit",
+        "-q",
+        "-m",
+        branch,
+    ]);
+}
+
+fn timed(f: impl FnOnce() -> (std::process::Output, Duration)) -> Duration {
+    let (out, took) = f();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    took
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    let rig = Rig::start(Duration::from_secs(3600));
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    let token = rig.demo.token(
+        AppKind::Writer,
+        "app",
+        serde_json::json!({"contents": "write"}),
+    );
+    let plain_url = rig.demo.git_url("app", Some(&token));
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+
+    println!("push through git-remote-zodex vs plain git push with a token (median of {ROUNDS})");
+    println!(
+        "{:>8} {:>12} {:>12} {:>8} {:>10}",
+        "change", "plain ms", "zodex ms", "ratio", "added ms"
+    );
+    // `ZODEX_BENCH_SIZES=1,32` runs only those sizes.
+    let sizes: Vec<usize> = std::env::var("ZODEX_BENCH_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 32, 120]);
+    for mib in sizes {
+        let mut plain = Vec::new();
+        let mut zodex = Vec::new();
+        for round in 0..ROUNDS {
+            let p = format!("plain-{mib}-{round}");
+            let z = format!("zodex-{mib}-{round}");
+            commit_change(&app, &p, mib, &mut seed);
+            commit_change(&app, &z, mib, &mut seed);
+            let push_plain = || {
+                let started = Instant::now();
+                let out = git_command(&app)
+                    .args(["push", "-q", &plain_url, &format!("{p}:refs/heads/{p}")])
+                    .output()
+                    .unwrap();
+                let took = started.elapsed();
+                // Untimed: take the branch away again, so that the zodex path does not fetch
+                // the plain path's data into its mirror (each path meets a quiet repository).
+                git_command(&app)
+                    .args(["push", "-q", &plain_url, &format!(":refs/heads/{p}")])
+                    .output()
+                    .unwrap();
+                (out, took)
+            };
+            let push_zodex = || {
+                let mut cmd = rig.agent_git_command(&app);
+                if let Some(trace) = std::env::var_os("ZODEX_BENCH_GIT_TRACE") {
+                    cmd.env("GIT_TRACE", trace)
+                        .env("GIT_TRACE_PERFORMANCE", "1");
+                }
+                let started = Instant::now();
+                let out = cmd
+                    .args(["push", "-q", "origin", &format!("{z}:refs/heads/{z}")])
+                    .output()
+                    .unwrap();
+                (out, started.elapsed())
+            };
+            if round % 2 == 0 {
+                plain.push(timed(push_plain));
+                zodex.push(timed(push_zodex));
+            } else {
+                zodex.push(timed(push_zodex));
+                plain.push(timed(push_plain));
+            }
+        }
+        let (p, z) = (median(plain), median(zodex));
+        println!(
+            "{:>5} MiB {:>12.0} {:>12.0} {:>8.2} {:>10.0}",
+            mib,
+            p.as_secs_f64() * 1e3,
+            z.as_secs_f64() * 1e3,
+            z.as_secs_f64() / p.as_secs_f64(),
+            (z.as_secs_f64() - p.as_secs_f64()) * 1e3
+        );
+    }
+    if std::env::var_os("ZODEX_BENCH_STAGES").is_some() {
+        for line in rig.log().lines().filter(|l| l.contains("push handled")) {
+            println!("  {line}");
+        }
+    }
+    println!(
+        "zodex-prd peak RSS (VmHWM) after the pushes: {} KiB",
+        peak_rss_kib(rig.prd_pid())
+    );
+
+    println!("refusing a bundle over the ceiling on its header (median of 200, p99)");
+    let socket = rig.dir.path().join("agent.sock");
+    let request = AgentRequest::Push {
+        repo: "demo/app".into(),
+        updates: vec![PushUpdate {
+            dst: "refs/heads/huge".into(),
+            new: Some("1111111111111111111111111111111111111111".into()),
+            force: false,
+            lease: None,
+        }],
+        atomic: false,
+    };
+    for declared in [134_217_729u64, 1 << 30, 16 << 30, 64 << 30] {
+        let mut times: Vec<Duration> = (0..200)
+            .map(|_| {
+                let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+                let started = Instant::now();
+                let answer =
+                    agent_roundtrip_with(&mut stream, &request, declared, |s| s.flush()).unwrap();
+                let took = started.elapsed();
+                assert!(!answer.ok);
+                took
+            })
+            .collect();
+        times.sort();
+        println!(
+            "  declared {:>12} bytes: median {:.2} ms, p99 {:.2} ms",
+            declared,
+            times[100].as_secs_f64() * 1e3,
+            times[197].as_secs_f64() * 1e3
+        );
+    }
+}
