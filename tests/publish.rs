@@ -396,3 +396,33 @@ fn a_publish_killed_before_its_push_is_retried_into_one_pull_request() {
     assert!(again.status.success(), "{}", text(&again));
     assert_eq!(rig.pulls("app").len(), 1);
 }
+
+#[test]
+fn a_pull_request_changing_workflows_is_refused_and_nothing_is_pushed() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(
+        &app,
+        ".github/workflows/leak.yml",
+        b"on: push\n",
+        "add a workflow",
+    );
+    let out = rig.agent(&app, &["publish-pr", "--repo", "demo/app", "--title", "CI"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("pr-workflow-change"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(rig.pulls("app").is_empty());
+    let branches = devhub_support::git_ok(
+        &rig.demo.hub.dir().join("repos/demo/app.git"),
+        &["for-each-ref", "--format=%(refname)", "refs/heads"],
+    );
+    assert_eq!(
+        branches.trim(),
+        "refs/heads/main",
+        "no branch was left behind"
+    );
+}

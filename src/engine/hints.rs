@@ -52,6 +52,9 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
         "workflow-allowance" => format!(
             "changes under .github/workflows/ need an allowance: an operator runs `zodex sprite github grant-push --repo {repo} --allow-workflows`"
         ),
+        "pr-workflow-change" => format!(
+            "a pull request may not change .github/workflows/; drop that change, or an operator runs `zodex sprite github grant-push --repo {repo} --allow-workflows` and you push the branch directly"
+        ),
         "pr-title-length" => "shorten the title to 256 characters or fewer".to_string(),
         "pr-body-size" => "shorten the body to 64 KiB or less (link to a file instead)".to_string(),
         other => format!(
