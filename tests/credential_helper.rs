@@ -179,3 +179,42 @@ fn erase_revokes_a_write_token() {
         .status;
     assert_eq!(status, 401);
 }
+
+#[test]
+fn a_write_token_handed_out_before_a_restart_is_revoked_after_it() {
+    let mut rig = Rig::start(Duration::from_secs(3600));
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"via":"token"}"#);
+    let (write, _) = rig.get("app");
+    let token = field(&write, "password").unwrap().to_string();
+    let works = |rig: &Rig| {
+        rig.demo
+            .api("GET", "/repos/demo/app", Some(&token), None)
+            .status
+    };
+    assert_eq!(works(&rig), 200);
+
+    // SIGKILL: nothing is cleaned up, the token was only handed to git.
+    rig.kill9();
+    assert_eq!(works(&rig), 200, "still valid while zodex-prd is down");
+    rig.restart();
+    assert_eq!(
+        works(&rig),
+        401,
+        "revoked by the restarted zodex-prd\n{}",
+        rig.log()
+    );
+    assert!(
+        rig.log()
+            .contains("revoked write tokens left by the previous run")
+    );
+    // The grant stands: a fresh write token is handed out on the next `get`.
+    let (again, _) = rig.get("app");
+    let fresh = field(&again, "password").unwrap();
+    assert_ne!(fresh, token);
+    assert_eq!(
+        rig.demo
+            .api("GET", "/repos/demo/app", Some(fresh), None)
+            .status,
+        200
+    );
+}

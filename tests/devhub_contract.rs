@@ -329,3 +329,167 @@ fn devhub_answers_validate_against_githubs_openapi_description() {
         check.failed.join("\n")
     );
 }
+
+/// The publisher's own GitHub client, pointed at Prism in front of devhub: every request it
+/// sends (coverage, minting for each use, the repository, pull requests, branch deletion,
+/// revocation) and every answer it gets must validate against GitHub's description. With
+/// `--errors`, a violation turns into an error answer, which fails the call here.
+#[test]
+#[ignore = "needs Prism and GitHub's OpenAPI description; run scripts/prism-contract"]
+fn the_publisher_client_validates_through_prism() {
+    use zodex::engine::RepoName;
+    use zodex::publisher::github::{NewPull, Revocation, TokenUse};
+    let demo = Demo::start();
+    let prism = start_prism(demo.hub.api_url());
+    let github = demo.publisher_client(&prism.url);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let app = RepoName::parse("demo/app").unwrap();
+    let other = RepoName::parse("demo/other").unwrap();
+    let mut passed = 0usize;
+    let mut failed: Vec<String> = Vec::new();
+    let mut check = |what: &str, ok: Result<(), String>| match ok {
+        Ok(()) => passed += 1,
+        Err(e) => failed.push(format!("{what}: {e}")),
+    };
+
+    runtime.block_on(async {
+        let now = chrono::Utc::now().timestamp();
+        let coverage = github.check_coverage(&app, now).await;
+        check(
+            "coverage of demo/app",
+            match &coverage {
+                Ok(c) if c.reader.installed && c.writer.installed => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        );
+        let coverage = github.check_coverage(&other, now).await;
+        check(
+            "coverage of demo/other (writer absent: a 404)",
+            match &coverage {
+                Ok(c) if c.reader.installed && !c.writer.installed => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        );
+        let mut tokens = Vec::new();
+        for token_use in [
+            TokenUse::Read,
+            TokenUse::Push { workflows: false },
+            TokenUse::Push { workflows: true },
+            TokenUse::PullRequest,
+        ] {
+            match github.mint(&app, token_use, None).await {
+                Ok(minted) => {
+                    check(&format!("mint {token_use:?}"), Ok(()));
+                    tokens.push(minted.token);
+                }
+                Err(e) => check(&format!("mint {token_use:?}"), Err(e.to_string())),
+            }
+        }
+        let Some(pr_token) = tokens.last().cloned() else {
+            return;
+        };
+        check(
+            "default branch",
+            match github.default_branch(&pr_token, &app).await {
+                Ok(b) if b == "main" => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        );
+
+        // A branch to open a pull request from, pushed with git straight to devhub.
+        let work = tempfile::tempdir().unwrap();
+        git_ok(
+            work.path(),
+            &[
+                "clone",
+                "--quiet",
+                &demo.git_url("app", Some(pr_token.expose())),
+                "app",
+            ],
+        );
+        let clone = work.path().join("app");
+        commit_file(&clone, "client.txt", b"client\n", "Client contract");
+        let branch = "zodex/20261130-client-contract-abc123";
+        git_ok(
+            &clone,
+            &[
+                "push",
+                "--quiet",
+                "origin",
+                &format!("HEAD:refs/heads/{branch}"),
+            ],
+        );
+
+        check(
+            "no pull request yet",
+            match github.find_pull(&pr_token, &app, branch).await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        );
+        let pull = NewPull {
+            title: "Client contract".into(),
+            head: branch.into(),
+            base: "main".into(),
+            body: "Opened by the publisher's client through Prism.".into(),
+            draft: true,
+        };
+        let opened = github.open_pull_request(&pr_token, &app, &pull).await;
+        check(
+            "open a pull request",
+            opened.as_ref().map(|_| ()).map_err(|e| e.to_string()),
+        );
+        check(
+            "find it again",
+            match (github.find_pull(&pr_token, &app, branch).await, &opened) {
+                (Ok(Some(found)), Ok(opened)) if found.number == opened.number => Ok(()),
+                (found, _) => Err(format!("{found:?}")),
+            },
+        );
+        git_ok(
+            &clone,
+            &[
+                "push",
+                "--quiet",
+                "origin",
+                "HEAD:refs/heads/zodex/to-delete",
+            ],
+        );
+        check(
+            "delete a branch",
+            github
+                .delete_branch(&pr_token, &app, "zodex/to-delete")
+                .await
+                .map_err(|e| e.to_string()),
+        );
+        check(
+            "delete it again (already gone)",
+            github
+                .delete_branch(&pr_token, &app, "zodex/to-delete")
+                .await
+                .map_err(|e| e.to_string()),
+        );
+        for token in &tokens {
+            check(
+                "revoke",
+                match github.revoke(token).await {
+                    Ok(Revocation::Revoked) => Ok(()),
+                    other => Err(format!("{other:?}")),
+                },
+            );
+        }
+        check(
+            "revoke twice (401: already gone)",
+            match github.revoke(&tokens[0]).await {
+                Ok(Revocation::AlreadyGone) => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        );
+    });
+    drop(runtime);
+    eprintln!("client contract: {passed} passed, {} failed", failed.len());
+    assert!(failed.is_empty(), "through Prism:\n{}", failed.join("\n"));
+}

@@ -16,25 +16,7 @@ use zodex::publisher::github::{
 };
 
 fn client(demo: &Demo) -> GitHub {
-    let [reader, writer, _] = keys();
-    let reader = AppKey::from_pem(
-        App::Reader,
-        demo.seed.reader_app_id,
-        reader.private_pem.as_bytes(),
-    )
-    .unwrap();
-    let writer = AppKey::from_pem(
-        App::Writer,
-        demo.seed.writer_app_id,
-        writer.private_pem.as_bytes(),
-    )
-    .unwrap();
-    GitHub::new(demo.hub.api_url(), demo.hub.git_url(), reader, writer)
-        .unwrap()
-        .with_retry_policy(RetryPolicy {
-            base_backoff: Duration::from_millis(20),
-            ..RetryPolicy::default()
-        })
+    demo.publisher_client(demo.hub.api_url())
 }
 
 /// Runs `future` on a fresh runtime; the devhub (with its own runtime) is dropped outside it.

@@ -35,6 +35,15 @@ pub enum DaemonError {
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let host = Arc::new(Host::open(&config)?);
+    // Before the sockets and the sweeper start: a token the previous run handed out is revoked at GitHub
+    // (the sweeper could only mark it, having never seen its value).
+    let startup_host = host.clone();
+    if let Ok(n) = tokio::task::spawn_blocking(move || startup_host.revoke_persisted_tokens()).await
+        && n > 0
+    {
+        tracing::info!(revoked = n, "revoked write tokens left by the previous run");
+    }
+
     let bind_err = |what: &std::path::Path| {
         let what = what.display().to_string();
         move |source| DaemonError::Bind { what, source }

@@ -108,6 +108,32 @@ impl Demo {
         )
     }
 
+    /// The publisher's GitHub client acting as the demo's two Apps, talking to `api_url` (the
+    /// devhub itself, or a proxy in front of it), with short retry back-offs.
+    pub fn publisher_client(&self, api_url: &str) -> zodex::publisher::github::GitHub {
+        use zodex::engine::store::App;
+        use zodex::publisher::github::{AppKey, GitHub, RetryPolicy};
+        let [reader, writer, _] = keys();
+        let reader = AppKey::from_pem(
+            App::Reader,
+            self.seed.reader_app_id,
+            reader.private_pem.as_bytes(),
+        )
+        .unwrap();
+        let writer = AppKey::from_pem(
+            App::Writer,
+            self.seed.writer_app_id,
+            writer.private_pem.as_bytes(),
+        )
+        .unwrap();
+        GitHub::new(api_url, self.hub.git_url(), reader, writer)
+            .unwrap()
+            .with_retry_policy(RetryPolicy {
+                base_backoff: std::time::Duration::from_millis(20),
+                ..RetryPolicy::default()
+            })
+    }
+
     /// One REST request with `Authorization: Bearer <auth>` when given.
     pub fn api(&self, method: &str, path: &str, auth: Option<&str>, body: Option<Value>) -> Reply {
         let url = format!("{}{path}", self.hub.api_url());

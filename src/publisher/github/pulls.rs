@@ -80,12 +80,13 @@ impl GitHub {
         branch: &str,
     ) -> Result<(), GithubError> {
         let what = format!("deleting branch {branch} of {repo}");
-        // `/` inside the ref stays a path separator for GitHub; other bytes are encoded.
+        // The whole ref is one path segment (`heads%2Fzodex%2F…`): GitHub decodes it, and
+        // OpenAPI routers (Prism) match `{ref}` as a single segment.
         let path = format!(
-            "/repos/{}/{}/git/refs/heads/{}",
+            "/repos/{}/{}/git/refs/{}",
             repo.owner(),
             repo.name(),
-            percent_encode(branch).replace("%2F", "/")
+            percent_encode(&format!("heads/{branch}"))
         );
         let reply = self
             .call(&what, Method::DELETE, &path, Auth::Token(token), None)

@@ -45,6 +45,8 @@ pub struct Host {
     /// Spooled bundles and quarantines (inside the state directory: same file system as the
     /// mirrors, private to the publisher).
     tmp_dir: std::path::PathBuf,
+    /// Write tokens a previous run left on disk, to revoke at start.
+    leftover_tokens: Mutex<Vec<super::github::Token>>,
     pr_branch_prefix: String,
 }
 
@@ -67,6 +69,9 @@ impl Host {
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp)
             .map_err(|e| HostError::Config(format!("cannot create {}: {e}", tmp.display())))?;
+        // Read the previous run's write tokens before this run's cache rewrites the file.
+        let write_tokens = config.state_dir.join("write-tokens");
+        let leftover = crate::publisher::credentials::take_persisted(&write_tokens);
         let policies = Policies::load(config.policy_dir.as_deref())?;
         let targets = config.targets().map_err(HostError::Config)?;
         let store = Store::open(&config.state_db())?;
@@ -81,10 +86,11 @@ impl Host {
             store: Mutex::new(store),
             clock: system_now,
             github,
-            credentials: Cache::default(),
+            credentials: Cache::persisting(write_tokens),
             own_reads: Cache::default(),
             mirrors: crate::publisher::publish::Mirrors::new(config.state_dir.join("mirrors")),
             tmp_dir: config.tmp_dir(),
+            leftover_tokens: Mutex::new(leftover),
             pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
         })
     }
@@ -114,6 +120,24 @@ impl Host {
             },
             &mut store,
         )
+    }
+
+    /// Revokes the write tokens a previous run of zodex-prd handed out and could not revoke
+    /// (they were only in its memory). Called once at start.
+    pub fn revoke_persisted_tokens(&self) -> usize {
+        let tokens: Vec<_> = std::mem::take(
+            &mut *self
+                .leftover_tokens
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        let Some(github) = &self.github else {
+            return 0;
+        };
+        for token in &tokens {
+            self.revoke_now(github, token);
+        }
+        tokens.len()
     }
 
     /// Marks grants whose TTL ran out as expired (the daemon calls this every second).
