@@ -12,7 +12,7 @@ use zodex::engine::RepoName;
 use zodex::engine::store::{App, Store};
 use zodex::publisher::github::{
     AppKey, COVERAGE_NEGATIVE_SECS, COVERAGE_POSITIVE_SECS, GitHub, GithubError, NewPull,
-    RetryPolicy, Revocation, TokenUse, record,
+    Revocation, TokenUse, record,
 };
 
 fn client(demo: &Demo) -> GitHub {
