@@ -80,13 +80,46 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn peak_rss_kib(pid: u32) -> u64 {
+/// A `kB` field of /proc/PID/status.
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Samples zodex-prd's resident memory every 5 ms: the peaks of its anonymous memory (heap,
+/// stacks) and of its file-backed pages (mapped pack files), apart.
+struct RssSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(u64, u64)>>,
+}
+
+impl RssSampler {
+    fn start(pid: u32) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut anon, mut file) = (0, 0);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                anon = anon.max(status_kib(pid, "RssAnon:"));
+                file = file.max(status_kib(pid, "RssFile:"));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (anon, file)
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> (u64, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
 }
 
 fn main() {
@@ -112,6 +145,7 @@ fn main() {
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 32, 120]);
+    let sampler = RssSampler::start(rig.prd_pid());
     for mib in sizes {
         let mut plain = Vec::new();
         let mut zodex = Vec::new();
@@ -171,9 +205,12 @@ fn main() {
             println!("  {line}");
         }
     }
+    let (anon, file) = sampler.finish();
     println!(
-        "zodex-prd peak RSS (VmHWM) after the pushes: {} KiB",
-        peak_rss_kib(rig.prd_pid())
+        "zodex-prd peak RSS (VmHWM) over the pushes: {} KiB; sampled peaks: anonymous {} KiB, file-backed {} KiB",
+        status_kib(rig.prd_pid(), "VmHWM:"),
+        anon,
+        file
     );
 
     println!("refusing a bundle over the ceiling on its header (median of 200, p99)");
