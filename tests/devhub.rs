@@ -805,3 +805,42 @@ fn the_primary_rate_limit_is_counted_per_installation() {
         "{stats:?}"
     );
 }
+
+#[test]
+fn an_unknown_or_repeated_api_version_is_refused_like_github() {
+    let demo = Demo::start();
+    let send = |versions: &[&str]| {
+        let mut request = demo
+            .client
+            .get(format!("{}/app", demo.hub.api_url()))
+            .header("accept", "application/vnd.github+json")
+            .header("user-agent", "zodex-devhub-tests")
+            .header(
+                "authorization",
+                format!("Bearer {}", demo.jwt(AppKind::Reader)),
+            );
+        for v in versions {
+            request = request.header("x-github-api-version", *v);
+        }
+        let response = request.send().unwrap();
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().unwrap();
+        (
+            status,
+            body["message"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    assert_eq!(send(&["2022-11-28"]).0, 200);
+    assert_eq!(send(&[]).0, 200);
+    let (status, message) = send(&["2021-01-01"]);
+    assert_eq!(
+        (status, message.as_str()),
+        (400, "API version 2021-01-01 is not supported.")
+    );
+    let (status, message) = send(&["2022-11-28", "2022-11-28"]);
+    assert_eq!(status, 400, "{message}");
+    assert_eq!(
+        message,
+        "API version 2022-11-28, 2022-11-28 is not supported."
+    );
+}

@@ -341,11 +341,15 @@ fn the_publisher_client_validates_through_prism() {
     use zodex::publisher::github::{NewPull, Revocation, TokenUse};
     let demo = Demo::start();
     let prism = start_prism(demo.hub.api_url());
-    let github = demo.publisher_client(&prism.url);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    // octocrab's client is built inside a runtime.
+    let github = {
+        let _inside = runtime.enter();
+        demo.publisher_client(&prism.url)
+    };
     let app = RepoName::parse("demo/app").unwrap();
     let other = RepoName::parse("demo/other").unwrap();
     let mut passed = 0usize;

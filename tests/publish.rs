@@ -426,3 +426,99 @@ fn a_pull_request_changing_workflows_is_refused_and_nothing_is_pushed() {
         "no branch was left behind"
     );
 }
+
+#[test]
+fn a_pull_request_github_refuses_leaves_no_branch_and_says_why() {
+    use zodex::devhub::{Fault, FaultKind, FaultScope};
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    // A base branch that disappears while zodex-prd pushes: GitHub then refuses the PR (422).
+    let bare = rig.demo.hub.dir().join("repos/demo/app.git");
+    devhub_support::git_ok(&bare, &["branch", "side", "main"]);
+    commit_file(&app, "side.txt", b"s\n", "for the side branch");
+    rig.demo.hub.inject(Fault {
+        kind: FaultKind::Delay { ms: 1500 },
+        times: 50,
+        scope: FaultScope::Git,
+    });
+    let publish = std::process::Command::new(env!("CARGO_BIN_EXE_zodex-agent"))
+        .current_dir(&app)
+        .args([
+            "github",
+            "publish-pr",
+            "--repo",
+            "demo/app",
+            "--title",
+            "Side",
+            "--base",
+            "side",
+        ])
+        .arg("--config")
+        .arg(&rig.config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !rig.log().contains("publication recorded") {
+        assert!(std::time::Instant::now() < deadline, "{}", rig.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    devhub_support::git_ok(&bare, &["branch", "-D", "side"]);
+    let out = publish.wait_with_output().unwrap();
+    rig.demo.hub.clear_faults();
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = stderr(&out);
+    assert!(said.contains("did not open the pull request"), "{said}");
+    assert!(said.contains("was deleted again"), "{said}");
+    assert!(rig.pulls("app").is_empty());
+    let branches = devhub_support::git_ok(
+        &bare,
+        &["for-each-ref", "--format=%(refname)", "refs/heads"],
+    );
+    assert_eq!(
+        branches.trim(),
+        "refs/heads/main",
+        "no branch was left behind"
+    );
+}
+
+#[test]
+fn an_atomic_push_with_one_refused_ref_pushes_nothing() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = granted_checkout(&rig, work.path());
+    commit_file(&app, "atomic.txt", b"a\n", "atomic");
+    let before = rig.remote_sha("app", "refs/heads/main");
+    let push = rig.agent_git(
+        &app,
+        &[
+            "push",
+            "--atomic",
+            "origin",
+            "HEAD:refs/heads/atomic",
+            "+HEAD~2:refs/heads/main",
+        ],
+    );
+    assert!(!push.status.success(), "{}", text(&push));
+    assert!(
+        stderr(&push).contains("protect-default-branch"),
+        "{}",
+        stderr(&push)
+    );
+    assert_eq!(rig.remote_sha("app", "refs/heads/atomic"), None);
+    assert_eq!(rig.remote_sha("app", "refs/heads/main"), before);
+    // Without --atomic the allowed ref goes through on its own.
+    let push = rig.agent_git(
+        &app,
+        &[
+            "push",
+            "origin",
+            "HEAD:refs/heads/atomic",
+            "+HEAD~2:refs/heads/main",
+        ],
+    );
+    assert!(!push.status.success());
+    assert_eq!(rig.remote_sha("app", "refs/heads/atomic"), Some(head(&app)));
+}

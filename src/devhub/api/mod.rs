@@ -144,9 +144,16 @@ async fn admit(
     request: &mut Request,
     id: &str,
 ) -> Result<Window, (ApiError, Window)> {
-    if let Some(version) = request.headers().get("x-github-api-version") {
-        let version = version.to_str().unwrap_or("");
-        if !supported_version(version) {
+    // Repeated headers reach GitHub joined by ", " and are refused as one unknown version.
+    let versions: Vec<&str> = request
+        .headers()
+        .get_all("x-github-api-version")
+        .iter()
+        .map(|v| v.to_str().unwrap_or(""))
+        .collect();
+    if !versions.is_empty() {
+        let version = versions.join(", ");
+        if !supported_version(&version) {
             return Err((
                 ApiError::new(
                     400,

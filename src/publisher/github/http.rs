@@ -239,12 +239,17 @@ impl GitHub {
             .method(method.clone())
             .uri(format!("{}{path}", self.path_prefix))
             .header(ACCEPT, "application/vnd.github+json")
-            .header("x-github-api-version", super::API_VERSION)
             .header(AUTHORIZATION, authorization);
-        let request = self
+        let mut request = self
             .http
             .build_request(builder, body)
             .map_err(|e| e.to_string())?;
+        // octocrab adds its own `X-GitHub-Api-Version`; two of them read as "2022-11-28,
+        // 2022-11-28", which GitHub refuses (400). Exactly one, ours (found by the Prism check).
+        request.headers_mut().insert(
+            "x-github-api-version",
+            HeaderValue::from_static(super::API_VERSION),
+        );
         let response = self
             .http
             .execute(request)

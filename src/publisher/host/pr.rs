@@ -193,7 +193,9 @@ impl Host {
         let dst = format!("refs/heads/{branch}");
         let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
         let force = !current.is_empty() && current != pr.head;
-        let result = (|| -> Result<Published, Failure> {
+        // On failure, the state to record: `failed` when nothing is left at GitHub (a retry
+        // starts afresh), `pushed` when the branch may be there (a retry reuses it).
+        let result = (|| -> Result<Published, (Failure, &'static str)> {
             let pushed = git_push(
                 &mirror.path,
                 &mirror.url,
@@ -202,17 +204,21 @@ impl Host {
                 false,
                 &minted.token,
             )
-            .map_err(|m| Failure::new(ErrorKind::Internal, m))?;
+            .map_err(|m| (Failure::new(ErrorKind::Internal, m), "failed"))?;
             if let Some(Err(why)) = pushed.get(&dst) {
-                return Err(Failure::new(
+                let failure = Failure::new(
                     ErrorKind::Internal,
                     format!("pushing {branch} failed: {why}"),
-                ));
+                );
+                return Err((failure, "failed"));
             }
             publication.state = "pushed".into();
-            self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))?;
+            self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))
+                .map_err(|e| (Failure::from(e), "pushed"))?;
+            // A pull request from an earlier attempt (a crash after opening it) is reused. If
+            // GitHub cannot say, the branch stays: it may carry that pull request.
             let existing = block_on(github.find_pull(&minted.token, &repo, &branch))
-                .map_err(Failure::from_github)?;
+                .map_err(|e| (Failure::from_github(e), "pushed"))?;
             let opened = match existing {
                 Some(pull) => pull,
                 None => block_on(github.open_pull_request(
@@ -229,16 +235,18 @@ impl Host {
                 .map_err(|e| {
                     // No pull request: take the branch back so nothing is left behind.
                     let deleted = block_on(github.delete_branch(&minted.token, &repo, &branch));
-                    let cleanup = match deleted {
-                        Ok(()) => format!("the branch {branch} was deleted again"),
-                        Err(d) => format!(
-                            "deleting the branch {branch} failed too ({d}); delete it by hand"
+                    let (cleanup, state) = match deleted {
+                        Ok(()) => (format!("the branch {branch} was deleted again"), "failed"),
+                        Err(d) => (
+                            format!("deleting the branch {branch} failed too ({d}); publishing again reuses it"),
+                            "pushed",
                         ),
                     };
-                    Failure::new(
+                    let failure = Failure::new(
                         ErrorKind::Internal,
                         format!("GitHub did not open the pull request: {e}; {cleanup}"),
-                    )
+                    );
+                    (failure, state)
                 })?,
             };
             Ok(Published {
@@ -262,14 +270,14 @@ impl Host {
                     tracing::warn!(error = %e, "moving a published pack into the mirror failed");
                 }
             }
-            Err(failure) => {
-                publication.state = "failed".into();
+            Err((failure, state)) => {
+                publication.state = (*state).into();
                 publication.error = Some(failure.0.message.clone());
             }
         }
         let outcome = match &result {
             Ok(p) => format!("opened #{}", p.number),
-            Err(f) => format!("failed: {}", f.0.message),
+            Err((f, _)) => format!("failed: {}", f.0.message),
         };
         self.with_store(|_, s| {
             s.write(|f| {
@@ -277,7 +285,7 @@ impl Host {
                 f.set_audit_outcome(audit_id, &outcome, Some(&token_sha))
             })
         })?;
-        result
+        result.map_err(|(failure, _)| failure)
     }
 
     /// The base when none was given: the configured target's, else GitHub's default branch.
