@@ -447,3 +447,24 @@ fn a_thin_bundle_made_by_git_bundle_create_is_accepted() {
     );
     assert_eq!(rig.remote_sha("app", "refs/heads/thin"), Some(head));
 }
+
+#[test]
+fn ref_names_git_would_not_accept_are_refused_before_any_decision() {
+    let rig = Rig::start(HOUR);
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    let main_before = rig.remote_sha("app", "refs/heads/main");
+    for dst in [
+        "refs/heads/../main",
+        "refs/heads/x:refs/heads/main",
+        "refs/heads/a b",
+        "HEAD",
+    ] {
+        let answer = send(&rig, &push_request("demo/app", dst), 0, |_| Ok(()));
+        assert!(!answer.ok, "{dst}: {answer:?}");
+        assert!(
+            message(&answer).contains("not a valid full ref name"),
+            "{dst}: {answer:?}"
+        );
+    }
+    assert_eq!(rig.remote_sha("app", "refs/heads/main"), main_before);
+}

@@ -8,7 +8,7 @@ use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::{App, AuditEvent};
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
 use crate::publisher::github::{self, GitHub, Token, TokenUse};
-use crate::publisher::publish::{ImportError, MirrorRef, Quarantine, git};
+use crate::publisher::publish::{ImportError, MirrorRef, Quarantine, git, valid_refname};
 use crate::publisher::wire::{
     AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
 };
@@ -71,6 +71,22 @@ impl Host {
                 self.ensure_coverage(self.github()?, &repo, now)?;
                 let mut admission = Admission::default();
                 for update in updates {
+                    if !valid_refname(&update.dst) {
+                        admission.refused.insert(
+                            update.dst.clone(),
+                            RefResult {
+                                dst: update.dst.clone(),
+                                ok: false,
+                                message: Some(format!(
+                                    "{:?} is not a valid full ref name (refs/heads/… or refs/tags/…, as git check-ref-format accepts)",
+                                    update.dst
+                                )),
+                                policies: vec![],
+                                unblock: None,
+                            },
+                        );
+                        continue;
+                    }
                     // The most permissive reading of the update: anything refused now is
                     // refused whatever the bundle turns out to hold.
                     let ask = Ask::Push {
@@ -451,6 +467,12 @@ impl Host {
             policies: vec![],
             unblock: None,
         };
+        if !valid_refname(&update.dst) {
+            return Err(fail(format!(
+                "{:?} is not a valid full ref name",
+                update.dst
+            )));
+        }
         if let Some(lease) = &update.lease {
             let current = old.as_deref().unwrap_or(ZERO_OID);
             if lease != current {
