@@ -193,6 +193,14 @@ fn a_write_token_handed_out_before_a_restart_is_revoked_after_it() {
     };
     assert_eq!(works(&rig), 200);
 
+    // The token is on disk only in the publisher's private state directory, for revocation.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let state = rig.dir.path().join("state");
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&state), 0o700);
+        assert_eq!(mode(&state.join("write-tokens")), 0o600);
+    }
     // SIGKILL: nothing is cleaned up, the token was only handed to git.
     rig.kill9();
     assert_eq!(works(&rig), 200, "still valid while zodex-prd is down");

@@ -64,6 +64,17 @@ impl Host {
                 config.state_dir.display()
             ))
         })?;
+        // Private to the publisher: mirrors, spooled bundles, live write tokens, the database.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&config.state_dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| {
+                    HostError::Config(format!(
+                        "cannot make the state directory {} private (mode 0700): {e}; it must belong to the publisher user",
+                        config.state_dir.display()
+                    ))
+                })?;
+        }
         // Spooled bundles and quarantines of a previous run (a crash, a SIGKILL) are garbage.
         let tmp = config.tmp_dir();
         let _ = std::fs::remove_dir_all(&tmp);
