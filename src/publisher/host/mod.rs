@@ -12,6 +12,7 @@ use crate::engine::{Ask, Engine, GrantTerms, Principal, RefUpdate, RepoName};
 use std::sync::Mutex;
 
 mod credential;
+mod mirror;
 mod pr;
 mod push;
 

@@ -4,11 +4,13 @@
 //! crash between the push and the pull request — finds the same branch and never opens a
 //! second pull request. If the pull request cannot be opened, the branch is deleted again.
 
-use super::push::{Spooled, git_push, import_failure};
+use super::mirror::import_failure;
+use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::{App, Publication};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::publisher::github::{self, NewPull, TokenUse};
+use crate::publisher::publish::upload::git_push;
 use crate::publisher::wire::{ErrorKind, Published};
 use sha2::{Digest, Sha256};
 

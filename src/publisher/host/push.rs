@@ -1,22 +1,20 @@
-//! Direct pushes and the ref list, as the daemon handles them: the engine decides on the
+//! Direct pushes, as the daemon handles them: the engine decides on the
 //! declared request before the body is read ([`Host::admit`]); then the bundle is imported into
 //! a quarantine beside the repository's mirror, every ref update is decided on the facts the
 //! publisher established itself (ref existence, fast-forward, workflow paths, size), and the
 //! allowed ones are pushed with a one-repository token revoked right after.
 
+use super::mirror::{MIRROR_REUSE, OpenMirror};
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::{App, AuditEvent};
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
-use crate::publisher::github::{self, GitHub, Token, TokenUse};
-use crate::publisher::publish::{ImportError, MirrorRef, Quarantine, git, valid_refname};
+use crate::publisher::github::{self, TokenUse};
+use crate::publisher::publish::upload::{git_push, update_mirror_ref};
+use crate::publisher::publish::{Quarantine, valid_refname};
 use crate::publisher::wire::{
     AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
 };
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
-/// How long a push may reuse the mirror's last fetch (see [`Host::open_mirror`]).
-pub(super) const MIRROR_REUSE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A bundle body as the daemon spooled it: a private temporary file of exactly `len` bytes.
 pub struct Spooled {
@@ -31,23 +29,7 @@ pub struct Admission {
     refused: HashMap<String, RefResult>,
 }
 
-/// A repository's mirror, locked and freshly fetched.
-pub(super) struct OpenMirror {
-    pub path: PathBuf,
-    pub refs: HashMap<String, String>,
-    pub url: String,
-}
-
 impl Host {
-    pub(super) fn github(&self) -> Result<&GitHub, Failure> {
-        self.github.as_ref().ok_or_else(|| {
-            Failure::new(
-                ErrorKind::Conflict,
-                "this sprite's zodex.toml has no [github] table, so zodex-prd cannot publish; add one with the reader and writer Apps",
-            )
-        })
-    }
-
     /// Decides a push or publish on what the request declares — before one bundle byte is
     /// read. `Err` is the answer to send at once.
     pub fn admit(
@@ -197,114 +179,6 @@ impl Host {
             _ => Err(Failure::usage("this request carries no bundle")),
         };
         result.unwrap_or_else(Failure::into_response)
-    }
-
-    /// `list for-push`: the repository's refs, fetched into the mirror just now.
-    pub(super) fn list_refs(&self, repo: &str) -> Result<Vec<MirrorRef>, Failure> {
-        let repo = parse_repo(repo)?;
-        let github = self.github()?;
-        self.ensure_coverage(github, &repo, self.now())?;
-        let lock = self.mirrors.lock(&repo);
-        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-        // `list for-push` always asks GitHub: git decides on what it answers.
-        let mirror = self.open_mirror(github, &repo, std::time::Duration::ZERO)?;
-        let mut refs: Vec<MirrorRef> = mirror
-            .refs
-            .into_iter()
-            .map(|(name, oid)| MirrorRef { name, oid })
-            .collect();
-        refs.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(refs)
-    }
-
-    /// Ensures `repo`'s mirror and fetches it unless it was fetched less than `max_age` ago.
-    /// A slightly stale view is safe: every push is leased on the values decided, so GitHub
-    /// refuses it if a ref moved meanwhile. Call with the mirror's lock held.
-    pub(super) fn open_mirror(
-        &self,
-        github: &GitHub,
-        repo: &RepoName,
-        max_age: std::time::Duration,
-    ) -> Result<OpenMirror, Failure> {
-        let internal = |e: &dyn std::fmt::Display| {
-            Failure::new(
-                ErrorKind::Internal,
-                format!("the mirror of {repo}: {e}; see the zodex-prd log"),
-            )
-        };
-        let path = self.mirrors.ensure(repo).map_err(|e| internal(&e))?;
-        let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
-        if !self.mirrors.fresh(&path, max_age) {
-            let token = self.mirror_read_token(github, repo)?;
-            self.mirrors
-                .fetch(&path, &url, &token)
-                .map_err(|e| internal(&e))?;
-        }
-        let refs = self
-            .mirrors
-            .refs(&path)
-            .map_err(|e| internal(&e))?
-            .into_iter()
-            .map(|r| (r.name, r.oid))
-            .collect();
-        Ok(OpenMirror { path, refs, url })
-    }
-
-    /// A read token for the publisher's own fetches (decided as `Read`, cached like the
-    /// credential helper's).
-    pub(super) fn mirror_read_token(
-        &self,
-        github: &GitHub,
-        repo: &RepoName,
-    ) -> Result<Token, Failure> {
-        let now = self.now();
-        if let Some(cached) = self.own_reads.get(&repo.key()).filter(|c| c.fresh(now)) {
-            return Ok(cached.token);
-        }
-        let ask = Ask::Read { repo: repo.clone() };
-        let (decision, audit_id) = self.with_store(|a, s| {
-            a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
-                e.detail = Some(serde_json::json!({ "token": "read", "for": "mirror" }));
-            })
-        })?;
-        if !decision.allowed {
-            return Err(crate::engine::authority::AuthorityError::Denied(
-                crate::engine::authority::Denial::from_decision(
-                    &decision,
-                    Some(repo),
-                    &Principal::Agent,
-                ),
-            )
-            .into());
-        }
-        let installation = self.installation_of(repo, App::Reader)?;
-        let minted = block_on(github.mint(repo, TokenUse::Read, installation))
-            .map_err(Failure::from_github)?;
-        self.with_store(|_, s| github::record::minted(s, &minted, None, Some(audit_id), now))?;
-        self.own_reads.put(
-            &repo.key(),
-            crate::publisher::credentials::Cached {
-                token: minted.token.clone(),
-                expires_at: minted.expires_at,
-                kind: crate::publisher::credentials::Kind::Read,
-                grant_id: None,
-            },
-        );
-        Ok(minted.token)
-    }
-
-    /// Imports the bundle (or nothing) into a quarantine beside the mirror.
-    pub(super) fn quarantine(
-        &self,
-        mirror: &OpenMirror,
-        bundle: Option<&Spooled>,
-    ) -> Result<Quarantine, Failure> {
-        let has_refs = !mirror.refs.is_empty();
-        let result = match bundle {
-            Some(b) => Quarantine::import(&mirror.path, has_refs, b.file.path(), &self.tmp_dir),
-            None => Quarantine::empty(&mirror.path, has_refs, &self.tmp_dir),
-        };
-        result.map_err(import_failure)
     }
 
     fn push(
@@ -544,18 +418,6 @@ impl Host {
         }
         Ok((facts.touches_workflows, force, audit_id))
     }
-
-    /// Revokes a token the publisher used for one operation (at most once).
-    pub(super) fn revoke_now(&self, github: &GitHub, token: &Token) {
-        if let Err(e) = block_on(github::record::revoke_once(
-            github,
-            &self.store,
-            token,
-            self.now(),
-        )) {
-            tracing::error!(token_sha256 = %token.sha256(), error = %e, "revoking a push token failed; it lapses at its expiry");
-        }
-    }
 }
 
 fn refused(dst: &str, denial: crate::engine::authority::Denial) -> RefResult {
@@ -566,86 +428,6 @@ fn refused(dst: &str, denial: crate::engine::authority::Denial) -> RefResult {
         policies: denial.policies,
         unblock: Some(denial.unblock),
     }
-}
-
-pub(super) fn import_failure(e: ImportError) -> Failure {
-    let kind = match e {
-        ImportError::ForeignOrigin(_)
-        | ImportError::Unrelated(_)
-        | ImportError::BlobTooLarge { .. } => ErrorKind::Denied,
-        ImportError::Objects(_) | ImportError::Git(_) => ErrorKind::Internal,
-        _ => ErrorKind::Usage,
-    };
-    Failure::new(kind, e.to_string())
-}
-
-/// `git push --porcelain` from the mirror, the quarantine's objects visible, each update
-/// leased on the value the decision saw. Returns each ref's outcome, or one error for all.
-pub(super) fn git_push(
-    mirror: &Path,
-    url: &str,
-    quarantine: &Quarantine,
-    updates: &[(String, Option<String>, bool, String)],
-    atomic: bool,
-    token: &Token,
-) -> Result<HashMap<String, Result<(), String>>, String> {
-    let mut cmd = git::command(mirror);
-    git::with_token(&mut cmd, token);
-    cmd.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", quarantine.objects_dir())
-        .args(["push", "--porcelain", "--no-verify"]);
-    if atomic {
-        cmd.arg("--atomic");
-    }
-    for (dst, _, _, old) in updates {
-        cmd.arg(format!("--force-with-lease={dst}:{old}"));
-    }
-    cmd.arg(url);
-    for (dst, new, force, _) in updates {
-        match new {
-            None => cmd.arg(format!(":{dst}")),
-            Some(new) if *force => cmd.arg(format!("+{new}:{dst}")),
-            Some(new) => cmd.arg(format!("{new}:{dst}")),
-        };
-    }
-    let output = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let mut outcomes = HashMap::new();
-    for line in stdout.lines() {
-        let mut fields = line.split('\t');
-        let (Some(flag), Some(refs), summary) = (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        let Some((_, dst)) = refs.split_once(':') else {
-            continue;
-        };
-        let outcome = if flag == "!" {
-            Err(format!(
-                "GitHub refused it: {}",
-                summary.unwrap_or("rejected")
-            ))
-        } else {
-            Ok(())
-        };
-        outcomes.insert(dst.to_string(), outcome);
-    }
-    if outcomes.is_empty() {
-        return Err(format!(
-            "pushing to GitHub failed: {}",
-            git::scrub(&String::from_utf8_lossy(&output.stderr), Some(token))
-        ));
-    }
-    Ok(outcomes)
-}
-
-/// Keeps the mirror's ref where GitHub now has it (the next fetch would too).
-fn update_mirror_ref(mirror: &Path, update: &PushUpdate) {
-    let mut cmd = git::command(mirror);
-    match &update.new {
-        Some(new) => cmd.args(["update-ref", &update.dst, new]),
-        None => cmd.args(["update-ref", "-d", &update.dst]),
-    };
-    let _ = cmd.output();
 }
 
 /// Milliseconds spent in each stage of a request, for the log.

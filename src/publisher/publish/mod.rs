@@ -6,6 +6,7 @@ pub mod bundle;
 pub mod git;
 pub mod import;
 pub mod mirror;
+pub mod upload;
 
 pub use import::{ImportError, Quarantine, UpdateFacts};
 pub use mirror::{MirrorRef, Mirrors};

@@ -1,0 +1,79 @@
+//! Pushing to GitHub from a mirror: `git push --porcelain` with the quarantine's objects
+//! visible and every update leased on the value the decision saw, then the mirror's own ref
+//! moved to match.
+
+use super::Quarantine;
+use super::git;
+use crate::publisher::github::Token;
+use crate::publisher::wire::PushUpdate;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// `git push --porcelain` from the mirror, the quarantine's objects visible, each update
+/// leased on the value the decision saw. Returns each ref's outcome, or one error for all.
+pub fn git_push(
+    mirror: &Path,
+    url: &str,
+    quarantine: &Quarantine,
+    updates: &[(String, Option<String>, bool, String)],
+    atomic: bool,
+    token: &Token,
+) -> Result<HashMap<String, Result<(), String>>, String> {
+    let mut cmd = git::command(mirror);
+    git::with_token(&mut cmd, token);
+    cmd.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", quarantine.objects_dir())
+        .args(["push", "--porcelain", "--no-verify"]);
+    if atomic {
+        cmd.arg("--atomic");
+    }
+    for (dst, _, _, old) in updates {
+        cmd.arg(format!("--force-with-lease={dst}:{old}"));
+    }
+    cmd.arg(url);
+    for (dst, new, force, _) in updates {
+        match new {
+            None => cmd.arg(format!(":{dst}")),
+            Some(new) if *force => cmd.arg(format!("+{new}:{dst}")),
+            Some(new) => cmd.arg(format!("{new}:{dst}")),
+        };
+    }
+    let output = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut outcomes = HashMap::new();
+    for line in stdout.lines() {
+        let mut fields = line.split('\t');
+        let (Some(flag), Some(refs), summary) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let Some((_, dst)) = refs.split_once(':') else {
+            continue;
+        };
+        let outcome = if flag == "!" {
+            Err(format!(
+                "GitHub refused it: {}",
+                summary.unwrap_or("rejected")
+            ))
+        } else {
+            Ok(())
+        };
+        outcomes.insert(dst.to_string(), outcome);
+    }
+    if outcomes.is_empty() {
+        return Err(format!(
+            "pushing to GitHub failed: {}",
+            git::scrub(&String::from_utf8_lossy(&output.stderr), Some(token))
+        ));
+    }
+    Ok(outcomes)
+}
+
+/// Keeps the mirror's ref where GitHub now has it (the next fetch would too).
+pub fn update_mirror_ref(mirror: &Path, update: &PushUpdate) {
+    let mut cmd = git::command(mirror);
+    match &update.new {
+        Some(new) => cmd.args(["update-ref", &update.dst, new]),
+        None => cmd.args(["update-ref", "-d", &update.dst]),
+    };
+    let _ = cmd.output();
+}
