@@ -10,13 +10,13 @@
 //!
 //! Run: `cargo bench --bench credential`
 
-#[path = "../tests/devhub_support/mod.rs"]
-mod devhub_support;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
-use devhub_support::rig::{AGENT, Rig};
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::rig::{AGENT, Rig};
 
 fn run(cmd: &mut Command, input: &str) -> (Duration, String) {
     let started = Instant::now();
@@ -123,7 +123,7 @@ fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(60),
     );
-    let demo = devhub_support::Demo::start_with(|c| c.with_rate_limit(10_000_000));
+    let demo = support::devhub::Demo::start_with(|c| c.with_rate_limit(10_000_000));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -5,14 +5,14 @@
 //! with the same throwaway HOME, so the machine's own dotfiles do not weigh on either.
 //! `MCP_BENCH_N` sets the number of samples (default 300).
 
-#[path = "../tests/support/mcp_server.rs"]
+#[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Server, tool_call};
+use support::mcp_server::{Server, tool_call};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -55,7 +55,7 @@ fn main() {
         json!({"cmd": "true", "workdir": workdir.path().to_str().unwrap()}),
     );
     let mut conn = server.connect();
-    let once = |conn: &mut support::Conn| {
+    let once = |conn: &mut support::mcp_server::Conn| {
         let started = Instant::now();
         let r = conn.post_json(&path, &call, &[]);
         let took = started.elapsed();

@@ -10,14 +10,14 @@
 //!
 //! Run: `cargo bench --bench push` (needs git; takes a few minutes).
 
-#[path = "../tests/devhub_support/mod.rs"]
-mod devhub_support;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
-use devhub_support::rig::Rig;
-use devhub_support::{AppKind, git_command};
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use support::devhub::{AppKind, git_command};
+use support::rig::Rig;
 use zodex::publisher::wire::{AgentRequest, PushUpdate, agent_roundtrip_with};
 
 const ROUNDS: usize = 3;

@@ -3,10 +3,10 @@
 //! token cache (and its 5-minute margin), write-token mode cut to its grant, and the cases the
 //! helper must stay silent on.
 
-mod devhub_support;
+mod support;
 
-use devhub_support::rig::Rig;
 use std::time::{Duration, Instant};
+use support::rig::Rig;
 
 fn field<'a>(answer: &'a str, key: &str) -> Option<&'a str> {
     answer

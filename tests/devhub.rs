@@ -3,11 +3,11 @@
 //! requests, ref deletion, fault injection and the admin endpoint. Each permission has a test
 //! that proves it is refused where it should be.
 
-mod devhub_support;
+mod support;
 
-use devhub_support::{AppKind, Demo, commit_file, git, git_fails, git_ok, keys, sign};
 use serde_json::json;
 use std::time::{Duration, Instant};
+use support::devhub::{AppKind, Demo, commit_file, git, git_fails, git_ok, keys, sign};
 use zodex::devhub::{Fault, FaultScope, TokenFormat};
 
 const NOT_DECODED: &str = "A JSON web token could not be decoded";

@@ -5,13 +5,13 @@
 //! Needs the peers `scripts/install-github-openapi` installs; run it with `scripts/prism-contract`
 //! (which sets `ZODEX_PRISM` and `ZODEX_GITHUB_SPEC`). Ignored in a plain `cargo test`.
 
-mod devhub_support;
+mod support;
 
-use devhub_support::{AppKind, Demo, commit_file, git_ok};
 use serde_json::{Value, json};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::devhub::{AppKind, Demo, commit_file, git_ok};
 
 struct Prism {
     child: Child,

@@ -3,10 +3,10 @@
 //! revoked once; retries on 5xx, waits on rate limits, no retry on a permission 403, one
 //! re-signed JWT after a clock-skew 401.
 
-mod devhub_support;
+mod support;
 
-use devhub_support::{Demo, git_fails, git_ok, keys};
 use std::time::{Duration, Instant};
+use support::devhub::{Demo, git_fails, git_ok, keys};
 use zodex::devhub::{Fault, TokenFormat};
 use zodex::engine::RepoName;
 use zodex::engine::store::{App, Store};

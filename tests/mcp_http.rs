@@ -1,11 +1,10 @@
 //! The MCP server binary over raw HTTP: what `cargo test` alone can check without the Python
 //! client (tests/mcp/ drives every bullet with real clients).
 
-#[path = "support/mcp_server.rs"]
 mod support;
 
 use serde_json::json;
-use support::{Server, tool_call};
+use support::mcp_server::{Server, tool_call};
 
 fn server() -> Server {
     Server::start(std::path::Path::new(env!("CARGO_BIN_EXE_zodex-agent")), &[])

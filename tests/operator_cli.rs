@@ -1,11 +1,11 @@
 //! End to end through the real binaries: `zodex dev up`, the operator CLI over the exec
 //! transport and admin socket, the agent CLI over the agent socket.
 
-mod common;
+mod support;
 
-use common::{Dev, is_root, open_path_to};
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
+use support::dev::{Dev, is_root, open_path_to};
 
 #[test]
 fn grant_shows_in_status_on_both_sides_and_expires_by_ttl() {
@@ -456,7 +456,7 @@ fn sockets_refuse_other_uids_before_reading_a_request() {
     );
     // Relax the admin socket's mode: SO_PEERCRED still refuses.
     std::fs::set_permissions(&admin_socket, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let out = std::process::Command::new(common::PRD)
+    let out = std::process::Command::new(support::dev::PRD)
         .args(["admin", "--config", dev.config().to_str().unwrap()])
         .uid(65534)
         .gid(65534)

@@ -3,13 +3,13 @@
 //! sockets. Every push travels as a bundle that zodex-prd verifies, decides per ref, and pushes
 //! with a one-repository token it revokes afterwards.
 
-mod devhub_support;
+mod support;
 
-use devhub_support::commit_file;
-use devhub_support::rig::Rig;
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
+use support::devhub::commit_file;
+use support::rig::Rig;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -23,7 +23,7 @@ fn text(out: &Output) -> String {
 }
 
 fn head(dir: &Path) -> String {
-    devhub_support::git_ok(dir, &["rev-parse", "HEAD"])
+    support::devhub::git_ok(dir, &["rev-parse", "HEAD"])
         .trim()
         .to_string()
 }
@@ -39,7 +39,7 @@ fn a_feature_branch_is_pushed_under_a_grant() {
     let rig = Rig::start(HOUR);
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
-    devhub_support::git_ok(&app, &["checkout", "-q", "-b", "feature"]);
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "feature"]);
     commit_file(&app, "feature.txt", b"hello\n", "add a feature");
     grant(&rig, "demo/app");
 
@@ -58,7 +58,7 @@ fn a_push_without_grant_or_yolo_is_denied_and_names_request_push() {
     let rig = Rig::start(HOUR);
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
-    devhub_support::git_ok(&app, &["checkout", "-q", "-b", "feature"]);
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "feature"]);
     commit_file(&app, "feature.txt", b"hello\n", "add a feature");
 
     let push = rig.agent_git(&app, &["push", "origin", "feature"]);
@@ -123,7 +123,7 @@ fn the_default_branch_is_never_force_updated_or_deleted() {
     let work = tempfile::tempdir().unwrap();
     let app = granted_checkout(&rig, work.path());
     let before = rig.remote_sha("app", "refs/heads/main").unwrap();
-    devhub_support::git_ok(&app, &["reset", "-q", "--hard", "HEAD~1"]);
+    support::devhub::git_ok(&app, &["reset", "-q", "--hard", "HEAD~1"]);
     commit_file(&app, "rewrite.txt", b"x\n", "rewrite history");
 
     let force = rig.agent_git(&app, &["push", "--force", "origin", "main"]);
@@ -143,7 +143,7 @@ fn the_default_branch_is_never_force_updated_or_deleted() {
     assert_eq!(rig.remote_sha("app", "refs/heads/main"), Some(before));
 
     // A fast-forward of the default branch is an ordinary push.
-    devhub_support::git_ok(&app, &["reset", "-q", "--hard", "origin/main"]);
+    support::devhub::git_ok(&app, &["reset", "-q", "--hard", "origin/main"]);
     commit_file(&app, "ff.txt", b"y\n", "fast-forward");
     let ff = rig.agent_git(&app, &["push", "origin", "main"]);
     assert!(ff.status.success(), "{}", text(&ff));
@@ -236,14 +236,14 @@ fn tags_are_created_but_never_moved() {
     let work = tempfile::tempdir().unwrap();
     let app = granted_checkout(&rig, work.path());
     // A lightweight tag on a commit GitHub has needs no bundle.
-    devhub_support::git_ok(&app, &["tag", "v1", "origin/main"]);
+    support::devhub::git_ok(&app, &["tag", "v1", "origin/main"]);
     let push = rig.agent_git(&app, &["push", "origin", "v1"]);
     assert!(push.status.success(), "{}\n{}", text(&push), rig.log());
     let v1 = rig.remote_sha("app", "refs/tags/v1");
     assert!(v1.is_some());
 
     commit_file(&app, "next.txt", b"n\n", "next");
-    devhub_support::git_ok(&app, &["tag", "-f", "v1"]);
+    support::devhub::git_ok(&app, &["tag", "-f", "v1"]);
     let moved = rig.agent_git(&app, &["push", "--force", "origin", "v1"]);
     assert!(!moved.status.success(), "{}", text(&moved));
     assert!(
@@ -254,7 +254,7 @@ fn tags_are_created_but_never_moved() {
     assert_eq!(rig.remote_sha("app", "refs/tags/v1"), v1);
 
     // An annotated tag on a new commit travels in the bundle.
-    devhub_support::git_ok(&app, &["tag", "-a", "-m", "two", "v2"]);
+    support::devhub::git_ok(&app, &["tag", "-a", "-m", "two", "v2"]);
     let push = rig.agent_git(&app, &["push", "origin", "v2"]);
     assert!(push.status.success(), "{}", text(&push));
     assert!(rig.remote_sha("app", "refs/tags/v2").is_some());
@@ -273,13 +273,13 @@ fn a_stale_lease_is_rejected() {
     // Someone else moves the branch; our lease (the old value) is stale.
     let other = tempfile::tempdir().unwrap();
     let theirs = rig.clone(other.path(), "app");
-    devhub_support::git_ok(&theirs, &["checkout", "-q", "topic"]);
+    support::devhub::git_ok(&theirs, &["checkout", "-q", "topic"]);
     commit_file(&theirs, "g.txt", b"2\n", "theirs");
     let push = rig.agent_git(&theirs, &["push", "origin", "topic"]);
     assert!(push.status.success(), "{}", text(&push));
     let theirs_head = head(&theirs);
 
-    devhub_support::git_ok(&app, &["commit", "-q", "--amend", "-m", "one, amended"]);
+    support::devhub::git_ok(&app, &["commit", "-q", "--amend", "-m", "one, amended"]);
     let lease = format!("--force-with-lease=refs/heads/topic:{pushed}");
     let push = rig.agent_git(&app, &["push", &lease, "origin", "HEAD:refs/heads/topic"]);
     assert!(!push.status.success(), "{}", text(&push));
@@ -416,7 +416,7 @@ fn a_pull_request_changing_workflows_is_refused_and_nothing_is_pushed() {
         stderr(&out)
     );
     assert!(rig.pulls("app").is_empty());
-    let branches = devhub_support::git_ok(
+    let branches = support::devhub::git_ok(
         &rig.demo.hub.dir().join("repos/demo/app.git"),
         &["for-each-ref", "--format=%(refname)", "refs/heads"],
     );
@@ -435,7 +435,7 @@ fn a_pull_request_github_refuses_leaves_no_branch_and_says_why() {
     let app = rig.clone(work.path(), "app");
     // A base branch that disappears while zodex-prd pushes: GitHub then refuses the PR (422).
     let bare = rig.demo.hub.dir().join("repos/demo/app.git");
-    devhub_support::git_ok(&bare, &["branch", "side", "main"]);
+    support::devhub::git_ok(&bare, &["branch", "side", "main"]);
     commit_file(&app, "side.txt", b"s\n", "for the side branch");
     rig.demo.hub.inject(Fault {
         kind: FaultKind::Delay { ms: 1500 },
@@ -465,7 +465,7 @@ fn a_pull_request_github_refuses_leaves_no_branch_and_says_why() {
         assert!(std::time::Instant::now() < deadline, "{}", rig.log());
         std::thread::sleep(Duration::from_millis(20));
     }
-    devhub_support::git_ok(&bare, &["branch", "-D", "side"]);
+    support::devhub::git_ok(&bare, &["branch", "-D", "side"]);
     let out = publish.wait_with_output().unwrap();
     rig.demo.hub.clear_faults();
     assert!(!out.status.success(), "{}", text(&out));
@@ -473,7 +473,7 @@ fn a_pull_request_github_refuses_leaves_no_branch_and_says_why() {
     assert!(said.contains("did not open the pull request"), "{said}");
     assert!(said.contains("was deleted again"), "{said}");
     assert!(rig.pulls("app").is_empty());
-    let branches = devhub_support::git_ok(
+    let branches = support::devhub::git_ok(
         &bare,
         &["for-each-ref", "--format=%(refname)", "refs/heads"],
     );

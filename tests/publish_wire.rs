@@ -4,14 +4,14 @@
 //! ceiling, the audit trail of a push, a SIGKILL in the middle of a publish, and concurrent
 //! pushes.
 
-mod devhub_support;
+mod support;
 
-use devhub_support::commit_file;
-use devhub_support::rig::Rig;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use support::devhub::commit_file;
+use support::rig::Rig;
 use zodex::agent::bundle;
 use zodex::agent::client::{ClientError, call_with_bundle};
 use zodex::publisher::wire::{AgentRequest, PushUpdate, Response, agent_roundtrip_with};
@@ -130,11 +130,11 @@ fn a_bundle_of_another_repositorys_history_is_refused_by_the_server() {
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     commit_file(&app, "x.txt", b"x\n", "work on app");
-    let head = devhub_support::git_ok(&app, &["rev-parse", "HEAD"])
+    let head = support::devhub::git_ok(&app, &["rev-parse", "HEAD"])
         .trim()
         .to_string();
     let haves = vec![
-        devhub_support::git_ok(&app, &["rev-parse", "origin/main"])
+        support::devhub::git_ok(&app, &["rev-parse", "origin/main"])
             .trim()
             .to_string(),
     ];
@@ -200,11 +200,11 @@ fn a_corrupted_or_truncated_pack_is_refused() {
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     commit_file(&app, "x.txt", &vec![b'x'; 4096], "x");
-    let head = devhub_support::git_ok(&app, &["rev-parse", "HEAD"])
+    let head = support::devhub::git_ok(&app, &["rev-parse", "HEAD"])
         .trim()
         .to_string();
     let haves = vec![
-        devhub_support::git_ok(&app, &["rev-parse", "origin/main"])
+        support::devhub::git_ok(&app, &["rev-parse", "origin/main"])
             .trim()
             .to_string(),
     ];
@@ -313,7 +313,7 @@ fn a_push_leaves_audit_rows_with_refs_bundle_token_and_outcome() {
         ],
     );
     assert!(!push.status.success(), "the forced main must fail");
-    let head = devhub_support::git_ok(&app, &["rev-parse", "HEAD"])
+    let head = support::devhub::git_ok(&app, &["rev-parse", "HEAD"])
         .trim()
         .to_string();
 
@@ -399,7 +399,7 @@ fn pushes_to_one_repository_are_serialised_and_others_run_alongside() {
         }
     });
     for (repo, checkout, branch) in &jobs {
-        let head = devhub_support::git_ok(checkout, &["rev-parse", "HEAD"])
+        let head = support::devhub::git_ok(checkout, &["rev-parse", "HEAD"])
             .trim()
             .to_string();
         assert_eq!(
@@ -419,10 +419,10 @@ fn a_thin_bundle_made_by_git_bundle_create_is_accepted() {
     let mut readme = std::fs::read(app.join("README.md")).unwrap();
     readme.extend_from_slice(b"\nOne more line.\n");
     commit_file(&app, "README.md", &readme, "edit the readme");
-    let head = devhub_support::git_ok(&app, &["rev-parse", "HEAD"])
+    let head = support::devhub::git_ok(&app, &["rev-parse", "HEAD"])
         .trim()
         .to_string();
-    devhub_support::git_ok(
+    support::devhub::git_ok(
         &app,
         &["bundle", "create", "-q", "thin.bundle", "origin/main..HEAD"],
     );

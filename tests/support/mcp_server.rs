@@ -2,8 +2,6 @@
 //! keep-alive, `Content-Length` bodies only — what the stateless JSON side of `/mcp` and
 //! `/health` send). Shared by `tests/mcp_http.rs` and `benches/mcp_roundtrip.rs`.
 
-#![allow(dead_code)]
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! Shared harness for end-to-end tests: a `zodex dev up` installation in a temporary
 //! directory, and helpers to run the real binaries against it.
-#![allow(dead_code)]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

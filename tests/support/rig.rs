@@ -1,7 +1,7 @@
 //! A devhub and a real `zodex-prd serve` configured with its URLs and App keys: the rig the
 //! credential-helper and publishing tests share.
 
-use super::{Demo, keys};
+use super::devhub::{Demo, keys};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -187,7 +187,7 @@ private_key_file = "{writer_key}"
     /// git with only this helper, useHttpPath, and no prompt.
     pub fn git(&self, dir: &Path, args: &[&str]) -> Output {
         let helper = format!("!{AGENT} credential --config {}", self.config.display());
-        super::git_command(dir)
+        super::devhub::git_command(dir)
             .args(["-c", "credential.helper="])
             .args(["-c", &format!("credential.helper={helper}")])
             .args(["-c", "credential.useHttpPath=true"])
@@ -214,7 +214,7 @@ impl Rig {
             bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let mut cmd = super::git_command(dir);
+        let mut cmd = super::devhub::git_command(dir);
         cmd.env("PATH", path)
             .env("ZODEX_CONFIG", &self.config)
             .args(["-c", "credential.helper="])
@@ -264,7 +264,7 @@ impl Rig {
             .dir()
             .join("repos/demo")
             .join(format!("{repo}.git"));
-        let out = super::git_command(&bare)
+        let out = super::devhub::git_command(&bare)
             .args(["rev-parse", "--verify", "--quiet", refname])
             .output()
             .unwrap();
@@ -278,7 +278,7 @@ impl Rig {
     /// The pull requests of `demo/<repo>` as devhub lists them (read with a writer token).
     pub fn pulls(&self, repo: &str) -> Vec<serde_json::Value> {
         let token = self.demo.token(
-            super::AppKind::Writer,
+            super::devhub::AppKind::Writer,
             repo,
             serde_json::json!({"pull_requests": "write"}),
         );

@@ -1,8 +1,5 @@
 //! Shared helpers for devhub tests: a seeded devhub on a background runtime, App JWTs, token
 //! minting, a blocking HTTP client and git runs with controlled credentials.
-#![allow(dead_code)]
-
-pub mod rig;
 
 use reqwest::blocking::Client;
 use reqwest::header::HeaderMap;

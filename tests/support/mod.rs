@@ -1,0 +1,16 @@
+//! The one harness of the end-to-end tests and benchmarks:
+//! - `dev`: a `zodex dev up` installation in a temporary directory and the real binaries run
+//!   against it;
+//! - `devhub`: a seeded devhub on a background runtime, App JWTs, tokens, git with controlled
+//!   credentials;
+//! - `rig`: a devhub and a real `zodex-prd serve` configured with its URLs and App keys, and git
+//!   as the agent runs it (credential helper, pushes through `git-remote-zodex`);
+//! - `mcp_server`: a `zodex-agent serve` and a raw HTTP client for the MCP endpoint.
+//!
+//! Each test crate compiles all of it and uses a part.
+#![allow(dead_code)]
+
+pub mod dev;
+pub mod devhub;
+pub mod mcp_server;
+pub mod rig;
