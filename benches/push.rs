@@ -224,6 +224,7 @@ fn main() {
             lease: None,
         }],
         atomic: false,
+        dry_run: false,
     };
     for declared in [134_217_729u64, 1 << 30, 16 << 30, 64 << 30] {
         let mut times: Vec<Duration> = (0..200)

@@ -522,3 +522,41 @@ fn an_atomic_push_with_one_refused_ref_pushes_nothing() {
     assert!(!push.status.success());
     assert_eq!(rig.remote_sha("app", "refs/heads/atomic"), Some(head(&app)));
 }
+
+#[test]
+fn a_dry_run_decides_every_ref_and_pushes_nothing() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(&app, "dry.txt", b"d\n", "dry");
+    let denied = rig.agent_git(
+        &app,
+        &["push", "--dry-run", "origin", "HEAD:refs/heads/dry"],
+    );
+    assert!(!denied.status.success(), "{}", text(&denied));
+    assert!(
+        stderr(&denied).contains("request-push"),
+        "{}",
+        stderr(&denied)
+    );
+
+    grant(&rig, "demo/app");
+    let dry = rig.agent_git(
+        &app,
+        &["push", "--dry-run", "origin", "HEAD:refs/heads/dry"],
+    );
+    assert!(dry.status.success(), "{}\n{}", text(&dry), rig.log());
+    assert!(stderr(&dry).contains("[new branch]"), "{}", stderr(&dry));
+    assert_eq!(
+        rig.remote_sha("app", "refs/heads/dry"),
+        None,
+        "a dry run pushes nothing"
+    );
+    let audit = rig.admin_ok(r#"{"op":"audit","repo":"demo/app"}"#);
+    let rows = audit["result"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rows.iter()
+            .any(|r| r["ref_name"] == "refs/heads/dry" && r["outcome"] == "dry run: not pushed"),
+        "{rows:?}"
+    );
+}

@@ -33,6 +33,7 @@ fn push_request(repo: &str, dst: &str) -> AgentRequest {
             lease: None,
         }],
         atomic: false,
+        dry_run: false,
     }
 }
 
@@ -172,6 +173,7 @@ fn a_bundle_of_another_repositorys_history_is_refused_by_the_server() {
             lease: None,
         }],
         atomic: false,
+        dry_run: false,
     };
     let answer = call_with_bundle(
         &socket(&rig),
@@ -226,6 +228,7 @@ fn a_corrupted_or_truncated_pack_is_refused() {
             lease: None,
         }],
         atomic: false,
+        dry_run: false,
     };
     let truncated = &bytes[..bytes.len() - 30];
     let mut corrupted = bytes.clone();
@@ -437,6 +440,7 @@ fn a_thin_bundle_made_by_git_bundle_create_is_accepted() {
             lease: None,
         }],
         atomic: false,
+        dry_run: false,
     };
     let answer = call_with_bundle(&socket(&rig), &push, Some((&path, len)), |_, _| {}).unwrap();
     assert!(answer.ok, "{answer:?}\n{}", rig.log());

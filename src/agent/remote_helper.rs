@@ -38,6 +38,7 @@ type RefAnswers = Vec<(String, Result<(), String>)>;
 struct Session {
     progress: bool,
     atomic: bool,
+    dry_run: bool,
     leases: HashMap<String, String>,
     remote_refs: Option<HashMap<String, String>>,
 }
@@ -129,6 +130,10 @@ impl Helper {
             "verbosity" | "followtags" => "ok",
             "atomic" => {
                 self.session.atomic = value == "true";
+                "ok"
+            }
+            "dry-run" => {
+                self.session.dry_run = value == "true";
                 "ok"
             }
             "cas" => {
@@ -249,6 +254,7 @@ impl Helper {
             repo: self.repo.to_string(),
             updates: updates.clone(),
             atomic: self.session.atomic,
+            dry_run: self.session.dry_run,
         };
         let answer = self.call(&request, built.as_ref().map(|b| (b.file.path(), b.len)));
         let outcome: PushOutcome = match answer {
@@ -320,7 +326,9 @@ mod tests {
             "ok"
         );
         assert_eq!(helper.session.leases["refs/heads/main"], ZERO_OID);
-        assert_eq!(helper.option("dry-run true"), "unsupported");
+        assert_eq!(helper.option("dry-run true"), "ok");
+        assert!(helper.session.dry_run);
+        assert_eq!(helper.option("push-option x"), "unsupported");
         assert!(Helper::new("/local/path", PathBuf::new(), PathBuf::new()).is_err());
     }
 

@@ -138,6 +138,10 @@ pub enum AgentRequest {
         updates: Vec<PushUpdate>,
         #[serde(default)]
         atomic: bool,
+        /// `git push --dry-run`: everything is checked and decided (and audited as a dry
+        /// run), nothing is pushed.
+        #[serde(default)]
+        dry_run: bool,
     },
     /// A review-first pull request from the bundle's `head` commit.
     PublishPr {

@@ -23,6 +23,13 @@ pub struct Spooled {
     pub sha256: String,
 }
 
+/// How git asked for the push.
+#[derive(Debug, Clone, Copy)]
+struct PushMode {
+    atomic: bool,
+    dry_run: bool,
+}
+
 /// What [`Host::admit`] decided before the body: refs already refused (with their answer).
 #[derive(Debug, Default)]
 pub struct Admission {
@@ -153,8 +160,15 @@ impl Host {
                 repo,
                 updates,
                 atomic,
+                dry_run,
             } => self
-                .push(&repo, updates, atomic, admission, bundle.as_ref())
+                .push(
+                    &repo,
+                    updates,
+                    PushMode { atomic, dry_run },
+                    admission,
+                    bundle.as_ref(),
+                )
                 .map(Response::ok),
             AgentRequest::PublishPr {
                 repo,
@@ -185,7 +199,7 @@ impl Host {
         &self,
         repo: &str,
         updates: Vec<PushUpdate>,
-        atomic: bool,
+        mode: PushMode,
         mut admission: Admission,
         bundle: Option<&Spooled>,
     ) -> Result<PushOutcome, Failure> {
@@ -228,7 +242,7 @@ impl Host {
                 Err(result) => results.push(result),
             }
         }
-        if atomic && !results.is_empty() {
+        if mode.atomic && !results.is_empty() {
             for (update, ..) in allowed.drain(..) {
                 results.push(RefResult {
                     dst: update.dst,
@@ -240,6 +254,24 @@ impl Host {
             }
         }
         if allowed.is_empty() {
+            return Ok(PushOutcome {
+                repo: repo.to_string(),
+                results,
+            });
+        }
+        if mode.dry_run {
+            for (update, _, _, audit_id) in allowed {
+                self.with_store(|_, s| {
+                    s.write(|f| f.set_audit_outcome(audit_id, "dry run: not pushed", None))
+                })?;
+                results.push(RefResult {
+                    dst: update.dst,
+                    ok: true,
+                    message: None,
+                    policies: vec![],
+                    unblock: None,
+                });
+            }
             return Ok(PushOutcome {
                 repo: repo.to_string(),
                 results,
@@ -271,7 +303,7 @@ impl Host {
             &mirror.url,
             &quarantine,
             &refspecs,
-            atomic,
+            mode.atomic,
             &minted.token,
         );
         clock.mark("push");
