@@ -202,10 +202,25 @@ pub struct Engine {
 
 const NS: &str = "Zodex";
 
-fn uid(kind: &str, id: &str) -> EntityUid {
-    let type_name = EntityTypeName::from_str(&format!("{NS}::{kind}"))
-        .expect("entity type names in this file are valid");
-    EntityUid::from_type_name_and_id(type_name, EntityId::new(id))
+/// `Zodex::<kind>`, parsed once: Cedar's parser is the slow part of building a request.
+fn type_name(kind: &'static str) -> EntityTypeName {
+    static NAMES: std::sync::OnceLock<HashMap<&'static str, EntityTypeName>> =
+        std::sync::OnceLock::new();
+    let parse = |kind: &str| {
+        EntityTypeName::from_str(&format!("{NS}::{kind}"))
+            .expect("entity type names in this file are valid")
+    };
+    let names = NAMES.get_or_init(|| {
+        ["Agent", "Operator", "Repository", "Sprite", "Action"]
+            .into_iter()
+            .map(|kind| (kind, parse(kind)))
+            .collect()
+    });
+    names.get(kind).cloned().unwrap_or_else(|| parse(kind))
+}
+
+fn uid(kind: &'static str, id: &str) -> EntityUid {
+    EntityUid::from_type_name_and_id(type_name(kind), EntityId::new(id))
 }
 
 fn long(v: i64) -> RestrictedExpression {
@@ -377,10 +392,7 @@ impl Engine {
         let context = build_context(ask, repository, grant, yolo, now);
         let context = Context::from_pairs(context.into_iter().map(|(k, v)| (k.to_string(), v)))
             .map_err(|e| e.to_string())?;
-        let action_uid = EntityUid::from_type_name_and_id(
-            EntityTypeName::from_str(&format!("{NS}::Action")).expect("valid type name"),
-            EntityId::new(ask.action().name()),
-        );
+        let action_uid = uid("Action", ask.action().name());
         let request = Request::new(principal_uid, action_uid, resource_uid, context, schema)
             .map_err(|e| e.to_string())?;
         let entities = Entities::from_entities(entities, schema).map_err(|e| e.to_string())?;
