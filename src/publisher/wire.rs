@@ -200,6 +200,30 @@ pub struct RefResult {
     pub unblock: Option<String>,
 }
 
+impl RefResult {
+    /// The update went through (or, in a dry run, would).
+    pub fn pushed(dst: impl Into<String>) -> Self {
+        Self {
+            dst: dst.into(),
+            ok: true,
+            message: None,
+            policies: Vec::new(),
+            unblock: None,
+        }
+    }
+
+    /// The update failed for a reason that is not a policy's.
+    pub fn failed(dst: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            dst: dst.into(),
+            ok: false,
+            message: Some(message.into()),
+            policies: Vec::new(),
+            unblock: None,
+        }
+    }
+}
+
 /// What `zodex-prd` answers to [`AgentRequest::Push`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushOutcome {

@@ -142,14 +142,7 @@ impl Host {
             })
         })?;
         if !decision.allowed {
-            return Err(
-                AuthorityError::Denied(crate::engine::authority::Denial::from_decision(
-                    &decision,
-                    Some(&repo),
-                    &agent,
-                ))
-                .into(),
-            );
+            return Err(Failure::denied(&decision, &repo));
         }
         self.mint_and_cache(github, &repo, TokenUse::Read, None, audit_id, now)
     }

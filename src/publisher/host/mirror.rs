@@ -101,14 +101,7 @@ impl Host {
             })
         })?;
         if !decision.allowed {
-            return Err(crate::engine::authority::AuthorityError::Denied(
-                crate::engine::authority::Denial::from_decision(
-                    &decision,
-                    Some(repo),
-                    &Principal::Agent,
-                ),
-            )
-            .into());
+            return Err(Failure::denied(&decision, repo));
         }
         let installation = self.installation_of(repo, App::Reader)?;
         let minted = block_on(github.mint(repo, TokenUse::Read, installation))

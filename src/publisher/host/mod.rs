@@ -388,6 +388,16 @@ impl Failure {
 }
 
 impl Failure {
+    /// The agent's request was decided and refused: the policies and the unblocking command.
+    fn denied(decision: &crate::engine::Decision, repo: &RepoName) -> Self {
+        AuthorityError::Denied(crate::engine::authority::Denial::from_decision(
+            decision,
+            Some(repo),
+            &Principal::Agent,
+        ))
+        .into()
+    }
+
     fn from_github(err: GithubError) -> Self {
         let kind = match err {
             GithubError::NotInstalled { .. } | GithubError::Permission { .. } => ErrorKind::Denied,

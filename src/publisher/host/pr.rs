@@ -10,7 +10,7 @@ use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::{App, Publication};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::publisher::github::{self, NewPull, TokenUse};
-use crate::publisher::publish::upload::git_push;
+use crate::publisher::publish::upload::{LeasedUpdate, git_push};
 use crate::publisher::wire::{ErrorKind, Published};
 use sha2::{Digest, Sha256};
 
@@ -41,19 +41,26 @@ impl Host {
         }
     }
 
-    /// A policy may require drafts: a refused non-draft that would pass as a draft is published
-    /// as a draft.
-    pub(super) fn draft_would_pass(&self, ask: &Ask, now: i64) -> Result<bool, Failure> {
-        let Ask::PublishPr { draft: false, .. } = ask else {
-            return Ok(false);
-        };
-        let mut as_draft = ask.clone();
-        if let Ask::PublishPr { draft, .. } = &mut as_draft {
-            *draft = true;
+    /// Decides `ask` without side effects — as a draft when it is refused otherwise but a
+    /// draft would pass (a policy may require drafts). Returns the ask to go on with.
+    pub(super) fn explain_publish(
+        &self,
+        ask: Ask,
+        now: i64,
+    ) -> Result<(Ask, crate::engine::Decision), Failure> {
+        let (decision, _) = self.with_store(|a, s| a.explain(s, &Principal::Agent, &ask, now))?;
+        if let (false, Ask::PublishPr { draft: false, .. }) = (decision.allowed, &ask) {
+            let mut as_draft = ask.clone();
+            if let Ask::PublishPr { draft, .. } = &mut as_draft {
+                *draft = true;
+            }
+            let (draft_decision, _) =
+                self.with_store(|a, s| a.explain(s, &Principal::Agent, &as_draft, now))?;
+            if draft_decision.allowed {
+                return Ok((as_draft, draft_decision));
+            }
         }
-        let (decision, _) =
-            self.with_store(|a, s| a.explain(s, &Principal::Agent, &as_draft, now))?;
-        Ok(decision.allowed)
+        Ok((ask, decision))
     }
 
     pub(super) fn publish_pr(
@@ -107,30 +114,18 @@ impl Host {
         }
 
         let bytes = i64::try_from(bundle.len).unwrap_or(i64::MAX);
-        let mut ask = Self::publish_ask(
-            &repo,
-            bytes,
-            &pr.title,
-            &pr.body,
-            pr.draft,
-            facts.touches_workflows,
-        );
-        let mut draft = pr.draft;
-        if self.draft_would_pass(&ask, now)? {
-            let (decision, _) =
-                self.with_store(|a, s| a.explain(s, &Principal::Agent, &ask, now))?;
-            if !decision.allowed {
-                draft = true;
-                ask = Self::publish_ask(
-                    &repo,
-                    bytes,
-                    &pr.title,
-                    &pr.body,
-                    true,
-                    facts.touches_workflows,
-                );
-            }
-        }
+        let (ask, _) = self.explain_publish(
+            Self::publish_ask(
+                &repo,
+                bytes,
+                &pr.title,
+                &pr.body,
+                pr.draft,
+                facts.touches_workflows,
+            ),
+            now,
+        )?;
+        let draft = matches!(ask, Ask::PublishPr { draft: true, .. });
         let (decision, audit_id) = self.with_store(|a, s| {
             a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
                 e.new_oid = Some(pr.head.clone());
@@ -145,14 +140,7 @@ impl Host {
             })
         })?;
         if !decision.allowed {
-            return Err(crate::engine::authority::AuthorityError::Denied(
-                crate::engine::authority::Denial::from_decision(
-                    &decision,
-                    Some(&repo),
-                    &Principal::Agent,
-                ),
-            )
-            .into());
+            return Err(Failure::denied(&decision, &repo));
         }
 
         if let Some(p) = &earlier
@@ -202,7 +190,12 @@ impl Host {
                 &mirror.path,
                 &mirror.url,
                 &quarantine,
-                &[(dst.clone(), Some(pr.head.clone()), force, current.clone())],
+                &[LeasedUpdate {
+                    dst: dst.clone(),
+                    new: Some(pr.head.clone()),
+                    force,
+                    expected: current.clone(),
+                }],
                 false,
                 &minted.token,
             )

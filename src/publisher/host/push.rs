@@ -9,7 +9,7 @@ use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::{App, AuditEvent};
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
 use crate::publisher::github::{self, TokenUse};
-use crate::publisher::publish::upload::{git_push, update_mirror_ref};
+use crate::publisher::publish::upload::{LeasedUpdate, git_push, update_mirror_ref};
 use crate::publisher::publish::{Quarantine, valid_refname};
 use crate::publisher::wire::{
     AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
@@ -63,16 +63,13 @@ impl Host {
                     if !valid_refname(&update.dst) {
                         admission.refused.insert(
                             update.dst.clone(),
-                            RefResult {
-                                dst: update.dst.clone(),
-                                ok: false,
-                                message: Some(format!(
+                            RefResult::failed(
+                                &update.dst,
+                                format!(
                                     "{:?} is not a valid full ref name (refs/heads/… or refs/tags/…, as git check-ref-format accepts)",
                                     update.dst
-                                )),
-                                policies: vec![],
-                                unblock: None,
-                            },
+                                ),
+                            ),
                         );
                         continue;
                     }
@@ -125,22 +122,14 @@ impl Host {
                 let repo = parse_repo(repo)?;
                 self.ensure_coverage(self.github()?, &repo, now)?;
                 let ask = Self::publish_ask(&repo, bytes, title, body, *draft, false);
-                let (decision, _) =
-                    self.with_store(|a, s| a.explain(s, &Principal::Agent, &ask, now))?;
-                if !decision.allowed && !self.draft_would_pass(&ask, now)? {
+                let (ask, decision) = self.explain_publish(ask, now)?;
+                if !decision.allowed {
                     let (decision, _) = self.with_store(|a, s| {
                         a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
                             e.bundle_bytes = Some(bytes);
                         })
                     })?;
-                    return Err(crate::engine::authority::AuthorityError::Denied(
-                        crate::engine::authority::Denial::from_decision(
-                            &decision,
-                            Some(&repo),
-                            &Principal::Agent,
-                        ),
-                    )
-                    .into());
+                    return Err(Failure::denied(&decision, &repo));
                 }
                 Ok(Admission::default())
             }
@@ -244,13 +233,10 @@ impl Host {
         }
         if mode.atomic && !results.is_empty() {
             for (update, ..) in allowed.drain(..) {
-                results.push(RefResult {
-                    dst: update.dst,
-                    ok: false,
-                    message: Some("atomic push failed: another ref of it was refused".into()),
-                    policies: vec![],
-                    unblock: None,
-                });
+                results.push(RefResult::failed(
+                    update.dst,
+                    "atomic push failed: another ref of it was refused",
+                ));
             }
         }
         if allowed.is_empty() {
@@ -264,13 +250,7 @@ impl Host {
                 self.with_store(|_, s| {
                     s.write(|f| f.set_audit_outcome(audit_id, "dry run: not pushed", None))
                 })?;
-                results.push(RefResult {
-                    dst: update.dst,
-                    ok: true,
-                    message: None,
-                    policies: vec![],
-                    unblock: None,
-                });
+                results.push(RefResult::pushed(update.dst));
             }
             return Ok(PushOutcome {
                 repo: repo.to_string(),
@@ -287,15 +267,13 @@ impl Host {
         let first_audit = allowed.first().map(|a| a.3);
         self.with_store(|_, s| github::record::minted(s, &minted, None, first_audit, now))?;
 
-        let refspecs: Vec<(String, Option<String>, bool, String)> = allowed
+        let refspecs: Vec<LeasedUpdate> = allowed
             .iter()
-            .map(|(u, old, force, _)| {
-                (
-                    u.dst.clone(),
-                    u.new.clone(),
-                    *force,
-                    old.clone().unwrap_or_default(),
-                )
+            .map(|(u, old, force, _)| LeasedUpdate {
+                dst: u.dst.clone(),
+                new: u.new.clone(),
+                force: *force,
+                expected: old.clone().unwrap_or_default(),
             })
             .collect();
         let pushed = git_push(
@@ -336,12 +314,9 @@ impl Host {
             if outcome.is_ok() {
                 update_mirror_ref(&mirror.path, &update);
             }
-            results.push(RefResult {
-                dst: update.dst,
-                ok: outcome.is_ok(),
-                message: outcome.err(),
-                policies: vec![],
-                unblock: None,
+            results.push(match outcome {
+                Ok(()) => RefResult::pushed(update.dst),
+                Err(why) => RefResult::failed(update.dst, why),
             });
         }
         clock.mark("record");
@@ -366,13 +341,7 @@ impl Host {
         bundle: Option<&Spooled>,
         now: i64,
     ) -> Result<(bool, bool, i64), RefResult> {
-        let fail = |message: String| RefResult {
-            dst: update.dst.clone(),
-            ok: false,
-            message: Some(message),
-            policies: vec![],
-            unblock: None,
-        };
+        let fail = |message: String| RefResult::failed(&update.dst, message);
         if !valid_refname(&update.dst) {
             return Err(fail(format!(
                 "{:?} is not a valid full ref name",

@@ -9,13 +9,25 @@ use crate::publisher::wire::PushUpdate;
 use std::collections::HashMap;
 use std::path::Path;
 
+/// One ref update as it is pushed to GitHub.
+#[derive(Debug, Clone)]
+pub struct LeasedUpdate {
+    pub dst: String,
+    /// `None` deletes the ref.
+    pub new: Option<String>,
+    /// A non-fast-forward the decision allowed.
+    pub force: bool,
+    /// The value the decision saw at GitHub; empty: the ref did not exist.
+    pub expected: String,
+}
+
 /// `git push --porcelain` from the mirror, the quarantine's objects visible, each update
 /// leased on the value the decision saw. Returns each ref's outcome, or one error for all.
 pub fn git_push(
     mirror: &Path,
     url: &str,
     quarantine: &Quarantine,
-    updates: &[(String, Option<String>, bool, String)],
+    updates: &[LeasedUpdate],
     atomic: bool,
     token: &Token,
 ) -> Result<HashMap<String, Result<(), String>>, String> {
@@ -26,15 +38,15 @@ pub fn git_push(
     if atomic {
         cmd.arg("--atomic");
     }
-    for (dst, _, _, old) in updates {
-        cmd.arg(format!("--force-with-lease={dst}:{old}"));
+    for u in updates {
+        cmd.arg(format!("--force-with-lease={}:{}", u.dst, u.expected));
     }
     cmd.arg(url);
-    for (dst, new, force, _) in updates {
-        match new {
-            None => cmd.arg(format!(":{dst}")),
-            Some(new) if *force => cmd.arg(format!("+{new}:{dst}")),
-            Some(new) => cmd.arg(format!("{new}:{dst}")),
+    for u in updates {
+        match &u.new {
+            None => cmd.arg(format!(":{}", u.dst)),
+            Some(new) if u.force => cmd.arg(format!("+{new}:{}", u.dst)),
+            Some(new) => cmd.arg(format!("{new}:{}", u.dst)),
         };
     }
     let output = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
