@@ -124,7 +124,7 @@ impl RssSampler {
 
 fn main() {
     let rig = Rig::start(Duration::from_secs(3600));
-    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    rig.grant_push("demo/app");
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     let token = rig.demo.token(

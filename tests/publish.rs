@@ -23,15 +23,7 @@ fn text(out: &Output) -> String {
 }
 
 fn head(dir: &Path) -> String {
-    support::devhub::git_ok(dir, &["rev-parse", "HEAD"])
-        .trim()
-        .to_string()
-}
-
-fn grant(rig: &Rig, repo: &str) {
-    rig.admin_ok(&format!(
-        r#"{{"op":"grant_push","repo":"{repo}","ttl":{{"seconds":3600}}}}"#
-    ));
+    support::devhub::rev_parse(dir, "HEAD")
 }
 
 #[test]
@@ -41,7 +33,7 @@ fn a_feature_branch_is_pushed_under_a_grant() {
     let app = rig.clone(work.path(), "app");
     support::devhub::git_ok(&app, &["checkout", "-q", "-b", "feature"]);
     commit_file(&app, "feature.txt", b"hello\n", "add a feature");
-    grant(&rig, "demo/app");
+    rig.grant_push("demo/app");
 
     let push = rig.agent_git(&app, &["push", "origin", "feature"]);
     assert!(push.status.success(), "{}\n{}", text(&push), rig.log());
@@ -113,7 +105,7 @@ fn stderr(out: &Output) -> String {
 /// A checkout of `demo/app` with a feature commit, under a one-hour grant.
 fn granted_checkout(rig: &Rig, work: &Path) -> std::path::PathBuf {
     let app = rig.clone(work, "app");
-    grant(rig, "demo/app");
+    rig.grant_push("demo/app");
     app
 }
 
@@ -350,21 +342,8 @@ fn a_publish_killed_before_its_push_is_retried_into_one_pull_request() {
         times: 50,
         scope: FaultScope::Git,
     });
-    let first = std::process::Command::new(env!("CARGO_BIN_EXE_zodex-agent"))
-        .current_dir(&app)
-        .args(["github"])
-        .args(args)
-        .arg("--config")
-        .arg(&rig.config)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !rig.log().contains("publication recorded") {
-        assert!(std::time::Instant::now() < deadline, "{}", rig.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let first = rig.spawn_agent(&app, &args);
+    rig.wait_for_log("publication recorded");
     rig.kill9();
     let first = first.wait_with_output().unwrap();
     assert!(!first.status.success(), "{}", text(&first));
@@ -416,12 +395,8 @@ fn a_pull_request_changing_workflows_is_refused_and_nothing_is_pushed() {
         stderr(&out)
     );
     assert!(rig.pulls("app").is_empty());
-    let branches = support::devhub::git_ok(
-        &rig.demo.hub.dir().join("repos/demo/app.git"),
-        &["for-each-ref", "--format=%(refname)", "refs/heads"],
-    );
     assert_eq!(
-        branches.trim(),
+        rig.branches("app"),
         "refs/heads/main",
         "no branch was left behind"
     );
@@ -434,7 +409,7 @@ fn a_pull_request_github_refuses_leaves_no_branch_and_says_why() {
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     // A base branch that disappears while zodex-prd pushes: GitHub then refuses the PR (422).
-    let bare = rig.demo.hub.dir().join("repos/demo/app.git");
+    let bare = rig.bare("app");
     support::devhub::git_ok(&bare, &["branch", "side", "main"]);
     commit_file(&app, "side.txt", b"s\n", "for the side branch");
     rig.demo.hub.inject(Fault {
@@ -442,10 +417,9 @@ fn a_pull_request_github_refuses_leaves_no_branch_and_says_why() {
         times: 50,
         scope: FaultScope::Git,
     });
-    let publish = std::process::Command::new(env!("CARGO_BIN_EXE_zodex-agent"))
-        .current_dir(&app)
-        .args([
-            "github",
+    let publish = rig.spawn_agent(
+        &app,
+        &[
             "publish-pr",
             "--repo",
             "demo/app",
@@ -453,18 +427,9 @@ fn a_pull_request_github_refuses_leaves_no_branch_and_says_why() {
             "Side",
             "--base",
             "side",
-        ])
-        .arg("--config")
-        .arg(&rig.config)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !rig.log().contains("publication recorded") {
-        assert!(std::time::Instant::now() < deadline, "{}", rig.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        ],
+    );
+    rig.wait_for_log("publication recorded");
     support::devhub::git_ok(&bare, &["branch", "-D", "side"]);
     let out = publish.wait_with_output().unwrap();
     rig.demo.hub.clear_faults();
@@ -473,12 +438,8 @@ fn a_pull_request_github_refuses_leaves_no_branch_and_says_why() {
     assert!(said.contains("did not open the pull request"), "{said}");
     assert!(said.contains("was deleted again"), "{said}");
     assert!(rig.pulls("app").is_empty());
-    let branches = support::devhub::git_ok(
-        &bare,
-        &["for-each-ref", "--format=%(refname)", "refs/heads"],
-    );
     assert_eq!(
-        branches.trim(),
+        rig.branches("app"),
         "refs/heads/main",
         "no branch was left behind"
     );
@@ -540,7 +501,7 @@ fn a_dry_run_decides_every_ref_and_pushes_nothing() {
         stderr(&denied)
     );
 
-    grant(&rig, "demo/app");
+    rig.grant_push("demo/app");
     let dry = rig.agent_git(
         &app,
         &["push", "--dry-run", "origin", "HEAD:refs/heads/dry"],

@@ -23,18 +23,24 @@ fn socket(rig: &Rig) -> std::path::PathBuf {
     rig.dir.path().join("agent.sock")
 }
 
-fn push_request(repo: &str, dst: &str) -> AgentRequest {
+/// A push of `new` to `dst` (no force, no lease).
+fn push_of(repo: &str, dst: &str, new: &str) -> AgentRequest {
     AgentRequest::Push {
         repo: repo.into(),
         updates: vec![PushUpdate {
             dst: dst.into(),
-            new: Some("1111111111111111111111111111111111111111".into()),
+            new: Some(new.into()),
             force: false,
             lease: None,
         }],
         atomic: false,
         dry_run: false,
     }
+}
+
+/// A push of an id no bundle carries: for what is refused before the body.
+fn push_request(repo: &str, dst: &str) -> AgentRequest {
+    push_of(repo, dst, "1111111111111111111111111111111111111111")
 }
 
 /// Sends the header and metadata declaring `len` bundle bytes, then `body` (then half-closes).
@@ -72,7 +78,7 @@ fn sparse(dir: &Path, len: u64) -> std::path::PathBuf {
 #[test]
 fn the_ceiling_holds_on_the_header_and_in_the_client() {
     let rig = Rig::start(HOUR);
-    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    rig.grant_push("demo/app");
     let request = push_request("demo/app", "refs/heads/big");
 
     // One byte over: refused on the header, before a body byte is read (none is sent).
@@ -107,7 +113,7 @@ fn the_ceiling_holds_on_the_header_and_in_the_client() {
 #[test]
 fn short_and_long_bodies_are_refused_and_store_nothing() {
     let rig = Rig::start(HOUR);
-    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    rig.grant_push("demo/app");
     let request = push_request("demo/app", "refs/heads/x");
     let short = send(&rig, &request, 1000, |s| s.write_all(&[0u8; 10]));
     assert!(
@@ -127,18 +133,12 @@ fn short_and_long_bodies_are_refused_and_store_nothing() {
 #[test]
 fn a_bundle_of_another_repositorys_history_is_refused_by_the_server() {
     let rig = Rig::start(HOUR);
-    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/lib","ttl":{"seconds":3600}}"#);
+    rig.grant_push("demo/lib");
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     commit_file(&app, "x.txt", b"x\n", "work on app");
-    let head = support::devhub::git_ok(&app, &["rev-parse", "HEAD"])
-        .trim()
-        .to_string();
-    let haves = vec![
-        support::devhub::git_ok(&app, &["rev-parse", "origin/main"])
-            .trim()
-            .to_string(),
-    ];
+    let head = support::devhub::rev_parse(&app, "HEAD");
+    let haves = vec![support::devhub::rev_parse(&app, "origin/main")];
     let built = bundle::build(&app, &[(head.clone(), "HEAD".into())], &haves, false)
         .unwrap()
         .unwrap();
@@ -164,17 +164,7 @@ fn a_bundle_of_another_repositorys_history_is_refused_by_the_server() {
     assert!(rig.pulls("lib").is_empty());
 
     // The same as a direct push under a grant on demo/lib.
-    let push = AgentRequest::Push {
-        repo: "demo/lib".into(),
-        updates: vec![PushUpdate {
-            dst: "refs/heads/sneak".into(),
-            new: Some(head),
-            force: false,
-            lease: None,
-        }],
-        atomic: false,
-        dry_run: false,
-    };
+    let push = push_of("demo/lib", "refs/heads/sneak", &head);
     let answer = call_with_bundle(
         &socket(&rig),
         &push,
@@ -198,18 +188,12 @@ fn a_bundle_of_another_repositorys_history_is_refused_by_the_server() {
 #[test]
 fn a_corrupted_or_truncated_pack_is_refused() {
     let rig = Rig::start(HOUR);
-    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    rig.grant_push("demo/app");
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     commit_file(&app, "x.txt", &vec![b'x'; 4096], "x");
-    let head = support::devhub::git_ok(&app, &["rev-parse", "HEAD"])
-        .trim()
-        .to_string();
-    let haves = vec![
-        support::devhub::git_ok(&app, &["rev-parse", "origin/main"])
-            .trim()
-            .to_string(),
-    ];
+    let head = support::devhub::rev_parse(&app, "HEAD");
+    let haves = vec![support::devhub::rev_parse(&app, "origin/main")];
     let built = bundle::build(
         &app,
         &[(head.clone(), "refs/heads/x".into())],
@@ -219,17 +203,7 @@ fn a_corrupted_or_truncated_pack_is_refused() {
     .unwrap()
     .unwrap();
     let bytes = std::fs::read(built.file.path()).unwrap();
-    let push = AgentRequest::Push {
-        repo: "demo/app".into(),
-        updates: vec![PushUpdate {
-            dst: "refs/heads/x".into(),
-            new: Some(head),
-            force: false,
-            lease: None,
-        }],
-        atomic: false,
-        dry_run: false,
-    };
+    let push = push_of("demo/app", "refs/heads/x", &head);
     let truncated = &bytes[..bytes.len() - 30];
     let mut corrupted = bytes.clone();
     let n = corrupted.len();
@@ -279,7 +253,7 @@ fn an_operator_policy_lowers_the_ceiling_without_a_rebuild() {
         HOUR,
         &format!("policy_dir = \"{}\"", policies.path().display()),
     );
-    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    rig.grant_push("demo/app");
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     commit_file(
@@ -302,7 +276,7 @@ fn an_operator_policy_lowers_the_ceiling_without_a_rebuild() {
 #[test]
 fn a_push_leaves_audit_rows_with_refs_bundle_token_and_outcome() {
     let rig = Rig::start(HOUR);
-    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    rig.grant_push("demo/app");
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     commit_file(&app, "a.txt", b"a\n", "a");
@@ -316,9 +290,7 @@ fn a_push_leaves_audit_rows_with_refs_bundle_token_and_outcome() {
         ],
     );
     assert!(!push.status.success(), "the forced main must fail");
-    let head = support::devhub::git_ok(&app, &["rev-parse", "HEAD"])
-        .trim()
-        .to_string();
+    let head = support::devhub::rev_parse(&app, "HEAD");
 
     let audit = rig.admin_ok(r#"{"op":"audit","repo":"demo/app"}"#);
     let rows = audit["result"].as_array().cloned().unwrap_or_default();
@@ -402,9 +374,7 @@ fn pushes_to_one_repository_are_serialised_and_others_run_alongside() {
         }
     });
     for (repo, checkout, branch) in &jobs {
-        let head = support::devhub::git_ok(checkout, &["rev-parse", "HEAD"])
-            .trim()
-            .to_string();
+        let head = support::devhub::rev_parse(checkout, "HEAD");
         assert_eq!(
             rig.remote_sha(repo, &format!("refs/heads/{branch}")),
             Some(head)
@@ -415,33 +385,21 @@ fn pushes_to_one_repository_are_serialised_and_others_run_alongside() {
 #[test]
 fn a_thin_bundle_made_by_git_bundle_create_is_accepted() {
     let rig = Rig::start(HOUR);
-    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    rig.grant_push("demo/app");
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     // A small edit of an existing file: git deltifies it against the blob GitHub has.
     let mut readme = std::fs::read(app.join("README.md")).unwrap();
     readme.extend_from_slice(b"\nOne more line.\n");
     commit_file(&app, "README.md", &readme, "edit the readme");
-    let head = support::devhub::git_ok(&app, &["rev-parse", "HEAD"])
-        .trim()
-        .to_string();
+    let head = support::devhub::rev_parse(&app, "HEAD");
     support::devhub::git_ok(
         &app,
         &["bundle", "create", "-q", "thin.bundle", "origin/main..HEAD"],
     );
     let path = app.join("thin.bundle");
     let len = std::fs::metadata(&path).unwrap().len();
-    let push = AgentRequest::Push {
-        repo: "demo/app".into(),
-        updates: vec![PushUpdate {
-            dst: "refs/heads/thin".into(),
-            new: Some(head.clone()),
-            force: false,
-            lease: None,
-        }],
-        atomic: false,
-        dry_run: false,
-    };
+    let push = push_of("demo/app", "refs/heads/thin", &head);
     let answer = call_with_bundle(&socket(&rig), &push, Some((&path, len)), |_, _| {}).unwrap();
     assert!(answer.ok, "{answer:?}\n{}", rig.log());
     assert!(
@@ -455,7 +413,7 @@ fn a_thin_bundle_made_by_git_bundle_create_is_accepted() {
 #[test]
 fn ref_names_git_would_not_accept_are_refused_before_any_decision() {
     let rig = Rig::start(HOUR);
-    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600}}"#);
+    rig.grant_push("demo/app");
     let main_before = rig.remote_sha("app", "refs/heads/main");
     for dst in [
         "refs/heads/../main",

@@ -243,6 +243,11 @@ pub fn git_ok(dir: &Path, args: &[&str]) -> String {
 
 /// [`git`] that must fail; returns stderr.
 #[track_caller]
+/// The object id `rev` names in `dir`.
+pub fn rev_parse(dir: &Path, rev: &str) -> String {
+    git_ok(dir, &["rev-parse", rev]).trim().to_string()
+}
+
 pub fn git_fails(dir: &Path, args: &[&str]) -> String {
     let output = git(dir, args);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();

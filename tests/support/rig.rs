@@ -239,14 +239,65 @@ impl Rig {
 
     /// `zodex-agent github …` with this rig's configuration.
     pub fn agent(&self, dir: &Path, args: &[&str]) -> Output {
-        Command::new(AGENT)
-            .current_dir(dir)
+        self.agent_command(dir, args).output().unwrap()
+    }
+
+    /// `zodex-agent github …` started in the background, its output captured.
+    pub fn spawn_agent(&self, dir: &Path, args: &[&str]) -> Child {
+        self.agent_command(dir, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn agent_command(&self, dir: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(AGENT);
+        cmd.current_dir(dir)
             .arg("github")
             .args(args)
-            .args(["--config"])
-            .arg(&self.config)
-            .output()
-            .unwrap()
+            .arg("--config")
+            .arg(&self.config);
+        cmd
+    }
+
+    /// Waits (up to 60 s) until zodex-prd's log contains `needle`.
+    pub fn wait_for_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} in the log: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A one-hour explicit grant on `repo`.
+    pub fn grant_push(&self, repo: &str) {
+        self.admin_ok(&format!(
+            r#"{{"op":"grant_push","repo":"{repo}","ttl":{{"seconds":3600}}}}"#
+        ));
+    }
+
+    /// devhub's bare repository `demo/<repo>`.
+    pub fn bare(&self, repo: &str) -> PathBuf {
+        self.demo
+            .hub
+            .dir()
+            .join("repos/demo")
+            .join(format!("{repo}.git"))
+    }
+
+    /// The branches of `demo/<repo>` at devhub, one full name per line.
+    pub fn branches(&self, repo: &str) -> String {
+        super::devhub::git_ok(
+            &self.bare(repo),
+            &["for-each-ref", "--format=%(refname)", "refs/heads"],
+        )
+        .trim()
+        .to_string()
     }
 
     /// An admin request that must succeed.
