@@ -59,9 +59,7 @@ pub fn existing(workdir: &Path, oids: &[String]) -> Result<Vec<String>, BundleBu
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let input: String = oids.iter().map(|o| format!("{o}\n")).collect();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let writer = feed(&mut child, oids.iter().map(|o| format!("{o}\n")).collect());
     let stdout = child.stdout.take().expect("piped");
     let found = BufReader::new(stdout)
         .lines()
@@ -74,6 +72,17 @@ pub fn existing(workdir: &Path, oids: &[String]) -> Result<Vec<String>, BundleBu
     Ok(found)
 }
 
+/// Writes `input` to the child's stdin from a thread, so that reading its stdout meanwhile
+/// cannot deadlock; the pipe closes when the thread is done.
+fn feed(
+    child: &mut std::process::Child,
+    input: String,
+) -> std::thread::JoinHandle<std::io::Result<()>> {
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    std::thread::spawn(move || stdin.write_all(input.as_bytes()))
+}
+
+/// `git rev-list --stdin` arguments: the new tips, minus what GitHub has.
 fn rev_args(news: &[String], haves: &[String]) -> String {
     let mut input = String::new();
     for oid in news {
@@ -86,20 +95,14 @@ fn rev_args(news: &[String], haves: &[String]) -> String {
 }
 
 /// Prerequisites (boundary commits) and whether any object is missing from `haves`.
-fn boundary(
-    workdir: &Path,
-    news: &[String],
-    haves: &[String],
-) -> Result<(Vec<String>, bool), BundleBuildError> {
+fn boundary(workdir: &Path, revs: &str) -> Result<(Vec<String>, bool), BundleBuildError> {
     let mut child = git(workdir)
         .args(["rev-list", "--objects", "--boundary", "--stdin"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let input = rev_args(news, haves);
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let writer = feed(&mut child, revs.to_string());
     let mut prerequisites = Vec::new();
     let mut needed = false;
     for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
@@ -132,7 +135,8 @@ pub fn build(
 ) -> Result<Option<Built>, BundleBuildError> {
     let haves = existing(workdir, haves)?;
     let news: Vec<String> = tips.iter().map(|(oid, _)| oid.clone()).collect();
-    let (prerequisites, needed) = boundary(workdir, &news, &haves)?;
+    let revs = rev_args(&news, &haves);
+    let (prerequisites, needed) = boundary(workdir, &revs)?;
     if !needed {
         return Ok(None);
     }
@@ -152,6 +156,7 @@ pub fn build(
             if progress { "--progress" } else { "-q" },
         ])
         .stdin(Stdio::piped())
+        // Opened for appending: the pack goes after the header.
         .stdout(std::fs::OpenOptions::new().append(true).open(file.path())?)
         .stderr(if progress {
             Stdio::inherit()
@@ -159,11 +164,7 @@ pub fn build(
             Stdio::piped()
         })
         .spawn()?;
-    // Opened for appending: the pack goes after the header.
-    let mut stdin = child.stdin.take().expect("piped");
-    let input = rev_args(&news, &haves);
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let _ = writer.join();
+    let _ = feed(&mut child, revs).join();
     let out = child.wait_with_output()?;
     if !out.status.success() {
         return Err(BundleBuildError::Git {

@@ -78,6 +78,24 @@ impl Host {
         })?)
     }
 
+    /// Mints a token for `repo` through the App's recorded installation and records its hash
+    /// with the decision (audit row) and grant that justified it.
+    pub(super) fn mint_recorded(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+        token_use: TokenUse,
+        grant_id: Option<i64>,
+        audit_id: Option<i64>,
+        now: i64,
+    ) -> Result<github::MintedToken, Failure> {
+        let installation = self.installation_of(repo, token_use.app())?;
+        let minted =
+            block_on(github.mint(repo, token_use, installation)).map_err(Failure::from_github)?;
+        self.with_store(|_, s| github::record::minted(s, &minted, grant_id, audit_id, now))?;
+        Ok(minted)
+    }
+
     /// `zodex-agent credential get`: a one-repository token for git.
     pub fn credential(&self, host: &str, path: &str) -> Result<CredentialGrant, Failure> {
         let github = self.github_for(host)?;
@@ -156,10 +174,7 @@ impl Host {
         audit_id: i64,
         now: i64,
     ) -> Result<CredentialGrant, Failure> {
-        let installation = self.installation_of(repo, token_use.app())?;
-        let minted =
-            block_on(github.mint(repo, token_use, installation)).map_err(Failure::from_github)?;
-        self.with_store(|_, s| github::record::minted(s, &minted, grant_id, Some(audit_id), now))?;
+        let minted = self.mint_recorded(github, repo, token_use, grant_id, Some(audit_id), now)?;
         let kind = if token_use == TokenUse::Read {
             Kind::Read
         } else {

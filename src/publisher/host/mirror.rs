@@ -4,7 +4,6 @@
 
 use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
-use crate::engine::store::App;
 use crate::engine::{Ask, Principal, RepoName};
 use crate::publisher::github::{self, GitHub, Token, TokenUse};
 use crate::publisher::publish::{ImportError, MirrorRef, Quarantine};
@@ -103,10 +102,7 @@ impl Host {
         if !decision.allowed {
             return Err(Failure::denied(&decision, repo));
         }
-        let installation = self.installation_of(repo, App::Reader)?;
-        let minted = block_on(github.mint(repo, TokenUse::Read, installation))
-            .map_err(Failure::from_github)?;
-        self.with_store(|_, s| github::record::minted(s, &minted, None, Some(audit_id), now))?;
+        let minted = self.mint_recorded(github, repo, TokenUse::Read, None, Some(audit_id), now)?;
         self.own_reads.put(
             &repo.key(),
             crate::publisher::credentials::Cached {

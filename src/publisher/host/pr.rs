@@ -7,7 +7,7 @@
 use super::mirror::import_failure;
 use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
-use crate::engine::store::{App, Publication};
+use crate::engine::store::Publication;
 use crate::engine::{Ask, Principal, RepoName};
 use crate::publisher::github::{self, NewPull, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, git_push};
@@ -175,11 +175,15 @@ impl Host {
         self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))?;
         tracing::info!(repo = %repo, branch = %branch, head = %pr.head, "publication recorded; pushing its branch");
 
-        let installation = self.installation_of(&repo, App::Writer)?;
-        let minted = block_on(github.mint(&repo, TokenUse::PullRequest, installation))
-            .map_err(Failure::from_github)?;
+        let minted = self.mint_recorded(
+            github,
+            &repo,
+            TokenUse::PullRequest,
+            None,
+            Some(audit_id),
+            now,
+        )?;
         let token_sha = minted.token.sha256();
-        self.with_store(|_, s| github::record::minted(s, &minted, None, Some(audit_id), now))?;
         let dst = format!("refs/heads/{branch}");
         let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
         let force = !current.is_empty() && current != pr.head;

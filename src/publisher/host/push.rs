@@ -5,10 +5,10 @@
 //! allowed ones are pushed with a one-repository token revoked right after.
 
 use super::mirror::{MIRROR_REUSE, OpenMirror};
-use super::{Failure, Host, block_on, parse_repo};
-use crate::engine::store::{App, AuditEvent};
+use super::{Failure, Host, parse_repo};
+use crate::engine::store::AuditEvent;
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
-use crate::publisher::github::{self, TokenUse};
+use crate::publisher::github::TokenUse;
 use crate::publisher::publish::upload::{LeasedUpdate, git_push, update_mirror_ref};
 use crate::publisher::publish::{Quarantine, valid_refname};
 use crate::publisher::wire::{
@@ -259,13 +259,11 @@ impl Host {
         }
 
         clock.mark("decide");
-        let installation = self.installation_of(&repo, App::Writer)?;
-        let minted = block_on(github.mint(&repo, TokenUse::Push { workflows }, installation))
-            .map_err(Failure::from_github)?;
+        let first_audit = allowed.first().map(|a| a.3);
+        let token_use = TokenUse::Push { workflows };
+        let minted = self.mint_recorded(github, &repo, token_use, None, first_audit, now)?;
         clock.mark("mint");
         let token_sha = minted.token.sha256();
-        let first_audit = allowed.first().map(|a| a.3);
-        self.with_store(|_, s| github::record::minted(s, &minted, None, first_audit, now))?;
 
         let refspecs: Vec<LeasedUpdate> = allowed
             .iter()
