@@ -418,24 +418,10 @@ impl Engine {
         self.evaluate_with(principal, ask, repository, grant, yolo, now, None)
     }
 
-    /// Like [`Engine::evaluate`], but has Cedar check the request and entities against the
-    /// schema first (tests use it to prove every context this module builds conforms).
-    #[cfg(test)]
-    pub(crate) fn evaluate_checked(
-        &self,
-        principal: &Principal,
-        ask: &Ask,
-        repository: Option<RepoFacts>,
-        grant: Option<&Grant>,
-        yolo: Option<&YoloScope>,
-        now: i64,
-    ) -> Decision {
-        let schema = self.policies.schema.clone();
-        self.evaluate_with(principal, ask, repository, grant, yolo, now, Some(&schema))
-    }
-
+    /// [`Engine::evaluate`], with Cedar checking the request and entities against `schema`
+    /// first when one is given (tests use it to prove every context built here conforms).
     #[allow(clippy::too_many_arguments)]
-    fn evaluate_with(
+    pub(crate) fn evaluate_with(
         &self,
         principal: &Principal,
         ask: &Ask,

@@ -735,13 +735,14 @@ fn every_context_conforms_to_the_schema() {
             }
             _ => Principal::Agent,
         };
-        let decision = w.engine.evaluate_checked(
+        let decision = w.engine.evaluate_with(
             &principal,
             ask,
             Some(facts.clone()).filter(|_| ask.repo().is_some()),
             Some(&grant),
             None,
             NOW,
+            Some(&w.engine.policies().schema),
         );
         assert!(decision.errors.is_empty(), "{ask:?}: {decision:?}");
     }
