@@ -1,7 +1,7 @@
 //! The git credential helper protocol (`git help credential`), as `zodex-agent credential`
 //! speaks it: `key=value` lines up to a blank line or end of input, `capability[]` lines,
-//! unknown keys ignored, lines over 64 KiB refused. Pure parsing and formatting; asking
-//! `zodex-prd` is the CLI's job, deciding is the publisher's.
+//! unknown keys ignored, lines over 64 KiB and requests over 1 MiB refused. Pure parsing and
+//! formatting; asking `zodex-prd` is the CLI's job, deciding is the publisher's.
 //!
 //! Architecture invariant: nothing here writes a token anywhere but stdout.
 
@@ -9,6 +9,8 @@ use std::io::BufRead;
 
 /// The longest line accepted (git's own limit is lower).
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// The most one request may hold, all lines together (git sends a few hundred bytes).
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 
 /// What git asked about. Only the keys the helper uses are kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,6 +26,8 @@ pub struct CredentialRequest {
 pub enum ProtocolError {
     #[error("a credential line is over {MAX_LINE_BYTES} bytes; refusing it")]
     LineTooLong,
+    #[error("the credential request is over {MAX_REQUEST_BYTES} bytes; refusing it")]
+    RequestTooLong,
     #[error("a credential line is not `key=value`")]
     NotKeyValue,
     #[error("the credential input is not UTF-8")]
@@ -35,6 +39,7 @@ pub enum ProtocolError {
 /// Reads one request: lines up to a blank line or end of input.
 pub fn read_request<R: BufRead>(input: &mut R) -> Result<CredentialRequest, ProtocolError> {
     let mut request = CredentialRequest::default();
+    let mut total = 0usize;
     loop {
         let mut line = Vec::new();
         let n = std::io::Read::take(&mut *input, MAX_LINE_BYTES as u64 + 2)
@@ -42,6 +47,10 @@ pub fn read_request<R: BufRead>(input: &mut R) -> Result<CredentialRequest, Prot
             .map_err(|e| ProtocolError::Io(e.to_string()))?;
         if n == 0 {
             break;
+        }
+        total += n;
+        if total > MAX_REQUEST_BYTES {
+            return Err(ProtocolError::RequestTooLong);
         }
         if line.last() == Some(&b'\n') {
             line.pop();

@@ -90,7 +90,9 @@ pub fn validate_owner(owner: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// GitHub repository names: 1–100 ASCII letters, digits, `.`, `_`, `-`; never `.` or `..`.
+/// GitHub repository names: 1–100 ASCII letters, digits, `.`, `_`, `-`; never `.` or `..`, and
+/// never ending in `.git` (GitHub strips it, so no repository is called that: `a/x.git.git`
+/// would otherwise display as `a/x.git` and read back as `a/x`) or `.wiki` (a repository's wiki).
 pub fn validate_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
         return Err("the name is empty");
@@ -106,6 +108,10 @@ pub fn validate_name(name: &str) -> Result<(), &'static str> {
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
     {
         return Err("the name may hold only letters, digits, `.`, `_` and `-`");
+    }
+    let lower = name.to_ascii_lowercase();
+    if lower.ends_with(".git") || lower.ends_with(".wiki") {
+        return Err("the name may not end in `.git` (after the one that is dropped) or `.wiki`");
     }
     Ok(())
 }
@@ -159,5 +165,23 @@ mod tests {
                 proptest::prop_assert!(!name.key().contains(".."));
             }
         }
+    }
+
+    #[test]
+    fn refuses_names_github_never_gives_a_repository() {
+        // GitHub strips a `.git` ending and reserves `.wiki`: `a/x.git.git` once displayed as
+        // `a/x.git` and read back as `a/x` (found by tests/parser_properties.rs).
+        for bad in [
+            "a/x.git.git",
+            "a/x.GIT",
+            "a/x.wiki",
+            "a/X.Wiki.git",
+            "a/.wiki",
+        ] {
+            let err = RepoName::parse(bad).expect_err(bad);
+            assert!(err.to_string().contains("`.wiki`"), "{bad}: {err}");
+        }
+        assert_eq!(RepoName::parse("a/x.gitx").unwrap().name(), "x.gitx");
+        assert_eq!(RepoName::parse("a/wiki.git").unwrap().name(), "wiki");
     }
 }

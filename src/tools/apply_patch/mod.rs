@@ -82,6 +82,13 @@ pub fn apply_patch(patch: &str, workdir: &Path) -> Result<PatchSummary, PatchErr
     })
 }
 
+/// Checks `patch` against the grammar alone, reading and writing no file: the number of file
+/// operations it holds, or the parse error [`apply_patch`] would report for the same text.
+/// For callers that want a patch's syntax judged before it is applied (and for the fuzzer).
+pub fn check_patch(patch: &str) -> Result<usize, ParseError> {
+    Ok(parser::parse(patch)?.ops.len())
+}
+
 fn check_workdir(workdir: &Path) -> Result<(), PatchError> {
     let invalid = |reason| {
         Err(PatchError::InvalidWorkdir {

@@ -723,4 +723,161 @@ mod tests {
         assert!(text.contains("line 2"), "{text}");
         assert!(text.contains("*** Update File: <path>"), "{text}");
     }
+
+    // ------------------------------------------------------------ properties
+
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    /// A path as a model writes one: no surrounding spaces, no newline.
+    fn path() -> impl Strategy<Value = String> {
+        "[a-z][a-z0-9_./-]{0,12}"
+    }
+
+    /// The text of a line: anything on one line that is not itself a `***` marker once trimmed.
+    fn line_text() -> impl Strategy<Value = String> {
+        "[ -~\t]{0,16}".prop_filter("a marker", |t| !t.trim().starts_with("***"))
+    }
+
+    fn hunk_line() -> impl Strategy<Value = HunkLine> {
+        prop_oneof![
+            line_text().prop_map(HunkLine::Context),
+            line_text().prop_map(HunkLine::Remove),
+            line_text().prop_map(HunkLine::Add),
+        ]
+    }
+
+    fn chunk() -> impl Strategy<Value = Chunk> {
+        (
+            vec("[a-zA-Z_][a-zA-Z0-9_ ():]{0,12}", 0..3),
+            vec(hunk_line(), 1..5),
+            any::<bool>(),
+        )
+            .prop_map(|(contexts, lines, end_of_file)| {
+                let contexts: Vec<String> =
+                    contexts.into_iter().map(|c| c.trim().to_string()).collect();
+                Chunk {
+                    headers: if contexts.is_empty() {
+                        vec!["@@".to_string()]
+                    } else {
+                        contexts.iter().map(|c| format!("@@ {c}")).collect()
+                    },
+                    contexts,
+                    lines,
+                    end_of_file,
+                }
+            })
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (path(), vec(line_text(), 0..4)).prop_map(|(path, lines)| Op::Add {
+                path,
+                contents: lines.iter().map(|l| format!("{l}\n")).collect(),
+            }),
+            path().prop_map(|path| Op::Delete { path }),
+            (path(), proptest::option::of(path()), vec(chunk(), 0..3))
+                .prop_filter("an update needs a hunk or a move", |(_, to, chunks)| {
+                    to.is_some() || !chunks.is_empty()
+                })
+                .prop_map(|(path, move_to, chunks)| Op::Update {
+                    path,
+                    move_to,
+                    chunks
+                }),
+        ]
+    }
+
+    /// Writes a patch the way the grammar documents it.
+    fn render(ops: &[Op]) -> String {
+        let mut out = String::from("*** Begin Patch\n");
+        for op in ops {
+            match op {
+                Op::Add { path, contents } => {
+                    out.push_str(&format!("*** Add File: {path}\n"));
+                    for line in contents.lines() {
+                        out.push_str(&format!("+{line}\n"));
+                    }
+                }
+                Op::Delete { path } => out.push_str(&format!("*** Delete File: {path}\n")),
+                Op::Update {
+                    path,
+                    move_to,
+                    chunks,
+                } => {
+                    out.push_str(&format!("*** Update File: {path}\n"));
+                    if let Some(to) = move_to {
+                        out.push_str(&format!("*** Move to: {to}\n"));
+                    }
+                    for chunk in chunks {
+                        for header in &chunk.headers {
+                            out.push_str(&format!("{header}\n"));
+                        }
+                        for line in &chunk.lines {
+                            out.push_str(&format!("{line}\n"));
+                        }
+                        if chunk.end_of_file {
+                            out.push_str("*** End of File\n");
+                        }
+                    }
+                }
+            }
+        }
+        out.push_str("*** End Patch\n");
+        out
+    }
+
+    /// The line an error names, if it names one.
+    fn error_line(e: &ParseError) -> Option<usize> {
+        match e {
+            ParseError::Empty | ParseError::NoOperations => None,
+            ParseError::MissingBegin { line, .. }
+            | ParseError::MissingEnd { line, .. }
+            | ParseError::InvalidOperation { line, .. }
+            | ParseError::MissingPath { line, .. }
+            | ParseError::InvalidAddLine { line, .. }
+            | ParseError::InvalidHunkLine { line, .. }
+            | ParseError::MissingHunkHeader { line, .. }
+            | ParseError::EmptyHunk { line, .. }
+            | ParseError::EmptyUpdate { line, .. }
+            | ParseError::Misplaced { line, .. } => Some(*line),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_rendered_patch_parses_to_its_operations(ops in vec(op(), 1..5), crlf in any::<bool>()) {
+            let mut text = render(&ops);
+            if crlf {
+                text = text.replace('\n', "\r\n");
+            }
+            prop_assert_eq!(parse(&text), Ok(Patch { ops }), "{}", text);
+        }
+
+        #[test]
+        fn a_heredoc_wrapper_changes_nothing(ops in vec(op(), 1..3)) {
+            let text = render(&ops);
+            let wrapped = format!("apply_patch <<'EOF'\n{text}EOF\n");
+            prop_assert_eq!(parse(&wrapped), parse(&text));
+        }
+
+        #[test]
+        fn errors_name_a_line_of_the_patch(lines in vec(prop_oneof![
+            Just("*** Begin Patch".to_string()),
+            Just("*** End Patch".to_string()),
+            Just("*** Update File: f".to_string()),
+            Just("*** Add File: f".to_string()),
+            Just("*** End of File".to_string()),
+            Just("*** Move to: g".to_string()),
+            Just("@@".to_string()),
+            "[ +-@*a][ -~]{0,8}",
+        ], 0..12)) {
+            let text = lines.join("\n");
+            if let Err(e) = parse(&text)
+                && let Some(line) = error_line(&e)
+            {
+                prop_assert!((1..=lines.len().max(1)).contains(&line), "{:?} for {:?}", e, text);
+            }
+        }
+    }
 }
