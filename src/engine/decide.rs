@@ -187,7 +187,9 @@ pub struct Decision {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RepoFacts {
     pub key: String,
-    pub default_branch: String,
+    /// GitHub's default branch as the last fresh coverage check read it; `None` when unknown
+    /// (never guessed: default-branch-sensitive updates are then refused).
+    pub default_branch: Option<String>,
     pub configured_target: bool,
     pub writer_installed: bool,
     pub reader_installed: bool,
@@ -282,7 +284,8 @@ impl Engine {
     }
 
     /// A repository's facts at `now`: configured target from the configuration, installation
-    /// coverage from what the publisher recorded (stale knowledge counts as not installed).
+    /// coverage and GitHub's default branch from what the publisher recorded (stale knowledge
+    /// counts as not installed, and as an unknown default branch).
     pub fn repo_facts(&self, facts: &Facts<'_>, repo: &RepoName, now: i64) -> Result<RepoFacts> {
         let key = repo.key();
         let target = self.targets.lookup(repo);
@@ -292,15 +295,9 @@ impl Engine {
             fact.as_ref()
                 .is_some_and(|f| f.installed && now < f.expires_at)
         };
-        let default_branch = writer
-            .as_ref()
-            .and_then(|f| f.default_branch.clone())
-            .or_else(|| reader.as_ref().and_then(|f| f.default_branch.clone()))
-            .or_else(|| target.and_then(|t| t.default_branch.clone()))
-            .unwrap_or_else(|| "main".to_string());
         Ok(RepoFacts {
             key,
-            default_branch,
+            default_branch: default_branch(&[writer.as_ref(), reader.as_ref()], now),
             configured_target: target.is_some(),
             writer_installed: fresh(&writer),
             reader_installed: fresh(&reader),
@@ -367,7 +364,10 @@ impl Engine {
                         "name".to_string(),
                         string(&repo.name().to_ascii_lowercase()),
                     ),
-                    ("default_branch".to_string(), string(&facts.default_branch)),
+                    (
+                        "default_branch".to_string(),
+                        string(facts.default_branch.as_deref().unwrap_or("")),
+                    ),
                     (
                         "configured_target".to_string(),
                         boolean(facts.configured_target),
@@ -480,6 +480,18 @@ fn deny_with_error(action: Action, repository: Option<RepoFacts>, error: String)
     }
 }
 
+/// GitHub's default branch from the coverage facts that are still fresh at `now` (the writer's
+/// first; both are recorded by one check). Nothing else is a source: a configured branch or
+/// `main` would be a guess.
+pub fn default_branch(facts: &[Option<&super::store::CoverageFact>], now: i64) -> Option<String> {
+    facts
+        .iter()
+        .flatten()
+        .filter(|f| now < f.expires_at)
+        .find_map(|f| f.default_branch.clone())
+        .filter(|b| !b.is_empty())
+}
+
 /// The context record for one question; its shape follows the schema's per-action types.
 fn build_context(
     ask: &Ask,
@@ -535,12 +547,14 @@ fn build_context(
             if let Some(scope) = yolo {
                 ctx.push(("yolo", yolo_record(scope)));
             }
-            let default_ref = repository.map(|r| format!("refs/heads/{}", r.default_branch));
+            let default_branch = repository.and_then(|r| r.default_branch.as_deref());
+            let default_ref = default_branch.map(|b| format!("refs/heads/{b}"));
             ctx.push(("ref_name", string(&update.ref_name)));
             ctx.push((
                 "is_default_branch",
                 boolean(default_ref.as_deref() == Some(update.ref_name.as_str())),
             ));
+            ctx.push(("default_branch_known", boolean(default_branch.is_some())));
             ctx.push(("ref_exists", boolean(update.ref_exists)));
             ctx.push(("force", boolean(update.force)));
             ctx.push(("delete", boolean(update.delete)));

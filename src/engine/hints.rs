@@ -44,6 +44,16 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
         "bundle-ceiling" => {
             "the bundle is over the ceiling; push fewer commits at a time, or drop large files from history".to_string()
         }
+        "protect-default-branch"
+            if decision
+                .repository
+                .as_ref()
+                .is_some_and(|r| r.default_branch.is_none()) =>
+        {
+            format!(
+                "GitHub's default branch of {repo} is not known (the last coverage check could not read it), so no branch may be force-updated or deleted; try again in a minute, when zodex-prd checks again"
+            )
+        }
         "protect-default-branch" => {
             "push to a new branch instead and open a pull request (`zodex-agent github publish-pr`)".to_string()
         }

@@ -1,6 +1,6 @@
-//! Configured targets: the repositories (or whole owners) this sprite may ever write to, with
-//! each one's default base branch. Half of write coverage; the other half is the writer App's
-//! installation, which the publisher checks at GitHub.
+//! Configured targets: the repositories (or whole owners) this sprite may ever write to. Half of
+//! write coverage; the other half is the writer App's installation, which the publisher checks
+//! at GitHub. The default branch is never configured here: it is GitHub's (see `decide.rs`).
 
 use super::repo::{RepoName, validate_owner};
 use serde::{Deserialize, Serialize};
@@ -13,7 +13,8 @@ pub struct TargetSpec {
     pub repo: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
-    /// The branch pull requests target by default; GitHub's own default branch wins once known.
+    /// Accepted so that existing configurations load, and ignored: the default branch is
+    /// GitHub's, learnt with coverage, for decisions and pull request bases alike.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_branch: Option<String>,
 }
@@ -29,7 +30,6 @@ enum Pattern {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pattern: Pattern,
-    pub default_branch: Option<String>,
 }
 
 /// The validated list of targets.
@@ -59,10 +59,7 @@ impl Targets {
                         );
                     }
                 };
-                Ok(Target {
-                    pattern,
-                    default_branch: spec.default_branch.clone(),
-                })
+                Ok(Target { pattern })
             })
             .collect::<Result<_, _>>()
             .map(Self)
@@ -108,13 +105,13 @@ mod tests {
         .unwrap();
         let legacy = RepoName::parse("ACME/Legacy").unwrap();
         assert_eq!(
-            targets.lookup(&legacy).unwrap().default_branch.as_deref(),
-            Some("master")
+            targets.lookup(&legacy).unwrap().pattern,
+            Pattern::Repo("acme/legacy".into())
         );
         let other = RepoName::parse("acme/x").unwrap();
         assert_eq!(
-            targets.lookup(&other).unwrap().default_branch.as_deref(),
-            Some("main")
+            targets.lookup(&other).unwrap().pattern,
+            Pattern::Owner("acme".into())
         );
         assert!(
             targets

@@ -54,11 +54,23 @@ fn world() -> World {
 }
 
 fn cover(store: &mut Store, repo: &str, writer: bool, reader: bool, expires_at: i64) {
+    cover_on(store, repo, writer, reader, expires_at, Some("main"));
+}
+
+/// Coverage of both Apps as a check at `NOW` recorded it, with GitHub's default branch.
+fn cover_on(
+    store: &mut Store,
+    repo: &str,
+    writer: bool,
+    reader: bool,
+    expires_at: i64,
+    default_branch: Option<&str>,
+) {
     for (app, installed) in [(App::Writer, writer), (App::Reader, reader)] {
         let fact = CoverageFact {
             installed,
             installation_id: installed.then_some(1),
-            default_branch: Some("main".into()),
+            default_branch: default_branch.map(Into::into),
             checked_at: NOW,
             expires_at,
         };
@@ -323,6 +335,124 @@ fn ref_rules_protect_default_branch_tags_and_other_namespaces() {
         &w.decide(&update("HEAD", false, false, false), NOW),
         "only-branches-and-tags",
     );
+}
+
+fn ref_update(ref_name: &str, force: bool, delete: bool) -> Ask {
+    Ask::Push {
+        repo: repo("demo/app"),
+        update: RefUpdate {
+            ref_name: ref_name.into(),
+            force,
+            delete,
+            ref_exists: true,
+            ..Default::default()
+        },
+        bundle_bytes: 10,
+    }
+}
+
+#[test]
+fn the_default_branch_is_githubs_not_the_configured_one() {
+    // The configuration says `main`; GitHub says `trunk`: `trunk` is protected, `main` is not.
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    cover_on(
+        &mut w.store,
+        "demo/app",
+        true,
+        true,
+        NOW + 600,
+        Some("trunk"),
+    );
+    let decision = w.decide(&ref_update("refs/heads/trunk", true, false), NOW);
+    assert_denied_by(&decision, "protect-default-branch");
+    assert_eq!(
+        decision.repository.unwrap().default_branch.as_deref(),
+        Some("trunk")
+    );
+    assert_denied_by(
+        &w.decide(&ref_update("refs/heads/trunk", false, true), NOW),
+        "protect-default-branch",
+    );
+    assert!(
+        w.decide(&ref_update("refs/heads/main", true, false), NOW)
+            .allowed
+    );
+    // A rename recorded by the next coverage check is followed at once.
+    cover_on(
+        &mut w.store,
+        "demo/app",
+        true,
+        true,
+        NOW + 600,
+        Some("main"),
+    );
+    assert_denied_by(
+        &w.decide(&ref_update("refs/heads/main", true, false), NOW),
+        "protect-default-branch",
+    );
+    assert!(
+        w.decide(&ref_update("refs/heads/trunk", true, false), NOW)
+            .allowed
+    );
+}
+
+#[test]
+fn an_unknown_default_branch_refuses_every_force_and_delete_but_not_fast_forwards() {
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    cover_on(&mut w.store, "demo/app", true, true, NOW + 60, None);
+    for (ref_name, force, delete) in [
+        ("refs/heads/feature", true, false),
+        ("refs/heads/feature", false, true),
+        ("refs/heads/main", true, false),
+        ("refs/heads/anything", false, true),
+    ] {
+        let decision = w.decide(&ref_update(ref_name, force, delete), NOW);
+        assert_denied_by(&decision, "protect-default-branch");
+        assert_eq!(decision.repository.as_ref().unwrap().default_branch, None);
+        let hint = hints::unblock_hint(&decision, Some("demo/app"), true);
+        assert!(
+            hint.contains("default branch") && hint.contains("not known"),
+            "{hint}"
+        );
+    }
+    assert!(
+        w.decide(&ref_update("refs/heads/feature", false, false), NOW)
+            .allowed
+    );
+    assert!(
+        w.decide(&ref_update("refs/heads/main", false, false), NOW)
+            .allowed
+    );
+}
+
+#[test]
+fn a_stale_coverage_check_knows_no_default_branch() {
+    let mut w = world();
+    w.grant("demo/app", terms(None));
+    cover_on(
+        &mut w.store,
+        "demo/app",
+        true,
+        true,
+        NOW + 600,
+        Some("main"),
+    );
+    let facts = |w: &mut World, now| {
+        let engine = &w.engine;
+        w.store
+            .read(|f| engine.repo_facts(f, &repo("demo/app"), now))
+            .unwrap()
+    };
+    assert_eq!(facts(&mut w, NOW).default_branch.as_deref(), Some("main"));
+    // Past the check's lifetime: neither GitHub's old answer nor the configuration stands in.
+    let stale = facts(&mut w, NOW + 600);
+    assert_eq!(stale.default_branch, None);
+    assert!(!stale.writer_installed);
+    // An empty branch name is no answer either.
+    cover_on(&mut w.store, "demo/app", true, true, NOW + 600, Some(""));
+    assert_eq!(facts(&mut w, NOW).default_branch, None);
 }
 
 #[test]
@@ -665,7 +795,7 @@ fn every_context_conforms_to_the_schema() {
     let w = world();
     let facts = RepoFacts {
         key: "demo/app".into(),
-        default_branch: "main".into(),
+        default_branch: Some("main".into()),
         configured_target: true,
         writer_installed: true,
         reader_installed: true,

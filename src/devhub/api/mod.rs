@@ -51,7 +51,10 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
             "/repos/{owner}/{repo}/installation",
             get(apps::repo_installation),
         )
-        .route("/repos/{owner}/{repo}", get(repos::get_repo))
+        .route(
+            "/repos/{owner}/{repo}",
+            get(repos::get_repo).patch(repos::update_repo),
+        )
         .route(
             "/repos/{owner}/{repo}/pulls",
             get(pulls::list).post(pulls::create),

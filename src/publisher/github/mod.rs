@@ -7,7 +7,8 @@
 //! hash. Octocrab is the HTTP transport; the retry policy ([`RetryPolicy`]) is ours, so that a
 //! permission 403 is never retried and rate limits wait exactly what GitHub asks.
 //!
-//! **API boundary:** [`GitHub::from_config`], [`GitHub::check_coverage`], [`GitHub::mint`],
+//! **API boundary:** [`GitHub::from_config`], [`GitHub::check_coverage`] (installations and the
+//! default branch), [`GitHub::mint`],
 //! [`GitHub::revoke`], and [`record`] (writing what was learnt into the engine's state).
 
 mod error;
@@ -23,7 +24,7 @@ pub use jwt::{AppKey, EXP_AHEAD_SECS, IAT_BACKDATE_SECS};
 pub use token::{Token, TokenUse};
 
 use crate::engine::RepoName;
-use crate::engine::store::{App, CoverageFact};
+use crate::engine::store::{App, CoverageFact, IssuedToken};
 use crate::publisher::config::GithubConfig;
 use ::http::Method;
 use http::Auth;
@@ -63,11 +64,15 @@ impl std::fmt::Debug for GitHub {
     }
 }
 
-/// Both Apps' coverage of one repository, as checked just now.
+/// Both Apps' coverage of one repository, as checked just now, with GitHub's default branch
+/// (on both facts; `None` when it could not be read, and then trusted only briefly).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Coverage {
     pub reader: CoverageFact,
     pub writer: CoverageFact,
+    /// The `metadata: read` token the check minted to read the repository (hash only), to
+    /// record with the coverage.
+    pub token: Option<IssuedToken>,
 }
 
 impl Coverage {
@@ -246,21 +251,31 @@ impl GitHub {
         }
     }
 
-    /// Checks both Apps on `repo`; `now` stamps the facts (positive for 10 minutes, negative
-    /// for 1). Any error fails the whole check: the caller records nothing and decides on
-    /// what it knew (stale coverage counts as not installed — fail closed).
+    /// Checks both Apps on `repo` and reads GitHub's default branch; `now` stamps the facts
+    /// (positive for 10 minutes, negative for 1). An error looking up an installation fails
+    /// the whole check: the caller records nothing and decides on what it knew (stale coverage
+    /// counts as not installed — fail closed). The default branch is read with a `metadata:
+    /// read` token of an installed App, revoked at once; when that fails the branch is
+    /// recorded as unknown for a minute (default-branch-sensitive updates are refused then).
     pub async fn check_coverage(&self, repo: &RepoName, now: i64) -> Result<Coverage, GithubError> {
         let (reader, writer) = tokio::try_join!(
             self.installation_id(App::Reader, repo),
             self.installation_id(App::Writer, repo)
         )?;
+        let via = reader
+            .map(|id| (App::Reader, id))
+            .or(writer.map(|id| (App::Writer, id)));
+        let (default_branch, token) = match via {
+            Some((app, id)) => self.read_default_branch(repo, app, id, now).await,
+            None => (None, None),
+        };
         let fact = |id: Option<i64>| CoverageFact {
             installed: id.is_some(),
             installation_id: id,
-            default_branch: None,
+            default_branch: default_branch.clone(),
             checked_at: now,
             expires_at: now
-                + if id.is_some() {
+                + if id.is_some() && default_branch.is_some() {
                     COVERAGE_POSITIVE_SECS
                 } else {
                     COVERAGE_NEGATIVE_SECS
@@ -269,7 +284,55 @@ impl GitHub {
         Ok(Coverage {
             reader: fact(reader),
             writer: fact(writer),
+            token,
         })
+    }
+
+    /// `GET /repos/{o}/{r}` with a `metadata: read` token of `app`'s installation, revoked
+    /// right after. Never fails: a problem is logged and the branch left unknown.
+    async fn read_default_branch(
+        &self,
+        repo: &RepoName,
+        app: App,
+        installation_id: i64,
+        now: i64,
+    ) -> (Option<String>, Option<IssuedToken>) {
+        let minted = match self
+            .mint(repo, TokenUse::Metadata { app }, Some(installation_id))
+            .await
+        {
+            Ok(minted) => minted,
+            Err(error) => {
+                tracing::warn!(repo = %repo, error = %error, "cannot mint a token to read the default branch; it stays unknown");
+                return (None, None);
+            }
+        };
+        let branch = self.default_branch(&minted.token, repo).await;
+        let revoked = self.revoke(&minted.token).await;
+        if let Err(error) = &revoked {
+            tracing::warn!(token_sha256 = %minted.token.sha256(), error = %error, "revoking the coverage check's metadata token failed; it lapses at its expiry");
+        }
+        let issued = IssuedToken {
+            token_sha256: minted.token.sha256(),
+            repo_key: repo.key(),
+            app: app.as_str().to_string(),
+            permissions: serde_json::to_string(&minted.permissions)
+                .expect("a string map always serialises"),
+            purpose: minted.token_use.purpose().to_string(),
+            grant_id: None,
+            audit_id: None,
+            issued_at: now,
+            expires_at: minted.expires_at,
+            revoked_at: revoked.is_ok().then_some(now),
+        };
+        match branch {
+            Ok(branch) if !branch.is_empty() => (Some(branch), Some(issued)),
+            Ok(_) => (None, Some(issued)),
+            Err(error) => {
+                tracing::warn!(repo = %repo, error = %error, "cannot read the default branch; force pushes and deletions are refused until it is known");
+                (None, Some(issued))
+            }
+        }
     }
 
     /// Mints a token for exactly `repo` with the least permissions for `token_use`, through

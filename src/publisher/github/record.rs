@@ -1,16 +1,22 @@
-//! Writing what the client learnt into the engine's state: coverage facts, and every minted
-//! token (SHA-256 only) with the decision that justified it; revocation at most once.
+//! Writing what the client learnt into the engine's state: coverage facts (with the default
+//! branch), and every minted token (SHA-256 only) with the decision that justified it;
+//! revocation at most once.
 
 use super::{Coverage, GitHub, GithubError, MintedToken, Revocation, Token};
 use crate::engine::RepoName;
 use crate::engine::store::{App, IssuedToken, Store, StoreError};
 
-/// Records both Apps' coverage of `repo`.
+/// Records both Apps' coverage of `repo` (with GitHub's default branch), and the token the
+/// check used to read it.
 pub fn coverage(store: &mut Store, repo: &RepoName, coverage: &Coverage) -> Result<(), StoreError> {
     let key = repo.key();
     store.write(|facts| {
         facts.record_coverage(&key, App::Reader, &coverage.reader)?;
-        facts.record_coverage(&key, App::Writer, &coverage.writer)
+        facts.record_coverage(&key, App::Writer, &coverage.writer)?;
+        if let Some(token) = &coverage.token {
+            facts.record_token(token)?;
+        }
+        Ok(())
     })
 }
 

@@ -43,6 +43,9 @@ pub enum TokenUse {
     Push { workflows: bool },
     /// Push a branch and open a pull request: `contents: write` + `pull_requests: write`.
     PullRequest,
+    /// Read the repository's own facts (its default branch) during a coverage check: whichever
+    /// App is installed, `metadata: read` only.
+    Metadata { app: App },
 }
 
 impl TokenUse {
@@ -50,6 +53,7 @@ impl TokenUse {
         match self {
             Self::Read => App::Reader,
             Self::Push { .. } | Self::PullRequest => App::Writer,
+            Self::Metadata { app } => app,
         }
     }
 
@@ -60,6 +64,7 @@ impl TokenUse {
             Self::Push { workflows: false } => &[("contents", "write")],
             Self::Push { workflows: true } => &[("contents", "write"), ("workflows", "write")],
             Self::PullRequest => &[("contents", "write"), ("pull_requests", "write")],
+            Self::Metadata { .. } => &[("metadata", "read")],
         };
         pairs
             .iter()
@@ -73,6 +78,7 @@ impl TokenUse {
             Self::Read => "read",
             Self::Push { .. } => "push",
             Self::PullRequest => "pull_request",
+            Self::Metadata { .. } => "metadata",
         }
     }
 }
@@ -99,6 +105,9 @@ mod tests {
         );
         assert_eq!(TokenUse::Read.app(), App::Reader);
         assert_eq!(TokenUse::PullRequest.app(), App::Writer);
+        let metadata = TokenUse::Metadata { app: App::Reader };
+        assert_eq!(perms(metadata), r#"{"metadata":"read"}"#);
+        assert_eq!(metadata.app(), App::Reader);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The repository's mirror as a request uses it: locked, fetched with the publisher's own read
-//! token (or reused when `list for-push` fetched it a moment ago), and a quarantine for the
-//! request's bundle beside it. Also the GitHub client's presence and one-shot revocation.
+//! token (or reused when `list for-push` fetched it a moment ago) — its refs are GitHub's refs,
+//! the ground of every fact about an update — and a quarantine for the request's bundle beside
+//! it. Also the GitHub client's presence and one-shot revocation.
 
 use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
@@ -17,8 +18,26 @@ pub(super) const MIRROR_REUSE: std::time::Duration = std::time::Duration::from_s
 /// A repository's mirror, locked and freshly fetched.
 pub(super) struct OpenMirror {
     pub path: PathBuf,
+    /// GitHub's refs as the fetch found them: the only ground for facts about an update.
     pub refs: HashMap<String, String>,
     pub url: String,
+}
+
+impl OpenMirror {
+    /// Every ref value GitHub has (what the walks exclude as already there).
+    pub fn tips(&self) -> Vec<&str> {
+        let mut tips: Vec<&str> = self.refs.values().map(String::as_str).collect();
+        tips.sort_unstable();
+        tips.dedup();
+        tips
+    }
+
+    /// The tip of `branch` at GitHub, if it exists.
+    pub fn branch_tip(&self, branch: &str) -> Option<&str> {
+        self.refs
+            .get(&format!("refs/heads/{branch}"))
+            .map(String::as_str)
+    }
 }
 
 impl Host {
@@ -115,18 +134,33 @@ impl Host {
         Ok(minted.token)
     }
 
-    /// Imports the bundle (or nothing) into a quarantine beside the mirror.
+    /// Imports the bundle (or nothing) into a quarantine beside the mirror. A bundle carrying
+    /// an object none of `tips` (the values the request names) reaches is refused.
     pub(super) fn quarantine(
         &self,
         mirror: &OpenMirror,
         bundle: Option<&Spooled>,
+        tips: &[&str],
     ) -> Result<Quarantine, Failure> {
         let has_refs = !mirror.refs.is_empty();
         let result = match bundle {
-            Some(b) => Quarantine::import(&mirror.path, has_refs, b.file.path(), &self.tmp_dir),
+            Some(b) => Quarantine::import(&mirror.path, has_refs, b.file.path(), &self.tmp_dir)
+                .and_then(|q| q.check_reach(tips).map(|()| q)),
             None => Quarantine::empty(&mirror.path, has_refs, &self.tmp_dir),
         };
         result.map_err(import_failure)
+    }
+
+    /// GitHub's default branch of `repo` as the last coverage check read it (the one fact
+    /// decisions use too), `None` when it is not known.
+    pub(super) fn default_branch(
+        &self,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<Option<String>, Failure> {
+        Ok(self
+            .with_store(|_, s| s.read(|f| self.engine.repo_facts(f, repo, now)))?
+            .default_branch)
     }
 
     /// Revokes a token the publisher used for one operation (at most once).
@@ -146,6 +180,7 @@ pub(super) fn import_failure(e: ImportError) -> Failure {
     let kind = match e {
         ImportError::ForeignOrigin(_)
         | ImportError::Unrelated(_)
+        | ImportError::Unreachable(_)
         | ImportError::BlobTooLarge { .. } => ErrorKind::Denied,
         ImportError::Objects(_) | ImportError::Git(_) => ErrorKind::Internal,
         _ => ErrorKind::Usage,

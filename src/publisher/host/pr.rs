@@ -2,14 +2,16 @@
 //! `zodex/<yyyymmdd>-<slug>-<6 random>` and a pull request is opened from it. The publication
 //! is recorded under an idempotency key before anything is pushed, so a retry — also after a
 //! crash between the push and the pull request — finds the same branch and never opens a
-//! second pull request. If the pull request cannot be opened, the branch is deleted again.
+//! second pull request. If the pull request cannot be opened, the branch is deleted again. The
+//! base defaults to GitHub's default branch as coverage recorded it — the same fact pushes are
+//! decided on — and a pull request's workflow changes are measured against that branch.
 
 use super::mirror::import_failure;
 use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::Publication;
 use crate::engine::{Ask, Principal, RepoName};
-use crate::publisher::github::{self, NewPull, TokenUse};
+use crate::publisher::github::{NewPull, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, git_push};
 use crate::publisher::wire::{ErrorKind, Published};
 use sha2::{Digest, Sha256};
@@ -79,7 +81,7 @@ impl Host {
         let lock = self.mirrors.lock(&repo);
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
         let mirror = self.open_mirror(github, &repo, std::time::Duration::ZERO)?;
-        let quarantine = self.quarantine(&mirror, Some(bundle))?;
+        let quarantine = self.quarantine(&mirror, Some(bundle), &[pr.head.as_str()])?;
         let carried = quarantine
             .header
             .as_ref()
@@ -90,13 +92,26 @@ impl Host {
                 pr.head
             )));
         }
-        let facts = quarantine.facts(&pr.head).map_err(import_failure)?;
         let now = self.now();
-
-        let base = match &pr.base {
-            Some(base) => base.clone(),
-            None => self.default_branch_of(github, &repo)?,
-        };
+        // GitHub's default branch, the fact decisions use: the base by default, and what the
+        // pull request's commits are measured against (workflow changes).
+        let default_branch = self.default_branch(&repo, now)?.ok_or_else(|| {
+            Failure::new(
+                ErrorKind::Conflict,
+                format!(
+                    "GitHub's default branch of {repo} is not known (the last coverage check could not read it); try again in a minute"
+                ),
+            )
+        })?;
+        let facts = quarantine
+            .facts(
+                &mirror.path,
+                &pr.head,
+                mirror.branch_tip(&default_branch),
+                &mirror.tips(),
+            )
+            .map_err(import_failure)?;
+        let base = pr.base.clone().unwrap_or(default_branch);
         if !mirror.refs.contains_key(&format!("refs/heads/{base}")) {
             return Err(Failure::usage(format!(
                 "the base branch {base} does not exist on {repo}; pass --base with an existing branch"
@@ -265,7 +280,7 @@ impl Host {
                 publication.state = "opened".into();
                 publication.pr_number = Some(published.number as i64);
                 publication.url = Some(published.url.clone());
-                if let Err(e) = quarantine.adopt(&mirror.path) {
+                if let Err(e) = quarantine.adopt(&mirror.path, &[pr.head.as_str()]) {
                     tracing::warn!(error = %e, "moving a published pack into the mirror failed");
                 }
             }
@@ -285,24 +300,6 @@ impl Host {
             })
         })?;
         result.map_err(|(failure, _)| failure)
-    }
-
-    /// The base when none was given: the configured target's, else GitHub's default branch.
-    fn default_branch_of(
-        &self,
-        github: &github::GitHub,
-        repo: &RepoName,
-    ) -> Result<String, Failure> {
-        if let Some(branch) = self
-            .engine
-            .targets()
-            .lookup(repo)
-            .and_then(|t| t.default_branch.clone())
-        {
-            return Ok(branch);
-        }
-        let token = self.mirror_read_token(github, repo)?;
-        block_on(github.default_branch(&token, repo)).map_err(Failure::from_github)
     }
 
     /// `zodex/<yyyymmdd>-<slug>-<6 random>`, the prefix from the configuration.

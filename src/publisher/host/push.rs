@@ -1,8 +1,9 @@
 //! Direct pushes, as the daemon handles them: the engine decides on the
 //! declared request before the body is read ([`Host::admit`]); then the bundle is imported into
 //! a quarantine beside the repository's mirror, every ref update is decided on the facts the
-//! publisher established itself (ref existence, fast-forward, workflow paths, size), and the
-//! allowed ones are pushed with a one-repository token revoked right after.
+//! publisher established itself against GitHub's refs (ref existence, fast-forward, the commits
+//! the update brings and their workflow paths, size), and the allowed ones are pushed with a
+//! one-repository token revoked right after.
 
 use super::mirror::{MIRROR_REUSE, OpenMirror};
 use super::{Failure, Host, parse_repo};
@@ -200,10 +201,16 @@ impl Host {
         // Usually fetched a moment ago by the same push's `list for-push`.
         let mirror = self.open_mirror(github, &repo, MIRROR_REUSE)?;
         clock.mark("fetch");
-        let quarantine = self.quarantine(&mirror, bundle)?;
+        let named: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
+        let quarantine = self.quarantine(&mirror, bundle, &named)?;
         clock.mark("import");
         let bytes = bundle.map_or(0, |b| i64::try_from(b.len).unwrap_or(i64::MAX));
         let now = self.now();
+        // A new ref's commits are those the default branch does not have (GitHub's, the same
+        // fact the decision uses; unknown: every commit counts).
+        let default_tip = self
+            .default_branch(&repo, now)?
+            .and_then(|b| mirror.branch_tip(&b).map(str::to_string));
 
         let mut results: Vec<RefResult> = Vec::new();
         let mut allowed: Vec<(PushUpdate, Option<String>, bool, i64)> = Vec::new();
@@ -214,12 +221,13 @@ impl Host {
                 continue;
             }
             let old = mirror.refs.get(&update.dst).cloned();
+            let base = old.as_deref().or(default_tip.as_deref());
             match self.decide_update(
                 &repo,
                 &mirror,
                 &quarantine,
                 &update,
-                old.clone(),
+                (old.clone(), base),
                 bytes,
                 bundle,
                 now,
@@ -293,10 +301,18 @@ impl Host {
                 .map(|(u, ..)| (u.dst.clone(), Err(message.clone())))
                 .collect(),
         };
-        let any_ok = outcomes.values().any(Result::is_ok);
-        if any_ok && let Err(e) = quarantine.adopt(&mirror.path) {
-            tracing::warn!(error = %e, "moving a pushed pack into the mirror failed; the next fetch brings it");
-        }
+        let pushed: Vec<&str> = allowed
+            .iter()
+            .filter(|(u, ..)| matches!(outcomes.get(&u.dst), Some(Ok(()))))
+            .filter_map(|(u, ..)| u.new.as_deref())
+            .collect();
+        // Only what the pushed tips reach enters the mirror; when the pack holds more (a ref of
+        // it was refused), the mirror fetches what GitHub now has instead.
+        let adopted = pushed.is_empty()
+            || quarantine.adopt(&mirror.path, &pushed).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "moving a pushed pack into the mirror failed; fetching instead");
+                false
+            });
         for (update, _old, _force, audit_id) in allowed {
             let outcome = outcomes
                 .get(&update.dst)
@@ -309,13 +325,16 @@ impl Host {
             self.with_store(|_, s| {
                 s.write(|f| f.set_audit_outcome(audit_id, &text, Some(&token_sha)))
             })?;
-            if outcome.is_ok() {
+            if outcome.is_ok() && adopted {
                 update_mirror_ref(&mirror.path, &update);
             }
             results.push(match outcome {
                 Ok(()) => RefResult::pushed(update.dst),
                 Err(why) => RefResult::failed(update.dst, why),
             });
+        }
+        if !adopted && let Err(e) = self.open_mirror(github, &repo, std::time::Duration::ZERO) {
+            tracing::warn!(error = %e.0.message, "fetching the mirror after a push failed; the next request fetches it");
         }
         clock.mark("record");
         tracing::info!(repo = %repo, bytes, stages = %clock, "push handled");
@@ -334,7 +353,7 @@ impl Host {
         mirror: &OpenMirror,
         quarantine: &Quarantine,
         update: &PushUpdate,
-        old: Option<String>,
+        (old, base): (Option<String>, Option<&str>),
         bytes: i64,
         bundle: Option<&Spooled>,
         now: i64,
@@ -355,12 +374,19 @@ impl Host {
         let mut facts = crate::publisher::publish::UpdateFacts::default();
         let mut force = false;
         if let Some(new) = &update.new {
-            if !quarantine.has(new) {
+            let github = mirror.tips();
+            let on_github_or_carried = quarantine.has(new)
+                && quarantine
+                    .reachable(&mirror.path, new, &github)
+                    .map_err(|e| fail(e.to_string()))?;
+            if !on_github_or_carried {
                 return Err(fail(format!(
-                    "{new} is neither in the bundle nor on GitHub; push again with git-remote-zodex"
+                    "{new} is neither in the bundle nor reachable from a ref on GitHub; push again with git-remote-zodex (it bundles what GitHub lacks)"
                 )));
             }
-            facts = quarantine.facts(new).map_err(|e| fail(e.to_string()))?;
+            facts = quarantine
+                .facts(&mirror.path, new, base, &github)
+                .map_err(|e| fail(e.to_string()))?;
             if let Some(old) = &old
                 && old != new
             {

@@ -2,23 +2,24 @@
 //!
 //! The pack is indexed and verified as a stream by gix-pack (object hashes, the pack's trailing
 //! checksum, thin-pack bases completed from the mirror), so a truncated or corrupted pack is
-//! refused — `git bundle verify` only looks at the header. Nothing reaches the mirror until the
-//! push succeeded ([`Quarantine::adopt`]); a refused bundle leaves nothing behind, not even a
-//! temporary pack.
+//! refused — `git bundle verify` only looks at the header. A pack holding objects no ref of the
+//! request reaches is refused ([`Quarantine::check_reach`]); nothing reaches the mirror until
+//! the push succeeded, and then only a pack every object of which the pushed tips reach
+//! ([`Quarantine::adopt`]); a refused bundle leaves nothing behind, not even a temporary pack.
+//! The facts of each update are computed against GitHub's refs in [`super::walk`].
 
 use super::bundle::{self, BundleError, BundleHeader};
 use super::git::{self, GitError};
+use super::walk::{Walk, unreached_in_pack};
 use gix::hash::ObjectId;
-use gix::objs::{Exists, Find, FindExt};
+use gix::objs::Exists;
 use gix::odb::Header as _;
-use std::collections::HashSet;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 /// GitHub refuses files over 100 MiB; refuse them here, before anything is pushed.
 pub const MAX_BLOB_BYTES: u64 = 100 * 1024 * 1024;
-const WORKFLOWS: &str = ".github/workflows";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -38,6 +39,10 @@ pub enum ImportError {
         "object {0} is neither in the bundle nor in the target repository; the bundle is incomplete"
     )]
     Missing(String),
+    #[error(
+        "the bundle carries object {0}, which no ref of this request reaches; nothing was stored; bundle only what the refs you push need (git-remote-zodex and zodex-agent do)"
+    )]
+    Unreachable(String),
     #[error("{what} {oid} is a {kind}; branches and tags must point at commits or annotated tags")]
     NotACommit {
         what: &'static str,
@@ -228,85 +233,97 @@ impl Quarantine {
         parse_oid(oid).is_ok_and(|id| self.odb.exists(&id))
     }
 
-    /// Walks the commits `tip` adds to the target: every path ends at a commit the target has
-    /// (the checkout's origin is proven), and each commit is compared with its parents for
-    /// changes under `.github/workflows/`.
-    pub fn facts(&self, tip: &str) -> Result<UpdateFacts, ImportError> {
+    /// A walker over the mirror at `mirror` with this quarantine's objects visible.
+    fn walk<'a>(&'a self, mirror: &'a Path, objects: &'a Path) -> Walk<'a> {
+        Walk {
+            mirror,
+            quarantine_objects: objects,
+            odb: &self.odb,
+        }
+    }
+
+    /// The facts of updating a ref to `new`, against GitHub's refs (`github`: every ref value
+    /// of the mirror just fetched). `base` is what the ref holds at GitHub, or for a new ref
+    /// the default branch's tip (`None`: nothing to compare with, every commit counts).
+    ///
+    /// Origin: the commits no GitHub ref reaches must descend from one it does (a new root is
+    /// refused when the repository has history). Workflows: any commit the update brings to
+    /// the ref (reachable from `new`, not from `base`) that changes `.github/workflows/`,
+    /// whether or not GitHub already has it.
+    pub fn facts(
+        &self,
+        mirror: &Path,
+        new: &str,
+        base: Option<&str>,
+        github: &[&str],
+    ) -> Result<UpdateFacts, ImportError> {
+        let objects = self.objects_dir();
+        let walk = self.walk(mirror, &objects);
+        walk.peel_to_commit(&parse_oid(new)?, "the new tip")?;
         let mut facts = UpdateFacts::default();
-        let mut stack = vec![parse_oid(tip)?];
-        let mut seen = HashSet::new();
-        let mut buf = Vec::new();
-        let mut first = true;
-        while let Some(id) = stack.pop() {
-            let is_tip = std::mem::replace(&mut first, false);
-            if !seen.insert(id) || self.mirror_odb.exists(&id) {
-                continue;
+        for commit in walk.commits(&[new], github, None)? {
+            if commit.parents.is_empty() && self.mirror_has_refs {
+                return Err(ImportError::Unrelated(commit.id.to_string()));
             }
-            let data = self
-                .odb
-                .try_find(&id, &mut buf)
-                .map_err(objects_err)?
-                .ok_or_else(|| ImportError::Missing(id.to_string()))?;
-            match data.kind {
-                gix::objs::Kind::Tag => {
-                    let target = data
-                        .try_into_tag_iter()
-                        .expect("kind checked")
-                        .target_id()
-                        .map_err(objects_err)?;
-                    stack.push(target);
-                }
-                gix::objs::Kind::Commit => {
-                    let mut commit = data.try_into_commit_iter().expect("kind checked");
-                    let tree = commit.tree_id().map_err(objects_err)?;
-                    let parents: Vec<ObjectId> = commit.parent_ids().collect();
-                    facts.new_commits += 1;
-                    let here = self.workflows_in(&tree)?;
-                    if parents.is_empty() {
-                        if self.mirror_has_refs {
-                            return Err(ImportError::Unrelated(id.to_string()));
-                        }
-                        facts.touches_workflows |= here.is_some();
-                    }
-                    for parent in parents {
-                        let parent_tree = self.tree_of(&parent)?;
-                        facts.touches_workflows |= self.workflows_in(&parent_tree)? != here;
-                        stack.push(parent);
-                    }
-                }
-                kind => {
-                    return Err(ImportError::NotACommit {
-                        what: if is_tip { "the new tip" } else { "tag target" },
-                        oid: id.to_string(),
-                        kind: kind.to_string(),
-                    });
-                }
+            facts.new_commits += 1;
+        }
+        let hidden: Vec<&str> = base.into_iter().collect();
+        for commit in walk.commits(&[new], &hidden, None)? {
+            if walk.changes_workflows(&commit)? {
+                facts.touches_workflows = true;
+                break;
             }
         }
         Ok(facts)
     }
 
-    fn tree_of(&self, commit: &ObjectId) -> Result<ObjectId, ImportError> {
-        let mut buf = Vec::new();
-        self.odb
-            .find_commit_iter(commit, &mut buf)
-            .map_err(|_| ImportError::Missing(commit.to_string()))?
-            .tree_id()
-            .map_err(objects_err)
+    /// Whether `oid` is an object of this quarantine's own pack (not merely the mirror's).
+    pub fn carries(&self, oid: &str) -> bool {
+        let Some((_, index)) = &self.pack else {
+            return false;
+        };
+        let Ok(id) = parse_oid(oid) else {
+            return false;
+        };
+        gix_pack::index::File::at(index, gix::hash::Kind::Sha1)
+            .is_ok_and(|index| index.lookup(id).is_some())
     }
 
-    /// The id of the `.github/workflows` tree in `tree`, if there is one.
-    fn workflows_in(&self, tree: &ObjectId) -> Result<Option<ObjectId>, ImportError> {
-        let mut buf = Vec::new();
-        let mut scratch = Vec::new();
-        let root = self
-            .odb
-            .find_tree_iter(tree, &mut buf)
-            .map_err(|_| ImportError::Missing(tree.to_string()))?;
-        let entry = root
-            .lookup_entry_by_path(&self.odb, &mut scratch, WORKFLOWS)
-            .map_err(objects_err)?;
-        Ok(entry.map(|e| e.oid))
+    /// Whether `new` may be pushed without the bundle bringing it: reachable from GitHub's
+    /// refs, or from a tip this bundle itself carries. Presence in the mirror's object store
+    /// proves nothing (it may hold what GitHub no longer has).
+    pub fn reachable(
+        &self,
+        mirror: &Path,
+        new: &str,
+        github: &[&str],
+    ) -> Result<bool, ImportError> {
+        let carried: Vec<&str> = self
+            .header
+            .iter()
+            .flat_map(|h| h.refs.iter())
+            .map(|(oid, _)| oid.as_str())
+            .filter(|oid| self.carries(oid))
+            .collect();
+        let from: Vec<&str> = github.iter().copied().chain(carried).collect();
+        let objects = self.objects_dir();
+        self.walk(mirror, &objects).reachable(new, &from)
+    }
+
+    /// Refuses a pack holding an object none of `tips` reaches (objects the mirror already
+    /// stores, such as a thin pack's completed bases, excepted).
+    pub fn check_reach(&self, tips: &[&str]) -> Result<(), ImportError> {
+        let Some((_, index)) = &self.pack else {
+            return Ok(());
+        };
+        let tips = tips
+            .iter()
+            .map(|t| parse_oid(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        match unreached_in_pack(index, &self.odb, &self.mirror_odb, &tips)? {
+            Some(stray) => Err(ImportError::Unreachable(stray.to_string())),
+            None => Ok(()),
+        }
     }
 
     /// `git merge-base --is-ancestor old new`, with the quarantine's objects visible.
@@ -329,15 +346,24 @@ impl Quarantine {
         }
     }
 
-    /// After a successful push: moves the verified pack into the mirror.
-    pub fn adopt(self, mirror: &Path) -> std::io::Result<()> {
-        if let Some((data, index)) = &self.pack {
-            let dest = mirror.join("objects/pack");
-            for path in [data, index] {
-                let name = path.file_name().expect("pack files have names");
-                std::fs::rename(path, dest.join(name))?;
-            }
+    /// After a push: moves the verified pack into the mirror when every object in it is
+    /// reachable from `pushed` (the tips GitHub accepted); otherwise drops it — a fetch brings
+    /// what GitHub has. Returns whether the mirror now holds the pushed objects (also when
+    /// there was no pack: they were there already).
+    pub fn adopt(self, mirror: &Path, pushed: &[&str]) -> std::io::Result<bool> {
+        let Some((data, index)) = &self.pack else {
+            return Ok(true);
+        };
+        if let Err(e) = self.check_reach(pushed) {
+            tracing::info!(reason = %e, "the pushed pack is not adopted into the mirror");
+            return Ok(false);
         }
-        Ok(())
+        let dest = mirror.join("objects/pack");
+        // The index last: a pack is only seen once its index is there.
+        for path in [data, index] {
+            let name = path.file_name().expect("pack files have names");
+            std::fs::rename(path, dest.join(name))?;
+        }
+        Ok(true)
     }
 }

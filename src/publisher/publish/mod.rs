@@ -7,6 +7,7 @@ pub mod git;
 pub mod import;
 pub mod mirror;
 pub mod upload;
+pub mod walk;
 
 pub use import::{ImportError, Quarantine, UpdateFacts};
 pub use mirror::{MirrorRef, Mirrors};

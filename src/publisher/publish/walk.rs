@@ -1,0 +1,254 @@
+//! Facts about a ref update, established against GitHub's refs — the mirror's refs right after a
+//! fetch — and never against whatever objects the mirror happens to store:
+//!
+//! - the commits an update brings to its ref: reachable from the new value and not from the old
+//!   one (for a new ref: not from the default branch), whether or not GitHub already has them;
+//!   any of them changing `.github/workflows/` makes the update a workflow change;
+//! - origin: the commits GitHub has under no ref must all descend from a commit one of its refs
+//!   reaches (a new root in a repository with history is refused);
+//! - whether a value is reachable from GitHub's refs (or from the tips the bundle carries);
+//! - whether every object of a pack is reachable from given tips, so that nothing a request
+//!   does not name is ever pushed or adopted into the mirror.
+//!
+//! The commit walks are `git rev-list` with the exclusion tips on stdin (`^<oid>`): their cost
+//! follows the change, not the repository's size. The pack walk visits only the pack's own
+//! objects, marking them in a bitmap (one bit per object).
+
+use super::git::{self, GitError};
+use super::import::ImportError;
+use gix::hash::ObjectId;
+use gix::objs::{Exists, Find};
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+
+const WORKFLOWS: &str = ".github/workflows";
+
+/// One commit of a walk, with its parents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    pub id: ObjectId,
+    pub parents: Vec<ObjectId>,
+}
+
+/// Where a walk runs: the mirror, with a quarantine's objects visible.
+pub struct Walk<'a> {
+    pub mirror: &'a Path,
+    pub quarantine_objects: &'a Path,
+    /// The quarantine's objects with the mirror as alternate.
+    pub odb: &'a gix::odb::Handle,
+}
+
+fn git_error(what: &str, message: impl std::fmt::Display) -> ImportError {
+    ImportError::Git(GitError {
+        what: what.to_string(),
+        message: message.to_string(),
+    })
+}
+
+impl Walk<'_> {
+    /// The commits reachable from `tips` and from none of `hidden` (hex ids), newest first, at
+    /// most `limit` of them.
+    pub fn commits(
+        &self,
+        tips: &[&str],
+        hidden: &[&str],
+        limit: Option<usize>,
+    ) -> Result<Vec<Commit>, ImportError> {
+        let mut cmd = git::command(self.mirror);
+        cmd.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", self.quarantine_objects)
+            .args(["rev-list", "--parents", "--stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(limit) = limit {
+            cmd.arg(format!("--max-count={limit}"));
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| git_error("rev-list", format!("cannot run git: {e}; install git")))?;
+        let mut input = Vec::new();
+        for tip in tips {
+            writeln!(input, "{tip}").expect("writing to memory");
+        }
+        for hide in hidden {
+            writeln!(input, "^{hide}").expect("writing to memory");
+        }
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        // A writer thread: git may fill its stdout before it has read all of stdin.
+        let feeder = std::thread::spawn(move || stdin.write_all(&input));
+        let output = child
+            .wait_with_output()
+            .map_err(|e| git_error("rev-list", e))?;
+        let fed = feeder.join().unwrap_or(Ok(()));
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(match stderr.lines().find(|l| l.contains("bad object")) {
+                Some(line) => ImportError::Missing(line.trim().to_string()),
+                None => git_error("rev-list", git::scrub(&stderr, None)),
+            });
+        }
+        fed.map_err(|e| git_error("rev-list", e))?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        text.lines()
+            .map(|line| {
+                let mut ids = line.split(' ').map(|hex| {
+                    ObjectId::from_hex(hex.as_bytes())
+                        .map_err(|_| git_error("rev-list", format!("unexpected output {line:?}")))
+                });
+                let id = ids
+                    .next()
+                    .ok_or_else(|| git_error("rev-list", "an empty line"))??;
+                Ok(Commit {
+                    id,
+                    parents: ids.collect::<Result<_, _>>()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether `oid` is reachable from one of `from` (itself included).
+    pub fn reachable(&self, oid: &str, from: &[&str]) -> Result<bool, ImportError> {
+        if from.contains(&oid) {
+            return Ok(true);
+        }
+        Ok(self.commits(&[oid], from, Some(1))?.is_empty())
+    }
+
+    /// Checks that `tip` ends at a commit (through annotated tags), every object on the way
+    /// present; `what` names it in the error.
+    pub fn peel_to_commit(&self, tip: &ObjectId, what: &'static str) -> Result<(), ImportError> {
+        let mut buf = Vec::new();
+        let mut id = *tip;
+        for _ in 0..64 {
+            let data = self
+                .odb
+                .try_find(&id, &mut buf)
+                .map_err(|e| ImportError::Objects(e.to_string()))?
+                .ok_or_else(|| ImportError::Missing(id.to_string()))?;
+            match data.kind {
+                gix::objs::Kind::Commit => return Ok(()),
+                gix::objs::Kind::Tag => {
+                    id = data
+                        .try_into_tag_iter()
+                        .expect("kind checked")
+                        .target_id()
+                        .map_err(|e| ImportError::Objects(e.to_string()))?;
+                }
+                kind => {
+                    return Err(ImportError::NotACommit {
+                        what: if id == *tip { what } else { "tag target" },
+                        oid: id.to_string(),
+                        kind: kind.to_string(),
+                    });
+                }
+            }
+        }
+        Err(ImportError::Objects(format!(
+            "{tip} is a chain of more than 64 tags"
+        )))
+    }
+
+    /// Whether `commit` (compared with each of its parents; a root: whether it has any)
+    /// changes something under `.github/workflows/`.
+    pub fn changes_workflows(&self, commit: &Commit) -> Result<bool, ImportError> {
+        let here = self.workflows_of(&commit.id)?;
+        if commit.parents.is_empty() {
+            return Ok(here.is_some());
+        }
+        for parent in &commit.parents {
+            if self.workflows_of(parent)? != here {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The id of `commit`'s `.github/workflows` tree, if it has one.
+    fn workflows_of(&self, commit: &ObjectId) -> Result<Option<ObjectId>, ImportError> {
+        use gix::objs::FindExt;
+        let mut buf = Vec::new();
+        let tree = self
+            .odb
+            .find_commit_iter(commit, &mut buf)
+            .map_err(|_| ImportError::Missing(commit.to_string()))?
+            .tree_id()
+            .map_err(|e| ImportError::Objects(e.to_string()))?;
+        let mut scratch = Vec::new();
+        let root = self
+            .odb
+            .find_tree_iter(&tree, &mut buf)
+            .map_err(|_| ImportError::Missing(tree.to_string()))?;
+        let entry = root
+            .lookup_entry_by_path(self.odb, &mut scratch, WORKFLOWS)
+            .map_err(|e| ImportError::Objects(e.to_string()))?;
+        Ok(entry.map(|e| e.oid))
+    }
+}
+
+/// The first object of the pack at `index` that is neither reachable from `tips` through the
+/// pack's own objects nor already stored in the mirror (a thin pack's completed bases are),
+/// or `None` when there is none. `odb` must see the pack.
+pub fn unreached_in_pack(
+    index: &Path,
+    odb: &gix::odb::Handle,
+    mirror_odb: &gix::odb::Handle,
+    tips: &[ObjectId],
+) -> Result<Option<ObjectId>, ImportError> {
+    let objects = |e: &dyn std::fmt::Display| ImportError::Objects(e.to_string());
+    let index = gix_pack::index::File::at(index, gix::hash::Kind::Sha1).map_err(|e| objects(&e))?;
+    let count = index.num_objects() as usize;
+    let mut reached = vec![0u64; count.div_ceil(64)];
+    let mut stack: Vec<ObjectId> = tips.to_vec();
+    let mut buf = Vec::new();
+    while let Some(id) = stack.pop() {
+        let Some(at) = index.lookup(id) else {
+            // Not this pack's: GitHub's or the mirror's, not carried by this request.
+            continue;
+        };
+        let (word, bit) = (at as usize / 64, 1u64 << (at % 64));
+        if reached[word] & bit != 0 {
+            continue;
+        }
+        reached[word] |= bit;
+        let data = odb
+            .try_find(&id, &mut buf)
+            .map_err(|e| objects(&e))?
+            .ok_or_else(|| ImportError::Missing(id.to_string()))?;
+        match data.kind {
+            gix::objs::Kind::Commit => {
+                let commit = data.try_into_commit_iter().expect("kind checked");
+                let mut commit = commit;
+                stack.push(commit.tree_id().map_err(|e| objects(&e))?);
+                stack.extend(commit.parent_ids());
+            }
+            gix::objs::Kind::Tree => {
+                for entry in data.try_into_tree_iter().expect("kind checked") {
+                    let entry = entry.map_err(|e| objects(&e))?;
+                    // A submodule's commit lives in another repository.
+                    if !entry.mode.is_commit() {
+                        stack.push(entry.oid.to_owned());
+                    }
+                }
+            }
+            gix::objs::Kind::Tag => {
+                let target = data
+                    .try_into_tag_iter()
+                    .expect("kind checked")
+                    .target_id()
+                    .map_err(|e| objects(&e))?;
+                stack.push(target);
+            }
+            gix::objs::Kind::Blob => {}
+        }
+    }
+    for at in 0..count {
+        if reached[at / 64] & (1u64 << (at % 64)) == 0 {
+            let id = index.oid_at_index(at as u32).to_owned();
+            if !mirror_odb.exists(&id) {
+                return Ok(Some(id));
+            }
+        }
+    }
+    Ok(None)
+}
