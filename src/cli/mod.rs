@@ -44,16 +44,14 @@ pub fn exit_code(response: &Response) -> i32 {
 }
 
 /// Prints a response: as JSON with `--json`, else `render` for success and a readable error.
+/// Either way nothing in it reaches the terminal raw (see [`render::safe`]).
 pub fn print_response(
     response: &Response,
     json: bool,
     render: impl FnOnce(&serde_json::Value) -> String,
 ) -> i32 {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(response).unwrap_or_default()
-        );
+        println!("{}", render::json_pretty(response));
     } else if let (true, Some(result)) = (response.ok, &response.result) {
         let text = render(result);
         if !text.is_empty() {
@@ -69,12 +67,10 @@ pub fn print_response(
 pub fn print_failure(error: &dyn std::fmt::Display, json: bool) -> i32 {
     if json {
         let response = Response::error(ErrorKind::Internal, error.to_string());
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&response).unwrap_or_default()
-        );
+        println!("{}", render::json_pretty(&response));
     } else {
-        eprintln!("error: {error}");
+        // Transport errors relay what the sprite printed: never raw to the terminal.
+        eprintln!("error: {}", render::safe(&error.to_string()));
     }
     EXIT_FAILURE
 }

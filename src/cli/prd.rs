@@ -1,8 +1,9 @@
 //! `zodex-prd`: the publisher daemon's command line.
 
-use super::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use super::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE, render};
 use crate::engine::policy::Policies;
 use crate::publisher::config::Config;
+use crate::publisher::sockets::{Impersonation, check_server};
 use crate::publisher::wire::{ErrorKind, MAX_REQUEST_BYTES, Response, read_response};
 use clap::{Parser, Subcommand};
 use std::io::{Read, Write};
@@ -118,6 +119,8 @@ fn admin(config: Option<PathBuf>) -> i32 {
     }
     let answer = (|| -> std::io::Result<Response> {
         let mut stream = std::os::unix::net::UnixStream::connect(&config.admin_socket)?;
+        // Who serves this path? Decided before one byte of the request leaves.
+        check_server(&stream, &config.admin_socket, config.publisher_uid)?;
         let sent = stream
             .write_all(line.as_bytes())
             .and_then(|()| stream.write_all(b"\n"));
@@ -129,29 +132,47 @@ fn admin(config: Option<PathBuf>) -> i32 {
     })();
     match answer {
         Ok(response) => {
-            print!("{}", response.to_line());
+            print!("{}", answer_line(&response));
             EXIT_OK
         }
         Err(e) => {
-            let response = Response::error(
-                ErrorKind::Internal,
-                format!(
-                    "cannot reach zodex-prd at {}: {e}; is it running?",
-                    config.admin_socket.display()
+            let impersonation = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<Impersonation>());
+            let response = match impersonation {
+                Some(impersonation) => {
+                    Response::error(ErrorKind::Forbidden, impersonation.to_string())
+                }
+                None => Response::error(
+                    ErrorKind::Internal,
+                    format!(
+                        "cannot reach zodex-prd at {}: {e}; is it running?",
+                        config.admin_socket.display()
+                    ),
                 ),
-            );
-            print!("{}", response.to_line());
+            };
+            print!("{}", answer_line(&response));
             eprintln!(
                 "error: {}",
-                response
-                    .error
-                    .as_ref()
-                    .map(|e| e.message.as_str())
-                    .unwrap_or("")
+                render::safe(
+                    response
+                        .error
+                        .as_ref()
+                        .map(|e| e.message.as_str())
+                        .unwrap_or("")
+                )
             );
             EXIT_FAILURE
         }
     }
+}
+
+/// One JSON line for stdout: the answer as the daemon gave it, with nothing in it a terminal
+/// would act on (the operator may run `zodex-prd admin` by hand).
+fn answer_line(response: &Response) -> String {
+    let mut line = render::safe_json(serde_json::to_string(response).unwrap_or_default());
+    line.push('\n');
+    line
 }
 
 fn check(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {

@@ -168,8 +168,11 @@ enum GithubCommand {
     Default,
     /// Active grants and YOLO scopes with time left, and pending requests.
     Status,
-    /// Pending push requests from the agent.
-    Requests,
+    /// Pending push requests from the agent (every page, oldest first).
+    Requests {
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Approve a pending request.
     Approve {
         id: i64,
@@ -178,15 +181,30 @@ enum GithubCommand {
     },
     /// Refuse a pending request.
     Deny { id: i64 },
-    /// The audit log.
+    /// The audit log (the newest 1,000 rows unless --limit says otherwise).
     Audit {
         /// Only rows newer than this (e.g. 1h, 1d).
         #[arg(long, value_parser = ttl_arg)]
         since: Option<Duration>,
         #[arg(long, value_parser = repo_arg)]
         repo: Option<RepoName>,
+        #[command(flatten)]
+        page: PageArgs,
     },
 }
+
+#[derive(Args, Clone, Copy)]
+struct PageArgs {
+    /// Show at most this many rows (the newest).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    limit: Option<u32>,
+    /// Show only rows older than this id (printed under a partial listing).
+    #[arg(long)]
+    before: Option<i64>,
+}
+
+/// Rows `zodex sprite github audit` shows when no --limit is given.
+const AUDIT_DEFAULT_ROWS: usize = 1000;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum ExplainAction {
@@ -371,6 +389,58 @@ fn send(
     }
 }
 
+/// Largest page asked of the publisher (its own maximum).
+const PAGE_ROWS: usize = crate::engine::authority::MAX_PAGE_ROWS as usize;
+
+/// A paged list: follows the publisher's pages (newest first) until `--limit` rows, `default`
+/// rows, or the end, and prints them oldest first, with how to see older rows if any remain.
+fn list(
+    target: &Target,
+    registry: &Registry,
+    page: PageArgs,
+    default: Option<usize>,
+    request: impl Fn(Option<u32>, Option<i64>) -> AdminRequest,
+    render: impl Fn(&serde_json::Value) -> String,
+) -> i32 {
+    let sprite = match registry.choose(target.sprite.as_deref()) {
+        Ok(sprite) => sprite,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let want = page.limit.map(|n| n as usize).or(default);
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    let mut before = page.before;
+    let next = loop {
+        let ask = want.map(|w| (w - rows.len()).min(PAGE_ROWS) as u32);
+        let response = match transport::call(&sprite, &request(ask, before)) {
+            Ok(response) => response,
+            Err(e) => return print_failure(&e, target.json),
+        };
+        if !response.ok {
+            return print_response(&response, target.json, &render);
+        }
+        if let Some(serde_json::Value::Array(items)) = response.result {
+            rows.extend(items);
+        }
+        match response.next_before {
+            // A cursor that does not move would loop for ever: stop there.
+            Some(cursor) if before.is_none_or(|b| cursor < b) => {
+                before = Some(cursor);
+                if want.is_some_and(|w| rows.len() >= w) {
+                    break Some(cursor);
+                }
+            }
+            Some(cursor) => break Some(cursor),
+            None => break None,
+        }
+    };
+    rows.sort_by_key(|r| r.get("id").and_then(serde_json::Value::as_i64));
+    let merged = crate::publisher::wire::Response::page(rows, next);
+    print_response(&merged, target.json, |v| match next {
+        Some(cursor) => format!("{}\n{}", render(v).trim_end(), render::more_rows(cursor)),
+        None => render(v),
+    })
+}
+
 fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
     const PUSH_DEFAULT: Duration = Duration::from_secs(30 * 60);
     const YOLO_DEFAULT: Duration = Duration::from_secs(2 * 3600);
@@ -416,9 +486,14 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
         }
         GithubCommand::Default => send(target, registry, &AdminRequest::Default, render::cleared),
         GithubCommand::Status => send(target, registry, &AdminRequest::Status, render::status),
-        GithubCommand::Requests => send(target, registry, &AdminRequest::Requests, |list| {
-            render::grants(list, "Request", "No pending requests.")
-        }),
+        GithubCommand::Requests { page } => list(
+            target,
+            registry,
+            page,
+            None,
+            |limit, before| AdminRequest::Requests { limit, before },
+            |rows| render::grants(rows, "Request", "No pending requests."),
+        ),
         GithubCommand::Approve { id, ttl } => {
             let request = AdminRequest::Approve {
                 id,
@@ -426,19 +501,25 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             };
             send(target, registry, &request, |g| render::grant(g, "Approved"))
         }
-        GithubCommand::Deny { id } => send(target, registry, &AdminRequest::Deny { id }, |g| {
-            format!(
-                "Denied request #{} for {}.",
-                id,
-                g.get("repo").and_then(|r| r.as_str()).unwrap_or("")
+        GithubCommand::Deny { id } => {
+            send(target, registry, &AdminRequest::Deny { id }, render::denied)
+        }
+        GithubCommand::Audit { since, repo, page } => {
+            let since_seconds = since.map(|d| d.as_secs() as i64);
+            let repo = repo.map(|r| r.to_string());
+            list(
+                target,
+                registry,
+                page,
+                Some(AUDIT_DEFAULT_ROWS),
+                |limit, before| AdminRequest::Audit {
+                    since_seconds,
+                    repo: repo.clone(),
+                    limit,
+                    before,
+                },
+                render::audit,
             )
-        }),
-        GithubCommand::Audit { since, repo } => {
-            let request = AdminRequest::Audit {
-                since_seconds: since.map(|d| d.as_secs() as i64),
-                repo: repo.map(|r| r.to_string()),
-            };
-            send(target, registry, &request, render::audit)
         }
     }
 }

@@ -1,14 +1,25 @@
 //! Every command that changes or shows write authority, as one transaction each: decide with
 //! Cedar, write the audit row, then change the state — or, when denied, only the audit row.
+//!
+//! What the agent can make the publisher store is bounded here: a request's reason is at most
+//! [`MAX_REASON_CHARS`], the agent has at most a configured number of pending requests (a new
+//! request for the same repository replaces its pending one), and every list an operator
+//! reads comes in pages that stay far below the admin socket's reply cap.
 
 use super::decide::{Action, Ask, Decision, Engine, GrantTerms, Principal};
 use super::hints::unblock_hint;
 use super::repo::RepoName;
 use super::store::{
-    AuditEvent, AuditFilter, AuditRow, Facts, Grant, GrantState, GrantVia, NewGrant, NewYolo,
-    Store, StoreError, YoloScope,
+    AuditEvent, Facts, Grant, GrantState, NewGrant, NewYolo, Store, StoreError, YoloScope,
 };
 use serde::Serialize;
+
+mod views;
+
+pub use views::{
+    DEFAULT_PAGE_ROWS, MAX_PAGE_ROWS, PAGE_BYTES, Page, PageRequest, STATUS_LIST_BYTES,
+    STATUS_LIST_ROWS, Status,
+};
 
 /// Why a request was refused, in the words the CLI prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,10 +67,20 @@ impl Denial {
 pub enum AuthorityError {
     #[error("{}; {}", .0.message, .0.unblock)]
     Denied(Denial),
+    /// The request itself is malformed (e.g. a reason over the limit): fix it and retry.
+    #[error("{0}")]
+    Invalid(String),
+    /// A bound on what the agent may keep stored was reached; the message says who clears it.
+    #[error("{0}")]
+    Limit(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
+/// Longest reason (characters) the agent may give for a request.
+pub const MAX_REASON_CHARS: usize = 1000;
+/// Pending agent requests kept at most, unless the configuration says otherwise.
+pub const DEFAULT_MAX_PENDING_REQUESTS: u32 = 20;
 pub type Outcome<T> = Result<T, AuthorityError>;
 
 /// A grant as shown to people: its state at `now` (an expired grant never shows as active).
@@ -80,16 +101,6 @@ pub struct YoloView {
     pub scope: YoloScope,
     pub shown_state: String,
     pub seconds_left: Option<i64>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Status {
-    pub now: i64,
-    pub grants: Vec<GrantView>,
-    pub pending: Vec<GrantView>,
-    pub yolo: Vec<YoloView>,
-    /// Grants and scopes that ended in the last 24 hours, shown as ended.
-    pub recently_ended: Vec<GrantView>,
 }
 
 pub const TOKEN_PATH_WARNING: &str = "via token: the credential helper may hand git a one-repo write token; GitHub cannot limit a token to branches, so the per-ref rules (default branch, tags, workflows) do not hold on that path";
@@ -190,7 +201,7 @@ impl Authority<'_> {
     }
 
     /// The agent asks for push access: pending, unless a policy permits the agent to grant
-    /// itself (none does by default).
+    /// itself (none does by default). At most [`DEFAULT_MAX_PENDING_REQUESTS`] stay pending.
     pub fn request_push(
         &self,
         store: &mut Store,
@@ -199,6 +210,35 @@ impl Authority<'_> {
         reason: Option<String>,
         now: i64,
     ) -> Outcome<Grant> {
+        self.request_push_capped(
+            store,
+            repo,
+            terms,
+            reason,
+            DEFAULT_MAX_PENDING_REQUESTS,
+            now,
+        )
+    }
+
+    /// [`Self::request_push`] with the sprite's own cap on pending requests. A request for a
+    /// repository the agent already has a pending request for replaces that one (audited);
+    /// at the cap, a request for another repository is refused and audited as refused.
+    pub fn request_push_capped(
+        &self,
+        store: &mut Store,
+        repo: &RepoName,
+        terms: GrantTerms,
+        reason: Option<String>,
+        max_pending: u32,
+        now: i64,
+    ) -> Outcome<Grant> {
+        if let Some(chars) = reason.as_deref().map(|r| r.chars().count())
+            && chars > MAX_REASON_CHARS
+        {
+            return Err(AuthorityError::Invalid(format!(
+                "the reason is {chars} characters long; at most {MAX_REASON_CHARS} are accepted: shorten --reason"
+            )));
+        }
         let principal = Principal::Agent;
         let ask = Ask::RequestPush {
             repo: repo.clone(),
@@ -208,7 +248,41 @@ impl Authority<'_> {
             repo: repo.clone(),
             grant: terms.clone(),
         };
-        self.decide_then(store, &principal, &ask, now, |facts, _, event| {
+        store.write(|facts| {
+            let decision = self.engine.decide(facts, &principal, &ask, now)?;
+            let mut event = audit_for(&principal, &decision, Some(repo));
+            if !decision.allowed {
+                facts.audit(&event, now)?;
+                return Ok(Err(AuthorityError::Denied(Denial::from_decision(
+                    &decision,
+                    Some(repo),
+                    &principal,
+                ))));
+            }
+            let earlier = facts.pending_requests_for(&repo.key())?;
+            let others = facts
+                .count_grants_in(GrantState::Pending)?
+                .saturating_sub(earlier.len() as u64);
+            if others >= u64::from(max_pending) {
+                event.decision = "deny".to_string();
+                event.policies = Vec::new();
+                event.detail = Some(serde_json::json!({
+                    "refused": "pending-request-cap",
+                    "pending": others,
+                    "cap": max_pending,
+                }));
+                facts.audit(&event, now)?;
+                return Ok(Err(AuthorityError::Limit(format!(
+                    "{others} push requests are already pending, the most this sprite keeps ({max_pending}); \
+                     an operator lists them with `zodex sprite github requests` and clears them with \
+                     `zodex sprite github deny ID` or `zodex sprite github revoke-push --repo OWNER/NAME` \
+                     (a new request for a repository that has one pending replaces it)"
+                ))));
+            }
+            let mut replaced = Vec::with_capacity(earlier.len());
+            for old in &earlier {
+                replaced.push(facts.replace_request(old.id, now)?.id);
+            }
             let approved = self.engine.decide(facts, &principal, &self_grant, now)?;
             let grant = facts.insert_grant(
                 &new_grant(repo, &principal, reason, &terms, approved.allowed),
@@ -218,9 +292,11 @@ impl Authority<'_> {
                 "grant": grant.id,
                 "change": if approved.allowed { "self-approved" } else { "requested" },
                 "self_approval_policies": approved.policies,
+                "replaced": replaced,
             }));
-            Ok(grant)
-        })
+            facts.audit(&event, now)?;
+            Ok(Ok(grant))
+        })?
     }
 
     /// Approves a pending request, optionally with another TTL (`Some(None)`: no TTL).
@@ -373,103 +449,6 @@ impl Authority<'_> {
             event.detail = Some(serde_json::json!({ "cleared": ids }));
             Ok(cleared)
         })
-    }
-
-    /// Active grants and YOLO scopes with time left, pending requests, and what ended lately.
-    pub fn status(&self, store: &mut Store, principal: &Principal, now: i64) -> Outcome<Status> {
-        let decision =
-            store.read(|facts| self.engine.decide(facts, principal, &Ask::ViewStatus, now))?;
-        if !decision.allowed {
-            return Err(AuthorityError::Denied(Denial::from_decision(
-                &decision, None, principal,
-            )));
-        }
-        Ok(store.read(|facts| {
-            let grant_view = |grant: Grant| {
-                let live = grant.is_live(now);
-                let shown_state = match grant.state {
-                    GrantState::Active if !live => "expired".to_string(),
-                    other => serde_json::to_value(other)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default(),
-                };
-                GrantView {
-                    seconds_left: live.then(|| grant.expires_at.map(|at| at - now)).flatten(),
-                    warning: (grant.via == GrantVia::Token).then(|| TOKEN_PATH_WARNING.to_string()),
-                    shown_state,
-                    grant,
-                }
-            };
-            let mut grants = Vec::new();
-            let mut recently_ended: Vec<GrantView> = facts
-                .grants_ended_since(now - 24 * 3600)?
-                .into_iter()
-                .map(grant_view)
-                .collect();
-            for grant in facts.grants_in(&[GrantState::Active])? {
-                let view = grant_view(grant);
-                if view.shown_state == "active" {
-                    grants.push(view);
-                } else {
-                    recently_ended.insert(0, view);
-                }
-            }
-            let pending = facts
-                .grants_in(&[GrantState::Pending])?
-                .into_iter()
-                .map(grant_view)
-                .collect();
-            let yolo = facts
-                .uncleared_yolo()?
-                .into_iter()
-                .map(|scope| {
-                    let live = scope.is_live(now);
-                    YoloView {
-                        shown_state: if live { "active" } else { "expired" }.to_string(),
-                        seconds_left: live.then(|| scope.expires_at.map(|at| at - now)).flatten(),
-                        scope,
-                    }
-                })
-                .collect();
-            Ok(Status {
-                now,
-                grants,
-                pending,
-                yolo,
-                recently_ended,
-            })
-        })?)
-    }
-
-    /// Pending requests, oldest first.
-    pub fn requests(
-        &self,
-        store: &mut Store,
-        principal: &Principal,
-        now: i64,
-    ) -> Outcome<Vec<GrantView>> {
-        let mut pending = self.status(store, principal, now)?.pending;
-        pending.reverse();
-        Ok(pending)
-    }
-
-    /// Audit rows (operators only).
-    pub fn audit(
-        &self,
-        store: &mut Store,
-        principal: &Principal,
-        filter: &AuditFilter,
-        now: i64,
-    ) -> Outcome<Vec<AuditRow>> {
-        let decision =
-            store.read(|facts| self.engine.decide(facts, principal, &Ask::ViewAudit, now))?;
-        if !decision.allowed {
-            return Err(AuthorityError::Denied(Denial::from_decision(
-                &decision, None, principal,
-            )));
-        }
-        Ok(store.read(|facts| facts.audit_rows(filter))?)
     }
 
     /// Marks grants whose TTL ran out as expired and audits each; returns them. The daemon

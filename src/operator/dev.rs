@@ -91,6 +91,10 @@ pub fn default_config(dir: &Path) -> Config {
         mcp: Some(mcp_table(dir)),
         github: None,
         pr_branch_prefix: None,
+        publisher_uid: None,
+        max_pending_requests: None,
+        audit_retention_days: None,
+        audit_max_rows: None,
     }
 }
 
@@ -131,7 +135,13 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
         .canonicalize()
         .map_err(io(format!("cannot resolve {}", dir.display())))?;
     for sub in ["run", "logs", "state"] {
-        std::fs::create_dir_all(dir.join(sub))
+        // `run` holds the sockets: zodex-prd refuses a socket directory others can write to,
+        // whatever the umask.
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir.join(sub))
             .map_err(io(format!("cannot create {}/{sub}", dir.display())))?;
     }
     let (config_path, env_file, log, pid_file) = layout(&dir);

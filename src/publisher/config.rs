@@ -43,6 +43,32 @@ pub struct Config {
     /// The prefix of review-first branches (`zodex/` when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pr_branch_prefix: Option<String>,
+    /// The uid `zodex-prd serve` runs as. `zodex-prd admin` talks only to an admin socket
+    /// served by root, by its own uid, or by this uid; `serve` refuses to run as another uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publisher_uid: Option<u32>,
+    /// Pending push requests the agent may have at once (default 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pending_requests: Option<u32>,
+    /// Audit rows and ended grants older than this many days are deleted (default 90).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_retention_days: Option<u32>,
+    /// At most this many audit rows (and as many ended grants) are kept, the newest
+    /// (default 200,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_max_rows: Option<u64>,
+}
+
+/// Defaults of the bounds on stored state.
+pub const DEFAULT_AUDIT_RETENTION_DAYS: u32 = 90;
+pub const DEFAULT_AUDIT_MAX_ROWS: u64 = 200_000;
+
+/// The bounds on what the publisher keeps, resolved from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_pending_requests: u32,
+    pub audit_retention_seconds: i64,
+    pub audit_max_rows: u64,
 }
 
 /// The `[github]` table. The API and git base URLs default to github.com; point both at a
@@ -116,7 +142,42 @@ impl Config {
             path: path.to_path_buf(),
             message,
         })?;
+        config.limits().map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
         Ok(config)
+    }
+
+    /// The bounds on stored state, checked: each must leave the system usable.
+    pub fn limits(&self) -> Result<Limits, String> {
+        let max_pending_requests = self
+            .max_pending_requests
+            .unwrap_or(crate::engine::authority::DEFAULT_MAX_PENDING_REQUESTS);
+        if !(1..=10_000).contains(&max_pending_requests) {
+            return Err(format!(
+                "max_pending_requests = {max_pending_requests} is out of range; use 1 to 10000 (default 20)"
+            ));
+        }
+        let days = self
+            .audit_retention_days
+            .unwrap_or(DEFAULT_AUDIT_RETENTION_DAYS);
+        if !(1..=36_500).contains(&days) {
+            return Err(format!(
+                "audit_retention_days = {days} is out of range; use 1 to 36500 (default 90)"
+            ));
+        }
+        let audit_max_rows = self.audit_max_rows.unwrap_or(DEFAULT_AUDIT_MAX_ROWS);
+        if !(1_000..=100_000_000).contains(&audit_max_rows) {
+            return Err(format!(
+                "audit_max_rows = {audit_max_rows} is out of range; use 1000 to 100000000 (default 200000)"
+            ));
+        }
+        Ok(Limits {
+            max_pending_requests,
+            audit_retention_seconds: i64::from(days) * 24 * 3600,
+            audit_max_rows,
+        })
     }
 
     pub fn targets(&self) -> Result<Targets, String> {
@@ -217,5 +278,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("key_file"), "{err}");
+    }
+
+    #[test]
+    fn limits_have_defaults_and_refuse_unusable_values() {
+        let base =
+            "state_dir = \"/s\"\nadmin_socket = \"/a\"\nagent_socket = \"/g\"\nagent_uid = 5\n";
+        let config: Config = toml::from_str(base).unwrap();
+        assert_eq!(
+            config.limits().unwrap(),
+            Limits {
+                max_pending_requests: 20,
+                audit_retention_seconds: 90 * 24 * 3600,
+                audit_max_rows: 200_000,
+            }
+        );
+        let config: Config = toml::from_str(&format!(
+            "{base}publisher_uid = 7\nmax_pending_requests = 300\naudit_retention_days = 7\naudit_max_rows = 5000\n"
+        ))
+        .unwrap();
+        assert_eq!(config.publisher_uid, Some(7));
+        assert_eq!(config.limits().unwrap().max_pending_requests, 300);
+        assert_eq!(config.limits().unwrap().audit_retention_seconds, 7 * 86400);
+        for bad in [
+            "max_pending_requests = 0",
+            "audit_retention_days = 0",
+            "audit_max_rows = 10",
+        ] {
+            let config: Config = toml::from_str(&format!("{base}{bad}\n")).unwrap();
+            let err = config.limits().unwrap_err();
+            assert!(err.contains(bad.split(' ').next().unwrap()), "{err}");
+        }
     }
 }

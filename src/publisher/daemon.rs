@@ -80,6 +80,9 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
             {
                 tracing::info!(revoked = n, "revoked write tokens of ended grants");
             }
+            // Audit rows and ended grants past their retention (Host prunes once a minute).
+            let host = expiry_host.clone();
+            let _ = tokio::task::spawn_blocking(move || host.prune_if_due()).await;
         }
     });
 

@@ -60,8 +60,17 @@ pub enum AdminRequest {
         allow_workflows: bool,
     },
     Default,
+    /// Grants, scopes and requests, each list bounded (with its total) so the answer always
+    /// fits the reply cap; `requests` and `audit` page through the rest.
     Status,
-    Requests,
+    /// One page of pending requests, newest first from `before` (exclusive); the answer's
+    /// [`Response::next_before`] is the cursor of the next page.
+    Requests {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<i64>,
+    },
     Approve {
         id: i64,
         #[serde(default)]
@@ -70,11 +79,17 @@ pub enum AdminRequest {
     Deny {
         id: i64,
     },
+    /// One page of audit rows (the newest first from `before`, shown oldest first); the
+    /// answer's [`Response::next_before`] is the cursor of the next page.
     Audit {
         #[serde(default)]
         since_seconds: Option<i64>,
         #[serde(default)]
         repo: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<i64>,
     },
     /// Store the SHA-256 (hex) of a new MCP capability key; the key itself never travels here.
     SetMcpKeyHash {
@@ -297,6 +312,10 @@ pub struct Response {
     pub result: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<WireError>,
+    /// On a paged answer (`requests`, `audit`) with more rows: send the same request again
+    /// with `before` set to this to get the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_before: Option<i64>,
 }
 
 impl Response {
@@ -305,6 +324,15 @@ impl Response {
             ok: true,
             result: Some(serde_json::to_value(result).unwrap_or(serde_json::Value::Null)),
             error: None,
+            next_before: None,
+        }
+    }
+
+    /// A page of a longer list: `next_before` is the cursor of the next page, if any.
+    pub fn page(items: impl Serialize, next_before: Option<i64>) -> Self {
+        Self {
+            next_before,
+            ..Self::ok(items)
         }
     }
 
@@ -318,6 +346,7 @@ impl Response {
                 policies: Vec::new(),
                 unblock: None,
             }),
+            next_before: None,
         }
     }
 
@@ -477,6 +506,19 @@ mod tests {
         assert_eq!(
             json,
             r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":1800},"allow_workflows":false,"via":"token"}"#
+        );
+        // The paged lists still accept the unpaged request of older clients.
+        let parsed: AdminRequest = serde_json::from_str(r#"{"op":"requests"}"#).unwrap();
+        assert_eq!(
+            parsed,
+            AdminRequest::Requests {
+                limit: None,
+                before: None
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&parsed).unwrap(),
+            r#"{"op":"requests"}"#
         );
         let parsed: AdminRequest = serde_json::from_str(r#"{"op":"yolo","ttl":"no_ttl"}"#).unwrap();
         assert_eq!(

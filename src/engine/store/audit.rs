@@ -1,4 +1,9 @@
 //! The audit log: one row per decision (allow or deny) and per change of authority.
+//!
+//! Rows are bounded: every text field is cut at [`MAX_AUDIT_TEXT_CHARS`] and the detail at
+//! [`MAX_AUDIT_DETAIL_BYTES`] when written (and again when read, for rows an older version
+//! wrote), so no row — whatever the agent sent — can outgrow a page of the admin answer.
+//! [`Facts::prune_audit`] keeps the log within its age and row limits.
 
 use super::{Facts, Result};
 use rusqlite::{Row, params};
@@ -43,26 +48,92 @@ pub struct AuditRow {
     pub detail: Option<serde_json::Value>,
 }
 
+/// Longest text (characters) an audit field keeps: ref names, outcomes, object ids.
+pub const MAX_AUDIT_TEXT_CHARS: usize = 2048;
+/// Largest detail (serialised JSON bytes) an audit row keeps.
+pub const MAX_AUDIT_DETAIL_BYTES: usize = 16 * 1024;
+/// Most policy ids one row lists.
+const MAX_AUDIT_POLICIES: usize = 64;
+
+/// `text` cut to at most `max` characters (`max` ≥ 64), the cut marked with the full length.
+/// Cutting a cut text again changes nothing.
+pub fn clamp_text(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.chars().nth(max).is_none() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let marker = format!("… [cut: {} characters in all]", text.chars().count());
+    let keep = max.saturating_sub(marker.chars().count());
+    let end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    std::borrow::Cow::Owned(format!("{}{marker}", &text[..end]))
+}
+
+fn clamp(text: Option<String>) -> Option<String> {
+    text.map(|t| clamp_text(&t, MAX_AUDIT_TEXT_CHARS).into_owned())
+}
+
+fn clamp_detail(detail: Option<serde_json::Value>) -> Option<serde_json::Value> {
+    let detail = detail?;
+    let text = detail.to_string();
+    if text.len() <= MAX_AUDIT_DETAIL_BYTES {
+        return Some(detail);
+    }
+    Some(serde_json::json!({
+        "cut": format!("{} bytes of detail", text.len()),
+        "start": clamp_text(&text, 1024),
+    }))
+}
+
+fn clamp_policies(policies: Vec<String>) -> Vec<String> {
+    policies
+        .into_iter()
+        .take(MAX_AUDIT_POLICIES)
+        .map(|p| clamp_text(&p, 256).into_owned())
+        .collect()
+}
+
+impl AuditEvent {
+    /// The event with every field within the row bounds.
+    fn bounded(&self) -> Self {
+        let text = |t: &str| clamp_text(t, MAX_AUDIT_TEXT_CHARS).into_owned();
+        Self {
+            principal: text(&self.principal),
+            action: text(&self.action),
+            repo_key: clamp(self.repo_key.clone()),
+            ref_name: clamp(self.ref_name.clone()),
+            old_oid: clamp(self.old_oid.clone()),
+            new_oid: clamp(self.new_oid.clone()),
+            bundle_bytes: self.bundle_bytes,
+            bundle_sha256: clamp(self.bundle_sha256.clone()),
+            decision: self.decision.clone(),
+            policies: clamp_policies(self.policies.clone()),
+            token_sha256: clamp(self.token_sha256.clone()),
+            outcome: clamp(self.outcome.clone()),
+            detail: clamp_detail(self.detail.clone()),
+        }
+    }
+}
+
 impl AuditRow {
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         let policies: String = row.get("policies")?;
         let detail: Option<String> = row.get("detail")?;
+        let text = |t: String| clamp_text(&t, MAX_AUDIT_TEXT_CHARS).into_owned();
         Ok(Self {
             id: row.get("id")?,
             at: row.get("at")?,
-            principal: row.get("principal")?,
-            action: row.get("action")?,
-            repo_key: row.get("repo_key")?,
-            ref_name: row.get("ref_name")?,
-            old_oid: row.get("old_oid")?,
-            new_oid: row.get("new_oid")?,
+            principal: text(row.get("principal")?),
+            action: text(row.get("action")?),
+            repo_key: clamp(row.get("repo_key")?),
+            ref_name: clamp(row.get("ref_name")?),
+            old_oid: clamp(row.get("old_oid")?),
+            new_oid: clamp(row.get("new_oid")?),
             bundle_bytes: row.get("bundle_bytes")?,
-            bundle_sha256: row.get("bundle_sha256")?,
+            bundle_sha256: clamp(row.get("bundle_sha256")?),
             decision: row.get("decision")?,
-            policies: serde_json::from_str(&policies).unwrap_or_default(),
-            token_sha256: row.get("token_sha256")?,
-            outcome: row.get("outcome")?,
-            detail: detail.and_then(|d| serde_json::from_str(&d).ok()),
+            policies: clamp_policies(serde_json::from_str(&policies).unwrap_or_default()),
+            token_sha256: clamp(row.get("token_sha256")?),
+            outcome: clamp(row.get("outcome")?),
+            detail: clamp_detail(detail.and_then(|d| serde_json::from_str(&d).ok())),
         })
     }
 }
@@ -74,11 +145,14 @@ pub struct AuditFilter {
     pub repo_key: Option<String>,
     /// At most this many rows, newest kept (default 1,000).
     pub limit: Option<u32>,
+    /// Only rows with an id below this (the cursor of the next page).
+    pub before: Option<i64>,
 }
 
 impl Facts<'_> {
     /// Appends an audit row; returns its id.
     pub fn audit(&self, event: &AuditEvent, now: i64) -> Result<i64> {
+        let event = event.bounded();
         self.conn
             .prepare_cached(
                 "INSERT INTO audit_events (at, principal, action, repo_key, ref_name, old_oid, new_oid,
@@ -109,7 +183,7 @@ impl Facts<'_> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT * FROM (
                 SELECT * FROM audit_events
-                WHERE at >= ?1 AND (?2 IS NULL OR repo_key = ?2)
+                WHERE at >= ?1 AND (?2 IS NULL OR repo_key = ?2) AND id < ?4
                 ORDER BY id DESC LIMIT ?3
              ) ORDER BY id ASC",
         )?;
@@ -117,11 +191,33 @@ impl Facts<'_> {
             params![
                 filter.since.unwrap_or(i64::MIN),
                 filter.repo_key,
-                filter.limit.unwrap_or(1000)
+                filter.limit.unwrap_or(1000),
+                filter.before.unwrap_or(i64::MAX),
             ],
             AuditRow::from_row,
         )?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Deletes audit rows written before `cutoff`, and all but the newest `keep` rows.
+    /// Tokens recorded by a deleted row lose the link (they keep their own row until they are
+    /// long dead: those are deleted with the rows of their time). Returns how many rows went.
+    pub fn prune_audit(&self, cutoff: i64, keep: u64) -> Result<usize> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        self.conn.execute(
+            "DELETE FROM issued_tokens WHERE expires_at < ?1 AND grant_id IS NULL",
+            [cutoff],
+        )?;
+        let doomed = "SELECT id FROM audit_events WHERE at < ?1 OR id <= COALESCE(
+             (SELECT id FROM audit_events ORDER BY id DESC LIMIT 1 OFFSET ?2), -1)";
+        self.conn.execute(
+            &format!("UPDATE issued_tokens SET audit_id = NULL WHERE audit_id IN ({doomed})"),
+            params![cutoff, keep],
+        )?;
+        Ok(self.conn.execute(
+            &format!("DELETE FROM audit_events WHERE id IN ({doomed})"),
+            params![cutoff, keep],
+        )?)
     }
 }
 
@@ -150,6 +246,7 @@ mod tests {
                     since: Some(15),
                     repo_key: Some("acme/app".into()),
                     limit: None,
+                    before: None,
                 })
             })
             .unwrap();
@@ -160,5 +257,70 @@ mod tests {
             .read(|f| f.audit_rows(&AuditFilter::default()))
             .unwrap();
         assert_eq!(all.len(), 3);
+    }
+
+    #[test]
+    fn rows_are_bounded_whatever_was_sent() {
+        let (_dir, mut store) = temp_store();
+        let event = AuditEvent {
+            principal: "agent".into(),
+            action: "Push".into(),
+            decision: "deny".into(),
+            ref_name: Some(format!("refs/heads/{}", "\u{1b}".repeat(500_000))),
+            detail: Some(serde_json::json!({ "error": "x".repeat(100_000) })),
+            ..Default::default()
+        };
+        store.write(|f| f.audit(&event, 1)).unwrap();
+        let rows = store
+            .read(|f| f.audit_rows(&AuditFilter::default()))
+            .unwrap();
+        let json = serde_json::to_string(&rows[0]).unwrap();
+        assert!(json.len() < 64 * 1024, "{} bytes", json.len());
+        let reference = rows[0].ref_name.as_deref().unwrap();
+        assert!(
+            reference.ends_with("[cut: 500011 characters in all]"),
+            "{}",
+            &reference[2000..]
+        );
+        assert!(
+            rows[0].detail.as_ref().unwrap()["cut"]
+                .as_str()
+                .unwrap()
+                .contains("bytes")
+        );
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_rows_within_age_and_count() {
+        let (_dir, mut store) = temp_store();
+        for at in 0..10 {
+            let event = AuditEvent {
+                principal: "agent".into(),
+                action: "RequestPush".into(),
+                decision: "allow".into(),
+                ..Default::default()
+            };
+            store.write(|f| f.audit(&event, at * 10)).unwrap();
+        }
+        // Older than 25: rows at 0, 10, 20; then only the newest 5 of the rest stay.
+        assert_eq!(store.write(|f| f.prune_audit(25, 5)).unwrap(), 5);
+        let left: Vec<i64> = store
+            .read(|f| f.audit_rows(&AuditFilter::default()))
+            .unwrap()
+            .iter()
+            .map(|r| r.at)
+            .collect();
+        assert_eq!(left, vec![50, 60, 70, 80, 90]);
+        // Paging: rows below a cursor.
+        let page = store
+            .read(|f| {
+                f.audit_rows(&AuditFilter {
+                    limit: Some(2),
+                    before: Some(9),
+                    ..Default::default()
+                })
+            })
+            .unwrap();
+        assert_eq!(page.iter().map(|r| r.id).collect::<Vec<_>>(), vec![7, 8]);
     }
 }

@@ -194,28 +194,92 @@ impl Facts<'_> {
 
     /// Grants in the given states, newest first.
     pub fn grants_in(&self, states: &[GrantState]) -> Result<Vec<Grant>> {
-        let wanted: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT * FROM grants ORDER BY id DESC")?;
-        let rows = stmt.query_map([], Grant::from_row)?;
         let mut out = Vec::new();
-        for row in rows {
-            let grant = row?;
-            if wanted.contains(&grant.state.as_str()) {
-                out.push(grant);
-            }
+        for state in states {
+            out.extend(self.grants_in_state(*state, None, u32::MAX)?);
         }
+        out.sort_by_key(|g| std::cmp::Reverse(g.id));
         Ok(out)
     }
 
-    /// Grants that ended (expired, revoked, denied) at or after `since`, newest first.
-    pub fn grants_ended_since(&self, since: i64) -> Result<Vec<Grant>> {
+    /// At most `limit` grants in `state` with an id below `before`, newest first.
+    pub fn grants_in_state(
+        &self,
+        state: GrantState,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<Grant>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT * FROM grants WHERE ended_at >= ?1 ORDER BY ended_at DESC, id DESC",
+            "SELECT * FROM grants WHERE state = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
         )?;
-        let rows = stmt.query_map([since], Grant::from_row)?;
+        let rows = stmt.query_map(
+            params![state.as_str(), before.unwrap_or(i64::MAX), limit],
+            Grant::from_row,
+        )?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// How many grants are in `state`.
+    pub fn count_grants_in(&self, state: GrantState) -> Result<u64> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM grants WHERE state = ?1")?
+            .query_row([state.as_str()], |row| row.get::<_, i64>(0))?
+            .max(0) as u64)
+    }
+
+    /// The agent's pending requests for one repository (normally none or one).
+    pub fn pending_requests_for(&self, repo_key: &str) -> Result<Vec<Grant>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT * FROM grants WHERE repo_key = ?1 AND state = 'pending' AND created_by = 'agent'
+             ORDER BY id",
+        )?;
+        let rows = stmt.query_map([repo_key], Grant::from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Ends a pending request because the agent asked again for the same repository.
+    pub fn replace_request(&self, id: i64, now: i64) -> Result<Grant> {
+        self.end_grant(id, GrantState::Revoked, "agent:replaced", now)?;
+        self.grant(id)
+    }
+
+    /// At most `limit` grants that ended (expired, revoked, denied) at or after `since`,
+    /// newest first, and how many there are in all.
+    pub fn grants_ended_since(&self, since: i64, limit: u32) -> Result<(Vec<Grant>, u64)> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT * FROM grants WHERE ended_at >= ?1 ORDER BY ended_at DESC, id DESC LIMIT ?2",
+        )?;
+        let rows = stmt
+            .query_map(params![since, limit], Grant::from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        let total: i64 = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM grants WHERE ended_at >= ?1")?
+            .query_row([since], |row| row.get(0))?;
+        Ok((rows, total.max(0) as u64))
+    }
+
+    /// Deletes ended grants that ended before `cutoff`, and all but the newest `keep` ended
+    /// grants; never one whose write token may still be live (the sweeper revokes those by
+    /// grant). Returns how many went.
+    pub fn prune_ended_grants(&self, cutoff: i64, keep: u64, now: i64) -> Result<usize> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        let doomed = "SELECT id FROM grants
+             WHERE state IN ('revoked', 'expired', 'denied')
+               AND (ended_at < ?1 OR id <= COALESCE((SELECT id FROM grants
+                     WHERE state IN ('revoked', 'expired', 'denied')
+                     ORDER BY id DESC LIMIT 1 OFFSET ?2), -1))
+               AND id NOT IN (SELECT grant_id FROM issued_tokens WHERE grant_id IS NOT NULL
+                     AND revoked_at IS NULL AND expires_at > ?3)";
+        self.conn.execute(
+            &format!("UPDATE issued_tokens SET grant_id = NULL WHERE grant_id IN ({doomed})"),
+            params![cutoff, keep, now],
+        )?;
+        Ok(self.conn.execute(
+            &format!("DELETE FROM grants WHERE id IN ({doomed})"),
+            params![cutoff, keep, now],
+        )?)
     }
 
     /// Turns a pending request into an active grant. `ttl_seconds` overrides the requested TTL
@@ -393,6 +457,65 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn pending_requests_page_and_count_in_sql() {
+        let (_dir, mut store) = temp_store();
+        for at in 0..5 {
+            store
+                .write(|f| f.insert_grant(&new_grant(false, None), at))
+                .unwrap();
+        }
+        let page = store
+            .read(|f| f.grants_in_state(GrantState::Pending, None, 2))
+            .unwrap();
+        assert_eq!(page.iter().map(|g| g.id).collect::<Vec<_>>(), vec![5, 4]);
+        let next = store
+            .read(|f| f.grants_in_state(GrantState::Pending, Some(4), 10))
+            .unwrap();
+        assert_eq!(next.iter().map(|g| g.id).collect::<Vec<_>>(), vec![3, 2, 1]);
+        assert_eq!(
+            store
+                .read(|f| f.count_grants_in(GrantState::Pending))
+                .unwrap(),
+            5
+        );
+        let replaced = store.write(|f| f.replace_request(3, 10)).unwrap();
+        assert_eq!(replaced.state, GrantState::Revoked);
+        assert_eq!(replaced.ended_by.as_deref(), Some("agent:replaced"));
+        assert_eq!(
+            store
+                .read(|f| f.pending_requests_for("acme/app"))
+                .unwrap()
+                .len(),
+            4
+        );
+    }
+
+    #[test]
+    fn pruning_drops_old_and_surplus_ended_grants_only() {
+        let (_dir, mut store) = temp_store();
+        for at in 0..6 {
+            let g = store
+                .write(|f| f.insert_grant(&new_grant(false, None), at))
+                .unwrap();
+            if at < 5 {
+                store
+                    .write(|f| f.deny_request(g.id, "uid:0", at * 100))
+                    .unwrap();
+            }
+        }
+        // Ended at 0 and 100 are older than the cutoff; of the rest the newest 2 are kept.
+        let pruned = store.write(|f| f.prune_ended_grants(150, 2, 1000)).unwrap();
+        assert_eq!(pruned, 3);
+        let left: Vec<i64> = store
+            .read(|f| f.grants_in(&[GrantState::Denied, GrantState::Pending]))
+            .unwrap()
+            .iter()
+            .map(|g| g.id)
+            .collect();
+        assert_eq!(left, vec![6, 5, 4]);
     }
 
     #[test]

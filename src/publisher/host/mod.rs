@@ -2,10 +2,13 @@
 //! the handling of each admin and agent request. Blocking (SQLite): call from a blocking task.
 
 use super::config::Config;
+use super::config::Limits;
 use super::credentials::Cache;
 use super::github::{GitHub, GithubError};
-use super::wire::{AdminRequest, AgentRequest, ErrorKind, Response, Ttl, WireError};
-use crate::engine::authority::{Authority, AuthorityError};
+use super::wire::{
+    AdminRequest, AgentRequest, ErrorKind, MAX_REQUEST_BYTES, Response, Ttl, WireError,
+};
+use crate::engine::authority::{Authority, AuthorityError, PageRequest};
 use crate::engine::policy::{Policies, PolicyError};
 use crate::engine::store::{AuditFilter, Store, StoreError};
 use crate::engine::{Ask, Engine, GrantTerms, Principal, RefUpdate, RepoName};
@@ -49,7 +52,14 @@ pub struct Host {
     /// Write tokens a previous run left on disk, to revoke at start.
     leftover_tokens: Mutex<Vec<super::github::Token>>,
     pr_branch_prefix: String,
+    /// Bounds on stored state (pending requests, audit retention).
+    limits: Limits,
+    /// When history was last pruned (Unix seconds).
+    last_prune: Mutex<Option<i64>>,
 }
+
+/// How often the sweeper prunes the audit log and ended grants.
+const PRUNE_EVERY_SECONDS: i64 = 60;
 
 /// Seconds since the Unix epoch.
 pub fn system_now() -> i64 {
@@ -84,6 +94,15 @@ impl Host {
         // Read the previous run's write tokens before this run's cache rewrites the file.
         let write_tokens = config.state_dir.join("write-tokens");
         let leftover = crate::publisher::credentials::take_persisted(&write_tokens);
+        let limits = config.limits().map_err(HostError::Config)?;
+        if let Some(expected) = config.publisher_uid {
+            let uid = nix::unistd::geteuid().as_raw();
+            if uid != expected {
+                return Err(HostError::Config(format!(
+                    "zodex-prd serve runs as uid {uid}, but the configuration says publisher_uid = {expected}; start it as that user (the admin client trusts only that uid), or correct publisher_uid"
+                )));
+            }
+        }
         let policies = Policies::load(config.policy_dir.as_deref())?;
         let targets = config.targets().map_err(HostError::Config)?;
         let store = Store::open(&config.state_db())?;
@@ -104,6 +123,8 @@ impl Host {
             tmp_dir: config.tmp_dir(),
             leftover_tokens: Mutex::new(leftover),
             pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
+            limits,
+            last_prune: Mutex::new(None),
         })
     }
 
@@ -159,8 +180,58 @@ impl Host {
             .map(|g| g.len())
     }
 
-    /// Handles one admin request from an operator.
+    /// Deletes audit rows and ended grants past their retention, at most once a minute (the
+    /// daemon's sweeper calls this every second). Returns the rows and grants deleted.
+    pub fn prune_if_due(&self) -> (usize, usize) {
+        let now = self.now();
+        {
+            let mut last = self.last_prune.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| now - at < PRUNE_EVERY_SECONDS) {
+                return (0, 0);
+            }
+            *last = Some(now);
+        }
+        let limits = self.limits;
+        match self.with_store(|a, s| {
+            a.prune_history(
+                s,
+                limits.audit_retention_seconds,
+                limits.audit_max_rows,
+                now,
+            )
+        }) {
+            Ok((rows, grants)) => {
+                if rows + grants > 0 {
+                    tracing::info!(audit_rows = rows, ended_grants = grants, "pruned history");
+                }
+                (rows, grants)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "pruning the audit log failed");
+                (0, 0)
+            }
+        }
+    }
+
+    /// Handles one admin request from an operator. The answer always fits the reply cap:
+    /// lists come in pages, and an answer that would not fit is refused with what to do.
     pub fn admin(&self, principal: &Principal, request: AdminRequest) -> Response {
+        let response = self.admin_answer(principal, request);
+        let len = serde_json::to_vec(&response).map_or(usize::MAX, |v| v.len());
+        if len >= MAX_REQUEST_BYTES {
+            tracing::error!(bytes = len, "an admin answer outgrew the reply cap");
+            return Failure::new(
+                ErrorKind::Internal,
+                format!(
+                    "the answer would be {len} bytes, over the {MAX_REQUEST_BYTES}-byte reply cap; ask for fewer rows (--limit) and report this as a bug"
+                ),
+            )
+            .into_response();
+        }
+        response
+    }
+
+    fn admin_answer(&self, principal: &Principal, request: AdminRequest) -> Response {
         let now = self.now();
         let result = self.with_store(|a, s| -> Result<Response, Failure> {
             Ok(match request {
@@ -198,7 +269,10 @@ impl Host {
                 }
                 AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
                 AdminRequest::Status => Response::ok(a.status(s, principal, now)?),
-                AdminRequest::Requests => Response::ok(a.requests(s, principal, now)?),
+                AdminRequest::Requests { limit, before } => {
+                    let page = a.requests(s, principal, PageRequest { limit, before }, now)?;
+                    Response::page(page.items, page.next_before)
+                }
                 AdminRequest::Approve { id, ttl } => {
                     let ttl = ttl.map(check_ttl).transpose()?;
                     Response::ok(a.approve(s, principal, id, ttl, now)?)
@@ -207,6 +281,8 @@ impl Host {
                 AdminRequest::Audit {
                     since_seconds,
                     repo,
+                    limit,
+                    before,
                 } => {
                     let filter = AuditFilter {
                         since: since_seconds.map(|ago| now - ago.max(0)),
@@ -216,8 +292,10 @@ impl Host {
                             .transpose()?
                             .map(|r| r.key()),
                         limit: None,
+                        before: None,
                     };
-                    Response::ok(a.audit(s, principal, &filter, now)?)
+                    let page = a.audit_page(s, principal, &filter, PageRequest { limit, before }, now)?;
+                    Response::page(page.items, page.next_before)
                 }
                 AdminRequest::SetMcpKeyHash { sha256 } => {
                     let Some(path) = &self.mcp_key_hash_file else {
@@ -319,10 +397,9 @@ impl Host {
                         allow_workflows: false,
                         via: Default::default(),
                     };
-                    if reason.as_ref().is_some_and(|r| r.len() > 4096) {
-                        return Err(Failure::usage("--reason is limited to 4096 bytes"));
-                    }
-                    Response::ok(a.request_push(s, &parse_repo(&repo)?, terms, reason, now)?)
+                    let repo = parse_repo(&repo)?;
+                    let cap = self.limits.max_pending_requests;
+                    Response::ok(a.request_push_capped(s, &repo, terms, reason, cap, now)?)
                 }
                 AgentRequest::RequestState { id } => {
                     let grant = s.read(|f| f.grant(id))?;
@@ -383,6 +460,7 @@ impl Failure {
             ok: false,
             result: None,
             error: Some(self.0),
+            next_before: None,
         }
     }
 }
@@ -417,6 +495,8 @@ impl From<AuthorityError> for Failure {
                 policies: denial.policies,
                 unblock: Some(denial.unblock),
             }),
+            AuthorityError::Invalid(message) => Self::usage(message),
+            AuthorityError::Limit(message) => Self::new(ErrorKind::Conflict, message),
             AuthorityError::Store(e) => e.into(),
         }
     }

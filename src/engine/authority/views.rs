@@ -1,0 +1,270 @@
+//! What operators (and, for `status`, the agent) read of the authority state, and its upkeep:
+//! bounded status lists with their totals, pages of requests and audit rows that always fit
+//! the admin socket's reply cap whatever the agent stored, and pruning of old history.
+
+use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WARNING, YoloView};
+use crate::engine::decide::{Ask, Principal};
+use crate::engine::store::{AuditEvent, AuditFilter, AuditRow, Grant, GrantState, GrantVia, Store};
+use serde::Serialize;
+
+/// Rows in a page of `requests` or `audit` when the caller names no limit.
+pub const DEFAULT_PAGE_ROWS: u32 = 100;
+/// The most rows a page may ask for.
+pub const MAX_PAGE_ROWS: u32 = 1000;
+/// The serialised size of one page at most: half the admin socket's 1 MiB reply cap, so an
+/// answer always fits whatever the rows hold (each row is bounded far below this).
+pub const PAGE_BYTES: usize = 512 * 1024;
+/// Each list in `status` shows at most this many entries and bytes, with its total.
+pub const STATUS_LIST_ROWS: u32 = 50;
+pub const STATUS_LIST_BYTES: usize = 160 * 1024;
+
+/// Which page of a list: at most `limit` rows with an id below `before`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageRequest {
+    pub limit: Option<u32>,
+    pub before: Option<i64>,
+}
+
+impl PageRequest {
+    fn rows(self) -> Result<u32, AuthorityError> {
+        match self.limit {
+            None => Ok(DEFAULT_PAGE_ROWS),
+            Some(n) if (1..=MAX_PAGE_ROWS).contains(&n) => Ok(n),
+            Some(n) => Err(AuthorityError::Invalid(format!(
+                "a page of {n} rows is out of range; ask for 1 to {MAX_PAGE_ROWS} (--limit)"
+            ))),
+        }
+    }
+}
+
+/// One page of a list, and the cursor of the next one (`None`: this was the last).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_before: Option<i64>,
+}
+
+/// The longest prefix of `rows` whose JSON fits `max_bytes` (at least one row: each row is
+/// bounded far below any budget used here), and whether any row was left out.
+fn within_budget<T: Serialize>(rows: Vec<T>, max_bytes: usize) -> (Vec<T>, bool) {
+    let mut used: usize = 2;
+    let mut kept = Vec::with_capacity(rows.len());
+    let total = rows.len();
+    for row in rows {
+        let len = serde_json::to_vec(&row).map_or(usize::MAX, |v| v.len()) + 1;
+        if !kept.is_empty() && used.saturating_add(len) > max_bytes {
+            break;
+        }
+        used = used.saturating_add(len);
+        kept.push(row);
+    }
+    let cut = kept.len() < total;
+    (kept, cut)
+}
+
+/// Pages newest-first `rows` (fetched with one row more than `limit`): the page, shown oldest
+/// first, and the cursor of the next page.
+fn page_of<T: Serialize>(mut rows: Vec<T>, limit: u32, id: impl Fn(&T) -> i64) -> Page<T> {
+    let more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    let (mut items, cut) = within_budget(rows, PAGE_BYTES);
+    let next_before = (more || cut).then(|| items.last().map(&id)).flatten();
+    items.reverse();
+    Page { items, next_before }
+}
+
+/// Each list is bounded ([`STATUS_LIST_ROWS`], [`STATUS_LIST_BYTES`]; newest first) and comes
+/// with its total, so the answer fits the reply cap whatever is stored.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Status {
+    pub now: i64,
+    pub grants: Vec<GrantView>,
+    pub grants_total: u64,
+    pub pending: Vec<GrantView>,
+    pub pending_total: u64,
+    pub yolo: Vec<YoloView>,
+    pub yolo_total: u64,
+    /// Grants and scopes that ended in the last 24 hours, shown as ended.
+    pub recently_ended: Vec<GrantView>,
+    pub recently_ended_total: u64,
+}
+
+impl Authority<'_> {
+    /// Active grants and YOLO scopes with time left, pending requests, and what ended lately;
+    /// each list bounded, with its total.
+    pub fn status(&self, store: &mut Store, principal: &Principal, now: i64) -> Outcome<Status> {
+        self.allowed_to(store, principal, &Ask::ViewStatus, now)?;
+        let shown = |items: Vec<GrantView>| within_budget(items, STATUS_LIST_BYTES).0;
+        Ok(store.read(|facts| {
+            let mut grants = Vec::new();
+            let (ended, mut recently_ended_total) =
+                facts.grants_ended_since(now - 24 * 3600, STATUS_LIST_ROWS)?;
+            let mut recently_ended: Vec<GrantView> =
+                ended.into_iter().map(|g| grant_view(g, now)).collect();
+            let active = facts.grants_in_state(GrantState::Active, None, STATUS_LIST_ROWS)?;
+            let mut grants_total = facts.count_grants_in(GrantState::Active)?;
+            for grant in active {
+                let view = grant_view(grant, now);
+                if view.shown_state == "active" {
+                    grants.push(view);
+                } else {
+                    // Expired but not yet swept: shown (and counted) as ended.
+                    grants_total = grants_total.saturating_sub(1);
+                    recently_ended_total += 1;
+                    recently_ended.insert(0, view);
+                }
+            }
+            recently_ended.truncate(STATUS_LIST_ROWS as usize);
+            let pending = facts
+                .grants_in_state(GrantState::Pending, None, STATUS_LIST_ROWS)?
+                .into_iter()
+                .map(|g| grant_view(g, now))
+                .collect();
+            let scopes = facts.uncleared_yolo()?;
+            let yolo_total = scopes.len() as u64;
+            let yolo = scopes
+                .into_iter()
+                .take(STATUS_LIST_ROWS as usize)
+                .map(|scope| {
+                    let live = scope.is_live(now);
+                    YoloView {
+                        shown_state: if live { "active" } else { "expired" }.to_string(),
+                        seconds_left: live.then(|| scope.expires_at.map(|at| at - now)).flatten(),
+                        scope,
+                    }
+                })
+                .collect();
+            Ok(Status {
+                now,
+                grants: shown(grants),
+                grants_total,
+                pending: shown(pending),
+                pending_total: facts.count_grants_in(GrantState::Pending)?,
+                yolo: within_budget(yolo, STATUS_LIST_BYTES).0,
+                yolo_total,
+                recently_ended: shown(recently_ended),
+                recently_ended_total,
+            })
+        })?)
+    }
+
+    /// One page of pending requests (newest first from the cursor, each page shown oldest
+    /// first).
+    pub fn requests(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        page: PageRequest,
+        now: i64,
+    ) -> Outcome<Page<GrantView>> {
+        self.allowed_to(store, principal, &Ask::ViewStatus, now)?;
+        let limit = page.rows()?;
+        let rows = store
+            .read(|facts| facts.grants_in_state(GrantState::Pending, page.before, limit + 1))?;
+        let views = rows.into_iter().map(|g| grant_view(g, now)).collect();
+        Ok(page_of(views, limit, |v: &GrantView| v.grant.id))
+    }
+
+    /// Audit rows (operators only): the newest `filter.limit` (default 1,000).
+    pub fn audit(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        filter: &AuditFilter,
+        now: i64,
+    ) -> Outcome<Vec<AuditRow>> {
+        self.allowed_to(store, principal, &Ask::ViewAudit, now)?;
+        Ok(store.read(|facts| facts.audit_rows(filter))?)
+    }
+
+    /// One page of audit rows (operators only): the newest rows below `page.before` that match
+    /// `filter`, shown oldest first.
+    pub fn audit_page(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        filter: &AuditFilter,
+        page: PageRequest,
+        now: i64,
+    ) -> Outcome<Page<AuditRow>> {
+        self.allowed_to(store, principal, &Ask::ViewAudit, now)?;
+        let limit = page.rows()?;
+        let mut rows = store.read(|facts| {
+            facts.audit_rows(&AuditFilter {
+                limit: Some(limit + 1),
+                before: page.before,
+                ..filter.clone()
+            })
+        })?;
+        rows.reverse();
+        Ok(page_of(rows, limit, |r: &AuditRow| r.id))
+    }
+
+    /// Deletes audit rows and ended grants older than `max_age_seconds` or beyond the newest
+    /// `max_rows` of each, and records what it did. The daemon's sweeper calls this.
+    pub fn prune_history(
+        &self,
+        store: &mut Store,
+        max_age_seconds: i64,
+        max_rows: u64,
+        now: i64,
+    ) -> Outcome<(usize, usize)> {
+        let cutoff = now.saturating_sub(max_age_seconds);
+        Ok(store.write(|facts| {
+            let rows = facts.prune_audit(cutoff, max_rows)?;
+            let grants = facts.prune_ended_grants(cutoff, max_rows, now)?;
+            if rows + grants > 0 {
+                let event = AuditEvent {
+                    principal: "zodex-prd".to_string(),
+                    action: "PruneHistory".to_string(),
+                    decision: "event".to_string(),
+                    detail: Some(serde_json::json!({
+                        "audit_rows": rows,
+                        "ended_grants": grants,
+                        "older_than": cutoff,
+                        "max_rows": max_rows,
+                    })),
+                    ..Default::default()
+                };
+                facts.audit(&event, now)?;
+            }
+            Ok((rows, grants))
+        })?)
+    }
+
+    /// Refuses unless `principal` may ask `ask` (a view: nothing is audited).
+    fn allowed_to(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        ask: &Ask,
+        now: i64,
+    ) -> Outcome<()> {
+        let decision = store.read(|facts| self.engine.decide(facts, principal, ask, now))?;
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(AuthorityError::Denied(Denial::from_decision(
+                &decision, None, principal,
+            )))
+        }
+    }
+}
+
+/// A grant as shown at `now`: an expired grant never shows as active.
+fn grant_view(grant: Grant, now: i64) -> GrantView {
+    let live = grant.is_live(now);
+    let shown_state = match grant.state {
+        GrantState::Active if !live => "expired".to_string(),
+        other => serde_json::to_value(other)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
+    };
+    GrantView {
+        seconds_left: live.then(|| grant.expires_at.map(|at| at - now)).flatten(),
+        warning: (grant.via == GrantVia::Token).then(|| TOKEN_PATH_WARNING.to_string()),
+        shown_state,
+        grant,
+    }
+}
