@@ -386,7 +386,8 @@ fn item5_many_long_pending_requests_stay_manageable() {
     let out = sprite.zodex(&["sprite", "github", "requests", "--json"]);
     assert!(
         out.status.success(),
-        "the operator cannot list {accepted} pending requests: {}",
+        "the operator cannot list {accepted} pending requests: {} {}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -512,7 +513,7 @@ fn item8_credential_gets_racing_a_revoke_leave_no_live_write_token() {
         socket: sprite.agent_socket(),
         host: sprite.git_host(),
         path: "demo/lib.git".into(),
-        threads: 8,
+        threads: 16,
         rounds: 400,
     });
     sprite.admin_ok(json!({"op": "revoke_push", "repo": "demo/lib"}));
@@ -548,11 +549,13 @@ fn item8_credential_gets_racing_a_revoke_leave_no_live_write_token() {
         alive.len(),
         tokens.len()
     );
-    // Nor did devhub issue one the agent never saw: at most a read token more is alive.
+    // Nor did devhub issue one the agent never saw: the only tokens alive beyond those of
+    // before are the read tokens the agent was handed after the revoke.
+    let reads = result["reads"].as_u64().unwrap() as usize;
     let live = sprite.demo.hub.stats().tokens_live;
     assert!(
-        live <= before.tokens_live + 1,
-        "{live} live tokens at GitHub, {} before the grant",
+        live <= before.tokens_live + reads,
+        "{live} live tokens at GitHub: {} before the grant and {reads} read tokens since",
         before.tokens_live
     );
     sprite.assert_operator_answers();

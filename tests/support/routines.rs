@@ -1,6 +1,6 @@
 //! Small programs the attack suite runs *as the agent user*: the test binary re-runs itself
-//! (hard-linked into the sprite's `bin/`) with `ZXATTACK_ROUTINE` holding one [`Routine`] as
-//! JSON, and its test `agent_routine` calls [`serve_if_asked`], which does the work, prints
+//! (hard-linked into the sprite's `bin/`) with `ZXATTACK_ROUTINE` naming a file that holds one
+//! [`Routine`] as JSON, and its test `agent_routine` calls [`serve_if_asked`], which does the work, prints
 //! `ZXR:<json>` lines and exits. Raw frames, file probes, floods and slow clients need no
 //! other language on the machine this way.
 
@@ -89,7 +89,8 @@ pub enum Routine {
     },
     /// `threads` threads each getting a credential for `path` and erasing it, round after
     /// round, until the answer is no longer a write token (or `rounds` are done). Ready after
-    /// the first write token; the result lists every write token seen.
+    /// the first write token; the result lists every write token seen and counts the read
+    /// tokens handed out after the revoke.
     CredentialRace {
         socket: PathBuf,
         host: String,
@@ -101,6 +102,14 @@ pub enum Routine {
 
 /// The command that runs `routine` as the sprite's agent.
 pub fn command(sprite: &super::sprite::Sprite, routine: &Routine) -> Command {
+    // In a file, not the environment: one environment string is limited to 128 KiB.
+    let mut raw = [0u8; 8];
+    getrandom::fill(&mut raw).unwrap();
+    let file = sprite
+        .work
+        .join(format!("routine-{}.json", hex::encode(raw)));
+    std::fs::write(&file, serde_json::to_vec(routine).unwrap()).unwrap();
+    super::sprite::chown(&file, Some(&sprite.users.agent), None);
     let mut cmd = sprite.as_agent(sprite.bin.join(BINARY), &sprite.work);
     cmd.args([
         "agent_routine",
@@ -109,7 +118,7 @@ pub fn command(sprite: &super::sprite::Sprite, routine: &Routine) -> Command {
         "--test-threads=1",
         "--quiet",
     ])
-    .env(ENV, serde_json::to_string(routine).unwrap());
+    .env(ENV, &file);
     cmd
 }
 
@@ -118,8 +127,7 @@ pub fn result(out: &Output) -> Option<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.strip_prefix(MARK))
-        .filter(|l| *l != "ready")
-        .last()
+        .rfind(|l| *l != "ready")
         .and_then(|l| serde_json::from_str(l).ok())
 }
 
@@ -159,10 +167,11 @@ fn say(value: impl std::fmt::Display) {
 
 /// Runs the routine named in the environment, if any, and exits; otherwise returns at once.
 pub fn serve_if_asked() {
-    let Ok(text) = std::env::var(ENV) else {
+    let Some(file) = std::env::var_os(ENV) else {
         return;
     };
-    let routine: Routine = serde_json::from_str(&text).expect("a routine");
+    let text = std::fs::read(&file).expect("the routine's file");
+    let routine: Routine = serde_json::from_slice(&text).expect("a routine");
     let result = match routine {
         Routine::Frames { socket, frames } => {
             json!(
@@ -376,17 +385,21 @@ fn flood(socket: &Path, total: usize, threads: usize) -> Value {
 
 fn credential_race(socket: &Path, host: &str, path: &str, threads: usize, rounds: usize) -> Value {
     let tokens = Arc::new(Mutex::new(std::collections::BTreeSet::<String>::new()));
+    let reads = Arc::new(Mutex::new(std::collections::BTreeSet::<String>::new()));
     let ready = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..threads {
-            let (tokens, ready) = (tokens.clone(), ready.clone());
+            let (tokens, reads, ready) = (tokens.clone(), reads.clone(), ready.clone());
             scope.spawn(move || {
                 for _ in 0..rounds {
                     let get = json!({"op": "credential", "host": host, "path": path});
                     let answer = send_frame(socket, &Frame::request(&get));
                     let result = &answer["result"];
                     if answer["ok"] != true || result["kind"] != "write" {
+                        if let Some(read) = result["password"].as_str() {
+                            reads.lock().unwrap().insert(read.to_string());
+                        }
                         return;
                     }
                     let token = result["password"].as_str().unwrap().to_string();
@@ -405,6 +418,7 @@ fn credential_race(socket: &Path, host: &str, path: &str, threads: usize, rounds
     }
     json!({
         "tokens": tokens.lock().unwrap().iter().collect::<Vec<_>>(),
+        "reads": reads.lock().unwrap().len(),
         "seconds": started.elapsed().as_secs_f64(),
     })
 }

@@ -151,10 +151,10 @@ impl Drop for Users {
         let _lock = ACCOUNTS.lock().unwrap_or_else(|p| p.into_inner());
         // Users first (a group cannot go while it is someone's primary group).
         for account in self.created.iter().rev() {
-            if let Account::User(name) = account {
-                if account_tool("userdel", &[name]).is_err() {
-                    let _ = account_tool("userdel", &["--force", name]);
-                }
+            if let Account::User(name) = account
+                && account_tool("userdel", &[name]).is_err()
+            {
+                let _ = account_tool("userdel", &["--force", name]);
             }
         }
         for account in self.created.iter().rev() {
