@@ -5,7 +5,10 @@
 //!   credentials;
 //! - `rig`: a devhub and a real `zodex-prd serve` configured with its URLs and App keys, and git
 //!   as the agent runs it (credential helper, pushes through `git-remote-zodex`);
-//! - `mcp_server`: a `zodex-agent serve` and a raw HTTP client for the MCP endpoint.
+//! - `mcp_server`: a `zodex-agent serve` and a raw HTTP client for the MCP endpoint;
+//! - `users`, `sprite`, `routines`: real agent and publisher users, a sprite laid out like a
+//!   deployment with a `zodex-prd` running as the publisher, and the small programs the attack
+//!   suite runs as the agent.
 //!
 //! Each test crate compiles all of it and uses a part.
 #![allow(dead_code)]
@@ -14,3 +17,6 @@ pub mod dev;
 pub mod devhub;
 pub mod mcp_server;
 pub mod rig;
+pub mod routines;
+pub mod sprite;
+pub mod users;

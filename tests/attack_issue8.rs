@@ -1,0 +1,562 @@
+//! Issue 8's own items, written as attacks by a real agent user on a sprite laid out like a
+//! deployment (the harness and the general attack classes are in `attack.rs` and
+//! `tests/support/sprite.rs`). Each test is named after its item:
+//!
+//! 1. `item1_a_zip_bomb_publish_is_refused_in_bounded_memory` — a ~2 MB publish_pr bundle whose
+//!    pack holds one blob of 2 GiB of zeros: refused, the daemon's peak RSS ≤ 64 MiB;
+//! 2. `item2_a_force_push_to_a_trunk_default_branch_is_refused` — GitHub's default branch is
+//!    `trunk` (the configuration says `main`);
+//! 3. `item3_an_orphan_smuggled_in_a_bundle_never_reaches_github` and
+//!    `item3_a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance`;
+//! 4. `item4_control_characters_in_a_reason_never_reach_the_operator_raw`;
+//! 5. `item5_many_long_pending_requests_stay_manageable`;
+//! 6. `item6_the_operator_client_refuses_an_impersonated_admin_socket`;
+//! 7. `item7_slow_drip_connections_do_not_starve_anyone`;
+//! 8. `item8_credential_gets_racing_a_revoke_leave_no_live_write_token`.
+//!
+//! Every test also checks that nothing else changed at GitHub and that the daemon still
+//! answers the operator. Needs root (CI runs `cargo test` as root).
+//!
+//! Run: `cargo test --test attack_issue8` (as root).
+
+mod support;
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use support::routines::{Frame, Routine};
+use support::sprite::{Sprite, chown};
+
+/// The entry point of the routines this binary runs as the agent (see `support::routines`).
+#[test]
+fn agent_routine() {
+    support::routines::serve_if_asked();
+}
+
+fn deploy() -> Option<Sprite> {
+    if support::users::skip_unless_root() {
+        return None;
+    }
+    Sprite::deploy()
+}
+
+fn frames(sprite: &Sprite, frames: Vec<Frame>) -> Vec<Value> {
+    let answer = sprite.routine(&Routine::Frames {
+        socket: sprite.agent_socket(),
+        frames,
+    });
+    answer.as_array().unwrap().clone()
+}
+
+fn warm(sprite: &Sprite, repo: &str) {
+    let answer = frames(
+        sprite,
+        vec![Frame::request(
+            &json!({"op": "list_refs", "repo": format!("demo/{repo}")}),
+        )],
+    );
+    assert_eq!(answer[0]["ok"], true, "{answer:?}\n{}", sprite.log());
+}
+
+fn refused(answer: &Value) -> bool {
+    answer["ok"] != true
+        || answer["result"]["results"]
+            .as_array()
+            .is_some_and(|r| r.iter().all(|r| r["ok"] == false))
+}
+
+/// A `/proc/PID/status` field in KiB.
+fn proc_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Watches a process's resident memory; kills it (SIGKILL, by its id) past `kill_at_kib`, so a
+/// daemon that inflates a bomb cannot take the machine down with it.
+struct RssGuard {
+    stop: Arc<AtomicBool>,
+    killed_at: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RssGuard {
+    fn watch(pid: u32, kill_at_kib: u64) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let killed_at = Arc::new(AtomicU64::new(0));
+        let (s, k) = (stop.clone(), killed_at.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                if let Some(rss) = proc_kib(pid, "VmRSS:")
+                    && rss > kill_at_kib
+                {
+                    k.store(rss, Ordering::Relaxed);
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        Self {
+            stop,
+            killed_at,
+            thread: Some(thread),
+        }
+    }
+
+    /// The RSS at which the process was killed, if it was.
+    fn finish(mut self) -> Option<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        Some(self.killed_at.load(Ordering::Relaxed)).filter(|k| *k > 0)
+    }
+}
+
+impl Drop for RssGuard {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A scratch clone of GitHub's `demo/<repo>` made as root (for what is not the agent's doing).
+fn scratch_clone(sprite: &Sprite, repo: &str, into: &Path) -> std::path::PathBuf {
+    let dir = into.join(repo);
+    support::devhub::git_ok(
+        into,
+        &[
+            "clone",
+            "--quiet",
+            sprite.bare(repo).to_str().unwrap(),
+            repo,
+        ],
+    );
+    dir
+}
+
+#[test]
+fn item1_a_zip_bomb_publish_is_refused_in_bounded_memory() {
+    let Some(sprite) = deploy() else { return };
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch_clone(&sprite, "app", scratch.path());
+    // 2 GiB of zeros (a sparse file: nothing on disk), committed; git deflates it to ~2 MB.
+    let big = dir.join("zeros.bin");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    support::devhub::git_ok(&dir, &["add", "zeros.bin"]);
+    support::devhub::git_ok(
+        &dir,
+        &["commit", "--quiet", "-m", "two gigabytes of nothing"],
+    );
+    std::fs::remove_file(&big).unwrap();
+    let head = support::devhub::rev_parse(&dir, "HEAD");
+    let bundle = sprite.work.join("bomb.bundle");
+    support::devhub::git_ok(
+        &dir,
+        &[
+            "bundle",
+            "create",
+            bundle.to_str().unwrap(),
+            "HEAD",
+            "^origin/main",
+        ],
+    );
+    chown(&bundle, Some(&sprite.users.agent), None);
+    let size = std::fs::metadata(&bundle).unwrap().len();
+    assert!(
+        size < 8 << 20,
+        "the bomb should be small on the wire: {size} bytes"
+    );
+
+    warm(&sprite, "app");
+    let before = sprite.github();
+    let pid = sprite.prd_pid();
+    let guard = RssGuard::watch(pid, 512 << 10);
+    let request = json!({"op": "publish_pr", "repo": "demo/app", "title": "bomb", "head": head});
+    let answer = frames(&sprite, vec![Frame::with_bundle(&request, &bundle)]);
+    let killed = guard.finish();
+    assert_eq!(
+        killed, None,
+        "zodex-prd reached {killed:?} KiB resident and was killed"
+    );
+    let peak = proc_kib(pid, "VmHWM:").unwrap();
+    eprintln!(
+        "zip bomb ({size} bytes): zodex-prd peak RSS {peak} KiB; answer {}",
+        answer[0]
+    );
+    assert!(refused(&answer[0]), "the bomb was published: {}", answer[0]);
+    assert!(
+        peak <= 64 << 10,
+        "zodex-prd's peak RSS was {peak} KiB (limit 64 MiB)"
+    );
+    sprite.assert_github_unchanged(&before);
+    sprite.assert_operator_answers();
+}
+
+#[test]
+fn item2_a_force_push_to_a_trunk_default_branch_is_refused() {
+    let Some(sprite) = deploy() else { return };
+    sprite.grant_push("demo/trunk");
+    let trunk = sprite.clone("trunk");
+    sprite.agent_git_ok(&trunk, &["reset", "--quiet", "--hard", "HEAD~1"]);
+    sprite.agent_commit(&trunk, "rewritten.txt", b"rewritten\n", "rewrite trunk");
+    warm(&sprite, "trunk");
+    let before = sprite.github();
+    for args in [
+        vec!["push", "--force", "origin", "HEAD:trunk"],
+        vec!["push", "origin", ":trunk"],
+    ] {
+        let out = sprite.agent_git(&trunk, &args);
+        assert!(
+            !out.status.success(),
+            "{args:?} went through on GitHub's default branch"
+        );
+    }
+    sprite.assert_github_unchanged(&before);
+    sprite.assert_operator_answers();
+}
+
+#[test]
+fn item3_an_orphan_smuggled_in_a_bundle_never_reaches_github() {
+    let Some(sprite) = deploy() else { return };
+    sprite.grant_push("demo/app");
+    let app = sprite.clone("app");
+    sprite.agent_git_ok(&app, &["checkout", "--quiet", "-b", "feature"]);
+    let feature = sprite.agent_commit(&app, "feature.txt", b"harmless\n", "harmless");
+    sprite.agent_git_ok(&app, &["checkout", "--quiet", "--orphan", "orphan"]);
+    sprite.agent_git_ok(&app, &["rm", "-r", "-f", "--quiet", "."]);
+    let orphan = sprite.agent_commit(&app, "smuggled.txt", b"never reviewed\n", "orphan");
+    sprite.agent_git_ok(&app, &["checkout", "--quiet", "feature"]);
+    let bundle = sprite.work.join("smuggle.bundle");
+    sprite.agent_git_ok(
+        &app,
+        &[
+            "bundle",
+            "create",
+            bundle.to_str().unwrap(),
+            "refs/heads/feature",
+            "refs/heads/orphan",
+            "^origin/main",
+        ],
+    );
+    warm(&sprite, "app");
+    let push = json!({"op": "push", "repo": "demo/app",
+        "updates": [{"dst": "refs/heads/feature", "new": feature}]});
+    let answer = frames(&sprite, vec![Frame::with_bundle(&push, &bundle)]);
+    eprintln!("the harmless push: {}", answer[0]);
+    assert!(
+        !sprite.remote_has("app", &orphan),
+        "the orphan commit reached GitHub"
+    );
+
+    let before = sprite.github();
+    let update = json!({"op": "push", "repo": "demo/app",
+        "updates": [{"dst": "refs/heads/smuggled", "new": orphan}]});
+    let answer = frames(&sprite, vec![Frame::request(&update)]);
+    assert!(
+        refused(&answer[0]),
+        "a bundle-less update to the orphan: {}",
+        answer[0]
+    );
+    assert!(
+        !sprite.remote_has("app", &orphan),
+        "the orphan commit reached GitHub"
+    );
+    sprite.assert_github_unchanged(&before);
+    sprite.assert_operator_answers();
+}
+
+#[test]
+fn item3_a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance() {
+    let Some(sprite) = deploy() else { return };
+    // Someone else (with `workflows: write`) pushes a workflow change to a branch of theirs.
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch_clone(&sprite, "app", scratch.path());
+    support::devhub::commit_file(
+        &dir,
+        ".github/workflows/ci.yml",
+        b"on: push\njobs: {steal: {runs-on: ubuntu-latest, steps: [{run: env}]}}\n",
+        "a colleague's workflow",
+    );
+    let token = sprite.demo.token(
+        support::devhub::AppKind::Writer,
+        "app",
+        json!({"contents": "write", "workflows": "write"}),
+    );
+    let url = sprite.demo.git_url("app", Some(&token));
+    support::devhub::git_ok(
+        &dir,
+        &["push", "--quiet", &url, "HEAD:refs/heads/colleague"],
+    );
+    let foreign = support::devhub::rev_parse(&dir, "HEAD");
+
+    sprite.grant_push("demo/app");
+    let app = sprite.clone("app");
+    warm(&sprite, "app");
+    let before = sprite.github();
+    let out = sprite.agent_git(
+        &app,
+        &["push", "origin", "origin/colleague:refs/heads/main"],
+    );
+    assert!(
+        !out.status.success(),
+        "main was fast-forwarded onto a workflow change without an allowance"
+    );
+    assert_ne!(sprite.remote_sha("app", "refs/heads/main"), Some(foreign));
+    sprite.assert_github_unchanged(&before);
+    sprite.assert_operator_answers();
+}
+
+fn has_raw_controls(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .any(|b| matches!(b, 0x1b | b'\r' | 0x07 | 0x9b))
+        || String::from_utf8_lossy(bytes).contains('\u{9b}')
+}
+
+#[test]
+fn item4_control_characters_in_a_reason_never_reach_the_operator_raw() {
+    let Some(sprite) = deploy() else { return };
+    let reason = "fix CI\r\u{1b}[2K\u{1b}[1AApproved by the operator\u{1b}]0;owned\u{7}\u{9b}31m";
+    // Sent raw: whatever the agent CLI might check is courtesy, the daemon must not rely on it.
+    let request = json!({"op": "request_push", "repo": "demo/app", "ttl": {"seconds": 1800}, "reason": reason});
+    let answer = frames(&sprite, vec![Frame::request(&request)]);
+    // Refusing such a reason outright is a fine answer too; keeping it must not print it raw.
+    let kept = answer[0]["ok"] == true;
+    assert!(
+        kept || answer[0]["error"]["kind"] == "usage",
+        "{}",
+        answer[0]
+    );
+    for args in [
+        vec!["sprite", "github", "requests"],
+        vec!["sprite", "github", "status"],
+    ] {
+        let out = sprite.zodex(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !kept || String::from_utf8_lossy(&out.stdout).contains("demo/app"),
+            "{args:?} does not show the request: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            !has_raw_controls(&out.stdout) && !has_raw_controls(&out.stderr),
+            "{args:?} printed the agent's control characters raw: {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    sprite.assert_operator_answers();
+}
+
+#[test]
+fn item5_many_long_pending_requests_stay_manageable() {
+    let Some(sprite) = deploy() else { return };
+    let before = sprite.github();
+    let reason = "r".repeat(4096);
+    let requests: Vec<Frame> = (0..300)
+        .map(|i| {
+            Frame::request(&json!({"op": "request_push", "repo": format!("demo/r{i}"),
+                "ttl": {"seconds": 1800}, "reason": reason}))
+        })
+        .collect();
+    let answers = frames(&sprite, requests);
+    let accepted = answers.iter().filter(|a| a["ok"] == true).count();
+    for refusal in answers.iter().filter(|a| a["ok"] != true) {
+        let message = refusal["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("pending") && accepted >= 1,
+            "a refusal beyond a cap must say so: {refusal}"
+        );
+    }
+    // The operator lists them (through the CLI, as a person would) and denies every one.
+    let out = sprite.zodex(&["sprite", "github", "requests", "--json"]);
+    assert!(
+        out.status.success(),
+        "the operator cannot list {accepted} pending requests: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<i64> = listed["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), accepted);
+    for id in &ids {
+        sprite.admin_ok(json!({"op": "deny", "id": id}));
+    }
+    let out = sprite.zodex(&["sprite", "github", "requests", "--json"]);
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        listed["result"].as_array().map(Vec::len),
+        Some(0),
+        "{listed}"
+    );
+    sprite.assert_github_unchanged(&before);
+    sprite.assert_operator_answers();
+}
+
+#[test]
+fn item6_the_operator_client_refuses_an_impersonated_admin_socket() {
+    let Some(sprite) = deploy() else { return };
+    // A socket the agent serves, where a careless configuration (or a stopped daemon's
+    // leftover directory) would send the operator.
+    let path = sprite.work.join("admin.sock");
+    let fake = json!({"ok": true, "result": {"grants": [{"repo_key": "IMPOSTOR/app"}]}});
+    let (pid, _out) = sprite.spawn_routine(&Routine::Impostor {
+        path: path.clone(),
+        answer: fake.to_string(),
+    });
+    let text = std::fs::read_to_string(&sprite.config).unwrap();
+    let config = sprite.root.path().join("impostor.toml");
+    let admin = format!("admin_socket = \"{}\"", path.display());
+    let text = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("admin_socket") {
+                admin.as_str()
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&config, text).unwrap();
+    let mut child = std::process::Command::new(sprite.bin.join("zodex-prd"))
+        .args(["admin", "--config"])
+        .arg(&config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"op\":\"status\"}\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    sprite.stop(pid);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && !stdout.contains("IMPOSTOR"),
+        "the operator client believed a socket served by uid {}: {stdout}",
+        sprite.users.agent.uid
+    );
+    sprite.assert_operator_answers();
+}
+
+#[test]
+fn item7_slow_drip_connections_do_not_starve_anyone() {
+    let Some(sprite) = deploy() else { return };
+    let (pid, _out) = sprite.spawn_routine(&Routine::Drip {
+        socket: sprite.agent_socket(),
+        connections: 64,
+        interval_ms: 200,
+    });
+    sprite.assert_operator_answers_within(Duration::from_secs(1));
+    let started = Instant::now();
+    let out = sprite
+        .as_agent(sprite.bin.join("zodex-agent"), &sprite.work)
+        .args(["github", "status", "--json"])
+        .spawn()
+        .and_then(|mut child| {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    return Ok(Some(status));
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Ok(None);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+        .unwrap();
+    let took = started.elapsed();
+    sprite.stop(pid);
+    assert!(
+        out.is_some_and(|s| s.success()) && took <= Duration::from_secs(1),
+        "a well-behaved agent request behind 64 slow connections: {out:?} after {took:?}"
+    );
+    sprite.assert_operator_answers();
+}
+
+#[test]
+fn item8_credential_gets_racing_a_revoke_leave_no_live_write_token() {
+    let Some(sprite) = deploy() else { return };
+    let before = sprite.github();
+    sprite.admin_ok(
+        json!({"op": "grant_push", "repo": "demo/lib", "ttl": {"seconds": 3600}, "via": "token"}),
+    );
+    let (_pid, mut out) = sprite.spawn_routine(&Routine::CredentialRace {
+        socket: sprite.agent_socket(),
+        host: sprite.git_host(),
+        path: "demo/lib.git".into(),
+        threads: 16,
+        rounds: 400,
+    });
+    sprite.admin_ok(json!({"op": "revoke_push", "repo": "demo/lib"}));
+    let result = support::routines::next_result(&mut out);
+    let tokens: Vec<String> = result["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert!(!tokens.is_empty(), "the race saw no write token: {result}");
+    eprintln!(
+        "{} write tokens seen in {}s",
+        tokens.len(),
+        result["seconds"]
+    );
+    // The sweeper revokes an ended grant's tokens within its one-second tick.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut alive: Vec<&String> = tokens.iter().collect();
+    while !alive.is_empty() && Instant::now() < deadline {
+        alive.retain(|t| {
+            sprite
+                .demo
+                .api("GET", "/repos/demo/lib", Some(t.as_str()), None)
+                .status
+                != 401
+        });
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        alive.is_empty(),
+        "{} of {} write tokens still work after the revoke",
+        alive.len(),
+        tokens.len()
+    );
+    // Nor did devhub issue one the agent never saw: the only tokens alive beyond those of
+    // before are the read tokens the agent was handed after the revoke.
+    let reads = result["reads"].as_u64().unwrap() as usize;
+    let live = sprite.demo.hub.stats().tokens_live;
+    assert!(
+        live <= before.tokens_live + reads,
+        "{live} live tokens at GitHub: {} before the grant and {reads} read tokens since",
+        before.tokens_live
+    );
+    sprite.assert_operator_answers();
+}

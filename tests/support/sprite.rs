@@ -1,0 +1,660 @@
+//! A sprite laid out like a real deployment, with two real users (see `users`): the attack
+//! suite's harness.
+//!
+//! - a devhub (started by the test, as root, on loopback) with `demo/app` and `demo/lib`
+//!   (default branch `main`) and `demo/trunk` (default branch `trunk`), both Apps installed on
+//!   all three;
+//! - `bin/` (0755): the four binaries and this test binary, hard-linked (the checkout's
+//!   `target/` need not be traversable by other users);
+//! - `zodex.toml` (0644, no secret in it), `keys/` (0700) with the App keys (0600), `state/`
+//!   (0700) — all owned by the publisher;
+//! - `run/` (0750, the publisher's, group = the sprite's group): the agent may reach the agent
+//!   socket but create, replace or remove nothing there;
+//! - a real `zodex-prd serve` running as the publisher with `agent_uid` = the agent user.
+//!
+//! Everything the agent does runs as the agent user: its CLI, git with `git-remote-zodex` and
+//! the credential helper, and raw socket work through `routines` (this test binary, re-run as
+//! the agent). The operator side runs as root.
+
+use super::devhub::{Demo, git_ok, keys};
+use super::routines::{self, Routine};
+use super::users::{SystemUser, Users, run_as};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use zodex::devhub::{DemoSeed, DevHubConfig, Level, Permissions, Setup, start_in_background};
+
+const BINARIES: [(&str, &str); 4] = [
+    ("zodex", env!("CARGO_BIN_EXE_zodex")),
+    ("zodex-agent", env!("CARGO_BIN_EXE_zodex-agent")),
+    ("zodex-prd", env!("CARGO_BIN_EXE_zodex-prd")),
+    ("git-remote-zodex", env!("CARGO_BIN_EXE_git-remote-zodex")),
+];
+
+/// A deployed sprite. Field order matters: processes die in `drop`, then the devhub stops, the
+/// directory goes, and the users are removed last.
+pub struct Sprite {
+    pub demo: Demo,
+    pub root: tempfile::TempDir,
+    pub bin: PathBuf,
+    pub config: PathBuf,
+    pub run: PathBuf,
+    pub state: PathBuf,
+    pub keys: PathBuf,
+    pub agent_home: PathBuf,
+    /// The agent's own directory for checkouts and files.
+    pub work: PathBuf,
+    prd: Child,
+    background: Mutex<Vec<Child>>,
+    pub users: Users,
+}
+
+impl Drop for Sprite {
+    fn drop(&mut self) {
+        for child in self
+            .background
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter_mut()
+            .chain(std::iter::once(&mut self.prd))
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn chown(path: &Path, user: Option<&SystemUser>, gid: Option<u32>) {
+    nix::unistd::chown(
+        path,
+        user.map(|u| nix::unistd::Uid::from_raw(u.uid)),
+        gid.or(user.map(|u| u.gid)).map(nix::unistd::Gid::from_raw),
+    )
+    .unwrap_or_else(|e| panic!("chown {}: {e}", path.display()));
+}
+
+pub fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn mkdir(path: &Path, owner: Option<&SystemUser>, gid: Option<u32>, mode: u32) -> PathBuf {
+    std::fs::create_dir_all(path).unwrap();
+    chown(path, owner, gid);
+    chmod(path, mode);
+    path.to_path_buf()
+}
+
+/// The demo world plus `demo/trunk`, whose default branch on GitHub is `trunk`.
+fn world(dir: &Path) -> DemoSeed {
+    let [reader, writer, _] = keys();
+    let mut setup = Setup::open(dir).unwrap();
+    let read = || Permissions::new().with("contents", Level::Read);
+    let write = || {
+        Permissions::new()
+            .with("contents", Level::Write)
+            .with("pull_requests", Level::Write)
+            .with("workflows", Level::Write)
+    };
+    let reader_app_id = setup
+        .add_app("zodex-reader", &reader.public_pem, read())
+        .unwrap();
+    let writer_app_id = setup
+        .add_app("zodex-writer", &writer.public_pem, write())
+        .unwrap();
+    let app_repo_id = setup.add_repo("demo", "app", "main", true).unwrap();
+    let lib_repo_id = setup.add_repo("demo", "lib", "main", true).unwrap();
+    setup.add_repo("demo", "trunk", "trunk", true).unwrap();
+    let other_repo_id = setup.add_repo("demo", "other", "main", true).unwrap();
+    for (name, branch) in [("app", "main"), ("lib", "main"), ("trunk", "trunk")] {
+        let scratch = tempfile::tempdir().unwrap();
+        let work = scratch.path();
+        git_ok(work, &["init", "--quiet", "-b", branch]);
+        super::devhub::commit_file(
+            work,
+            "README.md",
+            format!("# demo/{name}\n").as_bytes(),
+            "Initial commit",
+        );
+        super::devhub::commit_file(work, "src/hello.txt", b"hello\n", "Add a greeting");
+        let bare = setup.repo_path("demo", name);
+        git_ok(
+            work,
+            &[
+                "push",
+                "--quiet",
+                bare.to_str().unwrap(),
+                &format!("{branch}:refs/heads/{branch}"),
+            ],
+        );
+    }
+    let covered = ["app", "lib", "trunk"];
+    let reader_installation_id = setup
+        .install(
+            reader_app_id,
+            "demo",
+            Some(&["app", "lib", "trunk", "other"]),
+            read(),
+        )
+        .unwrap();
+    let writer_installation_id = setup
+        .install(writer_app_id, "demo", Some(&covered), write())
+        .unwrap();
+    setup.save().unwrap();
+    DemoSeed {
+        reader_app_id,
+        writer_app_id,
+        reader_installation_id,
+        writer_installation_id,
+        app_repo_id,
+        other_repo_id,
+        lib_repo_id,
+    }
+}
+
+/// Links (or, across file systems, copies) `from` to `to`.
+fn link(from: &Path, to: &Path) {
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).unwrap();
+    }
+    chmod(to, 0o755);
+}
+
+impl Sprite {
+    /// Deploys a sprite; `None` when not root (the caller prints the skip line).
+    pub fn deploy() -> Option<Self> {
+        let users = Users::create()?;
+        let dir = tempfile::Builder::new()
+            .prefix("zx-sprite-")
+            .tempdir()
+            .unwrap();
+        let root = dir.path().to_path_buf();
+        chmod(&root, 0o755);
+
+        let seed_dir = tempfile::tempdir().unwrap();
+        let seed = world(seed_dir.path());
+        let hub = start_in_background(DevHubConfig::new(seed_dir.path())).unwrap();
+        let demo = Demo {
+            hub,
+            seed,
+            dir: seed_dir,
+            client: reqwest::blocking::Client::builder().build().unwrap(),
+        };
+
+        let bin = mkdir(&root.join("bin"), None, None, 0o755);
+        for (name, path) in BINARIES {
+            link(Path::new(path), &bin.join(name));
+        }
+        link(
+            &std::env::current_exe().unwrap(),
+            &bin.join(routines::BINARY),
+        );
+
+        let publisher = &users.publisher;
+        let keys_dir = mkdir(&root.join("keys"), Some(publisher), None, 0o700);
+        let [reader, writer, _] = keys();
+        for (name, pair) in [("reader", reader), ("writer", writer)] {
+            let path = keys_dir.join(format!("{name}.pem"));
+            std::fs::write(&path, &pair.private_pem).unwrap();
+            chown(&path, Some(publisher), None);
+            chmod(&path, 0o600);
+        }
+        let state = mkdir(&root.join("state"), Some(publisher), None, 0o700);
+        let run = mkdir(&root.join("run"), Some(publisher), Some(users.gid), 0o750);
+        let publisher_home = mkdir(&root.join("publisher-home"), Some(publisher), None, 0o700);
+        let agent_home = mkdir(&root.join("agent-home"), Some(&users.agent), None, 0o700);
+        let work = mkdir(&root.join("work"), Some(&users.agent), None, 0o700);
+
+        let config = root.join("zodex.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"state_dir = "{state}"
+admin_socket = "{run}/admin.sock"
+agent_socket = "{run}/agent.sock"
+agent_uid = {agent_uid}
+
+[[targets]]
+owner = "demo"
+default_branch = "main"
+
+[github]
+api_url = "{api}"
+git_url = "{git}"
+
+[github.reader]
+app_id = {reader_id}
+private_key_file = "{keys}/reader.pem"
+
+[github.writer]
+app_id = {writer_id}
+private_key_file = "{keys}/writer.pem"
+"#,
+                state = state.display(),
+                run = run.display(),
+                agent_uid = users.agent.uid,
+                api = demo.hub.api_url(),
+                git = demo.hub.git_url(),
+                reader_id = demo.seed.reader_app_id,
+                writer_id = demo.seed.writer_app_id,
+                keys = keys_dir.display(),
+            ),
+        )
+        .unwrap();
+        chmod(&config, 0o644);
+
+        let log = std::fs::File::create(root.join("prd.log")).unwrap();
+        let mut prd = Command::new(bin.join("zodex-prd"));
+        prd.args(["serve", "--config"])
+            .arg(&config)
+            .env_clear()
+            .env("PATH", search_path(&bin))
+            .env("HOME", &publisher_home)
+            .env("LANG", "C.UTF-8")
+            .env("ZODEX_LOG", "info")
+            .current_dir(&publisher_home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        run_as(&mut prd, publisher, &[]);
+        let prd = prd.spawn().unwrap();
+        let sprite = Sprite {
+            demo,
+            root: dir,
+            bin,
+            config,
+            run,
+            state,
+            keys: keys_dir,
+            agent_home,
+            work,
+            prd,
+            background: Mutex::new(Vec::new()),
+            users,
+        };
+        sprite.wait_ready();
+        Some(sprite)
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(answer) = self.try_admin(&json!({"op": "ping"}))
+                && answer["ok"] == true
+                && self.run.join("agent.sock").exists()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "zodex-prd did not start: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("prd.log")).unwrap_or_default()
+    }
+
+    pub fn prd_pid(&self) -> u32 {
+        self.prd.id()
+    }
+
+    pub fn agent_socket(&self) -> PathBuf {
+        self.run.join("agent.sock")
+    }
+
+    pub fn admin_socket(&self) -> PathBuf {
+        self.run.join("admin.sock")
+    }
+
+    /// `host` as git and the credential helper name devhub's git side.
+    pub fn git_host(&self) -> String {
+        self.demo
+            .hub
+            .git_url()
+            .trim_start_matches("http://")
+            .to_string()
+    }
+
+    /// Keeps `child` to be killed when the sprite goes.
+    pub fn adopt(&self, child: Child) -> u32 {
+        let pid = child.id();
+        self.background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(child);
+        pid
+    }
+}
+
+/// Our `bin/` first, then this process's search path (the same git the devhub runs).
+fn search_path(bin: &Path) -> String {
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
+    )
+}
+
+// The operator's side (root).
+impl Sprite {
+    fn try_admin(&self, request: &Value) -> std::io::Result<Value> {
+        let mut stream = std::os::unix::net::UnixStream::connect(self.admin_socket())?;
+        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        stream.write_all(format!("{request}\n").as_bytes())?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text)?;
+        serde_json::from_str(&text).map_err(std::io::Error::other)
+    }
+
+    /// One admin request straight on the admin socket, as root.
+    pub fn admin(&self, request: Value) -> Value {
+        self.try_admin(&request)
+            .unwrap_or_else(|e| panic!("{request}: {e}\nzodex-prd: {}", self.log()))
+    }
+
+    #[track_caller]
+    pub fn admin_ok(&self, request: Value) -> Value {
+        let answer = self.admin(request.clone());
+        assert_eq!(answer["ok"], true, "{request}: {answer}");
+        answer
+    }
+
+    pub fn grant_push(&self, repo: &str) {
+        self.admin_ok(json!({"op": "grant_push", "repo": repo, "ttl": {"seconds": 3600}}));
+    }
+
+    /// `zodex-prd admin` as the operator runs it (root), with one request line.
+    pub fn operator_prd(&self, request: &str) -> Output {
+        let mut child = Command::new(self.bin.join("zodex-prd"))
+            .args(["admin", "--config"])
+            .arg(&self.config)
+            .env_remove("ZODEX_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{request}\n").as_bytes());
+        child.wait_with_output().unwrap()
+    }
+
+    /// The daemon still answers the operator: an admin `status` through `zodex-prd admin`
+    /// (as root), within `within`.
+    #[track_caller]
+    pub fn assert_operator_answers_within(&self, within: Duration) {
+        let started = Instant::now();
+        let out = self.operator_prd(r#"{"op":"status"}"#);
+        let took = started.elapsed();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("\"ok\":true"),
+            "the operator's status failed: {stdout} {}\nzodex-prd: {}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        assert!(took <= within, "the operator's status took {took:?}");
+        let pid = nix::unistd::Pid::from_raw(self.prd.id() as i32);
+        assert!(
+            nix::sys::signal::kill(pid, None).is_ok(),
+            "zodex-prd is gone: {}",
+            self.log()
+        );
+    }
+
+    #[track_caller]
+    pub fn assert_operator_answers(&self) {
+        self.assert_operator_answers_within(Duration::from_secs(20));
+    }
+
+    /// `zodex` (the operator CLI) with its own registry holding this sprite as `s` (local).
+    pub fn zodex(&self, args: &[&str]) -> Output {
+        let home = self.root.path().join("operator-home");
+        let registered = home.join(".registered");
+        let run = |args: &[&str]| {
+            Command::new(self.bin.join("zodex"))
+                .args(args)
+                .env("ZODEX_HOME", &home)
+                .env("HOME", &home)
+                .env_remove("ZODEX_SPRITE")
+                .env_remove("ZODEX_CONFIG")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap()
+        };
+        if !registered.exists() {
+            std::fs::create_dir_all(&home).unwrap();
+            let config = self.config.to_str().unwrap();
+            let out = run(&["sprite", "add", "s", "--local", "--config", config]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::fs::write(&registered, "").unwrap();
+        }
+        let mut full: Vec<&str> = args.to_vec();
+        full.extend(["--sprite", "s"]);
+        run(&full)
+    }
+}
+
+/// What GitHub (the devhub) holds: every ref of every repository, the pull requests, and the
+/// number of live installation tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GithubSide {
+    pub refs: String,
+    pub pulls: usize,
+    pub tokens_live: usize,
+}
+
+impl Sprite {
+    pub fn bare(&self, repo: &str) -> PathBuf {
+        self.demo
+            .hub
+            .dir()
+            .join("repos/demo")
+            .join(format!("{repo}.git"))
+    }
+
+    pub fn github(&self) -> GithubSide {
+        let mut refs = String::new();
+        for repo in ["app", "lib", "trunk", "other"] {
+            refs.push_str(&format!("[{repo}]\n"));
+            refs.push_str(&git_ok(
+                &self.bare(repo),
+                &["for-each-ref", "--format=%(refname) %(objectname)"],
+            ));
+        }
+        GithubSide {
+            refs,
+            pulls: self.demo.hub.description().pulls.len(),
+            tokens_live: self.demo.hub.stats().tokens_live,
+        }
+    }
+
+    /// Nothing changed at GitHub since `before`: the same refs and pull requests, and no token
+    /// more alive than then.
+    #[track_caller]
+    pub fn assert_github_unchanged(&self, before: &GithubSide) {
+        let now = self.github();
+        assert_eq!(
+            now.refs,
+            before.refs,
+            "refs changed at GitHub\nzodex-prd: {}",
+            self.log()
+        );
+        assert_eq!(now.pulls, before.pulls, "a pull request appeared");
+        assert!(
+            now.tokens_live <= before.tokens_live,
+            "{} live tokens now, {} before",
+            now.tokens_live,
+            before.tokens_live
+        );
+    }
+
+    /// The id `rev` names at GitHub in `demo/<repo>` (`None`: no such ref).
+    pub fn remote_sha(&self, repo: &str, rev: &str) -> Option<String> {
+        let out = super::devhub::git(&self.bare(repo), &["rev-parse", "--verify", "--quiet", rev]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// Whether GitHub's `demo/<repo>` holds object `oid` at all.
+    pub fn remote_has(&self, repo: &str, oid: &str) -> bool {
+        super::devhub::git(&self.bare(repo), &["cat-file", "-e", oid])
+            .status
+            .success()
+    }
+}
+
+// The agent's side: every process here runs as the agent user.
+impl Sprite {
+    /// A command as the agent: its uid, its groups, its HOME, a clean environment, our `bin/`
+    /// first on PATH and this sprite's configuration in `ZODEX_CONFIG`.
+    pub fn as_agent(&self, program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(dir)
+            .env_clear()
+            .env("PATH", search_path(&self.bin))
+            .env("HOME", &self.agent_home)
+            .env("LANG", "C.UTF-8")
+            .env("ZODEX_CONFIG", &self.config)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "Agent")
+            .env("GIT_AUTHOR_EMAIL", "agent@zodex.invalid")
+            .env("GIT_COMMITTER_NAME", "Agent")
+            .env("GIT_COMMITTER_EMAIL", "agent@zodex.invalid")
+            .stdin(Stdio::null());
+        run_as(&mut cmd, &self.users.agent, &[self.users.gid]);
+        cmd
+    }
+
+    /// git as the agent runs it: the credential helper for reads, pushes rewritten to
+    /// `zodex::` so git runs `git-remote-zodex`.
+    pub fn agent_git_command(&self, dir: &Path) -> Command {
+        let helper = format!(
+            "!{} credential --config {}",
+            self.bin.join("zodex-agent").display(),
+            self.config.display()
+        );
+        let base = self.demo.hub.git_url();
+        let mut cmd = self.as_agent("git", dir);
+        cmd.args(["-c", "credential.helper="])
+            .args(["-c", &format!("credential.helper={helper}")])
+            .args(["-c", "credential.useHttpPath=true"])
+            .args(["-c", &format!("url.zodex::{base}/.pushInsteadOf={base}/")]);
+        cmd
+    }
+
+    pub fn agent_git(&self, dir: &Path, args: &[&str]) -> Output {
+        self.agent_git_command(dir).args(args).output().unwrap()
+    }
+
+    #[track_caller]
+    pub fn agent_git_ok(&self, dir: &Path, args: &[&str]) -> String {
+        let out = self.agent_git(dir, args);
+        assert!(
+            out.status.success(),
+            "agent: git {args:?} failed: {}\nzodex-prd: {}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Clones `demo/<repo>` as the agent into its work directory.
+    pub fn clone(&self, repo: &str) -> PathBuf {
+        let url = format!("{}/demo/{repo}.git", self.demo.hub.git_url());
+        self.agent_git_ok(&self.work, &["clone", "--quiet", &url, repo]);
+        self.work.join(repo)
+    }
+
+    /// Writes `path` in the agent's checkout `dir` (owned by the agent) and commits it.
+    pub fn agent_commit(&self, dir: &Path, path: &str, content: &[u8], message: &str) -> String {
+        let file = dir.join(path);
+        let mut missing = Vec::new();
+        let mut parent = file.parent();
+        while let Some(p) = parent.filter(|p| !p.exists()) {
+            missing.push(p.to_path_buf());
+            parent = p.parent();
+        }
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, content).unwrap();
+        for p in missing.iter().chain(std::iter::once(&file)) {
+            chown(p, Some(&self.users.agent), None);
+        }
+        self.agent_git_ok(dir, &["add", path]);
+        self.agent_git_ok(dir, &["commit", "--quiet", "-m", message]);
+        self.agent_git_ok(dir, &["rev-parse", "HEAD"])
+            .trim()
+            .to_string()
+    }
+
+    /// `zodex-agent ARGS` as the agent (its configuration from `ZODEX_CONFIG`).
+    pub fn agent_cli(&self, args: &[&str]) -> Output {
+        self.as_agent(self.bin.join("zodex-agent"), &self.work)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// A file the agent owns in its work directory.
+    pub fn agent_file(&self, name: &str, content: &[u8]) -> PathBuf {
+        let path = self.work.join(name);
+        std::fs::write(&path, content).unwrap();
+        chown(&path, Some(&self.users.agent), None);
+        path
+    }
+
+    /// Runs `routine` as the agent and returns its result.
+    pub fn routine(&self, routine: &Routine) -> Value {
+        let out = routines::command(self, routine).output().unwrap();
+        routines::result(&out).unwrap_or_else(|| {
+            panic!(
+                "routine {routine:?} gave no result: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    /// Starts `routine` as the agent in the background and waits until it says it is ready;
+    /// it is killed when the sprite goes (or by [`Sprite::stop`]).
+    pub fn spawn_routine(
+        &self,
+        routine: &Routine,
+    ) -> (u32, std::io::BufReader<std::process::ChildStdout>) {
+        let mut child = routines::command(self, routine)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let pid = self.adopt(child);
+        routines::wait_ready(&mut out, routine);
+        (pid, out)
+    }
+
+    /// Kills one background process this sprite started, by its id.
+    pub fn stop(&self, pid: u32) {
+        let mut children = self.background.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(child) = children.iter_mut().find(|c| c.id() == pid) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
