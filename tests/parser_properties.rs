@@ -320,7 +320,8 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
         Just(AdminRequest::Ping),
         Just(AdminRequest::Default),
         Just(AdminRequest::Status),
-        Just(AdminRequest::Requests),
+        (option::of(any::<u32>()), option::of(any::<i64>()))
+            .prop_map(|(limit, before)| AdminRequest::Requests { limit, before }),
         (text(), any_ttl(), any::<bool>(), via).prop_map(|(repo, ttl, allow_workflows, via)| {
             AdminRequest::GrantPush {
                 repo,
@@ -340,12 +341,20 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
         (any::<i64>(), option::of(any_ttl()))
             .prop_map(|(id, ttl)| AdminRequest::Approve { id, ttl }),
         any::<i64>().prop_map(|id| AdminRequest::Deny { id }),
-        (option::of(any::<i64>()), option::of(text())).prop_map(|(since_seconds, repo)| {
-            AdminRequest::Audit {
-                since_seconds,
-                repo,
-            }
-        }),
+        (
+            option::of(any::<i64>()),
+            option::of(text()),
+            option::of(any::<u32>()),
+            option::of(any::<i64>())
+        )
+            .prop_map(|(since_seconds, repo, limit, before)| {
+                AdminRequest::Audit {
+                    since_seconds,
+                    repo,
+                    limit,
+                    before,
+                }
+            }),
         text().prop_map(|sha256| AdminRequest::SetMcpKeyHash { sha256 }),
         (text(), text(), any::<[bool; 4]>(), any::<i64>()).prop_map(
             |(repo, ref_name, f, bytes)| {
