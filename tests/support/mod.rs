@@ -5,7 +5,8 @@
 //!   credentials;
 //! - `rig`: a devhub and a real `zodex-prd serve` configured with its URLs and App keys, and git
 //!   as the agent runs it (credential helper, pushes through `git-remote-zodex`);
-//! - `mcp_server`: a `zodex-agent serve` and a raw HTTP client for the MCP endpoint.
+//! - `mcp_server`: a `zodex-agent serve` and a raw HTTP client for the MCP endpoint;
+//! - `packs`: hostile packs (compression and delta bombs, lying zlib streams) and their bundles.
 //!
 //! Each test crate compiles all of it and uses a part.
 #![allow(dead_code)]
@@ -13,4 +14,5 @@
 pub mod dev;
 pub mod devhub;
 pub mod mcp_server;
+pub mod packs;
 pub mod rig;
