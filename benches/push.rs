@@ -258,11 +258,30 @@ fn main() {
     }
 }
 
+/// Drops terminal colour codes (`ESC [ … m`) from a log line.
+fn plain(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `child_peak_kib` of every "pack indexed in a child process" line of the log.
 fn child_peaks(log: &str) -> Vec<u64> {
     log.lines()
         .filter(|l| l.contains("pack indexed in a child process"))
         .filter_map(|l| {
+            let l = plain(l);
             let rest = &l[l.find("child_peak_kib=")? + "child_peak_kib=".len()..];
             rest.split(|c: char| !c.is_ascii_digit())
                 .next()?
