@@ -4,7 +4,10 @@
 //! - wall time for changes of 1 MiB, 32 MiB and 120 MiB (random, incompressible data in 1 MiB
 //!   files), median of `ROUNDS` rounds, each round pushing fresh commits on both paths in
 //!   alternating order; the ratio zodex/plain and the added milliseconds;
-//! - zodex-prd's peak RSS (VmHWM) after the 120 MiB pushes;
+//! - zodex-prd's peak RSS (VmHWM) after the 120 MiB pushes, anonymous and file-backed pages
+//!   sampled apart, and the peak of the child processes that indexed the packs (from the log);
+//! - a pack bomb (one blob declared and compressed as 2 GiB of zeros, about 2 MiB on the wire)
+//!   sent as `publish_pr` and as a push: the time to refuse it and zodex-prd's peak RSS after it;
 //! - the time to refuse a bundle over the ceiling on its header, for declared sizes from
 //!   128 MiB + 1 to 64 GiB (it must not depend on the size).
 //!
@@ -18,6 +21,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use support::devhub::{AppKind, git_command};
 use support::rig::Rig;
+use zodex::agent::client::call_with_bundle;
 use zodex::publisher::wire::{AgentRequest, PushUpdate, agent_roundtrip_with};
 
 const ROUNDS: usize = 3;
@@ -212,6 +216,12 @@ fn main() {
         anon,
         file
     );
+    println!(
+        "indexing children's peak RSS (wait4 ru_maxrss): max {} KiB over {} packs",
+        child_peaks(&rig.log()).into_iter().max().unwrap_or(0),
+        child_peaks(&rig.log()).len()
+    );
+    bomb(&rig, work.path());
 
     println!("refusing a bundle over the ceiling on its header (median of 200, p99)");
     let socket = rig.dir.path().join("agent.sock");
@@ -246,4 +256,98 @@ fn main() {
             times[197].as_secs_f64() * 1e3
         );
     }
+}
+
+/// Drops terminal colour codes (`ESC [ … m`) from a log line.
+fn plain(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `child_peak_kib` of every "pack indexed in a child process" line of the log.
+fn child_peaks(log: &str) -> Vec<u64> {
+    log.lines()
+        .filter(|l| l.contains("pack indexed in a child process"))
+        .filter_map(|l| {
+            let l = plain(l);
+            let rest = &l[l.find("child_peak_kib=")? + "child_peak_kib=".len()..];
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// A blob declared (and compressed) as 2 GiB of zeros, sent as `publish_pr` and as a push.
+fn bomb(rig: &Rig, work: &Path) {
+    let main = rig.remote_sha("app", "refs/heads/main").unwrap();
+    let tip = "2222222222222222222222222222222222222222";
+    let pack = support::packs::zero_blob_bomb(2 << 30);
+    let bytes = support::packs::bundle(&main, tip, "refs/heads/bomb", &pack);
+    let path = work.join("bomb.bundle");
+    std::fs::write(&path, &bytes).unwrap();
+    let socket = rig.dir.path().join("agent.sock");
+    let before = status_kib(rig.prd_pid(), "VmRSS:");
+    let sampler = RssSampler::start(rig.prd_pid());
+    println!(
+        "a bundle of {} bytes declaring one 2 GiB blob of zeros (zodex-prd at {} KiB RSS before)",
+        bytes.len(),
+        before
+    );
+    let publish = AgentRequest::PublishPr {
+        repo: "demo/app".into(),
+        title: "bomb".into(),
+        body: String::new(),
+        base: None,
+        draft: false,
+        head: tip.into(),
+    };
+    let push = AgentRequest::Push {
+        repo: "demo/app".into(),
+        updates: vec![PushUpdate {
+            dst: "refs/heads/bomb".into(),
+            new: Some(tip.into()),
+            force: false,
+            lease: None,
+        }],
+        atomic: false,
+        dry_run: false,
+    };
+    for (name, request) in [("publish_pr", publish), ("push", push)] {
+        let started = Instant::now();
+        let answer = call_with_bundle(
+            &socket,
+            &request,
+            Some((&path, bytes.len() as u64)),
+            |_, _| {},
+        )
+        .unwrap();
+        let took = started.elapsed();
+        assert!(!answer.ok);
+        println!(
+            "  {name}: refused in {:.1} ms: {}",
+            took.as_secs_f64() * 1e3,
+            answer.error.map(|e| e.message).unwrap_or_default()
+        );
+    }
+    let (anon, file) = sampler.finish();
+    println!(
+        "zodex-prd peak RSS (VmHWM) after the bombs: {} KiB; sampled peaks during them: anonymous {} KiB, file-backed {} KiB",
+        status_kib(rig.prd_pid(), "VmHWM:"),
+        anon,
+        file
+    );
 }

@@ -1,8 +1,8 @@
 //! The agent socket's bundle protocol, spoken directly (as a hostile or broken client would):
 //! the ceiling on the declared size (refused before the body, whatever its size), short and
 //! long bodies, a bundle from another repository's history, an operator policy that lowers the
-//! ceiling, the audit trail of a push, a SIGKILL in the middle of a publish, and concurrent
-//! pushes.
+//! ceiling, the audit trail of a push, a SIGKILL in the middle of a publish, concurrent
+//! pushes, and pack bombs (a blob or a delta declaring gigabytes, a lying zlib stream).
 
 mod support;
 
@@ -429,4 +429,105 @@ fn ref_names_git_would_not_accept_are_refused_before_any_decision() {
         );
     }
     assert_eq!(rig.remote_sha("app", "refs/heads/main"), main_before);
+}
+
+/// A `kB` field of /proc/PID/status (VmHWM: the peak resident set, file-backed pages included).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// zodex-prd's peak memory may not pass this, whatever a pack declares (the daemon itself
+/// starts near 32 MiB; the pack is indexed in a child process).
+const PRD_PEAK_BOUND_KIB: u64 = 64 * 1024;
+
+#[test]
+fn pack_bombs_are_refused_before_they_are_inflated_and_the_daemon_stays_small() {
+    let rig = Rig::start(HOUR);
+    rig.grant_push("demo/app");
+    let main = rig.remote_sha("app", "refs/heads/main").unwrap();
+    let branches_before = rig.branches("app");
+    // The tip the bundles claim; refused before anyone could look for it.
+    let tip = "2222222222222222222222222222222222222222";
+    let work = tempfile::tempdir().unwrap();
+    let bombs = [
+        (
+            "a blob declared and compressed as 2 GiB of zeros",
+            support::packs::zero_blob_bomb(2 << 30),
+            "over GitHub's 100 MiB file limit",
+        ),
+        (
+            "a delta of 160 KiB whose result is 2 GiB",
+            support::packs::delta_bomb(2 << 30),
+            "over GitHub's 100 MiB file limit",
+        ),
+        (
+            "a zlib stream that declares 10 bytes and inflates to 8 MiB",
+            support::packs::lying_blob(10, 8 << 20),
+            "inflates past the 10 bytes it declares",
+        ),
+    ];
+    for (what, pack, expected) in &bombs {
+        let bytes = support::packs::bundle(&main, tip, "refs/heads/bomb", pack);
+        assert!(bytes.len() < 4 << 20, "{what}: {} bytes", bytes.len());
+        let path = work.path().join("bomb.bundle");
+        std::fs::write(&path, &bytes).unwrap();
+        let publish = AgentRequest::PublishPr {
+            repo: "demo/app".into(),
+            title: "bomb".into(),
+            body: String::new(),
+            base: None,
+            draft: false,
+            head: tip.into(),
+        };
+        for request in [publish, push_of("demo/app", "refs/heads/bomb", tip)] {
+            let started = Instant::now();
+            let answer = call_with_bundle(
+                &socket(&rig),
+                &request,
+                Some((&path, bytes.len() as u64)),
+                |_, _| {},
+            )
+            .unwrap();
+            let took = started.elapsed();
+            assert!(!answer.ok, "{what}: {answer:?}");
+            assert!(
+                message(&answer).contains(expected),
+                "{what}: {answer:?}\n{}",
+                rig.log()
+            );
+            assert!(took < Duration::from_secs(10), "{what}: {took:?}");
+        }
+    }
+    let peak = status_kib(rig.prd_pid(), "VmHWM:");
+    assert!(
+        peak < PRD_PEAK_BOUND_KIB,
+        "zodex-prd peaked at {peak} KiB after the bombs"
+    );
+    // Nothing reached devhub, and nothing was left behind.
+    assert_eq!(rig.branches("app"), branches_before);
+    assert!(rig.pulls("app").is_empty());
+    let tmp = rig.dir.path().join("state/tmp");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "files left in {tmp:?}"
+    );
+    // The daemon still answers: an ordinary push goes through.
+    let app = rig.clone(work.path(), "app");
+    commit_file(&app, "after.txt", b"after the bombs\n", "after");
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/after"]);
+    assert!(
+        push.status.success(),
+        "{}",
+        String::from_utf8_lossy(&push.stderr)
+    );
+    assert_eq!(
+        rig.remote_sha("app", "refs/heads/after"),
+        Some(support::devhub::rev_parse(&app, "HEAD"))
+    );
 }

@@ -3,6 +3,7 @@
 use super::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE, render};
 use crate::engine::policy::Policies;
 use crate::publisher::config::Config;
+use crate::publisher::publish::indexer;
 use crate::publisher::sockets::{Impersonation, check_server};
 use crate::publisher::wire::{ErrorKind, MAX_REQUEST_BYTES, Response, read_response};
 use clap::{Parser, Subcommand};
@@ -38,6 +39,19 @@ enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// Internal: index one bundle's pack into a quarantine, under the resource limits the
+    /// daemon set; the daemon runs this itself (see `publisher::publish::indexer`).
+    #[command(name = indexer::SUBCOMMAND, hide = true)]
+    IndexPack {
+        #[arg(long)]
+        bundle: PathBuf,
+        #[arg(long)]
+        offset: u64,
+        #[arg(long)]
+        objects: PathBuf,
+        #[arg(long)]
+        thin: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -60,6 +74,28 @@ pub fn main() -> i32 {
         Command::Policy {
             command: PolicyCommand::Check { dir, config },
         } => check(dir, config),
+        Command::IndexPack {
+            bundle,
+            offset,
+            objects,
+            thin,
+        } => index_pack(indexer::Job {
+            bundle,
+            pack_offset: offset,
+            objects,
+            thin,
+        }),
+    }
+}
+
+/// The indexing child: its one answer goes to stdout for the daemon.
+fn index_pack(job: indexer::Job) -> i32 {
+    let answer = indexer::run(&job);
+    print!("{}", answer.to_line());
+    if answer.is_indexed() {
+        EXIT_OK
+    } else {
+        EXIT_FAILURE
     }
 }
 

@@ -9,6 +9,7 @@
 //! - `users`, `sprite`, `routines`: real agent and publisher users, a sprite laid out like a
 //!   deployment with a `zodex-prd` running as the publisher, and the small programs the attack
 //!   suite runs as the agent.
+//! - `packs`: hostile packs (compression and delta bombs, lying zlib streams) and their bundles.
 //!
 //! Each test crate compiles all of it and uses a part.
 #![allow(dead_code)]
@@ -16,6 +17,7 @@
 pub mod dev;
 pub mod devhub;
 pub mod mcp_server;
+pub mod packs;
 pub mod rig;
 pub mod routines;
 pub mod sprite;

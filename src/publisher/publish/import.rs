@@ -1,25 +1,28 @@
 //! A bundle, imported into a quarantine beside the repository's mirror and checked there.
 //!
-//! The pack is indexed and verified as a stream by gix-pack (object hashes, the pack's trailing
-//! checksum, thin-pack bases completed from the mirror), so a truncated or corrupted pack is
-//! refused — `git bundle verify` only looks at the header. A pack holding objects no ref of the
-//! request reaches is refused ([`Quarantine::check_reach`]); nothing reaches the mirror until
-//! the push succeeded, and then only a pack every object of which the pushed tips reach
+//! The pack is first walked in constant memory ([`super::packscan`]: every entry's declared
+//! size against the limits, every zlib stream against what its entry declared), then indexed
+//! and verified by gix-pack in a child process under memory limits ([`super::indexer`]: object
+//! hashes, the pack's trailing checksum, thin-pack bases completed from the mirror), so a
+//! truncated or corrupted pack is refused — `git bundle verify` only looks at the header — and
+//! no pack, whatever it declares, makes the daemon's memory grow. A pack holding objects no ref
+//! of the request reaches is refused ([`Quarantine::check_reach`]); nothing reaches the mirror
+//! until the push succeeded, and then only a pack every object of which the pushed tips reach
 //! ([`Quarantine::adopt`]); a refused bundle leaves nothing behind, not even a temporary pack.
 //! The facts of each update are computed against GitHub's refs in [`super::walk`].
 
 use super::bundle::{self, BundleError, BundleHeader};
 use super::git::{self, GitError};
+use super::indexer;
+use super::packscan::{self, Declared, ScanError};
 use super::walk::{Walk, unreached_in_pack};
 use gix::hash::ObjectId;
 use gix::objs::Exists;
-use gix::odb::Header as _;
-use std::io::{BufReader, Seek, SeekFrom};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
-/// GitHub refuses files over 100 MiB; refuse them here, before anything is pushed.
-pub const MAX_BLOB_BYTES: u64 = 100 * 1024 * 1024;
+/// GitHub refuses files over 100 MiB; refuse them here, before anything is inflated or pushed.
+pub use super::packscan::MAX_BLOB_BYTES;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -50,9 +53,19 @@ pub enum ImportError {
         kind: String,
     },
     #[error(
-        "blob {oid} is {size} bytes, over GitHub's 100 MiB file limit; remove the file from the commits (git-lfs keeps large files)"
+        "{what} is {size} bytes, over GitHub's 100 MiB file limit; nothing was stored; remove the file from the commits (git-lfs keeps large files)"
     )]
-    BlobTooLarge { oid: String, size: u64 },
+    BlobTooLarge { what: String, size: u64 },
+    #[error(
+        "{what} is a {kind} of {size} bytes; zodex-prd accepts commits, trees and tags up to 4 MiB; nothing was stored; split the directory or shorten the message"
+    )]
+    MetadataTooLarge {
+        what: String,
+        kind: String,
+        size: u64,
+    },
+    #[error("{0}; nothing was stored; push the change in smaller parts")]
+    Limit(String),
     #[error("reading objects failed: {0}")]
     Objects(String),
     #[error(transparent)]
@@ -61,6 +74,31 @@ pub enum ImportError {
 
 fn objects_err(e: impl std::fmt::Display) -> ImportError {
     ImportError::Objects(e.to_string())
+}
+
+/// A pack the pre-scan refused, as the agent is told.
+fn scan_refusal(e: ScanError) -> ImportError {
+    match e {
+        ScanError::TooLarge { offset, kind, size } if kind.is_metadata() => {
+            ImportError::MetadataTooLarge {
+                what: format!("the pack's entry at byte {offset}"),
+                kind: kind.name().to_string(),
+                size,
+            }
+        }
+        ScanError::TooLarge { offset, kind, size } => ImportError::BlobTooLarge {
+            what: match kind {
+                Declared::DeltaResult => {
+                    format!("the object the delta at byte {offset} of the pack builds")
+                }
+                Declared::DeltaData => format!("the delta at byte {offset} of the pack"),
+                _ => format!("the blob at byte {offset} of the pack (as its header declares)"),
+            },
+            size,
+        },
+        ScanError::Io(message) => ImportError::Objects(message),
+        other => ImportError::Pack(other.to_string()),
+    }
 }
 
 /// What the publisher established about one ref update from the objects themselves.
@@ -82,14 +120,6 @@ pub struct Quarantine {
     /// Whether the target repository has any ref (an empty one has no history to build on).
     mirror_has_refs: bool,
     pub header: Option<BundleHeader>,
-}
-
-/// Whether gix-pack failed because a delta's base is not in the pack (a thin pack).
-fn is_missing_base(message: &str) -> bool {
-    let message = message.to_ascii_lowercase();
-    message.contains("not found")
-        || message.contains("could not be found")
-        || message.contains("unresolved")
 }
 
 fn open_odb(objects: &Path) -> Result<gix::odb::Handle, ImportError> {
@@ -137,9 +167,10 @@ impl Quarantine {
         Self::create(mirror, mirror_has_refs, tmp_root)
     }
 
-    /// Reads the bundle at `spool`: header, prerequisites (must be in the mirror), then the pack,
-    /// indexed and verified into the quarantine; then every tip must be there and no blob may
-    /// be over [`MAX_BLOB_BYTES`].
+    /// Reads the bundle at `spool`: header, prerequisites (must be in the mirror), then the pack:
+    /// walked in constant memory ([`packscan::scan`]), then indexed and verified into the
+    /// quarantine by a child process under memory limits ([`indexer::index`]), which also holds
+    /// every object's resolved size against [`MAX_BLOB_BYTES`]; then every tip must be there.
     pub fn import(
         mirror: &Path,
         mirror_has_refs: bool,
@@ -148,47 +179,29 @@ impl Quarantine {
     ) -> Result<Self, ImportError> {
         let mut this = Self::create(mirror, mirror_has_refs, tmp_root)?;
         let file = std::fs::File::open(spool).map_err(objects_err)?;
-        let mut input = BufReader::with_capacity(256 * 1024, file);
+        let len = file.metadata().map_err(objects_err)?.len();
+        let mut input = BufReader::with_capacity(64 * 1024, file);
         let header = bundle::read_header(&mut input)?;
         for prerequisite in &header.prerequisites {
             if !this.mirror_odb.exists(&parse_oid(prerequisite)?) {
                 return Err(ImportError::ForeignOrigin(prerequisite.clone()));
             }
         }
-        let pack_dir = this.dir.path().join("objects/pack");
-        // Bundles made by Zodex are self-contained and index as a pure stream. A thin pack
-        // (bases left out, as `git bundle create` makes them) needs its bases from the mirror,
-        // which gix-pack does by keeping entries in memory: only then is the slower path taken.
-        let mut attempt = |thin: bool| {
-            input.seek(SeekFrom::Start(header.pack_offset))?;
-            let options = gix_pack::bundle::write::Options {
-                thread_limit: Some(2),
-                ..Default::default()
-            };
-            gix_pack::Bundle::write_to_directory(
-                &mut input,
-                Some(&pack_dir),
-                &mut gix::progress::Discard,
-                &AtomicBool::new(false),
-                thin.then(|| this.mirror_odb.clone()),
-                gix::hash::Kind::Sha1,
-                options,
-            )
-            .map_err(|e| std::io::Error::other(format!("{e:#}")))
+        // Before anything is inflated whole: what each entry declares, and what it inflates to.
+        let pack_len = len.saturating_sub(header.pack_offset);
+        let summary = packscan::scan(&mut input, pack_len).map_err(scan_refusal)?;
+        drop(input);
+        // Bundles made by Zodex are self-contained (OFS-deltas only) and index as a pure
+        // stream. REF-deltas may build on the mirror's objects (a thin pack, as `git bundle
+        // create` makes them): gix-pack then keeps the entries in the child's memory.
+        let job = indexer::Job {
+            bundle: spool.to_path_buf(),
+            pack_offset: header.pack_offset,
+            objects: this.objects_dir(),
+            thin: summary.ref_deltas > 0,
         };
-        let outcome = match attempt(false) {
-            Ok(outcome) => outcome,
-            Err(e) if is_missing_base(&e.to_string()) => {
-                attempt(true).map_err(|e| ImportError::Pack(e.to_string()))?
-            }
-            Err(e) => return Err(ImportError::Pack(e.to_string())),
-        };
-        if let Some(keep) = &outcome.keep_path {
-            let _ = std::fs::remove_file(keep);
-        }
-        if let (Some(data), Some(index)) = (outcome.data_path, outcome.index_path) {
-            this.pack = Some((data, index));
-        }
+        let indexed = indexer::index(&job, this.dir.path())?;
+        this.pack = indexed.pack;
         // The store found the quarantine empty when it opened; let it see the new pack.
         this.odb = open_odb(&this.dir.path().join("objects"))?;
         for (oid, name) in &header.refs {
@@ -196,30 +209,8 @@ impl Quarantine {
                 return Err(ImportError::Missing(format!("{oid} (the tip of {name})")));
             }
         }
-        this.check_blob_sizes()?;
         this.header = Some(header);
         Ok(this)
-    }
-
-    fn check_blob_sizes(&self) -> Result<(), ImportError> {
-        let Some((_, index)) = &self.pack else {
-            return Ok(());
-        };
-        let index = gix_pack::index::File::at(index, gix::hash::Kind::Sha1).map_err(objects_err)?;
-        for entry in index.iter() {
-            let header = self
-                .odb
-                .try_header(&entry.oid)
-                .map_err(objects_err)?
-                .ok_or_else(|| ImportError::Missing(entry.oid.to_string()))?;
-            if header.kind() == gix::objs::Kind::Blob && header.size() > MAX_BLOB_BYTES {
-                return Err(ImportError::BlobTooLarge {
-                    oid: entry.oid.to_string(),
-                    size: header.size(),
-                });
-            }
-        }
-        Ok(())
     }
 
     /// The quarantine's objects directory (an alternate for git commands that need the new
