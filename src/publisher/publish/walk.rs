@@ -252,3 +252,147 @@ pub fn unreached_in_pack(
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = git::command(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@e")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@e")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    fn commit(dir: &Path, path: &str, message: &str) -> String {
+        let file = dir.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, message).unwrap();
+        git(dir, &["add", path]);
+        git(dir, &["commit", "-q", "-m", message]);
+        git(dir, &["rev-parse", "HEAD"])
+    }
+
+    #[test]
+    fn commits_are_what_the_hidden_tips_do_not_reach_and_workflows_are_per_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        git(repo, &["init", "-q", "-b", "main", "."]);
+        let root = commit(repo, "a.txt", "one");
+        let ci = commit(repo, ".github/workflows/ci.yml", "two");
+        let docs = commit(repo, "b.txt", "three");
+        let empty = tempfile::tempdir().unwrap();
+        let odb = gix::odb::at(repo.join(".git/objects"), gix::hash::Kind::Sha1).unwrap();
+        let walk = Walk {
+            mirror: repo,
+            quarantine_objects: empty.path(),
+            odb: &odb,
+        };
+        let ids = |commits: Vec<Commit>| -> Vec<String> {
+            commits.into_iter().map(|c| c.id.to_string()).collect()
+        };
+        assert_eq!(
+            ids(walk.commits(&[&docs], &[&ci], None).unwrap()),
+            vec![docs.clone()]
+        );
+        assert_eq!(
+            ids(walk.commits(&[&docs], &[&root], None).unwrap()),
+            vec![docs.clone(), ci.clone()]
+        );
+        assert_eq!(walk.commits(&[&docs], &[], None).unwrap().len(), 3);
+        assert_eq!(walk.commits(&[&docs], &[], Some(1)).unwrap().len(), 1);
+        assert!(walk.reachable(&ci, &[&docs]).unwrap());
+        assert!(!walk.reachable(&docs, &[&ci]).unwrap());
+
+        let all = walk.commits(&[&docs], &[], None).unwrap();
+        let changes: Vec<bool> = all
+            .iter()
+            .map(|c| walk.changes_workflows(c).unwrap())
+            .collect();
+        assert_eq!(changes, vec![false, true, false], "docs, ci, root");
+        let tree = git(repo, &["rev-parse", "HEAD^{tree}"]);
+        let tree = ObjectId::from_hex(tree.as_bytes()).unwrap();
+        assert!(matches!(
+            walk.peel_to_commit(&tree, "the new tip"),
+            Err(ImportError::NotACommit { .. })
+        ));
+    }
+
+    #[test]
+    fn a_pack_object_no_tip_reaches_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        git(repo, &["init", "-q", "-b", "main", "."]);
+        let base = commit(repo, "a.txt", "base");
+        let tip = commit(repo, "b.txt", "tip");
+        git(repo, &["checkout", "-q", "--orphan", "stray"]);
+        let stray = commit(repo, "c.txt", "stray");
+        // A "mirror" that has only `base`, and a pack of tip + stray on top of it.
+        let mirror = tempfile::tempdir().unwrap();
+        git(mirror.path(), &["init", "-q", "--bare", "."]);
+        git(
+            repo,
+            &[
+                "push",
+                "-q",
+                mirror.path().to_str().unwrap(),
+                &format!("{base}:refs/heads/main"),
+            ],
+        );
+        let packs = tempfile::tempdir().unwrap();
+        let prefix = packs.path().join("p");
+        let mut child = git::command(repo)
+            .args(["pack-objects", "--revs", "-q", prefix.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{tip}\n{stray}\n^{base}\n").as_bytes())
+            .unwrap();
+        let hash = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap();
+        let index = packs.path().join(format!("p-{}.idx", hash.trim()));
+        let objects = packs.path().join("objects");
+        std::fs::create_dir_all(objects.join("pack")).unwrap();
+        std::fs::create_dir_all(objects.join("info")).unwrap();
+        for ext in ["pack", "idx"] {
+            let name = format!("p-{}.{ext}", hash.trim());
+            std::fs::copy(packs.path().join(&name), objects.join("pack").join(&name)).unwrap();
+        }
+        std::fs::write(
+            objects.join("info/alternates"),
+            format!("{}\n", mirror.path().join("objects").display()),
+        )
+        .unwrap();
+        let odb = gix::odb::at(&objects, gix::hash::Kind::Sha1).unwrap();
+        let mirror_odb =
+            gix::odb::at(mirror.path().join("objects"), gix::hash::Kind::Sha1).unwrap();
+        let id = |hex: &str| ObjectId::from_hex(hex.as_bytes()).unwrap();
+        assert_eq!(
+            unreached_in_pack(&index, &odb, &mirror_odb, &[id(&tip), id(&stray)]).unwrap(),
+            None
+        );
+        let found = unreached_in_pack(&index, &odb, &mirror_odb, &[id(&tip)])
+            .unwrap()
+            .expect("the stray commit's objects are found");
+        // One of what only the stray commit brings (itself, its tree, c.txt).
+        let only_stray = git(repo, &["rev-list", "--objects", &stray, &format!("^{tip}")]);
+        assert!(
+            only_stray.contains(&found.to_string()),
+            "{found}: {only_stray}"
+        );
+    }
+}
