@@ -181,6 +181,10 @@ fn item1_a_zip_bomb_publish_is_refused_in_bounded_memory() {
     warm(&sprite, "app");
     let before = sprite.github();
     let pid = sprite.prd_pid();
+    eprintln!(
+        "zodex-prd before the bomb: peak RSS {:?} KiB",
+        proc_kib(pid, "VmHWM:")
+    );
     let guard = RssGuard::watch(pid, 512 << 10);
     let request = json!({"op": "publish_pr", "repo": "demo/app", "title": "bomb", "head": head});
     let answer = frames(&sprite, vec![Frame::with_bundle(&request, &bundle)]);
