@@ -128,6 +128,17 @@ fn secrets_are_refused_by_the_kernel() {
     for (what, result) in &results {
         assert_eq!(result, EACCES, "{what}: the kernel should refuse the agent");
     }
+    // With the admin socket's mode relaxed, the daemon's peer check still refuses the agent.
+    support::sprite::chmod(&sprite.admin_socket(), 0o666);
+    let answer = sprite.routine(&Routine::Frames {
+        socket: sprite.admin_socket(),
+        frames: vec![Frame {
+            magic: Some(*b"{\"op"),
+            ..Frame::request(&json!({"op": "status"}))
+        }],
+    });
+    support::sprite::chmod(&sprite.admin_socket(), 0o600);
+    assert_eq!(answer[0]["error"]["kind"], "forbidden", "{answer}");
     sprite.assert_github_unchanged(&before);
     sprite.assert_operator_answers();
 }
