@@ -34,13 +34,13 @@ fn raw_controls(text: &str) -> Vec<char> {
         .collect()
 }
 
-/// `dev` restarted with `extra` appended to its configuration.
+/// `dev` restarted with `extra` (top-level keys) added to its configuration.
 fn reconfigure(dev: &mut Dev, extra: &str) {
     let dir = dev.dir.to_str().unwrap().to_string();
     dev.zodex(&["dev", "down", "--dir", &dir]).ok();
-    let mut config = std::fs::read_to_string(dev.config()).unwrap();
-    config.push_str(extra);
-    std::fs::write(dev.config(), config).unwrap();
+    // Top-level keys go before the first table.
+    let config = std::fs::read_to_string(dev.config()).unwrap();
+    std::fs::write(dev.config(), format!("{extra}{config}")).unwrap();
     dev.info = dev
         .zodex(&["dev", "up", "--json", "--dir", &dir])
         .ok()

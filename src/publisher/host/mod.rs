@@ -5,15 +5,14 @@ use super::config::Config;
 use super::config::Limits;
 use super::credentials::Cache;
 use super::github::{GitHub, GithubError};
-use super::wire::{
-    AdminRequest, AgentRequest, ErrorKind, MAX_REQUEST_BYTES, Response, Ttl, WireError,
-};
-use crate::engine::authority::{Authority, AuthorityError, PageRequest};
+use super::wire::{AgentRequest, ErrorKind, Response, Ttl, WireError};
+use crate::engine::authority::{Authority, AuthorityError};
 use crate::engine::policy::{Policies, PolicyError};
-use crate::engine::store::{AuditFilter, Store, StoreError};
-use crate::engine::{Ask, Engine, GrantTerms, Principal, RefUpdate, RepoName};
+use crate::engine::store::{Store, StoreError};
+use crate::engine::{Engine, GrantTerms, Principal, RepoName};
 use std::sync::Mutex;
 
+mod admin;
 mod credential;
 mod mirror;
 mod pr;
@@ -180,183 +179,6 @@ impl Host {
             .map(|g| g.len())
     }
 
-    /// Deletes audit rows and ended grants past their retention, at most once a minute (the
-    /// daemon's sweeper calls this every second). Returns the rows and grants deleted.
-    pub fn prune_if_due(&self) -> (usize, usize) {
-        let now = self.now();
-        {
-            let mut last = self.last_prune.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|at| now - at < PRUNE_EVERY_SECONDS) {
-                return (0, 0);
-            }
-            *last = Some(now);
-        }
-        let limits = self.limits;
-        match self.with_store(|a, s| {
-            a.prune_history(
-                s,
-                limits.audit_retention_seconds,
-                limits.audit_max_rows,
-                now,
-            )
-        }) {
-            Ok((rows, grants)) => {
-                if rows + grants > 0 {
-                    tracing::info!(audit_rows = rows, ended_grants = grants, "pruned history");
-                }
-                (rows, grants)
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "pruning the audit log failed");
-                (0, 0)
-            }
-        }
-    }
-
-    /// Handles one admin request from an operator. The answer always fits the reply cap:
-    /// lists come in pages, and an answer that would not fit is refused with what to do.
-    pub fn admin(&self, principal: &Principal, request: AdminRequest) -> Response {
-        let response = self.admin_answer(principal, request);
-        let len = serde_json::to_vec(&response).map_or(usize::MAX, |v| v.len());
-        if len >= MAX_REQUEST_BYTES {
-            tracing::error!(bytes = len, "an admin answer outgrew the reply cap");
-            return Failure::new(
-                ErrorKind::Internal,
-                format!(
-                    "the answer would be {len} bytes, over the {MAX_REQUEST_BYTES}-byte reply cap; ask for fewer rows (--limit) and report this as a bug"
-                ),
-            )
-            .into_response();
-        }
-        response
-    }
-
-    fn admin_answer(&self, principal: &Principal, request: AdminRequest) -> Response {
-        let now = self.now();
-        let result = self.with_store(|a, s| -> Result<Response, Failure> {
-            Ok(match request {
-                AdminRequest::Ping => Response::ok(serde_json::json!({
-                    "version": env!("CARGO_PKG_VERSION"),
-                    "schema_version": Store::known_schema_version(),
-                })),
-                AdminRequest::GrantPush {
-                    repo,
-                    ttl,
-                    allow_workflows,
-                    via,
-                } => {
-                    let terms = GrantTerms {
-                        ttl_seconds: check_ttl(ttl)?,
-                        allow_workflows,
-                        via,
-                    };
-                    Response::ok(a.grant_push(s, principal, &parse_repo(&repo)?, terms, now)?)
-                }
-                AdminRequest::RevokePush { repo } => {
-                    Response::ok(a.revoke_push(s, principal, &parse_repo(&repo)?, now)?)
-                }
-                AdminRequest::Yolo {
-                    repos,
-                    ttl,
-                    allow_workflows,
-                } => {
-                    let repos = repos
-                        .iter()
-                        .map(|r| parse_repo(r))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let ttl = check_ttl(ttl)?;
-                    Response::ok(a.set_yolo(s, principal, &repos, ttl, allow_workflows, now)?)
-                }
-                AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
-                AdminRequest::Status => Response::ok(a.status(s, principal, now)?),
-                AdminRequest::Requests { limit, before } => {
-                    let page = a.requests(s, principal, PageRequest { limit, before }, now)?;
-                    Response::page(page.items, page.next_before)
-                }
-                AdminRequest::Approve { id, ttl } => {
-                    let ttl = ttl.map(check_ttl).transpose()?;
-                    Response::ok(a.approve(s, principal, id, ttl, now)?)
-                }
-                AdminRequest::Deny { id } => Response::ok(a.deny(s, principal, id, now)?),
-                AdminRequest::Audit {
-                    since_seconds,
-                    repo,
-                    limit,
-                    before,
-                } => {
-                    let filter = AuditFilter {
-                        since: since_seconds.map(|ago| now - ago.max(0)),
-                        repo_key: repo
-                            .as_deref()
-                            .map(parse_repo)
-                            .transpose()?
-                            .map(|r| r.key()),
-                        limit: None,
-                        before: None,
-                    };
-                    let page = a.audit_page(s, principal, &filter, PageRequest { limit, before }, now)?;
-                    Response::page(page.items, page.next_before)
-                }
-                AdminRequest::SetMcpKeyHash { sha256 } => {
-                    let Some(path) = &self.mcp_key_hash_file else {
-                        return Err(Failure::new(
-                            ErrorKind::Conflict,
-                            "this sprite's configuration has no `[mcp] key_hash_file`; add one so zodex-agent serve can check the key",
-                        ));
-                    };
-                    if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                        return Err(Failure::usage("the key hash must be 64 hex digits (a SHA-256)"));
-                    }
-                    write_key_hash(path, &sha256.to_ascii_lowercase())
-                        .map_err(|e| Failure::new(ErrorKind::Internal, format!("cannot write {}: {e}", path.display())))?;
-                    s.write(|f| {
-                        f.audit(
-                            &crate::engine::store::AuditEvent {
-                                principal: principal.label(),
-                                action: "SetMcpKey".into(),
-                                decision: "event".into(),
-                                detail: Some(serde_json::json!({ "key_sha256_prefix": &sha256[..8] })),
-                                ..Default::default()
-                            },
-                            now,
-                        )
-                    })?;
-                    Response::ok(serde_json::json!({ "stored": path }))
-                }
-                AdminRequest::Explain {
-                    repo,
-                    ref_name,
-                    force,
-                    delete,
-                    bytes,
-                    touches_workflows,
-                    ref_exists,
-                } => {
-                    let repo = parse_repo(&repo)?;
-                    if bytes < 0 {
-                        return Err(Failure::usage("--bytes must be zero or more"));
-                    }
-                    let ask = Ask::Push {
-                        repo,
-                        update: RefUpdate {
-                            ref_name,
-                            force,
-                            delete,
-                            touches_workflows,
-                            ref_exists,
-                            ..Default::default()
-                        },
-                        bundle_bytes: bytes,
-                    };
-                    // The what-if is asked on the agent's behalf: may it push this?
-                    let (decision, denial) = a.explain(s, &Principal::Agent, &ask, now)?;
-                    Response::ok(serde_json::json!({ "decision": decision, "denial": denial }))
-                }
-            })
-        });
-        result.unwrap_or_else(Failure::into_response)
-    }
-
     /// Handles one agent request (no bundle). Requests that call GitHub block on the current
     /// tokio runtime: call from `spawn_blocking`.
     pub fn agent(&self, request: AgentRequest) -> Response {
@@ -518,20 +340,6 @@ impl From<StoreError> for Failure {
     }
 }
 
-/// Replaces the key hash file atomically (mode 0644: it holds only a hash, for the agent).
-fn write_key_hash(path: &std::path::Path, hex: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(format!("{hex}\n").as_bytes())?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
-
 fn parse_repo(text: &str) -> Result<RepoName, Failure> {
     RepoName::parse(text).map_err(|e| Failure::usage(e.to_string()))
 }
@@ -546,3 +354,6 @@ fn check_ttl(ttl: Ttl) -> Result<Option<i64>, Failure> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests;
