@@ -370,7 +370,22 @@ fn item4_control_characters_in_a_reason_never_reach_the_operator_raw() {
 fn item5_many_long_pending_requests_stay_manageable() {
     let Some(sprite) = deploy() else { return };
     let before = sprite.github();
-    let reason = "r".repeat(4096);
+    // A 4 KB reason is refused outright, saying the limit.
+    let too_long = frames(
+        &sprite,
+        vec![Frame::request(
+            &json!({"op": "request_push", "repo": "demo/app",
+            "ttl": {"seconds": 1800}, "reason": "r".repeat(4096)}),
+        )],
+    );
+    let message = too_long[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        too_long[0]["ok"] != true && message.contains("at most"),
+        "a 4 KB reason must be refused with its limit: {}",
+        too_long[0]
+    );
+    // 300 requests with reasons of the greatest accepted length.
+    let reason = "r".repeat(1000);
     let requests: Vec<Frame> = (0..300)
         .map(|i| {
             Frame::request(&json!({"op": "request_push", "repo": format!("demo/r{i}"),

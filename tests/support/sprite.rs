@@ -216,6 +216,7 @@ impl Sprite {
 admin_socket = "{run}/admin.sock"
 agent_socket = "{run}/agent.sock"
 agent_uid = {agent_uid}
+publisher_uid = {publisher_uid}
 
 [[targets]]
 owner = "demo"
@@ -236,6 +237,7 @@ private_key_file = "{keys}/writer.pem"
                 state = state.display(),
                 run = run.display(),
                 agent_uid = users.agent.uid,
+                publisher_uid = publisher.uid,
                 api = demo.hub.api_url(),
                 git = demo.hub.git_url(),
                 reader_id = demo.seed.reader_app_id,
