@@ -91,6 +91,7 @@ pub fn default_config(dir: &Path) -> Config {
         mcp: Some(mcp_table(dir)),
         github: None,
         pr_branch_prefix: None,
+        agent_limits: None,
     }
 }
 
