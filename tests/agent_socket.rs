@@ -273,32 +273,31 @@ fn dripping_and_stalled_connections_delay_neither_operators_nor_other_agent_requ
     });
 
     for round in 0..2 {
-        let (status, took) = timed(|| rig.admin(r#"{"op":"status"}"#));
+        let (status, admin_took) = timed(|| rig.admin(r#"{"op":"status"}"#));
         assert_eq!(status["ok"], true, "{status}");
-        assert!(
-            took < Duration::from_secs(1),
-            "operator status took {took:?}"
-        );
-
-        let (out, took) = timed(|| rig.agent(work.path(), &["status"]));
+        let (out, status_took) = timed(|| rig.agent(work.path(), &["status"]));
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(took < Duration::from_secs(1), "agent status took {took:?}");
-
-        let ((answer, stderr), took) = timed(|| rig.get("app"));
+        let ((answer, stderr), get_took) = timed(|| rig.get("app"));
         assert!(answer.contains("password="), "{stderr}");
-        assert!(
-            took < Duration::from_secs(1),
-            "credential get took {took:?}"
-        );
+        for (what, took) in [
+            ("operator status", admin_took),
+            ("agent status", status_took),
+            ("credential get", get_took),
+        ] {
+            assert!(took < Duration::from_secs(1), "{what} took {took:?}");
+        }
 
         let ((), took) = timed(|| push(&format!("during-{round}")));
         assert!(
             took < baseline_push + Duration::from_secs(2),
             "a small push took {took:?} under attack, {baseline_push:?} before"
+        );
+        eprintln!(
+            "under attack, round {round}: operator status {admin_took:?}, agent status {status_took:?}, credential get {get_took:?}, small push {took:?} (before the attack: {baseline_push:?})"
         );
         std::thread::sleep(Duration::from_secs(2));
     }
