@@ -1,7 +1,8 @@
 //! `zodex-agent credential` as git's credential helper, end to end: a real `zodex-prd serve`
 //! configured with a devhub's URLs and App keys, real `git clone` through the helper, the read
-//! token cache (and its 5-minute margin), write-token mode cut to its grant, and the cases the
-//! helper must stay silent on.
+//! token cache (and its 5-minute margin), write-token mode cut to its grant (also when gets,
+//! erases, an operator's revoke and the TTL race), and the cases the helper must stay silent
+//! on.
 
 mod support;
 
@@ -227,4 +228,273 @@ fn a_write_token_handed_out_before_a_restart_is_revoked_after_it() {
             .status,
         200
     );
+}
+
+/// A minted token as zodex-prd recorded it (SHA-256 only).
+struct Recorded {
+    sha256: String,
+    /// `reader` or `writer`.
+    app: String,
+    grant_id: Option<i64>,
+    expires_at: i64,
+    revoked_at: Option<i64>,
+}
+
+/// The tokens zodex-prd recorded (the test reads its state, read-only).
+fn recorded_tokens(rig: &Rig) -> Vec<Recorded> {
+    let db = rusqlite::Connection::open_with_flags(
+        rig.dir.path().join("state/state.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut stmt = db
+        .prepare("SELECT token_sha256, app, grant_id, expires_at, revoked_at FROM issued_tokens")
+        .unwrap();
+    stmt.query_map([], |r| {
+        Ok(Recorded {
+            sha256: r.get(0)?,
+            app: r.get(1)?,
+            grant_id: r.get(2)?,
+            expires_at: r.get(3)?,
+            revoked_at: r.get(4)?,
+        })
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+fn sha256_hex(token: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(token.as_bytes()))
+}
+
+/// One `get` of the race: when it started, and the token it returned.
+struct Got {
+    started: Instant,
+    password: Option<String>,
+}
+
+#[test]
+fn every_write_token_of_a_grant_dies_with_it_whatever_the_interleaving() {
+    let rig = Rig::start(Duration::from_secs(3600));
+    let input = format!("protocol=http\nhost={}\npath=demo/app.git\n\n", rig.host());
+    let mut handed_out: Vec<(String, Instant, Instant)> = Vec::new();
+    let mut grant_ids = Vec::new();
+    for round in 0..4 {
+        // Even rounds end by an operator's revoke, odd ones by the TTL running out.
+        let by_ttl = round % 2 == 1;
+        let ttl = if by_ttl { 2 } else { 3600 };
+        let granted = rig.admin_ok(&format!(
+            r#"{{"op":"grant_push","repo":"demo/app","ttl":{{"seconds":{ttl}}},"via":"token"}}"#
+        ));
+        grant_ids.push(granted["result"]["id"].as_i64().unwrap());
+        let expires_at = granted["result"]["expires_at"].as_i64().unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let gets = std::sync::Mutex::new(Vec::<Got>::new());
+        let mut ended = Instant::now();
+        std::thread::scope(|scope| {
+            for _ in 0..5 {
+                scope.spawn(|| {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let started = Instant::now();
+                        let (answer, _) = rig.get("app");
+                        let password = field(&answer, "password").map(str::to_string);
+                        gets.lock().unwrap().push(Got { started, password });
+                    }
+                });
+            }
+            // `erase` revokes the cached token: the next `get` mints again, so mints keep
+            // racing the end of the grant.
+            scope.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    assert!(rig.helper("erase", &input).status.success());
+                    std::thread::sleep(Duration::from_millis(40));
+                }
+            });
+            if by_ttl {
+                // The grant has ended once the clock passed its expiry (a second's margin
+                // for the daemon's whole-second clock).
+                while chrono::Utc::now().timestamp() < expires_at + 1 {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                ended = Instant::now();
+            } else {
+                std::thread::sleep(Duration::from_millis(400 + 150 * round as u64));
+                rig.admin_ok(r#"{"op":"revoke_push","repo":"demo/app"}"#);
+                ended = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(800));
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let gets = gets.into_inner().unwrap();
+        assert!(gets.len() > 10, "round {round}: only {} gets", gets.len());
+        let writers: std::collections::HashSet<String> = recorded_tokens(&rig)
+            .into_iter()
+            .filter(|t| t.app == "writer")
+            .map(|t| t.sha256)
+            .collect();
+        let mut writes = 0;
+        for got in &gets {
+            let Some(password) = &got.password else {
+                continue;
+            };
+            if writers.contains(&sha256_hex(password)) {
+                writes += 1;
+                handed_out.push((password.clone(), got.started, ended));
+            }
+        }
+        assert!(writes > 0, "round {round}: no write token was handed out");
+    }
+
+    // No `get` begun after its grant ended returned a write token.
+    for (token, started, ended) in &handed_out {
+        assert!(
+            started < ended,
+            "a write token (sha256 {}) was handed out by a get begun {:?} after its grant ended",
+            &sha256_hex(token)[..12],
+            *started - *ended
+        );
+    }
+    // Every write token minted under these grants — handed out or not — is revoked at GitHub
+    // within a few sweeps, and devhub holds no other live token than the read tokens.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let tokens = recorded_tokens(&rig);
+        let now = chrono::Utc::now().timestamp();
+        let unrevoked: Vec<_> = tokens
+            .iter()
+            .filter(|t| t.app == "writer" && t.revoked_at.is_none())
+            .collect();
+        let live_reads = tokens
+            .iter()
+            .filter(|t| t.app == "reader" && t.expires_at > now)
+            .count();
+        let stats = rig.demo.hub.stats();
+        let every_mint_recorded = stats.tokens_minted as usize == tokens.len();
+        let writes_of_grants = tokens
+            .iter()
+            .filter(|t| t.app == "writer")
+            .all(|t| t.grant_id.is_some_and(|g| grant_ids.contains(&g)));
+        assert!(
+            every_mint_recorded,
+            "devhub minted {} tokens, zodex-prd recorded {}",
+            stats.tokens_minted,
+            tokens.len()
+        );
+        assert!(writes_of_grants);
+        if unrevoked.is_empty() && stats.tokens_live == live_reads {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after 15 s: {} write tokens not marked revoked, devhub has {} live tokens for {} read tokens\n{}",
+            unrevoked.len(),
+            stats.tokens_live,
+            live_reads,
+            rig.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut checked = std::collections::HashSet::new();
+    for (token, ..) in &handed_out {
+        if checked.insert(token.clone()) {
+            let status = rig
+                .demo
+                .api("GET", "/installation/repositories", Some(token), None)
+                .status;
+            assert_eq!(status, 401, "a write token handed out still works");
+        }
+    }
+}
+
+fn is_write_token(rig: &Rig, token: &str) -> bool {
+    let sha = sha256_hex(token);
+    recorded_tokens(rig)
+        .iter()
+        .any(|t| t.sha256 == sha && t.app == "writer")
+}
+
+/// Polls until devhub holds no live token but the read tokens zodex-prd recorded.
+fn wait_for_no_live_write_token(rig: &Rig) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let now = chrono::Utc::now().timestamp();
+        let tokens = recorded_tokens(rig);
+        let live_reads = tokens
+            .iter()
+            .filter(|t| t.app == "reader" && t.expires_at > now)
+            .count();
+        let live = rig.demo.hub.stats().tokens_live;
+        if live == live_reads {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after 15 s devhub still has {live} live tokens for {live_reads} read tokens\n{}",
+            rig.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_get_whose_grant_ends_while_its_token_is_minted_hands_out_no_write_token() {
+    let rig = Rig::start(Duration::from_secs(3600));
+    // Coverage is checked (and a read token cached) first, so the next API call is the mint.
+    let (read, _) = rig.get("app");
+    assert!(!is_write_token(&rig, field(&read, "password").unwrap()));
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"via":"token"}"#);
+    rig.demo.hub.inject(zodex::devhub::Fault::delay(2000, 1));
+    let minted_before = rig.demo.hub.stats().tokens_minted;
+    std::thread::scope(|scope| {
+        let get = scope.spawn(|| rig.get("app"));
+        std::thread::sleep(Duration::from_millis(700));
+        rig.admin_ok(r#"{"op":"revoke_push","repo":"demo/app"}"#);
+        let (answer, stderr) = get.join().unwrap();
+        let password = field(&answer, "password").expect(&stderr);
+        assert!(
+            !is_write_token(&rig, password),
+            "a write token was handed out after its grant was revoked"
+        );
+    });
+    assert!(
+        rig.demo.hub.stats().tokens_minted > minted_before,
+        "the write token was minted (and must now be revoked)"
+    );
+    wait_for_no_live_write_token(&rig);
+}
+
+#[test]
+fn a_write_token_whose_revocation_failed_is_revoked_when_its_grant_ends() {
+    let rig = Rig::start(Duration::from_secs(3600));
+    rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"via":"token"}"#);
+    let (write, _) = rig.get("app");
+    let token = field(&write, "password").unwrap().to_string();
+    assert!(is_write_token(&rig, &token));
+    let works = || {
+        rig.demo
+            .api("GET", "/installation/repositories", Some(&token), None)
+            .status
+    };
+    // Every attempt of the revocation `erase` makes fails.
+    rig.demo.hub.inject(zodex::devhub::Fault::status(503, 4));
+    let erase = rig.helper(
+        "erase",
+        &format!("protocol=http\nhost={}\npath=demo/app.git\n\n", rig.host()),
+    );
+    assert!(erase.status.success());
+    rig.demo.hub.clear_faults();
+    assert_eq!(works(), 200, "the revocation was meant to fail");
+    // Still known to zodex-prd: revoked at GitHub once the grant ends.
+    rig.admin_ok(r#"{"op":"revoke_push","repo":"demo/app"}"#);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while works() != 401 {
+        assert!(
+            Instant::now() < deadline,
+            "not revoked 15 s after its grant ended\n{}",
+            rig.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -57,6 +57,10 @@ pub struct Config {
     /// (default 200,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_max_rows: Option<u64>,
+    /// `[agent_limits]`: how much of the daemon one agent connection, one agent process and
+    /// all of them together may hold. Safe defaults when absent ([`AgentLimits::default`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_limits: Option<AgentLimits>,
 }
 
 /// Defaults of the bounds on stored state.
@@ -69,6 +73,66 @@ pub struct Limits {
     pub max_pending_requests: u32,
     pub audit_retention_seconds: i64,
     pub audit_max_rows: u64,
+}
+
+/// The `[agent_limits]` table: the agent socket's bounds, so that a slow or hostile agent
+/// connection cannot starve the others. Every key is optional; each must be at least 1.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentLimits {
+    /// Agent connections handled at once; one more is answered "busy" at once.
+    pub connections: usize,
+    /// Agent connections one process (by its pid, as the kernel reports it) may hold at once.
+    pub connections_per_process: usize,
+    /// Pushes and publishes (requests carrying a bundle) handled at once.
+    pub bundles: usize,
+    /// MiB of declared bundle lengths being received or handled at once (the spool's budget).
+    pub spool_mib: u64,
+    /// Seconds a client has to send its whole request header and metadata (on the admin
+    /// socket: its request line).
+    pub request_seconds: u64,
+    /// Seconds a bundle body may take before [`AgentLimits::body_min_kib_per_second`] applies.
+    pub body_grace_seconds: u64,
+    /// The slowest average rate (KiB/s) a bundle body may arrive at after the grace: a body of
+    /// `len` bytes must be complete within `body_grace_seconds + len / rate`.
+    pub body_min_kib_per_second: u64,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        Self {
+            connections: 64,
+            connections_per_process: 8,
+            bundles: 16,
+            spool_mib: 1024,
+            request_seconds: 5,
+            body_grace_seconds: 10,
+            body_min_kib_per_second: 1024,
+        }
+    }
+}
+
+impl AgentLimits {
+    fn check(&self) -> Result<(), String> {
+        let values = [
+            ("connections", self.connections as u64),
+            (
+                "connections_per_process",
+                self.connections_per_process as u64,
+            ),
+            ("bundles", self.bundles as u64),
+            ("spool_mib", self.spool_mib),
+            ("request_seconds", self.request_seconds),
+            ("body_grace_seconds", self.body_grace_seconds),
+            ("body_min_kib_per_second", self.body_min_kib_per_second),
+        ];
+        match values.iter().find(|(_, v)| *v == 0) {
+            Some((key, _)) => Err(format!(
+                "[agent_limits] {key} must be at least 1; remove the key to use the default"
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The `[github]` table. The API and git base URLs default to github.com; point both at a
@@ -146,6 +210,12 @@ impl Config {
             path: path.to_path_buf(),
             message,
         })?;
+        config
+            .agent_limits()
+            .map_err(|message| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message,
+            })?;
         Ok(config)
     }
 
@@ -182,6 +252,13 @@ impl Config {
 
     pub fn targets(&self) -> Result<Targets, String> {
         Targets::from_specs(&self.targets)
+    }
+
+    /// The agent socket's bounds: the `[agent_limits]` table or the defaults, checked.
+    pub fn agent_limits(&self) -> Result<AgentLimits, String> {
+        let limits = self.agent_limits.unwrap_or_default();
+        limits.check()?;
+        Ok(limits)
     }
 
     /// Where the MCP key's SHA-256 lives (`[mcp] key_hash_file`), if configured.
@@ -256,6 +333,29 @@ mod tests {
         assert!(!config.targets().unwrap().is_empty());
         let round = toml::from_str::<Config>(&config.to_toml()).unwrap();
         assert_eq!(round, config);
+    }
+
+    #[test]
+    fn agent_limits_default_per_key_and_refuse_zero_and_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zodex.toml");
+        let base =
+            "state_dir = \"/s\"\nadmin_socket = \"/a\"\nagent_socket = \"/g\"\nagent_uid = 5\n";
+        std::fs::write(&path, base).unwrap();
+        assert_eq!(
+            Config::load(&path).unwrap().agent_limits().unwrap(),
+            AgentLimits::default()
+        );
+        std::fs::write(&path, format!("{base}[agent_limits]\nspool_mib = 8\n")).unwrap();
+        let limits = Config::load(&path).unwrap().agent_limits().unwrap();
+        assert_eq!(limits.spool_mib, 8);
+        assert_eq!(limits.connections, AgentLimits::default().connections);
+        std::fs::write(&path, format!("{base}[agent_limits]\nbundles = 0\n")).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(err.contains("bundles must be at least 1"), "{err}");
+        std::fs::write(&path, format!("{base}[agent_limits]\nbundle = 3\n")).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(err.contains("bundle"), "{err}");
     }
 
     #[test]

@@ -1,25 +1,36 @@
 //! `zodex-prd serve`: binds the admin and agent sockets, checks every peer's uid, and hands each
 //! request to the [`Host`]. A background task expires grants every second and revokes the write
 //! tokens of grants that ended.
+//!
+//! Neither socket can be starved by its own clients: a peer is checked before it holds
+//! anything; a connection over the socket's bounds ([`gate`]: in all, per peer process, bundles,
+//! spool bytes) is answered "busy" at once instead of waiting; the request header and metadata
+//! (the admin request line) must arrive within `[agent_limits] request_seconds`; a bundle body
+//! must keep a minimum average rate ([`spool`]); and while a body arrives nothing shared is held
+//! (no blocking thread, no store lock, no mirror lock).
 
-use super::config::Config;
-use super::host::{Host, HostError, Spooled};
-use super::sockets::{admin_allowed, bind, peer_uid};
+mod gate;
+mod spool;
+
+use super::config::{AgentLimits, Config};
+use super::host::{Host, HostError};
+use super::sockets::{admin_allowed, bind};
 use super::wire::{
     AGENT_HEADER_LEN, AdminRequest, AgentHeader, AgentRequest, ErrorKind, MAX_REQUEST_BYTES,
     Response,
 };
 use crate::engine::Principal;
+use gate::{Bounds, ConnectionSlot, Gate};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
-/// How long a client may take to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(30);
-/// Connections handled at once per socket; more wait in the kernel's backlog.
-const MAX_CONNECTIONS: usize = 64;
+/// Admin connections handled at once (operators are trusted; this only bounds resources).
+const ADMIN_CONNECTIONS: usize = 64;
+/// How long a client may take to read its answer before the connection is dropped.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -34,6 +45,7 @@ pub enum DaemonError {
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
+    let limits = config.agent_limits().map_err(HostError::Config)?;
     let host = Arc::new(Host::open(&config)?);
     // Before the sockets and the sweeper start: a token the previous run handed out is revoked at GitHub
     // (the sweeper could only mark it, having never seen its value).
@@ -89,16 +101,36 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let operators = config.operator_uids.clone();
     let admin_task = tokio::spawn(accept_loop(
         admin,
-        host.clone(),
+        Socket {
+            host: host.clone(),
+            side: Side::Admin,
+            gate: Gate::new(Bounds {
+                connections: ADMIN_CONNECTIONS,
+                connections_per_process: ADMIN_CONNECTIONS,
+                bundles: 0,
+                bundles_per_process: 0,
+                spool_bytes: 0,
+            }),
+            limits,
+        },
         move |uid| admin_allowed(uid, publisher_uid, &operators),
-        Side::Admin,
     ));
     let agent_uid = config.agent_uid;
     let agent_task = tokio::spawn(accept_loop(
         agent,
-        host.clone(),
+        Socket {
+            host: host.clone(),
+            side: Side::Agent,
+            gate: Gate::new(Bounds {
+                connections: limits.connections,
+                connections_per_process: limits.connections_per_process,
+                bundles: limits.bundles,
+                bundles_per_process: gate::BUNDLES_PER_PROCESS,
+                spool_bytes: limits.spool_mib.saturating_mul(1024 * 1024),
+            }),
+            limits,
+        },
         move |uid| uid == agent_uid,
-        Side::Agent,
     ));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -123,67 +155,127 @@ enum Side {
     Agent,
 }
 
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+            Self::Agent => "agent",
+        }
+    }
+}
+
+/// What a socket's connections share.
+#[derive(Clone)]
+struct Socket {
+    host: Arc<Host>,
+    side: Side,
+    gate: Arc<Gate>,
+    limits: AgentLimits,
+}
+
+impl Socket {
+    /// Header and metadata (the admin request line) must be in by then.
+    fn request_deadline(&self) -> Instant {
+        Instant::now() + Duration::from_secs(self.limits.request_seconds)
+    }
+
+    fn pace(&self) -> spool::Pace {
+        spool::Pace {
+            grace: Duration::from_secs(self.limits.body_grace_seconds),
+            bytes_per_second: self.limits.body_min_kib_per_second.saturating_mul(1024),
+        }
+    }
+}
+
+/// Accepts connections; the peer is checked, then its share taken, before anything else. A
+/// peer refused or over a bound gets its answer without a wait and without a task.
 async fn accept_loop(
     listener: UnixListener,
-    host: Arc<Host>,
+    socket: Socket,
     allowed: impl Fn(u32) -> bool + Send + 'static,
-    side: Side,
 ) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, most likely: let connections end rather than spin.
+                tracing::warn!(error = %e, side = ?socket.side, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(cred) = stream.peer_cred() else {
             continue;
         };
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let uid = peer_uid(&stream);
-        let host = host.clone();
-        let ok = uid.as_ref().is_ok_and(|uid| allowed(*uid));
-        tokio::spawn(async move {
-            let _permit = permit;
-            let mut stream = stream;
-            let Ok(uid) = uid else {
-                return;
+        let uid = cred.uid();
+        if !allowed(uid) {
+            // Refused before reading a byte of the request.
+            tracing::warn!(uid, side = ?socket.side, "refused a peer");
+            let who = match socket.side {
+                Side::Admin => "operator",
+                Side::Agent => "agent",
             };
-            if !ok {
-                // Refused before reading a byte of the request.
-                tracing::warn!(uid, side = ?side, "refused a peer");
-                let refusal = Response::error(
+            answer_now(
+                &stream,
+                &Response::error(
                     ErrorKind::Forbidden,
                     format!(
-                        "uid {uid} may not use the zodex-prd {} socket; run this as the configured {} user",
-                        match side {
-                            Side::Admin => "admin",
-                            Side::Agent => "agent",
-                        },
-                        match side {
-                            Side::Admin => "operator",
-                            Side::Agent => "agent",
-                        },
+                        "uid {uid} may not use the zodex-prd {} socket; run this as the configured {who} user",
+                        socket.side.name()
                     ),
-                );
-                let _ = stream.write_all(refusal.to_line().as_bytes()).await;
-                return;
+                ),
+            );
+            continue;
+        }
+        // Without a pid (a peer in another pid namespace), all such peers share one count.
+        let pid = cred.pid().unwrap_or(0);
+        let slot = match socket.gate.connection(pid) {
+            Ok(slot) => slot,
+            Err(busy) => {
+                tracing::warn!(pid, side = ?socket.side, "{busy}");
+                answer_now(&stream, &busy.response());
+                continue;
             }
-            let response = match side {
-                Side::Admin => admin_request(&mut stream, &host, uid).await,
-                Side::Agent => agent_request(&mut stream, &host).await,
+        };
+        let socket = socket.clone();
+        tokio::spawn(async move {
+            let mut stream = stream;
+            let response = match socket.side {
+                Side::Admin => admin_request(&mut stream, &socket, uid).await,
+                Side::Agent => agent_request(&mut stream, &socket, &slot).await,
             };
-            let _ = stream.write_all(response.to_line().as_bytes()).await;
-            let _ = stream.shutdown().await;
+            let sent = tokio::time::timeout(ANSWER_TIMEOUT, async {
+                stream.write_all(response.to_line().as_bytes()).await?;
+                stream.shutdown().await
+            });
+            if sent.await.is_err() {
+                tracing::warn!(pid, side = ?socket.side, "a client did not read its answer");
+            }
+            drop(slot);
         });
     }
 }
 
-async fn admin_request(stream: &mut UnixStream, host: &Arc<Host>, uid: u32) -> Response {
+/// Writes `response` if the socket takes it without waiting (a short line always does on a
+/// fresh connection), then closes.
+fn answer_now(stream: &UnixStream, response: &Response) {
+    let _ = stream.try_write(response.to_line().as_bytes());
+}
+
+async fn admin_request(stream: &mut UnixStream, socket: &Socket, uid: u32) -> Response {
     let mut line = Vec::new();
     let mut reader = BufReader::new(stream).take(MAX_REQUEST_BYTES as u64 + 1);
-    match tokio::time::timeout(READ_TIMEOUT, reader.read_until(b'\n', &mut line)).await {
+    let seconds = socket.limits.request_seconds;
+    match tokio::time::timeout_at(
+        socket.request_deadline(),
+        reader.read_until(b'\n', &mut line),
+    )
+    .await
+    {
         Err(_) => {
             return Response::error(
                 ErrorKind::Usage,
-                "no request within 30 seconds; send one JSON line",
+                format!("no complete request within {seconds} seconds; send one JSON line"),
             );
         }
         Ok(Err(e)) => {
@@ -208,67 +300,99 @@ async fn admin_request(stream: &mut UnixStream, host: &Arc<Host>, uid: u32) -> R
             );
         }
     };
-    let host = host.clone();
+    let host = socket.host.clone();
     let principal = Principal::Operator(format!("uid:{uid}"));
     tokio::task::spawn_blocking(move || host.admin(&principal, request))
         .await
-        .unwrap_or_else(|e| {
-            Response::error(ErrorKind::Internal, format!("request handler failed: {e}"))
-        })
+        .unwrap_or_else(handler_failed)
 }
 
-async fn agent_request(stream: &mut UnixStream, host: &Arc<Host>) -> Response {
-    let read = async {
-        let mut header = [0u8; AGENT_HEADER_LEN];
-        stream
-            .read_exact(&mut header)
-            .await
-            .map_err(|e| format!("reading the header failed: {e}"))?;
-        let header = AgentHeader::decode(&header)?;
-        let mut metadata = vec![0u8; header.metadata_len as usize];
-        stream
-            .read_exact(&mut metadata)
-            .await
-            .map_err(|e| format!("the request ended early: {e}"))?;
-        let request = serde_json::from_slice::<AgentRequest>(&metadata)
-            .map_err(|e| format!("not a valid agent request: {e}; use zodex-agent"))?;
-        if !request.carries_bundle() && header.bundle_len != 0 {
-            return Err(
-                "this request carries no bundle; send a bundle length of 0 (nothing was read)"
-                    .to_string(),
-            );
-        }
-        Ok((header, request))
-    };
-    let (header, request) = match tokio::time::timeout(READ_TIMEOUT, read).await {
+fn handler_failed(e: tokio::task::JoinError) -> Response {
+    Response::error(ErrorKind::Internal, format!("request handler failed: {e}"))
+}
+
+/// Reads the fixed header and the metadata it announces (memory grows only with the bytes that
+/// actually arrive).
+async fn read_head(stream: &mut UnixStream) -> Result<(AgentHeader, AgentRequest), String> {
+    let mut header = [0u8; AGENT_HEADER_LEN];
+    stream
+        .read_exact(&mut header)
+        .await
+        .map_err(|e| format!("reading the header failed: {e}"))?;
+    let header = AgentHeader::decode(&header)?;
+    let mut metadata = Vec::new();
+    (&mut *stream)
+        .take(u64::from(header.metadata_len))
+        .read_to_end(&mut metadata)
+        .await
+        .map_err(|e| format!("reading the request failed: {e}"))?;
+    if metadata.len() != header.metadata_len as usize {
+        return Err(format!(
+            "the request ended after {} of the {} metadata bytes declared",
+            metadata.len(),
+            header.metadata_len
+        ));
+    }
+    let request = serde_json::from_slice::<AgentRequest>(&metadata)
+        .map_err(|e| format!("not a valid agent request: {e}; use zodex-agent"))?;
+    if !request.carries_bundle() && header.bundle_len != 0 {
+        return Err(
+            "this request carries no bundle; send a bundle length of 0 (nothing was read)"
+                .to_string(),
+        );
+    }
+    Ok((header, request))
+}
+
+async fn agent_request(
+    stream: &mut UnixStream,
+    socket: &Socket,
+    slot: &ConnectionSlot,
+) -> Response {
+    let seconds = socket.limits.request_seconds;
+    let (header, request) = match tokio::time::timeout_at(
+        socket.request_deadline(),
+        read_head(stream),
+    )
+    .await
+    {
         Err(_) => {
-            return Response::error(ErrorKind::Usage, "no complete request within 30 seconds");
+            return Response::error(
+                ErrorKind::Usage,
+                format!(
+                    "no complete request header and metadata within {seconds} seconds ([agent_limits] request_seconds); use zodex-agent, which sends them at once"
+                ),
+            );
         }
         Ok(Err(message)) => return Response::error(ErrorKind::Usage, message),
         Ok(Ok(parsed)) => parsed,
     };
     if request.carries_bundle() {
-        return bundle_request(stream, host, request, header.bundle_len).await;
+        return bundle_request(stream, socket, slot, request, header.bundle_len).await;
     }
-    let host = host.clone();
+    let host = socket.host.clone();
     tokio::task::spawn_blocking(move || host.agent(request))
         .await
-        .unwrap_or_else(|e| {
-            Response::error(ErrorKind::Internal, format!("request handler failed: {e}"))
-        })
+        .unwrap_or_else(handler_failed)
 }
 
-/// A push or publish: decided on the declared request before the body is read (a refusal is
-/// answered without reading it), then the body is spooled and handed to the host.
+/// A push or publish: a bundle share first (busy at once when none is left), then decided on
+/// the declared request before the body is read (a refusal is answered without reading it),
+/// then the declared length reserved against the spool budget, the body spooled at the
+/// required pace, and handed to the host. The shares are given back once the host is done
+/// with the spooled file.
 async fn bundle_request(
     stream: &mut UnixStream,
-    host: &Arc<Host>,
+    socket: &Socket,
+    slot: &ConnectionSlot,
     request: AgentRequest,
     bundle_len: u64,
 ) -> Response {
-    let handler_failed = |e: tokio::task::JoinError| {
-        Response::error(ErrorKind::Internal, format!("request handler failed: {e}"))
+    let _bundle_slot = match socket.gate.bundle(slot) {
+        Ok(held) => held,
+        Err(busy) => return busy.response(),
     };
+    let host = &socket.host;
     let admitted = {
         let host = host.clone();
         let request = request.clone();
@@ -279,88 +403,23 @@ async fn bundle_request(
         Ok(Err(refusal)) => return *refusal,
         Ok(Ok(admission)) => admission,
     };
-    let bundle = if bundle_len > 0 {
-        match spool(stream, bundle_len, &host.tmp_dir()).await {
-            Ok(spooled) => Some(spooled),
-            Err(message) => return Response::error(ErrorKind::Usage, message),
+    let (bundle, _reservation) = if bundle_len > 0 {
+        let reservation = match socket.gate.reserve(bundle_len) {
+            Ok(reservation) => reservation,
+            Err(busy) => return busy.response(),
+        };
+        match spool::spool(stream, bundle_len, &host.tmp_dir(), socket.pace()).await {
+            Ok(spooled) => (Some(spooled), Some(reservation)),
+            Err(message) => {
+                tracing::warn!(bundle_len, "{message}");
+                return Response::error(ErrorKind::Usage, message);
+            }
         }
     } else {
-        None
+        (None, None)
     };
     let host = host.clone();
     tokio::task::spawn_blocking(move || host.publish(request, admission, bundle))
         .await
         .unwrap_or_else(handler_failed)
-}
-
-/// Copies exactly `len` bundle bytes into a private temporary file, hashing them; a body that
-/// ends early or goes on past `len` is an error. Each read must arrive within the read timeout.
-async fn spool(
-    stream: &mut UnixStream,
-    len: u64,
-    dir: &std::path::Path,
-) -> Result<Spooled, String> {
-    use sha2::{Digest, Sha256};
-    let io = |e: std::io::Error| format!("cannot spool the bundle: {e}; see the zodex-prd log");
-    std::fs::create_dir_all(dir).map_err(io)?;
-    // tempfile creates the file with mode 0600.
-    let file = tempfile::Builder::new()
-        .prefix("bundle-")
-        .tempfile_in(dir)
-        .map_err(io)?;
-    let mut out = tokio::io::BufWriter::with_capacity(
-        256 * 1024,
-        tokio::fs::File::from_std(file.reopen().map_err(io)?),
-    );
-    let mut hash = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut got: u64 = 0;
-    while got < len {
-        let want = usize::try_from(len - got)
-            .unwrap_or(usize::MAX)
-            .min(buf.len());
-        let n = match tokio::time::timeout(READ_TIMEOUT, stream.read(&mut buf[..want])).await {
-            Err(_) => {
-                return Err(format!(
-                    "the bundle stalled after {got} of {len} bytes; push again"
-                ));
-            }
-            Ok(Err(e)) => {
-                return Err(format!(
-                    "reading the bundle failed after {got} of {len} bytes: {e}"
-                ));
-            }
-            Ok(Ok(n)) => n,
-        };
-        if n == 0 {
-            return Err(format!(
-                "the bundle ended after {got} of the {len} bytes declared; nothing was stored, push again"
-            ));
-        }
-        hash.update(&buf[..n]);
-        out.write_all(&buf[..n]).await.map_err(io)?;
-        got += n as u64;
-    }
-    out.flush().await.map_err(io)?;
-    let mut extra = [0u8; 1];
-    match tokio::time::timeout(READ_TIMEOUT, stream.read(&mut extra)).await {
-        Ok(Ok(0)) => {}
-        Ok(Ok(_)) => {
-            return Err(format!(
-                "more than the {len} bundle bytes declared were sent; nothing was stored, send the declared length"
-            ));
-        }
-        Ok(Err(e)) => return Err(format!("reading the bundle failed: {e}")),
-        Err(_) => {
-            return Err(
-                "the client did not end its request after the bundle (half-close the connection)"
-                    .into(),
-            );
-        }
-    }
-    Ok(Spooled {
-        file,
-        len,
-        sha256: hex::encode(hash.finalize()),
-    })
 }

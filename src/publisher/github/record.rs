@@ -1,6 +1,6 @@
 //! Writing what the client learnt into the engine's state: coverage facts (with the default
 //! branch), and every minted token (SHA-256 only) with the decision that justified it;
-//! revocation at most once.
+//! revocation at most once (or, for what a previous run left, unconditionally).
 
 use super::{Coverage, GitHub, GithubError, MintedToken, Revocation, Token};
 use crate::engine::RepoName;
@@ -54,9 +54,11 @@ pub enum RevokeError {
     Store(#[from] StoreError),
 }
 
-/// Revokes a recorded token at most once: marks it revoked first (a second caller sees it
-/// marked and does nothing), then asks GitHub; if GitHub fails, the mark is taken back so a
-/// later sweep tries again. Returns `None` when it was already revoked.
+/// Revokes a token at most once: a recorded token is marked revoked first (a second caller sees
+/// it marked and does nothing), then GitHub is asked; if GitHub fails, the mark is taken back
+/// so a later sweep tries again. A token the state does not know (minted, then the process
+/// died before recording it) is revoked at GitHub all the same. Returns `None` when someone
+/// else revoked or is revoking it.
 pub async fn revoke_once(
     github: &GitHub,
     store: &std::sync::Mutex<Store>,
@@ -64,17 +66,46 @@ pub async fn revoke_once(
     now: i64,
 ) -> Result<Option<Revocation>, RevokeError> {
     let sha = token.sha256();
-    let first = lock(store).write(|facts| facts.mark_token_revoked(&sha, now))?;
-    if !first {
+    let marked = lock(store).write(|facts| {
+        Ok(match facts.token(&sha)? {
+            None => Mark::Unrecorded,
+            Some(_) if facts.mark_token_revoked(&sha, now)? => Mark::First,
+            Some(_) => Mark::Already,
+        })
+    })?;
+    if marked == Mark::Already {
         return Ok(None);
     }
     match github.revoke(token).await {
         Ok(outcome) => Ok(Some(outcome)),
         Err(error) => {
-            lock(store).write(|facts| facts.unmark_token_revoked(&sha))?;
+            if marked == Mark::First {
+                lock(store).write(|facts| facts.unmark_token_revoked(&sha))?;
+            }
             Err(error.into())
         }
     }
+}
+
+/// Revokes a token at GitHub whatever the state says (GitHub answers 401 for one already
+/// dead), then marks it revoked: for tokens a previous run left, which may have been marked
+/// just before that run died.
+pub async fn revoke_unconditionally(
+    github: &GitHub,
+    store: &std::sync::Mutex<Store>,
+    token: &Token,
+    now: i64,
+) -> Result<Revocation, RevokeError> {
+    let outcome = github.revoke(token).await?;
+    lock(store).write(|facts| facts.mark_token_revoked(&token.sha256(), now))?;
+    Ok(outcome)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    First,
+    Already,
+    Unrecorded,
 }
 
 fn lock(store: &std::sync::Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {

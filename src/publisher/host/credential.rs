@@ -1,5 +1,7 @@
 //! The credential helper's side in the daemon: one-repository read tokens, and write tokens
-//! under a `--via token` grant whose life is cut to the grant's.
+//! under a `--via token` grant whose life is cut to the grant's: every write token minted under
+//! a grant is revoked at GitHub once the grant ends, however a `get` and the sweeper interleave,
+//! and a `get` hands one out only while its grant stands.
 
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::authority::AuthorityError;
@@ -79,7 +81,9 @@ impl Host {
     }
 
     /// Mints a token for `repo` through the App's recorded installation and records its hash
-    /// with the decision (audit row) and grant that justified it.
+    /// with the decision (audit row) and grant that justified it. A write token minted under a
+    /// grant joins the live write tokens before it is recorded: whoever later finds it recorded
+    /// under an ended grant can revoke it by value (see [`Host::revoke_ended_tokens`]).
     pub(super) fn mint_recorded(
         &self,
         github: &GitHub,
@@ -92,7 +96,20 @@ impl Host {
         let installation = self.installation_of(repo, token_use.app())?;
         let minted =
             block_on(github.mint(repo, token_use, installation)).map_err(Failure::from_github)?;
-        self.with_store(|_, s| github::record::minted(s, &minted, grant_id, audit_id, now))?;
+        let under_grant = grant_id.is_some() && token_use != TokenUse::Read;
+        if under_grant {
+            self.credentials
+                .register_write(&minted.token, minted.expires_at);
+        }
+        if let Err(e) =
+            self.with_store(|_, s| github::record::minted(s, &minted, grant_id, audit_id, now))
+        {
+            // Never hand out what the state does not know: take it back at GitHub.
+            if under_grant {
+                self.revoke_write(github, &minted.token, now);
+            }
+            return Err(e.into());
+        }
         Ok(minted)
     }
 
@@ -106,36 +123,8 @@ impl Host {
         let agent = Principal::Agent;
 
         // A `--via token` grant: a write token whose life is cut to the grant.
-        let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
-        let (write, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, now))?;
-        if write.allowed {
-            if let Some(cached) = self
-                .credentials
-                .get(&key)
-                .filter(|c| c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now))
-            {
-                return Ok(grant_of(&cached));
-            }
-            let (decision, audit_id) = self.with_store(|a, s| {
-                a.decide_audited(s, &agent, &write_ask, now, |event| {
-                    event.detail =
-                        Some(serde_json::json!({ "token": "write", "grant": write.grant_id }));
-                })
-            })?;
-            if decision.allowed {
-                let grant_id = decision.grant_id;
-                let allow_workflows = match grant_id {
-                    Some(id) => {
-                        self.with_store(|_, s| s.read(|f| f.grant(id)))?
-                            .allow_workflows
-                    }
-                    None => false,
-                };
-                let token_use = TokenUse::Push {
-                    workflows: allow_workflows,
-                };
-                return self.mint_and_cache(github, &repo, token_use, grant_id, audit_id, now);
-            }
+        if let Some(write) = self.write_credential(github, &repo)? {
+            return Ok(write);
         }
 
         let read_ask = Ask::Read { repo: repo.clone() };
@@ -165,6 +154,68 @@ impl Host {
         self.mint_and_cache(github, &repo, TokenUse::Read, None, audit_id, now)
     }
 
+    /// The write token of a `--via token` grant on `repo`, or `None` when no such grant stands
+    /// (the caller then serves a read token). One issuance at a time; a token is handed out
+    /// only if its grant still stands once it is minted, recorded and cached — otherwise it is
+    /// revoked at once (the sweeper would do it too: it is recorded under that grant).
+    fn write_credential(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+    ) -> Result<Option<CredentialGrant>, Failure> {
+        let _issuing = self.write_issue.lock().unwrap_or_else(|p| p.into_inner());
+        let agent = Principal::Agent;
+        let key = repo.key();
+        let now = self.now();
+        let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
+        let (write, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, now))?;
+        if !write.allowed {
+            return Ok(None);
+        }
+        if let Some(cached) = self
+            .credentials
+            .get(&key)
+            .filter(|c| c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now))
+        {
+            return Ok(Some(grant_of(&cached)));
+        }
+        let (decision, audit_id) = self.with_store(|a, s| {
+            a.decide_audited(s, &agent, &write_ask, now, |event| {
+                event.detail =
+                    Some(serde_json::json!({ "token": "write", "grant": write.grant_id }));
+            })
+        })?;
+        if !decision.allowed {
+            return Ok(None);
+        }
+        let grant_id = decision.grant_id;
+        let allow_workflows = match grant_id {
+            Some(id) => {
+                self.with_store(|_, s| s.read(|f| f.grant(id)))?
+                    .allow_workflows
+            }
+            None => false,
+        };
+        let token_use = TokenUse::Push {
+            workflows: allow_workflows,
+        };
+        let answer = self.mint_and_cache(github, repo, token_use, grant_id, audit_id, now)?;
+
+        // Minting took a while: the grant may have ended meanwhile.
+        let later = self.now();
+        let (still, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, later))?;
+        if still.allowed && still.grant_id == grant_id {
+            return Ok(Some(answer));
+        }
+        let sha = github::Token::new(answer.password.clone()).sha256();
+        self.credentials.take_by_sha(&sha);
+        if let Some(token) = self.credentials.live_write(&sha) {
+            self.revoke_write(github, &token, later);
+        }
+        tracing::info!(token_sha256 = %sha, "the grant ended while its write token was minted; revoked, not handed out");
+        Ok(None)
+    }
+
     fn mint_and_cache(
         &self,
         github: &GitHub,
@@ -190,24 +241,30 @@ impl Host {
         if let Some(old) = self.credentials.put(&repo.key(), cached)
             && old.kind == Kind::Write
         {
-            self.revoke_cached(github, &old, now);
+            self.revoke_write(github, &old.token, now);
         }
         Ok(answer)
     }
 
-    fn revoke_cached(&self, github: &GitHub, cached: &Cached, now: i64) {
-        match block_on(github::record::revoke_once(
-            github,
-            &self.store,
-            &cached.token,
-            now,
-        )) {
-            Ok(_) => {}
-            Err(e) => tracing::error!(
-                token_sha256 = %cached.token.sha256(),
-                error = %e,
-                "revoking a write token failed; the sweeper retries"
-            ),
+    /// Revokes a live write token at GitHub (at most once) and drops it from the live set;
+    /// returns whether this call revoked it. On failure it stays live: the sweeper retries
+    /// once its grant has ended.
+    fn revoke_write(&self, github: &GitHub, token: &github::Token, now: i64) -> bool {
+        match block_on(github::record::revoke_once(github, &self.store, token, now)) {
+            Ok(Some(_)) => {
+                self.credentials.forget_write(&token.sha256());
+                true
+            }
+            // Someone else is revoking it; they drop it, or take their mark back on failure.
+            Ok(None) => false,
+            Err(e) => {
+                tracing::error!(
+                    token_sha256 = %token.sha256(),
+                    error = %e,
+                    "revoking a write token failed; the sweeper retries once its grant has ended"
+                );
+                false
+            }
         }
     }
 
@@ -220,20 +277,22 @@ impl Host {
         if let Some(cached) = &removed
             && cached.kind == Kind::Write
         {
-            self.revoke_cached(github, cached, self.now());
+            self.revoke_write(github, &cached.token, self.now());
         }
         Ok(Response::ok(serde_json::json!({
             "erased": removed.map(|c| c.kind.as_str()),
         })))
     }
 
-    /// Revokes write tokens whose grant ended (revoked or expired); the daemon calls this
-    /// every second. Returns how many were revoked.
+    /// Revokes, at GitHub, every recorded and unrevoked write token whose grant ended (revoked
+    /// or expired), served or not — the live set has the value of each from before it was
+    /// recorded. The daemon calls this every second. Returns how many were revoked.
     pub fn revoke_ended_tokens(&self) -> usize {
         let Some(github) = &self.github else {
             return 0;
         };
         let now = self.now();
+        self.credentials.forget_expired(now);
         let ended = match self.with_store(|_, s| s.read(|f| f.tokens_of_ended_grants(now))) {
             Ok(ended) => ended,
             Err(e) => {
@@ -243,18 +302,21 @@ impl Host {
         };
         let mut revoked = 0;
         for row in ended {
-            match self.credentials.take_by_sha(&row.token_sha256) {
-                Some(cached) => {
-                    self.revoke_cached(github, &cached, now);
-                    revoked += 1;
+            // Never served again, whatever happens below.
+            self.credentials.take_by_sha(&row.token_sha256);
+            match self.credentials.live_write(&row.token_sha256) {
+                Some(token) => {
+                    if self.revoke_write(github, &token, now) {
+                        revoked += 1;
+                    }
                 }
                 None => {
-                    // Not in memory (zodex-prd restarted): it cannot be revoked by value; mark
-                    // it so the sweep does not retry every second. It expires at GitHub.
+                    // No value: it left the live set because GitHub already refused it (a
+                    // revocation whose mark did not stick). Mark it so the sweep stops here.
                     tracing::warn!(
                         token_sha256 = %row.token_sha256,
                         expires_at = row.expires_at,
-                        "a token of an ended grant is not in memory; it lapses at its expiry"
+                        "a token of an ended grant has no known value; marked revoked"
                     );
                     let _ = self.with_store(|_, s| {
                         s.write(|f| f.mark_token_revoked(&row.token_sha256, now))

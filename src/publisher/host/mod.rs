@@ -48,8 +48,12 @@ pub struct Host {
     /// Spooled bundles and quarantines (inside the state directory: same file system as the
     /// mirrors, private to the publisher).
     tmp_dir: std::path::PathBuf,
-    /// Write tokens a previous run left on disk, to revoke at start.
+    /// Write tokens a previous run left on disk, to revoke at start (also in `credentials`'
+    /// live set until GitHub has revoked them).
     leftover_tokens: Mutex<Vec<super::github::Token>>,
+    /// Held while a credential `get` issues a write token (check the cache, decide, mint,
+    /// record, serve): concurrent gets share one token instead of replacing each other's.
+    write_issue: Mutex<()>,
     pr_branch_prefix: String,
     /// Bounds on stored state (pending requests, audit retention).
     limits: Limits,
@@ -102,6 +106,13 @@ impl Host {
                 )));
             }
         }
+        // Still live until GitHub says otherwise: rewritten to the file at once, so a crash
+        // before they are revoked leaves them there for the next start.
+        let credentials = Cache::persisting(write_tokens);
+        for (token, expires_at) in &leftover {
+            credentials.register_write(token, *expires_at);
+        }
+        let leftover = leftover.into_iter().map(|(token, _)| token).collect();
         let policies = Policies::load(config.policy_dir.as_deref())?;
         let targets = config.targets().map_err(HostError::Config)?;
         let store = Store::open(&config.state_db())?;
@@ -116,11 +127,12 @@ impl Host {
             store: Mutex::new(store),
             clock: system_now,
             github,
-            credentials: Cache::persisting(write_tokens),
+            credentials,
             own_reads: Cache::default(),
             mirrors: crate::publisher::publish::Mirrors::new(config.state_dir.join("mirrors")),
             tmp_dir: config.tmp_dir(),
             leftover_tokens: Mutex::new(leftover),
+            write_issue: Mutex::new(()),
             pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
             limits,
             last_prune: Mutex::new(None),
@@ -166,10 +178,27 @@ impl Host {
         let Some(github) = &self.github else {
             return 0;
         };
+        let now = self.now();
+        let mut revoked = 0;
         for token in &tokens {
-            self.revoke_now(github, token);
+            match block_on(super::github::record::revoke_unconditionally(
+                github,
+                &self.store,
+                token,
+                now,
+            )) {
+                Ok(_) => {
+                    self.credentials.forget_write(&token.sha256());
+                    revoked += 1;
+                }
+                Err(e) => tracing::error!(
+                    token_sha256 = %token.sha256(),
+                    error = %e,
+                    "revoking a write token of the previous run failed; it stays recorded for the next start and the sweeper"
+                ),
+            }
         }
-        tokens.len()
+        revoked
     }
 
     /// Marks grants whose TTL ran out as expired (the daemon calls this every second).
