@@ -234,7 +234,7 @@ fn lying_frames_are_refused() {
                 metadata_len: Some(1 << 20),
                 ..Frame::request(&ping)
             },
-            "ended early",
+            "the request ended after",
         ),
         (
             "bad magic",

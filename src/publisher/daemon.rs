@@ -350,12 +350,17 @@ async fn agent_request(
     slot: &ConnectionSlot,
 ) -> Response {
     let seconds = socket.limits.request_seconds;
-    let (header, request) = match tokio::time::timeout_at(
-        socket.request_deadline(),
-        read_head(stream),
-    )
-    .await
-    {
+    let head = tokio::select! {
+        head = tokio::time::timeout_at(socket.request_deadline(), read_head(stream)) => head,
+        () = slot.evicted() => {
+            return Response::error(
+                ErrorKind::Conflict,
+                "zodex-prd is busy and this connection had not sent its request; it was closed to serve others; send the request at once after connecting (zodex-agent does)",
+            );
+        }
+    };
+    slot.headed();
+    let (header, request) = match head {
         Err(_) => {
             return Response::error(
                 ErrorKind::Usage,

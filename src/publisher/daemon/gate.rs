@@ -3,10 +3,22 @@
 //! spooled bundles. A request over a bound is answered "busy, try again" at once rather than
 //! queued behind the ones holding it. Every hold is a guard that gives its share back when
 //! dropped, whatever way the request ends.
+//!
+//! One exception to "busy at once": when every connection is taken, the oldest connection that
+//! has been open a while without sending its whole request head is dropped to make room. A
+//! well-behaved client sends its head the moment it connects, so only slow or idle connections
+//! are ever dropped, and however many processes an agent forks, its stalled connections cannot
+//! keep a real request out.
 
 use super::super::wire::{ErrorKind, Response};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// How long a connection may go without its request head before a newcomer may take its place
+/// when every connection is taken.
+const HEAD_GRACE: Duration = Duration::from_millis(50);
 
 /// Bundle-carrying requests one process may have at once: one `git push` sends one bundle.
 pub const BUNDLES_PER_PROCESS: usize = 2;
@@ -28,6 +40,18 @@ struct Held {
     bundles: usize,
     bundles_by_pid: HashMap<i32, usize>,
     spooled: u64,
+    next_id: u64,
+    /// Connections still waiting for their request head, oldest first.
+    heading: BTreeMap<u64, Heading>,
+    /// Connections dropped to make room: their counts were given back already.
+    evicted: HashSet<u64>,
+}
+
+#[derive(Debug)]
+struct Heading {
+    pid: i32,
+    since: Instant,
+    evict: Arc<Notify>,
 }
 
 /// The counters of one socket.
@@ -100,14 +124,27 @@ impl Gate {
                 limit: self.bounds.connections_per_process,
             });
         }
-        if held.connections >= self.bounds.connections {
+        if held.connections >= self.bounds.connections && !held.evict_oldest_stalled() {
             return Err(Busy::Connections(self.bounds.connections));
         }
         held.connections += 1;
         *held.connections_by_pid.entry(pid).or_default() += 1;
+        let id = held.next_id;
+        held.next_id += 1;
+        let evict = Arc::new(Notify::new());
+        held.heading.insert(
+            id,
+            Heading {
+                pid,
+                since: Instant::now(),
+                evict: evict.clone(),
+            },
+        );
         Ok(ConnectionSlot {
             gate: self.clone(),
             pid,
+            id,
+            evict,
         })
     }
 
@@ -155,6 +192,26 @@ impl Gate {
     }
 }
 
+impl Held {
+    /// Drops the oldest connection that has gone [`HEAD_GRACE`] without its request head,
+    /// giving its counts back now; `false` when there is none.
+    fn evict_oldest_stalled(&mut self) -> bool {
+        let Some((&id, oldest)) = self.heading.first_key_value() else {
+            return false;
+        };
+        if oldest.since.elapsed() < HEAD_GRACE {
+            return false;
+        }
+        let oldest = self.heading.remove(&id).expect("just seen");
+        self.connections -= 1;
+        release(&mut self.connections_by_pid, oldest.pid);
+        self.evicted.insert(id);
+        // A stored permit: the connection's task sees it even if it is not waiting yet.
+        oldest.evict.notify_one();
+        true
+    }
+}
+
 fn release(map: &mut HashMap<i32, usize>, pid: i32) {
     if let Some(n) = map.get_mut(&pid) {
         *n -= 1;
@@ -169,11 +226,29 @@ fn release(map: &mut HashMap<i32, usize>, pid: i32) {
 pub struct ConnectionSlot {
     gate: Arc<Gate>,
     pid: i32,
+    id: u64,
+    evict: Arc<Notify>,
+}
+
+impl ConnectionSlot {
+    /// The request head has arrived: this connection is no longer dropped to make room.
+    pub fn headed(&self) {
+        self.gate.held().heading.remove(&self.id);
+    }
+
+    /// Completes when the connection was dropped to make room for another.
+    pub async fn evicted(&self) {
+        self.evict.notified().await;
+    }
 }
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         let mut held = self.gate.held();
+        held.heading.remove(&self.id);
+        if held.evicted.remove(&self.id) {
+            return;
+        }
         held.connections -= 1;
         release(&mut held.connections_by_pid, self.pid);
     }
@@ -235,6 +310,33 @@ mod tests {
         drop(a1);
         let _a3 = gate.connection(10).unwrap();
         assert!(gate.held().connections_by_pid.len() == 2);
+    }
+
+    #[tokio::test]
+    async fn a_stalled_connection_makes_room_for_a_new_one_but_a_fresh_one_does_not() {
+        let gate = gate();
+        let a = gate.connection(10).unwrap();
+        let b = gate.connection(11).unwrap();
+        b.headed();
+        let _c = gate.connection(12).unwrap();
+        // All three are taken and `c` is younger than the grace: busy.
+        assert_eq!(gate.connection(13).unwrap_err(), Busy::Connections(3));
+        std::thread::sleep(HEAD_GRACE * 2);
+        // `a` (oldest, no head yet) is dropped for the newcomer; `b` sent its head and stays.
+        let _d = gate.connection(13).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), a.evicted())
+            .await
+            .expect("the stalled connection is told");
+        assert_eq!(gate.held().connections, 3);
+        drop(a);
+        assert_eq!(
+            gate.held().connections,
+            3,
+            "an evicted slot gives nothing back twice"
+        );
+        assert!(!gate.held().connections_by_pid.contains_key(&10));
+        drop(b);
+        assert_eq!(gate.held().connections, 2);
     }
 
     #[test]
