@@ -97,6 +97,7 @@ fn scan_refusal(e: ScanError) -> ImportError {
             size,
         },
         ScanError::Io(message) => ImportError::Objects(message),
+        e @ ScanError::InflatesTooMuch { .. } => ImportError::Limit(format!("the pack {e}")),
         other => ImportError::Pack(other.to_string()),
     }
 }

@@ -27,6 +27,12 @@ pub const MAX_METADATA_BYTES: u64 = 4 * 1024 * 1024;
 /// one opcode per 127 bytes, plus the two size varints.
 pub const MAX_DELTA_BYTES: u64 = MAX_BLOB_BYTES + MAX_BLOB_BYTES / 64;
 
+/// The most a whole pack may inflate to (the sum of what its entries declare). Memory stays
+/// constant whatever a pack declares, but inflating is work: a 128 MiB bundle of well-compressed
+/// 100 MiB blobs would otherwise cost minutes of CPU. Real source pushes inflate a few times
+/// their size; 4 GiB is 32 times the bundle ceiling.
+pub const MAX_INFLATED_TOTAL: u64 = 4 * 1024 * 1024 * 1024;
+
 const HEADER_BYTES: u64 = 12;
 const TRAILER_BYTES: u64 = 20;
 /// The smallest possible entry: one header byte and an empty zlib stream (2 header bytes, one
@@ -90,6 +96,10 @@ pub enum ScanError {
         kind: Declared,
         size: u64,
     },
+    #[error(
+        "its entries declare more than {limit} bytes in all once inflated (the entry at byte {offset} passes it)"
+    )]
+    InflatesTooMuch { offset: u64, limit: u64 },
     #[error("{count} entries end {extra} bytes before the trailer")]
     TrailingBytes { count: u32, extra: u64 },
     #[error("reading it failed: {0}")]
@@ -108,6 +118,15 @@ pub struct PackSummary {
 
 /// Reads a pack of exactly `len` bytes (trailer included) from `input` and checks every entry.
 pub fn scan(input: &mut impl BufRead, len: u64) -> Result<PackSummary, ScanError> {
+    scan_within(input, len, MAX_INFLATED_TOTAL)
+}
+
+/// [`scan`] with `max_total` inflated bytes in all (tests use a small one).
+fn scan_within(
+    input: &mut impl BufRead,
+    len: u64,
+    max_total: u64,
+) -> Result<PackSummary, ScanError> {
     if len < HEADER_BYTES + TRAILER_BYTES {
         return Err(ScanError::NotAPack);
     }
@@ -170,6 +189,12 @@ pub fn scan(input: &mut impl BufRead, len: u64) -> Result<PackSummary, ScanError
                 offset: entry,
                 kind: declared_as,
                 size: declared,
+            });
+        }
+        if summary.inflated_bytes + declared > max_total {
+            return Err(ScanError::InflatesTooMuch {
+                offset: entry,
+                limit: max_total,
             });
         }
         inflate.reset();

@@ -123,6 +123,30 @@ fn a_blob_declared_over_the_limit_is_refused_from_its_header_without_inflating()
 }
 
 #[test]
+fn a_pack_that_would_inflate_past_the_total_is_refused_before_the_entry_that_passes_it() {
+    let blob = whole(3, &[0u8; 1000]);
+    let three = pack(&[blob.clone(), blob.clone(), blob.clone()]);
+    let mut input = &three[..];
+    assert_eq!(
+        scan_within(&mut input, three.len() as u64, 3000)
+            .unwrap()
+            .inflated_bytes,
+        3000
+    );
+    let mut input = &three[..];
+    let err = scan_within(&mut input, three.len() as u64, 2999).unwrap_err();
+    let third = 12 + 2 * blob.len() as u64;
+    assert_eq!(
+        err,
+        ScanError::InflatesTooMuch {
+            offset: third,
+            limit: 2999
+        }
+    );
+    assert!(MAX_INFLATED_TOTAL >= 32 * 128 * 1024 * 1024);
+}
+
+#[test]
 fn the_blob_limit_is_inclusive() {
     let mut at_limit = entry_header(3, MAX_BLOB_BYTES + 1);
     at_limit.extend(zlib(b""));
