@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::devhub::commit_file;
 use support::rig::Rig;
+use support::rig::message;
 use zodex::publisher::wire::{
     AGENT_VERSION, AgentHeader, AgentRequest, ErrorKind, PushUpdate, Response, read_response,
 };
@@ -58,14 +59,6 @@ fn head(request: &AgentRequest, bundle_len: u64) -> Vec<u8> {
 fn answer(stream: &mut UnixStream, within: Duration) -> Response {
     stream.set_read_timeout(Some(within)).unwrap();
     read_response(stream).unwrap()
-}
-
-fn message(response: &Response) -> String {
-    response
-        .error
-        .as_ref()
-        .map(|e| e.message.clone())
-        .unwrap_or_default()
 }
 
 fn spool_files(rig: &Rig) -> Vec<String> {

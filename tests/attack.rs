@@ -26,24 +26,17 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::routines::{Frame, Routine};
-use support::sprite::Sprite;
+use support::sprite::{Sprite, refused};
 
 /// The entry point of the routines this binary runs as the agent (see `support::routines`);
 /// a no-op in a normal test run.
 #[test]
 fn agent_routine() {
     support::routines::serve_if_asked();
-}
-
-fn deploy() -> Option<Sprite> {
-    if support::users::skip_unless_root() {
-        return None;
-    }
-    Sprite::deploy()
 }
 
 const EACCES: &str = "errno:13";
@@ -73,37 +66,11 @@ fn probe(sprite: &Sprite, checks: &[(&str, PathBuf)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Sends raw frames on the agent socket as the agent; one answer per frame.
-fn frames(sprite: &Sprite, frames: Vec<Frame>) -> Vec<Value> {
-    let answer = sprite.routine(&Routine::Frames {
-        socket: sprite.agent_socket(),
-        frames,
-    });
-    answer.as_array().unwrap().clone()
-}
-
-/// Warms the daemon's own read token and mirror for `repo`, so that a later snapshot of live
-/// tokens is stable.
-fn warm(sprite: &Sprite, repo: &str) {
-    let answer = frames(
-        sprite,
-        vec![Frame::request(
-            &json!({"op": "list_refs", "repo": format!("demo/{repo}")}),
-        )],
-    );
-    assert_eq!(answer[0]["ok"], true, "{answer:?}\n{}", sprite.log());
-}
-
-fn refused(answer: &Value) -> bool {
-    answer["ok"] != true
-        || answer["result"]["results"]
-            .as_array()
-            .is_some_and(|r| r.iter().all(|r| r["ok"] == false))
-}
-
 #[test]
 fn secrets_are_refused_by_the_kernel() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     sprite.admin_ok(
         json!({"op": "grant_push", "repo": "demo/lib", "ttl": {"seconds": 3600}, "via": "token"}),
     );
@@ -145,7 +112,9 @@ fn secrets_are_refused_by_the_kernel() {
 
 #[test]
 fn the_agent_cannot_touch_the_socket_directory() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     let before = sprite.github();
     let run = sprite.run.clone();
     let socket = sprite.agent_socket();
@@ -186,9 +155,11 @@ fn the_agent_cannot_touch_the_socket_directory() {
 
 #[test]
 fn lying_frames_are_refused() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     sprite.grant_push("demo/app");
-    warm(&sprite, "app");
+    sprite.warm("app");
     let before = sprite.github();
     let main = sprite.remote_sha("app", "refs/heads/main").unwrap();
     let push = json!({"op": "push", "repo": "demo/app",
@@ -296,7 +267,7 @@ fn lying_frames_are_refused() {
         ),
     ];
     let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
-    let answers = frames(&sprite, cases.iter().map(|c| c.1.clone()).collect());
+    let answers = sprite.frames(cases.iter().map(|c| c.1.clone()).collect());
     for ((name, expected), answer) in names.iter().zip(cases.iter().map(|c| c.2)).zip(&answers) {
         assert!(refused(answer), "{name}: {answer}");
         assert!(answer.to_string().contains(expected), "{name}: {answer}");
@@ -313,9 +284,11 @@ fn lying_frames_are_refused() {
 
 #[test]
 fn hostile_ref_and_repository_names_are_refused() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     sprite.grant_push("demo/app");
-    warm(&sprite, "app");
+    sprite.warm("app");
     let before = sprite.github();
     let main = sprite.remote_sha("app", "refs/heads/main").unwrap();
     let push = |repo: &str, dst: &str| {
@@ -348,7 +321,7 @@ fn hostile_ref_and_repository_names_are_refused() {
         "refs/remotes/origin/x",
         "refs/pull/1/head",
     ];
-    let answers = frames(&sprite, refs.iter().map(|r| push("demo/app", r)).collect());
+    let answers = sprite.frames(refs.iter().map(|r| push("demo/app", r)).collect());
     for (name, answer) in refs.iter().zip(&answers) {
         assert!(refused(answer), "ref {name:?}: {answer}");
     }
@@ -377,10 +350,7 @@ fn hostile_ref_and_repository_names_are_refused() {
         "demo/trunk#main",
         "",
     ];
-    let answers = frames(
-        &sprite,
-        repos.iter().map(|r| push(r, "refs/heads/attack")).collect(),
-    );
+    let answers = sprite.frames(repos.iter().map(|r| push(r, "refs/heads/attack")).collect());
     for (name, answer) in repos.iter().zip(&answers) {
         assert!(refused(answer), "repository {name:?}: {answer}");
     }
@@ -449,7 +419,9 @@ fn push_with_token(sprite: &Sprite, checkout: &std::path::Path, repo: &str, toke
 
 #[test]
 fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     let app = sprite.clone("app");
     sprite.agent_commit(&app, "x.txt", b"x\n", "x");
     let lib = sprite.clone("lib");
@@ -517,7 +489,9 @@ fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
 
 #[test]
 fn a_flood_of_requests_leaves_the_daemon_answering() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     let before = sprite.github();
     let total = 1500;
     let answer = sprite.routine(&Routine::Flood {
@@ -541,7 +515,9 @@ fn a_flood_of_requests_leaves_the_daemon_answering() {
 
 #[test]
 fn mcp_key_abuse_is_refused_and_the_key_never_logged() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     let mut raw = [0u8; 32];
     getrandom::fill(&mut raw).unwrap();
     let key = hex::encode(raw);
@@ -619,10 +595,12 @@ fn mcp_key_abuse_is_refused_and_the_key_never_logged() {
 
 #[test]
 fn a_push_without_a_grant_is_refused() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     let app = sprite.clone("app");
     sprite.agent_commit(&app, "x.txt", b"x\n", "work");
-    warm(&sprite, "app");
+    sprite.warm("app");
     let before = sprite.github();
     for refspec in ["HEAD:refs/heads/feature", "HEAD:main", "HEAD:refs/tags/v1"] {
         let out = sprite.agent_git(&app, &["push", "origin", refspec]);
@@ -650,12 +628,14 @@ fn a_push_without_a_grant_is_refused() {
 
 #[test]
 fn the_default_branch_cannot_be_forced_or_deleted() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     sprite.grant_push("demo/app");
     let app = sprite.clone("app");
     sprite.agent_git_ok(&app, &["reset", "--quiet", "--hard", "HEAD~1"]);
     sprite.agent_commit(&app, "rewritten.txt", b"history rewritten\n", "rewrite");
-    warm(&sprite, "app");
+    sprite.warm("app");
     let before = sprite.github();
     for args in [
         vec!["push", "--force", "origin", "HEAD:main"],

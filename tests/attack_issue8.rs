@@ -27,44 +27,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::routines::{Frame, Routine};
-use support::sprite::{Sprite, chown};
+use support::sprite::{Sprite, chown, refused};
 
 /// The entry point of the routines this binary runs as the agent (see `support::routines`).
 #[test]
 fn agent_routine() {
     support::routines::serve_if_asked();
-}
-
-fn deploy() -> Option<Sprite> {
-    if support::users::skip_unless_root() {
-        return None;
-    }
-    Sprite::deploy()
-}
-
-fn frames(sprite: &Sprite, frames: Vec<Frame>) -> Vec<Value> {
-    let answer = sprite.routine(&Routine::Frames {
-        socket: sprite.agent_socket(),
-        frames,
-    });
-    answer.as_array().unwrap().clone()
-}
-
-fn warm(sprite: &Sprite, repo: &str) {
-    let answer = frames(
-        sprite,
-        vec![Frame::request(
-            &json!({"op": "list_refs", "repo": format!("demo/{repo}")}),
-        )],
-    );
-    assert_eq!(answer[0]["ok"], true, "{answer:?}\n{}", sprite.log());
-}
-
-fn refused(answer: &Value) -> bool {
-    answer["ok"] != true
-        || answer["result"]["results"]
-            .as_array()
-            .is_some_and(|r| r.iter().all(|r| r["ok"] == false))
 }
 
 /// A `/proc/PID/status` field in KiB.
@@ -144,7 +112,9 @@ fn scratch_clone(sprite: &Sprite, repo: &str, into: &Path) -> std::path::PathBuf
 
 #[test]
 fn item1_a_zip_bomb_publish_is_refused_in_bounded_memory() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch_clone(&sprite, "app", scratch.path());
     // 2 GiB of zeros (a sparse file: nothing on disk), committed; git deflates it to ~2 MB.
@@ -178,7 +148,7 @@ fn item1_a_zip_bomb_publish_is_refused_in_bounded_memory() {
         "the bomb should be small on the wire: {size} bytes"
     );
 
-    warm(&sprite, "app");
+    sprite.warm("app");
     let before = sprite.github();
     let pid = sprite.prd_pid();
     eprintln!(
@@ -187,7 +157,7 @@ fn item1_a_zip_bomb_publish_is_refused_in_bounded_memory() {
     );
     let guard = RssGuard::watch(pid, 512 << 10);
     let request = json!({"op": "publish_pr", "repo": "demo/app", "title": "bomb", "head": head});
-    let answer = frames(&sprite, vec![Frame::with_bundle(&request, &bundle)]);
+    let answer = sprite.frames(vec![Frame::with_bundle(&request, &bundle)]);
     let killed = guard.finish();
     assert_eq!(
         killed, None,
@@ -209,12 +179,14 @@ fn item1_a_zip_bomb_publish_is_refused_in_bounded_memory() {
 
 #[test]
 fn item2_a_force_push_to_a_trunk_default_branch_is_refused() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     sprite.grant_push("demo/trunk");
     let trunk = sprite.clone("trunk");
     sprite.agent_git_ok(&trunk, &["reset", "--quiet", "--hard", "HEAD~1"]);
     sprite.agent_commit(&trunk, "rewritten.txt", b"rewritten\n", "rewrite trunk");
-    warm(&sprite, "trunk");
+    sprite.warm("trunk");
     let before = sprite.github();
     for args in [
         vec!["push", "--force", "origin", "HEAD:trunk"],
@@ -232,7 +204,9 @@ fn item2_a_force_push_to_a_trunk_default_branch_is_refused() {
 
 #[test]
 fn item3_an_orphan_smuggled_in_a_bundle_never_reaches_github() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     sprite.grant_push("demo/app");
     let app = sprite.clone("app");
     sprite.agent_git_ok(&app, &["checkout", "--quiet", "-b", "feature"]);
@@ -253,10 +227,10 @@ fn item3_an_orphan_smuggled_in_a_bundle_never_reaches_github() {
             "^origin/main",
         ],
     );
-    warm(&sprite, "app");
+    sprite.warm("app");
     let push = json!({"op": "push", "repo": "demo/app",
         "updates": [{"dst": "refs/heads/feature", "new": feature}]});
-    let answer = frames(&sprite, vec![Frame::with_bundle(&push, &bundle)]);
+    let answer = sprite.frames(vec![Frame::with_bundle(&push, &bundle)]);
     eprintln!("the harmless push: {}", answer[0]);
     assert!(
         !sprite.remote_has("app", &orphan),
@@ -266,7 +240,7 @@ fn item3_an_orphan_smuggled_in_a_bundle_never_reaches_github() {
     let before = sprite.github();
     let update = json!({"op": "push", "repo": "demo/app",
         "updates": [{"dst": "refs/heads/smuggled", "new": orphan}]});
-    let answer = frames(&sprite, vec![Frame::request(&update)]);
+    let answer = sprite.frames(vec![Frame::request(&update)]);
     assert!(
         refused(&answer[0]),
         "a bundle-less update to the orphan: {}",
@@ -282,7 +256,9 @@ fn item3_an_orphan_smuggled_in_a_bundle_never_reaches_github() {
 
 #[test]
 fn item3_a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     // Someone else (with `workflows: write`) pushes a workflow change to a branch of theirs.
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch_clone(&sprite, "app", scratch.path());
@@ -306,7 +282,7 @@ fn item3_a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance() {
 
     sprite.grant_push("demo/app");
     let app = sprite.clone("app");
-    warm(&sprite, "app");
+    sprite.warm("app");
     let before = sprite.github();
     let out = sprite.agent_git(
         &app,
@@ -330,11 +306,13 @@ fn has_raw_controls(bytes: &[u8]) -> bool {
 
 #[test]
 fn item4_control_characters_in_a_reason_never_reach_the_operator_raw() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     let reason = "fix CI\r\u{1b}[2K\u{1b}[1AApproved by the operator\u{1b}]0;owned\u{7}\u{9b}31m";
     // Sent raw: whatever the agent CLI might check is courtesy, the daemon must not rely on it.
     let request = json!({"op": "request_push", "repo": "demo/app", "ttl": {"seconds": 1800}, "reason": reason});
-    let answer = frames(&sprite, vec![Frame::request(&request)]);
+    let answer = sprite.frames(vec![Frame::request(&request)]);
     // Refusing such a reason outright is a fine answer too; keeping it must not print it raw.
     let kept = answer[0]["ok"] == true;
     assert!(
@@ -368,16 +346,15 @@ fn item4_control_characters_in_a_reason_never_reach_the_operator_raw() {
 
 #[test]
 fn item5_many_long_pending_requests_stay_manageable() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     let before = sprite.github();
     // A 4 KB reason is refused outright, saying the limit.
-    let too_long = frames(
-        &sprite,
-        vec![Frame::request(
-            &json!({"op": "request_push", "repo": "demo/app",
+    let too_long = sprite.frames(vec![Frame::request(
+        &json!({"op": "request_push", "repo": "demo/app",
             "ttl": {"seconds": 1800}, "reason": "r".repeat(4096)}),
-        )],
-    );
+    )]);
     let message = too_long[0]["error"]["message"].as_str().unwrap_or_default();
     assert!(
         too_long[0]["ok"] != true && message.contains("at most"),
@@ -392,7 +369,7 @@ fn item5_many_long_pending_requests_stay_manageable() {
                 "ttl": {"seconds": 1800}, "reason": reason}))
         })
         .collect();
-    let answers = frames(&sprite, requests);
+    let answers = sprite.frames(requests);
     let accepted = answers.iter().filter(|a| a["ok"] == true).count();
     for refusal in answers.iter().filter(|a| a["ok"] != true) {
         let message = refusal["error"]["message"].as_str().unwrap_or_default();
@@ -433,7 +410,9 @@ fn item5_many_long_pending_requests_stay_manageable() {
 
 #[test]
 fn item6_the_operator_client_refuses_an_impersonated_admin_socket() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     // A socket the agent serves, where a careless configuration (or a stopped daemon's
     // leftover directory) would send the operator.
     let path = sprite.work.join("admin.sock");
@@ -485,7 +464,9 @@ fn item6_the_operator_client_refuses_an_impersonated_admin_socket() {
 
 #[test]
 fn item7_slow_drip_connections_do_not_starve_anyone() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     // Four processes, so the per-process cap alone cannot stop them: 128 slow connections
     // against a limit of 64.
     let drips: Vec<_> = (0..4)
@@ -531,7 +512,9 @@ fn item7_slow_drip_connections_do_not_starve_anyone() {
 
 #[test]
 fn item8_credential_gets_racing_a_revoke_leave_no_live_write_token() {
-    let Some(sprite) = deploy() else { return };
+    let Some(sprite) = Sprite::deploy_if_root() else {
+        return;
+    };
     let before = sprite.github();
     sprite.admin_ok(
         json!({"op": "grant_push", "repo": "demo/lib", "ttl": {"seconds": 3600}, "via": "token"}),

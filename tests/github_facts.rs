@@ -9,29 +9,16 @@ mod support;
 
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 use support::devhub::{AppKind, Demo, commit_file, git_ok, keys, rev_parse, sign};
 use support::rig::Rig;
+use support::rig::{message, stderr, text};
 use zodex::agent::bundle;
 use zodex::agent::client::call_with_bundle;
 use zodex::devhub::{Fault, FaultKind, FaultScope, Level, Permissions, Setup};
-use zodex::publisher::wire::{AgentRequest, PushUpdate, Response};
+use zodex::publisher::wire::{AgentRequest, PushUpdate};
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// A token of a third App, installed on `demo/<repo>` with `administration: write` (what a
 /// repository admin's tool holds), registered on the running devhub.
@@ -110,14 +97,6 @@ fn stores(dir: &Path, oid: &str) -> bool {
     support::devhub::git(dir, &["cat-file", "-e", oid])
         .status
         .success()
-}
-
-fn message(response: &Response) -> String {
-    response
-        .error
-        .as_ref()
-        .map(|e| e.message.clone())
-        .unwrap_or_default()
 }
 
 fn push_of(dst: &str, new: &str) -> AgentRequest {

@@ -6,21 +6,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::Output;
 use std::time::Duration;
 use support::devhub::commit_file;
 use support::rig::Rig;
+use support::rig::{stderr, text};
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn head(dir: &Path) -> String {
     support::devhub::rev_parse(dir, "HEAD")
@@ -96,10 +87,6 @@ fn a_pull_request_is_opened_once_even_when_retried() {
     assert_eq!(pulls[0]["head"]["ref"], branch.as_str());
     assert_eq!(pulls[0]["base"]["ref"], "main");
     assert_eq!(pulls[0]["title"], "Fix the thing");
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A checkout of `demo/app` with a feature commit, under a one-hour grant.

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use support::devhub::commit_file;
 use support::rig::Rig;
+use support::rig::message;
 use zodex::agent::bundle;
 use zodex::agent::client::{ClientError, call_with_bundle};
 use zodex::publisher::wire::{AgentRequest, PushUpdate, Response, agent_roundtrip_with};
@@ -59,14 +60,6 @@ fn send(
         s.shutdown(std::net::Shutdown::Write)
     })
     .unwrap()
-}
-
-fn message(response: &Response) -> String {
-    response
-        .error
-        .as_ref()
-        .map(|e| e.message.clone())
-        .unwrap_or_default()
 }
 
 fn sparse(dir: &Path, len: u64) -> std::path::PathBuf {

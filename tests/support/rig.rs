@@ -360,3 +360,27 @@ fn spawn_prd(dir: &Path, config: &Path) -> Child {
         .spawn()
         .unwrap()
 }
+
+/// A finished command as a person reads it: exit status, stdout and stderr.
+pub fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A finished command's stderr.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The error message of a daemon's answer (empty when it succeeded).
+pub fn message(response: &zodex::publisher::wire::Response) -> String {
+    response
+        .error
+        .as_ref()
+        .map(|e| e.message.clone())
+        .unwrap_or_default()
+}

@@ -622,6 +622,32 @@ impl Sprite {
         path
     }
 
+    /// A deployed sprite, or `None` after printing why not (only root can create users).
+    pub fn deploy_if_root() -> Option<Self> {
+        if super::users::skip_unless_root() {
+            return None;
+        }
+        Self::deploy()
+    }
+
+    /// Sends raw frames on the agent socket as the agent; one answer per frame.
+    pub fn frames(&self, frames: Vec<routines::Frame>) -> Vec<Value> {
+        let answer = self.routine(&Routine::Frames {
+            socket: self.agent_socket(),
+            frames,
+        });
+        answer.as_array().unwrap().clone()
+    }
+
+    /// Warms the daemon's own read token and mirror for `demo/<repo>`, so that a later
+    /// snapshot of live tokens is stable.
+    pub fn warm(&self, repo: &str) {
+        let answer = self.frames(vec![routines::Frame::request(
+            &json!({"op": "list_refs", "repo": format!("demo/{repo}")}),
+        )]);
+        assert_eq!(answer[0]["ok"], true, "{answer:?}\n{}", self.log());
+    }
+
     /// Runs `routine` as the agent and returns its result.
     pub fn routine(&self, routine: &Routine) -> Value {
         let out = routines::command(self, routine).output().unwrap();
@@ -659,4 +685,12 @@ impl Sprite {
             let _ = child.wait();
         }
     }
+}
+
+/// Whether the daemon refused an agent request: an error, or every ref of a push refused.
+pub fn refused(answer: &Value) -> bool {
+    answer["ok"] != true
+        || answer["result"]["results"]
+            .as_array()
+            .is_some_and(|r| r.iter().all(|r| r["ok"] == false))
 }
