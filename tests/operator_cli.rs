@@ -55,6 +55,21 @@ fn grant_shows_in_status_on_both_sides_and_expires_by_ttl() {
 }
 
 #[test]
+fn zodex_sprite_names_the_sprite_unless_sprite_is_given() {
+    let dev = Dev::up();
+    let ghost = dev.zodex_for_sprite("ghost", &["sprite", "github", "status"]);
+    assert_ne!(ghost.code, 0);
+    assert!(
+        ghost.stderr.contains("no sprite named `ghost`"),
+        "{}",
+        ghost.stderr
+    );
+    // The flag wins over the environment.
+    dev.zodex_for_sprite("ghost", &["sprite", "github", "status", "--sprite", "dev"])
+        .ok();
+}
+
+#[test]
 fn revoke_push_ends_grants_and_explain_reflects_it() {
     let dev = Dev::up();
     dev.zodex(&[

@@ -49,6 +49,17 @@ struct Target {
     json: bool,
 }
 
+impl Target {
+    /// `--sprite`, else a non-empty `$ZODEX_SPRITE`.
+    fn sprite(&self) -> Option<String> {
+        self.sprite.clone().or_else(|| {
+            std::env::var(crate::operator::registry::SPRITE_ENV)
+                .ok()
+                .filter(|s| !s.is_empty())
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum SpriteCommand {
     /// Register a sprite and how to reach its `zodex-prd admin`.
@@ -339,7 +350,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
             host,
             rotate,
         } => {
-            let sprite = match registry.choose(target.sprite.as_deref()) {
+            let sprite = match registry.choose(target.sprite().as_deref()) {
                 Ok(sprite) => sprite,
                 Err(e) => return print_failure(&e, target.json),
             };
@@ -379,7 +390,7 @@ fn send(
     request: &AdminRequest,
     render: impl FnOnce(&serde_json::Value) -> String,
 ) -> i32 {
-    let sprite = match registry.choose(target.sprite.as_deref()) {
+    let sprite = match registry.choose(target.sprite().as_deref()) {
         Ok(sprite) => sprite,
         Err(e) => return print_failure(&e, target.json),
     };
@@ -402,7 +413,7 @@ fn list(
     request: impl Fn(Option<u32>, Option<i64>) -> AdminRequest,
     render: impl Fn(&serde_json::Value) -> String,
 ) -> i32 {
-    let sprite = match registry.choose(target.sprite.as_deref()) {
+    let sprite = match registry.choose(target.sprite().as_deref()) {
         Ok(sprite) => sprite,
         Err(e) => return print_failure(&e, target.json),
     };
@@ -549,7 +560,7 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
         touches_workflows: workflows,
         ref_exists: exists,
     };
-    let sprite = match registry.choose(target.sprite.as_deref()) {
+    let sprite = match registry.choose(target.sprite().as_deref()) {
         Ok(sprite) => sprite,
         Err(e) => return print_failure(&e, target.json),
     };

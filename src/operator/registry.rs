@@ -169,13 +169,12 @@ impl Registry {
         })
     }
 
-    /// Picks the sprite: `--sprite`, then `$ZODEX_SPRITE`, then the only one registered.
-    pub fn choose(&self, flag: Option<&str>) -> Result<SpriteEntry, RegistryError> {
+    /// Picks the sprite: the one named (`--sprite`, else `$ZODEX_SPRITE`, as the command line
+    /// read them), else the only one registered. Reads no environment itself, so that what a
+    /// caller passes is all that decides.
+    pub fn choose(&self, wanted: Option<&str>) -> Result<SpriteEntry, RegistryError> {
         let sprites = self.list()?;
-        let wanted = flag
-            .map(String::from)
-            .or_else(|| std::env::var(SPRITE_ENV).ok().filter(|s| !s.is_empty()));
-        match wanted {
+        match wanted.map(String::from) {
             Some(name) => {
                 sprites
                     .iter()

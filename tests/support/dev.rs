@@ -103,6 +103,13 @@ impl Dev {
         Run::from(self.command(ZODEX, args).output().unwrap())
     }
 
+    /// Runs `zodex ARGS` as the operator with `$ZODEX_SPRITE` set to `sprite`.
+    pub fn zodex_for_sprite(&self, sprite: &str, args: &[&str]) -> Run {
+        let mut command = self.command(ZODEX, args);
+        command.env("ZODEX_SPRITE", sprite);
+        Run::from(command.output().unwrap())
+    }
+
     /// Runs `zodex-agent ARGS` as the agent (same user here; the sockets tell them apart).
     pub fn agent(&self, args: &[&str]) -> Run {
         Run::from(self.command(AGENT, args).output().unwrap())
