@@ -12,7 +12,7 @@
 //! The facts of each update are computed against GitHub's refs in [`super::walk`].
 
 use super::bundle::{self, BundleError, BundleHeader};
-use super::git::{self, GitError};
+use super::git::GitError;
 use super::indexer;
 use super::packscan::{self, Declared, ScanError};
 use super::walk::{Walk, unreached_in_pack};
@@ -318,24 +318,11 @@ impl Quarantine {
         }
     }
 
-    /// `git merge-base --is-ancestor old new`, with the quarantine's objects visible.
-    pub fn is_ancestor(&self, mirror: &Path, old: &str, new: &str) -> Result<bool, GitError> {
-        let status = git::command(mirror)
-            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", self.objects_dir())
-            .args(["merge-base", "--is-ancestor", old, new])
-            .status()
-            .map_err(|e| GitError {
-                what: "merge-base".into(),
-                message: e.to_string(),
-            })?;
-        match status.code() {
-            Some(0) => Ok(true),
-            Some(1) => Ok(false),
-            _ => Err(GitError {
-                what: "merge-base".into(),
-                message: format!("cannot compare {old} and {new}"),
-            }),
-        }
+    /// Whether `old` is an ancestor of `new` (or is `new`), with the quarantine's objects
+    /// visible: the same walk as every other ancestry question here.
+    pub fn is_ancestor(&self, mirror: &Path, old: &str, new: &str) -> Result<bool, ImportError> {
+        let objects = self.objects_dir();
+        self.walk(mirror, &objects).reachable(old, &[new])
     }
 
     /// After a push: moves the verified pack into the mirror when every object in it is
