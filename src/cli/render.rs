@@ -287,6 +287,7 @@ pub fn status(v: &Value) -> String {
         "see `zodex sprite github audit --since 1d`",
         &grant_line,
     );
+    out.push_str(&super::proofs::status(v));
     out
 }
 

@@ -5,6 +5,7 @@
 
 pub mod decide;
 pub mod policy;
+pub mod properties;
 pub mod repo;
 pub mod store;
 pub mod targets;

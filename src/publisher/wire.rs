@@ -60,6 +60,9 @@ pub enum AdminRequest {
         allow_workflows: bool,
     },
     Default,
+    /// Prove the write invariants of the daemon's effective policy set now; the answer is a
+    /// `publisher::prove::Report`.
+    ProvePolicies,
     /// Grants, scopes and requests, each list bounded (with its total) so the answer always
     /// fits the reply cap; `requests` and `audit` page through the rest.
     Status,

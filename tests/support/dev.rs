@@ -24,7 +24,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(output: Output) -> Self {
+    pub fn from(output: Output) -> Self {
         Self {
             code: output.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -97,7 +97,15 @@ impl Host {
                     Response::ok(a.set_yolo(s, principal, &repos, ttl, allow_workflows, now)?)
                 }
                 AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
-                AdminRequest::Status => Response::ok(a.status(s, principal, now)?),
+                AdminRequest::Status => {
+                    let mut status = serde_json::to_value(a.status(s, principal, now)?)
+                        .unwrap_or_default();
+                    if let Some(fields) = status.as_object_mut() {
+                        fields.insert("proofs".to_string(), self.proof_status());
+                    }
+                    Response::ok(status)
+                }
+                AdminRequest::ProvePolicies => Response::ok(self.prove_now()?),
                 AdminRequest::Requests { limit, before } => {
                     let page = a.requests(s, principal, PageRequest { limit, before }, now)?;
                     Response::page(page.items, page.next_before)
