@@ -162,6 +162,10 @@ enum GithubCommand {
         allow_workflows: bool,
         #[arg(long, value_enum, default_value = "gateway")]
         via: Via,
+        /// Limit the grant to these refs (repeatable): a branch (`main`), a full ref
+        /// (`refs/tags/v1`) or a prefix ending in `/*` (`feature/*`). Default: every ref.
+        #[arg(long = "ref", value_name = "PATTERN")]
+        refs: Vec<String>,
     },
     /// End every grant and pending request for a repository.
     RevokePush {
@@ -177,6 +181,9 @@ enum GithubCommand {
         ttl: TtlArgs,
         #[arg(long)]
         allow_workflows: bool,
+        /// Limit the scope to these refs (repeatable), as for grant-push. Default: every ref.
+        #[arg(long = "ref", value_name = "PATTERN")]
+        refs: Vec<String>,
     },
     /// Back to defaults: clear every YOLO scope (explicit grants stay).
     Default,
@@ -468,6 +475,7 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             ttl,
             allow_workflows,
             via,
+            refs,
         } => {
             let request = AdminRequest::GrantPush {
                 repo: repo.to_string(),
@@ -477,6 +485,7 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
                     Via::Gateway => GrantVia::Gateway,
                     Via::Token => GrantVia::Token,
                 },
+                refs,
             };
             send(target, registry, &request, |g| render::grant(g, "Granted"))
         }
@@ -494,8 +503,10 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             repos,
             ttl,
             allow_workflows,
+            refs,
         } => {
             let request = AdminRequest::Yolo {
+                refs,
                 repos: repos.iter().map(ToString::to_string).collect(),
                 ttl: ttl.resolve(YOLO_DEFAULT),
                 allow_workflows,

@@ -271,6 +271,7 @@ impl Host {
                         ttl_seconds: check_ttl(ttl)?,
                         allow_workflows: false,
                         via: Default::default(),
+                        refs: Vec::new(),
                     };
                     let repo = parse_repo(&repo)?;
                     let cap = self.limits.max_pending_requests;
