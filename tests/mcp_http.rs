@@ -130,3 +130,103 @@ fn the_key_never_reaches_the_log_even_at_trace_level() {
     assert!(!log.contains(&srv.key));
     assert!(!log.contains(&srv.key[..20]));
 }
+
+#[test]
+fn every_exited_result_carries_exit_code_null_when_a_signal_ended_it() {
+    let srv = server();
+    let mut conn = srv.connect();
+    let path = format!("/mcp?key={}", srv.key);
+    let dir = tempfile::tempdir().unwrap();
+    let workdir = dir.path().to_str().unwrap();
+
+    // The contract says so.
+    let list = conn.post_json(
+        &path,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        &[],
+    );
+    for tool in list.json()["result"]["tools"].as_array().unwrap() {
+        if tool["name"] == "apply_patch" {
+            continue;
+        }
+        let exit_code = &tool["outputSchema"]["properties"]["exit_code"];
+        let described = exit_code["description"].as_str().unwrap_or_default();
+        assert!(
+            described.contains("null") && described.contains("signal"),
+            "{}: {exit_code}",
+            tool["name"]
+        );
+    }
+
+    // Ended by the timeout.
+    let timed_out = conn.post_json(
+        &path,
+        &tool_call(
+            2,
+            "exec_command",
+            json!({"cmd": "sleep 30", "workdir": workdir, "timeout_ms": 1000, "yield_time_ms": 20000}),
+        ),
+        &[],
+    );
+    let out = &timed_out.json()["result"]["structuredContent"];
+    assert_eq!(out["status"], "exited", "{out}");
+    assert_eq!(out["termination_reason"], "timeout", "{out}");
+    let fields = out.as_object().unwrap();
+    assert!(fields.contains_key("exit_code"), "{out}");
+    assert_eq!(out["exit_code"], serde_json::Value::Null, "{out}");
+    assert_eq!(out["signal"], 15, "{out}");
+    assert_eq!(out["signal_name"], "SIGTERM", "{out}");
+
+    // Ended on request.
+    let started = conn.post_json(
+        &path,
+        &tool_call(
+            3,
+            "exec_command",
+            json!({"cmd": "sleep 30", "workdir": workdir, "yield_time_ms": 200}),
+        ),
+        &[],
+    );
+    let handle = started.json()["result"]["structuredContent"]["session_handle"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let killed = conn.post_json(
+        &path,
+        &tool_call(
+            4,
+            "write_stdin",
+            json!({"session_handle": handle, "kill_process": true}),
+        ),
+        &[],
+    );
+    let out = &killed.json()["result"]["structuredContent"];
+    assert_eq!(out["status"], "exited", "{out}");
+    assert_eq!(out["termination_reason"], "killed", "{out}");
+    assert!(out.as_object().unwrap().contains_key("exit_code"), "{out}");
+    assert_eq!(out["exit_code"], serde_json::Value::Null, "{out}");
+    assert!(out["signal"].is_i64(), "{out}");
+    assert!(
+        out["signal_name"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("SIG")),
+        "{out}"
+    );
+
+    // A normal exit: a number, and no signal.
+    let normal = conn.post_json(
+        &path,
+        &tool_call(
+            5,
+            "exec_command",
+            json!({"cmd": "exit 3", "workdir": workdir}),
+        ),
+        &[],
+    );
+    let out = &normal.json()["result"]["structuredContent"];
+    assert_eq!(out["exit_code"], 3, "{out}");
+    assert!(
+        out.get("signal").is_none() && out.get("signal_name").is_none(),
+        "{out}"
+    );
+}

@@ -308,22 +308,27 @@ fn session_outcome(
     }
 }
 
-/// Removes `null` members (recursively): absent and `null` mean the same to the model, and
-/// the output schemas declare single types.
+/// Top-level members whose `null` is a value, not an absence: an exited session's
+/// `exit_code` is `null` when a signal ended the process (see `schema::NULLABLE`).
+const KEPT_NULLS: &[&str] = schema::NULLABLE;
+
+/// Removes `null` members (recursively) except `KEPT_NULLS` at the top: elsewhere absent and
+/// `null` mean the same to the model, and the output schemas declare single types.
 fn drop_nulls(map: &mut serde_json::Map<String, Value>) {
-    map.retain(|_, v| !v.is_null());
+    map.retain(|k, v| !v.is_null() || KEPT_NULLS.contains(&k.as_str()));
     for value in map.values_mut() {
-        match value {
-            Value::Object(inner) => drop_nulls(inner),
-            Value::Array(items) => {
-                for item in items {
-                    if let Value::Object(inner) = item {
-                        drop_nulls(inner);
-                    }
-                }
-            }
-            _ => {}
+        drop_nested_nulls(value);
+    }
+}
+
+fn drop_nested_nulls(value: &mut Value) {
+    match value {
+        Value::Object(inner) => {
+            inner.retain(|_, v| !v.is_null());
+            inner.values_mut().for_each(drop_nested_nulls);
         }
+        Value::Array(items) => items.iter_mut().for_each(drop_nested_nulls),
+        _ => {}
     }
 }
 

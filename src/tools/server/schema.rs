@@ -21,7 +21,8 @@ Run a shell command on this machine, in a terminal (bash login shell, PTY). \
 `workdir` is required: the absolute path of an existing directory; the command starts there \
 (no default, and no cd is remembered between calls). \
 If the command finishes within `yield_time_ms` (default 10000) you get status \"exited\" with \
-`exit_code` and the output. Otherwise you get status \"running\" and a `session_handle`: call \
+`exit_code` and the output (`exit_code` is null when a signal ended the command, e.g. after \
+`timeout_ms` or kill_process; `signal` and `signal_name` then say which). Otherwise you get status \"running\" and a `session_handle`: call \
 write_stdin with it to read more output, type input, or kill the command. \
 Each result holds only the output produced since the previous result. Long output is saved in \
 full to `output_file` and only its tail is shown: read that file with a command (e.g. \
@@ -35,7 +36,8 @@ Leave out `chars` to just wait for new output; pass `chars` to type into the com
 \"\\n\" to press Enter; \"\\u0003\" is Ctrl-C); pass `kill_process: true` to stop it. \
 Waits up to `yield_time_ms` (default 250 when typing or polling) for output or the end of the \
 command and returns the output since the previous result, in the same shape as exec_command. \
-Once a result with status \"exited\" has been returned, the handle is gone.";
+A result with status \"exited\" always has `exit_code` (null when a signal ended the command); \
+once it has been returned, the handle is gone.";
 
 const APPLY_PATCH_DESCRIPTION: &str = "\
 Create, edit, move or delete files with a patch. `workdir` is required (absolute path); \
@@ -204,20 +206,42 @@ fn apply_patch() -> Tool {
         .with_raw_output_schema(object(output))
 }
 
+/// Result fields whose `null` means something: `exit_code` of an exited session is `null`
+/// when a signal ended the process. The handler keeps these nulls; every other one is dropped.
+pub const NULLABLE: &[&str] = &["exit_code"];
+
 /// The schema of a session result (`ToolOutput`, as it serialises), plus `zodex_context`.
 /// Optional fields are left out rather than sent as `null` (the handler drops nulls), so their
 /// types are single types — the portable form (Inspector `--strict` warns about type arrays).
+/// A `NULLABLE` field is its type or `{"const": null}`, still without a type array.
 fn session_output_schema() -> Arc<JsonObject> {
     let mut schema = rmcp::handler::server::tool::schema_for_output::<ToolOutput>()
         .as_ref()
         .clone();
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
-        for prop in props.values_mut() {
+        for (name, prop) in props.iter_mut() {
             drop_null_type(prop);
+            if NULLABLE.contains(&name.as_str()) {
+                or_null(prop);
+            }
         }
         props.insert("zodex_context".into(), zodex_context_schema());
     }
     Arc::new(schema)
+}
+
+/// `{"type": T, "description": D, …}` becomes `{"description": D, "anyOf": [{"type": T, …},
+/// {"const": null}]}`.
+fn or_null(schema: &mut Value) {
+    let Value::Object(map) = schema else {
+        return;
+    };
+    let description = map.remove("description");
+    let typed = Value::Object(std::mem::take(map));
+    if let Some(description) = description {
+        map.insert("description".into(), description);
+    }
+    map.insert("anyOf".into(), json!([typed, {"const": null}]));
 }
 
 /// `{"type": ["string", "null"]}` becomes `{"type": "string"}`, and
@@ -310,6 +334,20 @@ mod tests {
             };
             assert_eq!(ok, Ok(()), "{}", tool.name);
         }
+    }
+
+    #[test]
+    fn exit_code_may_be_null_and_only_the_always_present_fields_are_required() {
+        let schema = session_output_schema();
+        let exit_code = &schema["properties"]["exit_code"];
+        assert_eq!(exit_code["anyOf"][0]["type"], "integer", "{exit_code}");
+        assert_eq!(exit_code["anyOf"][1], json!({"const": null}), "{exit_code}");
+        assert!(exit_code["description"].as_str().unwrap().contains("null"));
+        assert_eq!(schema["properties"]["signal_name"]["type"], "string");
+        assert_eq!(
+            schema["required"],
+            json!(["status", "wall_time_ms", "cwd", "output"])
+        );
     }
 
     #[test]

@@ -347,6 +347,10 @@ impl Session {
             exit_code: finished.and_then(|f| f.exit_code),
             termination_reason: finished.map(|f| f.reason),
             signal: finished.and_then(|f| f.signal),
+            signal_name: finished
+                .and_then(|f| f.signal)
+                .and_then(|n| nix::sys::signal::Signal::try_from(n).ok())
+                .map(|s| s.as_str().to_owned()),
             wall_time_ms: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
             cwd: self.cwd.clone(),
             output: taken.text,
