@@ -614,3 +614,28 @@ async fn missing_shell_is_a_spawn_error_and_frees_its_slot() {
     }
     assert_eq!(f.mgr.live_sessions(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_are_reported_even_when_the_spill_file_cannot_be_written() {
+    // A spill directory below a regular file can never be created.
+    let blocker = tempfile::NamedTempFile::new().unwrap();
+    let spill = blocker.path().join("spill");
+    let f = Fixture::with(|c| c.spill_dir = spill.clone());
+    let out = f.exec("seq 1 100000", 30_000).await;
+    assert_eq!(out.status, Status::Exited);
+    assert_eq!(out.output_file, None);
+    let expected: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(out.output_chars, Some(expected.chars().count() as u64));
+    assert_eq!(out.output_lines, Some(100_000));
+    assert!(out.output.ends_with("99999\n100000\n"));
+    assert!(
+        out.output.contains("spill file failed"),
+        "{:.200}",
+        out.output
+    );
+    let text = out.render_text();
+    assert!(
+        text.contains(&format!("{} chars, 100000 lines", expected.len())),
+        "{text:.400}"
+    );
+}

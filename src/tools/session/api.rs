@@ -99,7 +99,8 @@ pub struct ToolOutput {
     /// present once the output outgrew the inline limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,
-    /// Characters in the session's whole output stream so far (also past the file cap).
+    /// Characters in the session's whole output stream so far (also past the file cap), present
+    /// once the output outgrew the inline limit, even when the spill file could not be written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_chars: Option<u64>,
     /// Lines in the session's whole output stream so far (also past the file cap).
@@ -196,6 +197,11 @@ impl ToolOutput {
             text.push_str(&format!(
                 "\nOutput so far: {chars} chars, {lines} lines; the whole stream is in {file}{cut}. \
                  Below: this call's output, or its tail if it was long."
+            ));
+        } else if let (Some(chars), Some(lines)) = (self.output_chars, self.output_lines) {
+            text.push_str(&format!(
+                "\nOutput so far: {chars} chars, {lines} lines; no spill file could be written, \
+                 so only the tail below is left of this call's output."
             ));
         }
         if self.output.is_empty() {

@@ -22,9 +22,9 @@
 //!
 //! Code map: `api` request/result shapes, `error` the refusals, `config` limits and the shell,
 //! `pty` spawning on a terminal, `reader` the PTY reader thread, `ansi` and `utf8` decoding,
-//! `output` the per-session stream and spill file, `spill` the spill directory and its sweeper,
-//! `kill` finding and signalling a process tree, `process` one running command, `token` random
-//! handles. This module is the only one that keeps the table of sessions.
+//! `output` the per-session stream and spill file, `tail` its bounded tail and counts, `spill`
+//! the spill directory and its sweeper, `kill` finding and signalling a process tree,
+//! `process` one running command, `token` random handles. This module is the only one that keeps the table of sessions.
 //!
 //! Not here: MCP framing and argument validation of the JSON itself (the server), any notion of
 //! GitHub, grants or tokens. `workdir` is where a command starts, not a jail.
@@ -39,6 +39,7 @@ mod process;
 mod pty;
 mod reader;
 mod spill;
+mod tail;
 mod token;
 mod utf8;
 

@@ -355,8 +355,8 @@ impl Session {
             cwd: self.cwd.clone(),
             output: taken.text,
             output_file: file.as_ref().map(|f| f.path.to_string_lossy().into_owned()),
-            output_chars: file.as_ref().map(|f| f.chars),
-            output_lines: file.as_ref().map(|f| f.lines),
+            output_chars: taken.counts.map(|c| c.chars),
+            output_lines: taken.counts.map(|c| c.lines),
             output_file_truncated: file.as_ref().map(|f| f.truncated),
         }
     }
