@@ -616,6 +616,43 @@ async fn missing_shell_is_a_spawn_error_and_frees_its_slot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cmd_too_long_for_one_argument_is_refused_with_a_way_out() {
+    // Linux passes at most MAX_ARG_STRLEN = 131072 bytes, NUL included, in one argv string,
+    // and the shell gets `cmd` as one: 131071 bytes run, one more is refused up front.
+    let f = Fixture::new();
+    let at_limit = format!(": {}", "a".repeat(131_071 - 2));
+    let out = f.exec(&at_limit, 20_000).await;
+    assert_eq!(
+        (out.status, out.exit_code),
+        (Status::Exited, Some(0)),
+        "{}",
+        out.output
+    );
+    let marker = f.tmp.path().join("marker");
+    let touch = format!("touch {}; :", marker.display());
+    let over = format!("{touch} {}", "a".repeat(131_072 - touch.len() - 1));
+    assert_eq!(over.len(), 131_072);
+    let err = f.exec_req(&over, None, None).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, ToolError::CommandTooLong { .. }), "{msg}");
+    assert!(
+        msg.contains("131072 bytes") && msg.contains("131071"),
+        "names the size and the limit: {msg}"
+    );
+    assert!(
+        msg.contains("write the script to a file with apply_patch, then run it"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("workdir"),
+        "the workdir is not the problem: {msg}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!marker.exists());
+    assert_eq!(f.mgr.live_sessions(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_are_reported_even_when_the_spill_file_cannot_be_written() {
     // A spill directory below a regular file can never be created.
     let blocker = tempfile::NamedTempFile::new().unwrap();

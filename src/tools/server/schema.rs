@@ -104,7 +104,7 @@ fn exec_command() -> Tool {
         "properties": {
             "cmd": {
                 "type": "string",
-                "description": "The shell command line, run as `bash -lc CMD`."
+                "description": "The shell command line, run as `bash -lc CMD`. At most 131071 bytes (it is one argument); for a longer script, write it to a file with apply_patch and run the file."
             },
             "workdir": {
                 "type": "string",
