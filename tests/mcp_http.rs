@@ -230,3 +230,45 @@ fn every_exited_result_carries_exit_code_null_when_a_signal_ended_it() {
         "{out}"
     );
 }
+
+#[test]
+fn an_oversized_request_body_gets_a_tool_error_the_model_can_read() {
+    let srv = server();
+    let path = format!("/mcp?key={}", srv.key);
+    let dir = tempfile::tempdir().unwrap();
+    let big = format!(
+        "*** Begin Patch\n*** Add File: big.txt\n{}*** End Patch\n",
+        "+0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n".repeat(70_000)
+    );
+    assert!(big.len() > 4 * 1024 * 1024);
+    let call = tool_call(
+        7,
+        "apply_patch",
+        json!({"patch": big, "workdir": dir.path().to_str().unwrap()}),
+    );
+    // Without a session, and with an unknown one (both routes of /mcp).
+    for headers in [&[][..], &[("Mcp-Session-Id", "no-such-session")][..]] {
+        let r = srv.connect().post_json(&path, &call, headers);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let body = r.json();
+        assert_eq!(body["jsonrpc"], "2.0");
+        assert_eq!(body["id"], 7, "{body}");
+        let result = &body["result"];
+        assert_eq!(result["isError"], true, "{body}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("4194304 bytes") && text.contains("nothing was run"),
+            "{text}"
+        );
+        assert!(text.contains("several smaller apply_patch calls"), "{text}");
+        assert_eq!(result["structuredContent"]["error"], text, "{body}");
+    }
+    assert!(!dir.path().join("big.txt").exists());
+    // The server is still there for the next, smaller call.
+    let small = srv.connect().post_json(
+        &path,
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
+        &[],
+    );
+    assert_eq!(small.status, 200);
+}
