@@ -272,3 +272,73 @@ fn an_oversized_request_body_gets_a_tool_error_the_model_can_read() {
     );
     assert_eq!(small.status, 200);
 }
+
+#[test]
+fn a_patch_touching_ten_thousand_files_returns_a_bounded_summary_and_the_full_list_in_a_file() {
+    let srv = server();
+    let path = format!("/mcp?key={}", srv.key);
+    let dir = tempfile::tempdir().unwrap();
+    let mut patch = String::from("*** Begin Patch\n");
+    for i in 0..10_000 {
+        patch.push_str(&format!("*** Add File: gen/f{i:05}.txt\n+{i}\n"));
+    }
+    patch.push_str("*** End Patch\n");
+    let r = srv.connect().post_json(
+        &path,
+        &tool_call(
+            1,
+            "apply_patch",
+            json!({"patch": patch, "workdir": dir.path().to_str().unwrap()}),
+        ),
+        &[],
+    );
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body.len() < 64 * 1024,
+        "the whole answer stays small: {} bytes",
+        r.body.len()
+    );
+    let result = &r.json()["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(dir.path().join("gen/f09999.txt").exists());
+    let out = &result["structuredContent"];
+    assert_eq!(out["changes_total"], 10_000, "{out:.300}");
+    assert_eq!(out["change_counts"], json!({"A": 10_000}));
+    let listed = out["changes"].as_array().unwrap();
+    assert!(
+        !listed.is_empty() && listed.len() <= 100,
+        "{}",
+        listed.len()
+    );
+    let first = dir.path().join("gen/f00000.txt");
+    assert_eq!(listed[0]["path"], first.to_str().unwrap());
+
+    let file = std::path::PathBuf::from(out["changes_file"].as_str().unwrap());
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("10000 files") && text.contains(file.to_str().unwrap()),
+        "{text:.500}"
+    );
+    let full = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = full.lines().filter(|l| l.starts_with("A ")).collect();
+    assert_eq!(lines.len(), 10_000);
+    let last = dir.path().join("gen/f09999.txt");
+    assert_eq!(lines[9_999], format!("A {}", last.display()));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "a private spill file");
+
+    // A small patch still lists everything inline, with no file.
+    let small = srv.connect().post_json(
+        &path,
+        &tool_call(
+            2,
+            "apply_patch",
+            json!({"patch": "*** Begin Patch\n*** Add File: one.txt\n+1\n*** End Patch\n", "workdir": dir.path().to_str().unwrap()}),
+        ),
+        &[],
+    );
+    let out = &small.json()["result"]["structuredContent"];
+    assert_eq!(out["changes"].as_array().unwrap().len(), 1, "{out}");
+    assert!(out.get("changes_file").is_none(), "{out}");
+}

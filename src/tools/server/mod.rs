@@ -10,7 +10,8 @@
 //! and result shape), [`http`] (router, key check, access log), `body` (the request body cap
 //! and the answer past it), [`key`] (capability keys), [`context`] (`zodex_context`),
 //! [`history`] (SQLite log of calls), [`config`] (the `[mcp]` configuration), [`local`]
-//! (local-mode lifecycle).
+//! (local-mode lifecycle), `patch_result` (an `apply_patch` result kept small, the full list
+//! spilled).
 //!
 //! Architecture invariants: this module knows nothing of GitHub, grants or tokens; its history
 //! is never an access check; it never decides anything about a command — it runs what it is
@@ -25,6 +26,7 @@ pub mod history;
 pub mod http;
 pub mod key;
 pub mod local;
+mod patch_result;
 pub mod schema;
 
 /// The session and patch engines this server drives.

@@ -44,6 +44,8 @@ Create, edit, move or delete files with a patch. `workdir` is required (absolute
 relative paths in the patch are resolved against it, absolute paths are used as they are. \
 All or nothing: if any part does not apply, no file is changed and the error names the file, \
 the hunk and the lines that did not match — read the file again and send a corrected patch. \
+A patch that touches more than 100 files returns the counts and the first 100 changes; the \
+full list is in `changes_file`. \
 Format (each changed region: an optional `@@ <line near the change, e.g. a def or class>`, \
 then about 3 unchanged lines of context before and after, `-` removed lines, `+` added lines, \
 and a space before each unchanged line):\n\
@@ -185,7 +187,7 @@ fn apply_patch() -> Tool {
         "properties": {
             "changes": {
                 "type": "array",
-                "description": "One entry per file: A added, M modified, D deleted; absolute paths.",
+                "description": "One entry per file: A added, M modified, D deleted; absolute paths. Past 100 files, only the first 100 (see changes_total and changes_file).",
                 "items": {
                     "type": "object",
                     "properties": {
@@ -195,6 +197,19 @@ fn apply_patch() -> Tool {
                     },
                     "required": ["kind", "path"]
                 }
+            },
+            "changes_total": {
+                "type": "integer",
+                "description": "Present when `changes` lists only the first 100: how many files the patch touched."
+            },
+            "change_counts": {
+                "type": "object",
+                "description": "Present with changes_total: files per kind, e.g. {\"A\": 9000, \"M\": 1000}.",
+                "additionalProperties": {"type": "integer"}
+            },
+            "changes_file": {
+                "type": "string",
+                "description": "Present with changes_total: a private file holding the full list, one `KIND PATH` line per file; read it with a command."
             },
             "zodex_context": zodex_context_schema()
         },

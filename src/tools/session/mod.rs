@@ -222,6 +222,18 @@ impl SessionManager {
         Ok(self.respond(&session))
     }
 
+    /// Writes `text` to a new private spill file (0600, random name, in the spill directory the
+    /// sweeper cleans) and returns its absolute path: for any tool result too long to return
+    /// inline, not only command output.
+    pub fn spill_text(&self, text: &str) -> std::io::Result<PathBuf> {
+        let (path, mut file) = spill::create_spill_file(&self.cfg.spill_dir)?;
+        if let Err(e) = std::io::Write::write_all(&mut file, text.as_bytes()) {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        Ok(path)
+    }
+
     /// Commands currently running (started and not yet exited).
     pub fn live_sessions(&self) -> usize {
         self.running.load(Ordering::Acquire)
