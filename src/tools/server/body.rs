@@ -30,15 +30,32 @@ pub(super) struct TooLarge {
     complete: bool,
 }
 
+/// Why a body was not read whole.
+pub(super) enum Unread {
+    TooLarge(TooLarge),
+    /// The client went away or sent a broken body (nobody may be left to read an answer).
+    Broken,
+}
+
+impl IntoResponse for Unread {
+    fn into_response(self) -> Response {
+        match self {
+            Unread::TooLarge(too_large) => too_large.into_response(),
+            Unread::Broken => {
+                (StatusCode::BAD_REQUEST, "the request body was cut off").into_response()
+            }
+        }
+    }
+}
+
 /// Reads the whole body if it fits in `MAX_BODY`.
-pub(super) async fn read_capped(body: Body) -> Result<Bytes, TooLarge> {
+pub(super) async fn read_capped(body: Body) -> Result<Bytes, Unread> {
     let mut stream = body.into_data_stream();
     let mut buf: Vec<u8> = Vec::new();
     let mut seen: u64 = 0;
     while let Some(chunk) = stream.next().await {
         let Ok(chunk) = chunk else {
-            // The client went away or sent a broken body; what was read is all there is.
-            break;
+            return Err(Unread::Broken);
         };
         seen += chunk.len() as u64;
         if buf.len() < MAX_BODY {
@@ -46,19 +63,19 @@ pub(super) async fn read_capped(body: Body) -> Result<Bytes, TooLarge> {
             buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
         }
         if seen > DRAIN_MAX {
-            return Err(TooLarge {
+            return Err(Unread::TooLarge(TooLarge {
                 prefix: buf,
                 seen,
                 complete: false,
-            });
+            }));
         }
     }
     if seen > MAX_BODY as u64 {
-        return Err(TooLarge {
+        return Err(Unread::TooLarge(TooLarge {
             prefix: buf,
             seen,
             complete: true,
-        });
+        }));
     }
     Ok(Bytes::from(buf))
 }
@@ -81,7 +98,7 @@ impl TooLarge {
     }
 
     /// The JSON-RPC answer: a tool error for `tools/call`, a JSON-RPC error otherwise.
-    pub(super) fn into_response(self) -> Response {
+    fn into_response(self) -> Response {
         let probe = probe(&self.prefix);
         let message = self.message();
         let id = probe.id.unwrap_or(Value::Null);
@@ -287,7 +304,8 @@ mod tests {
         let at_cap = vec![b'x'; MAX_BODY];
         let read = read_capped(Body::from(at_cap.clone())).await;
         assert_eq!(read.ok().as_deref(), Some(&at_cap[..]));
-        let Err(over) = read_capped(Body::from(vec![b'x'; MAX_BODY + 1])).await else {
+        let Err(Unread::TooLarge(over)) = read_capped(Body::from(vec![b'x'; MAX_BODY + 1])).await
+        else {
             panic!("one byte past the cap is refused");
         };
         assert_eq!((over.seen, over.complete), (MAX_BODY as u64 + 1, true));

@@ -160,7 +160,7 @@ async fn route_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
         let (parts, body) = request.into_parts();
         let bytes = match read_capped(body).await {
             Ok(bytes) => bytes,
-            Err(too_large) => return too_large.into_response(),
+            Err(unread) => return unread.into_response(),
         };
         (
             Request::from_parts(parts, Body::from(bytes.clone())),
