@@ -214,6 +214,12 @@ pub fn git(dir: &Path, args: &[&str]) -> Output {
 /// a fixed test identity; callers add their own `-c` options and arguments.
 pub fn git_command(dir: &Path) -> Command {
     let mut command = Command::new("git");
+    // Nothing of the caller's git environment (GIT_DIR, GIT_CONFIG_PARAMETERS, …) leaks in.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("GIT_") {
+            command.env_remove(name);
+        }
+    }
     command
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
