@@ -252,6 +252,17 @@ fn second_config(dev: &Dev, name: &str, extra: &str) -> (PathBuf, PathBuf) {
     (path, admin)
 }
 
+/// `zodex-prd serve` that is expected to refuse start: its whole output.
+fn serve_to_end(config: &Path) -> Run {
+    Run::from(
+        Command::new(PRD)
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .env_remove("ZODEX_CONFIG")
+            .output()
+            .unwrap(),
+    )
+}
+
 fn serve(config: &Path, path_env: Option<&Path>) -> std::process::Child {
     let mut command = Command::new(PRD);
     command
@@ -302,13 +313,7 @@ fn serve_refuses_a_broken_invariant_starts_with_a_waiver_and_warns_without_a_sol
 
     // Broken and not waived: start is refused with the counterexample, and nothing listens.
     let (broken, admin) = second_config(&dev, "broken", &policy_dir);
-    let run = Run::from(
-        Command::new(PRD)
-            .args(["serve", "--config", broken.to_str().unwrap()])
-            .env_remove("ZODEX_CONFIG")
-            .output()
-            .unwrap(),
-    );
+    let run = serve_to_end(&broken);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
         run.stderr.contains("push-needs-live-grant-or-yolo")
@@ -326,13 +331,7 @@ fn serve_refuses_a_broken_invariant_starts_with_a_waiver_and_warns_without_a_sol
         "typo",
         &format!("{policy_dir}\nwaive_properties = [\"push-needs-a-grant\"]"),
     );
-    let run = Run::from(
-        Command::new(PRD)
-            .args(["serve", "--config", typo.to_str().unwrap()])
-            .env_remove("ZODEX_CONFIG")
-            .output()
-            .unwrap(),
-    );
+    let run = serve_to_end(&typo);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
         run.stderr
