@@ -1,6 +1,6 @@
 //! devhub's REST API ("api.github.com"): the routes, and one gateway in front of them that does
-//! what GitHub's edge does for every request — API version check, injected faults,
-//! authentication, the primary rate limit and its `x-ratelimit-*` headers.
+//! what GitHub's edge does for every request — API version check, one `User-Agent`, injected
+//! faults, authentication, the primary rate limit and its `x-ratelimit-*` headers.
 
 mod admin;
 mod apps;
@@ -36,6 +36,8 @@ pub const API_VERSION: &str = "2022-11-28";
 const DOCS_RATE_LIMITS: &str = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api";
 const DOCS_SECONDARY: &str = "https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits";
 const DOCS_VERSIONS: &str = "https://docs.github.com/rest/overview/api-versions";
+const DOCS_USER_AGENT: &str =
+    "https://docs.github.com/rest/using-the-rest-api/getting-started-with-the-rest-api#user-agent";
 
 pub(crate) fn router(hub: Arc<Hub>) -> Router {
     let github = Router::new()
@@ -166,6 +168,30 @@ async fn admit(
                 None,
             ));
         }
+    }
+    // One client, one `User-Agent`. GitHub sees repeated lines joined by ", " (one agent
+    // string naming two programs); devhub is stricter and refuses them, so a client that sends
+    // its own agent on top of its HTTP library's is caught in tests. Simplified: GitHub's own
+    // answer to a joined agent is not documented; a missing agent (GitHub's 403) is accepted.
+    let agents: Vec<&str> = request
+        .headers()
+        .get_all(header::USER_AGENT)
+        .iter()
+        .map(|v| v.to_str().unwrap_or("(not ASCII)"))
+        .collect();
+    if agents.len() > 1 {
+        return Err((
+            ApiError::new(
+                400,
+                format!(
+                    "User-Agent sent {} times ({}); send exactly one.",
+                    agents.len(),
+                    agents.join(", ")
+                ),
+                DOCS_USER_AGENT,
+            ),
+            None,
+        ));
     }
     let fault = hub
         .faults
