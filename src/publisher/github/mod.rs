@@ -479,7 +479,10 @@ impl GitHub {
         })
     }
 
-    /// `POST /repos/{o}/{r}/pulls` with a writer token (`pull_requests: write`).
+    /// `POST /repos/{o}/{r}/pulls` with a writer token (`pull_requests: write`). When GitHub
+    /// answers that a pull request from the branch is open already — an earlier attempt opened
+    /// it and its answer was lost (a 5xx, then the retry's 422) — that pull request is looked
+    /// up and returned.
     pub async fn open_pull_request(
         &self,
         token: &Token,
@@ -492,6 +495,13 @@ impl GitHub {
         let reply = self
             .call(&what, Method::POST, &path, Auth::Token(token), Some(&body))
             .await?;
+        if reply.status == 422
+            && pulls::already_exists(&reply.body)
+            && let Some(open) = self.find_open_pull(token, repo, &pull.head).await?
+        {
+            tracing::info!(repo = %repo, number = open.number, branch = %pull.head, "GitHub had opened the pull request already; adopting it");
+            return Ok(open);
+        }
         if reply.status != 201 {
             let details = reply
                 .body
