@@ -565,3 +565,70 @@ fn a_pull_request_github_opened_is_adopted_even_when_every_answer_is_lost() {
     assert_eq!(pulls[0]["head"]["ref"], branch.as_str());
     assert_eq!(answer["result"]["number"], pulls[0]["number"]);
 }
+
+/// GitHub answering 502 to everything is GitHub's failure, said as such: exit 1 (never 3, which
+/// is a policy's refusal), what was being done, that nothing was pushed, and to try again.
+#[test]
+fn github_answering_502_is_an_upstream_failure_not_a_refusal() {
+    use zodex::devhub::{Fault, FaultScope};
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    rig.grant_push("demo/app");
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "feature"]);
+    commit_file(&app, "down.txt", b"d\n", "while GitHub is down");
+    rig.demo
+        .hub
+        .inject(Fault::status(502, 10_000).on(FaultScope::Any));
+
+    let check = |what: &str, out: &std::process::Output| {
+        let said = stderr(out);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", text(out));
+        for words in [
+            "GitHub answered 502",
+            "demo/app",
+            "nothing was pushed",
+            "try again",
+        ] {
+            assert!(said.contains(words), "{what} should say {words:?}: {said}");
+        }
+        for words in ["denied", "policy", "not installed", "refused"] {
+            assert!(
+                !said.to_lowercase().contains(words),
+                "{what} must not read as a refusal ({words:?}): {said}"
+            );
+        }
+    };
+    // The credential helper, for a repository whose coverage was never checked.
+    let (answer, said) = rig.get("lib");
+    assert!(answer.is_empty(), "{answer}");
+    for words in [
+        "GitHub answered 502",
+        "demo/lib",
+        "no token was handed out",
+        "try again",
+    ] {
+        assert!(
+            said.contains(words),
+            "credential get should say {words:?}: {said}"
+        );
+    }
+    assert!(!said.to_lowercase().contains("denied"), "{said}");
+    let publish = rig.agent(
+        &app,
+        &["publish-pr", "--repo", "demo/app", "--title", "Down"],
+    );
+    check("publish-pr", &publish);
+    let push = rig.agent_git(&app, &["push", "origin", "feature"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    let said = stderr(&push);
+    assert!(said.contains("GitHub answered 502"), "{said}");
+    assert!(said.contains("try again"), "{said}");
+    assert!(said.contains("nothing was pushed"), "{said}");
+    for words in ["denied", "refused", "policy"] {
+        assert!(!said.to_lowercase().contains(words), "{said}");
+    }
+    rig.demo.hub.clear_faults();
+    assert_eq!(rig.remote_sha("app", "refs/heads/feature"), None);
+    assert!(rig.pulls("app").is_empty());
+}

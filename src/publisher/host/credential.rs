@@ -39,7 +39,8 @@ impl Host {
     }
 
     /// Checks both Apps' installation on `repo` when what the state knows has gone stale.
-    /// A GitHub error means deny (fail closed), saying why.
+    /// A GitHub error fails the request (nothing is decided on stale facts), worded as
+    /// GitHub's failure — never as a refusal.
     pub(super) fn ensure_coverage(
         &self,
         github: &GitHub,
@@ -59,11 +60,15 @@ impl Host {
         if fresh {
             return Ok(());
         }
+        // GitHub failing is not a refusal: it is said as GitHub's failure, and nothing is
+        // decided on a guess (the caller adds what that left undone).
         let coverage = block_on(github.check_coverage(repo, now)).map_err(|e| {
-            Failure::new(
-                ErrorKind::Denied,
-                format!("cannot check which Zodex Apps are installed on {repo}, so access is denied: {e}"),
-            )
+            let failure = Failure::from_github(e);
+            let message = format!(
+                "cannot check which Zodex Apps are installed on {repo}: {}",
+                failure.0.message
+            );
+            Failure::new(failure.0.kind, message)
         })?;
         self.with_store(|_, s| github::record::coverage(s, repo, &coverage))?;
         Ok(())
@@ -119,7 +124,8 @@ impl Host {
         let repo = Self::credential_repo(path)?;
         let key = repo.key();
         let now = self.now();
-        self.ensure_coverage(github, &repo, now)?;
+        self.ensure_coverage(github, &repo, now)
+            .map_err(|f| f.upstream_then("no token was handed out"))?;
         let agent = Principal::Agent;
 
         // A `--via token` grant: a write token whose life is cut to the grant.

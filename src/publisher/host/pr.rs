@@ -82,7 +82,10 @@ impl Host {
         };
         let lock = self.mirrors.lock(&repo);
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mirror = self.open_mirror(github, &repo, std::time::Duration::ZERO)?;
+        let nothing_pushed = |f: Failure| f.upstream_then("nothing was pushed");
+        let mirror = self
+            .open_mirror(github, &repo, std::time::Duration::ZERO)
+            .map_err(nothing_pushed)?;
         let quarantine = self.quarantine(&mirror, Some(bundle), &[pr.head.as_str()])?;
         let carried = quarantine
             .header
@@ -192,14 +195,16 @@ impl Host {
         self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))?;
         tracing::info!(repo = %repo, branch = %branch, head = %pr.head, "publication recorded; pushing its branch");
 
-        let minted = self.mint_recorded(
-            github,
-            &repo,
-            TokenUse::PullRequest,
-            None,
-            Some(audit_id),
-            now,
-        )?;
+        let minted = self
+            .mint_recorded(
+                github,
+                &repo,
+                TokenUse::PullRequest,
+                None,
+                Some(audit_id),
+                now,
+            )
+            .map_err(nothing_pushed)?;
         let token_sha = minted.token.sha256();
         let dst = format!("refs/heads/{branch}");
         let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
