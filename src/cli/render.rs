@@ -357,14 +357,29 @@ pub fn explain(v: &Value) -> String {
         }
     );
     if let Some(repo) = decision.get("repository") {
+        // Coverage not checked (or stale) is "unknown", never "not installed".
+        let known = repo
+            .get("coverage_known")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        let installed = |key: &str| {
+            if known {
+                b(repo, key).to_string()
+            } else {
+                "unknown".to_string()
+            }
+        };
+        let branch = match repo.get("default_branch").and_then(Value::as_str) {
+            Some(branch) => safe(branch).into_owned(),
+            None => "unknown".to_string(),
+        };
         let _ = write!(
             out,
-            "\n  repository {}: default branch {}, configured target {}, writer installed {}, reader installed {}",
+            "\n  repository {}: default branch {branch}, configured target {}, writer installed {}, reader installed {}",
             s(repo, "key"),
-            s(repo, "default_branch"),
             b(repo, "configured_target"),
-            b(repo, "writer_installed"),
-            b(repo, "reader_installed"),
+            installed("writer_installed"),
+            installed("reader_installed"),
         );
     }
     if let Some(denial) = v.get("denial").filter(|d| !d.is_null()) {

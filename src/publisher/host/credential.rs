@@ -47,6 +47,14 @@ impl Host {
         repo: &RepoName,
         now: i64,
     ) -> Result<(), Failure> {
+        if self.coverage_fresh(repo, now)? {
+            return Ok(());
+        }
+        self.check_coverage(github, repo, now).map(|_| ())
+    }
+
+    /// Whether both Apps' coverage of `repo` is on record and fresh at `now`.
+    fn coverage_fresh(&self, repo: &RepoName, now: i64) -> Result<bool, Failure> {
         let key = repo.key();
         let fresh = self.with_store(|_, s| {
             s.read(|f| {
@@ -57,9 +65,67 @@ impl Host {
                     && fresh(f.coverage(&key, crate::engine::store::App::Writer)?))
             })
         })?;
-        if fresh {
+        Ok(fresh)
+    }
+
+    /// An operator's question about `repo` (`policy explain`) when its coverage is unknown or
+    /// stale: the read-only checks are made and audited as a `CheckCoverage` event (whoever
+    /// asked, what GitHub said), so the answer is never "not installed" for "not checked yet".
+    /// Without a `[github]` table nothing is checked and the answer says "unknown".
+    pub(super) fn refresh_coverage(
+        &self,
+        principal: &Principal,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<(), Failure> {
+        let Some(github) = &self.github else {
+            return Ok(());
+        };
+        if self.coverage_fresh(repo, now)? {
             return Ok(());
         }
+        let checked = self.check_coverage(github, repo, now);
+        let (outcome, detail) = match &checked {
+            Ok(c) => (
+                "checked".to_string(),
+                serde_json::json!({
+                    "reader_installed": c.reader.installed,
+                    "writer_installed": c.writer.installed,
+                    "default_branch": c.writer.default_branch,
+                    "read_only": true,
+                }),
+            ),
+            Err(f) => (
+                format!("failed: {}", f.0.message),
+                serde_json::json!({ "read_only": true }),
+            ),
+        };
+        self.with_store(|_, s| {
+            s.write(|f| {
+                f.audit(
+                    &crate::engine::store::AuditEvent {
+                        principal: principal.label(),
+                        action: "CheckCoverage".into(),
+                        repo_key: Some(repo.key()),
+                        decision: "event".into(),
+                        outcome: Some(outcome),
+                        detail: Some(detail),
+                        ..Default::default()
+                    },
+                    now,
+                )
+            })
+        })?;
+        checked.map(|_| ())
+    }
+
+    /// Checks both Apps on `repo` at GitHub and records what it found.
+    fn check_coverage(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<github::Coverage, Failure> {
         // GitHub failing is not a refusal: it is said as GitHub's failure, and nothing is
         // decided on a guess (the caller adds what that left undone).
         let coverage = block_on(github.check_coverage(repo, now)).map_err(|e| {
@@ -71,7 +137,7 @@ impl Host {
             Failure::new(failure.0.kind, message)
         })?;
         self.with_store(|_, s| github::record::coverage(s, repo, &coverage))?;
-        Ok(())
+        Ok(coverage)
     }
 
     pub(super) fn installation_of(
