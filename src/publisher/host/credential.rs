@@ -1,7 +1,8 @@
 //! The credential helper's side in the daemon: one-repository read tokens, and write tokens
 //! under a `--via token` grant whose life is cut to the grant's: every write token minted under
 //! a grant is revoked at GitHub once the grant ends, however a `get` and the sweeper interleave,
-//! and a `get` hands one out only while its grant stands.
+//! and a `get` hands one out only while its grant stands, telling git it expires at the earlier
+//! of the token's expiry and the grant's end.
 
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::authority::AuthorityError;
@@ -244,12 +245,22 @@ impl Host {
         if !write.allowed {
             return Ok(None);
         }
+        // git is told the token dies with the grant: the earlier of the two ends.
+        let grant_end = |grant_id: Option<i64>| -> Result<Option<i64>, Failure> {
+            Ok(match grant_id {
+                Some(id) => self.with_store(|_, s| s.read(|f| f.grant(id)))?.expires_at,
+                None => None,
+            })
+        };
         if let Some(cached) = self
             .credentials
             .get(&key)
             .filter(|c| c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now))
         {
-            return Ok(Some(grant_of(&cached)));
+            return Ok(Some(ending_by(
+                grant_of(&cached),
+                grant_end(write.grant_id)?,
+            )));
         }
         let (decision, audit_id) = self.with_store(|a, s| {
             a.decide_audited(s, &agent, &write_ask, now, |event| {
@@ -261,13 +272,12 @@ impl Host {
             return Ok(None);
         }
         let grant_id = decision.grant_id;
-        let allow_workflows = match grant_id {
-            Some(id) => {
-                self.with_store(|_, s| s.read(|f| f.grant(id)))?
-                    .allow_workflows
-            }
-            None => false,
+        let grant = match grant_id {
+            Some(id) => Some(self.with_store(|_, s| s.read(|f| f.grant(id)))?),
+            None => None,
         };
+        let allow_workflows = grant.as_ref().is_some_and(|g| g.allow_workflows);
+        let ends = grant.and_then(|g| g.expires_at);
         let token_use = TokenUse::Push {
             workflows: allow_workflows,
         };
@@ -277,7 +287,7 @@ impl Host {
         let later = self.now();
         let (still, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, later))?;
         if still.allowed && still.grant_id == grant_id {
-            return Ok(Some(answer));
+            return Ok(Some(ending_by(answer, ends)));
         }
         let sha = github::Token::new(answer.password.clone()).sha256();
         self.credentials.take_by_sha(&sha);
@@ -398,6 +408,14 @@ impl Host {
         }
         revoked
     }
+}
+
+/// `answer` with its expiry cut to `end` (a grant's end) when that comes first.
+fn ending_by(mut answer: CredentialGrant, end: Option<i64>) -> CredentialGrant {
+    if let Some(end) = end {
+        answer.password_expiry_utc = answer.password_expiry_utc.min(end);
+    }
+    answer
 }
 
 fn grant_of(cached: &Cached) -> CredentialGrant {
