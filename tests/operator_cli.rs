@@ -335,7 +335,7 @@ fn concurrent_commands_never_lose_an_update() {
 fn sprite_registry_choice_and_errors() {
     let dev = Dev::up();
     let list = dev.zodex(&["sprite", "list", "--json"]).ok().json();
-    assert_eq!(list[0]["name"], "dev");
+    assert_eq!(list["result"][0]["name"], "dev");
     dev.zodex(&["sprite", "add", "far", "--exec", "sprite exec -s far --"])
         .ok();
     dev.zodex(&["sprite", "add", "far", "--local"]).code(1);

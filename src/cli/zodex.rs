@@ -1,6 +1,8 @@
 //! `zodex`: the operator's command line.
 
-use super::{EXIT_DENIED, EXIT_OK, print_failure, print_response, render, repo_arg, ttl_arg};
+use super::{
+    EXIT_DENIED, EXIT_OK, print_failure, print_json_ok, print_response, render, repo_arg, ttl_arg,
+};
 use crate::engine::RepoName;
 use crate::engine::store::GrantVia;
 use crate::operator::dev;
@@ -318,13 +320,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
             }
         }
         SpriteCommand::List { json } => match registry.list() {
-            Ok(list) if json => {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&list).unwrap_or_default()
-                );
-                EXIT_OK
-            }
+            Ok(list) if json => print_json_ok(&list),
             Ok(list) => {
                 if list.is_empty() {
                     println!(
@@ -355,13 +351,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
                 Err(e) => return print_failure(&e, target.json),
             };
             match crate::operator::connect::connect(&sprite, &host, rotate) {
-                Ok(connection) if target.json => {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&connection).unwrap_or_default()
-                    );
-                    EXIT_OK
-                }
+                Ok(connection) if target.json => print_json_ok(&connection),
                 Ok(connection) => {
                     println!("{}", connection.url);
                     eprintln!(
@@ -589,13 +579,7 @@ fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
         DevCommand::Up { dir, json } => {
             let dir = dir.unwrap_or_else(dev::default_dir);
             match dev::up(&dir, registry) {
-                Ok(install) if json => {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&install).unwrap_or_default()
-                    );
-                    EXIT_OK
-                }
+                Ok(install) if json => print_json_ok(&install),
                 Ok(install) => {
                     println!("{}", render_dev_up(&install));
                     EXIT_OK
@@ -623,13 +607,7 @@ fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
         DevCommand::Down { dir, json } => {
             let dir = dir.unwrap_or_else(dev::default_dir);
             match dev::down(&dir, registry) {
-                Ok(down) if json => {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&down).unwrap_or_default()
-                    );
-                    EXIT_OK
-                }
+                Ok(down) if json => print_json_ok(&down),
                 Ok(down) => {
                     if down.stopped_pids.is_empty() {
                         println!("Nothing was running in {}.", down.dir.display());

@@ -24,7 +24,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(output: Output) -> Self {
+    pub fn from(output: Output) -> Self {
         Self {
             code: output.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -59,7 +59,7 @@ impl Run {
 }
 
 impl Dev {
-    /// `zodex dev up --json` in a fresh `ZODEX_HOME`.
+    /// `zodex dev up --json` in a fresh `ZODEX_HOME`; `info` is its `result`.
     pub fn up() -> Self {
         let home = tempfile::tempdir().unwrap();
         let dir = home.path().join("dev");
@@ -71,7 +71,8 @@ impl Dev {
         let run = dev
             .zodex(&["dev", "up", "--json", "--dir", dir.to_str().unwrap()])
             .ok();
-        dev.info = run.json();
+        // The `--json` envelope's result (docs/json.md).
+        dev.info = run.json()["result"].clone();
         dev
     }
 
