@@ -781,3 +781,35 @@ fn explain_on_a_fresh_rig_checks_coverage_instead_of_saying_not_installed() {
         .json();
     assert_eq!(json["error"]["kind"], "upstream");
 }
+
+/// `status` says, per active or pending grant, whether the writer App covers its repository —
+/// and "unknown" with the command that checks, never "not installed", before anything has
+/// asked GitHub.
+#[test]
+fn status_says_unknown_coverage_is_unknown_with_the_command_that_checks() {
+    let dev = Dev::up();
+    dev.zodex(&["sprite", "github", "grant-push", "--repo", "demo/app"])
+        .ok();
+    let run = dev.zodex(&["sprite", "github", "status"]).ok();
+    assert!(!run.stdout.contains("not installed"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("writer App: unknown")
+            && run
+                .stdout
+                .contains("zodex sprite policy explain --action push --repo demo/app"),
+        "{}",
+        run.stdout
+    );
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["grants"][0]["writer_app"], "unknown");
+
+    // Checked (explain checks): now it is known, on both sides.
+    dev.zodex(&[
+        "sprite", "policy", "explain", "--action", "push", "--repo", "demo/app", "--ref", "feature",
+    ])
+    .ok();
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["grants"][0]["writer_app"], "installed");
+    let run = dev.agent(&["github", "status"]).ok();
+    assert!(!run.stdout.contains("unknown"), "{}", run.stdout);
+}

@@ -234,6 +234,22 @@ pub fn cleared(list: &Value) -> String {
     format!("Cleared {n} YOLO scope(s); explicit grants are untouched.")
 }
 
+/// What a status line says about the writer App's coverage of the grant's repository: nothing
+/// when installed; "unknown" — never "not installed" — with the command that checks when the
+/// publisher has no fresh check.
+fn writer_app_note(grant: &Value) -> Option<String> {
+    let repo = s(grant, "repo");
+    match grant.get("writer_app").and_then(Value::as_str)? {
+        "not_installed" => Some(format!(
+            "writer App: not installed on {repo} (checked); pushes are refused until it is installed there"
+        )),
+        "unknown" => Some(format!(
+            "writer App: unknown (not checked yet, or the check is stale); `zodex sprite policy explain --action push --repo {repo} --ref BRANCH` checks it"
+        )),
+        _ => None,
+    }
+}
+
 pub fn status(v: &Value) -> String {
     let mut out = String::new();
     let section =
@@ -251,6 +267,9 @@ pub fn status(v: &Value) -> String {
                 let _ = writeln!(out, "  {}", line(item));
                 if let Some(w) = item.get("warning").and_then(Value::as_str) {
                     let _ = writeln!(out, "    warning: {}", safe(w));
+                }
+                if let Some(note) = writer_app_note(item) {
+                    let _ = writeln!(out, "    {note}");
                 }
             }
             // The publisher shows a bounded number of each; it says how many there are in all.
