@@ -1,8 +1,6 @@
 //! `zodex`: the operator's command line.
 
-use super::{
-    EXIT_DENIED, EXIT_OK, print_failure, print_json_ok, print_response, render, repo_arg, ttl_arg,
-};
+use super::{EXIT_DENIED, EXIT_OK, print_failure, print_response, render, repo_arg, ttl_arg};
 use crate::engine::RepoName;
 use crate::engine::store::GrantVia;
 use crate::operator::dev;
@@ -320,7 +318,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
             }
         }
         SpriteCommand::List { json } => match registry.list() {
-            Ok(list) if json => print_json_ok(&list),
+            Ok(list) if json => super::print_json_ok(&list),
             Ok(list) => {
                 if list.is_empty() {
                     println!(
@@ -351,7 +349,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
                 Err(e) => return print_failure(&e, target.json),
             };
             match crate::operator::connect::connect(&sprite, &host, rotate) {
-                Ok(connection) if target.json => print_json_ok(&connection),
+                Ok(connection) if target.json => super::print_json_ok(&connection),
                 Ok(connection) => {
                     println!("{}", connection.url);
                     eprintln!(
@@ -579,7 +577,7 @@ fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
         DevCommand::Up { dir, json } => {
             let dir = dir.unwrap_or_else(dev::default_dir);
             match dev::up(&dir, registry) {
-                Ok(install) if json => print_json_ok(&install),
+                Ok(install) if json => super::print_json_ok(&install),
                 Ok(install) => {
                     println!("{}", render_dev_up(&install));
                     EXIT_OK
@@ -607,7 +605,7 @@ fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
         DevCommand::Down { dir, json } => {
             let dir = dir.unwrap_or_else(dev::default_dir);
             match dev::down(&dir, registry) {
-                Ok(down) if json => print_json_ok(&down),
+                Ok(down) if json => super::print_json_ok(&down),
                 Ok(down) => {
                     if down.stopped_pids.is_empty() {
                         println!("Nothing was running in {}.", down.dir.display());
