@@ -82,6 +82,7 @@ impl Dev {
 
     fn command(&self, program: &str, args: &[&str]) -> Command {
         let mut command = Command::new(program);
+        super::devhub::without_git_env(&mut command);
         command
             .args(args)
             .env("ZODEX_HOME", self.home.path())
