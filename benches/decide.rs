@@ -32,6 +32,7 @@ fn setup() -> (tempfile::TempDir, Store, Engine, Ask) {
                         via: GrantVia::Gateway,
                         allow_workflows: i % 7 == 0,
                         approved_by: Some("operator:uid:0".into()),
+                        refs: Vec::new(),
                     },
                     NOW - 10,
                 )?;

@@ -1,8 +1,8 @@
 //! `zodex-agent credential` as git's credential helper, end to end: a real `zodex-prd serve`
 //! configured with a devhub's URLs and App keys, real `git clone` through the helper, the read
 //! token cache (and its 5-minute margin), write-token mode cut to its grant (also when gets,
-//! erases, an operator's revoke and the TTL race), and the cases the helper must stay silent
-//! on.
+//! erases, an operator's revoke and the TTL race), the cases the helper must stay silent on,
+//! and git's own stderr when it refuses.
 
 mod support;
 
@@ -96,9 +96,9 @@ fn silent_where_it_does_not_serve() {
     );
     assert!(store.status.success() && store.stdout.is_empty());
 
-    // Denied: no App covers demo/nope.
+    // Denied: no App covers demo/nope. No credential, and git is told to stop (no prompt).
     let (answer, stderr) = rig.get("nope");
-    assert!(answer.is_empty());
+    assert_eq!(answer, "quit=1\n");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("Read on demo/nope"), "{stderr}");
 }
@@ -537,4 +537,48 @@ fn a_write_tokens_expiry_is_the_grants_end_when_that_comes_first() {
         .parse()
         .unwrap();
     assert!(expiry > before + 3000, "{read}");
+}
+
+/// git's stderr from a clone and from a fetch of a repository no App covers: the helper's one
+/// line, then git stopping at its word (`quit=1`) instead of asking for a username.
+#[test]
+fn git_stays_quiet_on_a_repository_no_app_covers() {
+    let rig = Rig::start(Duration::from_secs(3600));
+    let work = tempfile::tempdir().unwrap();
+    let url = format!("{}/demo/nope.git", rig.demo.hub.git_url());
+    let clone = rig.git(work.path(), &["clone", "--quiet", &url, "nope"]);
+    let init = rig.git(work.path(), &["init", "--quiet", "fetcher"]);
+    assert!(init.status.success());
+    let fetch = rig.git(&work.path().join("fetcher"), &["fetch", "--quiet", &url]);
+    for (what, output) in [("clone", clone), ("fetch", fetch)] {
+        assert!(
+            !output.status.success(),
+            "{what} of an uncovered repository fails"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        let helper_lines: Vec<&&str> = lines
+            .iter()
+            .filter(|l| l.starts_with("zodex-agent credential:"))
+            .collect();
+        assert_eq!(helper_lines.len(), 1, "{what}: {stderr}");
+        assert!(
+            helper_lines[0].contains("Read on demo/nope"),
+            "{what}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("could not read Username") && !stderr.contains("terminal prompts"),
+            "{what}: no prompt noise after the helper's line: {stderr}"
+        );
+        // At most git's own word that the helper stopped it follows the helper's line.
+        let after: Vec<&&str> = lines
+            .iter()
+            .skip_while(|l| !l.starts_with("zodex-agent credential:"))
+            .skip(1)
+            .collect();
+        assert!(
+            after.iter().all(|l| l.contains("told us to quit")) && after.len() <= 1,
+            "{what}: {stderr}"
+        );
+    }
 }

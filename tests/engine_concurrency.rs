@@ -33,6 +33,7 @@ fn decisions_under_concurrent_grant_writes_never_fail_or_see_half_a_grant() {
         via: GrantVia::Gateway,
         allow_workflows: false,
         approved_by: Some("operator:uid:0".into()),
+        refs: Vec::new(),
     };
     {
         let mut store = Store::open(&db).unwrap();

@@ -201,6 +201,7 @@ fn a_renamed_default_branch_is_followed_after_the_coverage_check() {
                 ttl_seconds: None,
                 allow_workflows: false,
                 via: GrantVia::Gateway,
+                refs: Vec::new(),
             },
             now,
         )

@@ -659,27 +659,7 @@ fn dev_up_env_clones_github_urls_from_the_local_github() {
 #[test]
 fn the_dev_up_walkthrough_works_end_to_end() {
     let dev = Dev::up();
-    let env_file = dev.info["env_file"].as_str().unwrap().to_string();
-    let work = dev.home.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let agent = |script: &str| {
-        let out = std::process::Command::new("bash")
-            .args([
-                "-c",
-                &format!("source '{env_file}' && cd '{}' && {script}", work.display()),
-            ])
-            .env("HOME", dev.home.path())
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
-    };
+    let agent = agent_shell(&dev);
     let (ok, out) = agent("git clone -q https://github.com/demo/app");
     assert!(ok, "{out}");
     let (ok, out) =
@@ -812,4 +792,139 @@ fn status_says_unknown_coverage_is_unknown_with_the_command_that_checks() {
     assert_eq!(status["result"]["grants"][0]["writer_app"], "installed");
     let run = dev.agent(&["github", "status"]).ok();
     assert!(!run.stdout.contains("unknown"), "{}", run.stdout);
+}
+
+/// A shell as the agent of `dev`'s sprite (its `env.sh` sourced) in a work directory: runs a
+/// script and answers whether it succeeded, with its stdout and stderr.
+fn agent_shell(dev: &Dev) -> impl Fn(&str) -> (bool, String) + '_ {
+    let env_file = dev.info["env_file"].as_str().unwrap().to_string();
+    let work = dev.home.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    move |script: &str| {
+        let out = std::process::Command::new("bash")
+            .args([
+                "-c",
+                &format!("source '{env_file}' && cd '{}' && {script}", work.display()),
+            ])
+            .env("HOME", dev.home.path())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+}
+
+#[test]
+fn a_grant_limited_to_ref_patterns_lets_the_agent_push_only_there() {
+    let dev = Dev::up();
+    let agent = agent_shell(&dev);
+    let (ok, out) = agent(
+        "git clone -q https://github.com/demo/app && cd app && echo x > x.txt && git add x.txt && git commit -q -m x",
+    );
+    assert!(ok, "{out}");
+    let grant = dev.github_json(&[
+        "grant-push",
+        "--repo",
+        "demo/app",
+        "--ref",
+        "feature/*",
+        "--ref",
+        "refs/tags/v1",
+    ]);
+    assert_eq!(
+        grant["result"]["refs"],
+        serde_json::json!(["refs/heads/feature/*", "refs/tags/v1"]),
+        "{grant}"
+    );
+    let (ok, out) = agent("cd app && git push origin HEAD:refs/heads/feature/one");
+    assert!(ok, "{out}\n{}", dev.log());
+    let (ok, out) = agent("cd app && git push origin HEAD:refs/heads/other");
+    assert!(!ok, "{out}");
+    assert!(out.contains("refs/heads/other"), "{out}");
+
+    // Status, explain and the audit show the limit.
+    let status = dev.zodex(&["sprite", "github", "status"]).ok();
+    assert!(
+        status
+            .stdout
+            .contains("refs: refs/heads/feature/*, refs/tags/v1"),
+        "{}",
+        status.stdout
+    );
+    let explain = dev
+        .zodex(&[
+            "sprite", "policy", "explain", "--action", "push", "--repo", "demo/app", "--ref",
+            "other",
+        ])
+        .code(3);
+    assert!(
+        explain
+            .stdout
+            .contains("refs: refs/heads/feature/*, refs/tags/v1 (does not cover this ref)"),
+        "{}",
+        explain.stdout
+    );
+    let audit = dev.github_json(&["audit", "--repo", "demo/app"]);
+    assert!(
+        audit["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|row| row["detail"]["refs"][0] == "refs/heads/feature/*"),
+        "{audit}"
+    );
+
+    // A bad pattern is a usage error that shows the grammar; a token grant cannot be limited.
+    let bad = dev
+        .zodex(&[
+            "sprite",
+            "github",
+            "grant-push",
+            "--repo",
+            "demo/app",
+            "--ref",
+            "feat*",
+        ])
+        .code(2);
+    assert!(
+        bad.stderr.contains("prefix ending in `/*`"),
+        "{}",
+        bad.stderr
+    );
+    let token = dev
+        .zodex(&[
+            "sprite",
+            "github",
+            "grant-push",
+            "--repo",
+            "demo/app",
+            "--ref",
+            "main",
+            "--via",
+            "token",
+        ])
+        .code(3);
+    assert!(
+        token.stderr.contains("ref-limited-grants-use-the-gateway"),
+        "{}",
+        token.stderr
+    );
+
+    // YOLO scopes take the same limits.
+    dev.zodex(&["sprite", "github", "revoke-push", "--repo", "demo/app"])
+        .ok();
+    dev.zodex(&[
+        "sprite", "github", "yolo", "--repo", "demo/app", "--ref", "bot/*",
+    ])
+    .ok();
+    let (ok, out) = agent("cd app && git push origin HEAD:refs/heads/bot/1");
+    assert!(ok, "{out}\n{}", dev.log());
+    let (ok, out) = agent("cd app && git push origin HEAD:refs/heads/feature/two");
+    assert!(!ok, "{out}");
 }

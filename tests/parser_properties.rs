@@ -322,22 +322,28 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
         Just(AdminRequest::Status),
         (option::of(any::<u32>()), option::of(any::<i64>()))
             .prop_map(|(limit, before)| AdminRequest::Requests { limit, before }),
-        (text(), any_ttl(), any::<bool>(), via).prop_map(|(repo, ttl, allow_workflows, via)| {
-            AdminRequest::GrantPush {
+        (text(), any_ttl(), any::<bool>(), via, vec(text(), 0..3)).prop_map(
+            |(repo, ttl, allow_workflows, via, refs)| AdminRequest::GrantPush {
                 repo,
                 ttl,
                 allow_workflows,
                 via,
+                refs,
             }
-        }),
+        ),
         text().prop_map(|repo| AdminRequest::RevokePush { repo }),
-        (vec(text(), 0..3), any_ttl(), any::<bool>()).prop_map(|(repos, ttl, allow_workflows)| {
-            AdminRequest::Yolo {
+        (
+            vec(text(), 0..3),
+            any_ttl(),
+            any::<bool>(),
+            vec(text(), 0..3)
+        )
+            .prop_map(|(repos, ttl, allow_workflows, refs)| AdminRequest::Yolo {
                 repos,
                 ttl,
                 allow_workflows,
-            }
-        }),
+                refs,
+            }),
         (any::<i64>(), option::of(any_ttl()))
             .prop_map(|(id, ttl)| AdminRequest::Approve { id, ttl }),
         any::<i64>().prop_map(|id| AdminRequest::Deny { id }),

@@ -614,3 +614,65 @@ async fn missing_shell_is_a_spawn_error_and_frees_its_slot() {
     }
     assert_eq!(f.mgr.live_sessions(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cmd_too_long_for_one_argument_is_refused_with_a_way_out() {
+    // Linux passes at most MAX_ARG_STRLEN = 131072 bytes, NUL included, in one argv string,
+    // and the shell gets `cmd` as one: 131071 bytes run, one more is refused up front.
+    let f = Fixture::new();
+    let at_limit = format!(": {}", "a".repeat(131_071 - 2));
+    let out = f.exec(&at_limit, 20_000).await;
+    assert_eq!(
+        (out.status, out.exit_code),
+        (Status::Exited, Some(0)),
+        "{}",
+        out.output
+    );
+    let marker = f.tmp.path().join("marker");
+    let touch = format!("touch {}; :", marker.display());
+    let over = format!("{touch} {}", "a".repeat(131_072 - touch.len() - 1));
+    assert_eq!(over.len(), 131_072);
+    let err = f.exec_req(&over, None, None).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, ToolError::CommandTooLong { .. }), "{msg}");
+    assert!(
+        msg.contains("131072 bytes") && msg.contains("131071"),
+        "names the size and the limit: {msg}"
+    );
+    assert!(
+        msg.contains("write the script to a file with apply_patch, then run it"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("workdir"),
+        "the workdir is not the problem: {msg}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!marker.exists());
+    assert_eq!(f.mgr.live_sessions(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_are_reported_even_when_the_spill_file_cannot_be_written() {
+    // A spill directory below a regular file can never be created.
+    let blocker = tempfile::NamedTempFile::new().unwrap();
+    let spill = blocker.path().join("spill");
+    let f = Fixture::with(|c| c.spill_dir = spill.clone());
+    let out = f.exec("seq 1 100000", 30_000).await;
+    assert_eq!(out.status, Status::Exited);
+    assert_eq!(out.output_file, None);
+    let expected: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(out.output_chars, Some(expected.chars().count() as u64));
+    assert_eq!(out.output_lines, Some(100_000));
+    assert!(out.output.ends_with("99999\n100000\n"));
+    assert!(
+        out.output.contains("spill file failed"),
+        "{:.200}",
+        out.output
+    );
+    let text = out.render_text();
+    assert!(
+        text.contains(&format!("{} chars, 100000 lines", expected.len())),
+        "{text:.400}"
+    );
+}

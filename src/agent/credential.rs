@@ -1,7 +1,8 @@
 //! The git credential helper protocol (`git help credential`), as `zodex-agent credential`
 //! speaks it: `key=value` lines up to a blank line or end of input, `capability[]` lines,
-//! unknown keys ignored, lines over 64 KiB and requests over 1 MiB refused. Pure parsing and
-//! formatting; asking `zodex-prd` is the CLI's job, deciding is the publisher's.
+//! unknown keys ignored, lines over 64 KiB and requests over 1 MiB refused; a refused `get` is
+//! answered `quit=1`. Pure parsing and formatting; asking `zodex-prd` is the CLI's job,
+//! deciding is the publisher's.
 //!
 //! Architecture invariant: nothing here writes a token anywhere but stdout.
 
@@ -79,6 +80,11 @@ pub fn read_request<R: BufRead>(input: &mut R) -> Result<CredentialRequest, Prot
     }
     Ok(request)
 }
+
+/// The answer to a `get` the publisher refused: git stops there, asking no further helper and
+/// prompting for nothing (gitcredentials(7), `quit`), so the helper's one line on stderr is
+/// not followed by git's `could not read Username … terminal prompts disabled`.
+pub const REFUSAL: &str = "quit=1\n";
 
 /// A credential to give git.
 #[derive(Clone, PartialEq, Eq)]

@@ -248,9 +248,10 @@ fn request_push(config: Option<&PathBuf>, json: bool, request: &AgentRequest, wa
 }
 
 /// `zodex-agent credential OP`: git's credential protocol on stdin/stdout. Anything this helper
-/// does not serve gets empty output, so git falls through to its next helper.
+/// does not serve gets empty output, so git falls through to its next helper; a `get` that
+/// zodex-prd refused gets `quit=1`, so git stops without prompting.
 fn credential(config: Option<PathBuf>, operation: &str) -> i32 {
-    use crate::agent::credential::{CredentialAnswer, read_request};
+    use crate::agent::credential::{CredentialAnswer, REFUSAL, read_request};
     let request = match read_request(&mut std::io::stdin().lock()) {
         Ok(request) => request,
         Err(e) => {
@@ -324,6 +325,12 @@ fn credential(config: Option<PathBuf>, operation: &str) -> i32 {
             })
             .unwrap_or_else(|| "zodex-prd refused without a reason".into());
         eprintln!("zodex-agent credential: {}", message.replace('\n', " "));
+        if operation == "get" {
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout
+                .write_all(REFUSAL.as_bytes())
+                .and_then(|_| stdout.flush());
+        }
         return 0;
     }
     if operation != "get" {

@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod local;
 pub mod prd;
+pub mod proofs;
 pub mod publish;
 pub mod remote_helper;
 pub mod render;

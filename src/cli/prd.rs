@@ -1,8 +1,11 @@
 //! `zodex-prd`: the publisher daemon's command line.
 
-use super::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE, render};
+use super::{EXIT_DENIED, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, render};
 use crate::engine::policy::Policies;
 use crate::publisher::config::Config;
+use crate::publisher::daemon::DaemonError;
+use crate::publisher::host::HostError;
+use crate::publisher::prove::{ProveError, SolverCommand, Subject};
 use crate::publisher::publish::indexer;
 use crate::publisher::sockets::{Impersonation, check_server};
 use crate::publisher::wire::{ErrorKind, MAX_REQUEST_BYTES, Response, read_response};
@@ -64,6 +67,17 @@ enum PolicyCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Prove the write invariants (`policies/properties/` plus the operator's `properties/`)
+    /// of the built-in policies plus an operator policy directory, with an SMT solver (cvc5 or z3).
+    /// Exit code 0: all hold (or are waived); 3: a property fails; 1: no solver, or an error.
+    Prove {
+        /// The operator policy directory (default: `policy_dir` of the configuration, if any).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Read `policy_dir` and `waive_properties` from this configuration.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 pub fn main() -> i32 {
@@ -74,6 +88,9 @@ pub fn main() -> i32 {
         Command::Policy {
             command: PolicyCommand::Check { dir, config },
         } => check(dir, config),
+        Command::Policy {
+            command: PolicyCommand::Prove { dir, config },
+        } => prove(dir, config),
         Command::IndexPack {
             bundle,
             offset,
@@ -127,6 +144,14 @@ fn serve(config: Option<PathBuf>) -> i32 {
     };
     match runtime.block_on(crate::publisher::daemon::serve(config)) {
         Ok(()) => EXIT_OK,
+        Err(DaemonError::Host(HostError::PropertiesFail(report))) => {
+            eprint!(
+                "{}",
+                super::proofs::report(&report, "this sprite's policies")
+            );
+            eprintln!("error: {}", HostError::PropertiesFail(report));
+            EXIT_FAILURE
+        }
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILURE
@@ -211,14 +236,23 @@ fn answer_line(response: &Response) -> String {
     line
 }
 
+/// The policy directory (`--dir`, else the configuration's) and the configuration's waivers.
+fn policy_dir(
+    dir: Option<PathBuf>,
+    config: Option<PathBuf>,
+) -> Result<(Option<PathBuf>, Vec<String>), i32> {
+    let config = config.map(|path| load(Some(path))).transpose()?;
+    let waived = config
+        .as_ref()
+        .map(|c| c.waive_properties.clone())
+        .unwrap_or_default();
+    Ok((dir.or_else(|| config.and_then(|c| c.policy_dir)), waived))
+}
+
 fn check(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
-    let dir = match (dir, config) {
-        (Some(dir), _) => Some(dir),
-        (None, Some(config)) => match load(Some(config)) {
-            Ok(config) => config.policy_dir,
-            Err(code) => return code,
-        },
-        (None, None) => None,
+    let dir = match policy_dir(dir, config) {
+        Ok((dir, _)) => dir,
+        Err(code) => return code,
     };
     match Policies::load(dir.as_deref()) {
         Ok(policies) => {
@@ -235,6 +269,42 @@ fn check(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
         }
         Err(e) => {
             eprintln!("{e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn prove(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
+    let (dir, waived) = match policy_dir(dir, config) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let subject = match Subject::load(dir.as_deref(), &waived) {
+        Ok(subject) => subject,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    let Some(solver) = SolverCommand::find() else {
+        eprintln!("error: {}", ProveError::NoSolver);
+        return EXIT_FAILURE;
+    };
+    let what = match &dir {
+        Some(dir) => format!("the built-in policies plus {}", dir.display()),
+        None => "the built-in policies".to_string(),
+    };
+    match subject.prove(&solver) {
+        Ok(report) => {
+            print!("{}", super::proofs::report(&report, &what));
+            if report.all_hold_or_waived() {
+                EXIT_OK
+            } else {
+                EXIT_DENIED
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
             EXIT_FAILURE
         }
     }

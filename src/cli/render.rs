@@ -145,6 +145,7 @@ fn grant_line(g: &Value) -> String {
         }
     }
     let _ = write!(line, ", via {}", s(g, "via"));
+    line.push_str(&refs_part(g));
     if b(g, "allow_workflows") {
         line.push_str(", workflows allowed");
     }
@@ -152,6 +153,23 @@ fn grant_line(g: &Value) -> String {
         let _ = write!(line, ", reason: {}", safe(reason));
     }
     line
+}
+
+/// `, refs: refs/heads/feature/*, …` for a grant or scope limited to refs; empty otherwise.
+fn refs_part(v: &Value) -> String {
+    let refs: Vec<Cow<'_, str>> = v
+        .get("refs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(safe)
+        .collect();
+    if refs.is_empty() {
+        String::new()
+    } else {
+        format!(", refs: {}", refs.join(", "))
+    }
 }
 
 /// A grant just made or approved.
@@ -211,6 +229,7 @@ fn yolo_line(y: &Value) -> String {
     if let Some(at) = i(y, "expires_at") {
         let _ = write!(line, " (until {})", time(at));
     }
+    line.push_str(&refs_part(y));
     if b(y, "allow_workflows") {
         line.push_str(", workflows allowed");
     }
@@ -306,6 +325,7 @@ pub fn status(v: &Value) -> String {
         "see `zodex sprite github audit --since 1d`",
         &grant_line,
     );
+    out.push_str(&super::proofs::status(v));
     out
 }
 
@@ -399,6 +419,29 @@ pub fn explain(v: &Value) -> String {
             b(repo, "configured_target"),
             installed("writer_installed"),
             installed("reader_installed"),
+        );
+    }
+    for grant in v
+        .get("grants")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let refs = refs_part(grant);
+        let _ = write!(
+            out,
+            "\n  grant #{}{}{}",
+            i(grant, "id").unwrap_or(0),
+            if refs.is_empty() {
+                ", every ref"
+            } else {
+                refs.as_str()
+            },
+            if b(grant, "covers_ref") {
+                ""
+            } else {
+                " (does not cover this ref)"
+            }
         );
     }
     if let Some(denial) = v.get("denial").filter(|d| !d.is_null()) {

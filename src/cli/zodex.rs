@@ -1,11 +1,14 @@
 //! `zodex`: the operator's command line.
 
-use super::{EXIT_DENIED, EXIT_OK, print_failure, print_response, render, repo_arg, ttl_arg};
+use super::{
+    EXIT_DENIED, EXIT_FAILURE, EXIT_OK, print_failure, print_response, render, repo_arg, ttl_arg,
+};
 use crate::engine::RepoName;
 use crate::engine::store::GrantVia;
 use crate::operator::dev;
 use crate::operator::registry::{Registry, SpriteEntry, exec_admin_command, local_admin_command};
 use crate::operator::transport;
+use crate::publisher::prove::Report;
 use crate::publisher::wire::{AdminRequest, Ttl};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -159,6 +162,10 @@ enum GithubCommand {
         allow_workflows: bool,
         #[arg(long, value_enum, default_value = "gateway")]
         via: Via,
+        /// Limit the grant to these refs (repeatable): a branch (`main`), a full ref
+        /// (`refs/tags/v1`) or a prefix ending in `/*` (`feature/*`). Default: every ref.
+        #[arg(long = "ref", value_name = "PATTERN")]
+        refs: Vec<String>,
     },
     /// End every grant and pending request for a repository.
     RevokePush {
@@ -174,6 +181,9 @@ enum GithubCommand {
         ttl: TtlArgs,
         #[arg(long)]
         allow_workflows: bool,
+        /// Limit the scope to these refs (repeatable), as for grant-push. Default: every ref.
+        #[arg(long = "ref", value_name = "PATTERN")]
+        refs: Vec<String>,
     },
     /// Back to defaults: clear every YOLO scope (explicit grants stay).
     Default,
@@ -247,6 +257,10 @@ enum PolicyCommand {
         #[arg(long)]
         exists: bool,
     },
+    /// Prove the write invariants of the sprite's effective policy set (built-in plus its
+    /// policy directory) with the sprite's SMT solver. Exit code 0: all hold (or are waived);
+    /// 3: a property fails; 1: no solver there, or an error.
+    Prove,
 }
 
 #[derive(Subcommand)]
@@ -449,6 +463,7 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             ttl,
             allow_workflows,
             via,
+            refs,
         } => {
             let request = AdminRequest::GrantPush {
                 repo: repo.to_string(),
@@ -458,6 +473,7 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
                     Via::Gateway => GrantVia::Gateway,
                     Via::Token => GrantVia::Token,
                 },
+                refs,
             };
             send(target, registry, &request, |g| render::grant(g, "Granted"))
         }
@@ -475,8 +491,10 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             repos,
             ttl,
             allow_workflows,
+            refs,
         } => {
             let request = AdminRequest::Yolo {
+                refs,
                 repos: repos.iter().map(ToString::to_string).collect(),
                 ttl: ttl.resolve(YOLO_DEFAULT),
                 allow_workflows,
@@ -533,7 +551,10 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
         bytes,
         workflows,
         exists,
-    } = command;
+    } = command
+    else {
+        return prove(target, registry);
+    };
     let ref_name = if reference.starts_with("refs/") {
         reference
     } else {
@@ -569,6 +590,34 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
             }
         }
         Err(e) => print_failure(&e, target.json),
+    }
+}
+
+fn prove(target: &Target, registry: &Registry) -> i32 {
+    let sprite = match registry.choose(target.sprite().as_deref()) {
+        Ok(sprite) => sprite,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let response = match transport::call(&sprite, &AdminRequest::ProvePolicies) {
+        Ok(response) => response,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let report: Option<Report> = response
+        .result
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok());
+    let what = format!("sprite {}'s policies", sprite.name);
+    let code = print_response(&response, target.json, |_| {
+        report
+            .as_ref()
+            .map(|r| super::proofs::report(r, &what))
+            .unwrap_or_else(|| "error: the sprite answered with no proof report; is its zodex-prd the same version as this zodex?".to_string())
+    });
+    match &report {
+        Some(report) if code == EXIT_OK && !report.all_hold_or_waived() => EXIT_DENIED,
+        Some(_) => code,
+        None if code == EXIT_OK => EXIT_FAILURE,
+        None => code,
     }
 }
 

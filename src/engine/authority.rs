@@ -47,7 +47,10 @@ impl Denial {
         };
         let target = repo_text
             .as_deref()
-            .map(|r| format!(" on {r}"))
+            .map(|r| match &decision.ref_name {
+                Some(ref_name) => format!(" of {ref_name} on {r}"),
+                None => format!(" on {r}"),
+            })
             .unwrap_or_default();
         Self {
             action: decision.action,
@@ -200,7 +203,10 @@ impl Authority<'_> {
         };
         self.decide_then(store, principal, &ask, now, |facts, _, event| {
             let grant = facts.insert_grant(&new_grant(repo, principal, None, &terms, true), now)?;
-            event.detail = Some(serde_json::json!({ "grant": grant.id, "change": "granted" }));
+            event.detail = Some(with_refs(
+                serde_json::json!({ "grant": grant.id, "change": "granted" }),
+                &grant.refs,
+            ));
             Ok(grant)
         })
     }
@@ -322,6 +328,7 @@ impl Authority<'_> {
                 ttl_seconds: ttl_seconds.unwrap_or(request.ttl_seconds),
                 allow_workflows: request.allow_workflows,
                 via: request.via,
+                refs: request.refs.clone(),
             },
         };
         self.decide_then(store, principal, &ask, now, |facts, _, event| {
@@ -348,6 +355,7 @@ impl Authority<'_> {
                 ttl_seconds: request.ttl_seconds,
                 allow_workflows: request.allow_workflows,
                 via: request.via,
+                refs: request.refs.clone(),
             },
         };
         self.decide_then(store, principal, &ask, now, |facts, _, event| {
@@ -382,15 +390,20 @@ impl Authority<'_> {
         store: &mut Store,
         principal: &Principal,
         repos: &[RepoName],
-        ttl_seconds: Option<i64>,
-        allow_workflows: bool,
+        terms: YoloTerms,
         now: i64,
     ) -> Outcome<Vec<YoloScope>> {
+        let YoloTerms {
+            ttl_seconds,
+            allow_workflows,
+            refs,
+        } = terms;
         let asks: Vec<Ask> = if repos.is_empty() {
             vec![Ask::SetYolo {
                 repo: None,
                 ttl_seconds,
                 allow_workflows,
+                refs: refs.clone(),
             }]
         } else {
             repos
@@ -399,6 +412,7 @@ impl Authority<'_> {
                     repo: Some(repo.clone()),
                     ttl_seconds,
                     allow_workflows,
+                    refs: refs.clone(),
                 })
                 .collect()
         };
@@ -423,10 +437,14 @@ impl Authority<'_> {
                         allow_workflows,
                         ttl_seconds,
                         created_by: principal.label(),
+                        refs: refs.clone(),
                     },
                     now,
                 )?;
-                event.detail = Some(serde_json::json!({ "yolo": scope.id, "change": "set" }));
+                event.detail = Some(with_refs(
+                    serde_json::json!({ "yolo": scope.id, "change": "set" }),
+                    &refs,
+                ));
                 facts.audit(&event, now)?;
                 scopes.push(scope);
             }
@@ -499,5 +517,36 @@ fn new_grant(
         via: terms.via,
         allow_workflows: terms.allow_workflows,
         approved_by: approved.then(|| principal.label()),
+        refs: terms.refs.clone(),
     }
+}
+
+/// The terms of a YOLO scope being set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct YoloTerms {
+    pub ttl_seconds: Option<i64>,
+    pub allow_workflows: bool,
+    /// Normalised ref patterns; empty: every ref.
+    pub refs: Vec<String>,
+}
+
+impl YoloTerms {
+    /// A scope over every ref.
+    pub fn new(ttl_seconds: Option<i64>, allow_workflows: bool) -> Self {
+        Self {
+            ttl_seconds,
+            allow_workflows,
+            refs: Vec::new(),
+        }
+    }
+}
+
+/// An audit detail with the ref patterns added when there are any.
+fn with_refs(mut detail: serde_json::Value, refs: &[String]) -> serde_json::Value {
+    if !refs.is_empty()
+        && let Some(fields) = detail.as_object_mut()
+    {
+        fields.insert("refs".to_string(), serde_json::json!(refs));
+    }
+    detail
 }

@@ -5,6 +5,7 @@
 //! Fail closed: a policy that errors during evaluation turns the answer into a deny.
 
 use super::policy::Policies;
+use super::refscope::scopes_of;
 use super::repo::RepoName;
 use super::store::{App, Facts, Grant, Result, YoloScope};
 use super::targets::Targets;
@@ -103,6 +104,8 @@ pub enum Ask {
         repo: Option<RepoName>,
         ttl_seconds: Option<i64>,
         allow_workflows: bool,
+        /// Normalised ref patterns; empty: every ref.
+        refs: Vec<String>,
     },
     ClearYolo,
     PublishPr {
@@ -131,6 +134,8 @@ pub struct GrantTerms {
     pub ttl_seconds: Option<i64>,
     pub allow_workflows: bool,
     pub via: super::store::GrantVia,
+    /// Normalised ref patterns (`refscope::RefPattern`); empty: every ref.
+    pub refs: Vec<String>,
 }
 
 impl Ask {
@@ -181,6 +186,9 @@ pub struct Decision {
     /// The repository's facts as the engine saw them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repository: Option<RepoFacts>,
+    /// The ref a push decision was about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ref_name: Option<String>,
 }
 
 /// A repository's attributes as Cedar sees them.
@@ -255,7 +263,14 @@ fn grant_record(grant: &Grant) -> RestrictedExpression {
     if let Some(at) = grant.expires_at {
         fields.push(("expires_at", long(at)));
     }
+    if !grant.refs.is_empty() {
+        fields.push(("refs", strings(&grant.refs)));
+    }
     record(fields)
+}
+
+fn strings(values: &[String]) -> RestrictedExpression {
+    RestrictedExpression::new_set(values.iter().map(|v| string(v)))
 }
 
 fn yolo_record(scope: &YoloScope) -> RestrictedExpression {
@@ -266,6 +281,9 @@ fn yolo_record(scope: &YoloScope) -> RestrictedExpression {
     ];
     if let Some(at) = scope.expires_at {
         fields.push(("expires_at", long(at)));
+    }
+    if !scope.refs.is_empty() {
+        fields.push(("refs", strings(&scope.refs)));
     }
     record(fields)
 }
@@ -324,9 +342,13 @@ impl Engine {
             None => None,
         };
         let (grant, yolo) = match ask {
-            Ask::Push { repo, .. } => {
+            Ask::Push { repo, update, .. } => {
                 let key = repo.key();
-                (facts.candidate_grant(&key)?, facts.candidate_yolo(&key)?)
+                let scopes = scopes_of(&update.ref_name);
+                (
+                    facts.candidate_grant_for(&key, Some(&scopes))?,
+                    facts.candidate_yolo_for(&key, Some(&scopes))?,
+                )
             }
             Ask::IssueWriteToken { repo } => (facts.candidate_grant(&repo.key())?, None),
             _ => (None, None),
@@ -471,6 +493,10 @@ impl Engine {
             grant_id: grant.map(|g| g.id),
             yolo_id: yolo.map(|y| y.id),
             repository,
+            ref_name: match ask {
+                Ask::Push { update, .. } => Some(update.ref_name.clone()),
+                _ => None,
+            },
         }
     }
 }
@@ -484,6 +510,7 @@ fn deny_with_error(action: Action, repository: Option<RepoFacts>, error: String)
         grant_id: None,
         yolo_id: None,
         repository,
+        ref_name: None,
     }
 }
 
@@ -514,6 +541,7 @@ fn build_context(
         }
         ctx.push(("allow_workflows", boolean(terms.allow_workflows)));
         ctx.push(("via", string(terms.via.as_str())));
+        ctx.push(("ref_limited", boolean(!terms.refs.is_empty())));
     };
     match ask {
         Ask::RequestPush { grant: terms, .. } | Ask::GrantPush { grant: terms, .. } => {
@@ -557,6 +585,7 @@ fn build_context(
             let default_branch = repository.and_then(|r| r.default_branch.as_deref());
             let default_ref = default_branch.map(|b| format!("refs/heads/{b}"));
             ctx.push(("ref_name", string(&update.ref_name)));
+            ctx.push(("ref_scopes", strings(&scopes_of(&update.ref_name))));
             ctx.push((
                 "is_default_branch",
                 boolean(default_ref.as_deref() == Some(update.ref_name.as_str())),

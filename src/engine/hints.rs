@@ -23,6 +23,11 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
                     format!(
                         "a write token needs a grant made with `--via token`: an operator runs `zodex sprite github grant-push --repo {repo} --via token`"
                     )
+                } else if let Some(ref_name) = &decision.ref_name {
+                    format!(
+                        "{request} (a grant or YOLO scope limited with --ref covers only its refs; add `--ref {}` for this one)",
+                        ref_name.strip_prefix("refs/heads/").unwrap_or(ref_name)
+                    )
                 } else {
                     request
                 }
@@ -103,6 +108,7 @@ mod tests {
             errors: vec![],
             grant_id: None,
             yolo_id: None,
+            ref_name: None,
             repository: Some(RepoFacts {
                 key: "demo/app".into(),
                 default_branch: None,

@@ -5,6 +5,8 @@
 
 pub mod decide;
 pub mod policy;
+pub mod properties;
+pub mod refscope;
 pub mod repo;
 pub mod store;
 pub mod targets;
@@ -15,7 +17,7 @@ pub use repo::RepoName;
 pub mod authority;
 pub mod hints;
 
-pub use authority::{Authority, AuthorityError, Denial, Status};
+pub use authority::{Authority, AuthorityError, Denial, Status, YoloTerms};
 
 #[cfg(test)]
 mod tests;

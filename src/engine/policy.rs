@@ -111,7 +111,7 @@ fn load_schema() -> Result<Schema, PolicyError> {
         .map_err(|e| PolicyError::Invalid(render("builtin:zodex.cedarschema", SCHEMA_SOURCE, &e)))
 }
 
-fn read_operator_dir(dir: &Path) -> Result<Vec<(String, String)>, PolicyError> {
+pub(crate) fn read_operator_dir(dir: &Path) -> Result<Vec<(String, String)>, PolicyError> {
     let io = |source| PolicyError::Io {
         path: dir.to_path_buf(),
         source,
@@ -133,7 +133,7 @@ fn read_operator_dir(dir: &Path) -> Result<Vec<(String, String)>, PolicyError> {
 
 /// Parses one file, renames its policies after their `@id`, and validates them against the
 /// schema. Errors are rendered `file:line:col: message`.
-fn parse_file(schema: &Schema, file: &str, text: &str) -> Result<PolicySet, String> {
+pub(crate) fn parse_file(schema: &Schema, file: &str, text: &str) -> Result<PolicySet, String> {
     let parsed: PolicySet = text.parse().map_err(|e| render(file, text, &e))?;
     let mut renamed = PolicySet::new();
     let mut problems = String::new();

@@ -89,6 +89,7 @@ fn terms(ttl: Option<i64>) -> GrantTerms {
         ttl_seconds: ttl,
         allow_workflows: false,
         via: GrantVia::Gateway,
+        refs: Vec::new(),
     }
 }
 
@@ -199,7 +200,7 @@ fn revoked_grant_denies_and_the_denial_names_request_push() {
 fn yolo_for_all_installed_needs_writer_coverage_and_expires() {
     let mut w = world();
     let scopes = w
-        .op(|a, s, op| a.set_yolo(s, op, &[], Some(7200), false, NOW))
+        .op(|a, s, op| a.set_yolo(s, op, &[], YoloTerms::new(Some(7200), false), NOW))
         .unwrap();
     assert_eq!(scopes.len(), 1);
     let d = w.decide(&push("demo/app", "refs/heads/f"), NOW);
@@ -227,7 +228,7 @@ fn yolo_for_all_installed_needs_writer_coverage_and_expires() {
 #[test]
 fn yolo_for_one_repository_covers_only_it() {
     let mut w = world();
-    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], None, false, NOW))
+    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], YoloTerms::new(None, false), NOW))
         .unwrap();
     cover(&mut w.store, "demo/lib", true, true, NOW + 20_000_000);
     assert!(
@@ -241,7 +242,7 @@ fn yolo_for_one_repository_covers_only_it() {
 fn default_clears_every_yolo_scope_and_keeps_grants() {
     let mut w = world();
     w.grant("demo/app", terms(None));
-    w.op(|a, s, op| a.set_yolo(s, op, &[], None, false, NOW))
+    w.op(|a, s, op| a.set_yolo(s, op, &[], YoloTerms::new(None, false), NOW))
         .unwrap();
     let cleared = w.op(|a, s, op| a.clear_yolo(s, op, NOW)).unwrap();
     assert_eq!(cleared.len(), 1);
@@ -477,10 +478,10 @@ fn workflow_changes_need_an_allowance_on_the_grant_or_scope() {
         },
     );
     assert!(w.decide(&wf("demo/app"), NOW).allowed);
-    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], None, false, NOW))
+    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], YoloTerms::new(None, false), NOW))
         .unwrap();
     assert_denied_by(&w.decide(&wf("demo/lib"), NOW), "workflow-allowance");
-    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], None, true, NOW))
+    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], YoloTerms::new(None, true), NOW))
         .unwrap();
     assert!(w.decide(&wf("demo/lib"), NOW).allowed);
 }
@@ -495,7 +496,7 @@ fn an_expired_grants_workflow_allowance_does_not_lend_itself_to_a_live_scope() {
             ..terms(Some(10))
         },
     );
-    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/app")], None, false, NOW))
+    w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/app")], YoloTerms::new(None, false), NOW))
         .unwrap();
     let wf = Ask::Push {
         repo: repo("demo/app"),
@@ -677,7 +678,7 @@ fn the_agent_cannot_grant_set_yolo_or_read_the_audit() {
         .unwrap_err();
     assert!(matches!(err, AuthorityError::Denied(_)), "{err}");
     let err = Authority { engine: &w.engine }
-        .set_yolo(&mut w.store, &agent, &[], None, false, NOW)
+        .set_yolo(&mut w.store, &agent, &[], YoloTerms::new(None, false), NOW)
         .unwrap_err();
     assert!(matches!(err, AuthorityError::Denied(_)), "{err}");
     let err = Authority { engine: &w.engine }
@@ -702,7 +703,7 @@ fn status_shows_expired_entries_as_expired_never_active() {
             ..terms(None)
         },
     );
-    w.op(|a, s, op| a.set_yolo(s, op, &[], Some(5), false, NOW))
+    w.op(|a, s, op| a.set_yolo(s, op, &[], YoloTerms::new(Some(5), false), NOW))
         .unwrap();
     let status = w.op(|a, s, op| a.status(s, op, NOW + 10)).unwrap();
     assert_eq!(status.grants.len(), 1);
@@ -817,6 +818,7 @@ fn every_context_conforms_to_the_schema() {
         approved_by: None,
         ended_at: None,
         ended_by: None,
+        refs: Vec::new(),
     };
     let asks = [
         Ask::Read {
@@ -837,11 +839,13 @@ fn every_context_conforms_to_the_schema() {
             repo: Some(repo("demo/app")),
             ttl_seconds: Some(5),
             allow_workflows: true,
+            refs: Vec::new(),
         },
         Ask::SetYolo {
             repo: None,
             ttl_seconds: None,
             allow_workflows: false,
+            refs: Vec::new(),
         },
         Ask::ClearYolo,
         Ask::PublishPr {
@@ -877,4 +881,112 @@ fn every_context_conforms_to_the_schema() {
         );
         assert!(decision.errors.is_empty(), "{ask:?}: {decision:?}");
     }
+}
+
+fn limited(patterns: &[&str]) -> GrantTerms {
+    GrantTerms {
+        refs: patterns.iter().map(|p| p.to_string()).collect(),
+        ..terms(None)
+    }
+}
+
+#[test]
+fn a_grant_limited_to_ref_patterns_covers_only_those_refs() {
+    let mut w = world();
+    w.grant(
+        "demo/app",
+        limited(&["refs/heads/feature/*", "refs/heads/fix"]),
+    );
+    let d = w.decide(&push("demo/app", "refs/heads/feature/x/y"), NOW);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(d.policies, vec!["explicit-grant-push"]);
+    assert!(w.decide(&push("demo/app", "refs/heads/fix"), NOW).allowed);
+    for outside in [
+        "refs/heads/main",
+        "refs/heads/feature",
+        "refs/heads/fix/x",
+        "refs/heads/featurex/y",
+        "refs/tags/feature/x",
+    ] {
+        assert_no_permit(&w.decide(&push("demo/app", outside), NOW));
+    }
+    // A second grant for every ref covers the rest: the candidate is the grant that covers.
+    w.grant("demo/app", terms(Some(60)));
+    assert!(w.decide(&push("demo/app", "refs/heads/main"), NOW).allowed);
+}
+
+#[test]
+fn a_yolo_scope_limited_to_refs_covers_only_those_and_its_workflow_allowance_too() {
+    let mut w = world();
+    let scope = YoloTerms {
+        refs: vec!["refs/heads/bot/*".into()],
+        ..YoloTerms::new(None, true)
+    };
+    w.op(|a, s, op| a.set_yolo(s, op, &[], scope, NOW)).unwrap();
+    assert!(w.decide(&push("demo/lib", "refs/heads/bot/1"), NOW).allowed);
+    assert_no_permit(&w.decide(&push("demo/lib", "refs/heads/main"), NOW));
+    // A grant for every ref without an allowance: the scope's allowance covers bot/* only.
+    w.grant("demo/lib", terms(None));
+    let wf = |ref_name: &str| Ask::Push {
+        repo: repo("demo/lib"),
+        update: RefUpdate {
+            ref_name: ref_name.into(),
+            touches_workflows: true,
+            ..Default::default()
+        },
+        bundle_bytes: 10,
+    };
+    assert!(w.decide(&wf("refs/heads/bot/2"), NOW).allowed);
+    assert_denied_by(&w.decide(&wf("refs/heads/ci"), NOW), "workflow-allowance");
+}
+
+#[test]
+fn a_ref_limited_grant_never_travels_as_a_token() {
+    let mut w = world();
+    let operator = w.operator.clone();
+    let engine = &w.engine;
+    let refused = Authority { engine }.grant_push(
+        &mut w.store,
+        &operator,
+        &repo("demo/app"),
+        GrantTerms {
+            via: GrantVia::Token,
+            ..limited(&["refs/heads/feature/*"])
+        },
+        NOW,
+    );
+    match refused {
+        Err(AuthorityError::Denied(denial)) => assert!(
+            denial
+                .policies
+                .iter()
+                .any(|p| p == "ref-limited-grants-use-the-gateway"),
+            "{denial:?}"
+        ),
+        other => panic!("expected a denial: {other:?}"),
+    }
+}
+
+#[test]
+fn ref_limits_are_shown_and_audited() {
+    let mut w = world();
+    let grant = w.grant("demo/app", limited(&["refs/heads/feature/*"]));
+    assert_eq!(grant.refs, vec!["refs/heads/feature/*"]);
+    let json = serde_json::to_value(&grant).unwrap();
+    assert_eq!(json["refs"][0], "refs/heads/feature/*");
+    let status = w.op(|a, s, op| a.status(s, op, NOW)).unwrap();
+    let status = serde_json::to_value(status).unwrap();
+    assert_eq!(status["grants"][0]["refs"][0], "refs/heads/feature/*");
+    let rows = w
+        .store
+        .read(|f| f.audit_rows(&AuditFilter::default()))
+        .unwrap();
+    let granted = rows
+        .iter()
+        .find(|r| r.action == "GrantPush")
+        .expect("the grant is audited");
+    assert_eq!(
+        granted.detail.as_ref().unwrap()["refs"][0],
+        "refs/heads/feature/*"
+    );
 }

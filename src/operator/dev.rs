@@ -83,6 +83,7 @@ pub fn default_config(dir: &Path) -> Config {
         agent_uid: uid,
         operator_uids: vec![uid],
         policy_dir: None,
+        waive_properties: Vec::new(),
         targets: vec![TargetSpec {
             repo: None,
             owner: Some("demo".into()),

@@ -29,6 +29,10 @@ pub struct Config {
     /// A directory of the operator's own `*.cedar` policies, validated at start.
     #[serde(default)]
     pub policy_dir: Option<PathBuf>,
+    /// Properties (`zodex-prd policy prove`) whose failure does not refuse start: the operator
+    /// means what their policies allow. Each waiver is printed at every start and by `status`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waive_properties: Vec<String>,
     /// Repositories (or owners) this sprite may ever write to.
     #[serde(default)]
     pub targets: Vec<TargetSpec>,

@@ -47,6 +47,8 @@ pub enum DaemonError {
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let limits = config.agent_limits().map_err(HostError::Config)?;
     let host = Arc::new(Host::open(&config)?);
+    // Fail closed: a policy set that breaks a write invariant never serves.
+    host.prove_at_start()?;
     // Before the sockets and the sweeper start: a token the previous run handed out is revoked at GitHub
     // (the sweeper could only mark it, having never seen its value).
     let startup_host = host.clone();

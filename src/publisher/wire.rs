@@ -47,6 +47,10 @@ pub enum AdminRequest {
         allow_workflows: bool,
         #[serde(default)]
         via: GrantVia,
+        /// Ref patterns the grant is limited to (`feature/*`, `refs/tags/*`, `main`); none:
+        /// every ref. The publisher normalises and checks them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        refs: Vec<String>,
     },
     RevokePush {
         repo: String,
@@ -58,8 +62,14 @@ pub enum AdminRequest {
         ttl: Ttl,
         #[serde(default)]
         allow_workflows: bool,
+        /// Ref patterns the scope is limited to; none: every ref.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        refs: Vec<String>,
     },
     Default,
+    /// Prove the write invariants of the daemon's effective policy set now; the answer is a
+    /// `publisher::prove::Report`.
+    ProvePolicies,
     /// Grants, scopes and requests, each list bounded (with its total) so the answer always
     /// fits the reply cap; `requests` and `audit` page through the rest.
     Status,
@@ -504,6 +514,7 @@ mod tests {
             ttl: Ttl::Seconds(1800),
             allow_workflows: false,
             via: GrantVia::Token,
+            refs: Vec::new(),
         };
         let json = serde_json::to_string(&request).unwrap();
         assert_eq!(
@@ -529,7 +540,8 @@ mod tests {
             AdminRequest::Yolo {
                 repos: vec![],
                 ttl: Ttl::NoTtl,
-                allow_workflows: false
+                allow_workflows: false,
+                refs: vec![],
             }
         );
     }

@@ -311,6 +311,7 @@ mod tests {
             ttl_seconds: Some(1800),
             allow_workflows: false,
             via: GrantVia::Gateway,
+            refs: Vec::new(),
         }
     }
 

@@ -91,6 +91,28 @@ pub struct Grant {
     pub approved_by: Option<String>,
     pub ended_at: Option<i64>,
     pub ended_by: Option<String>,
+    /// The refs the grant covers (normalised patterns); empty: every ref.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<String>,
+}
+
+/// A JSON array of patterns in a `ref_patterns` column (NULL: none).
+pub(super) fn patterns_from(column: &str, text: Option<String>) -> rusqlite::Result<Vec<String>> {
+    match text {
+        None => Ok(Vec::new()),
+        Some(text) => serde_json::from_str(&text).map_err(|_| bad_column(column, &text)),
+    }
+}
+
+/// The column value for `patterns`: NULL when there are none.
+pub(super) fn patterns_to(patterns: &[String]) -> Option<String> {
+    (!patterns.is_empty()).then(|| serde_json::to_string(patterns).unwrap_or_default())
+}
+
+/// Does a grant or scope limited to `patterns` cover a ref with these `scopes`
+/// (`refscope::scopes_of`)? Used to pick the candidate; Cedar decides.
+pub(super) fn patterns_meet(patterns: &[String], scopes: &[String]) -> bool {
+    patterns.is_empty() || patterns.iter().any(|p| scopes.contains(p))
 }
 
 impl Grant {
@@ -117,6 +139,7 @@ impl Grant {
             approved_by: row.get("approved_by")?,
             ended_at: row.get("ended_at")?,
             ended_by: row.get("ended_by")?,
+            refs: patterns_from("grants.ref_patterns", row.get("ref_patterns")?)?,
         })
     }
 }
@@ -134,6 +157,8 @@ pub struct NewGrant {
     pub allow_workflows: bool,
     /// `Some(approver)` records the grant as active at once; `None` leaves it pending.
     pub approved_by: Option<String>,
+    /// Normalised ref patterns; empty: every ref.
+    pub refs: Vec<String>,
 }
 
 impl Facts<'_> {
@@ -147,8 +172,9 @@ impl Facts<'_> {
         };
         self.conn.execute(
             "INSERT INTO grants (repo_key, repo_display, state, created_by, reason, ttl_seconds, via,
-                                 allow_workflows, created_at, activated_at, expires_at, approved_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                 allow_workflows, created_at, activated_at, expires_at, approved_by,
+                                 ref_patterns)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 grant.repo_key,
                 grant.repo,
@@ -162,6 +188,7 @@ impl Facts<'_> {
                 active.then_some(now),
                 expires_at,
                 grant.approved_by,
+                patterns_to(&grant.refs),
             ],
         )?;
         self.grant(self.conn.last_insert_rowid())
@@ -182,14 +209,43 @@ impl Facts<'_> {
     /// The active grant for a repository that reaches furthest (no TTL first, then the latest
     /// expiry). It may already have expired: Cedar decides that against `context.now`.
     pub fn candidate_grant(&self, repo_key: &str) -> Result<Option<Grant>> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT * FROM grants WHERE repo_key = ?1 AND state = 'active'
-                 ORDER BY expires_at IS NULL DESC, expires_at DESC, id DESC LIMIT 1",
-            )?
-            .query_row([repo_key], Grant::from_row)
-            .optional()?)
+        self.candidate_grant_for(repo_key, None)
+    }
+
+    /// Like [`Self::candidate_grant`], among the grants whose ref patterns meet `scopes` (the
+    /// ref's `refscope::scopes_of`) when given: a grant for `feature/*` is no candidate for
+    /// `main` while one for every ref is. Cedar decides the match again.
+    pub fn candidate_grant_for(
+        &self,
+        repo_key: &str,
+        scopes: Option<&[String]>,
+    ) -> Result<Option<Grant>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT * FROM grants WHERE repo_key = ?1 AND state = 'active'
+             ORDER BY expires_at IS NULL DESC, expires_at DESC, id DESC",
+        )?;
+        let mut rows = stmt.query_map([repo_key], Grant::from_row)?;
+        let first = rows.next().transpose()?;
+        let Some(scopes) = scopes else {
+            return Ok(first);
+        };
+        for grant in first.into_iter().map(Ok).chain(rows) {
+            let grant = grant?;
+            if patterns_meet(&grant.refs, scopes) {
+                return Ok(Some(grant));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The active grants for a repository (live or past their expiry, not yet swept), newest
+    /// first; at most `limit`.
+    pub fn active_grants_for(&self, repo_key: &str, limit: u32) -> Result<Vec<Grant>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT * FROM grants WHERE repo_key = ?1 AND state = 'active' ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![repo_key, limit], Grant::from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Grants in the given states, newest first.
@@ -384,6 +440,7 @@ mod tests {
             via: GrantVia::Gateway,
             allow_workflows: false,
             approved_by: approved.then(|| "uid:0".into()),
+            refs: Vec::new(),
         }
     }
 

@@ -22,7 +22,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The migrations, in order. Their position (1-based) is the schema version they bring.
-const MIGRATIONS: &[&str] = &[include_str!("../../../migrations/0001_initial.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../migrations/0001_initial.sql"),
+    include_str!("../../../migrations/0002_ref_patterns.sql"),
+];
 
 /// How long a writer waits for another writer before SQLite reports `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,7 +1,8 @@
 //! YOLO scopes: time-boxed push authority over one repository or every installed one.
 
+use super::grants::{patterns_from, patterns_meet, patterns_to};
 use super::{Facts, Result};
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::{Row, params};
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -16,6 +17,9 @@ pub struct YoloScope {
     pub created_by: String,
     pub cleared_at: Option<i64>,
     pub cleared_by: Option<String>,
+    /// The refs the scope covers (normalised patterns); empty: every ref.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<String>,
 }
 
 impl YoloScope {
@@ -34,6 +38,7 @@ impl YoloScope {
             created_by: row.get("created_by")?,
             cleared_at: row.get("cleared_at")?,
             cleared_by: row.get("cleared_by")?,
+            refs: patterns_from("yolo_scopes.ref_patterns", row.get("ref_patterns")?)?,
         })
     }
 }
@@ -45,21 +50,25 @@ pub struct NewYolo {
     pub allow_workflows: bool,
     pub ttl_seconds: Option<i64>,
     pub created_by: String,
+    /// Normalised ref patterns; empty: every ref.
+    pub refs: Vec<String>,
 }
 
 impl Facts<'_> {
     pub fn insert_yolo(&self, scope: &NewYolo, now: i64) -> Result<YoloScope> {
         let (key, display) = scope.repo.clone().unzip();
         self.conn.execute(
-            "INSERT INTO yolo_scopes (repo_key, repo_display, allow_workflows, created_at, expires_at, created_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO yolo_scopes (repo_key, repo_display, allow_workflows, created_at, expires_at,
+                                      created_by, ref_patterns)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
                 key,
                 display,
                 scope.allow_workflows,
                 now,
                 scope.ttl_seconds.map(|t| now + t),
-                scope.created_by
+                scope.created_by,
+                patterns_to(&scope.refs),
             ],
         )?;
         let id = self.conn.last_insert_rowid();
@@ -72,16 +81,29 @@ impl Facts<'_> {
     /// The uncleared scope covering a repository that reaches furthest: a scope naming the
     /// repository or an all-installed scope. It may have expired; Cedar decides.
     pub fn candidate_yolo(&self, repo_key: &str) -> Result<Option<YoloScope>> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT * FROM yolo_scopes
-                 WHERE cleared_at IS NULL AND (repo_key = ?1 OR repo_key IS NULL)
-                 ORDER BY expires_at IS NULL DESC, expires_at DESC, allow_workflows DESC, id DESC
-                 LIMIT 1",
-            )?
-            .query_row([repo_key], YoloScope::from_row)
-            .optional()?)
+        self.candidate_yolo_for(repo_key, None)
+    }
+
+    /// Like [`Self::candidate_yolo`], among the scopes whose ref patterns meet `scopes` when
+    /// given (see `candidate_grant_for`). Cedar decides the match again.
+    pub fn candidate_yolo_for(
+        &self,
+        repo_key: &str,
+        scopes: Option<&[String]>,
+    ) -> Result<Option<YoloScope>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT * FROM yolo_scopes
+             WHERE cleared_at IS NULL AND (repo_key = ?1 OR repo_key IS NULL)
+             ORDER BY expires_at IS NULL DESC, expires_at DESC, allow_workflows DESC, id DESC",
+        )?;
+        let rows = stmt.query_map([repo_key], YoloScope::from_row)?;
+        for scope in rows {
+            let scope = scope?;
+            if scopes.is_none_or(|scopes| patterns_meet(&scope.refs, scopes)) {
+                return Ok(Some(scope));
+            }
+        }
+        Ok(None)
     }
 
     /// Scopes not cleared, newest first (expired ones included: callers show them as expired).
@@ -117,6 +139,7 @@ mod tests {
             allow_workflows: false,
             ttl_seconds: Some(7200),
             created_by: "uid:0".into(),
+            refs: Vec::new(),
         };
         store.write(|f| f.insert_yolo(&scope, 100)).unwrap();
         let one = NewYolo {

@@ -4,8 +4,9 @@
 
 use super::{Failure, Host, PRUNE_EVERY_SECONDS, check_ttl, parse_repo};
 use crate::engine::authority::PageRequest;
+use crate::engine::refscope::RefPattern;
 use crate::engine::store::{AuditFilter, Store};
-use crate::engine::{Ask, GrantTerms, Principal, RefUpdate};
+use crate::engine::{Ask, GrantTerms, Principal, RefUpdate, YoloTerms};
 use crate::publisher::wire::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
 
 impl Host {
@@ -92,11 +93,13 @@ impl Host {
                     ttl,
                     allow_workflows,
                     via,
+                    refs,
                 } => {
                     let terms = GrantTerms {
                         ttl_seconds: check_ttl(ttl)?,
                         allow_workflows,
                         via,
+                        refs: ref_patterns(&refs)?,
                     };
                     Response::ok(a.grant_push(s, principal, &parse_repo(&repo)?, terms, now)?)
                 }
@@ -107,16 +110,29 @@ impl Host {
                     repos,
                     ttl,
                     allow_workflows,
+                    refs,
                 } => {
                     let repos = repos
                         .iter()
                         .map(|r| parse_repo(r))
                         .collect::<Result<Vec<_>, _>>()?;
-                    let ttl = check_ttl(ttl)?;
-                    Response::ok(a.set_yolo(s, principal, &repos, ttl, allow_workflows, now)?)
+                    let terms = YoloTerms {
+                        ttl_seconds: check_ttl(ttl)?,
+                        allow_workflows,
+                        refs: ref_patterns(&refs)?,
+                    };
+                    Response::ok(a.set_yolo(s, principal, &repos, terms, now)?)
                 }
                 AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
-                AdminRequest::Status => Response::ok(a.status(s, principal, now)?),
+                AdminRequest::Status => {
+                    let mut status = serde_json::to_value(a.status(s, principal, now)?)
+                        .unwrap_or_default();
+                    if let Some(fields) = status.as_object_mut() {
+                        fields.insert("proofs".to_string(), self.proof_status());
+                    }
+                    Response::ok(status)
+                }
+                AdminRequest::ProvePolicies => Response::ok(self.prove_now()?),
                 AdminRequest::Requests { limit, before } => {
                     let page = a.requests(s, principal, PageRequest { limit, before }, now)?;
                     Response::page(page.items, page.next_before)
@@ -198,7 +214,32 @@ impl Host {
                     };
                     // The what-if is asked on the agent's behalf: may it push this?
                     let (decision, denial) = a.explain(s, &Principal::Agent, &ask, now)?;
-                    Response::ok(serde_json::json!({ "decision": decision, "denial": denial }))
+                    // The repository's grants, with the refs each is limited to and whether it
+                    // covers this ref (display only: the decision above is Cedar's).
+                    let Ask::Push { repo, update, .. } = &ask else {
+                        unreachable!("the what-if is a push")
+                    };
+                    let grants = s.read(|f| f.active_grants_for(&repo.key(), 10))?;
+                    let grants: Vec<_> = grants
+                        .iter()
+                        .map(|g| {
+                            let covers = g.refs.is_empty()
+                                || g.refs.iter().any(|p| {
+                                    RefPattern::parse(p).is_ok_and(|p| p.covers(&update.ref_name))
+                                });
+                            serde_json::json!({
+                                "id": g.id,
+                                "expires_at": g.expires_at,
+                                "refs": g.refs,
+                                "covers_ref": covers,
+                            })
+                        })
+                        .collect();
+                    Response::ok(serde_json::json!({
+                        "decision": decision,
+                        "denial": denial,
+                        "grants": grants,
+                    }))
                 }
             })
         });
@@ -218,4 +259,12 @@ fn write_key_hash(path: &std::path::Path, hex: &str) -> std::io::Result<()> {
         .set_permissions(std::fs::Permissions::from_mode(0o644))?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// The operator's ref patterns, normalised (`feature/*` → `refs/heads/feature/*`); a pattern
+/// outside the grammar is refused with what to write instead.
+fn ref_patterns(refs: &[String]) -> Result<Vec<String>, Failure> {
+    RefPattern::parse_all(refs)
+        .map(|all| all.into_iter().map(|p| p.as_str().to_string()).collect())
+        .map_err(|e| Failure::usage(e.to_string()))
 }

@@ -5,9 +5,11 @@ use super::config::Config;
 use super::config::Limits;
 use super::credentials::Cache;
 use super::github::{GitHub, GithubError};
+use super::prove::{ProveError, Report, Subject};
 use super::wire::{AgentRequest, ErrorKind, Response, Ttl, WireError};
 use crate::engine::authority::{Authority, AuthorityError};
-use crate::engine::policy::{Policies, PolicyError};
+use crate::engine::policy::PolicyError;
+use crate::engine::properties::Properties;
 use crate::engine::store::{Store, StoreError};
 use crate::engine::{Engine, GrantTerms, Principal, RepoName};
 use std::sync::Mutex;
@@ -16,6 +18,7 @@ mod admin;
 mod credential;
 mod mirror;
 mod pr;
+mod proofs;
 mod push;
 
 pub use push::{Admission, Spooled};
@@ -33,6 +36,15 @@ pub enum HostError {
     Config(String),
     #[error(transparent)]
     Github(#[from] GithubError),
+    #[error(transparent)]
+    Prove(#[from] ProveError),
+    /// A property fails for the effective policy set and is not waived: start is refused. The
+    /// report (with its counterexample) is the caller's to print.
+    #[error(
+        "refusing to start: the policies break {} of the write invariants (counterexample above); change the policy it names, or waive the property in the configuration (waive_properties) if the policy means it",
+        .0.broken().count()
+    )]
+    PropertiesFail(Box<Report>),
 }
 
 pub struct Host {
@@ -59,6 +71,11 @@ pub struct Host {
     limits: Limits,
     /// When history was last pruned (Unix seconds).
     last_prune: Mutex<Option<i64>>,
+    /// The write invariants proven of the effective set, and the configuration's waivers.
+    properties: Properties,
+    waived: Vec<String>,
+    /// One line on the proof at start, for `status`.
+    proof_summary: Mutex<String>,
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -113,7 +130,11 @@ impl Host {
             credentials.register_write(token, *expires_at);
         }
         let leftover = leftover.into_iter().map(|(token, _)| token).collect();
-        let policies = Policies::load(config.policy_dir.as_deref())?;
+        let Subject {
+            policies,
+            properties,
+            waived,
+        } = Subject::load(config.policy_dir.as_deref(), &config.waive_properties)?;
         let targets = config.targets().map_err(HostError::Config)?;
         let store = Store::open(&config.state_db())?;
         let github = config
@@ -136,6 +157,9 @@ impl Host {
             pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
             limits,
             last_prune: Mutex::new(None),
+            properties,
+            waived,
+            proof_summary: Mutex::new("not proven yet".to_string()),
         })
     }
 
@@ -247,6 +271,7 @@ impl Host {
                         ttl_seconds: check_ttl(ttl)?,
                         allow_workflows: false,
                         via: Default::default(),
+                        refs: Vec::new(),
                     };
                     let repo = parse_repo(&repo)?;
                     let cap = self.limits.max_pending_requests;

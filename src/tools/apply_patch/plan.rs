@@ -139,18 +139,25 @@ impl Plan {
                         .map_err(PatchError::ContextNotFound)?
                         .into_bytes()
                 };
-                let new = Entry::File { bytes, meta };
                 match move_to.as_deref().map(|dest| resolve(workdir, dest)) {
                     Some(dest) if dest != path => {
                         let target = self.slot(&dest)?;
-                        if let entry @ (Entry::Dir | Entry::Special) = &self.slots[target].current {
-                            return Err(not_a_file("move to", &dest, entry));
-                        }
-                        self.slots[target].current = new;
+                        // Onto an existing file, the destination keeps its own mode and owner
+                        // (as Codex's in-place write does, and as Add over a file does).
+                        let meta = match &self.slots[target].current {
+                            entry @ (Entry::Dir | Entry::Special) => {
+                                return Err(not_a_file("move to", &dest, entry));
+                            }
+                            Entry::File {
+                                meta: Some(kept), ..
+                            } => Some(kept.clone()),
+                            Entry::File { meta: None, .. } | Entry::Missing => meta,
+                        };
+                        self.slots[target].current = Entry::File { bytes, meta };
                         self.record(ChangeKind::Modified, dest, Some(path));
                     }
                     _ => {
-                        self.slots[slot].current = new;
+                        self.slots[slot].current = Entry::File { bytes, meta };
                         self.record(ChangeKind::Modified, path, None);
                     }
                 }

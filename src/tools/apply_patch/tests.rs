@@ -265,6 +265,28 @@ fn mode_is_kept_on_update_and_move() {
 }
 
 #[test]
+fn move_onto_an_existing_file_keeps_the_destinations_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    write(w, "draft.sh", "echo new\n");
+    fs::set_permissions(w.join("draft.sh"), fs::Permissions::from_mode(0o600)).unwrap();
+    write(w, "bin/run.sh", "echo old\n");
+    fs::set_permissions(w.join("bin/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    apply_patch(
+        &patch("*** Update File: draft.sh\n*** Move to: bin/run.sh\n@@\n-echo new\n+echo newer"),
+        w,
+    )
+    .unwrap();
+    assert_eq!(read(w, "bin/run.sh"), "echo newer\n");
+    assert!(!w.join("draft.sh").exists());
+    let mode = fs::metadata(w.join("bin/run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755, "the destination stays executable");
+}
+
+#[test]
 fn updating_through_a_symlink_keeps_the_link() {
     let dir = tempfile::tempdir().unwrap();
     let w = dir.path();

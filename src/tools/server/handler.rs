@@ -23,6 +23,7 @@ use super::deps::apply_patch::apply_patch;
 use super::deps::session::SessionManager;
 use super::history::{History, HistoryEntry};
 use super::http::ConnectionId;
+use super::patch_result;
 use super::schema::{self, APPLY_PATCH, EXEC_COMMAND, WRITE_STDIN};
 
 /// Everything the handler shares across requests and transports.
@@ -186,35 +187,22 @@ impl ZodexHandler {
             return Outcome::error(message, Some(workdir), summary);
         }
         let patch = request.patch;
-        let applied = tokio::task::spawn_blocking(move || apply_patch(&patch, &dir)).await;
+        let sessions = Arc::clone(&self.core.sessions);
+        let applied = tokio::task::spawn_blocking(move || {
+            apply_patch(&patch, &dir)
+                .map(|done| patch_result::bounded(&done, |list| sessions.spill_text(list)))
+        })
+        .await;
         match applied {
-            Ok(Ok(done)) => {
-                let structured = match serde_json::to_value(&done) {
-                    Ok(Value::Object(map)) => map,
-                    _ => serde_json::Map::new(),
-                };
-                let mut counts = std::collections::BTreeMap::<String, usize>::new();
-                if let Some(Value::Array(changes)) = structured.get("changes") {
-                    for change in changes {
-                        let kind = change.get("kind").and_then(Value::as_str).unwrap_or("?");
-                        *counts.entry(kind.to_string()).or_default() += 1;
-                    }
-                }
-                let result = counts
-                    .iter()
-                    .map(|(k, n)| format!("{k} {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                Outcome {
-                    structured,
-                    text: done.render(),
-                    is_error: false,
-                    context_workdir: Some(normalize(&workdir)),
-                    workdir: Some(workdir),
-                    summary,
-                    result,
-                }
-            }
+            Ok(Ok(done)) => Outcome {
+                structured: done.structured,
+                text: done.text,
+                is_error: false,
+                context_workdir: Some(normalize(&workdir)),
+                workdir: Some(workdir),
+                summary,
+                result: done.counts,
+            },
             Ok(Err(e)) => Outcome::error(e.to_string(), Some(workdir), summary),
             Err(join) => Outcome::error(
                 format!(
@@ -308,22 +296,27 @@ fn session_outcome(
     }
 }
 
-/// Removes `null` members (recursively): absent and `null` mean the same to the model, and
-/// the output schemas declare single types.
+/// Top-level members whose `null` is a value, not an absence: an exited session's
+/// `exit_code` is `null` when a signal ended the process (see `schema::NULLABLE`).
+const KEPT_NULLS: &[&str] = schema::NULLABLE;
+
+/// Removes `null` members (recursively) except `KEPT_NULLS` at the top: elsewhere absent and
+/// `null` mean the same to the model, and the output schemas declare single types.
 fn drop_nulls(map: &mut serde_json::Map<String, Value>) {
-    map.retain(|_, v| !v.is_null());
+    map.retain(|k, v| !v.is_null() || KEPT_NULLS.contains(&k.as_str()));
     for value in map.values_mut() {
-        match value {
-            Value::Object(inner) => drop_nulls(inner),
-            Value::Array(items) => {
-                for item in items {
-                    if let Value::Object(inner) = item {
-                        drop_nulls(inner);
-                    }
-                }
-            }
-            _ => {}
+        drop_nested_nulls(value);
+    }
+}
+
+fn drop_nested_nulls(value: &mut Value) {
+    match value {
+        Value::Object(inner) => {
+            inner.retain(|_, v| !v.is_null());
+            inner.values_mut().for_each(drop_nested_nulls);
         }
+        Value::Array(items) => items.iter_mut().for_each(drop_nested_nulls),
+        _ => {}
     }
 }
 

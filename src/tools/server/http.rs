@@ -12,7 +12,8 @@
 //! `Authorization`), so nothing downstream — rmcp, tracing, the access log — can ever see or
 //! log it. Access log lines carry the path, never the query.
 //!
-//! Not here: the tools (`handler.rs`), key storage (`key.rs`), process lifecycle (`mod.rs`).
+//! Not here: the tools (`handler.rs`), key storage (`key.rs`), process lifecycle (`mod.rs`),
+//! the body cap and its answer (`body.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::body::read_capped;
 use super::handler::{Core, ZodexHandler, health_json};
 use super::key::{KeyHash, presented_key, strip_key_param};
 
@@ -93,8 +95,6 @@ pub fn allowed_hosts(public_url: Option<&str>, extra: &[String]) -> Vec<String> 
 
 /// Handshake sessions kept at once; past it, an `initialize` is answered statelessly.
 const MAX_HANDSHAKE_SESSIONS: usize = 256;
-/// Largest request body read while routing (rmcp's own limit is the same).
-const MAX_BODY: usize = 4 * 1024 * 1024;
 
 /// The two faces of `/mcp`: rmcp with handshake sessions (for clients that keep
 /// `Mcp-Session-Id`: SSE streams, the session as conversation label) and rmcp stateless (for
@@ -147,29 +147,39 @@ pub fn router(core: Arc<Core>, options: HttpOptions) -> Router {
 /// an `initialize` that opens one), and to the stateless service otherwise — so a client that
 /// drops `Mcp-Session-Id`, or sends one from before a restart, is still served, and a request
 /// without any handshake (2026-07-28 style) is served too.
+///
+/// Every POST body is read here first, up to `body::MAX_BODY`; a larger one is answered with a
+/// JSON-RPC response the model can read (see `body.rs`), whichever route it would have taken.
 async fn route_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
     let session = request
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(SessionId::from);
+    let (request, bytes) = if request.method() == Method::POST {
+        let (parts, body) = request.into_parts();
+        let bytes = match read_capped(body).await {
+            Ok(bytes) => bytes,
+            Err(unread) => return unread.into_response(),
+        };
+        (
+            Request::from_parts(parts, Body::from(bytes.clone())),
+            Some(bytes),
+        )
+    } else {
+        (request, None)
+    };
     if let Some(id) = session {
         if mcp.sessions.has_session(&id).await.unwrap_or(false) {
             return mcp.stateful.handle(request).await.into_response();
         }
         return mcp.stateless.handle(request).await.into_response();
     }
-    if request.method() != Method::POST {
+    let Some(bytes) = bytes else {
         return mcp.stateless.handle(request).await.into_response();
-    }
-    let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(bytes) => bytes,
-        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response(),
     };
     let opens_session =
         is_initialize(&bytes) && mcp.sessions.sessions.read().await.len() < MAX_HANDSHAKE_SESSIONS;
-    let request = Request::from_parts(parts, Body::from(bytes));
     if opens_session {
         mcp.stateful.handle(request).await.into_response()
     } else {

@@ -7,15 +7,18 @@
 //!   captured login-shell environment, loopback by default, a fresh key per start, a TTL.
 //!
 //! Code map: [`schema`] (what the model sees), [`args`] (argument checks), [`handler`] (dispatch
-//! and result shape), [`http`] (router, key check, access log), [`key`] (capability keys),
-//! [`context`] (`zodex_context`), [`history`] (SQLite log of calls), [`config`] (the `[mcp]`
-//! configuration), [`local`] (local-mode lifecycle).
+//! and result shape), [`http`] (router, key check, access log), `body` (the request body cap
+//! and the answer past it), [`key`] (capability keys), [`context`] (`zodex_context`),
+//! [`history`] (SQLite log of calls), [`config`] (the `[mcp]` configuration), [`local`]
+//! (local-mode lifecycle), `patch_result` (an `apply_patch` result kept small, the full list
+//! spilled).
 //!
 //! Architecture invariants: this module knows nothing of GitHub, grants or tokens; its history
 //! is never an access check; it never decides anything about a command — it runs what it is
 //! given, in the workdir it is given. Windows is out of scope (Linux and macOS only).
 
 pub mod args;
+mod body;
 pub mod config;
 pub mod context;
 pub mod handler;
@@ -23,6 +26,7 @@ pub mod history;
 pub mod http;
 pub mod key;
 pub mod local;
+mod patch_result;
 pub mod schema;
 
 /// The session and patch engines this server drives.

@@ -21,7 +21,8 @@ Run a shell command on this machine, in a terminal (bash login shell, PTY). \
 `workdir` is required: the absolute path of an existing directory; the command starts there \
 (no default, and no cd is remembered between calls). \
 If the command finishes within `yield_time_ms` (default 10000) you get status \"exited\" with \
-`exit_code` and the output. Otherwise you get status \"running\" and a `session_handle`: call \
+`exit_code` and the output (`exit_code` is null when a signal ended the command, e.g. after \
+`timeout_ms` or kill_process; `signal` and `signal_name` then say which). Otherwise you get status \"running\" and a `session_handle`: call \
 write_stdin with it to read more output, type input, or kill the command. \
 Each result holds only the output produced since the previous result. Long output is saved in \
 full to `output_file` and only its tail is shown: read that file with a command (e.g. \
@@ -35,13 +36,16 @@ Leave out `chars` to just wait for new output; pass `chars` to type into the com
 \"\\n\" to press Enter; \"\\u0003\" is Ctrl-C); pass `kill_process: true` to stop it. \
 Waits up to `yield_time_ms` (default 250 when typing or polling) for output or the end of the \
 command and returns the output since the previous result, in the same shape as exec_command. \
-Once a result with status \"exited\" has been returned, the handle is gone.";
+A result with status \"exited\" always has `exit_code` (null when a signal ended the command); \
+once it has been returned, the handle is gone.";
 
 const APPLY_PATCH_DESCRIPTION: &str = "\
 Create, edit, move or delete files with a patch. `workdir` is required (absolute path); \
 relative paths in the patch are resolved against it, absolute paths are used as they are. \
 All or nothing: if any part does not apply, no file is changed and the error names the file, \
 the hunk and the lines that did not match — read the file again and send a corrected patch. \
+A patch that touches more than 100 files returns the counts and the first 100 changes; the \
+full list is in `changes_file`. \
 Format (each changed region: an optional `@@ <line near the change, e.g. a def or class>`, \
 then about 3 unchanged lines of context before and after, `-` removed lines, `+` added lines, \
 and a space before each unchanged line):\n\
@@ -102,7 +106,7 @@ fn exec_command() -> Tool {
         "properties": {
             "cmd": {
                 "type": "string",
-                "description": "The shell command line, run as `bash -lc CMD`."
+                "description": "The shell command line, run as `bash -lc CMD`. At most 131071 bytes (it is one argument); for a longer script, write it to a file with apply_patch and run the file."
             },
             "workdir": {
                 "type": "string",
@@ -183,7 +187,7 @@ fn apply_patch() -> Tool {
         "properties": {
             "changes": {
                 "type": "array",
-                "description": "One entry per file: A added, M modified, D deleted; absolute paths.",
+                "description": "One entry per file: A added, M modified, D deleted; absolute paths. Past 100 files, only the first 100 (see changes_total and changes_file).",
                 "items": {
                     "type": "object",
                     "properties": {
@@ -193,6 +197,19 @@ fn apply_patch() -> Tool {
                     },
                     "required": ["kind", "path"]
                 }
+            },
+            "changes_total": {
+                "type": "integer",
+                "description": "Present when `changes` lists only the first 100: how many files the patch touched."
+            },
+            "change_counts": {
+                "type": "object",
+                "description": "Present with changes_total: files per kind, e.g. {\"A\": 9000, \"M\": 1000}.",
+                "additionalProperties": {"type": "integer"}
+            },
+            "changes_file": {
+                "type": "string",
+                "description": "Present with changes_total: a private file holding the full list, one `KIND PATH` line per file; read it with a command."
             },
             "zodex_context": zodex_context_schema()
         },
@@ -204,20 +221,42 @@ fn apply_patch() -> Tool {
         .with_raw_output_schema(object(output))
 }
 
+/// Result fields whose `null` means something: `exit_code` of an exited session is `null`
+/// when a signal ended the process. The handler keeps these nulls; every other one is dropped.
+pub const NULLABLE: &[&str] = &["exit_code"];
+
 /// The schema of a session result (`ToolOutput`, as it serialises), plus `zodex_context`.
 /// Optional fields are left out rather than sent as `null` (the handler drops nulls), so their
 /// types are single types — the portable form (Inspector `--strict` warns about type arrays).
+/// A `NULLABLE` field is its type or `{"const": null}`, still without a type array.
 fn session_output_schema() -> Arc<JsonObject> {
     let mut schema = rmcp::handler::server::tool::schema_for_output::<ToolOutput>()
         .as_ref()
         .clone();
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
-        for prop in props.values_mut() {
+        for (name, prop) in props.iter_mut() {
             drop_null_type(prop);
+            if NULLABLE.contains(&name.as_str()) {
+                or_null(prop);
+            }
         }
         props.insert("zodex_context".into(), zodex_context_schema());
     }
     Arc::new(schema)
+}
+
+/// `{"type": T, "description": D, …}` becomes `{"description": D, "anyOf": [{"type": T, …},
+/// {"const": null}]}`.
+fn or_null(schema: &mut Value) {
+    let Value::Object(map) = schema else {
+        return;
+    };
+    let description = map.remove("description");
+    let typed = Value::Object(std::mem::take(map));
+    if let Some(description) = description {
+        map.insert("description".into(), description);
+    }
+    map.insert("anyOf".into(), json!([typed, {"const": null}]));
 }
 
 /// `{"type": ["string", "null"]}` becomes `{"type": "string"}`, and
@@ -310,6 +349,20 @@ mod tests {
             };
             assert_eq!(ok, Ok(()), "{}", tool.name);
         }
+    }
+
+    #[test]
+    fn exit_code_may_be_null_and_only_the_always_present_fields_are_required() {
+        let schema = session_output_schema();
+        let exit_code = &schema["properties"]["exit_code"];
+        assert_eq!(exit_code["anyOf"][0]["type"], "integer", "{exit_code}");
+        assert_eq!(exit_code["anyOf"][1], json!({"const": null}), "{exit_code}");
+        assert!(exit_code["description"].as_str().unwrap().contains("null"));
+        assert_eq!(schema["properties"]["signal_name"]["type"], "string");
+        assert_eq!(
+            schema["required"],
+            json!(["status", "wall_time_ms", "cwd", "output"])
+        );
     }
 
     #[test]

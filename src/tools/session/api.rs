@@ -63,15 +63,20 @@ pub enum TerminationReason {
     Killed,
 }
 
-/// The result of `exec_command` and `write_stdin`: same shape for both.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+/// The result of `exec_command` and `write_stdin`: same shape for both. Serialised with every
+/// optional field left out when absent, except `exit_code`: once `exited` it is always there,
+/// `null` when a signal ended the process. The `serde` attributes below only shape the schema
+/// (absent fields are not required); `Serialize` is written out by hand after the struct.
+#[derive(Debug, Clone, PartialEq, JsonSchema)]
 pub struct ToolOutput {
     /// `running` or `exited`.
     pub status: Status,
     /// Capability to poll, type into or kill the running process; present while `running`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_handle: Option<String>,
-    /// The exit code, when the process exited normally (or handled the signal sent to it).
+    /// Present on every `exited` result: the exit code, or null when a signal ended the
+    /// process (then `signal` and `signal_name` say which). A process that handled the signal
+    /// sent to it and exited by itself has a code.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// Why the process ended; present once `exited`.
@@ -80,6 +85,9 @@ pub struct ToolOutput {
     /// The signal number that ended the process, if a signal did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// The name of that signal, e.g. `SIGKILL`, when the OS knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal_name: Option<String>,
     /// Milliseconds since the command started (until it exited, once `exited`).
     pub wall_time_ms: u64,
     /// The working directory the command was started in.
@@ -91,7 +99,8 @@ pub struct ToolOutput {
     /// present once the output outgrew the inline limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,
-    /// Characters in the session's whole output stream so far (also past the file cap).
+    /// Characters in the session's whole output stream so far (also past the file cap), present
+    /// once the output outgrew the inline limit, even when the spill file could not be written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_chars: Option<u64>,
     /// Lines in the session's whole output stream so far (also past the file cap).
@@ -100,6 +109,53 @@ pub struct ToolOutput {
     /// `true` when `output_file` stopped at its size cap and holds only the start of the stream.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_file_truncated: Option<bool>,
+}
+
+impl Serialize for ToolOutput {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// The wire form: absent fields left out; `exit_code` kept (maybe `null`) once exited.
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            status: Status,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            session_handle: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            exit_code: Option<Option<i32>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            termination_reason: Option<TerminationReason>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            signal: Option<i32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            signal_name: Option<&'a str>,
+            wall_time_ms: u64,
+            cwd: &'a str,
+            output: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            output_file: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            output_chars: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            output_lines: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            output_file_truncated: Option<bool>,
+        }
+        Wire {
+            status: self.status,
+            session_handle: self.session_handle.as_deref(),
+            exit_code: (self.status == Status::Exited).then_some(self.exit_code),
+            termination_reason: self.termination_reason,
+            signal: self.signal,
+            signal_name: self.signal_name.as_deref(),
+            wall_time_ms: self.wall_time_ms,
+            cwd: &self.cwd,
+            output: &self.output,
+            output_file: self.output_file.as_deref(),
+            output_chars: self.output_chars,
+            output_lines: self.output_lines,
+            output_file_truncated: self.output_file_truncated,
+        }
+        .serialize(serializer)
+    }
 }
 
 impl ToolOutput {
@@ -120,7 +176,10 @@ impl ToolOutput {
                         "Timed out (timeout_ms reached) and was terminated".to_owned()
                     }
                     (Some(TerminationReason::Killed), _, _) => "Killed on request".to_owned(),
-                    (_, _, Some(sig)) => format!("Ended by signal {sig}"),
+                    (_, _, Some(sig)) => match &self.signal_name {
+                        Some(name) => format!("Ended by signal {sig} ({name})"),
+                        None => format!("Ended by signal {sig}"),
+                    },
                     (_, Some(code), _) => format!("Exited with code {code}"),
                     _ => "Exited".to_owned(),
                 };
@@ -138,6 +197,11 @@ impl ToolOutput {
             text.push_str(&format!(
                 "\nOutput so far: {chars} chars, {lines} lines; the whole stream is in {file}{cut}. \
                  Below: this call's output, or its tail if it was long."
+            ));
+        } else if let (Some(chars), Some(lines)) = (self.output_chars, self.output_lines) {
+            text.push_str(&format!(
+                "\nOutput so far: {chars} chars, {lines} lines; no spill file could be written, \
+                 so only the tail below is left of this call's output."
             ));
         }
         if self.output.is_empty() {
@@ -161,6 +225,7 @@ mod tests {
             exit_code: Some(0),
             termination_reason: Some(TerminationReason::Exit),
             signal: None,
+            signal_name: None,
             wall_time_ms: 1_234,
             cwd: "/w".into(),
             output: "hi\n".into(),

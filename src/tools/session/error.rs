@@ -14,6 +14,19 @@ pub enum ToolError {
     /// `cmd` was empty or only whitespace.
     #[error("`cmd` is empty: pass the shell command line to run, e.g. \"ls -la\".")]
     EmptyCommand,
+    /// `cmd` is longer than the OS lets one argument be (the shell receives it as one).
+    #[error(
+        "`cmd` is {bytes} bytes, but the shell receives it as one argument and Linux allows at \
+         most {max} bytes in one (MAX_ARG_STRLEN: 128 KiB with the terminating NUL), so nothing \
+         was run: write the script to a file with apply_patch, then run it (e.g. \
+         `bash ./script.sh`)."
+    )]
+    CommandTooLong {
+        /// The length of `cmd` in bytes.
+        bytes: usize,
+        /// The longest `cmd` that fits.
+        max: usize,
+    },
     /// `workdir` was not the absolute path of an existing directory.
     #[error(
         "workdir `{workdir}` {problem}: pass the absolute path of an existing directory \

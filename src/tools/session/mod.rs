@@ -12,6 +12,8 @@
 //! - `timeout_ms` below 1 s is raised to 1 s (not an error); `yield_time_ms` is clamped to
 //!   50..=60000. `exec` waits the whole yield unless the command exits; `write_stdin` also
 //!   returns once new output has arrived and then been quiet for 300 ms.
+//! - A `cmd` longer than one argument may be (128 KiB with its NUL on Linux) is refused before
+//!   anything starts, with the way out (a script file), rather than failing to spawn.
 //! - At most `max_sessions` commands run at once. Exited sessions whose final output nobody
 //!   has read yet are kept too; past `2 × max_sessions` sessions in all, the oldest of those
 //!   are forgotten.
@@ -22,9 +24,9 @@
 //!
 //! Code map: `api` request/result shapes, `error` the refusals, `config` limits and the shell,
 //! `pty` spawning on a terminal, `reader` the PTY reader thread, `ansi` and `utf8` decoding,
-//! `output` the per-session stream and spill file, `spill` the spill directory and its sweeper,
-//! `kill` finding and signalling a process tree, `process` one running command, `token` random
-//! handles. This module is the only one that keeps the table of sessions.
+//! `output` the per-session stream and spill file, `tail` its bounded tail and counts, `spill`
+//! the spill directory and its sweeper, `kill` finding and signalling a process tree,
+//! `process` one running command, `token` random handles. This module is the only one that keeps the table of sessions.
 //!
 //! Not here: MCP framing and argument validation of the JSON itself (the server), any notion of
 //! GitHub, grants or tokens. `workdir` is where a command starts, not a jail.
@@ -39,6 +41,7 @@ mod process;
 mod pty;
 mod reader;
 mod spill;
+mod tail;
 mod token;
 mod utf8;
 
@@ -66,6 +69,9 @@ const DEFAULT_TIMEOUT_MS: u64 = 7_200_000;
 const MIN_TIMEOUT_MS: u64 = 1_000;
 /// The whole stream is kept in memory up to this size; past it, it is written to a spill file.
 const HISTORY_BYTES: usize = 256 * 1024;
+/// The longest `cmd`: the shell gets it as one argument, and Linux's MAX_ARG_STRLEN allows
+/// 128 KiB per argument, the terminating NUL included.
+const MAX_CMD_BYTES: usize = 128 * 1024 - 1;
 /// After a kill, how long (beyond the grace) to wait for the exit to be reaped and drained.
 const AFTER_KILL_WAIT: Duration = Duration::from_secs(5);
 
@@ -133,6 +139,12 @@ impl SessionManager {
                 "`cmd` contains a NUL character, which no shell can run: remove it and retry."
                     .into(),
             ));
+        }
+        if req.cmd.len() > MAX_CMD_BYTES {
+            return Err(ToolError::CommandTooLong {
+                bytes: req.cmd.len(),
+                max: MAX_CMD_BYTES,
+            });
         }
         let workdir = validate_workdir(&req.workdir)?;
         let yield_time = clamp_yield(req.yield_time_ms);
@@ -208,6 +220,18 @@ impl SessionManager {
         };
         session.wait(yield_time, Wait::Quiet { since }).await;
         Ok(self.respond(&session))
+    }
+
+    /// Writes `text` to a new private spill file (0600, random name, in the spill directory the
+    /// sweeper cleans) and returns its absolute path: for any tool result too long to return
+    /// inline, not only command output.
+    pub fn spill_text(&self, text: &str) -> std::io::Result<PathBuf> {
+        let (path, mut file) = spill::create_spill_file(&self.cfg.spill_dir)?;
+        if let Err(e) = std::io::Write::write_all(&mut file, text.as_bytes()) {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+        Ok(path)
     }
 
     /// Commands currently running (started and not yet exited).

@@ -8,6 +8,7 @@
 //! deleted with the session. This module does no I/O other than writing that one file.
 
 use super::spill::create_spill_file;
+use super::tail::{Tail, count_chars_and_newlines};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,14 +33,22 @@ pub(crate) struct Taken {
     pub text: String,
     /// Set once the stream has a spill file that a call announced.
     pub file: Option<FileInfo>,
+    /// The whole-stream counts: set with `file`, and also when the stream outgrew the inline
+    /// limit but its spill file could not be written (then they are all the caller gets).
+    pub counts: Option<Counts>,
 }
 
-/// The spill file and the whole-stream counts.
+/// Chars and lines in the whole stream so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub chars: u64,
+    pub lines: u64,
+}
+
+/// The spill file.
 #[derive(Debug, Clone)]
 pub(crate) struct FileInfo {
     pub path: PathBuf,
-    pub chars: u64,
-    pub lines: u64,
     pub truncated: bool,
 }
 
@@ -125,7 +134,8 @@ impl Output {
                 }
                 (None, err) => format!(
                     "[zodex: output too long to show in full and the spill file failed ({}); \
-                     the last {} chars follow]\n{tail}",
+                     the last {} chars follow. To keep all of it, rerun with the output \
+                     redirected to a file (`CMD > out.txt 2>&1`) and read that file]\n{tail}",
                     err.as_deref().unwrap_or("unknown error"),
                     tail.chars().count()
                 ),
@@ -142,11 +152,13 @@ impl Output {
             .filter(|s| s.announced)
             .map(|s| FileInfo {
                 path: s.path.clone(),
-                chars: self.chars,
-                lines: self.lines(),
                 truncated: s.truncated,
             });
-        Taken { text, file }
+        let counts = (file.is_some() || self.spill_error.is_some()).then(|| Counts {
+            chars: self.chars,
+            lines: self.lines(),
+        });
+        Taken { text, file, counts }
     }
 
     /// The spill file's path, if one exists (announced or not).
@@ -250,91 +262,6 @@ impl Drop for SpillFile {
     }
 }
 
-/// The latest `keep` chars of a text stream, trimmed lazily (amortised O(1) per char).
-#[derive(Debug)]
-struct Tail {
-    buf: String,
-    chars: usize,
-    keep: usize,
-}
-
-impl Tail {
-    fn new(keep: usize) -> Self {
-        Self {
-            buf: String::new(),
-            chars: 0,
-            keep,
-        }
-    }
-
-    fn push(&mut self, text: &str) {
-        self.push_counted(text, text.chars().count());
-    }
-
-    /// `push` for a `text` known to have `n` chars.
-    fn push_counted(&mut self, text: &str, n: usize) {
-        if self.keep == 0 || text.is_empty() {
-            return;
-        }
-        if n >= self.keep {
-            self.buf.clear();
-            self.buf.push_str(last_chars(text, n, self.keep));
-            self.chars = self.keep;
-            return;
-        }
-        self.buf.push_str(text);
-        self.chars += n;
-        if self.chars > 2 * self.keep {
-            let start = last_chars(&self.buf, self.chars, self.keep).len();
-            let cut = self.buf.len() - start;
-            self.buf.drain(..cut);
-            self.chars = self.keep;
-        }
-    }
-
-    fn latest(&self) -> &str {
-        last_chars(&self.buf, self.chars, self.keep)
-    }
-
-    fn clear(&mut self) {
-        self.buf = String::new();
-        self.chars = 0;
-    }
-}
-
-/// Chars and `\n`s in `text`, in one pass (byte-sized counters per block, so it vectorises).
-fn count_chars_and_newlines(text: &str) -> (u64, u64) {
-    let (mut chars, mut newlines) = (0u64, 0u64);
-    for block in text.as_bytes().chunks(255) {
-        let (mut c, mut n) = (0u8, 0u8);
-        for &b in block {
-            // Every byte except UTF-8 continuation bytes (0b10xx_xxxx) starts a char.
-            c += u8::from((b as i8) >= -0x40);
-            n += u8::from(b == b'\n');
-        }
-        chars += u64::from(c);
-        newlines += u64::from(n);
-    }
-    (chars, newlines)
-}
-
-/// The last `keep` chars of `text`, which has `total` chars (walks `keep` chars from the end).
-fn last_chars(text: &str, total: usize, keep: usize) -> &str {
-    if total <= keep {
-        return text;
-    }
-    if keep == 0 {
-        return "";
-    }
-    if text.len() == total {
-        return &text[total - keep..]; // all ASCII: chars are bytes
-    }
-    match text.char_indices().rev().nth(keep - 1) {
-        Some((idx, _)) => &text[idx..],
-        None => text,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,12 +300,13 @@ mod tests {
         }
         let t = out.take();
         assert_eq!(t.text, "ne 9\n");
+        let counts = t.counts.unwrap();
         let file = t.file.unwrap();
         let content = std::fs::read_to_string(&file.path).unwrap();
         assert!(content.starts_with("first call\nline 0\n"));
         assert!(content.ends_with("line 9\n"));
-        assert_eq!(file.chars, content.chars().count() as u64);
-        assert_eq!(file.lines, 11);
+        assert_eq!(counts.chars, content.chars().count() as u64);
+        assert_eq!(counts.lines, 11);
         assert!(!file.truncated);
         let mode = std::fs::metadata(&file.path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
@@ -386,7 +314,8 @@ mod tests {
         out.push("tail");
         let t = out.take();
         assert_eq!(t.text, "tail");
-        assert_eq!(t.file.unwrap().lines, 12);
+        assert!(t.file.is_some());
+        assert_eq!(t.counts.unwrap().lines, 12);
         assert!(
             std::fs::read_to_string(&file.path)
                 .unwrap()
@@ -403,10 +332,11 @@ mod tests {
         }
         let t = out.take();
         assert_eq!(t.text, "ééé");
+        let counts = t.counts.unwrap();
         let file = t.file.unwrap();
         assert!(file.truncated);
-        assert_eq!(file.chars, 100);
-        assert_eq!(file.lines, 1);
+        assert_eq!(counts.chars, 100);
+        assert_eq!(counts.lines, 1);
         assert_eq!(std::fs::read_to_string(&file.path).unwrap(), "é".repeat(5));
     }
 
@@ -431,6 +361,7 @@ mod tests {
         out.push("abcdef");
         let t = out.take();
         assert!(t.file.is_none());
+        assert_eq!(t.counts, Some(Counts { chars: 6, lines: 1 }));
         assert!(
             t.text.ends_with("\nef") && t.text.contains("spill file failed"),
             "{}",
@@ -456,41 +387,11 @@ mod tests {
             assert!(out.history.is_none() || i == 0);
         }
         let t = out.take();
+        let counts = t.counts.unwrap();
         let file = t.file.unwrap();
-        assert_eq!(file.chars, 2_000 * chunk.len() as u64);
-        assert_eq!(file.lines, 2_000);
+        assert_eq!(counts.chars, 2_000 * chunk.len() as u64);
+        assert_eq!(counts.lines, 2_000);
         assert!(file.truncated);
         assert_eq!(std::fs::metadata(&file.path).unwrap().len(), 1 << 20);
-    }
-
-    #[test]
-    fn counts_match_the_std_definitions() {
-        let text = "héllo\n✓😀\n".repeat(100) + "tail";
-        let (chars, newlines) = count_chars_and_newlines(&text);
-        assert_eq!(chars, text.chars().count() as u64);
-        assert_eq!(newlines, text.matches('\n').count() as u64);
-    }
-
-    #[test]
-    fn last_chars_counts_from_the_end() {
-        assert_eq!(last_chars("héllo", 5, 3), "llo");
-        assert_eq!(last_chars("héllo", 5, 4), "éllo");
-        assert_eq!(last_chars("héllo", 5, 9), "héllo");
-        assert_eq!(last_chars("héllo", 5, 0), "");
-        assert_eq!(last_chars("hello", 5, 2), "lo");
-    }
-
-    #[test]
-    fn tail_keeps_the_latest_chars_across_many_pushes() {
-        let mut tail = Tail::new(4);
-        for c in "abcdefghijklmnop".chars() {
-            tail.push(&c.to_string());
-        }
-        assert_eq!(tail.latest(), "mnop");
-        tail.push("xy");
-        assert_eq!(tail.latest(), "opxy");
-        assert!(tail.buf.len() <= 8 * 4);
-        tail.push("0123456789");
-        assert_eq!(tail.latest(), "6789");
     }
 }

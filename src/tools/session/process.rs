@@ -347,12 +347,16 @@ impl Session {
             exit_code: finished.and_then(|f| f.exit_code),
             termination_reason: finished.map(|f| f.reason),
             signal: finished.and_then(|f| f.signal),
+            signal_name: finished
+                .and_then(|f| f.signal)
+                .and_then(|n| nix::sys::signal::Signal::try_from(n).ok())
+                .map(|s| s.as_str().to_owned()),
             wall_time_ms: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
             cwd: self.cwd.clone(),
             output: taken.text,
             output_file: file.as_ref().map(|f| f.path.to_string_lossy().into_owned()),
-            output_chars: file.as_ref().map(|f| f.chars),
-            output_lines: file.as_ref().map(|f| f.lines),
+            output_chars: taken.counts.map(|c| c.chars),
+            output_lines: taken.counts.map(|c| c.lines),
             output_file_truncated: file.as_ref().map(|f| f.truncated),
         }
     }

@@ -1,0 +1,77 @@
+//! The proofs as the daemon hosts them: proven once at start (a broken, unwaived property
+//! refuses start), again on an operator's `policy prove`, and summed up in `status`.
+
+use super::{Failure, Host, HostError};
+use crate::publisher::prove::{ProveError, Report, SolverCommand, prove};
+use crate::publisher::wire::ErrorKind;
+
+impl Host {
+    /// Proves the write invariants of the effective set before the daemon serves. Without a
+    /// solver the daemon starts, loudly unproven; with one, a property that fails and is not
+    /// waived refuses start with its counterexample.
+    pub fn prove_at_start(&self) -> Result<Option<Report>, HostError> {
+        for waived in &self.waived {
+            tracing::warn!(
+                property = %waived,
+                "this write invariant is waived by the configuration (waive_properties): the policies may break it"
+            );
+        }
+        let Some(solver) = SolverCommand::find() else {
+            let summary = "NOT PROVEN: no SMT solver (cvc5 or z3) on zodex-prd's PATH; install cvc5 (`apt-get install cvc5`) and restart";
+            tracing::warn!("the policies' write invariants are {summary}");
+            self.set_proof_summary(summary.to_string());
+            return Ok(None);
+        };
+        let report = self.prove_with(&solver)?;
+        if !report.all_hold_or_waived() {
+            return Err(HostError::PropertiesFail(Box::new(report)));
+        }
+        tracing::info!(
+            properties = report.verdicts.len(),
+            waived = self.waived.len(),
+            ms = report.elapsed_ms,
+            "the policies' write invariants are proven"
+        );
+        Ok(Some(report))
+    }
+
+    /// An operator's `policy prove`: the same proof, answered as a report.
+    pub(super) fn prove_now(&self) -> Result<Report, Failure> {
+        let solver = SolverCommand::find()
+            .ok_or_else(|| Failure::new(ErrorKind::Internal, ProveError::NoSolver.to_string()))?;
+        self.prove_with(&solver)
+            .map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))
+    }
+
+    /// What `status` shows of the proofs: the summary and every waiver.
+    pub(super) fn proof_status(&self) -> serde_json::Value {
+        let summary = self
+            .proof_summary
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        serde_json::json!({ "summary": summary, "waived": self.waived })
+    }
+
+    fn prove_with(&self, solver: &SolverCommand) -> Result<Report, HostError> {
+        let report = prove(
+            self.engine.policies(),
+            &self.properties,
+            &self.waived,
+            solver,
+        )?;
+        let holding = report.verdicts.iter().filter(|v| v.holds()).count();
+        self.set_proof_summary(format!(
+            "{holding} of {} write invariants hold, {} waived (proven with {} in {} ms)",
+            report.verdicts.len(),
+            self.waived.len(),
+            report.solver,
+            report.elapsed_ms
+        ));
+        Ok(report)
+    }
+
+    fn set_proof_summary(&self, summary: String) {
+        *self.proof_summary.lock().unwrap_or_else(|p| p.into_inner()) = summary;
+    }
+}
