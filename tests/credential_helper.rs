@@ -501,6 +501,44 @@ fn a_write_token_whose_revocation_failed_is_revoked_when_its_grant_ends() {
     }
 }
 
+/// Under a `--via token` grant the helper tells git the token dies with the grant: the expiry
+/// is the earlier of the token's (1 h here) and the grant's end (2 min), on the first `get`
+/// and on one served from the cache.
+#[test]
+fn a_write_tokens_expiry_is_the_grants_end_when_that_comes_first() {
+    let rig = Rig::start(Duration::from_secs(3600));
+    let before = chrono::Utc::now().timestamp();
+    let granted =
+        rig.admin(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":120},"via":"token"}"#);
+    assert_eq!(granted["ok"], true, "{granted}");
+    let grant_end = granted["result"]["expires_at"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("the grant's expires_at: {granted}"));
+    assert!(
+        (before + 120..=before + 130).contains(&grant_end),
+        "{granted}"
+    );
+    for attempt in ["minted", "cached"] {
+        let (answer, stderr) = rig.get("app");
+        let expiry: i64 = field(&answer, "password_expiry_utc")
+            .unwrap_or_else(|| panic!("{attempt}: no expiry: {answer}{stderr}"))
+            .parse()
+            .unwrap();
+        assert_eq!(
+            expiry, grant_end,
+            "{attempt}: the token lives 1 h, the grant ends first"
+        );
+    }
+    // A read token (no grant) keeps the token's own expiry.
+    rig.admin(r#"{"op":"revoke_push","repo":"demo/app"}"#);
+    let (read, _) = rig.get("app");
+    let expiry: i64 = field(&read, "password_expiry_utc")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(expiry > before + 3000, "{read}");
+}
+
 /// git's stderr from a clone and from a fetch of a repository no App covers: the helper's one
 /// line, then git stopping at its word (`quit=1`) instead of asking for a username.
 #[test]

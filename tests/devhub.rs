@@ -844,3 +844,36 @@ fn an_unknown_or_repeated_api_version_is_refused_like_github() {
         "API version 2022-11-28, 2022-11-28 is not supported."
     );
 }
+
+#[test]
+fn a_repeated_user_agent_is_refused_naming_both() {
+    let demo = Demo::start();
+    let send = |agents: &[&str]| {
+        let mut request = demo
+            .client
+            .get(format!("{}/app", demo.hub.api_url()))
+            .header("accept", "application/vnd.github+json")
+            .header("x-github-api-version", "2022-11-28")
+            .header(
+                "authorization",
+                format!("Bearer {}", demo.jwt(AppKind::Reader)),
+            );
+        for agent in agents {
+            request = request.header("user-agent", *agent);
+        }
+        let response = request.send().unwrap();
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().unwrap();
+        (
+            status,
+            body["message"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    assert_eq!(send(&["zodex-prd/1"]).0, 200);
+    let (status, message) = send(&["zodex-prd/1", "octocrab"]);
+    assert_eq!(status, 400, "{message}");
+    assert_eq!(
+        message,
+        "User-Agent sent 2 times (zodex-prd/1, octocrab); send exactly one."
+    );
+}

@@ -413,3 +413,66 @@ fn a_wrong_key_is_unauthorized_not_retried() {
         );
     });
 }
+
+/// Every request the client makes carries exactly one `User-Agent`, ours: read off the wire by
+/// a bare HTTP listener, and accepted by devhub (which refuses a repeated agent).
+#[test]
+fn every_request_sends_exactly_one_user_agent_zodex_prd() {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let heads = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut head = Vec::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim_end().is_empty() {
+                break;
+            }
+            head.push(line.trim_end().to_string());
+        }
+        let body = r#"{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}"#;
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        head
+    });
+    let demo = Demo::start();
+    block_on(async {
+        let github = demo.publisher_client(&url);
+        let found = github
+            .installation_id(App::Writer, &repo("demo/app"))
+            .await
+            .unwrap();
+        assert_eq!(found, None);
+    });
+    let head = heads.join().unwrap();
+    let agents: Vec<&str> = head
+        .iter()
+        .filter_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("user-agent")
+                .then(|| value.trim())
+        })
+        .collect();
+    assert_eq!(
+        agents,
+        [concat!("zodex-prd/", env!("CARGO_PKG_VERSION"))],
+        "{head:#?}"
+    );
+
+    // And devhub, which refuses a repeated agent, answers the whole coverage check.
+    block_on(async {
+        let coverage = client(&demo)
+            .check_coverage(&repo("demo/app"), now())
+            .await
+            .unwrap();
+        assert!(coverage.writer.installed);
+    });
+}

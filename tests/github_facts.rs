@@ -286,11 +286,13 @@ fn an_unknown_default_branch_refuses_force_and_delete_with_a_clear_reason() {
         kind: FaultKind::Delay { ms: 0 },
         times: 3,
         scope: FaultScope::Api,
+        request: None,
     });
     rig.demo.hub.inject(Fault {
         kind: FaultKind::SecondaryRateLimit { retry_after: 3600 },
         times: 1,
         scope: FaultScope::Api,
+        request: None,
     });
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");

@@ -44,7 +44,8 @@ fn reconfigure(dev: &mut Dev, extra: &str) {
     dev.info = dev
         .zodex(&["dev", "up", "--json", "--dir", &dir])
         .ok()
-        .json();
+        .json()["result"]
+        .clone();
 }
 
 fn request(dev: &Dev, repo: &str, reason: &str) -> support::dev::Run {

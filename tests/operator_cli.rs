@@ -99,7 +99,7 @@ fn revoke_push_ends_grants_and_explain_reflects_it() {
         .zodex(&["sprite", "github", "revoke-push", "--repo", "demo/app"])
         .ok();
     assert!(run.stdout.contains("Nothing to revoke"), "{}", run.stdout);
-    // Without a local GitHub no repository has writer-App coverage yet: that forbid decides.
+    // No grant any more: nothing permits the push (coverage was checked by the first explain).
     let run = dev
         .zodex(&[
             "sprite",
@@ -120,7 +120,8 @@ fn revoke_push_ends_grants_and_explain_reflects_it() {
         explained["result"]["decision"]["grant_id"],
         serde_json::Value::Null
     );
-    // Explain left no audit row.
+    // Explain left no decision in the audit log; its one coverage check (read-only, the first
+    // time GitHub was asked about demo/app) is there as such.
     let audit = dev.github_json(&["audit", "--repo", "demo/app"]);
     let actions: Vec<&str> = audit["result"]
         .as_array()
@@ -128,7 +129,10 @@ fn revoke_push_ends_grants_and_explain_reflects_it() {
         .iter()
         .map(|r| r["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, vec!["GrantPush", "RevokePush", "RevokePush"]);
+    assert_eq!(
+        actions,
+        vec!["GrantPush", "CheckCoverage", "RevokePush", "RevokePush"]
+    );
 }
 
 #[test]
@@ -331,7 +335,7 @@ fn concurrent_commands_never_lose_an_update() {
 fn sprite_registry_choice_and_errors() {
     let dev = Dev::up();
     let list = dev.zodex(&["sprite", "list", "--json"]).ok().json();
-    assert_eq!(list[0]["name"], "dev");
+    assert_eq!(list["result"][0]["name"], "dev");
     dev.zodex(&["sprite", "add", "far", "--exec", "sprite exec -s far --"])
         .ok();
     dev.zodex(&["sprite", "add", "far", "--local"]).code(1);
@@ -686,6 +690,108 @@ fn the_dev_up_walkthrough_works_end_to_end() {
     let (ok, out) = agent("cd app && git push origin HEAD:refs/heads/hi-again");
     assert!(!ok, "{out}");
     assert!(out.contains("request-push"), "{out}");
+}
+
+/// A fresh `zodex dev up`, nothing has touched GitHub yet: `policy explain` checks which Apps
+/// are installed (read-only calls, audited as a coverage check) instead of calling "not
+/// checked yet" "not installed", and shows GitHub's default branch. When GitHub fails that
+/// check, it says so (exit 1, never 3) with the command to try again.
+#[test]
+fn explain_on_a_fresh_rig_checks_coverage_instead_of_saying_not_installed() {
+    let dev = Dev::up();
+    let explain = |repo: &str| {
+        dev.zodex(&[
+            "sprite", "policy", "explain", "--action", "push", "--repo", repo, "--ref", "feature",
+        ])
+    };
+    let run = explain("demo/app").code(3);
+    assert!(!run.stdout.contains("not installed"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("default branch main") && run.stdout.contains("writer installed true"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("grant-push --repo demo/app"),
+        "{}",
+        run.stdout
+    );
+    let audit = dev.github_json(&["audit", "--repo", "demo/app"]);
+    let checks: Vec<&serde_json::Value> = audit["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["action"] == "CheckCoverage")
+        .collect();
+    assert_eq!(checks.len(), 1, "{audit:#}");
+    assert_eq!(checks[0]["decision"], "event");
+
+    // GitHub failing the check: GitHub's failure, worded as such, with what to run again.
+    let hub = zodex::devhub::RunInfo::load(&dev.dir.join("devhub")).unwrap();
+    let injected = reqwest::blocking::Client::new()
+        .post(format!("{}/_devhub/faults", hub.api_url))
+        .header(zodex::devhub::ADMIN_KEY_HEADER, &hub.admin_key)
+        .json(&serde_json::json!({"kind": "status", "status": 502, "times": 1000}))
+        .send()
+        .unwrap();
+    assert_eq!(injected.status().as_u16(), 204);
+    let run = explain("demo/lib").code(1);
+    for words in [
+        "GitHub answered 502",
+        "demo/lib",
+        "unknown",
+        "try again",
+        "zodex sprite policy explain",
+    ] {
+        assert!(
+            run.stderr.contains(words),
+            "should say {words:?}: {}",
+            run.stderr
+        );
+    }
+    for words in ["not installed", "denied", "policy refused"] {
+        assert!(!run.stderr.contains(words), "{}", run.stderr);
+    }
+    let json = dev
+        .zodex(&[
+            "sprite", "policy", "explain", "--action", "push", "--repo", "demo/lib", "--ref",
+            "feature", "--json",
+        ])
+        .code(1)
+        .json();
+    assert_eq!(json["error"]["kind"], "upstream");
+}
+
+/// `status` says, per active or pending grant, whether the writer App covers its repository —
+/// and "unknown" with the command that checks, never "not installed", before anything has
+/// asked GitHub.
+#[test]
+fn status_says_unknown_coverage_is_unknown_with_the_command_that_checks() {
+    let dev = Dev::up();
+    dev.zodex(&["sprite", "github", "grant-push", "--repo", "demo/app"])
+        .ok();
+    let run = dev.zodex(&["sprite", "github", "status"]).ok();
+    assert!(!run.stdout.contains("not installed"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("writer App: unknown")
+            && run
+                .stdout
+                .contains("zodex sprite policy explain --action push --repo demo/app"),
+        "{}",
+        run.stdout
+    );
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["grants"][0]["writer_app"], "unknown");
+
+    // Checked (explain checks): now it is known, on both sides.
+    dev.zodex(&[
+        "sprite", "policy", "explain", "--action", "push", "--repo", "demo/app", "--ref", "feature",
+    ])
+    .ok();
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["grants"][0]["writer_app"], "installed");
+    let run = dev.agent(&["github", "status"]).ok();
+    assert!(!run.stdout.contains("unknown"), "{}", run.stdout);
 }
 
 /// A shell as the agent of `dev`'s sprite (its `env.sh` sourced) in a work directory: runs a

@@ -328,6 +328,7 @@ fn a_publish_killed_before_its_push_is_retried_into_one_pull_request() {
         kind: FaultKind::Delay { ms: 1500 },
         times: 50,
         scope: FaultScope::Git,
+        request: None,
     });
     let first = rig.spawn_agent(&app, &args);
     rig.wait_for_log("publication recorded");
@@ -403,6 +404,7 @@ fn a_pull_request_github_refuses_leaves_no_branch_and_says_why() {
         kind: FaultKind::Delay { ms: 1500 },
         times: 50,
         scope: FaultScope::Git,
+        request: None,
     });
     let publish = rig.spawn_agent(
         &app,
@@ -507,4 +509,126 @@ fn a_dry_run_decides_every_ref_and_pushes_nothing() {
             .any(|r| r["ref_name"] == "refs/heads/dry" && r["outcome"] == "dry run: not pushed"),
         "{rows:?}"
     );
+}
+
+/// `publish-pr` where GitHub opens the pull request but its answers are lost: `times` answers
+/// to `POST /repos/demo/app/pulls` are 502 after the request was carried out. Returns the
+/// agent's JSON answer, the branch and the pull requests GitHub has.
+fn publish_with_lost_answers(times: u32) -> (serde_json::Value, Vec<serde_json::Value>, String) {
+    use zodex::devhub::Fault;
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(&app, "lost.txt", b"l\n", "survive a lost answer");
+    rig.demo
+        .hub
+        .inject(Fault::status_after(502, times).matching("POST", "/repos/demo/app/pulls"));
+    let out = rig.agent(
+        &app,
+        &[
+            "publish-pr",
+            "--repo",
+            "demo/app",
+            "--title",
+            "Lost answer",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out), rig.log());
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let branch = answer["result"]["branch"].as_str().unwrap().to_string();
+    assert_eq!(
+        rig.remote_sha("app", &format!("refs/heads/{branch}")),
+        Some(head(&app)),
+        "the branch of the open pull request is kept"
+    );
+    (answer, rig.pulls("app"), branch)
+}
+
+#[test]
+fn a_pull_request_github_opened_before_a_502_is_adopted_not_opened_twice() {
+    // The retry of the lost POST is GitHub's 422 "A pull request already exists for …".
+    let (answer, pulls, branch) = publish_with_lost_answers(1);
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert_eq!(pulls[0]["state"], "open");
+    assert_eq!(pulls[0]["head"]["ref"], branch.as_str());
+    assert_eq!(answer["result"]["number"], pulls[0]["number"]);
+    assert_eq!(answer["result"]["url"], pulls[0]["html_url"]);
+}
+
+#[test]
+fn a_pull_request_github_opened_is_adopted_even_when_every_answer_is_lost() {
+    // Every attempt is lost (the first opens it, the retries are refused as duplicates): the
+    // failure's cleanup finds the open pull request, adopts it and keeps its branch.
+    let (answer, pulls, branch) = publish_with_lost_answers(4);
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert_eq!(pulls[0]["head"]["ref"], branch.as_str());
+    assert_eq!(answer["result"]["number"], pulls[0]["number"]);
+}
+
+/// GitHub answering 502 to everything is GitHub's failure, said as such: exit 1 (never 3, which
+/// is a policy's refusal), what was being done, that nothing was pushed, and to try again.
+#[test]
+fn github_answering_502_is_an_upstream_failure_not_a_refusal() {
+    use zodex::devhub::{Fault, FaultScope};
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    rig.grant_push("demo/app");
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "feature"]);
+    commit_file(&app, "down.txt", b"d\n", "while GitHub is down");
+    rig.demo
+        .hub
+        .inject(Fault::status(502, 10_000).on(FaultScope::Any));
+
+    let check = |what: &str, out: &std::process::Output| {
+        let said = stderr(out);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", text(out));
+        for words in [
+            "GitHub answered 502",
+            "demo/app",
+            "nothing was pushed",
+            "try again",
+        ] {
+            assert!(said.contains(words), "{what} should say {words:?}: {said}");
+        }
+        for words in ["denied", "policy", "not installed", "refused"] {
+            assert!(
+                !said.to_lowercase().contains(words),
+                "{what} must not read as a refusal ({words:?}): {said}"
+            );
+        }
+    };
+    // The credential helper, for a repository whose coverage was never checked.
+    let (answer, said) = rig.get("lib");
+    assert!(!answer.contains("password="), "no token: {answer}");
+    for words in [
+        "GitHub answered 502",
+        "demo/lib",
+        "no token was handed out",
+        "try again",
+    ] {
+        assert!(
+            said.contains(words),
+            "credential get should say {words:?}: {said}"
+        );
+    }
+    assert!(!said.to_lowercase().contains("denied"), "{said}");
+    let publish = rig.agent(
+        &app,
+        &["publish-pr", "--repo", "demo/app", "--title", "Down"],
+    );
+    check("publish-pr", &publish);
+    let push = rig.agent_git(&app, &["push", "origin", "feature"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    let said = stderr(&push);
+    assert!(said.contains("GitHub answered 502"), "{said}");
+    assert!(said.contains("try again"), "{said}");
+    assert!(said.contains("nothing was pushed"), "{said}");
+    for words in ["denied", "refused", "policy"] {
+        assert!(!said.to_lowercase().contains(words), "{said}");
+    }
+    rig.demo.hub.clear_faults();
+    assert_eq!(rig.remote_sha("app", "refs/heads/feature"), None);
+    assert!(rig.pulls("app").is_empty());
 }

@@ -9,7 +9,7 @@ use super::bundle::{self, BundleBuildError};
 use super::client::{self, ClientError};
 use super::publish::repo_of_url;
 use crate::engine::RepoName;
-use crate::publisher::wire::{AgentRequest, PushOutcome, PushUpdate, Response};
+use crate::publisher::wire::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -26,6 +26,9 @@ pub enum HelperError {
     Bundle(#[from] BundleBuildError),
     #[error("zodex-prd refused: {0}")]
     Refused(String),
+    /// zodex-prd could not do it, for a reason not a refusal (GitHub failing, its own error).
+    #[error("{0}")]
+    Failed(String),
     #[error("talking to git failed: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -184,7 +187,12 @@ impl Helper {
             if let Some(unblock) = error.unblock.filter(|u| !message.contains(u.as_str())) {
                 message.push_str(&format!("; {unblock}"));
             }
-            return Err(HelperError::Refused(message));
+            return Err(match error.kind {
+                ErrorKind::Denied | ErrorKind::Usage | ErrorKind::Forbidden => {
+                    HelperError::Refused(message)
+                }
+                _ => HelperError::Failed(message),
+            });
         }
         Ok(response)
     }
@@ -260,7 +268,7 @@ impl Helper {
         let outcome: PushOutcome = match answer {
             Ok(response) => serde_json::from_value(response.result.unwrap_or_default())
                 .map_err(|e| HelperError::Refused(format!("unreadable push answer: {e}")))?,
-            Err(HelperError::Refused(why)) => {
+            Err(HelperError::Refused(why) | HelperError::Failed(why)) => {
                 // Refused as a whole (before the body): every ref gets the reason.
                 let mut all = local_errors;
                 all.extend(updates.iter().map(|u| (u.dst.clone(), Err(why.clone()))));

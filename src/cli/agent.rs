@@ -227,10 +227,7 @@ fn request_push(config: Option<&PathBuf>, json: bool, request: &AgentRequest, wa
                     eprintln!();
                 }
                 if json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&state).unwrap_or_default()
-                    );
+                    super::print_json(&state);
                 } else {
                     eprintln!(
                         "error: request #{id} was {other}; ask the operator why, or request again"
@@ -239,7 +236,11 @@ fn request_push(config: Option<&PathBuf>, json: bool, request: &AgentRequest, wa
                 return super::EXIT_DENIED;
             }
             None => {
-                eprintln!("{}", render::error_text(&state));
+                if json {
+                    super::print_json(&state);
+                } else {
+                    eprintln!("{}", render::error_text(&state));
+                }
                 return EXIT_FAILURE;
             }
         }

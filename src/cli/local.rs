@@ -1,11 +1,13 @@
 //! `zodex local start|stop|status|history`: clap definitions and output (human by default,
-//! `--json` for scripts). The lifecycle lives in `tools::server::local`; this file only parses,
-//! prints and maps errors to exit codes (0 ok, 2 usage, 1 other).
+//! `--json` for scripts, in the one envelope of docs/json.md, errors included). The lifecycle
+//! lives in `tools::server::local`; this file only parses, prints and maps errors to exit codes
+//! (0 ok, 2 usage, 1 other).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::engine::ttl::{format_duration, parse_ttl};
+use crate::publisher::wire::{ErrorKind, Response};
 use crate::tools::server::local::{self, LocalPaths, Running, StartOptions};
 use crate::tools::server::{self, UsageError};
 
@@ -57,9 +59,35 @@ pub enum LocalCommand {
 }
 
 /// Runs one `zodex local` command; returns the exit code.
+impl LocalCommand {
+    fn json(&self) -> bool {
+        match self {
+            Self::Start { json, .. }
+            | Self::Stop { json }
+            | Self::Status { json }
+            | Self::History { json, .. } => *json,
+        }
+    }
+}
+
 pub fn run(command: LocalCommand) -> anyhow::Result<i32> {
+    let json = command.json();
     Ok(match run_inner(command) {
         Ok(code) => code,
+        Err(e) if json => {
+            let usage = e.downcast_ref::<UsageError>().is_some();
+            let kind = if usage {
+                ErrorKind::Usage
+            } else {
+                ErrorKind::Internal
+            };
+            super::print_json(&Response::error(kind, format!("{e:#}")));
+            if usage {
+                super::EXIT_USAGE
+            } else {
+                super::EXIT_FAILURE
+            }
+        }
         Err(e) => super::serve::report(&e),
     })
 }
@@ -107,7 +135,7 @@ fn run_inner(command: LocalCommand) -> anyhow::Result<i32> {
         LocalCommand::Stop { json } => {
             let stopped = local::stop(&paths)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&stopped)?);
+                super::print_json_ok(&stopped);
             } else {
                 match stopped.pid {
                     None => println!("Zodex local server is not running."),
@@ -122,7 +150,7 @@ fn run_inner(command: LocalCommand) -> anyhow::Result<i32> {
         LocalCommand::Status { json } => {
             let status = local::status(&paths)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
+                super::print_json_ok(&status);
             } else {
                 match &status.server {
                     None => println!("Zodex local server is not running."),
@@ -135,7 +163,7 @@ fn run_inner(command: LocalCommand) -> anyhow::Result<i32> {
             let since = since.as_deref().map(parse_duration).transpose()?;
             let entries = local::history(&paths, since)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&entries)?);
+                super::print_json_ok(&entries);
             } else if entries.is_empty() {
                 println!("No tool calls recorded.");
             } else {
@@ -181,10 +209,7 @@ fn foreground_args(options: &StartOptions) -> Vec<String> {
 
 fn print_running(running: &Running, json: bool, title: &str) {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(running).unwrap_or_default()
-        );
+        super::print_json_ok(running);
         return;
     }
     println!("{title} (pid {}).", running.pid);

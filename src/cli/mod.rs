@@ -21,6 +21,36 @@ pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_DENIED: i32 = 3;
 
+/// The version of the `--json` envelope (docs/json.md); raised when a field changes meaning or
+/// goes away, never for an added field.
+pub const JSON_VERSION: u32 = 1;
+
+/// What every `--json` output is: the envelope's version, then the answer (`ok`, `result` or
+/// `error`, and `next_before` on a page).
+#[derive(serde::Serialize)]
+struct Envelope<'a> {
+    version: u32,
+    #[serde(flatten)]
+    response: &'a Response,
+}
+
+/// Prints `response` in the `--json` envelope (controls written as `\uXXXX`).
+pub fn print_json(response: &Response) {
+    println!(
+        "{}",
+        render::json_pretty(&Envelope {
+            version: JSON_VERSION,
+            response,
+        })
+    );
+}
+
+/// Prints `result` as a successful `--json` answer; returns exit code 0.
+pub fn print_json_ok(result: impl serde::Serialize) -> i32 {
+    print_json(&Response::ok(result));
+    EXIT_OK
+}
+
 /// clap value parser for `--ttl`.
 pub fn ttl_arg(text: &str) -> Result<Duration, String> {
     crate::engine::ttl::parse_ttl(text).map_err(|e| e.to_string())
@@ -52,7 +82,7 @@ pub fn print_response(
     render: impl FnOnce(&serde_json::Value) -> String,
 ) -> i32 {
     if json {
-        println!("{}", render::json_pretty(response));
+        print_json(response);
     } else if let (true, Some(result)) = (response.ok, &response.result) {
         let text = render(result);
         if !text.is_empty() {
@@ -67,8 +97,7 @@ pub fn print_response(
 /// Prints an error that happened before any response (transport, configuration).
 pub fn print_failure(error: &dyn std::fmt::Display, json: bool) -> i32 {
     if json {
-        let response = Response::error(ErrorKind::Internal, error.to_string());
-        println!("{}", render::json_pretty(&response));
+        print_json(&Response::error(ErrorKind::Internal, error.to_string()));
     } else {
         // Transport errors relay what the sprite printed: never raw to the terminal.
         eprintln!("error: {}", render::safe(&error.to_string()));

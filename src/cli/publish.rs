@@ -20,11 +20,7 @@ pub struct PublishArgs {
 
 fn usage(message: String, json: bool) -> i32 {
     if json {
-        let response = Response::error(ErrorKind::Usage, message);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&response).unwrap_or_default()
-        );
+        super::print_json(&Response::error(ErrorKind::Usage, message));
     } else {
         eprintln!("error: {message}");
     }

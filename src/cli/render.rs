@@ -253,6 +253,22 @@ pub fn cleared(list: &Value) -> String {
     format!("Cleared {n} YOLO scope(s); explicit grants are untouched.")
 }
 
+/// What a status line says about the writer App's coverage of the grant's repository: nothing
+/// when installed; "unknown" — never "not installed" — with the command that checks when the
+/// publisher has no fresh check.
+fn writer_app_note(grant: &Value) -> Option<String> {
+    let repo = s(grant, "repo");
+    match grant.get("writer_app").and_then(Value::as_str)? {
+        "not_installed" => Some(format!(
+            "writer App: not installed on {repo} (checked); pushes are refused until it is installed there"
+        )),
+        "unknown" => Some(format!(
+            "writer App: unknown (not checked yet, or the check is stale); `zodex sprite policy explain --action push --repo {repo} --ref BRANCH` checks it"
+        )),
+        _ => None,
+    }
+}
+
 pub fn status(v: &Value) -> String {
     let mut out = String::new();
     let section =
@@ -270,6 +286,9 @@ pub fn status(v: &Value) -> String {
                 let _ = writeln!(out, "  {}", line(item));
                 if let Some(w) = item.get("warning").and_then(Value::as_str) {
                     let _ = writeln!(out, "    warning: {}", safe(w));
+                }
+                if let Some(note) = writer_app_note(item) {
+                    let _ = writeln!(out, "    {note}");
                 }
             }
             // The publisher shows a bounded number of each; it says how many there are in all.
@@ -377,14 +396,29 @@ pub fn explain(v: &Value) -> String {
         }
     );
     if let Some(repo) = decision.get("repository") {
+        // Coverage not checked (or stale) is "unknown", never "not installed".
+        let known = repo
+            .get("coverage_known")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        let installed = |key: &str| {
+            if known {
+                b(repo, key).to_string()
+            } else {
+                "unknown".to_string()
+            }
+        };
+        let branch = match repo.get("default_branch").and_then(Value::as_str) {
+            Some(branch) => safe(branch).into_owned(),
+            None => "unknown".to_string(),
+        };
         let _ = write!(
             out,
-            "\n  repository {}: default branch {}, configured target {}, writer installed {}, reader installed {}",
+            "\n  repository {}: default branch {branch}, configured target {}, writer installed {}, reader installed {}",
             s(repo, "key"),
-            s(repo, "default_branch"),
             b(repo, "configured_target"),
-            b(repo, "writer_installed"),
-            b(repo, "reader_installed"),
+            installed("writer_installed"),
+            installed("reader_installed"),
         );
     }
     for grant in v

@@ -332,13 +332,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
             }
         }
         SpriteCommand::List { json } => match registry.list() {
-            Ok(list) if json => {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&list).unwrap_or_default()
-                );
-                EXIT_OK
-            }
+            Ok(list) if json => super::print_json_ok(&list),
             Ok(list) => {
                 if list.is_empty() {
                     println!(
@@ -369,13 +363,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
                 Err(e) => return print_failure(&e, target.json),
             };
             match crate::operator::connect::connect(&sprite, &host, rotate) {
-                Ok(connection) if target.json => {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&connection).unwrap_or_default()
-                    );
-                    EXIT_OK
-                }
+                Ok(connection) if target.json => super::print_json_ok(&connection),
                 Ok(connection) => {
                     println!("{}", connection.url);
                     eprintln!(
@@ -638,13 +626,7 @@ fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
         DevCommand::Up { dir, json } => {
             let dir = dir.unwrap_or_else(dev::default_dir);
             match dev::up(&dir, registry) {
-                Ok(install) if json => {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&install).unwrap_or_default()
-                    );
-                    EXIT_OK
-                }
+                Ok(install) if json => super::print_json_ok(&install),
                 Ok(install) => {
                     println!("{}", render_dev_up(&install));
                     EXIT_OK
@@ -672,13 +654,7 @@ fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
         DevCommand::Down { dir, json } => {
             let dir = dir.unwrap_or_else(dev::default_dir);
             match dev::down(&dir, registry) {
-                Ok(down) if json => {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&down).unwrap_or_default()
-                    );
-                    EXIT_OK
-                }
+                Ok(down) if json => super::print_json_ok(&down),
                 Ok(down) => {
                     if down.stopped_pids.is_empty() {
                         println!("Nothing was running in {}.", down.dir.display());

@@ -1,12 +1,15 @@
-//! Fault injection: the next N requests (of the API, of git, or of either) answer with a server
-//! error, a rate limit, or after a delay. Faults queue up and are consumed in order.
+//! Fault injection: the next N requests (of the API, of git, or of either; optionally only those
+//! with one method and path) answer with a server error, a rate limit, or after a delay — or are
+//! carried out and then answered with a server error, as when GitHub makes a change and the
+//! answer is lost. Faults queue up and are consumed in order.
 
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// What a faulty answer looks like. As JSON (the admin endpoint):
 /// `{"kind": "status", "status": 502}`, `{"kind": "secondary_rate_limit", "retry_after": 3}`,
-/// `{"kind": "primary_rate_limit", "reset_in": 5}`, `{"kind": "delay", "ms": 300}`.
+/// `{"kind": "primary_rate_limit", "reset_in": 5}`, `{"kind": "delay", "ms": 300}`,
+/// `{"kind": "status_after", "status": 502, "request": "POST /repos/demo/app/pulls"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FaultKind {
     /// Answer this status (500, 502, 503, 504) with GitHub's body for it.
@@ -17,6 +20,10 @@ pub enum FaultKind {
     PrimaryRateLimit { reset_in: u64 },
     /// Answer normally, but only after this many milliseconds.
     Delay { ms: u64 },
+    /// Carry the request out, then answer this status (5xx) with GitHub's body for it instead
+    /// of the real answer: the change is made and the caller does not know. REST API only; a
+    /// git request hit by it is answered the status without being carried out.
+    StatusAfter { status: u16 },
 }
 
 /// Which requests a fault applies to.
@@ -38,6 +45,9 @@ pub struct Fault {
     /// How many requests it hits (default 1).
     pub times: u32,
     pub scope: FaultScope,
+    /// Only requests with this method and path (`POST /repos/demo/app/pulls`; the query is not
+    /// compared); every request of the scope when `None`.
+    pub request: Option<String>,
 }
 
 /// The admin endpoint's flat JSON form of a fault; unknown keys are refused.
@@ -57,6 +67,8 @@ struct FaultJson {
     times: Option<u32>,
     #[serde(default)]
     scope: FaultScope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request: Option<String>,
 }
 
 impl TryFrom<FaultJson> for Fault {
@@ -67,12 +79,16 @@ impl TryFrom<FaultJson> for Fault {
             value.ok_or_else(|| format!("fault kind `{}` needs `{key}`", json.kind))
         };
         let kind = match json.kind.as_str() {
-            "status" => {
+            "status" | "status_after" => {
                 let status = need(json.status.map(u64::from), "status")? as u16;
                 if !(500..=599).contains(&status) {
-                    return Err(format!("status fault {status}: use a 5xx status"));
+                    return Err(format!("{} fault {status}: use a 5xx status", json.kind));
                 }
-                FaultKind::Status { status }
+                if json.kind == "status" {
+                    FaultKind::Status { status }
+                } else {
+                    FaultKind::StatusAfter { status }
+                }
             }
             "secondary_rate_limit" => FaultKind::SecondaryRateLimit {
                 retry_after: need(json.retry_after, "retry_after")?,
@@ -85,14 +101,24 @@ impl TryFrom<FaultJson> for Fault {
             },
             other => {
                 return Err(format!(
-                    "unknown fault kind `{other}`: use status, secondary_rate_limit, primary_rate_limit or delay"
+                    "unknown fault kind `{other}`: use status, status_after, secondary_rate_limit, primary_rate_limit or delay"
                 ));
             }
         };
+        if let Some(request) = &json.request
+            && !request
+                .split_once(' ')
+                .is_some_and(|(m, p)| !m.is_empty() && p.starts_with('/'))
+        {
+            return Err(format!(
+                "fault request {request:?}: write it as METHOD /path, like \"POST /repos/demo/app/pulls\""
+            ));
+        }
         Ok(Fault {
             kind,
             times: json.times.unwrap_or(1),
             scope: json.scope,
+            request: json.request,
         })
     }
 }
@@ -107,6 +133,7 @@ impl From<Fault> for FaultJson {
             ms: None,
             times: Some(fault.times),
             scope: fault.scope,
+            request: fault.request,
         };
         match fault.kind {
             FaultKind::Status { status } => {
@@ -124,6 +151,10 @@ impl From<Fault> for FaultJson {
             FaultKind::Delay { ms } => {
                 json.kind = "delay".into();
                 json.ms = Some(ms);
+            }
+            FaultKind::StatusAfter { status } => {
+                json.kind = "status_after".into();
+                json.status = Some(status);
             }
         }
         json
@@ -157,12 +188,34 @@ impl Fault {
         Self::new(FaultKind::Delay { ms }, times)
     }
 
+    /// Carries the request out, then answers `status` (see [`FaultKind::StatusAfter`]).
+    pub fn status_after(status: u16, times: u32) -> Self {
+        Self::new(FaultKind::StatusAfter { status }, times)
+    }
+
     pub fn new(kind: FaultKind, times: u32) -> Self {
         Self {
             kind,
             times,
             scope: FaultScope::Api,
+            request: None,
         }
+    }
+
+    /// The same fault, only for requests with `method` and `path` (`"POST"`,
+    /// `"/repos/demo/app/pulls"`).
+    pub fn matching(mut self, method: &str, path: &str) -> Self {
+        self.request = Some(format!("{} {path}", method.to_ascii_uppercase()));
+        self
+    }
+
+    fn applies(&self, scope: FaultScope, method: &str, path: &str) -> bool {
+        (self.scope == FaultScope::Any || self.scope == scope)
+            && self.request.as_deref().is_none_or(|request| {
+                request
+                    .split_once(' ')
+                    .is_some_and(|(m, p)| m.eq_ignore_ascii_case(method) && p == path)
+            })
     }
 
     /// The same fault, for git requests instead of API ones.
@@ -192,12 +245,13 @@ impl Faults {
         self.queue.iter().cloned().collect()
     }
 
-    /// Consumes one hit of the first fault that applies to a request of `scope`.
-    pub fn take(&mut self, scope: FaultScope) -> Option<FaultKind> {
+    /// Consumes one hit of the first fault that applies to a request of `scope` with `method`
+    /// and `path`.
+    pub fn take(&mut self, scope: FaultScope, method: &str, path: &str) -> Option<FaultKind> {
         let index = self
             .queue
             .iter()
-            .position(|f| f.scope == FaultScope::Any || f.scope == scope)?;
+            .position(|f| f.applies(scope, method, path))?;
         let fault = &mut self.queue[index];
         fault.times -= 1;
         let kind = fault.kind.clone();
@@ -218,19 +272,19 @@ mod tests {
         faults.push(Fault::status(500, 2));
         faults.push(Fault::delay(10, 1).on(FaultScope::Git));
         assert_eq!(
-            faults.take(FaultScope::Git),
+            faults.take(FaultScope::Git, "GET", "/x"),
             Some(FaultKind::Delay { ms: 10 })
         );
-        assert_eq!(faults.take(FaultScope::Git), None);
+        assert_eq!(faults.take(FaultScope::Git, "GET", "/x"), None);
         assert_eq!(
-            faults.take(FaultScope::Api),
+            faults.take(FaultScope::Api, "GET", "/x"),
             Some(FaultKind::Status { status: 500 })
         );
         assert_eq!(
-            faults.take(FaultScope::Api),
+            faults.take(FaultScope::Api, "GET", "/x"),
             Some(FaultKind::Status { status: 500 })
         );
-        assert_eq!(faults.take(FaultScope::Api), None);
+        assert_eq!(faults.take(FaultScope::Api, "GET", "/x"), None);
         let parsed: Fault =
             serde_json::from_str(r#"{"kind":"secondary_rate_limit","retry_after":3}"#).unwrap();
         assert_eq!(parsed, Fault::secondary_rate_limit(3, 1));
@@ -239,5 +293,34 @@ mod tests {
         let round: Fault =
             serde_json::from_value(serde_json::to_value(Fault::delay(5, 2)).unwrap()).unwrap();
         assert_eq!(round, Fault::delay(5, 2));
+    }
+
+    #[test]
+    fn a_fault_for_one_request_skips_the_others() {
+        let mut faults = Faults::default();
+        faults.push(Fault::status_after(502, 1).matching("post", "/repos/demo/app/pulls"));
+        assert_eq!(
+            faults.take(FaultScope::Api, "GET", "/repos/demo/app/pulls"),
+            None
+        );
+        assert_eq!(
+            faults.take(FaultScope::Api, "POST", "/repos/demo/app/pulls"),
+            Some(FaultKind::StatusAfter { status: 502 })
+        );
+        assert!(faults.pending().is_empty());
+        let parsed: Fault = serde_json::from_str(
+            r#"{"kind":"status_after","status":502,"request":"POST /repos/demo/app/pulls"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            parsed,
+            Fault::status_after(502, 1).matching("POST", "/repos/demo/app/pulls")
+        );
+        assert!(
+            serde_json::from_str::<Fault>(
+                r#"{"kind":"status_after","status":502,"request":"pulls"}"#
+            )
+            .is_err()
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! requests, refs) with GitHub's JSON shapes, status codes, error wording and rate-limit headers,
 //! and git smart HTTP over real bare repositories through `git http-backend`, with GitHub's
 //! token rules (Basic `x-access-token:<token>`, `contents` read/write, `workflows` for
-//! `.github/workflows/`). Faults (5xx, secondary rate limits, slow answers) can be injected.
+//! `.github/workflows/`). Faults (5xx, secondary rate limits, slow answers, a change made and
+//! its answer lost to a 5xx) can be injected, for every request or one method and path.
 //!
 //! State lives in one directory: `devhub.json` (Apps with public keys, installations,
 //! repositories, pull requests) and bare repositories at `repos/<owner>/<name>.git`. Tokens live

@@ -96,6 +96,11 @@ pub struct GrantView {
     pub seconds_left: Option<i64>,
     /// Set for `--via token` grants: the per-ref rules cannot hold on that path.
     pub warning: Option<String>,
+    /// In `status`, for active and pending grants: whether the writer App covers the
+    /// repository as the last fresh check found — `installed`, `not_installed`, or `unknown`
+    /// (never checked, or the check is stale: never shown as "not installed").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer_app: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -201,6 +201,10 @@ pub struct RepoFacts {
     pub configured_target: bool,
     pub writer_installed: bool,
     pub reader_installed: bool,
+    /// Whether both Apps' coverage was checked and the check is still fresh. When false, the
+    /// two `installed` flags are `false` because nothing is known (never a finding that the
+    /// App is missing): advice and displays say "unknown". Not a Cedar attribute.
+    pub coverage_known: bool,
 }
 
 /// The decision maker: the validated policies and the sprite's configured targets.
@@ -319,6 +323,9 @@ impl Engine {
             configured_target: target.is_some(),
             writer_installed: fresh(&writer),
             reader_installed: fresh(&reader),
+            coverage_known: [&writer, &reader]
+                .iter()
+                .all(|fact| fact.as_ref().is_some_and(|f| now < f.expires_at)),
         })
     }
 

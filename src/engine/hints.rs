@@ -35,11 +35,28 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
             Action::GrantPush | Action::SetYolo | Action::ClearYolo | Action::ViewAudit => {
                 "only an operator may do this, through `zodex sprite …`".to_string()
             }
+            Action::Read
+                if decision
+                    .repository
+                    .as_ref()
+                    .is_some_and(|r| !r.coverage_known) =>
+            {
+                format!(
+                    "whether the reader GitHub App is installed on {repo} is unknown (not checked yet, or the last check is stale); asking again checks it"
+                )
+            }
             Action::Read => format!("install the reader GitHub App on {repo}"),
             _ => "no policy permits this request".to_string(),
         };
     };
+    let coverage_unknown = decision
+        .repository
+        .as_ref()
+        .is_some_and(|r| !r.coverage_known);
     match first.as_str() {
+        "require-writer-installed" if coverage_unknown => format!(
+            "whether the writer GitHub App is installed on {repo} is unknown (not checked yet, or the last check is stale); `zodex sprite policy explain --action push --repo {repo} --ref BRANCH` checks it, as does the agent's next push"
+        ),
         "require-configured-target" => format!(
             "{repo} is not a configured target of this sprite; an operator adds it under [[targets]] in the zodex-prd configuration"
         ),
@@ -75,5 +92,44 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
         other => format!(
             "denied by the operator's policy `{other}`; see the policy directory of the zodex-prd configuration"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::decide::RepoFacts;
+
+    fn writer_missing(coverage_known: bool) -> Decision {
+        Decision {
+            action: Action::Push,
+            allowed: false,
+            policies: vec!["require-writer-installed".into()],
+            errors: vec![],
+            grant_id: None,
+            yolo_id: None,
+            ref_name: None,
+            repository: Some(RepoFacts {
+                key: "demo/app".into(),
+                default_branch: None,
+                configured_target: true,
+                writer_installed: false,
+                reader_installed: false,
+                coverage_known,
+            }),
+        }
+    }
+
+    #[test]
+    fn not_checked_yet_is_unknown_never_not_installed() {
+        let unknown = unblock_hint(&writer_missing(false), Some("demo/app"), false);
+        assert!(unknown.contains("unknown"), "{unknown}");
+        assert!(!unknown.contains("not installed"), "{unknown}");
+        assert!(
+            unknown.contains("zodex sprite policy explain --action push --repo demo/app"),
+            "{unknown}"
+        );
+        let known = unblock_hint(&writer_missing(true), Some("demo/app"), false);
+        assert!(known.contains("is not installed on demo/app"), "{known}");
     }
 }

@@ -800,6 +800,7 @@ fn every_context_conforms_to_the_schema() {
         configured_target: true,
         writer_installed: true,
         reader_installed: true,
+        coverage_known: true,
     };
     let grant = store::Grant {
         id: 1,

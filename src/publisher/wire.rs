@@ -302,6 +302,9 @@ pub enum ErrorKind {
     NotFound,
     Conflict,
     Internal,
+    /// GitHub (or the way to it) failed — a 5xx, a timeout, a rate limit: nothing was decided
+    /// against the agent; try again (CLI exit 1, never 3).
+    Upstream,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -33,7 +33,10 @@ class Local:
         return result
 
     def json(self, *args: str):
-        return json.loads(self.zodex(*args, "--json").stdout)
+        # The one `--json` envelope (docs/json.md): the answer is its `result`.
+        out = json.loads(self.zodex(*args, "--json").stdout)
+        assert out["version"] == 1 and out["ok"] is True, out
+        return out["result"]
 
 
 @pytest.fixture

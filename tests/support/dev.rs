@@ -59,7 +59,7 @@ impl Run {
 }
 
 impl Dev {
-    /// `zodex dev up --json` in a fresh `ZODEX_HOME`.
+    /// `zodex dev up --json` in a fresh `ZODEX_HOME`; `info` is its `result`.
     pub fn up() -> Self {
         let home = tempfile::tempdir().unwrap();
         let dir = home.path().join("dev");
@@ -71,7 +71,8 @@ impl Dev {
         let run = dev
             .zodex(&["dev", "up", "--json", "--dir", dir.to_str().unwrap()])
             .ok();
-        dev.info = run.json();
+        // The `--json` envelope's result (docs/json.md).
+        dev.info = run.json()["result"].clone();
         dev
     }
 
@@ -81,6 +82,7 @@ impl Dev {
 
     fn command(&self, program: &str, args: &[&str]) -> Command {
         let mut command = Command::new(program);
+        super::devhub::without_git_env(&mut command);
         command
             .args(args)
             .env("ZODEX_HOME", self.home.path())

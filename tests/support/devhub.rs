@@ -211,15 +211,11 @@ pub fn git(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// A `git` in `dir` that reads no user or system configuration, never prompts and commits as
-/// a fixed test identity; callers add their own `-c` options and arguments.
+/// a fixed test identity; callers add their own `-c` options and arguments. Nothing `GIT_*`
+/// of the environment the tests run in reaches it (`GIT_DIR` from a hook, say).
 pub fn git_command(dir: &Path) -> Command {
     let mut command = Command::new("git");
-    // Nothing of the caller's git environment (GIT_DIR, GIT_CONFIG_PARAMETERS, …) leaks in.
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("GIT_") {
-            command.env_remove(name);
-        }
-    }
+    without_git_env(&mut command);
     command
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -232,6 +228,17 @@ pub fn git_command(dir: &Path) -> Command {
         .env_remove("GIT_ASKPASS")
         .env_remove("SSH_ASKPASS")
         .stdin(Stdio::null());
+    command
+}
+
+/// Keeps every `GIT_*` variable of the tests' environment (`GIT_DIR` from a hook, say) from
+/// `command`: git, and the Zodex binaries that run git, see only what the test sets.
+pub fn without_git_env(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("GIT_") {
+            command.env_remove(name);
+        }
+    }
     command
 }
 

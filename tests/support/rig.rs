@@ -253,6 +253,7 @@ impl Rig {
 
     fn agent_command(&self, dir: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::new(AGENT);
+        super::devhub::without_git_env(&mut cmd);
         cmd.current_dir(dir)
             .arg("github")
             .args(args)

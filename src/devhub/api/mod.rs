@@ -1,6 +1,6 @@
 //! devhub's REST API ("api.github.com"): the routes, and one gateway in front of them that does
-//! what GitHub's edge does for every request — API version check, injected faults,
-//! authentication, the primary rate limit and its `x-ratelimit-*` headers.
+//! what GitHub's edge does for every request — API version check, one `User-Agent`, injected
+//! faults, authentication, the primary rate limit and its `x-ratelimit-*` headers.
 
 mod admin;
 mod apps;
@@ -36,6 +36,8 @@ pub const API_VERSION: &str = "2022-11-28";
 const DOCS_RATE_LIMITS: &str = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api";
 const DOCS_SECONDARY: &str = "https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits";
 const DOCS_VERSIONS: &str = "https://docs.github.com/rest/overview/api-versions";
+const DOCS_USER_AGENT: &str =
+    "https://docs.github.com/rest/using-the-rest-api/getting-started-with-the-rest-api#user-agent";
 
 pub(crate) fn router(hub: Arc<Hub>) -> Router {
     let github = Router::new()
@@ -113,8 +115,13 @@ async fn gateway(
     hub.api_requests.fetch_add(1, Ordering::Relaxed);
     let id = request_id();
     let mut response = match admit(&hub, &peer, &mut request, &id).await {
-        Ok(window) => {
+        Ok((window, lost)) => {
             let mut response = next.run(request).await;
+            if let Some(status) = lost {
+                // Carried out; the answer is lost and a server error given instead.
+                response = ApiError::new(status, server_error_message(status), error::DOCS_REST)
+                    .into_response();
+            }
             if let Some((limit, window)) = window {
                 rate_headers(&mut response, limit, window);
             }
@@ -141,12 +148,25 @@ async fn gateway(
 
 type Window = Option<(u32, RateWindow)>;
 
+/// GitHub's message for a server error status.
+fn server_error_message(status: u16) -> &'static str {
+    match status {
+        503 => "Service Unavailable",
+        504 => {
+            "We couldn't respond to your request in time. Sorry about that. Please try resubmitting your request and contact us if the problem persists."
+        }
+        _ => "Server Error",
+    }
+}
+
+/// Admits a request: its rate window, and the status to answer instead once it is carried out
+/// (a `status_after` fault).
 async fn admit(
     hub: &Hub,
     peer: &SocketAddr,
     request: &mut Request,
     id: &str,
-) -> Result<Window, (ApiError, Window)> {
+) -> Result<(Window, Option<u16>), (ApiError, Window)> {
     // Repeated headers reach GitHub joined by ", " and are refused as one unknown version.
     let versions: Vec<&str> = request
         .headers()
@@ -167,24 +187,43 @@ async fn admit(
             ));
         }
     }
-    let fault = hub
-        .faults
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take(FaultScope::Api);
+    // One client, one `User-Agent`. GitHub sees repeated lines joined by ", " (one agent
+    // string naming two programs); devhub is stricter and refuses them, so a client that sends
+    // its own agent on top of its HTTP library's is caught in tests. Simplified: GitHub's own
+    // answer to a joined agent is not documented; a missing agent (GitHub's 403) is accepted.
+    let agents: Vec<&str> = request
+        .headers()
+        .get_all(header::USER_AGENT)
+        .iter()
+        .map(|v| v.to_str().unwrap_or("(not ASCII)"))
+        .collect();
+    if agents.len() > 1 {
+        return Err((
+            ApiError::new(
+                400,
+                format!(
+                    "User-Agent sent {} times ({}); send exactly one.",
+                    agents.len(),
+                    agents.join(", ")
+                ),
+                DOCS_USER_AGENT,
+            ),
+            None,
+        ));
+    }
+    let fault = hub.faults.lock().unwrap_or_else(|e| e.into_inner()).take(
+        FaultScope::Api,
+        request.method().as_str(),
+        request.uri().path(),
+    );
     let mut forced_reset = None;
+    let mut lost = None;
     match fault {
         Some(FaultKind::Status { status }) => {
-            let message = match status {
-                502 => "Server Error",
-                503 => "Service Unavailable",
-                504 => {
-                    "We couldn't respond to your request in time. Sorry about that. Please try resubmitting your request and contact us if the problem persists."
-                }
-                _ => "Server Error",
-            };
+            let message = server_error_message(status);
             return Err((ApiError::new(status, message, error::DOCS_REST), None));
         }
+        Some(FaultKind::StatusAfter { status }) => lost = Some(status),
         Some(FaultKind::Delay { ms }) => tokio::time::sleep(Duration::from_millis(ms)).await,
         Some(FaultKind::SecondaryRateLimit { retry_after }) => {
             let message = format!(
@@ -250,7 +289,7 @@ async fn admit(
         return Err((ApiError::new(403, message, DOCS_RATE_LIMITS), window));
     }
     request.extensions_mut().insert(caller);
-    Ok(window)
+    Ok((window, lost))
 }
 
 fn supported_version(version: &str) -> bool {

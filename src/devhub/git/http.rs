@@ -85,13 +85,13 @@ async fn serve(
     request: Request,
 ) -> Response {
     hub.git_requests.fetch_add(1, Ordering::Relaxed);
-    let fault = hub
-        .faults
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take(FaultScope::Git);
+    let fault = hub.faults.lock().unwrap_or_else(|e| e.into_inner()).take(
+        FaultScope::Git,
+        request.method().as_str(),
+        request.uri().path(),
+    );
     match fault {
-        Some(FaultKind::Status { status }) => {
+        Some(FaultKind::Status { status } | FaultKind::StatusAfter { status }) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             return plain(status, "Internal Server Error\n");
         }

@@ -4,7 +4,9 @@
 
 use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WARNING, YoloView};
 use crate::engine::decide::{Ask, Principal};
-use crate::engine::store::{AuditEvent, AuditFilter, AuditRow, Grant, GrantState, GrantVia, Store};
+use crate::engine::store::{
+    App, AuditEvent, AuditFilter, AuditRow, Facts, Grant, GrantState, GrantVia, Store, StoreError,
+};
 use serde::Serialize;
 
 /// Rows in a page of `requests` or `audit` when the caller names no limit.
@@ -104,8 +106,9 @@ impl Authority<'_> {
             let active = facts.grants_in_state(GrantState::Active, None, STATUS_LIST_ROWS)?;
             let mut grants_total = facts.count_grants_in(GrantState::Active)?;
             for grant in active {
-                let view = grant_view(grant, now);
+                let mut view = grant_view(grant, now);
                 if view.shown_state == "active" {
+                    view.writer_app = Some(writer_app(facts, &view.grant.repo_key, now)?);
                     grants.push(view);
                 } else {
                     // Expired but not yet swept: shown (and counted) as ended.
@@ -118,8 +121,12 @@ impl Authority<'_> {
             let pending = facts
                 .grants_in_state(GrantState::Pending, None, STATUS_LIST_ROWS)?
                 .into_iter()
-                .map(|g| grant_view(g, now))
-                .collect();
+                .map(|g| {
+                    let mut view = grant_view(g, now);
+                    view.writer_app = Some(writer_app(facts, &view.grant.repo_key, now)?);
+                    Ok(view)
+                })
+                .collect::<Result<_, StoreError>>()?;
             let scopes = facts.uncleared_yolo()?;
             let yolo_total = scopes.len() as u64;
             let yolo = scopes
@@ -251,6 +258,17 @@ impl Authority<'_> {
     }
 }
 
+/// Whether the writer App covers `repo_key`, as the last check found while it is fresh:
+/// `installed`, `not_installed`, or `unknown` (no check, or a stale one).
+fn writer_app(facts: &Facts<'_>, repo_key: &str, now: i64) -> Result<String, StoreError> {
+    Ok(match facts.coverage(repo_key, App::Writer)? {
+        Some(fact) if now < fact.expires_at && fact.installed => "installed",
+        Some(fact) if now < fact.expires_at => "not_installed",
+        _ => "unknown",
+    }
+    .to_string())
+}
+
 /// A grant as shown at `now`: an expired grant never shows as active.
 fn grant_view(grant: Grant, now: i64) -> GrantView {
     let live = grant.is_live(now);
@@ -264,6 +282,7 @@ fn grant_view(grant: Grant, now: i64) -> GrantView {
     GrantView {
         seconds_left: live.then(|| grant.expires_at.map(|at| at - now)).flatten(),
         warning: (grant.via == GrantVia::Token).then(|| TOKEN_PATH_WARNING.to_string()),
+        writer_app: None,
         shown_state,
         grant,
     }

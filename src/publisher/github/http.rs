@@ -6,7 +6,7 @@
 use super::jwt::AppKey;
 use super::token::Token;
 use super::{GitHub, GithubError};
-use http::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, USER_AGENT};
 use http::{Method, Request};
 use http_body_util::BodyExt;
 use std::sync::atomic::Ordering;
@@ -239,6 +239,7 @@ impl GitHub {
             .method(method.clone())
             .uri(format!("{}{path}", self.path_prefix))
             .header(ACCEPT, "application/vnd.github+json")
+            .header(USER_AGENT, super::USER_AGENT)
             .header(AUTHORIZATION, authorization);
         let mut request = self
             .http

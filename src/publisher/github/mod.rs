@@ -44,7 +44,7 @@ pub struct GitHub {
     http: octocrab::Octocrab,
     api_url: String,
     git_url: String,
-    /// The API URL's path (`/api/v3` on GHES), put before every request path.
+    /// The API URL's scheme, host and path (`/api/v3` on GHES), put before every request path.
     path_prefix: String,
     reader: AppKey,
     writer: AppKey,
@@ -61,6 +61,38 @@ impl std::fmt::Debug for GitHub {
             .field("reader", &self.reader)
             .field("writer", &self.writer)
             .finish_non_exhaustive()
+    }
+}
+
+/// The one `User-Agent` every request carries.
+pub const USER_AGENT: &str = concat!("zodex-prd/", env!("CARGO_PKG_VERSION"));
+
+/// Octocrab over a hyper client of our own: the connector octocrab's default client builds
+/// (rustls with ring, native roots, HTTP/1, connect and read timeouts), without the layer that
+/// adds `User-Agent: octocrab` to every request (GitHub would see two agents). Requests carry
+/// absolute URLs and their own headers ([`http`]).
+fn http_client() -> Result<octocrab::Octocrab, GithubError> {
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider)
+        .map_err(|e| GithubError::Config(format!("cannot load the system's TLS roots: {e}")))?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let mut connector = hyper_timeout::TimeoutConnector::new(connector);
+    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    connector.set_read_timeout(Some(Duration::from_secs(30)));
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build::<_, octocrab::OctoBody>(connector);
+    let built = octocrab::OctocrabBuilder::new_empty()
+        .with_service(client)
+        .with_auth(octocrab::AuthState::None)
+        .build();
+    match built {
+        Ok(http) => Ok(http),
+        Err(never) => match never {},
     }
 }
 
@@ -147,18 +179,8 @@ impl GitHub {
             )));
         };
         let base = format!("{scheme}://{authority}");
-        let path_prefix = uri.path().trim_end_matches('/').to_string();
-        let http = octocrab::Octocrab::builder()
-            .base_uri(base.as_str())
-            .map_err(|e| GithubError::Config(format!("api_url {api_url:?}: {e}")))?
-            .set_connect_timeout(Some(Duration::from_secs(10)))
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .add_header(
-                ::http::header::USER_AGENT,
-                concat!("zodex-prd/", env!("CARGO_PKG_VERSION")).to_string(),
-            )
-            .build()
-            .map_err(|e| GithubError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let path_prefix = format!("{base}{}", uri.path().trim_end_matches('/'));
+        let http = http_client()?;
         Ok(Self {
             http,
             api_url,
@@ -457,7 +479,10 @@ impl GitHub {
         })
     }
 
-    /// `POST /repos/{o}/{r}/pulls` with a writer token (`pull_requests: write`).
+    /// `POST /repos/{o}/{r}/pulls` with a writer token (`pull_requests: write`). When GitHub
+    /// answers that a pull request from the branch is open already — an earlier attempt opened
+    /// it and its answer was lost (a 5xx, then the retry's 422) — that pull request is looked
+    /// up and returned.
     pub async fn open_pull_request(
         &self,
         token: &Token,
@@ -470,6 +495,13 @@ impl GitHub {
         let reply = self
             .call(&what, Method::POST, &path, Auth::Token(token), Some(&body))
             .await?;
+        if reply.status == 422
+            && pulls::already_exists(&reply.body)
+            && let Some(open) = self.find_open_pull(token, repo, &pull.head).await?
+        {
+            tracing::info!(repo = %repo, number = open.number, branch = %pull.head, "GitHub had opened the pull request already; adopting it");
+            return Ok(open);
+        }
         if reply.status != 201 {
             let details = reply
                 .body

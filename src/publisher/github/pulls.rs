@@ -1,6 +1,7 @@
 //! The REST calls a review-first publish needs besides opening the pull request: the
 //! repository's default branch, an existing pull request for a branch (so a retry never opens a
-//! second one), and deleting a branch whose pull request could not be opened.
+//! second one, and a pull request GitHub opened although its answer was lost is adopted), and
+//! deleting a branch whose pull request could not be opened.
 
 use super::http::Auth;
 use super::{GitHub, GithubError, OpenedPull, Token};
@@ -45,9 +46,30 @@ impl GitHub {
         repo: &RepoName,
         branch: &str,
     ) -> Result<Option<OpenedPull>, GithubError> {
+        self.pull_from(token, repo, branch, "all").await
+    }
+
+    /// `GET /repos/{o}/{r}/pulls?head=OWNER:BRANCH&state=open`: the open pull request from
+    /// `branch`, if any.
+    pub async fn find_open_pull(
+        &self,
+        token: &Token,
+        repo: &RepoName,
+        branch: &str,
+    ) -> Result<Option<OpenedPull>, GithubError> {
+        self.pull_from(token, repo, branch, "open").await
+    }
+
+    async fn pull_from(
+        &self,
+        token: &Token,
+        repo: &RepoName,
+        branch: &str,
+        state: &str,
+    ) -> Result<Option<OpenedPull>, GithubError> {
         let what = format!("looking for a pull request from {branch} on {repo}");
         let path = format!(
-            "/repos/{}/{}/pulls?state=all&head={}:{}",
+            "/repos/{}/{}/pulls?state={state}&head={}:{}",
             repo.owner(),
             repo.name(),
             repo.owner(),
@@ -115,8 +137,43 @@ fn percent_encode(text: &str) -> String {
     out
 }
 
+/// Whether a 422 answer to opening a pull request is GitHub's "one is open already" (in the
+/// `errors` array: `{"resource":"PullRequest","code":"custom","message":"A pull request already
+/// exists for OWNER:BRANCH."}`).
+pub(super) fn already_exists(body: &serde_json::Value) -> bool {
+    body.get("errors")
+        .and_then(|e| e.as_array())
+        .is_some_and(|errors| {
+            errors.iter().any(|e| {
+                e.get("message")
+                    .and_then(|m| m.as_str())
+                    .is_some_and(|m| m.starts_with("A pull request already exists for "))
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn githubs_duplicate_pull_request_422_is_recognised() {
+        let duplicate = serde_json::json!({
+            "message": "Validation Failed",
+            "errors": [{"resource": "PullRequest", "code": "custom",
+                        "message": "A pull request already exists for demo:zodex/x."}],
+            "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
+        });
+        assert!(super::already_exists(&duplicate));
+        let nothing = serde_json::json!({
+            "message": "Validation Failed",
+            "errors": [{"resource": "PullRequest", "code": "custom",
+                        "message": "No commits between main and zodex/x"}],
+        });
+        assert!(!super::already_exists(&nothing));
+        assert!(!super::already_exists(
+            &serde_json::json!({"message": "Validation Failed"})
+        ));
+    }
+
     #[test]
     fn percent_encoding_keeps_unreserved_bytes() {
         assert_eq!(

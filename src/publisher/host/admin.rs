@@ -63,6 +63,25 @@ impl Host {
 
     fn admin_answer(&self, principal: &Principal, request: AdminRequest) -> Response {
         let now = self.now();
+        // A what-if is answered on what GitHub says now, not on "never checked".
+        if let AdminRequest::Explain { repo, ref_name, .. } = &request {
+            let refreshed = parse_repo(repo).and_then(|repo| {
+                self.refresh_coverage(principal, &repo, now).map_err(|f| {
+                    let mut f = f.upstream_then(&format!(
+                        "whether the Zodex Apps are installed on {repo} is unknown, so nothing was explained"
+                    ));
+                    if f.0.kind == ErrorKind::Upstream {
+                        f.0.message.push_str(&format!(
+                            ": `zodex sprite policy explain --action push --repo {repo} --ref {ref_name}`"
+                        ));
+                    }
+                    f
+                })
+            });
+            if let Err(failure) = refreshed {
+                return failure.into_response();
+            }
+        }
         let result = self.with_store(|a, s| -> Result<Response, Failure> {
             Ok(match request {
                 AdminRequest::Ping => Response::ok(serde_json::json!({

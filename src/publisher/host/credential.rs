@@ -1,7 +1,8 @@
 //! The credential helper's side in the daemon: one-repository read tokens, and write tokens
 //! under a `--via token` grant whose life is cut to the grant's: every write token minted under
 //! a grant is revoked at GitHub once the grant ends, however a `get` and the sweeper interleave,
-//! and a `get` hands one out only while its grant stands.
+//! and a `get` hands one out only while its grant stands, telling git it expires at the earlier
+//! of the token's expiry and the grant's end.
 
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::authority::AuthorityError;
@@ -39,13 +40,22 @@ impl Host {
     }
 
     /// Checks both Apps' installation on `repo` when what the state knows has gone stale.
-    /// A GitHub error means deny (fail closed), saying why.
+    /// A GitHub error fails the request (nothing is decided on stale facts), worded as
+    /// GitHub's failure — never as a refusal.
     pub(super) fn ensure_coverage(
         &self,
         github: &GitHub,
         repo: &RepoName,
         now: i64,
     ) -> Result<(), Failure> {
+        if self.coverage_fresh(repo, now)? {
+            return Ok(());
+        }
+        self.check_coverage(github, repo, now).map(|_| ())
+    }
+
+    /// Whether both Apps' coverage of `repo` is on record and fresh at `now`.
+    fn coverage_fresh(&self, repo: &RepoName, now: i64) -> Result<bool, Failure> {
         let key = repo.key();
         let fresh = self.with_store(|_, s| {
             s.read(|f| {
@@ -56,17 +66,79 @@ impl Host {
                     && fresh(f.coverage(&key, crate::engine::store::App::Writer)?))
             })
         })?;
-        if fresh {
+        Ok(fresh)
+    }
+
+    /// An operator's question about `repo` (`policy explain`) when its coverage is unknown or
+    /// stale: the read-only checks are made and audited as a `CheckCoverage` event (whoever
+    /// asked, what GitHub said), so the answer is never "not installed" for "not checked yet".
+    /// Without a `[github]` table nothing is checked and the answer says "unknown".
+    pub(super) fn refresh_coverage(
+        &self,
+        principal: &Principal,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<(), Failure> {
+        let Some(github) = &self.github else {
+            return Ok(());
+        };
+        if self.coverage_fresh(repo, now)? {
             return Ok(());
         }
+        let checked = self.check_coverage(github, repo, now);
+        let (outcome, detail) = match &checked {
+            Ok(c) => (
+                "checked".to_string(),
+                serde_json::json!({
+                    "reader_installed": c.reader.installed,
+                    "writer_installed": c.writer.installed,
+                    "default_branch": c.writer.default_branch,
+                    "read_only": true,
+                }),
+            ),
+            Err(f) => (
+                format!("failed: {}", f.0.message),
+                serde_json::json!({ "read_only": true }),
+            ),
+        };
+        self.with_store(|_, s| {
+            s.write(|f| {
+                f.audit(
+                    &crate::engine::store::AuditEvent {
+                        principal: principal.label(),
+                        action: "CheckCoverage".into(),
+                        repo_key: Some(repo.key()),
+                        decision: "event".into(),
+                        outcome: Some(outcome),
+                        detail: Some(detail),
+                        ..Default::default()
+                    },
+                    now,
+                )
+            })
+        })?;
+        checked.map(|_| ())
+    }
+
+    /// Checks both Apps on `repo` at GitHub and records what it found.
+    fn check_coverage(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<github::Coverage, Failure> {
+        // GitHub failing is not a refusal: it is said as GitHub's failure, and nothing is
+        // decided on a guess (the caller adds what that left undone).
         let coverage = block_on(github.check_coverage(repo, now)).map_err(|e| {
-            Failure::new(
-                ErrorKind::Denied,
-                format!("cannot check which Zodex Apps are installed on {repo}, so access is denied: {e}"),
-            )
+            let failure = Failure::from_github(e);
+            let message = format!(
+                "cannot check which Zodex Apps are installed on {repo}: {}",
+                failure.0.message
+            );
+            Failure::new(failure.0.kind, message)
         })?;
         self.with_store(|_, s| github::record::coverage(s, repo, &coverage))?;
-        Ok(())
+        Ok(coverage)
     }
 
     pub(super) fn installation_of(
@@ -119,7 +191,8 @@ impl Host {
         let repo = Self::credential_repo(path)?;
         let key = repo.key();
         let now = self.now();
-        self.ensure_coverage(github, &repo, now)?;
+        self.ensure_coverage(github, &repo, now)
+            .map_err(|f| f.upstream_then("no token was handed out"))?;
         let agent = Principal::Agent;
 
         // A `--via token` grant: a write token whose life is cut to the grant.
@@ -172,12 +245,22 @@ impl Host {
         if !write.allowed {
             return Ok(None);
         }
+        // git is told the token dies with the grant: the earlier of the two ends.
+        let grant_end = |grant_id: Option<i64>| -> Result<Option<i64>, Failure> {
+            Ok(match grant_id {
+                Some(id) => self.with_store(|_, s| s.read(|f| f.grant(id)))?.expires_at,
+                None => None,
+            })
+        };
         if let Some(cached) = self
             .credentials
             .get(&key)
             .filter(|c| c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now))
         {
-            return Ok(Some(grant_of(&cached)));
+            return Ok(Some(ending_by(
+                grant_of(&cached),
+                grant_end(write.grant_id)?,
+            )));
         }
         let (decision, audit_id) = self.with_store(|a, s| {
             a.decide_audited(s, &agent, &write_ask, now, |event| {
@@ -189,13 +272,12 @@ impl Host {
             return Ok(None);
         }
         let grant_id = decision.grant_id;
-        let allow_workflows = match grant_id {
-            Some(id) => {
-                self.with_store(|_, s| s.read(|f| f.grant(id)))?
-                    .allow_workflows
-            }
-            None => false,
+        let grant = match grant_id {
+            Some(id) => Some(self.with_store(|_, s| s.read(|f| f.grant(id)))?),
+            None => None,
         };
+        let allow_workflows = grant.as_ref().is_some_and(|g| g.allow_workflows);
+        let ends = grant.and_then(|g| g.expires_at);
         let token_use = TokenUse::Push {
             workflows: allow_workflows,
         };
@@ -205,7 +287,7 @@ impl Host {
         let later = self.now();
         let (still, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, later))?;
         if still.allowed && still.grant_id == grant_id {
-            return Ok(Some(answer));
+            return Ok(Some(ending_by(answer, ends)));
         }
         let sha = github::Token::new(answer.password.clone()).sha256();
         self.credentials.take_by_sha(&sha);
@@ -326,6 +408,14 @@ impl Host {
         }
         revoked
     }
+}
+
+/// `answer` with its expiry cut to `end` (a grant's end) when that comes first.
+fn ending_by(mut answer: CredentialGrant, end: Option<i64>) -> CredentialGrant {
+    if let Some(end) = end {
+        answer.password_expiry_utc = answer.password_expiry_utc.min(end);
+    }
+    answer
 }
 
 fn grant_of(cached: &Cached) -> CredentialGrant {

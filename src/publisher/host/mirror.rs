@@ -54,11 +54,15 @@ impl Host {
     pub(super) fn list_refs(&self, repo: &str) -> Result<Vec<MirrorRef>, Failure> {
         let repo = parse_repo(repo)?;
         let github = self.github()?;
-        self.ensure_coverage(github, &repo, self.now())?;
+        let nothing_pushed = |f: Failure| f.upstream_then("nothing was pushed");
+        self.ensure_coverage(github, &repo, self.now())
+            .map_err(nothing_pushed)?;
         let lock = self.mirrors.lock(&repo);
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
         // `list for-push` always asks GitHub: git decides on what it answers.
-        let mirror = self.open_mirror(github, &repo, std::time::Duration::ZERO)?;
+        let mirror = self
+            .open_mirror(github, &repo, std::time::Duration::ZERO)
+            .map_err(nothing_pushed)?;
         let mut refs: Vec<MirrorRef> = mirror
             .refs
             .into_iter()
@@ -87,9 +91,14 @@ impl Host {
         let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
         if !self.mirrors.fresh(&path, max_age) {
             let token = self.mirror_read_token(github, repo)?;
-            self.mirrors
-                .fetch(&path, &url, &token)
-                .map_err(|e| internal(&e))?;
+            self.mirrors.fetch(&path, &url, &token).map_err(|e| {
+                match crate::publisher::publish::git::http_status(&e.to_string()) {
+                    Some(status) if status >= 500 => {
+                        Failure::upstream_git(status, &format!("fetching {repo}"), &e.to_string())
+                    }
+                    _ => internal(&e),
+                }
+            })?;
         }
         let refs = self
             .mirrors

@@ -355,10 +355,33 @@ impl Failure {
     fn from_github(err: GithubError) -> Self {
         let kind = match err {
             GithubError::NotInstalled { .. } | GithubError::Permission { .. } => ErrorKind::Denied,
+            GithubError::Server { .. }
+            | GithubError::Transport { .. }
+            | GithubError::RateLimited { .. }
+            | GithubError::Decode { .. } => ErrorKind::Upstream,
+            GithubError::Unexpected { status, .. } if status >= 500 => ErrorKind::Upstream,
             _ => ErrorKind::Internal,
         };
         tracing::warn!(error = %err, "GitHub call failed");
         Self::new(kind, err.to_string())
+    }
+
+    /// A failure of GitHub's (git over HTTP answering `status`) while `doing` ("fetching
+    /// demo/app").
+    fn upstream_git(status: u16, doing: &str, message: &str) -> Self {
+        Self::new(
+            ErrorKind::Upstream,
+            format!("GitHub answered {status} while {doing} (git said: {message})"),
+        )
+    }
+
+    /// Says what an upstream failure left behind and that trying again is the remedy
+    /// ("nothing was pushed"); any other failure is unchanged.
+    fn upstream_then(mut self, consequence: &str) -> Self {
+        if self.0.kind == ErrorKind::Upstream {
+            self.0.message = format!("{}; {consequence}; try again", self.0.message);
+        }
+        self
     }
 }
 

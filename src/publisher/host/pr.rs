@@ -2,7 +2,9 @@
 //! `zodex/<yyyymmdd>-<slug>-<6 random>` and a pull request is opened from it. The publication
 //! is recorded under an idempotency key before anything is pushed, so a retry — also after a
 //! crash between the push and the pull request — finds the same branch and never opens a
-//! second pull request. If the pull request cannot be opened, the branch is deleted again. The
+//! second pull request. A pull request GitHub opened although its answer was lost (a 5xx, then
+//! the retry's 422 "already exists") is adopted; if the pull request cannot be opened, the
+//! branch is deleted again — unless GitHub has an open pull request from it, or cannot say. The
 //! base defaults to GitHub's default branch as coverage recorded it — the same fact pushes are
 //! decided on — and a pull request's workflow changes are measured against that branch.
 
@@ -80,7 +82,10 @@ impl Host {
         };
         let lock = self.mirrors.lock(&repo);
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mirror = self.open_mirror(github, &repo, std::time::Duration::ZERO)?;
+        let nothing_pushed = |f: Failure| f.upstream_then("nothing was pushed");
+        let mirror = self
+            .open_mirror(github, &repo, std::time::Duration::ZERO)
+            .map_err(nothing_pushed)?;
         let quarantine = self.quarantine(&mirror, Some(bundle), &[pr.head.as_str()])?;
         let carried = quarantine
             .header
@@ -190,14 +195,16 @@ impl Host {
         self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))?;
         tracing::info!(repo = %repo, branch = %branch, head = %pr.head, "publication recorded; pushing its branch");
 
-        let minted = self.mint_recorded(
-            github,
-            &repo,
-            TokenUse::PullRequest,
-            None,
-            Some(audit_id),
-            now,
-        )?;
+        let minted = self
+            .mint_recorded(
+                github,
+                &repo,
+                TokenUse::PullRequest,
+                None,
+                Some(audit_id),
+                now,
+            )
+            .map_err(nothing_pushed)?;
         let token_sha = minted.token.sha256();
         let dst = format!("refs/heads/{branch}");
         let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
@@ -246,13 +253,27 @@ impl Host {
                         draft,
                     },
                 ))
-                .map_err(|e| {
-                    // No pull request: take the branch back so nothing is left behind.
-                    let deleted = block_on(github.delete_branch(&minted.token, &repo, &branch));
-                    let (cleanup, state) = match deleted {
-                        Ok(()) => (format!("the branch {branch} was deleted again"), "failed"),
-                        Err(d) => (
-                            format!("deleting the branch {branch} failed too ({d}); publishing again reuses it"),
+                .or_else(|e| {
+                    // GitHub may have opened it all the same (its answers lost): a branch with
+                    // an open pull request is adopted and never deleted. Only a branch GitHub
+                    // says carries none is taken back, so nothing is left behind.
+                    let open = block_on(github.find_open_pull(&minted.token, &repo, &branch));
+                    let (cleanup, state) = match open {
+                        Ok(Some(pull)) => {
+                            tracing::info!(repo = %repo, number = pull.number, branch = %branch, "opening failed but GitHub has the pull request open; adopting it");
+                            return Ok(pull);
+                        }
+                        Ok(None) => {
+                            match block_on(github.delete_branch(&minted.token, &repo, &branch)) {
+                                Ok(()) => (format!("the branch {branch} was deleted again"), "failed"),
+                                Err(d) => (
+                                    format!("deleting the branch {branch} failed too ({d}); publishing again reuses it"),
+                                    "pushed",
+                                ),
+                            }
+                        }
+                        Err(l) => (
+                            format!("the branch {branch} is kept, as GitHub could not say whether it carries a pull request ({l}); publishing again reuses it"),
                             "pushed",
                         ),
                     };
@@ -260,7 +281,7 @@ impl Host {
                         ErrorKind::Internal,
                         format!("GitHub did not open the pull request: {e}; {cleanup}"),
                     );
-                    (failure, state)
+                    Err((failure, state))
                 })?,
             };
             Ok(Published {

@@ -199,7 +199,10 @@ impl Host {
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut clock = Stages::start();
         // Usually fetched a moment ago by the same push's `list for-push`.
-        let mirror = self.open_mirror(github, &repo, MIRROR_REUSE)?;
+        let nothing_pushed = |f: Failure| f.upstream_then("nothing was pushed");
+        let mirror = self
+            .open_mirror(github, &repo, MIRROR_REUSE)
+            .map_err(nothing_pushed)?;
         clock.mark("fetch");
         let named: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
         let quarantine = self.quarantine(&mirror, bundle, &named)?;
@@ -269,7 +272,9 @@ impl Host {
         clock.mark("decide");
         let first_audit = allowed.first().map(|a| a.3);
         let token_use = TokenUse::Push { workflows };
-        let minted = self.mint_recorded(github, &repo, token_use, None, first_audit, now)?;
+        let minted = self
+            .mint_recorded(github, &repo, token_use, None, first_audit, now)
+            .map_err(nothing_pushed)?;
         clock.mark("mint");
         let token_sha = minted.token.sha256();
 
@@ -296,10 +301,18 @@ impl Host {
 
         let outcomes = match pushed {
             Ok(outcomes) => outcomes,
-            Err(message) => allowed
-                .iter()
-                .map(|(u, ..)| (u.dst.clone(), Err(message.clone())))
-                .collect(),
+            Err(message) => {
+                let message = match crate::publisher::publish::git::http_status(&message) {
+                    Some(status) if status >= 500 => format!(
+                        "GitHub answered {status} while pushing to {repo}; nothing was pushed; try again (git said: {message})"
+                    ),
+                    _ => message,
+                };
+                allowed
+                    .iter()
+                    .map(|(u, ..)| (u.dst.clone(), Err(message.clone())))
+                    .collect()
+            }
         };
         let pushed: Vec<&str> = allowed
             .iter()

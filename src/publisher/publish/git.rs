@@ -62,6 +62,14 @@ pub fn run(what: &str, cmd: &mut Command, token: Option<&Token>) -> Result<Outpu
     })
 }
 
+/// The HTTP status git reports for a failed request to GitHub (`The requested URL returned
+/// error: 502`), if its message names one.
+pub fn http_status(message: &str) -> Option<u16> {
+    let (_, rest) = message.split_once("The requested URL returned error: ")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 /// Removes a token (and its Basic form) from text that may reach a log or an answer.
 pub fn scrub(text: &str, token: Option<&Token>) -> String {
     let mut text = text.trim().to_string();
@@ -79,6 +87,17 @@ pub fn scrub(text: &str, token: Option<&Token>) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn gits_http_status_is_read_from_its_message() {
+        assert_eq!(
+            super::http_status(
+                "fatal: unable to access 'http://127.0.0.1:1/demo/app.git/': The requested URL returned error: 502"
+            ),
+            Some(502)
+        );
+        assert_eq!(super::http_status("fatal: repository not found"), None);
+    }
+
     use super::*;
 
     #[test]
