@@ -555,7 +555,10 @@ fn mcp_key_abuse_is_refused_and_the_key_never_logged() {
     };
     use support::mcp_server::Conn;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
-    let wrong = format!("{}0", &key[..key.len() - 1]);
+    // The key with its last digit changed (to another digit, whatever the last one was).
+    let last = if key.ends_with('0') { '1' } else { '0' };
+    let wrong = format!("{}{last}", &key[..key.len() - 1]);
+    assert_ne!(wrong, key);
     for path in [
         "/mcp".to_string(),
         "/mcp?key=".to_string(),

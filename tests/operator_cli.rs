@@ -636,11 +636,13 @@ fn dev_up_env_clones_github_urls_from_the_local_github() {
         dev.info["env_file"].as_str().unwrap(),
         work.display()
     );
-    let out = std::process::Command::new("bash")
-        .args(["-c", &script])
-        .env("HOME", dev.home.path())
-        .output()
-        .unwrap();
+    let out = support::devhub::without_git_env(
+        std::process::Command::new("bash")
+            .args(["-c", &script])
+            .env("HOME", dev.home.path()),
+    )
+    .output()
+    .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -801,14 +803,16 @@ fn agent_shell(dev: &Dev) -> impl Fn(&str) -> (bool, String) + '_ {
     let work = dev.home.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     move |script: &str| {
-        let out = std::process::Command::new("bash")
-            .args([
-                "-c",
-                &format!("source '{env_file}' && cd '{}' && {script}", work.display()),
-            ])
-            .env("HOME", dev.home.path())
-            .output()
-            .unwrap();
+        let out = support::devhub::without_git_env(
+            std::process::Command::new("bash")
+                .args([
+                    "-c",
+                    &format!("source '{env_file}' && cd '{}' && {script}", work.display()),
+                ])
+                .env("HOME", dev.home.path()),
+        )
+        .output()
+        .unwrap();
         (
             out.status.success(),
             format!(
