@@ -932,3 +932,41 @@ fn a_grant_limited_to_ref_patterns_lets_the_agent_push_only_there() {
     let (ok, out) = agent("cd app && git push origin HEAD:refs/heads/feature/two");
     assert!(!ok, "{out}");
 }
+
+/// An exec-reached sprite whose configuration is not at the default path: the registry keeps the
+/// remote path and every admin request passes it.
+#[test]
+fn an_exec_sprites_own_config_path_reaches_every_admin_request() {
+    let dev = Dev::up();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_zodex-prd"))
+        .parent()
+        .unwrap();
+    // The "remote" shell knows nothing of this test's $ZODEX_CONFIG.
+    let exec = format!("env -u ZODEX_CONFIG PATH={}:/usr/bin:/bin", bin.display());
+    let config = dev.config();
+    dev.zodex(&[
+        "sprite",
+        "add",
+        "viaexec",
+        "--exec",
+        &exec,
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .ok();
+    let status = dev.zodex_for_sprite("viaexec", &["sprite", "github", "status", "--json"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert_eq!(status.json()["ok"], true);
+    // Without --config the sprite's default path is asked for, and the error names it.
+    dev.zodex(&["sprite", "add", "noconfig", "--exec", &exec])
+        .ok();
+    let run = dev.zodex_for_sprite("noconfig", &["sprite", "github", "status"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("/etc/zodex/zodex.toml")
+            || run.stdout.contains("/etc/zodex/zodex.toml"),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+}

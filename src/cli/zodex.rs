@@ -74,8 +74,9 @@ enum SpriteCommand {
         /// The sprite is this machine.
         #[arg(long)]
         local: bool,
-        /// With --local: the sprite's configuration file.
-        #[arg(long, requires = "local")]
+        /// The sprite's configuration file, when it is not /etc/zodex/zodex.toml: a path on the
+        /// sprite, passed to every admin request (with --exec as with --local).
+        #[arg(long)]
         config: Option<PathBuf>,
     },
     /// List registered sprites.
@@ -314,7 +315,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
             config,
         } => {
             let admin_command = match (exec, local) {
-                (Some(exec), _) => match exec_admin_command(&exec) {
+                (Some(exec), _) => match exec_admin_command(&exec, config.as_deref()) {
                     Ok(argv) => argv,
                     Err(e) => return print_failure(&e, false),
                 },

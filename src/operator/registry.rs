@@ -62,14 +62,22 @@ fn valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
-/// The admin command for a sprite reached through `exec_prefix` (e.g. `sprite exec -s NAME --`).
-pub fn exec_admin_command(exec_prefix: &str) -> Result<Vec<String>, RegistryError> {
+/// The admin command for a sprite reached through `exec_prefix` (e.g. `sprite exec -s NAME --`),
+/// with the sprite's own configuration path when it is not the default one: it is a path on the
+/// sprite, passed to every admin request as `--config PATH`.
+pub fn exec_admin_command(
+    exec_prefix: &str,
+    remote_config: Option<&Path>,
+) -> Result<Vec<String>, RegistryError> {
     let mut argv =
         shell_words::split(exec_prefix).map_err(|_| RegistryError::BadExec(exec_prefix.into()))?;
     if argv.is_empty() {
         return Err(RegistryError::BadExec(exec_prefix.into()));
     }
     argv.extend(["zodex-prd".to_string(), "admin".to_string()]);
+    if let Some(config) = remote_config {
+        argv.extend(["--config".to_string(), config.display().to_string()]);
+    }
     Ok(argv)
 }
 
@@ -212,7 +220,7 @@ mod tests {
     fn entry(name: &str) -> SpriteEntry {
         SpriteEntry {
             name: name.into(),
-            admin_command: exec_admin_command(&format!("sprite exec -s {name} --")).unwrap(),
+            admin_command: exec_admin_command(&format!("sprite exec -s {name} --"), None).unwrap(),
         }
     }
 
@@ -263,7 +271,7 @@ mod tests {
     #[test]
     fn exec_prefix_is_split_like_a_shell() {
         assert_eq!(
-            exec_admin_command("ssh -o 'ProxyCommand=x y' host").unwrap(),
+            exec_admin_command("ssh -o 'ProxyCommand=x y' host", None).unwrap(),
             vec![
                 "ssh",
                 "-o",
@@ -273,7 +281,29 @@ mod tests {
                 "admin"
             ]
         );
-        assert!(exec_admin_command("ssh 'unterminated").is_err());
-        assert!(exec_admin_command("  ").is_err());
+        assert!(exec_admin_command("ssh 'unterminated", None).is_err());
+        assert!(exec_admin_command("  ", None).is_err());
+    }
+
+    #[test]
+    fn an_exec_sprites_remote_config_is_passed_to_every_admin_request() {
+        assert_eq!(
+            exec_admin_command(
+                "sprite exec -s one --",
+                Some(Path::new("/srv/zodex/zodex.toml"))
+            )
+            .unwrap(),
+            vec![
+                "sprite",
+                "exec",
+                "-s",
+                "one",
+                "--",
+                "zodex-prd",
+                "admin",
+                "--config",
+                "/srv/zodex/zodex.toml"
+            ]
+        );
     }
 }
