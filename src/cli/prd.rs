@@ -7,10 +7,10 @@ use crate::publisher::daemon::DaemonError;
 use crate::publisher::host::HostError;
 use crate::publisher::prove::{ProveError, SolverCommand, Subject};
 use crate::publisher::publish::indexer;
-use crate::publisher::sockets::{Impersonation, check_server};
-use crate::publisher::wire::{ErrorKind, MAX_REQUEST_BYTES, Response, read_response};
+use crate::publisher::sockets::{Impersonation, admin_call};
+use crate::publisher::wire::{ErrorKind, MAX_REQUEST_BYTES, Response};
 use clap::{Parser, Subcommand};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -178,19 +178,7 @@ fn admin(config: Option<PathBuf>) -> i32 {
         eprintln!("error: send exactly one JSON request line on stdin");
         return EXIT_USAGE;
     }
-    let answer = (|| -> std::io::Result<Response> {
-        let mut stream = std::os::unix::net::UnixStream::connect(&config.admin_socket)?;
-        // Who serves this path? Decided before one byte of the request leaves.
-        check_server(&stream, &config.admin_socket, config.publisher_uid)?;
-        let sent = stream
-            .write_all(line.as_bytes())
-            .and_then(|()| stream.write_all(b"\n"));
-        // A refused peer's request is never read: the answer still waits on the socket.
-        match (sent, read_response(&mut stream)) {
-            (_, Ok(response)) => Ok(response),
-            (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
-        }
-    })();
+    let answer = admin_call(&config.admin_socket, config.publisher_uid, line);
     match answer {
         Ok(response) => {
             print!("{}", answer_line(&response));

@@ -639,19 +639,10 @@ fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
             dir,
             api_port,
             git_port,
-        } => {
-            let config = crate::devhub::DevHubConfig::new(dir).with_ports(api_port, git_port);
-            let served = tokio::runtime::Runtime::new()
-                .map_err(|e| e.to_string())
-                .and_then(|rt| {
-                    rt.block_on(crate::devhub::serve(config))
-                        .map_err(|e| e.to_string())
-                });
-            match served {
-                Ok(()) => EXIT_OK,
-                Err(e) => print_failure(&e, false),
-            }
-        }
+        } => match dev::serve_devhub(dir, api_port, git_port) {
+            Ok(()) => EXIT_OK,
+            Err(e) => print_failure(&e, false),
+        },
         DevCommand::Down { dir, json } => {
             let dir = dir.unwrap_or_else(dev::default_dir);
             match dev::down(&dir, registry) {

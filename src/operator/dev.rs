@@ -542,3 +542,15 @@ fn stop(pid: i32) {
         let _ = kill(pid, Signal::SIGKILL);
     }
 }
+
+/// Runs the local GitHub (devhub) in the foreground until it is stopped: what `zodex dev up`
+/// starts in the background, as `zodex dev devhub`.
+pub fn serve_devhub(dir: PathBuf, api_port: u16, git_port: u16) -> Result<(), String> {
+    let config = crate::devhub::DevHubConfig::new(dir).with_ports(api_port, git_port);
+    tokio::runtime::Runtime::new()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(crate::devhub::serve(config))
+                .map_err(|e| e.to_string())
+        })
+}

@@ -195,6 +195,27 @@ pub fn check_server(
     }
 }
 
+/// One admin request line to `admin_socket` and its answer: the server's uid is checked before
+/// one byte of the request leaves (see [`check_server`]; an [`Impersonation`] comes back as the
+/// error's inner value). `zodex-prd admin` carries the operator's request with this.
+pub fn admin_call(
+    admin_socket: &Path,
+    publisher_uid: Option<u32>,
+    line: &str,
+) -> io::Result<super::wire::Response> {
+    use std::io::Write as _;
+    let mut stream = std::os::unix::net::UnixStream::connect(admin_socket)?;
+    check_server(&stream, admin_socket, publisher_uid)?;
+    let sent = stream
+        .write_all(line.as_bytes())
+        .and_then(|()| stream.write_all(b"\n"));
+    // A refused peer's request is never read: the answer still waits on the socket.
+    match (sent, super::wire::read_response(&mut stream)) {
+        (_, Ok(response)) => Ok(response),
+        (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
