@@ -58,11 +58,7 @@ pub struct Property {
 impl Property {
     /// Does this property speak of `action`?
     pub fn covers(&self, action: &EntityUid) -> bool {
-        match self.policy.action_constraint() {
-            ActionConstraint::Any => true,
-            ActionConstraint::Eq(one) => &one == action,
-            ActionConstraint::In(many) => many.contains(action),
-        }
+        scope_names(&self.policy, action)
     }
 }
 
@@ -129,6 +125,15 @@ impl Properties {
         std::iter::once(NEVER_ERRORS.to_string())
             .chain(self.list.iter().map(|p| p.id.clone()))
             .collect()
+    }
+}
+
+/// Does `policy`'s scope name `action`? A policy over any action names every one.
+pub fn scope_names(policy: &Policy, action: &EntityUid) -> bool {
+    match policy.action_constraint() {
+        ActionConstraint::Any => true,
+        ActionConstraint::Eq(one) => &one == action,
+        ActionConstraint::In(many) => many.contains(action),
     }
 }
 

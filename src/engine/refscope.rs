@@ -105,7 +105,7 @@ impl RefPattern {
     /// Does this pattern cover `ref_name`? (What Cedar decides with [`scopes_of`]; kept here
     /// for display and tests, never for a decision.)
     pub fn covers(&self, ref_name: &str) -> bool {
-        scopes_of(ref_name).iter().any(|s| s == &self.0)
+        patterns_meet(std::slice::from_ref(&self.0), &scopes_of(ref_name))
     }
 }
 
@@ -113,6 +113,13 @@ impl fmt::Display for RefPattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// Do a grant's or scope's `patterns` (normalised; none means every ref) cover a ref with these
+/// `scopes` ([`scopes_of`])? What the store uses to pick a candidate and the operator's views
+/// show; the decision itself is Cedar's `containsAny` over the same two sets.
+pub fn patterns_meet(patterns: &[String], scopes: &[String]) -> bool {
+    patterns.is_empty() || patterns.iter().any(|p| scopes.contains(p))
 }
 
 /// The scopes of a full ref name: the ref itself, then `P/*` for every parent prefix P,

@@ -1,6 +1,7 @@
 //! Explicit push grants and the agent's pending requests for them.
 
 use super::{Facts, Result, StoreError};
+use crate::engine::refscope::patterns_meet;
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
@@ -107,12 +108,6 @@ pub(super) fn patterns_from(column: &str, text: Option<String>) -> rusqlite::Res
 /// The column value for `patterns`: NULL when there are none.
 pub(super) fn patterns_to(patterns: &[String]) -> Option<String> {
     (!patterns.is_empty()).then(|| serde_json::to_string(patterns).unwrap_or_default())
-}
-
-/// Does a grant or scope limited to `patterns` cover a ref with these `scopes`
-/// (`refscope::scopes_of`)? Used to pick the candidate; Cedar decides.
-pub(super) fn patterns_meet(patterns: &[String], scopes: &[String]) -> bool {
-    patterns.is_empty() || patterns.iter().any(|p| scopes.contains(p))
 }
 
 impl Grant {
@@ -224,14 +219,9 @@ impl Facts<'_> {
             "SELECT * FROM grants WHERE repo_key = ?1 AND state = 'active'
              ORDER BY expires_at IS NULL DESC, expires_at DESC, id DESC",
         )?;
-        let mut rows = stmt.query_map([repo_key], Grant::from_row)?;
-        let first = rows.next().transpose()?;
-        let Some(scopes) = scopes else {
-            return Ok(first);
-        };
-        for grant in first.into_iter().map(Ok).chain(rows) {
+        for grant in stmt.query_map([repo_key], Grant::from_row)? {
             let grant = grant?;
-            if patterns_meet(&grant.refs, scopes) {
+            if scopes.is_none_or(|scopes| patterns_meet(&grant.refs, scopes)) {
                 return Ok(Some(grant));
             }
         }

@@ -1,7 +1,8 @@
 //! YOLO scopes: time-boxed push authority over one repository or every installed one.
 
-use super::grants::{patterns_from, patterns_meet, patterns_to};
+use super::grants::{patterns_from, patterns_to};
 use super::{Facts, Result};
+use crate::engine::refscope::patterns_meet;
 use rusqlite::{Row, params};
 use serde::Serialize;
 

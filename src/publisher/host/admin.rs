@@ -4,7 +4,7 @@
 
 use super::{Failure, Host, PRUNE_EVERY_SECONDS, check_ttl, parse_repo};
 use crate::engine::authority::PageRequest;
-use crate::engine::refscope::RefPattern;
+use crate::engine::refscope::{RefPattern, patterns_meet, scopes_of};
 use crate::engine::store::{AuditFilter, Store};
 use crate::engine::{Ask, GrantTerms, Principal, RefUpdate, YoloTerms};
 use crate::publisher::wire::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
@@ -62,6 +62,13 @@ impl Host {
     }
 
     fn admin_answer(&self, principal: &Principal, request: AdminRequest) -> Response {
+        // A proof needs no state: it runs without holding the store, so decisions go on.
+        if request == AdminRequest::ProvePolicies {
+            return match self.prove_now() {
+                Ok(report) => Response::ok(report),
+                Err(failure) => failure.into_response(),
+            };
+        }
         let now = self.now();
         // A what-if is answered on what GitHub says now, not on "never checked".
         if let AdminRequest::Explain { repo, ref_name, .. } = &request {
@@ -132,7 +139,7 @@ impl Host {
                     }
                     Response::ok(status)
                 }
-                AdminRequest::ProvePolicies => Response::ok(self.prove_now()?),
+                AdminRequest::ProvePolicies => unreachable!("answered above, without the store"),
                 AdminRequest::Requests { limit, before } => {
                     let page = a.requests(s, principal, PageRequest { limit, before }, now)?;
                     Response::page(page.items, page.next_before)
@@ -220,13 +227,11 @@ impl Host {
                         unreachable!("the what-if is a push")
                     };
                     let grants = s.read(|f| f.active_grants_for(&repo.key(), 10))?;
+                    let scopes = scopes_of(&update.ref_name);
                     let grants: Vec<_> = grants
                         .iter()
                         .map(|g| {
-                            let covers = g.refs.is_empty()
-                                || g.refs.iter().any(|p| {
-                                    RefPattern::parse(p).is_ok_and(|p| p.covers(&update.ref_name))
-                                });
+                            let covers = patterns_meet(&g.refs, &scopes);
                             serde_json::json!({
                                 "id": g.id,
                                 "expires_at": g.expires_at,

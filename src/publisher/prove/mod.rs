@@ -16,7 +16,7 @@ mod example;
 pub use example::Counterexample;
 
 use crate::engine::policy::{Policies, PolicyError};
-use crate::engine::properties::{NEVER_ERRORS, Properties, Property};
+use crate::engine::properties::{NEVER_ERRORS, Properties, Property, scope_names};
 use cedar_policy::{PolicyId, PolicySet, RequestEnv};
 use cedar_policy_symcc::solver::LocalSolver;
 use cedar_policy_symcc::{CedarSymCompiler, CompiledPolicy, CompiledPolicySet};
@@ -89,10 +89,8 @@ impl SolverCommand {
             ]),
         };
         command.env_clear().kill_on_drop(true);
-        LocalSolver::from_command(&mut command).map_err(|e| ProveError::Solver {
-            path: self.path().to_path_buf(),
-            source: Box::new(e.into()),
-        })
+        LocalSolver::from_command(&mut command)
+            .map_err(|e| solver_error(self.path(), cedar_policy_symcc::err::Error::from(e)))
     }
 }
 
@@ -302,33 +300,16 @@ struct Prover<'a> {
 
 impl<'a> Prover<'a> {
     fn start(policies: &'a Policies, solver: &SolverCommand) -> Result<Self, ProveError> {
-        let compiler =
-            CedarSymCompiler::new(solver.start()?).map_err(|source| ProveError::Solver {
-                path: solver.path().to_path_buf(),
-                source: Box::new(source),
-            })?;
+        let compiler = CedarSymCompiler::new(solver.start()?)
+            .map_err(|source| solver_error(solver.path(), source))?;
+        let envs: Vec<RequestEnv> = policies.schema.request_envs().collect();
         Ok(Self {
             policies,
             compiler,
-            envs: policies.schema.request_envs().collect(),
-            effective: vec![None; policies.schema.request_envs().count()],
+            effective: vec![None; envs.len()],
+            envs,
             solver: solver.path().to_path_buf(),
         })
-    }
-
-    /// The effective set compiled for environment `index`, compiled on first use.
-    fn effective(
-        &mut self,
-        index: usize,
-    ) -> Result<&CompiledPolicySet, Box<cedar_policy_symcc::err::Error>> {
-        if self.effective[index].is_none() {
-            let env = &self.envs[index];
-            self.effective[index] = Some(
-                CompiledPolicySet::compile(&self.policies.set, env, &self.policies.schema)
-                    .map_err(Box::new)?,
-            );
-        }
-        Ok(self.effective[index].as_ref().expect("compiled just above"))
     }
 
     /// See [`changes_decisions`].
@@ -337,30 +318,22 @@ impl<'a> Prover<'a> {
         if without.remove_static(PolicyId::new(id)).is_err() {
             return Ok(false);
         }
-        let solver = self.solver.clone();
-        let fail = |source| ProveError::Solver {
-            path: solver.clone(),
-            source: Box::new(source),
-        };
+        let path = self.solver.clone();
+        let fail = |source: cedar_policy_symcc::err::Error| solver_error(&path, source);
         for index in 0..self.envs.len() {
             let less =
                 CompiledPolicySet::compile(&without, &self.envs[index], &self.policies.schema)
                     .map_err(fail)?;
-            let full = self
-                .effective(index)
-                .map_err(|source| ProveError::Solver {
-                    path: solver.clone(),
-                    source,
-                })?
-                .clone();
+            let full = effective(&mut self.effective, &self.envs, self.policies, index)
+                .map_err(|e| solver_error(&path, e))?;
             let same = self
                 .compiler
-                .check_implies_opt(&full, &less)
+                .check_implies_opt(full, &less)
                 .await
                 .map_err(fail)?
                 && self
                     .compiler
-                    .check_implies_opt(&less, &full)
+                    .check_implies_opt(&less, full)
                     .await
                     .map_err(fail)?;
             if !same {
@@ -373,7 +346,8 @@ impl<'a> Prover<'a> {
     async fn never_errors(&mut self) -> Outcome {
         for policy in self.policies.set.policies() {
             for env in &self.envs {
-                if !applies(policy, env) {
+                // Compiled only where its scope names the action: elsewhere it is false.
+                if !scope_names(policy, env.action()) {
                     continue;
                 }
                 let compiled = match CompiledPolicy::compile(policy, env, &self.policies.schema) {
@@ -417,11 +391,11 @@ impl<'a> Prover<'a> {
             if !property.covers(self.envs[index].action()) {
                 continue;
             }
-            let effective = match self.effective(index) {
-                Ok(compiled) => compiled.clone(),
-                Err(e) => return unproven("the effective set", &self.envs[index], &e),
-            };
             let env = &self.envs[index];
+            let effective = match effective(&mut self.effective, &self.envs, self.policies, index) {
+                Ok(compiled) => compiled,
+                Err(e) => return unproven("the effective set", env, &e),
+            };
             let property_set =
                 match CompiledPolicySet::compile(&accepted, env, &self.policies.schema) {
                     Ok(compiled) => compiled,
@@ -429,7 +403,7 @@ impl<'a> Prover<'a> {
                 };
             match self
                 .compiler
-                .check_implies_with_counterexample_opt(&effective, &property_set)
+                .check_implies_with_counterexample_opt(effective, &property_set)
                 .await
             {
                 Ok(None) => {}
@@ -449,16 +423,6 @@ impl<'a> Prover<'a> {
     }
 }
 
-/// Does `policy`'s scope name the environment's action (so that compiling it there is
-/// meaningful)? A policy over any action applies everywhere.
-fn applies(policy: &cedar_policy::Policy, env: &RequestEnv) -> bool {
-    match policy.action_constraint() {
-        cedar_policy::ActionConstraint::Any => true,
-        cedar_policy::ActionConstraint::Eq(one) => &one == env.action(),
-        cedar_policy::ActionConstraint::In(many) => many.contains(env.action()),
-    }
-}
-
 fn unproven(what: impl std::fmt::Display, env: &RequestEnv, e: &dyn std::fmt::Display) -> Outcome {
     Outcome::Unproven {
         reason: format!(
@@ -468,4 +432,29 @@ fn unproven(what: impl std::fmt::Display, env: &RequestEnv, e: &dyn std::fmt::Di
             env.principal()
         ),
     }
+}
+
+fn solver_error(path: &Path, source: impl Into<Box<cedar_policy_symcc::err::Error>>) -> ProveError {
+    ProveError::Solver {
+        path: path.to_path_buf(),
+        source: source.into(),
+    }
+}
+
+/// The effective set compiled for environment `index`, compiled on first use and kept in
+/// `slots` (a free function so that the caller may hold it while it uses the solver).
+fn effective<'s>(
+    slots: &'s mut [Option<CompiledPolicySet>],
+    envs: &[RequestEnv],
+    policies: &Policies,
+    index: usize,
+) -> Result<&'s CompiledPolicySet, Box<cedar_policy_symcc::err::Error>> {
+    let slot = &mut slots[index];
+    if slot.is_none() {
+        *slot = Some(
+            CompiledPolicySet::compile(&policies.set, &envs[index], &policies.schema)
+                .map_err(Box::new)?,
+        );
+    }
+    Ok(slot.as_ref().expect("compiled just above"))
 }
