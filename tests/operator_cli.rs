@@ -401,21 +401,10 @@ fn an_invalid_operator_policy_refuses_start_with_its_location() {
         .prd(&["policy", "check", "--dir", policies.to_str().unwrap()])
         .code(1);
     assert!(run.stderr.contains("mine.cedar:3:"), "{}", run.stderr);
-    let config = std::fs::read_to_string(dev.config()).unwrap();
-    let broken = dev.dir.join("broken.toml");
-    let state = dev.dir.join("state2");
-    let config = config
-        .replace(
-            dev.dir.join("state").to_str().unwrap(),
-            state.to_str().unwrap(),
-        )
-        .replace("run/admin.sock", "run/admin2.sock")
-        .replace("run/agent.sock", "run/agent2.sock");
-    std::fs::write(
-        &broken,
-        format!("policy_dir = \"{}\"\n{config}", policies.display()),
-    )
-    .unwrap();
+    let (broken, admin) = dev.second_config(
+        "broken",
+        &format!("policy_dir = \"{}\"", policies.display()),
+    );
     let run = dev
         .prd(&["serve", "--config", broken.to_str().unwrap()])
         .code(1);
@@ -424,7 +413,7 @@ fn an_invalid_operator_policy_refuses_start_with_its_location() {
         "{}",
         run.stderr
     );
-    assert!(!dev.dir.join("run/admin2.sock").exists());
+    assert!(!admin.exists());
     let ok = dev.prd(&["policy", "check"]).ok();
     assert!(ok.stdout.contains("explicit-grant-push"), "{}", ok.stdout);
 }

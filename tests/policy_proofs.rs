@@ -6,7 +6,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::dev::{Dev, Run};
@@ -234,24 +234,6 @@ fn without_a_solver_prove_says_how_to_install_one() {
     );
 }
 
-/// A copy of the dev sprite's configuration with its own state and sockets, and `extra` on
-/// top.
-fn second_config(dev: &Dev, name: &str, extra: &str) -> (PathBuf, PathBuf) {
-    let config = std::fs::read_to_string(dev.config()).unwrap();
-    let state = dev.dir.join(format!("state-{name}"));
-    let admin = dev.dir.join(format!("run/admin-{name}.sock"));
-    let config = config
-        .replace(
-            dev.dir.join("state").to_str().unwrap(),
-            state.to_str().unwrap(),
-        )
-        .replace("run/admin.sock", &format!("run/admin-{name}.sock"))
-        .replace("run/agent.sock", &format!("run/agent-{name}.sock"));
-    let path = dev.dir.join(format!("{name}.toml"));
-    std::fs::write(&path, format!("{extra}\n{config}")).unwrap();
-    (path, admin)
-}
-
 /// `zodex-prd serve` that is expected to refuse start: its whole output.
 fn serve_to_end(config: &Path) -> Run {
     Run::from(
@@ -312,7 +294,7 @@ fn serve_refuses_a_broken_invariant_starts_with_a_waiver_and_warns_without_a_sol
     let policy_dir = format!("policy_dir = \"{}\"", policies.display());
 
     // Broken and not waived: start is refused with the counterexample, and nothing listens.
-    let (broken, admin) = second_config(&dev, "broken", &policy_dir);
+    let (broken, admin) = dev.second_config("broken", &policy_dir);
     let run = serve_to_end(&broken);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
@@ -326,8 +308,7 @@ fn serve_refuses_a_broken_invariant_starts_with_a_waiver_and_warns_without_a_sol
     assert!(!admin.exists(), "a refused start must not listen");
 
     // A waiver that names no property is a typo, not a waiver.
-    let (typo, _) = second_config(
-        &dev,
+    let (typo, _) = dev.second_config(
         "typo",
         &format!("{policy_dir}\nwaive_properties = [\"push-needs-a-grant\"]"),
     );
@@ -341,8 +322,7 @@ fn serve_refuses_a_broken_invariant_starts_with_a_waiver_and_warns_without_a_sol
     );
 
     // Waived: it starts, says so at start, and status shows the waiver.
-    let (waived, _) = second_config(
-        &dev,
+    let (waived, _) = dev.second_config(
         "waived",
         &format!("{policy_dir}\nwaive_properties = [\"push-needs-live-grant-or-yolo\"]"),
     );
@@ -358,7 +338,7 @@ fn serve_refuses_a_broken_invariant_starts_with_a_waiver_and_warns_without_a_sol
 
     // No solver: the daemon starts, loudly unproven.
     let empty = tempfile::tempdir().unwrap();
-    let (unproven, _) = second_config(&dev, "unproven", &policy_dir);
+    let (unproven, _) = dev.second_config("unproven", &policy_dir);
     let mut child = serve(&unproven, Some(empty.path()));
     let log = log_until(&mut child, "zodex-prd serving");
     assert!(log.contains("NOT PROVEN") && log.contains("cvc5"), "{log}");

@@ -133,6 +133,25 @@ impl Dev {
         self.zodex(&full).json()
     }
 
+    /// A copy of this installation's configuration with its own state directory and sockets
+    /// (named after `name`) and `extra` top-level settings: for a second `zodex-prd serve`
+    /// beside the running one. Returns the file and the copy's admin socket.
+    pub fn second_config(&self, name: &str, extra: &str) -> (PathBuf, PathBuf) {
+        let config = std::fs::read_to_string(self.config()).unwrap();
+        let state = self.dir.join(format!("state-{name}"));
+        let admin = self.dir.join(format!("run/admin-{name}.sock"));
+        let config = config
+            .replace(
+                self.dir.join("state").to_str().unwrap(),
+                state.to_str().unwrap(),
+            )
+            .replace("run/admin.sock", &format!("run/admin-{name}.sock"))
+            .replace("run/agent.sock", &format!("run/agent-{name}.sock"));
+        let path = self.dir.join(format!("{name}.toml"));
+        std::fs::write(&path, format!("{extra}\n{config}")).unwrap();
+        (path, admin)
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("logs/zodex-prd.log")).unwrap_or_default()
     }
