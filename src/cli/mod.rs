@@ -6,11 +6,13 @@
 pub mod agent;
 pub mod local;
 pub mod prd;
+pub mod prd_install;
 pub mod proofs;
 pub mod publish;
 pub mod remote_helper;
 pub mod render;
 pub mod serve;
+pub mod sprite_deploy;
 pub mod zodex;
 
 use crate::publisher::wire::{ErrorKind, Response};

@@ -37,6 +37,38 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Install or repair a two-user deployment on this machine (root): users, layout, keys
+    /// (from stdin), binaries, services, and a self-check as the agent user. Idempotent.
+    Install(Box<super::prd_install::InstallArgs>),
+    /// Check every part of the deployment, each problem on one line with its fix (root).
+    Doctor {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Read the operator's MCP key from stdin, to check the endpoint's tools.
+        #[arg(long)]
+        mcp_key_stdin: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The boundary as the running user sees it: run as the agent user (install and doctor do).
+    CheckIsolation {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The installed services: start, stop, restart, status, logs (root).
+    #[command(subcommand)]
+    Service(super::prd_install::ServiceCommand),
+    /// Replace the installed binaries with those in DIR, restart, and check the version (root).
+    Upgrade {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        binaries: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Policy tools.
     Policy {
         #[command(subcommand)]
@@ -85,6 +117,21 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Serve { config } => serve(config),
         Command::Admin { config } => admin(config),
+        Command::Install(args) => super::prd_install::install(*args),
+        Command::Doctor {
+            config,
+            mcp_key_stdin,
+            json,
+        } => super::prd_install::doctor(config, mcp_key_stdin, json),
+        Command::CheckIsolation { config, json } => {
+            super::prd_install::check_isolation(config, json)
+        }
+        Command::Service(command) => super::prd_install::service(command),
+        Command::Upgrade {
+            config,
+            binaries,
+            json,
+        } => super::prd_install::upgrade(config, binaries, json),
         Command::Policy {
             command: PolicyCommand::Check { dir, config },
         } => check(dir, config),

@@ -97,6 +97,49 @@ enum SpriteCommand {
         #[arg(long)]
         rotate: bool,
     },
+    /// Install Zodex on a registered sprite through its transport (two users, keys over stdin,
+    /// services, a self-check as the agent), then check both Apps on every target. Resumable.
+    Setup {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        args: Box<super::sprite_deploy::SetupArgs>,
+    },
+    /// Check every part of a sprite; each problem on one line with its fix (exit 0 only when
+    /// all hold).
+    Doctor {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// The sprite's services: running, version, uptime.
+    Status {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// The last lines of a service's log.
+    Logs {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, default_value = "zodex-prd", value_parser = ["zodex-prd", "zodex-agent"])]
+        service: String,
+        #[arg(long, default_value_t = 100)]
+        lines: usize,
+    },
+    /// Restart the sprite's services (both unless --service).
+    Restart {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, value_parser = ["zodex-prd", "zodex-agent"])]
+        service: Option<String>,
+    },
+    /// Replace the sprite's binaries with those in DIR (state kept, migrations run, services
+    /// restarted, version checked).
+    Upgrade {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        binaries: PathBuf,
+    },
     /// GitHub write authority on a sprite.
     Github {
         #[command(flatten)]
@@ -381,6 +424,26 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
                 }
                 Err(e) => print_failure(&e, target.json),
             }
+        }
+        SpriteCommand::Setup { target, args } => {
+            super::sprite_deploy::setup(target.sprite(), target.json, *args, registry)
+        }
+        SpriteCommand::Doctor { target } => {
+            super::sprite_deploy::doctor(target.sprite(), target.json, registry)
+        }
+        SpriteCommand::Status { target } => {
+            super::sprite_deploy::status(target.sprite(), target.json, registry)
+        }
+        SpriteCommand::Logs {
+            target,
+            service,
+            lines,
+        } => super::sprite_deploy::logs(target.sprite(), &service, lines, registry),
+        SpriteCommand::Restart { target, service } => {
+            super::sprite_deploy::restart(target.sprite(), service.as_deref(), registry)
+        }
+        SpriteCommand::Upgrade { target, binaries } => {
+            super::sprite_deploy::upgrade(target.sprite(), target.json, binaries, registry)
         }
         SpriteCommand::Github { target, command } => github(&target, command, registry),
         SpriteCommand::Policy { target, command } => policy(&target, command, registry),

@@ -56,6 +56,16 @@ pub fn url_file(sprite: &str) -> PathBuf {
         .join("mcp-url")
 }
 
+/// The MCP key this operator holds for `sprite` (from its stored URL), if any.
+pub fn stored_key(sprite: &str) -> Option<String> {
+    let url = std::fs::read_to_string(url_file(sprite)).ok()?;
+    let query = url.trim().split_once('?')?.1;
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("key="))
+        .map(str::to_string)
+}
+
 fn valid_host(host: &str) -> bool {
     let (name, port) = match host.rsplit_once(':') {
         Some((name, port)) => (name, Some(port)),

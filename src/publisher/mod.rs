@@ -7,6 +7,7 @@ pub mod credentials;
 pub mod daemon;
 pub mod github;
 pub mod host;
+pub mod install;
 pub mod prove;
 pub mod publish;
 pub mod sockets;

@@ -70,6 +70,11 @@ pub enum AdminRequest {
     /// Prove the write invariants of the daemon's effective policy set now; the answer is a
     /// `publisher::prove::Report`.
     ProvePolicies,
+    /// Ask GitHub now (read-only, audited as `CheckCoverage`) whether each App is installed on
+    /// `repo`: what `zodex sprite setup` and `doctor` check for every target.
+    CheckCoverage {
+        repo: String,
+    },
     /// Grants, scopes and requests, each list bounded (with its total) so the answer always
     /// fits the reply cap; `requests` and `audit` page through the rest.
     Status,
@@ -545,4 +550,14 @@ mod tests {
             }
         );
     }
+}
+
+/// The answer to [`AdminRequest::CheckCoverage`]: what GitHub said just now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoverageAnswer {
+    pub repo: String,
+    pub reader_installed: bool,
+    pub writer_installed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_branch: Option<String>,
 }

@@ -89,7 +89,7 @@ fn mkdir(path: &Path, owner: Option<&SystemUser>, gid: Option<u32>, mode: u32) -
 }
 
 /// The demo world plus `demo/trunk`, whose default branch on GitHub is `trunk`.
-fn world(dir: &Path) -> DemoSeed {
+pub fn world(dir: &Path) -> DemoSeed {
     let [reader, writer, _] = keys();
     let mut setup = Setup::open(dir).unwrap();
     let read = || Permissions::new().with("contents", Level::Read);

@@ -70,6 +70,13 @@ impl Host {
             };
         }
         let now = self.now();
+        if let AdminRequest::CheckCoverage { repo } = &request {
+            return match parse_repo(repo).and_then(|repo| self.coverage_now(principal, &repo, now))
+            {
+                Ok(answer) => Response::ok(answer),
+                Err(failure) => failure.into_response(),
+            };
+        }
         // A what-if is answered on what GitHub says now, not on "never checked".
         if let AdminRequest::Explain { repo, ref_name, .. } = &request {
             let refreshed = parse_repo(repo).and_then(|repo| {
@@ -139,7 +146,9 @@ impl Host {
                     }
                     Response::ok(status)
                 }
-                AdminRequest::ProvePolicies => unreachable!("answered above, without the store"),
+                AdminRequest::ProvePolicies | AdminRequest::CheckCoverage { .. } => {
+                    unreachable!("answered above, without the store")
+                }
                 AdminRequest::Requests { limit, before } => {
                     let page = a.requests(s, principal, PageRequest { limit, before }, now)?;
                     Response::page(page.items, page.next_before)

@@ -9,7 +9,7 @@ use crate::engine::authority::AuthorityError;
 use crate::engine::{Ask, Principal, RepoName};
 use crate::publisher::credentials::{Cached, Kind};
 use crate::publisher::github::{self, GitHub, TokenUse};
-use crate::publisher::wire::{CredentialGrant, ErrorKind, Response};
+use crate::publisher::wire::{CoverageAnswer, CredentialGrant, ErrorKind, Response};
 impl Host {
     fn github_for(&self, host: &str) -> Result<&GitHub, Failure> {
         let github = self.github.as_ref().ok_or_else(|| {
@@ -85,6 +85,40 @@ impl Host {
         if self.coverage_fresh(repo, now)? {
             return Ok(());
         }
+        self.check_and_audit(principal, github, repo, now)
+            .map(|_| ())
+    }
+
+    /// Asks GitHub now whether each App is installed on `repo` (whatever was known before).
+    pub(super) fn coverage_now(
+        &self,
+        principal: &Principal,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<CoverageAnswer, Failure> {
+        let Some(github) = &self.github else {
+            return Err(Failure::new(
+                ErrorKind::Conflict,
+                "this sprite's configuration has no [github] table, so no App can be checked; add one (see docs/deploy.md)",
+            ));
+        };
+        let coverage = self.check_and_audit(principal, github, repo, now)?;
+        Ok(CoverageAnswer {
+            repo: repo.to_string(),
+            reader_installed: coverage.reader.installed,
+            writer_installed: coverage.writer.installed,
+            default_branch: coverage.writer.default_branch.clone(),
+        })
+    }
+
+    /// Checks both Apps on `repo` at GitHub, records it, and audits the check.
+    fn check_and_audit(
+        &self,
+        principal: &Principal,
+        github: &GitHub,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<github::Coverage, Failure> {
         let checked = self.check_coverage(github, repo, now);
         let (outcome, detail) = match &checked {
             Ok(c) => (
@@ -117,7 +151,7 @@ impl Host {
                 )
             })
         })?;
-        checked.map(|_| ())
+        checked
     }
 
     /// Checks both Apps on `repo` at GitHub and records what it found.

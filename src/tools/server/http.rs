@@ -37,7 +37,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use super::body::read_capped;
 use super::handler::{Core, ZodexHandler, health_json};
-use super::key::{KeyHash, presented_key, strip_key_param};
+use super::key::{KeySource, presented_key, strip_key_param};
 
 /// Identifies one TCP connection: the last-resort conversation label for `zodex_context`.
 #[derive(Debug, Clone)]
@@ -66,8 +66,8 @@ impl Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>> for Con
 /// What the HTTP side needs besides the handler core.
 #[derive(Clone)]
 pub struct HttpOptions {
-    /// The hash of the capability key every `/mcp` request must present.
-    pub key: KeyHash,
+    /// The capability key every `/mcp` request must present (its hash, fixed or from its file).
+    pub key: Arc<KeySource>,
     /// Accepted `Host` values (names or `name:port`); empty accepts any host.
     pub allowed_hosts: Vec<String>,
 }
@@ -133,7 +133,7 @@ pub fn router(core: Arc<Core>, options: HttpOptions) -> Router {
         stateful,
         stateless,
     });
-    let key = Arc::new(options.key);
+    let key = options.key;
     let mcp_routes = Router::new()
         .route("/mcp", any(route_mcp).with_state(mcp))
         .layer(middleware::from_fn_with_state(key, require_key));
@@ -205,7 +205,7 @@ async fn health() -> impl IntoResponse {
 
 /// 401 with no detail unless the request presents the key; then scrubs the key from it.
 async fn require_key(
-    State(key): State<Arc<KeyHash>>,
+    State(key): State<Arc<KeySource>>,
     mut request: Request,
     next: Next,
 ) -> Response {

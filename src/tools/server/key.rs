@@ -68,6 +68,84 @@ impl KeyHash {
     }
 }
 
+/// Where the server finds the key's hash: fixed for its whole life (`zodex local`), or the key
+/// hash file, which `zodex sprite connect` may write or rotate while the server runs. The file is
+/// looked at (one `stat`) on every request and read again when it changed, so a new key works
+/// at once and an old one stops at once; while there is no valid file, every request is refused.
+pub enum KeySource {
+    Fixed(KeyHash),
+    File(KeyFile),
+}
+
+impl From<KeyHash> for KeySource {
+    fn from(hash: KeyHash) -> Self {
+        KeySource::Fixed(hash)
+    }
+}
+
+/// A key hash file and what was last read from it.
+pub struct KeyFile {
+    path: std::path::PathBuf,
+    last: std::sync::Mutex<Option<(FileStamp, Option<KeyHash>)>>,
+}
+
+/// What tells one version of a file from another without reading it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+        })
+    }
+}
+
+impl KeyFile {
+    pub fn new(path: std::path::PathBuf) -> Self {
+        Self {
+            path,
+            last: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The hash the file holds now, if it holds a valid one.
+    pub fn current(&self) -> Option<KeyHash> {
+        let stamp = FileStamp::of(&self.path)?;
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((seen, hash)) = last.as_ref()
+            && *seen == stamp
+        {
+            return hash.clone();
+        }
+        let hash = KeyHash::read_file(&self.path).ok();
+        *last = Some((stamp, hash.clone()));
+        hash
+    }
+}
+
+impl KeySource {
+    /// True when `candidate` is the current key (see [`KeyHash::verify`]).
+    pub fn verify(&self, candidate: &str) -> bool {
+        match self {
+            KeySource::Fixed(hash) => hash.verify(candidate),
+            KeySource::File(file) => file.current().is_some_and(|hash| hash.verify(candidate)),
+        }
+    }
+}
+
 impl fmt::Debug for KeyHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // A hash is not secret, but there is no reason to print it either.
@@ -137,6 +215,30 @@ pub fn strip_key_param(query: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_file_is_followed_as_it_is_written_rotated_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp-key.sha256");
+        let source = KeySource::File(KeyFile::new(path.clone()));
+        assert!(!source.verify("first"), "no file: every key is refused");
+        std::fs::write(&path, format!("{}\n", KeyHash::of_key("first").to_hex())).unwrap();
+        assert!(source.verify("first"));
+        assert!(!source.verify("second"));
+        // A rotation replaces the file (a new inode, as the publisher writes it).
+        let tmp = dir.path().join("tmp");
+        std::fs::write(&tmp, KeyHash::of_key("second").to_hex()).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        assert!(source.verify("second"));
+        assert!(!source.verify("first"), "the old key stops at once");
+        std::fs::write(&path, "not a hash").unwrap();
+        assert!(
+            !source.verify("second"),
+            "a damaged file refuses everything"
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert!(!source.verify("second"));
+    }
 
     #[test]
     fn fresh_keys_are_long_url_safe_and_distinct() {

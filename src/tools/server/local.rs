@@ -289,7 +289,7 @@ pub async fn run_foreground(
     on_ready(&running_from(&paths, &state, url));
 
     let options = HttpOptions {
-        key: key::KeyHash::of_key(&key),
+        key: std::sync::Arc::new(key::KeyHash::of_key(&key).into()),
         allowed_hosts: super::http::allowed_hosts(None, &options.allowed_hosts),
     };
     let result = super::serve_http(core, listener, options, stop).await;

@@ -202,7 +202,17 @@ pub async fn run_serve(options: ServeOptions) -> anyhow::Result<()> {
                     .into(),
             )
         })?;
-    let key = key::KeyHash::read_file(&key_file)?;
+    // A file that exists must hold a key hash; a missing one is waited for (a fresh sprite has
+    // none until `zodex sprite connect`), and every request is refused until it appears.
+    if key_file.exists() {
+        key::KeyHash::read_file(&key_file)?;
+    } else {
+        tracing::warn!(
+            file = %key_file.display(),
+            "no MCP key yet: every request is refused until `zodex sprite connect` sets one"
+        );
+    }
+    let key = std::sync::Arc::new(key::KeySource::File(key::KeyFile::new(key_file)));
     let listen = options
         .listen
         .clone()

@@ -1,0 +1,362 @@
+//! `zodex-prd install | check-isolation | doctor | service | upgrade`: the sprite-side commands
+//! of a deployment (run as root, usually by the operator's `zodex sprite …` through the
+//! transport). With `--json` each prints one JSON document for the operator's `zodex`.
+
+use super::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use crate::publisher::config::Config;
+use crate::publisher::install::layout::{InstallRecord, ServiceManager};
+use crate::publisher::install::services::{self, Action};
+use crate::publisher::install::{self, Finding, InstallOptions, KeyUpload};
+use clap::{Args, Subcommand};
+use std::io::Read;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct InstallArgs {
+    /// Install under this directory instead of `/` (for tests and trials).
+    #[arg(long, default_value = "/")]
+    prefix: PathBuf,
+    #[arg(long, default_value = "zodex-agent")]
+    agent_user: String,
+    #[arg(long, default_value = "zodex-prd")]
+    publisher_user: String,
+    /// The group that lets the agent reach its socket.
+    #[arg(long, default_value = "zodex")]
+    group: String,
+    /// The agent's home when the account is created (default: PREFIX/home/AGENT_USER).
+    #[arg(long)]
+    agent_home: Option<PathBuf>,
+    /// The directory holding zodex-agent, zodex-prd and git-remote-zodex (default: beside
+    /// this zodex-prd).
+    #[arg(long)]
+    binaries: Option<PathBuf>,
+    #[arg(long)]
+    reader_app_id: Option<u64>,
+    #[arg(long)]
+    writer_app_id: Option<u64>,
+    /// Read both App keys from stdin, as one JSON object {"writer_key": PEM, "reader_key": PEM}
+    /// (keys never travel in argv).
+    #[arg(long)]
+    keys_stdin: bool,
+    /// GitHub's web and git base URL (default https://github.com; a GitHub Enterprise Server's
+    /// https://HOST).
+    #[arg(long)]
+    github_url: Option<String>,
+    /// The REST API base (default: https://api.github.com, or GITHUB_URL/api/v3).
+    #[arg(long)]
+    api_url: Option<String>,
+    /// A repository (OWNER/REPO) or owner (OWNER/*) this sprite may write to; repeatable.
+    #[arg(long = "target")]
+    targets: Vec<String>,
+    /// Where zodex-agent serve listens (put an HTTPS proxy or tunnel in front of it).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    mcp_listen: String,
+    /// The public HTTPS URL of the MCP endpoint (its host is accepted in `Host`).
+    #[arg(long)]
+    public_url: Option<String>,
+    /// How the services run (default: systemd when booted with it and PREFIX is `/`).
+    #[arg(long, value_enum)]
+    service_manager: Option<ServiceManager>,
+    /// Most processes the agent user may run at once.
+    #[arg(long, default_value_t = 1024)]
+    agent_tasks_max: u32,
+    /// Most memory (MiB) the agent service and all it runs may use (systemd's MemoryMax).
+    #[arg(long, default_value_t = 4096)]
+    agent_memory_max_mib: u64,
+    /// Write everything but do not start the services (and skip the self-check).
+    #[arg(long)]
+    no_start: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum ServiceCommand {
+    /// Start, stop or restart the services (both unless --service).
+    Start(ServiceTarget),
+    Stop(ServiceTarget),
+    Restart(ServiceTarget),
+    /// Each service: running, pid, user, uptime, installed version.
+    Status {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The last lines of a service's log.
+    Logs {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, default_value = "zodex-prd", value_parser = ["zodex-prd", "zodex-agent"])]
+        service: String,
+        #[arg(long, default_value_t = 100)]
+        lines: usize,
+    },
+}
+
+#[derive(Args)]
+pub struct ServiceTarget {
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long, value_parser = ["zodex-prd", "zodex-agent"])]
+    service: Option<String>,
+}
+
+pub fn install(args: InstallArgs) -> i32 {
+    let keys = if args.keys_stdin {
+        let mut text = String::new();
+        if let Err(e) = std::io::stdin().take(1 << 20).read_to_string(&mut text) {
+            eprintln!("error: cannot read the keys from stdin: {e}");
+            return EXIT_USAGE;
+        }
+        match serde_json::from_str::<KeyUpload>(&text) {
+            Ok(keys) => Some(keys),
+            Err(_) => {
+                eprintln!(
+                    "error: --keys-stdin expects one JSON object {{\"writer_key\": PEM, \"reader_key\": PEM}}"
+                );
+                return EXIT_USAGE;
+            }
+        }
+    } else {
+        None
+    };
+    let binaries = args.binaries.unwrap_or_else(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(PathBuf::from))
+            .unwrap_or_default()
+    });
+    let options = InstallOptions {
+        prefix: args.prefix,
+        agent_user: args.agent_user,
+        publisher_user: args.publisher_user,
+        socket_group: args.group,
+        agent_home: args.agent_home,
+        binaries,
+        reader_app_id: args.reader_app_id,
+        writer_app_id: args.writer_app_id,
+        api_url: args.api_url,
+        git_url: args.github_url,
+        targets: args.targets,
+        mcp_listen: args.mcp_listen,
+        public_url: args.public_url,
+        service_manager: args.service_manager,
+        agent_tasks_max: args.agent_tasks_max,
+        agent_memory_max_mib: args.agent_memory_max_mib,
+        start: !args.no_start,
+    };
+    match install::run(&options, keys) {
+        Ok(report) => {
+            let ok = report.all_ok();
+            if args.json {
+                super::print_json_ok(&report);
+            } else {
+                for step in &report.steps {
+                    if step.changed {
+                        println!("changed  {}", step.what);
+                    }
+                }
+                if !report.changed {
+                    println!("Nothing changed: the installation was already as asked.");
+                }
+                if let Some(verified) = &report.units_verified {
+                    println!("{verified}");
+                }
+                println!("Self-check as the agent user:");
+                print_findings(&report.self_check);
+                println!("Configuration: {}", report.config.display());
+            }
+            if ok { EXIT_OK } else { EXIT_FAILURE }
+        }
+        Err(e) => {
+            if args.json {
+                super::print_json(&crate::publisher::wire::Response::error(
+                    crate::publisher::wire::ErrorKind::Internal,
+                    e.to_string(),
+                ));
+            }
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// One line per finding: `ok` or `FAIL`, then what it says.
+pub fn print_findings(findings: &[Finding]) {
+    for f in findings {
+        println!("{} {}", if f.ok { "ok  " } else { "FAIL" }, f.message);
+    }
+}
+
+fn config_path(config: Option<PathBuf>) -> PathBuf {
+    Config::resolve_path(config.as_deref())
+}
+
+/// `check-isolation`: run as the agent user (install and doctor do), it checks the boundary.
+pub fn check_isolation(config: Option<PathBuf>, json: bool) -> i32 {
+    let path = config_path(config);
+    let findings = match Config::load(&path) {
+        Ok(config) => install::isolation::checks(&config),
+        Err(e) => vec![Finding::fail("config", e.to_string())],
+    };
+    report_findings(&findings, json)
+}
+
+fn report_findings(findings: &[Finding], json: bool) -> i32 {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(findings).expect("findings serialise")
+        );
+    } else {
+        print_findings(findings);
+    }
+    if findings.iter().all(|f| f.ok) {
+        EXIT_OK
+    } else {
+        EXIT_FAILURE
+    }
+}
+
+/// `doctor`: every check, with the operator's MCP key (if any) read from stdin.
+pub fn doctor(config: Option<PathBuf>, mcp_key_stdin: bool, json: bool) -> i32 {
+    let key = if mcp_key_stdin {
+        let mut text = String::new();
+        let _ = std::io::stdin().take(4096).read_to_string(&mut text);
+        Some(text.trim().to_string()).filter(|k| !k.is_empty())
+    } else {
+        None
+    };
+    let report = install::doctor::run(&config_path(config), key.as_deref());
+    let ok = report.all_ok();
+    if json {
+        super::print_json_ok(&report);
+    } else {
+        print_findings(&report.findings);
+    }
+    if ok { EXIT_OK } else { EXIT_FAILURE }
+}
+
+fn record(config: Option<PathBuf>) -> Result<InstallRecord, i32> {
+    InstallRecord::beside(&config_path(config)).map_err(|e| {
+        eprintln!("error: {e}");
+        EXIT_FAILURE
+    })
+}
+
+pub fn service(command: ServiceCommand) -> i32 {
+    let (action, target) = match command {
+        ServiceCommand::Start(t) => (Action::Start, t),
+        ServiceCommand::Stop(t) => (Action::Stop, t),
+        ServiceCommand::Restart(t) => (Action::Restart, t),
+        ServiceCommand::Status { config, json } => {
+            let record = match record(config) {
+                Ok(r) => r,
+                Err(code) => return code,
+            };
+            let states = services::status(&record);
+            if json {
+                return super::print_json_ok(&states);
+            }
+            for s in &states {
+                println!("{}", render_state(s));
+            }
+            return if states.iter().all(|s| s.running) {
+                EXIT_OK
+            } else {
+                EXIT_FAILURE
+            };
+        }
+        ServiceCommand::Logs {
+            config,
+            service,
+            lines,
+        } => {
+            let record = match record(config) {
+                Ok(r) => r,
+                Err(code) => return code,
+            };
+            return match services::logs(&record, &service, lines) {
+                Ok(text) => {
+                    print_lines(&text);
+                    EXIT_OK
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    EXIT_FAILURE
+                }
+            };
+        }
+    };
+    let record = match record(target.config) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let services: Vec<&str> = target.service.as_deref().into_iter().collect();
+    match install::control_and_wait(&record, action, &services) {
+        Ok(text) => {
+            print!("{text}");
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// One service on one line.
+pub fn render_state(s: &services::ServiceState) -> String {
+    let version = s.installed_version.as_deref().unwrap_or("missing");
+    if s.running {
+        format!(
+            "{}: running as {} (pid {}, up {}), version {version}{}",
+            s.service,
+            s.user.as_deref().unwrap_or("?"),
+            s.pid.unwrap_or_default(),
+            crate::engine::ttl::format_duration(std::time::Duration::from_secs(
+                s.uptime_seconds.unwrap_or(0)
+            )),
+            if s.stale_binary {
+                " — runs a replaced binary: restart it"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!("{}: stopped, version {version}", s.service)
+    }
+}
+
+/// `upgrade`: the binaries in `binaries` replace the installed ones, the services restart
+/// (the publisher's migrations run as it starts), and the versions are checked.
+pub fn upgrade(config: Option<PathBuf>, binaries: PathBuf, json: bool) -> i32 {
+    let record = match record(config) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match install::upgrade(&record, &binaries) {
+        Ok(states) => {
+            if json {
+                super::print_json_ok(&states);
+            } else {
+                for s in &states {
+                    println!("{}", render_state(s));
+                }
+            }
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// Text from a sprite, line by line, with nothing in it a terminal would act on.
+pub fn print_lines(text: &str) {
+    for line in text.lines() {
+        println!("{}", super::render::safe(line));
+    }
+}

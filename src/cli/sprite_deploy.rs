@@ -1,0 +1,186 @@
+//! `zodex sprite setup | doctor | status | logs | restart | upgrade`: deploying a sprite and
+//! looking after it from the operator's machine (see `operator::deploy`).
+
+use super::prd_install::print_lines;
+use super::{EXIT_FAILURE, EXIT_OK, print_failure, print_json_ok};
+use crate::operator::deploy::{self, SetupOptions};
+use crate::operator::registry::Registry;
+use crate::publisher::install::doctor::DoctorReport;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct SetupArgs {
+    /// The writer App's id (it mints the write tokens).
+    #[arg(long)]
+    writer_app_id: u64,
+    /// The writer App's private key (PEM); sent to the sprite on stdin, never in argv.
+    #[arg(long)]
+    writer_key: PathBuf,
+    /// The reader App's id (it mints read-only tokens).
+    #[arg(long)]
+    reader_app_id: u64,
+    #[arg(long)]
+    reader_key: PathBuf,
+    /// GitHub's web and git base URL (default https://github.com; GitHub Enterprise Server:
+    /// https://HOST, whose API is then https://HOST/api/v3).
+    #[arg(long)]
+    github_url: Option<String>,
+    /// The REST API base, when it is not derived from --github-url.
+    #[arg(long)]
+    api_url: Option<String>,
+    /// A repository (OWNER/REPO) or owner (OWNER/*) the sprite may write to; repeatable.
+    #[arg(long = "target")]
+    targets: Vec<String>,
+    /// The directory holding zodex-agent, zodex-prd and git-remote-zodex for the sprite
+    /// (default: beside this zodex).
+    #[arg(long)]
+    binaries: Option<PathBuf>,
+    /// More `zodex-prd install` options, after `--` (e.g. `-- --prefix /opt/z --mcp-listen
+    /// 127.0.0.1:9000`; see `zodex-prd install --help`).
+    #[arg(last = true)]
+    install_args: Vec<String>,
+}
+
+pub fn setup(sprite: Option<String>, json: bool, args: SetupArgs, registry: &Registry) -> i32 {
+    let entry = match registry.choose(sprite.as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, json),
+    };
+    let options = SetupOptions {
+        writer_app_id: args.writer_app_id,
+        writer_key: args.writer_key,
+        reader_app_id: args.reader_app_id,
+        reader_key: args.reader_key,
+        github_url: args.github_url,
+        api_url: args.api_url,
+        targets: args.targets,
+        binaries: args.binaries,
+        install_args: args.install_args,
+    };
+    match deploy::setup(&entry, &options, registry) {
+        Ok(report) if json => print_json_ok(&report),
+        Ok(report) => {
+            let changed = report.install.steps.iter().filter(|s| s.changed).count();
+            println!(
+                "Sprite `{}` is set up ({}; {} step{} changed).",
+                report.sprite,
+                if report.uploaded {
+                    "binaries uploaded"
+                } else {
+                    "binaries already installed"
+                },
+                changed,
+                if changed == 1 { "" } else { "s" }
+            );
+            for service in &report.install.services {
+                println!("  {}", super::prd_install::render_state(service));
+            }
+            println!("Self-check as the agent user:");
+            super::prd_install::print_findings(&report.install.self_check);
+            super::prd_install::print_findings(&report.coverage);
+            println!("Next: {}", report.next);
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, json),
+    }
+}
+
+pub fn doctor(sprite: Option<String>, json: bool, registry: &Registry) -> i32 {
+    let entry = match registry.choose(sprite.as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, json),
+    };
+    match deploy::doctor(&entry) {
+        Ok(report) => {
+            let ok = report.all_ok();
+            if json {
+                print_json_ok(&report);
+            } else {
+                print_doctor(&entry.name, &report);
+            }
+            if ok { EXIT_OK } else { EXIT_FAILURE }
+        }
+        Err(e) => print_failure(&e, json),
+    }
+}
+
+fn print_doctor(sprite: &str, report: &DoctorReport) {
+    super::prd_install::print_findings(&report.findings);
+    let failed = report.findings.iter().filter(|f| !f.ok).count();
+    if failed == 0 {
+        println!("Sprite `{sprite}` is healthy.");
+    } else {
+        println!(
+            "Sprite `{sprite}`: {failed} problem{} (each line above says its fix).",
+            if failed == 1 { "" } else { "s" }
+        );
+    }
+}
+
+pub fn status(sprite: Option<String>, json: bool, registry: &Registry) -> i32 {
+    let entry = match registry.choose(sprite.as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, json),
+    };
+    match deploy::status(&entry) {
+        Ok(states) if json => print_json_ok(&states),
+        Ok(states) => {
+            for s in &states {
+                println!("{}", super::prd_install::render_state(s));
+            }
+            if states.iter().all(|s| s.running) {
+                EXIT_OK
+            } else {
+                EXIT_FAILURE
+            }
+        }
+        Err(e) => print_failure(&e, json),
+    }
+}
+
+pub fn logs(sprite: Option<String>, service: &str, lines: usize, registry: &Registry) -> i32 {
+    let entry = match registry.choose(sprite.as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, false),
+    };
+    match deploy::logs(&entry, service, lines) {
+        Ok(text) => {
+            print_lines(&text);
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, false),
+    }
+}
+
+pub fn restart(sprite: Option<String>, service: Option<&str>, registry: &Registry) -> i32 {
+    let entry = match registry.choose(sprite.as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, false),
+    };
+    match deploy::restart(&entry, service) {
+        Ok(text) => {
+            print_lines(&text);
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, false),
+    }
+}
+
+pub fn upgrade(sprite: Option<String>, json: bool, binaries: PathBuf, registry: &Registry) -> i32 {
+    let entry = match registry.choose(sprite.as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, json),
+    };
+    match deploy::upgrade(&entry, &binaries) {
+        Ok(states) if json => print_json_ok(&states),
+        Ok(states) => {
+            println!("Upgraded sprite `{}`:", entry.name);
+            for s in &states {
+                println!("  {}", super::prd_install::render_state(s));
+            }
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, json),
+    }
+}

@@ -1,0 +1,398 @@
+//! Deploying and looking after a sprite from the operator's machine, through its exec transport
+//! only: `setup` (upload the three sprite binaries and the App keys over stdin, run `zodex-prd
+//! install`, check both Apps on every target), `doctor`, `status`, `logs`, `restart` and
+//! `upgrade`. The operator's `zodex` is never copied to the sprite.
+//!
+//! Nothing here decides: the sprite's `zodex-prd` does the work and reports; this side carries
+//! the bytes and tells the operator what to do next.
+
+use super::registry::{Registry, SpriteEntry};
+use super::remote::{Reach, Stdin};
+use crate::publisher::install::doctor::{DoctorReport, coverage_finding};
+use crate::publisher::install::layout::{Layout, SPRITE_BINARIES};
+use crate::publisher::install::services::ServiceState;
+use crate::publisher::install::{Finding, InstallReport, KeyUpload};
+use crate::publisher::wire::{AdminRequest, CoverageAnswer, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    #[error(transparent)]
+    Remote(#[from] super::remote::RemoteError),
+    #[error(transparent)]
+    Registry(#[from] super::registry::RegistryError),
+    #[error(
+        "setup stopped at step {step} ({what}): {message}\nFix that and run the same `zodex sprite setup` again: the steps already done are checked and skipped."
+    )]
+    Setup {
+        step: usize,
+        what: &'static str,
+        message: String,
+    },
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What `zodex sprite setup` is told.
+#[derive(Debug, Clone)]
+pub struct SetupOptions {
+    pub writer_app_id: u64,
+    pub writer_key: PathBuf,
+    pub reader_app_id: u64,
+    pub reader_key: PathBuf,
+    pub github_url: Option<String>,
+    pub api_url: Option<String>,
+    pub targets: Vec<String>,
+    /// Where the sprite's binaries come from (default: beside this `zodex`).
+    pub binaries: Option<PathBuf>,
+    /// Further `zodex-prd install` options, passed as they are (`--prefix`, user names…).
+    pub install_args: Vec<String>,
+}
+
+/// What setup did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SetupReport {
+    pub sprite: String,
+    pub uploaded: bool,
+    pub install: InstallReport,
+    pub coverage: Vec<Finding>,
+    pub next: String,
+}
+
+fn setup_step(step: usize, what: &'static str) -> impl Fn(String) -> DeployError {
+    move |message| DeployError::Setup {
+        step,
+        what,
+        message,
+    }
+}
+
+/// The directory the sprite binaries are taken from.
+fn local_binaries(given: Option<&Path>) -> PathBuf {
+    given.map(Path::to_path_buf).unwrap_or_else(|| {
+        super::sibling_binary("zodex-prd")
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    })
+}
+
+/// The value of `--prefix` among the install options (else `/`).
+fn prefix_of(install_args: &[String]) -> PathBuf {
+    install_args
+        .windows(2)
+        .find(|w| w[0] == "--prefix")
+        .map(|w| PathBuf::from(&w[1]))
+        .or_else(|| {
+            install_args
+                .iter()
+                .find_map(|a| a.strip_prefix("--prefix=").map(PathBuf::from))
+        })
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+pub fn setup(
+    entry: &SpriteEntry,
+    options: &SetupOptions,
+    registry: &Registry,
+) -> Result<SetupReport, DeployError> {
+    let reach = Reach::of(entry)?;
+    // Step 1: the keys, read here (they go to the sprite on stdin only).
+    let read_key = |path: &Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+            .and_then(|pem| {
+                if pem.contains("PRIVATE KEY-----") {
+                    Ok(pem)
+                } else {
+                    Err(format!(
+                        "{} is not a PEM private key; download one from the App's settings page",
+                        path.display()
+                    ))
+                }
+            })
+    };
+    let keys = KeyUpload {
+        writer_key: read_key(&options.writer_key).map_err(setup_step(1, "read the App keys"))?,
+        reader_key: read_key(&options.reader_key).map_err(setup_step(1, "read the App keys"))?,
+    };
+    // Step 2: the sprite binaries, uploaded unless the sprite has these very files installed.
+    let binaries = local_binaries(options.binaries.as_deref());
+    for name in SPRITE_BINARIES {
+        if !binaries.join(name).is_file() {
+            return Err(setup_step(2, "upload the binaries")(format!(
+                "{} is missing; build with `cargo build --release` or pass --binaries DIR",
+                binaries.join(name).display()
+            )));
+        }
+    }
+    let layout = Layout::under(&prefix_of(&options.install_args));
+    let installed_prd = layout.binary("zodex-prd").display().to_string();
+    let same = installed_match(&reach, &layout, &binaries);
+    let stage = if same {
+        None
+    } else {
+        let dir = reach
+            .stage()
+            .map_err(setup_step(2, "upload the binaries"))?;
+        for name in SPRITE_BINARIES {
+            if let Err(e) = reach.upload(&binaries.join(name), &format!("{dir}/{name}")) {
+                reach.unstage(&dir);
+                return Err(setup_step(2, "upload the binaries")(e));
+            }
+        }
+        Some(dir)
+    };
+    // Step 3: install (idempotent), keys on stdin.
+    let (prd, from) = match &stage {
+        Some(dir) => (format!("{dir}/zodex-prd"), dir.clone()),
+        None => (installed_prd.clone(), layout.bin_dir.display().to_string()),
+    };
+    let mut args: Vec<String> = vec![
+        "install".into(),
+        "--json".into(),
+        "--keys-stdin".into(),
+        "--binaries".into(),
+        from,
+        "--writer-app-id".into(),
+        options.writer_app_id.to_string(),
+        "--reader-app-id".into(),
+        options.reader_app_id.to_string(),
+    ];
+    if let Some(url) = &options.github_url {
+        args.extend(["--github-url".into(), url.clone()]);
+    }
+    if let Some(url) = &options.api_url {
+        args.extend(["--api-url".into(), url.clone()]);
+    }
+    for target in &options.targets {
+        args.extend(["--target".into(), target.clone()]);
+    }
+    args.extend(options.install_args.iter().cloned());
+    let mut argv = vec![prd];
+    argv.extend(args);
+    let key_json = serde_json::to_vec(&keys).expect("keys serialise");
+    let ran = reach.run(&argv, Stdin::Bytes(&key_json));
+    if let Some(dir) = &stage {
+        reach.unstage(dir);
+    }
+    let ran = ran.map_err(|e| setup_step(3, "install")(e.to_string()))?;
+    let install: InstallReport = envelope(&ran.stdout).map_err(|message| {
+        setup_step(3, "install")(if ran.stderr.is_empty() {
+            message
+        } else {
+            ran.stderr.clone()
+        })
+    })?;
+    if !install.all_ok() {
+        let failed: Vec<String> = install
+            .self_check
+            .iter()
+            .filter(|f| !f.ok)
+            .map(|f| f.message.clone())
+            .collect();
+        return Err(setup_step(4, "self-check as the agent user")(
+            failed.join("\n"),
+        ));
+    }
+    // The registry now names the installed zodex-prd and its configuration by path.
+    let installed = Reach {
+        sprite: reach.sprite.clone(),
+        prefix: reach.prefix.clone(),
+        prd: installed_prd,
+        config: Some(install.config.display().to_string()),
+    };
+    registry.upsert(installed.entry())?;
+    // Step 5: both Apps on every repository target.
+    let mut coverage = Vec::new();
+    for repo in options.targets.iter().filter(|t| !t.ends_with("/*")) {
+        let answer = super::transport::call(
+            &installed.entry(),
+            &AdminRequest::CheckCoverage { repo: repo.clone() },
+        )
+        .map_err(|e| setup_step(5, "check the Apps on the targets")(e.to_string()))?;
+        let check = format!("coverage {repo}");
+        coverage.push(match typed::<CoverageAnswer>(&answer) {
+            Ok(c) => coverage_finding(&check, &c),
+            Err(message) => Finding::fail(&check, message),
+        });
+    }
+    if let Some(bad) = coverage.iter().find(|f| !f.ok) {
+        return Err(setup_step(5, "check the Apps on the targets")(
+            bad.message.clone(),
+        ));
+    }
+    Ok(SetupReport {
+        sprite: reach.sprite.clone(),
+        uploaded: stage.is_some(),
+        install,
+        coverage,
+        next: format!(
+            "zodex sprite connect --sprite {} --host HOST   (HOST: the HTTPS name in front of the sprite's MCP listen address)",
+            reach.sprite
+        ),
+    })
+}
+
+/// True when the sprite's installed binaries are byte for byte the local ones (SHA-256).
+fn installed_match(reach: &Reach, layout: &Layout, binaries: &Path) -> bool {
+    use sha2::{Digest, Sha256};
+    SPRITE_BINARIES.iter().all(|name| {
+        let remote = layout.binary(name).display().to_string();
+        let Ok(ran) = reach.run(&["sha256sum".into(), remote], Stdin::None) else {
+            return false;
+        };
+        let theirs = String::from_utf8_lossy(&ran.stdout)
+            .split_whitespace()
+            .next()
+            .map(str::to_string);
+        let ours = std::fs::File::open(binaries.join(name))
+            .ok()
+            .and_then(|mut f| {
+                use std::io::Read;
+                let mut hasher = Sha256::new();
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    match f.read(&mut buf).ok()? {
+                        0 => break,
+                        n => hasher.update(&buf[..n]),
+                    }
+                }
+                Some(hex::encode(hasher.finalize()))
+            });
+        ran.success && theirs.is_some() && theirs == ours
+    })
+}
+
+/// The `result` of a `--json` envelope printed by a sprite-side command.
+fn envelope<T: DeserializeOwned>(stdout: &[u8]) -> Result<T, String> {
+    let response: Response = serde_json::from_slice(stdout)
+        .map_err(|_| "the sprite printed no JSON answer".to_string())?;
+    typed(&response)
+}
+
+fn typed<T: DeserializeOwned>(response: &Response) -> Result<T, String> {
+    if !response.ok {
+        return Err(response
+            .error
+            .as_ref()
+            .map(|e| e.message.clone())
+            .unwrap_or_else(|| "the sprite refused without saying why".into()));
+    }
+    serde_json::from_value(response.result.clone().unwrap_or_default()).map_err(|e| {
+        format!(
+            "the sprite's answer has an unexpected shape ({e}); are both sides the same version?"
+        )
+    })
+}
+
+/// `zodex sprite doctor`: the sprite's own checks, with the operator's MCP key (if any) on
+/// stdin, plus whether the sprite runs this operator's version.
+pub fn doctor(entry: &SpriteEntry) -> Result<DoctorReport, DeployError> {
+    let reach = Reach::of(entry)?;
+    let key = super::connect::stored_key(&entry.name);
+    let ran = reach.prd(
+        &["doctor", "--json", "--mcp-key-stdin"],
+        Stdin::Bytes(key.as_deref().unwrap_or("").as_bytes()),
+    )?;
+    let mut report: DoctorReport = envelope(&ran.stdout).map_err(|message| {
+        DeployError::Failed(format!(
+            "the sprite's doctor did not run: {}",
+            if ran.stderr.is_empty() {
+                message
+            } else {
+                ran.stderr
+            }
+        ))
+    })?;
+    let ours = env!("CARGO_PKG_VERSION");
+    report.findings.insert(
+        0,
+        if report.version == ours {
+            Finding::ok("version", format!("the sprite runs zodex-prd {ours}, as this zodex"))
+        } else {
+            Finding::fail(
+                "version",
+                format!(
+                    "the sprite runs zodex-prd {} but this zodex is {ours}: `zodex sprite upgrade --binaries DIR`",
+                    report.version
+                ),
+            )
+        },
+    );
+    Ok(report)
+}
+
+fn expect_json<T: DeserializeOwned>(ran: super::remote::Ran) -> Result<T, DeployError> {
+    envelope(&ran.stdout).map_err(|message| {
+        DeployError::Failed(if ran.stderr.is_empty() {
+            message
+        } else {
+            ran.stderr
+        })
+    })
+}
+
+pub fn status(entry: &SpriteEntry) -> Result<Vec<ServiceState>, DeployError> {
+    let reach = Reach::of(entry)?;
+    expect_json(reach.prd(&["service", "status", "--json"], Stdin::None)?)
+}
+
+pub fn logs(entry: &SpriteEntry, service: &str, lines: usize) -> Result<String, DeployError> {
+    let reach = Reach::of(entry)?;
+    let lines = lines.to_string();
+    let ran = reach.prd(
+        &["service", "logs", "--service", service, "--lines", &lines],
+        Stdin::None,
+    )?;
+    if ran.success {
+        Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
+    } else {
+        Err(DeployError::Failed(ran.stderr))
+    }
+}
+
+pub fn restart(entry: &SpriteEntry, service: Option<&str>) -> Result<String, DeployError> {
+    let reach = Reach::of(entry)?;
+    let mut args = vec!["service", "restart"];
+    if let Some(service) = service {
+        args.extend(["--service", service]);
+    }
+    let ran = reach.prd(&args, Stdin::None)?;
+    if ran.success {
+        Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
+    } else {
+        Err(DeployError::Failed(ran.stderr))
+    }
+}
+
+/// Uploads the binaries in `binaries` and has the uploaded `zodex-prd` put them in place.
+pub fn upgrade(entry: &SpriteEntry, binaries: &Path) -> Result<Vec<ServiceState>, DeployError> {
+    let reach = Reach::of(entry)?;
+    for name in SPRITE_BINARIES {
+        if !binaries.join(name).is_file() {
+            return Err(DeployError::Failed(format!(
+                "{} is missing; nothing was uploaded",
+                binaries.join(name).display()
+            )));
+        }
+    }
+    let dir = reach.stage().map_err(DeployError::Failed)?;
+    let result = (|| {
+        for name in SPRITE_BINARIES {
+            reach
+                .upload(&binaries.join(name), &format!("{dir}/{name}"))
+                .map_err(DeployError::Failed)?;
+        }
+        let ran = reach.prd_at(
+            &format!("{dir}/zodex-prd"),
+            &["upgrade", "--json", "--binaries", &dir],
+            Stdin::None,
+        )?;
+        expect_json(ran)
+    })();
+    reach.unstage(&dir);
+    result
+}

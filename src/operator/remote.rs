@@ -1,0 +1,242 @@
+//! Running `zodex-prd` subcommands on a sprite through its exec transport, beyond the one admin
+//! request of `transport`: with bytes on stdin (keys, binaries, the MCP key — never argv), and
+//! the sprite-side paths read back from the registered admin command.
+
+use super::registry::SpriteEntry;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error(
+        "sprite `{0}` is registered without a recognisable `zodex-prd admin` command; remove it and add it again with `zodex sprite add NAME --exec '…'`"
+    )]
+    Unrecognised(String),
+    #[error("cannot run `{command}` for sprite `{sprite}`: {source}")]
+    Spawn {
+        sprite: String,
+        command: String,
+        source: std::io::Error,
+    },
+}
+
+/// How a sprite is reached, taken apart: the exec prefix, its `zodex-prd` and its configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reach {
+    pub sprite: String,
+    /// The words before `zodex-prd` (empty for a local sprite).
+    pub prefix: Vec<String>,
+    /// `zodex-prd`, or its path on the sprite.
+    pub prd: String,
+    pub config: Option<String>,
+}
+
+/// What a remote command did.
+#[derive(Debug)]
+pub struct Ran {
+    pub success: bool,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl Reach {
+    pub fn of(entry: &SpriteEntry) -> Result<Self, RemoteError> {
+        let argv = &entry.admin_command;
+        let at = (0..argv.len().saturating_sub(1))
+            .rev()
+            .find(|&i| {
+                (argv[i] == "zodex-prd" || argv[i].ends_with("/zodex-prd"))
+                    && argv[i + 1] == "admin"
+            })
+            .ok_or_else(|| RemoteError::Unrecognised(entry.name.clone()))?;
+        let config = argv[at + 2..]
+            .windows(2)
+            .find(|w| w[0] == "--config")
+            .map(|w| w[1].clone());
+        Ok(Self {
+            sprite: entry.name.clone(),
+            prefix: argv[..at].to_vec(),
+            prd: argv[at].clone(),
+            config,
+        })
+    }
+
+    /// The registry entry for a sprite reached this way, with this `zodex-prd` and config.
+    pub fn entry(&self) -> SpriteEntry {
+        let mut admin_command = self.prefix.clone();
+        admin_command.extend([self.prd.clone(), "admin".into()]);
+        if let Some(config) = &self.config {
+            admin_command.extend(["--config".into(), config.clone()]);
+        }
+        SpriteEntry {
+            name: self.sprite.clone(),
+            admin_command,
+        }
+    }
+
+    /// Runs `argv` on the sprite with `stdin`.
+    pub fn run(&self, argv: &[String], stdin: Stdin<'_>) -> Result<Ran, RemoteError> {
+        let mut full = self.prefix.clone();
+        full.extend(argv.iter().cloned());
+        if full.first().map(String::as_str) == Some("zodex-prd") {
+            full[0] = super::sibling_binary("zodex-prd").display().to_string();
+        }
+        let command_text = full.join(" ");
+        let spawn_err = |source| RemoteError::Spawn {
+            sprite: self.sprite.clone(),
+            command: command_text.clone(),
+            source,
+        };
+        let mut child = Command::new(&full[0])
+            .args(&full[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_err)?;
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        // Written from a thread: the command may answer (and fill its stdout) before it has
+        // read all of a large upload.
+        let writer = match stdin {
+            Stdin::None => None,
+            Stdin::Bytes(bytes) => {
+                let bytes = bytes.to_vec();
+                Some(std::thread::spawn(move || pipe.write_all(&bytes)))
+            }
+            Stdin::File(path) => {
+                let mut file = std::fs::File::open(path).map_err(spawn_err)?;
+                Some(std::thread::spawn(move || {
+                    std::io::copy(&mut file, &mut pipe).map(|_| ())
+                }))
+            }
+        };
+        let output = child.wait_with_output().map_err(spawn_err)?;
+        let wrote = writer.map(|w| w.join());
+        let upload_failed = matches!(wrote, Some(Ok(Err(_))) | Some(Err(_)));
+        Ok(Ran {
+            success: output.status.success() && !upload_failed,
+            stdout: output.stdout,
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
+    }
+
+    /// `zodex-prd ARGS… --config C` on the sprite.
+    pub fn prd(&self, args: &[&str], stdin: Stdin<'_>) -> Result<Ran, RemoteError> {
+        self.prd_at(&self.prd, args, stdin)
+    }
+
+    /// Like [`Reach::prd`] with another `zodex-prd` (a staged upload).
+    pub fn prd_at(&self, prd: &str, args: &[&str], stdin: Stdin<'_>) -> Result<Ran, RemoteError> {
+        let mut argv = vec![prd.to_string()];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        if let Some(config) = &self.config {
+            argv.extend(["--config".into(), config.clone()]);
+        }
+        self.run(&argv, stdin)
+    }
+
+    /// A private directory on the sprite for an upload (`mktemp -d`, mode 0700).
+    pub fn stage(&self) -> Result<String, String> {
+        let ran = self
+            .run(
+                &[
+                    "mktemp".into(),
+                    "-d".into(),
+                    "/tmp/zodex-upload.XXXXXXXX".into(),
+                ],
+                Stdin::None,
+            )
+            .map_err(|e| e.to_string())?;
+        let dir = String::from_utf8_lossy(&ran.stdout).trim().to_string();
+        if ran.success && dir.starts_with('/') {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "cannot make an upload directory on the sprite: {}",
+                ran.stderr
+            ))
+        }
+    }
+
+    /// Copies a local file to `remote` on the sprite (through stdin; mode 0700).
+    pub fn upload(&self, local: &Path, remote: &str) -> Result<(), String> {
+        let script = "umask 077 && cat > \"$1\" && chmod 700 \"$1\"";
+        let ran = self
+            .run(
+                &[
+                    "sh".into(),
+                    "-c".into(),
+                    script.into(),
+                    "sh".into(),
+                    remote.into(),
+                ],
+                Stdin::File(local),
+            )
+            .map_err(|e| e.to_string())?;
+        if ran.success {
+            Ok(())
+        } else {
+            Err(format!(
+                "cannot upload {} to {remote} on the sprite: {}",
+                local.display(),
+                ran.stderr
+            ))
+        }
+    }
+
+    /// Removes an upload directory (best effort).
+    pub fn unstage(&self, dir: &str) {
+        if dir.starts_with("/tmp/zodex-upload.") {
+            let _ = self.run(&["rm".into(), "-rf".into(), dir.into()], Stdin::None);
+        }
+    }
+}
+
+/// What a remote command reads on stdin.
+pub enum Stdin<'a> {
+    None,
+    Bytes(&'a [u8]),
+    File(&'a Path),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_command_is_taken_apart_and_put_back() {
+        let entry = SpriteEntry {
+            name: "s".into(),
+            admin_command: [
+                "sprite",
+                "exec",
+                "-s",
+                "s",
+                "--",
+                "/opt/bin/zodex-prd",
+                "admin",
+                "--config",
+                "/etc/z.toml",
+            ]
+            .map(String::from)
+            .to_vec(),
+        };
+        let reach = Reach::of(&entry).unwrap();
+        assert_eq!(reach.prefix, ["sprite", "exec", "-s", "s", "--"]);
+        assert_eq!(reach.prd, "/opt/bin/zodex-prd");
+        assert_eq!(reach.config.as_deref(), Some("/etc/z.toml"));
+        assert_eq!(reach.entry(), entry);
+        let local = SpriteEntry {
+            name: "l".into(),
+            admin_command: vec!["zodex-prd".into(), "admin".into()],
+        };
+        let reach = Reach::of(&local).unwrap();
+        assert!(reach.prefix.is_empty() && reach.config.is_none());
+        let odd = SpriteEntry {
+            name: "x".into(),
+            admin_command: vec!["ssh".into(), "host".into()],
+        };
+        assert!(Reach::of(&odd).is_err());
+    }
+}

@@ -1,0 +1,353 @@
+//! `zodex-prd doctor` (as root, on the sprite; `zodex sprite doctor` runs it through the
+//! transport): every check of a deployment, each one line with its fix — services up and at
+//! this binary's version, the publisher and the MCP server answering, the publisher's ground
+//! (keys, directories, `[github]` and both Apps, checked as the publisher), coverage of every
+//! target, the boundary as the agent sees it, and the MCP endpoint's three tools.
+
+use super::layout::{InstallRecord, SERVICES};
+use super::{Finding, isolation, services};
+use crate::publisher::config::Config;
+use crate::publisher::wire::{AdminRequest, CoverageAnswer};
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+/// What doctor found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DoctorReport {
+    /// This `zodex-prd`'s version (the operator compares it with its own).
+    pub version: String,
+    pub services: Vec<services::ServiceState>,
+    pub findings: Vec<Finding>,
+}
+
+impl DoctorReport {
+    pub fn all_ok(&self) -> bool {
+        self.findings.iter().all(|f| f.ok)
+    }
+}
+
+/// The tools the MCP endpoint must list, exactly.
+pub const MCP_TOOLS: [&str; 3] = ["apply_patch", "exec_command", "write_stdin"];
+
+pub fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
+    let version = env!("CARGO_PKG_VERSION").to_string();
+    let mut findings = Vec::new();
+    let record = match InstallRecord::beside(config_path) {
+        Ok(record) => record,
+        Err(message) => {
+            findings.push(Finding::fail("install", message));
+            return DoctorReport {
+                version,
+                services: Vec::new(),
+                findings,
+            };
+        }
+    };
+    let config = match Config::load(config_path) {
+        Ok(config) => config,
+        Err(e) => {
+            findings.push(Finding::fail(
+                "config",
+                format!("{e}; fix the file, or rerun `zodex sprite setup`"),
+            ));
+            return DoctorReport {
+                version,
+                services: services::status(&record),
+                findings,
+            };
+        }
+    };
+    let states = services::status(&record);
+    findings.extend(service_findings(&states, &version));
+    findings.push(publisher_health(&config));
+    findings.push(mcp_health(&record.mcp_listen));
+    findings.extend(ground(&record, config_path));
+    findings.extend(coverage(&config));
+    match isolation::check_as_agent(&record, config_path) {
+        Ok(found) => findings.extend(found),
+        Err(e) => findings.push(Finding::fail("isolation", e.to_string())),
+    }
+    findings.push(mcp_tools(&record.mcp_listen, mcp_key));
+    DoctorReport {
+        version,
+        services: states,
+        findings,
+    }
+}
+
+fn service_findings(states: &[services::ServiceState], version: &str) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for state in states {
+        let name = &state.service;
+        let check = format!("{name}-service");
+        if !state.running {
+            out.push(Finding::fail(
+                &check,
+                format!(
+                    "{name} is not running: `zodex sprite restart`, and read why with `zodex sprite logs --service {name}`"
+                ),
+            ));
+        } else if state.stale_binary {
+            out.push(Finding::fail(
+                &check,
+                format!("{name} runs a binary replaced since it started: `zodex sprite restart`"),
+            ));
+        } else {
+            out.push(Finding::ok(
+                &check,
+                format!(
+                    "{name} is running as {} (pid {})",
+                    state.user.as_deref().unwrap_or("?"),
+                    state.pid.unwrap_or_default()
+                ),
+            ));
+        }
+        match &state.installed_version {
+            Some(v) if v == version => {}
+            Some(v) => out.push(Finding::fail(
+                &format!("{name}-version"),
+                format!(
+                    "{name} on disk is {v} but zodex-prd is {version}: `zodex sprite upgrade --binaries DIR`"
+                ),
+            )),
+            None => out.push(Finding::fail(
+                &format!("{name}-version"),
+                format!("{name} is missing or does not run: `zodex sprite upgrade --binaries DIR`"),
+            )),
+        }
+    }
+    if states.len() != SERVICES.len() {
+        out.push(Finding::fail(
+            "services",
+            "the install record names no services; rerun setup",
+        ));
+    }
+    out
+}
+
+fn publisher_health(config: &Config) -> Finding {
+    let line = serde_json::to_string(&AdminRequest::Ping).expect("requests serialise");
+    match crate::publisher::sockets::admin_call(&config.admin_socket, config.publisher_uid, &line) {
+        Ok(response) if response.ok => Finding::ok("publisher-health", "zodex-prd answers"),
+        Ok(response) => Finding::fail(
+            "publisher-health",
+            format!(
+                "zodex-prd refused a ping: {}",
+                response.error.map(|e| e.message).unwrap_or_default()
+            ),
+        ),
+        Err(e) => Finding::fail(
+            "publisher-health",
+            format!(
+                "zodex-prd does not answer on {}: {e}; `zodex sprite restart`, then `zodex sprite logs --service zodex-prd`",
+                config.admin_socket.display()
+            ),
+        ),
+    }
+}
+
+fn mcp_health(listen: &str) -> Finding {
+    match http(listen, "GET", "/health", None) {
+        Ok((200, _)) => Finding::ok("mcp-health", format!("zodex-agent answers on {listen}")),
+        Ok((status, _)) => Finding::fail(
+            "mcp-health",
+            format!("zodex-agent answered {status} on /health at {listen}; `zodex sprite restart`"),
+        ),
+        Err(e) => Finding::fail(
+            "mcp-health",
+            format!(
+                "zodex-agent does not answer on {listen}: {e}; `zodex sprite restart`, then `zodex sprite logs --service zodex-agent`"
+            ),
+        ),
+    }
+}
+
+/// `zodex-prd check-ground` as the publisher user: keys, directories, `[github]`, both Apps.
+fn ground(record: &InstallRecord, config_path: &Path) -> Vec<Finding> {
+    let Some(publisher) = nix::unistd::User::from_name(&record.publisher_user)
+        .ok()
+        .flatten()
+    else {
+        return vec![Finding::fail(
+            "publisher-user",
+            format!(
+                "the publisher user {} does not exist: rerun `zodex sprite setup`",
+                record.publisher_user
+            ),
+        )];
+    };
+    let mut command = std::process::Command::new(record.layout.binary("zodex-prd"));
+    command
+        .args(["check-ground", "--json", "--config"])
+        .arg(config_path);
+    super::system::as_user(&mut command, &publisher);
+    match command.output() {
+        Ok(out) => serde_json::from_slice::<Vec<Finding>>(&out.stdout).unwrap_or_else(|_| {
+            vec![Finding::fail(
+                "ground",
+                format!(
+                    "zodex-prd check-ground printed no report ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            )]
+        }),
+        Err(e) => vec![Finding::fail(
+            "ground",
+            format!("cannot run zodex-prd check-ground as the publisher: {e}"),
+        )],
+    }
+}
+
+/// Both Apps on every `OWNER/REPO` target, asked of GitHub now through the publisher.
+fn coverage(config: &Config) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for repo in config.targets.iter().filter_map(|t| t.repo.clone()) {
+        let request = AdminRequest::CheckCoverage { repo: repo.clone() };
+        let line = serde_json::to_string(&request).expect("requests serialise");
+        let answer = crate::publisher::sockets::admin_call(
+            &config.admin_socket,
+            config.publisher_uid,
+            &line,
+        );
+        let check = format!("coverage {repo}");
+        out.push(match answer {
+            Ok(response) if response.ok => {
+                match response
+                    .result
+                    .and_then(|v| serde_json::from_value::<CoverageAnswer>(v).ok())
+                {
+                    Some(c) => coverage_finding(&check, &c),
+                    None => Finding::fail(&check, "zodex-prd gave no coverage answer"),
+                }
+            }
+            Ok(response) => Finding::fail(
+                &check,
+                format!(
+                    "cannot check the Apps on {repo}: {}",
+                    response.error.map(|e| e.message).unwrap_or_default()
+                ),
+            ),
+            Err(e) => Finding::fail(&check, format!("cannot ask zodex-prd about {repo}: {e}")),
+        });
+    }
+    out
+}
+
+/// The one line for one target's coverage.
+pub fn coverage_finding(check: &str, c: &CoverageAnswer) -> Finding {
+    let missing: Vec<&str> = [
+        ("reader", c.reader_installed),
+        ("writer", c.writer_installed),
+    ]
+    .iter()
+    .filter(|(_, installed)| !installed)
+    .map(|(app, _)| *app)
+    .collect();
+    if missing.is_empty() {
+        Finding::ok(check, format!("both Apps are installed on {}", c.repo))
+    } else {
+        Finding::fail(
+            check,
+            format!(
+                "the {} App{} not installed on {}: install {} on the repository (GitHub: the App's page → Install App → {} → Only select repositories)",
+                missing.join(" and "),
+                if missing.len() == 1 { " is" } else { "s are" },
+                c.repo,
+                if missing.len() == 1 { "it" } else { "them" },
+                c.repo.split('/').next().unwrap_or_default(),
+            ),
+        )
+    }
+}
+
+/// `tools/list` on the MCP endpoint with the operator's key: exactly the three tools.
+fn mcp_tools(listen: &str, key: Option<&str>) -> Finding {
+    let Some(key) = key else {
+        return Finding::fail(
+            "mcp-tools",
+            "the MCP endpoint was not checked: this operator has no key for the sprite; run `zodex sprite connect --host HOST` first",
+        );
+    };
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    let path = format!("/mcp?key={key}");
+    match http(listen, "POST", &path, Some(body)) {
+        Ok((200, text)) => {
+            let json = text
+                .lines()
+                .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|v| v.get("result").is_some() || v.get("error").is_some())
+                .unwrap_or_default();
+            let mut names: Vec<String> = json["result"]["tools"]
+                .as_array()
+                .map(|tools| {
+                    tools
+                        .iter()
+                        .filter_map(|t| t["name"].as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            if names == MCP_TOOLS {
+                Finding::ok(
+                    "mcp-tools",
+                    "the MCP endpoint lists exactly the three tools",
+                )
+            } else {
+                Finding::fail(
+                    "mcp-tools",
+                    format!(
+                        "the MCP endpoint lists {names:?}, not {MCP_TOOLS:?}: `zodex sprite upgrade --binaries DIR`"
+                    ),
+                )
+            }
+        }
+        Ok((401, _)) => Finding::fail(
+            "mcp-tools",
+            "the MCP endpoint refuses this operator's key (it was rotated elsewhere?): `zodex sprite connect --host HOST --rotate`",
+        ),
+        Ok((status, text)) => Finding::fail(
+            "mcp-tools",
+            format!(
+                "tools/list answered {status}: {}; `zodex sprite logs --service zodex-agent`",
+                text.chars().take(200).collect::<String>()
+            ),
+        ),
+        Err(e) => Finding::fail("mcp-tools", format!("cannot reach the MCP endpoint: {e}")),
+    }
+}
+
+/// One HTTP/1.1 request on loopback: the status and the body.
+fn http(
+    listen: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let addr: std::net::SocketAddr = listen
+        .parse()
+        .map_err(|_| std::io::Error::other(format!("bad listen address {listen}")))?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let body = body.unwrap_or("");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes())?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer)?;
+    let text = String::from_utf8_lossy(&answer);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other("not an HTTP answer"))?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    Ok((status, body.to_string()))
+}

@@ -1,0 +1,148 @@
+//! Where an installed sprite keeps everything, and the record (`install.toml`, beside
+//! `zodex.toml`) that later commands (`service`, `doctor`, `upgrade`) read to find it again.
+//!
+//! Every path hangs off one prefix (`/` on a real machine, a temporary tree in tests):
+//!
+//! | path | owner | mode | what |
+//! |---|---|---|---|
+//! | `etc/zodex/` | root | 0755 | configuration (no secret in it) and `install.toml` |
+//! | `etc/zodex/keys/` | publisher | 0700 | the two App keys, 0600 |
+//! | `var/lib/zodex/` | publisher | 0700 | state database, mirrors, write-token file |
+//! | `var/lib/zodex-sockets/` | publisher, group = socket group | 0750 | both sockets |
+//! | `var/lib/zodex-mcp/` | publisher | 0755 | the MCP key's SHA-256 (the agent reads it) |
+//! | `var/lib/zodex-agent/` | agent | 0700 | MCP history and spill files |
+//! | `var/log/zodex/` | root | 0755 | service logs under the supervisor script |
+//! | `usr/local/bin/` | root | 0755 | `zodex-agent`, `zodex-prd`, `git-remote-zodex` |
+//! | `usr/local/lib/zodex/` | root | 0755 | the supervisor script and its pid files |
+//! | `etc/systemd/system/` | root | 0644 | the two units |
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The binaries a sprite runs. The operator's `zodex` is never among them.
+pub const SPRITE_BINARIES: [&str; 3] = ["zodex-agent", "zodex-prd", "git-remote-zodex"];
+
+/// The two services, by the name of their unit (and of the binary they run).
+pub const SERVICES: [&str; 2] = ["zodex-prd", "zodex-agent"];
+
+/// The file name of the install record, beside the configuration.
+pub const RECORD_FILE: &str = "install.toml";
+
+/// Every path of an installation, derived from its prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    pub prefix: PathBuf,
+    pub config_dir: PathBuf,
+    pub keys_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub socket_dir: PathBuf,
+    pub mcp_dir: PathBuf,
+    pub agent_state_dir: PathBuf,
+    pub log_dir: PathBuf,
+    pub bin_dir: PathBuf,
+    pub lib_dir: PathBuf,
+    pub unit_dir: PathBuf,
+}
+
+impl Layout {
+    pub fn under(prefix: &Path) -> Self {
+        let at = |rel: &str| prefix.join(rel);
+        Self {
+            prefix: prefix.to_path_buf(),
+            config_dir: at("etc/zodex"),
+            keys_dir: at("etc/zodex/keys"),
+            state_dir: at("var/lib/zodex"),
+            socket_dir: at("var/lib/zodex-sockets"),
+            mcp_dir: at("var/lib/zodex-mcp"),
+            agent_state_dir: at("var/lib/zodex-agent"),
+            log_dir: at("var/log/zodex"),
+            bin_dir: at("usr/local/bin"),
+            lib_dir: at("usr/local/lib/zodex"),
+            unit_dir: at("etc/systemd/system"),
+        }
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.config_dir.join("zodex.toml")
+    }
+
+    pub fn record(&self) -> PathBuf {
+        self.config_dir.join(RECORD_FILE)
+    }
+
+    pub fn key(&self, app: &str) -> PathBuf {
+        self.keys_dir.join(format!("{app}.pem"))
+    }
+
+    pub fn admin_socket(&self) -> PathBuf {
+        self.socket_dir.join("admin.sock")
+    }
+
+    pub fn agent_socket(&self) -> PathBuf {
+        self.socket_dir.join("agent.sock")
+    }
+
+    pub fn mcp_key_hash(&self) -> PathBuf {
+        self.mcp_dir.join("mcp-key.sha256")
+    }
+
+    pub fn binary(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+
+    pub fn supervisor(&self) -> PathBuf {
+        self.lib_dir.join("zodex-supervise")
+    }
+
+    pub fn unit(&self, service: &str) -> PathBuf {
+        self.unit_dir.join(format!("{service}.service"))
+    }
+
+    pub fn log(&self, service: &str) -> PathBuf {
+        self.log_dir.join(format!("{service}.log"))
+    }
+}
+
+/// How the services are run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceManager {
+    /// systemd units (`systemctl`), on a machine booted with systemd and a `/` prefix.
+    Systemd,
+    /// The plain supervisor script (`usr/local/lib/zodex/zodex-supervise`).
+    Supervisor,
+}
+
+/// What `install` set up, for the commands that come later.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallRecord {
+    pub version: String,
+    pub layout: Layout,
+    pub agent_user: String,
+    pub publisher_user: String,
+    pub socket_group: String,
+    pub agent_home: PathBuf,
+    pub service_manager: ServiceManager,
+    /// The MCP server's listen address (the `[mcp] listen` of the configuration).
+    pub mcp_listen: String,
+    /// Most processes the agent user may run at once (systemd `TasksMax`, else RLIMIT_NPROC).
+    pub agent_tasks_max: u32,
+    /// Most memory the agent service and everything it runs may use, in MiB (systemd only).
+    pub agent_memory_max_mib: u64,
+}
+
+impl InstallRecord {
+    /// Reads the record beside `config`.
+    pub fn beside(config: &Path) -> Result<Self, String> {
+        let path = config.parent().unwrap_or(Path::new("/")).join(RECORD_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!(
+                "cannot read {}: {e}; this sprite was not set up with `zodex-prd install` (run `zodex sprite setup`)",
+                path.display()
+            )
+        })?;
+        toml::from_str(&text).map_err(|e| format!("{} is damaged: {e}", path.display()))
+    }
+}

@@ -1,0 +1,424 @@
+//! The two services of a sprite — `zodex-prd serve` as the publisher, `zodex-agent serve` as the
+//! agent — as systemd units and as a plain supervisor script, and their control: start, stop,
+//! restart, status (found in `/proc`, whichever manager runs them) and logs.
+//!
+//! The agent service is the one a hostile command runs under. Under systemd its cgroup bounds
+//! memory and tasks and `KillMode=control-group` ends every process of every session with it.
+//! Without systemd the script bounds the agent user's processes with RLIMIT_NPROC and, when it
+//! stops the service, kills every process of the agent user until none is left (a fork storm
+//! that ignores SIGHUP included).
+
+use super::InstallError;
+use super::layout::{InstallRecord, Layout, SERVICES, ServiceManager};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The systemd unit of `service`.
+pub fn unit(record: &InstallRecord, service: &str) -> String {
+    let layout = &record.layout;
+    let config = layout.config();
+    let common = "NoNewPrivileges=yes\nPrivateTmp=yes\nProtectSystem=strict\nProtectKernelTunables=yes\nProtectKernelModules=yes\nProtectControlGroups=yes\nRestart=on-failure\nRestartSec=2\n";
+    match service {
+        "zodex-prd" => format!(
+            "# Written by `zodex-prd install`; a rerun rewrites it.\n\
+             [Unit]\nDescription=Zodex publisher (decides and makes every GitHub write)\n\
+             After=network-online.target\nWants=network-online.target\n\n\
+             [Service]\nType=simple\nUser={user}\nGroup={user}\n\
+             Environment=ZODEX_CONFIG={config}\n\
+             ExecStart={bin} serve --config {config}\n\
+             {common}\
+             ReadWritePaths={state} {sockets} {mcp}\n\
+             ProtectHome=yes\nMemoryMax=2G\nTasksMax=256\nUMask=0077\n\n\
+             [Install]\nWantedBy=multi-user.target\n",
+            user = record.publisher_user,
+            config = config.display(),
+            bin = layout.binary("zodex-prd").display(),
+            state = layout.state_dir.display(),
+            sockets = layout.socket_dir.display(),
+            mcp = layout.mcp_dir.display(),
+        ),
+        _ => format!(
+            "# Written by `zodex-prd install`; a rerun rewrites it.\n\
+             [Unit]\nDescription=Zodex agent (the MCP tools, as the agent user)\n\
+             After=network-online.target zodex-prd.service\nWants=network-online.target\n\n\
+             [Service]\nType=simple\nUser={user}\n\
+             Environment=ZODEX_CONFIG={config} PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin\n\
+             WorkingDirectory=~\n\
+             ExecStart={bin} serve --config {config}\n\
+             {common}\
+             ReadWritePaths={home} {agent_state} /tmp\n\
+             KillMode=control-group\nMemoryMax={memory}M\nTasksMax={tasks}\n\n\
+             [Install]\nWantedBy=multi-user.target\n",
+            user = record.agent_user,
+            config = config.display(),
+            bin_dir = layout.bin_dir.display(),
+            bin = layout.binary("zodex-agent").display(),
+            home = record.agent_home.display(),
+            agent_state = layout.agent_state_dir.display(),
+            memory = record.agent_memory_max_mib,
+            tasks = record.agent_tasks_max,
+        ),
+    }
+}
+
+/// The supervisor script for machines without systemd (POSIX sh, run as root).
+pub fn supervisor_script(record: &InstallRecord) -> String {
+    let layout = &record.layout;
+    let q = |p: &Path| shell_quote(&p.display().to_string());
+    format!(
+        r#"#!/bin/sh
+# Written by `zodex-prd install`: runs Zodex's services on a machine without systemd.
+# Usage: zodex-supervise start|stop|restart|status [zodex-prd|zodex-agent]   (as root)
+# Each service runs as its own user, restarted when it exits; `stop` of the agent service
+# also ends every process of the agent user, so no session outlives it.
+set -u
+BIN={bin}
+CONFIG={config}
+RUN={run}
+LOG={log}
+PRD_USER={prd_user}
+AGENT_USER={agent_user}
+AGENT_HOME={agent_home}
+AGENT_TASKS={tasks}
+
+launch() {{
+  case "$1" in
+  zodex-prd)
+    exec setpriv --reuid="$PRD_USER" --regid="$(id -g "$PRD_USER")" --init-groups --no-new-privs \
+      env -i HOME=/ PATH="$BIN:/usr/bin:/bin" ZODEX_CONFIG="$CONFIG" \
+      "$BIN/zodex-prd" serve --config "$CONFIG" ;;
+  zodex-agent)
+    cd "$AGENT_HOME" || exit 1
+    exec prlimit --nproc="$AGENT_TASKS" -- \
+      setpriv --reuid="$AGENT_USER" --regid="$(id -g "$AGENT_USER")" --init-groups --no-new-privs \
+      env -i HOME="$AGENT_HOME" USER="$AGENT_USER" LOGNAME="$AGENT_USER" SHELL=/bin/bash \
+        PATH="$BIN:/usr/local/bin:/usr/bin:/bin" ZODEX_CONFIG="$CONFIG" \
+      "$BIN/zodex-agent" serve --config "$CONFIG" ;;
+  esac
+}}
+
+running() {{
+  [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null
+}}
+
+start_one() {{
+  if running "$1"; then echo "$1: running"; return 0; fi
+  rm -f "$RUN/$1.stopping"
+  (
+    child=
+    trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; [ -n "$child" ] && wait "$child"; exit 0' TERM INT
+    while :; do
+      launch "$1" </dev/null >>"$LOG/$1.log" 2>&1 &
+      child=$!
+      wait "$child"
+      status=$?
+      [ -f "$RUN/$1.stopping" ] && exit 0
+      echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) zodex-supervise: $1 exited with $status; restarting in 2s" >>"$LOG/$1.log"
+      sleep 2
+    done
+  ) </dev/null >/dev/null 2>&1 &
+  echo $! >"$RUN/$1.pid"
+  echo "$1: started"
+}}
+
+sweep_agent() {{
+  # Every process of the agent user: sessions and whatever they started, detached or not.
+  i=0
+  while pgrep -u "$AGENT_USER" >/dev/null 2>&1; do
+    pkill -KILL -u "$AGENT_USER" 2>/dev/null
+    i=$((i + 1))
+    if [ "$i" -ge 200 ]; then echo "zodex-agent: processes of $AGENT_USER survive; kill them by hand" >&2; return 1; fi
+    sleep 0.05
+  done
+}}
+
+stop_one() {{
+  if [ -f "$RUN/$1.pid" ]; then
+    touch "$RUN/$1.stopping"
+    pid=$(cat "$RUN/$1.pid")
+    kill -TERM "$pid" 2>/dev/null
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -KILL "$pid" 2>/dev/null
+    rm -f "$RUN/$1.pid"
+  fi
+  if [ "$1" = zodex-agent ]; then sweep_agent || return 1; fi
+  echo "$1: stopped"
+}}
+
+status_one() {{
+  if running "$1"; then echo "$1: running"; else echo "$1: stopped"; return 3; fi
+}}
+
+services=${{2:-"zodex-prd zodex-agent"}}
+case "${{1:-}}" in
+start) for s in $services; do start_one "$s"; done ;;
+stop) rc=0; for s in $services; do stop_one "$s" || rc=1; done; exit $rc ;;
+restart) for s in $services; do stop_one "$s"; start_one "$s"; done ;;
+status) rc=0; for s in $services; do status_one "$s" || rc=3; done; exit $rc ;;
+*) echo "usage: $0 start|stop|restart|status [zodex-prd|zodex-agent]" >&2; exit 2 ;;
+esac
+"#,
+        bin = q(&layout.bin_dir),
+        config = q(&layout.config()),
+        run = q(&layout.lib_dir),
+        log = q(&layout.log_dir),
+        prd_user = shell_quote(&record.publisher_user),
+        agent_user = shell_quote(&record.agent_user),
+        agent_home = q(&record.agent_home),
+        tasks = record.agent_tasks_max,
+    )
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// Whether systemd runs this machine (the way `sd_booted` tells).
+pub fn systemd_booted() -> bool {
+    Path::new("/run/systemd/system").is_dir()
+}
+
+/// What to do with the services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Action {
+    Start,
+    Stop,
+    Restart,
+}
+
+impl Action {
+    fn word(self) -> &'static str {
+        match self {
+            Action::Start => "start",
+            Action::Stop => "stop",
+            Action::Restart => "restart",
+        }
+    }
+}
+
+/// Starts, stops or restarts `services` (both when empty) through the installed manager.
+pub fn control(
+    record: &InstallRecord,
+    action: Action,
+    services: &[&str],
+) -> Result<String, InstallError> {
+    let all: Vec<&str> = if services.is_empty() {
+        SERVICES.to_vec()
+    } else {
+        services.to_vec()
+    };
+    let output = match record.service_manager {
+        ServiceManager::Systemd => {
+            let mut args = vec![action.word()];
+            args.extend(all.iter().copied());
+            Command::new("systemctl").args(&args).output()
+        }
+        ServiceManager::Supervisor => Command::new("/bin/sh")
+            .arg(record.layout.supervisor())
+            .arg(action.word())
+            .arg(all.join(" "))
+            .output(),
+    }
+    .map_err(|e| InstallError::step("cannot run the service manager", e))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if output.status.success() {
+        Ok(text)
+    } else {
+        Err(InstallError::Failed(format!(
+            "{} {} failed: {}",
+            action.word(),
+            all.join(" "),
+            text.trim()
+        )))
+    }
+}
+
+/// One running service as `/proc` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ServiceState {
+    pub service: String,
+    pub running: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uptime_seconds: Option<u64>,
+    /// The version of the binary installed on disk (`--version`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_version: Option<String>,
+    /// The running process's binary was replaced on disk since it started: a restart loads
+    /// the new one.
+    #[serde(default)]
+    pub stale_binary: bool,
+}
+
+/// The state of both services: each found as the process running
+/// `<bin_dir>/<service> serve --config <config>`.
+pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
+    SERVICES
+        .iter()
+        .map(|service| {
+            let binary = record.layout.binary(service);
+            let found = find_serve(&binary, &record.layout.config());
+            let installed_version = binary_version(&binary);
+            match found {
+                Some(process) => ServiceState {
+                    service: service.to_string(),
+                    running: true,
+                    pid: Some(process.pid),
+                    user: nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(process.uid))
+                        .ok()
+                        .flatten()
+                        .map(|u| u.name),
+                    uptime_seconds: process.uptime_seconds,
+                    installed_version,
+                    stale_binary: process.stale,
+                },
+                None => ServiceState {
+                    service: service.to_string(),
+                    running: false,
+                    pid: None,
+                    user: None,
+                    uptime_seconds: None,
+                    installed_version,
+                    stale_binary: false,
+                },
+            }
+        })
+        .collect()
+}
+
+/// `BINARY --version`'s version number.
+pub fn binary_version(binary: &Path) -> Option<String> {
+    let out = Command::new(binary)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().nth(1).map(str::to_string)
+}
+
+struct Process {
+    pid: i32,
+    uid: u32,
+    uptime_seconds: Option<u64>,
+    stale: bool,
+}
+
+fn find_serve(binary: &Path, config: &Path) -> Option<Process> {
+    let want: Vec<String> = vec![
+        binary.display().to_string(),
+        "serve".into(),
+        "--config".into(),
+        config.display().to_string(),
+    ];
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let dir = entry.path();
+        let Ok(raw) = std::fs::read(dir.join("cmdline")) else {
+            continue;
+        };
+        let argv: Vec<String> = raw
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if argv != want {
+            continue;
+        }
+        use std::os::unix::fs::MetadataExt;
+        let uid = std::fs::metadata(&dir).map(|m| m.uid()).unwrap_or(u32::MAX);
+        let stale = std::fs::read_link(dir.join("exe"))
+            .map(|p| p.display().to_string().ends_with(" (deleted)"))
+            .unwrap_or(false);
+        return Some(Process {
+            pid,
+            uid,
+            uptime_seconds: uptime_of(&dir),
+            stale,
+        });
+    }
+    None
+}
+
+/// Seconds since the process started: its start time (clock ticks after boot, field 22 of
+/// `stat`) against the machine's uptime.
+fn uptime_of(proc_dir: &Path) -> Option<u64> {
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).ok()?;
+    // The command name (field 2) may hold spaces; fields after it follow its closing paren.
+    let rest = stat.rsplit_once(')')?.1;
+    let start_ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|t| *t > 0)? as u64;
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some((uptime as u64).saturating_sub(start_ticks / ticks))
+}
+
+/// The last `lines` lines of a service's log.
+pub fn logs(record: &InstallRecord, service: &str, lines: usize) -> Result<String, InstallError> {
+    match record.service_manager {
+        ServiceManager::Systemd => {
+            let out = Command::new("journalctl")
+                .args([
+                    "--no-pager",
+                    "--unit",
+                    service,
+                    "--lines",
+                    &lines.to_string(),
+                ])
+                .output()
+                .map_err(|e| InstallError::step("cannot run journalctl", e))?;
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+        ServiceManager::Supervisor => {
+            let path: PathBuf = record.layout.log(service);
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| InstallError::step(format!("cannot read {}", path.display()), e))?;
+            let all: Vec<&str> = text.lines().collect();
+            let from = all.len().saturating_sub(lines);
+            Ok(all[from..].join("\n") + "\n")
+        }
+    }
+}
+
+/// Checks the units with `systemd-analyze verify` where it exists; `None` when it does not.
+pub fn verify_units(layout: &Layout) -> Option<Result<(), String>> {
+    let units: Vec<PathBuf> = SERVICES.iter().map(|s| layout.unit(s)).collect();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .args(&units)
+        .output()
+        .ok()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Lines about other units of the machine are not ours to judge.
+    let ours: Vec<&str> = stderr
+        .lines()
+        .filter(|l| SERVICES.iter().any(|s| l.contains(&format!("{s}.service"))))
+        .collect();
+    if out.status.success() && ours.is_empty() {
+        Some(Ok(()))
+    } else {
+        Some(Err(ours.join("\n")))
+    }
+}
