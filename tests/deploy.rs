@@ -480,3 +480,62 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
     assert!(!logs.stdout.trim().is_empty());
     let _ = AGENT;
 }
+
+/// `zodex local start --public-url`: behind a tunnel or reverse proxy, the printed URL is the
+/// public one and the public host is accepted; another host still is not.
+#[test]
+fn a_local_server_behind_a_tunnel_prints_and_accepts_its_public_url() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let local = |args: &[&str]| {
+        let mut command = Command::new(ZODEX);
+        command
+            .arg("local")
+            .args(args)
+            .env("ZODEX_HOME", home.path())
+            .env("HOME", home.path())
+            .current_dir(project.path())
+            .stdin(std::process::Stdio::null());
+        Run::from(command.output().unwrap())
+    };
+    let refused = local(&["start", "--public-url", "http://tunnel.example.com"]).code(2);
+    assert!(refused.stderr.contains("HTTPS"), "{}", refused.stderr);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let started = local(&[
+        "start",
+        "--listen",
+        &listen,
+        "--ttl",
+        "10m",
+        "--public-url",
+        "https://tunnel.example.com/",
+        "--json",
+    ])
+    .ok();
+    let url = started.json()["result"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        url.starts_with("https://tunnel.example.com/mcp?key="),
+        "{url}"
+    );
+    let key = url.split("key=").nth(1).unwrap();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let client = reqwest::blocking::Client::new();
+    let status = |host: &str| {
+        client
+            .post(format!("http://{listen}/mcp?key={key}"))
+            .header("Host", host)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(list.to_string())
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(status("tunnel.example.com"), 200);
+    assert_ne!(status("evil.example.com"), 200);
+    local(&["stop"]).ok();
+}

@@ -28,6 +28,10 @@ pub enum LocalCommand {
         /// Another accepted Host header value, e.g. a tunnel's hostname (repeatable).
         #[arg(long = "allowed-host", value_name = "HOST")]
         allowed_hosts: Vec<String>,
+        /// The public HTTPS URL a tunnel or reverse proxy serves this server at (e.g.
+        /// https://abc.example.com): its host is accepted and the printed MCP URL uses it.
+        #[arg(long, value_name = "URL", conflicts_with = "stdio")]
+        public_url: Option<String>,
         /// Speak MCP on stdin/stdout instead of HTTP (runs in the foreground; no URL, no key).
         #[arg(long, conflicts_with = "foreground")]
         stdio: bool,
@@ -100,10 +104,14 @@ fn run_inner(command: LocalCommand) -> anyhow::Result<i32> {
             ttl,
             listen,
             allowed_hosts,
+            public_url,
             stdio,
             foreground,
             json,
         } => {
+            if let Some(url) = &public_url {
+                local::public_mcp_url(url)?;
+            }
             let ttl = ttl.as_deref().map(parse_duration).transpose()?;
             let path = local::resolve_path(path.as_deref())?;
             let options = StartOptions {
@@ -111,6 +119,7 @@ fn run_inner(command: LocalCommand) -> anyhow::Result<i32> {
                 ttl,
                 listen,
                 allowed_hosts,
+                public_url,
                 stdio,
                 foreground,
             };
@@ -203,6 +212,9 @@ fn foreground_args(options: &StartOptions) -> Vec<String> {
     }
     for host in &options.allowed_hosts {
         args.extend(["--allowed-host".into(), host.clone()]);
+    }
+    if let Some(url) = &options.public_url {
+        args.extend(["--public-url".into(), url.clone()]);
     }
     args
 }

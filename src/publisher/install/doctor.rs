@@ -62,6 +62,7 @@ pub fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
     let states = services::status(&record);
     findings.extend(service_findings(&states, &version));
     findings.push(publisher_health(&config));
+    findings.push(proofs(&config));
     findings.push(mcp_health(&record.mcp_listen));
     findings.extend(ground(&record, config_path));
     findings.extend(coverage(&config));
@@ -146,6 +147,49 @@ fn publisher_health(config: &Config) -> Finding {
             ),
         ),
     }
+}
+
+/// Whether the policies' write invariants were proven at start, and what is waived.
+fn proofs(config: &Config) -> Finding {
+    let line = serde_json::to_string(&AdminRequest::Status).expect("requests serialise");
+    let status =
+        crate::publisher::sockets::admin_call(&config.admin_socket, config.publisher_uid, &line)
+            .ok()
+            .filter(|r| r.ok)
+            .and_then(|r| r.result);
+    let Some(proofs) = status.as_ref().map(|s| &s["proofs"]) else {
+        return Finding::fail(
+            "policy-proofs",
+            "cannot read the proof status: zodex-prd does not answer",
+        );
+    };
+    let summary = proofs["summary"].as_str().unwrap_or_default();
+    let waived: Vec<&str> = proofs["waived"]
+        .as_array()
+        .map(|w| w.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    if summary.starts_with("NOT PROVEN") || summary.is_empty() {
+        return Finding::fail(
+            "policy-proofs",
+            format!(
+                "the policies' write invariants are {}",
+                if summary.is_empty() {
+                    "not proven yet"
+                } else {
+                    summary
+                }
+            ),
+        );
+    }
+    let waivers = if waived.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " — waived in the configuration: {} (remove from `waive_properties` once your policies hold them)",
+            waived.join(", ")
+        )
+    };
+    Finding::ok("policy-proofs", format!("{summary}{waivers}"))
 }
 
 fn mcp_health(listen: &str) -> Finding {

@@ -74,6 +74,9 @@ pub struct StartOptions {
     pub ttl: Option<Duration>,
     pub listen: Option<String>,
     pub allowed_hosts: Vec<String>,
+    /// The public HTTPS URL a tunnel or reverse proxy gives this server (its host is accepted
+    /// in `Host`, and the printed MCP URL uses it).
+    pub public_url: Option<String>,
     /// Serve MCP on stdin/stdout instead of HTTP (implies foreground; no URL, no key).
     pub stdio: bool,
     /// Run in this process instead of in the background.
@@ -260,7 +263,10 @@ pub async fn run_foreground(
     } else {
         addr.ip().to_string()
     };
-    let url = format!("http://{url_host}:{}/mcp?key={key}", addr.port());
+    let url = match &options.public_url {
+        Some(public) => format!("{}?key={key}", public_mcp_url(public)?),
+        None => format!("http://{url_host}:{}/mcp?key={key}", addr.port()),
+    };
     let core = build_core(settings)?;
     let started = Utc::now();
     let state = LocalState {
@@ -290,7 +296,10 @@ pub async fn run_foreground(
 
     let options = HttpOptions {
         key: std::sync::Arc::new(key::KeyHash::of_key(&key).into()),
-        allowed_hosts: super::http::allowed_hosts(None, &options.allowed_hosts),
+        allowed_hosts: super::http::allowed_hosts(
+            options.public_url.as_deref(),
+            &options.allowed_hosts,
+        ),
     };
     let result = super::serve_http(core, listener, options, stop).await;
     remove_own_files(&paths);
@@ -359,6 +368,27 @@ fn running(paths: &LocalPaths) -> anyhow::Result<Option<Running>> {
         return Ok(None);
     };
     Ok(Some(running_from(paths, &state, url.trim().to_string())))
+}
+
+/// The MCP endpoint under a public URL: `https://HOST[/PATH]`, with `/mcp` added unless the
+/// URL ends with it. ChatGPT reaches connectors over HTTPS only, so plain HTTP is refused.
+pub fn public_mcp_url(public: &str) -> anyhow::Result<String> {
+    let trimmed = public.trim().trim_end_matches('/');
+    let valid = trimmed.strip_prefix("https://").is_some_and(|rest| {
+        let host = rest.split('/').next().unwrap_or_default();
+        !host.is_empty() && !rest.contains(['?', '#', ' '])
+    });
+    if !valid {
+        return Err(UsageError(format!(
+            "--public-url `{public}`: give the HTTPS URL your tunnel or reverse proxy serves, e.g. https://abc.example.com (ChatGPT connects over HTTPS only)"
+        ))
+        .into());
+    }
+    Ok(if trimmed.ends_with("/mcp") {
+        trimmed.to_string()
+    } else {
+        format!("{trimmed}/mcp")
+    })
 }
 
 fn running_from(paths: &LocalPaths, state: &LocalState, url: String) -> Running {
