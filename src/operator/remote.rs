@@ -159,29 +159,32 @@ impl Reach {
         }
     }
 
-    /// Copies a local file to `remote` on the sprite (through stdin; mode 0700).
+    /// Copies a local file to `remote` (inside a [`Reach::stage`] directory) on the sprite,
+    /// through stdin, and makes it executable. No argument holds a space or a quote, so a
+    /// transport that joins words into one remote shell line (`ssh HOST`) carries it unchanged.
     pub fn upload(&self, local: &Path, remote: &str) -> Result<(), String> {
-        let script = "umask 077 && cat > \"$1\" && chmod 700 \"$1\"";
+        let failed = |detail: String| {
+            format!(
+                "cannot upload {} to {remote} on the sprite: {detail}",
+                local.display()
+            )
+        };
         let ran = self
             .run(
-                &[
-                    "sh".into(),
-                    "-c".into(),
-                    script.into(),
-                    "sh".into(),
-                    remote.into(),
-                ],
+                &["dd".into(), format!("of={remote}"), "bs=1M".into(), "status=none".into()],
                 Stdin::File(local),
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| failed(e.to_string()))?;
+        if !ran.success {
+            return Err(failed(ran.stderr));
+        }
+        let ran = self
+            .run(&["chmod".into(), "700".into(), remote.into()], Stdin::None)
+            .map_err(|e| failed(e.to_string()))?;
         if ran.success {
             Ok(())
         } else {
-            Err(format!(
-                "cannot upload {} to {remote} on the sprite: {}",
-                local.display(),
-                ran.stderr
-            ))
+            Err(failed(ran.stderr))
         }
     }
 
