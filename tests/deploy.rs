@@ -275,6 +275,14 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
         setup.stdout
     );
     assert!(setup.stdout.contains("Next: zodex sprite connect"));
+    // The units are checked where systemd's own checker exists (CI has no running systemd).
+    if Command::new("systemd-analyze").arg("--version").output().is_ok() {
+        assert!(
+            setup.stdout.contains("systemd-analyze verify: ok"),
+            "{}",
+            setup.stdout
+        );
+    }
     // The operator CLI is not on the sprite; the keys are the publisher's alone.
     let bin = world.prefix.join("usr/local/bin");
     assert!(!bin.join("zodex").exists());
@@ -462,6 +470,19 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
         "processes of the agent survived its service"
     );
     world.zodex(&["sprite", "restart", "--sprite", "box"]).ok();
+    world.doctor_green();
+
+    // An upgrade replaces the binaries, restarts both services and checks the version.
+    let binaries = Path::new(PRD).parent().unwrap().display().to_string();
+    let upgraded = world
+        .zodex(&["sprite", "upgrade", "--sprite", "box", "--binaries", &binaries])
+        .ok();
+    assert!(
+        upgraded.stdout.contains("zodex-prd: running")
+            && upgraded.stdout.contains("zodex-agent: running"),
+        "{}",
+        upgraded.stdout
+    );
     world.doctor_green();
 
     // The logs are there for the operator.

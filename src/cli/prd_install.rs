@@ -163,8 +163,12 @@ pub fn install(args: InstallArgs) -> i32 {
                 if let Some(verified) = &report.units_verified {
                     println!("{verified}");
                 }
-                println!("Self-check as the agent user:");
-                print_findings(&report.self_check);
+                if report.self_check.is_empty() {
+                    println!("Self-check as the agent user: skipped (services not started)");
+                } else {
+                    println!("Self-check as the agent user:");
+                    print_findings(&report.self_check);
+                }
                 println!("Configuration: {}", report.config.display());
             }
             if ok { EXIT_OK } else { EXIT_FAILURE }

@@ -76,6 +76,9 @@ pub fn setup(sprite: Option<String>, json: bool, args: SetupArgs, registry: &Reg
             for service in &report.install.services {
                 println!("  {}", super::prd_install::render_state(service));
             }
+            if let Some(verified) = &report.install.units_verified {
+                println!("{verified}");
+            }
             println!("Self-check as the agent user:");
             super::prd_install::print_findings(&report.install.self_check);
             super::prd_install::print_findings(&report.coverage);
