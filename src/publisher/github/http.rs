@@ -67,6 +67,9 @@ pub(crate) struct Reply {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: serde_json::Value,
+    /// Whether the body was JSON (or empty); otherwise `body` is `{"message": <its first 512
+    /// bytes>}`, and the server is probably not a GitHub API.
+    pub json: bool,
 }
 
 impl Reply {
@@ -264,17 +267,22 @@ impl GitHub {
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
-        let body = if bytes.is_empty() {
-            serde_json::Value::Null
+        let (body, json) = if bytes.is_empty() {
+            (serde_json::Value::Null, true)
         } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-                serde_json::json!({ "message": String::from_utf8_lossy(&bytes[..bytes.len().min(512)]) })
-            })
+            match serde_json::from_slice(&bytes) {
+                Ok(body) => (body, true),
+                Err(_) => (
+                    serde_json::json!({ "message": String::from_utf8_lossy(&bytes[..bytes.len().min(512)]) }),
+                    false,
+                ),
+            }
         };
         Ok(Reply {
             status,
             headers,
             body,
+            json,
         })
     }
 }

@@ -1,0 +1,496 @@
+//! The ground `zodex-prd serve` stands on, checked before it serves (and by
+//! `zodex-prd check-ground`, which a `doctor` runs): the App key files private to the publisher,
+//! the state and socket directories private and real (not symbolic links), and `[github]` a
+//! GitHub API on which both Apps are who the configuration says, the reader read-only and the
+//! writer able to write contents and pull requests.
+//!
+//! Each check gives a [`Finding`]: a short stable id, whether it holds, and one line saying what
+//! is wrong and the exact fix. `serve` refuses to start on any failing finding.
+
+use super::config::{Config, GithubApp};
+use super::github::{AppFacts, GitHub, GithubError, glimpse};
+use super::sockets::check_socket_dir;
+use crate::engine::store::App;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One check's outcome. `check` is a stable id (`reader-key`, `writer-key`, `state-dir`,
+/// `socket-dir`, `github-api`, `reader-app`, `writer-app`); `message` is one line: what holds,
+/// or what is wrong and the exact fix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub check: Cow<'static, str>,
+    pub ok: bool,
+    pub message: String,
+}
+
+impl Finding {
+    fn ok(check: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            check: Cow::Borrowed(check),
+            ok: true,
+            message: message.into(),
+        }
+    }
+
+    fn fail(check: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            check: Cow::Borrowed(check),
+            ok: false,
+            message: message.into(),
+        }
+    }
+}
+
+/// How long one `GET /app` may take in all, retries included.
+pub const GITHUB_CHECK_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The uid `serve` runs as: `publisher_uid` when configured (so `check-ground` run by root
+/// checks for the publisher), else this process's effective uid.
+pub fn serving_uid(config: &Config) -> u32 {
+    config
+        .publisher_uid
+        .unwrap_or_else(|| nix::unistd::geteuid().as_raw())
+}
+
+/// Every check: the local ones, then, when `[github]` is configured, the GitHub ones.
+pub async fn check(config: &Config) -> Vec<Finding> {
+    let mut findings = local_checks(config);
+    let Some(github) = &config.github else {
+        return findings;
+    };
+    match GitHub::from_config(github) {
+        Ok(client) => findings.extend(github_checks(config, &client).await),
+        Err(error) => {
+            let check = match &error {
+                GithubError::KeyFile { app, .. } | GithubError::BadKey { app, .. } => {
+                    if *app == "reader" {
+                        "reader-key"
+                    } else {
+                        "writer-key"
+                    }
+                }
+                _ => "github-api",
+            };
+            // A key file the local checks already found wrong is said once.
+            if !findings.iter().any(|f| f.check == check && !f.ok) {
+                findings.push(Finding::fail(check, error.to_string()));
+            }
+        }
+    }
+    findings
+}
+
+/// The checks of this machine: key files, the state directory and the socket directories.
+pub fn local_checks(config: &Config) -> Vec<Finding> {
+    local_checks_for(config, serving_uid(config))
+}
+
+/// [`local_checks`] for the publisher running as `uid`.
+pub fn local_checks_for(config: &Config, uid: u32) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    if let Some(github) = &config.github {
+        findings.push(key_file(App::Reader, &github.reader, uid));
+        findings.push(key_file(App::Writer, &github.writer, uid));
+    }
+    findings.push(state_dir(&config.state_dir, uid));
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for socket in [&config.admin_socket, &config.agent_socket] {
+        match socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(dir) if !dirs.iter().any(|d| d == dir) => dirs.push(dir.to_path_buf()),
+            Some(_) => {}
+            None => findings.push(Finding::fail(
+                "socket-dir",
+                format!(
+                    "socket {} has no directory: configure an absolute socket path",
+                    socket.display()
+                ),
+            )),
+        }
+    }
+    for dir in dirs {
+        findings.push(socket_dir(&dir, uid));
+    }
+    findings
+}
+
+/// Who besides the owner `mode` opens a file or directory to, if anyone.
+fn open_to(mode: u32) -> Option<&'static str> {
+    match (mode & 0o070 != 0, mode & 0o007 != 0) {
+        (_, true) => Some("others"),
+        (true, false) => Some("its group"),
+        (false, false) => None,
+    }
+}
+
+/// An App's private key: present, owned by the publisher, no permission for group or others.
+/// A symbolic link is followed (the file it names is what must be private).
+fn key_file(app: App, config: &GithubApp, uid: u32) -> Finding {
+    let name = app.as_str();
+    let check = match app {
+        App::Reader => "reader-key",
+        App::Writer => "writer-key",
+    };
+    let path = config.private_key_file.display();
+    let meta = match std::fs::metadata(&config.private_key_file) {
+        Ok(meta) => meta,
+        Err(e) => {
+            return Finding::fail(
+                check,
+                format!(
+                    "{name} key {path} cannot be read ({e}): put the {name} App's private key (PEM) there, owned by uid {uid} with mode 600, or correct private_key_file in [github.{name}]"
+                ),
+            );
+        }
+    };
+    if !meta.is_file() {
+        return Finding::fail(
+            check,
+            format!(
+                "{name} key {path} is not a regular file: point private_key_file in [github.{name}] at the App's PEM file"
+            ),
+        );
+    }
+    let mode = meta.mode() & 0o7777;
+    if meta.uid() != uid {
+        return Finding::fail(
+            check,
+            format!(
+                "{name} key {path} belongs to uid {}, not the publisher (uid {uid}): chown {uid} {path}",
+                meta.uid()
+            ),
+        );
+    }
+    if let Some(who) = open_to(mode) {
+        let how = if mode & 0o044 != 0 {
+            "readable"
+        } else {
+            "accessible"
+        };
+        return Finding::fail(
+            check,
+            format!("{name} key {path} is {how} by {who} (mode {mode:o}): chmod 600 {path}"),
+        );
+    }
+    Finding::ok(
+        check,
+        format!("{name} key {path} is private to uid {uid} (mode {mode:o})"),
+    )
+}
+
+/// The nearest existing ancestor of a missing `path`, and whether the publisher may create
+/// `path` under it.
+fn creatable(path: &Path) -> Result<PathBuf, String> {
+    let mut ancestor = path.parent();
+    while let Some(dir) = ancestor {
+        if std::fs::symlink_metadata(dir).is_ok() {
+            return match nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK) {
+                Ok(()) if dir.is_dir() => Ok(dir.to_path_buf()),
+                Ok(()) => Err(format!("{} is not a directory", dir.display())),
+                Err(e) => Err(format!("{} is not writable here ({e})", dir.display())),
+            };
+        }
+        ancestor = dir.parent();
+    }
+    Err("no ancestor exists".into())
+}
+
+/// The state directory: missing (it is created 0700) or a real directory owned by the
+/// publisher with no permission for group or others.
+fn state_dir(dir: &Path, uid: u32) -> Finding {
+    const CHECK: &str = "state-dir";
+    let shown = dir.display();
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return match creatable(dir) {
+                Ok(_) => Finding::ok(
+                    CHECK,
+                    format!(
+                        "state directory {shown} does not exist yet; serve creates it (mode 700)"
+                    ),
+                ),
+                Err(why) => Finding::fail(
+                    CHECK,
+                    format!(
+                        "state directory {shown} does not exist and cannot be created ({why}): mkdir -p {shown} && chown {uid} {shown} && chmod 700 {shown}"
+                    ),
+                ),
+            };
+        }
+        Err(e) => {
+            return Finding::fail(
+                CHECK,
+                format!(
+                    "state directory {shown} cannot be examined ({e}): check the path and its parents' permissions"
+                ),
+            );
+        }
+    };
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(dir)
+            .map(|t| t.display().to_string())
+            .unwrap_or_else(|_| "?".into());
+        return Finding::fail(
+            CHECK,
+            format!(
+                "state directory {shown} is a symbolic link (to {target}): set state_dir to the real directory"
+            ),
+        );
+    }
+    if !meta.is_dir() {
+        return Finding::fail(
+            CHECK,
+            format!(
+                "state directory {shown} is not a directory: move it away or set state_dir to a directory"
+            ),
+        );
+    }
+    let mode = meta.mode() & 0o7777;
+    if meta.uid() != uid {
+        return Finding::fail(
+            CHECK,
+            format!(
+                "state directory {shown} belongs to uid {}, not the publisher (uid {uid}): chown -R {uid} {shown}",
+                meta.uid()
+            ),
+        );
+    }
+    if let Some(who) = open_to(mode) {
+        return Finding::fail(
+            CHECK,
+            format!("state directory {shown} is open to {who} (mode {mode:o}): chmod 700 {shown}"),
+        );
+    }
+    Finding::ok(
+        CHECK,
+        format!("state directory {shown} is private to uid {uid} (mode {mode:o})"),
+    )
+}
+
+/// A socket's directory: the rules `sockets::bind` enforces ([`check_socket_dir`]: a real
+/// directory, not writable by group or others, owned by the publisher or root), or missing
+/// with a place the publisher may create it.
+fn socket_dir(dir: &Path, uid: u32) -> Finding {
+    const CHECK: &str = "socket-dir";
+    let shown = dir.display();
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match creatable(dir) {
+            Ok(_) => Finding::ok(
+                CHECK,
+                format!("socket directory {shown} does not exist yet; serve creates it (mode 755)"),
+            ),
+            Err(why) => Finding::fail(
+                CHECK,
+                format!(
+                    "socket directory {shown} does not exist and cannot be created ({why}): mkdir -p {shown} && chown {uid} {shown} && chmod 755 {shown}"
+                ),
+            ),
+        },
+        Ok(meta) if !meta.file_type().is_symlink() && !meta.is_dir() => Finding::fail(
+            CHECK,
+            format!(
+                "socket directory {shown} is not a directory: move it away or configure other socket paths"
+            ),
+        ),
+        _ => match check_socket_dir(dir, uid) {
+            Ok(()) => Finding::ok(
+                CHECK,
+                format!("socket directory {shown} can be written by its owner only"),
+            ),
+            Err(e) => Finding::fail(CHECK, e.to_string()),
+        },
+    }
+}
+
+/// The checks of `[github]`: `GET /app` as each App, both at once, each bounded by
+/// [`GITHUB_CHECK_TIMEOUT`]. Nothing when `[github]` is not configured.
+pub async fn github_checks(config: &Config, client: &GitHub) -> Vec<Finding> {
+    let Some(github) = &config.github else {
+        return Vec::new();
+    };
+    let ask = |app: App| async move {
+        tokio::time::timeout(GITHUB_CHECK_TIMEOUT, client.authenticated_app(app))
+            .await
+            .unwrap_or_else(|_| {
+                Err(GithubError::NotGithubApi {
+                    api_url: client.api_url().to_string(),
+                    seen: format!(
+                        "no answer to GET /app within {} s",
+                        GITHUB_CHECK_TIMEOUT.as_secs()
+                    ),
+                })
+            })
+    };
+    let (reader, writer) = tokio::join!(ask(App::Reader), ask(App::Writer));
+    let mut findings = Vec::new();
+    // A wrong api_url is said once, as what it is, not as two Apps that fail.
+    let foreign = [&reader, &writer].into_iter().find_map(|r| match r {
+        Err(e @ GithubError::NotGithubApi { .. }) => Some(e.to_string()),
+        _ => None,
+    });
+    match foreign {
+        Some(message) => {
+            findings.push(Finding::fail("github-api", message));
+            return findings;
+        }
+        None => findings.push(Finding::ok(
+            "github-api",
+            format!(
+                "[github] api_url = {} answers as a GitHub API",
+                client.api_url()
+            ),
+        )),
+    }
+    findings.extend(app_findings(App::Reader, &github.reader, reader));
+    findings.extend(app_findings(App::Writer, &github.writer, writer));
+    findings
+}
+
+/// What one App's `GET /app` says about it against the configuration.
+fn app_findings(
+    app: App,
+    config: &GithubApp,
+    answer: Result<AppFacts, GithubError>,
+) -> Vec<Finding> {
+    let name = app.as_str();
+    let check = match app {
+        App::Reader => "reader-app",
+        App::Writer => "writer-app",
+    };
+    let id = config.app_id;
+    let facts = match answer {
+        Ok(facts) => facts,
+        Err(GithubError::Unauthorized { message, .. }) => {
+            return vec![Finding::fail(
+                check,
+                format!(
+                    "GitHub refused the {name} key {} as App {id} (401: {message}): the key does not belong to App {id}; download a new private key from App {id}'s settings, or correct app_id in [github.{name}] (and check this machine's clock)",
+                    config.private_key_file.display()
+                ),
+            )];
+        }
+        Err(e) => return vec![Finding::fail(check, format!("the {name} App: {e}"))],
+    };
+    if facts.id != id {
+        return vec![Finding::fail(
+            check,
+            format!(
+                "[github.{name}] app_id = {id}, but its key authenticates App {}{}: set app_id = {} in [github.{name}], or use App {id}'s private key",
+                facts.id,
+                slug(&facts),
+                facts.id
+            ),
+        )];
+    }
+    let problems = match app {
+        App::Reader => reader_problems(&facts),
+        App::Writer => writer_problems(&facts),
+    };
+    if problems.is_empty() {
+        let mut findings = vec![Finding::ok(
+            check,
+            format!(
+                "the {name} App {id}{} holds {}",
+                slug(&facts),
+                describe(&facts)
+            ),
+        )];
+        if app == App::Writer && !holds_write(&facts, "workflows") {
+            findings.push(Finding::ok(
+                check,
+                format!(
+                    "the writer App {id} does not hold `workflows: write`: pushes that change .github/workflows (grants with --allow-workflows) will fail until it does"
+                ),
+            ));
+        }
+        return findings;
+    }
+    problems
+        .into_iter()
+        .map(|problem| {
+            Finding::fail(
+                check,
+                format!("the {name} App {id}{} {problem}", slug(&facts)),
+            )
+        })
+        .collect()
+}
+
+fn slug(facts: &AppFacts) -> String {
+    facts
+        .slug
+        .as_deref()
+        .map(|s| format!(" ({})", glimpse(s)))
+        .unwrap_or_default()
+}
+
+fn describe(facts: &AppFacts) -> String {
+    if facts.permissions.is_empty() {
+        return "no permissions".into();
+    }
+    facts
+        .permissions
+        .iter()
+        .map(|(k, v)| format!("{}: {}", glimpse(k), glimpse(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn is_write(level: &str) -> bool {
+    matches!(level, "write" | "admin")
+}
+
+fn holds_write(facts: &AppFacts, permission: &str) -> bool {
+    facts
+        .permissions
+        .get(permission)
+        .is_some_and(|level| is_write(level))
+}
+
+/// The reader mints read-only tokens: any write permission is a problem, and it needs
+/// `contents: read` to clone.
+pub fn reader_problems(facts: &AppFacts) -> Vec<String> {
+    let mut problems: Vec<String> = facts
+        .permissions
+        .iter()
+        .filter(|(_, level)| is_write(level))
+        .map(|(permission, level)| {
+            let permission = glimpse(permission);
+            format!(
+                "holds `{permission}: {}`, but the reader App must be read-only: set `{permission}` to read-only (or remove it) in the App's settings (Permissions) and accept the change on its installations",
+                glimpse(level)
+            )
+        })
+        .collect();
+    if !facts.permissions.contains_key("contents") {
+        problems.push(
+            "does not hold `contents: read`, which cloning needs: give it Contents: Read-only in the App's settings (Permissions) and accept the change on its installations".into(),
+        );
+    }
+    problems
+}
+
+/// The writer needs `contents: write` (pushes) and `pull_requests: write` (publish-pr).
+pub fn writer_problems(facts: &AppFacts) -> Vec<String> {
+    ["contents", "pull_requests"]
+        .into_iter()
+        .filter(|permission| !holds_write(facts, permission))
+        .map(|permission| {
+            let held = facts
+                .permissions
+                .get(permission)
+                .map(|l| format!("holds `{permission}: {}`", glimpse(l)))
+                .unwrap_or_else(|| format!("does not hold `{permission}`"));
+            format!(
+                "{held}, but needs `{permission}: write`: set it to Read and write in the App's settings (Permissions) and accept the change on its installations"
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
