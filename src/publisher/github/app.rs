@@ -24,7 +24,7 @@ pub struct AppFacts {
 }
 
 /// At most this many characters of a foreign answer are quoted, on one line.
-const GLIMPSE_CHARS: usize = 80;
+const GLIMPSE_CHARS: usize = 120;
 
 /// `text` on one line without control characters, cut to [`GLIMPSE_CHARS`].
 pub fn glimpse(text: &str) -> String {

@@ -86,6 +86,22 @@ impl Reply {
     }
 }
 
+/// An error and its causes on one line (octocrab's own text, "client error (Connect)", hides
+/// the cause an operator can act on, such as "Connection refused").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// The 401 messages GitHub gives for a JWT whose `exp`/`iat` disagree with its clock.
 fn is_clock_skew(message: &str) -> bool {
     message.contains("'Expiration time' claim") || message.contains("'Issued at' claim")
@@ -258,7 +274,7 @@ impl GitHub {
             .http
             .execute(request)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| error_chain(&e))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response
