@@ -52,18 +52,14 @@ pub enum DaemonError {
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let limits = config.agent_limits().map_err(HostError::Config)?;
-    // Before anything is created or bound: keys, state and socket directories, and [github].
-    let findings = super::ground::check(&config).await;
-    for finding in findings.iter().filter(|f| f.ok) {
-        tracing::info!(check = %finding.check, "{}", finding.message);
-    }
-    let failures: Vec<Finding> = findings.into_iter().filter(|f| !f.ok).collect();
-    if !failures.is_empty() {
-        return Err(DaemonError::Ground(failures));
-    }
+    // Before anything is created: the keys, the state and socket directories.
+    stand_on(super::ground::local_checks(&config))?;
     let host = Arc::new(Host::open(&config)?);
     // Fail closed: a policy set that breaks a write invariant never serves.
     host.prove_at_start()?;
+    // Before a token is revoked or a socket bound: [github] is a GitHub API and both Apps are
+    // what the configuration says (after the state, whose problems need no network to show).
+    stand_on(super::ground::github_ground(&config).await)?;
     // Before the sockets and the sweeper start: a token the previous run handed out is revoked at GitHub
     // (the sweeper could only mark it, having never seen its value).
     let startup_host = host.clone();
@@ -164,6 +160,19 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let _ = std::fs::remove_file(&config.admin_socket);
     let _ = std::fs::remove_file(&config.agent_socket);
     Ok(())
+}
+
+/// Logs the findings that hold; refuses start on any that does not.
+fn stand_on(findings: Vec<Finding>) -> Result<(), DaemonError> {
+    for finding in findings.iter().filter(|f| f.ok) {
+        tracing::info!(check = %finding.check, "{}", finding.message);
+    }
+    let failures: Vec<Finding> = findings.into_iter().filter(|f| !f.ok).collect();
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(DaemonError::Ground(failures))
+    }
 }
 
 #[derive(Clone, Copy, Debug)]

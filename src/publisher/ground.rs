@@ -59,11 +59,23 @@ pub fn serving_uid(config: &Config) -> u32 {
 /// Every check: the local ones, then, when `[github]` is configured, the GitHub ones.
 pub async fn check(config: &Config) -> Vec<Finding> {
     let mut findings = local_checks(config);
+    for finding in github_ground(config).await {
+        // A key file the local checks already found wrong is said once.
+        if finding.ok || !findings.iter().any(|f| f.check == finding.check && !f.ok) {
+            findings.push(finding);
+        }
+    }
+    findings
+}
+
+/// The GitHub checks with a client made from the configuration (its keys read now); nothing
+/// when `[github]` is not configured.
+pub async fn github_ground(config: &Config) -> Vec<Finding> {
     let Some(github) = &config.github else {
-        return findings;
+        return Vec::new();
     };
     match GitHub::from_config(github) {
-        Ok(client) => findings.extend(github_checks(config, &client).await),
+        Ok(client) => github_checks(config, &client).await,
         Err(error) => {
             let check = match &error {
                 GithubError::KeyFile { app, .. } | GithubError::BadKey { app, .. } => {
@@ -75,13 +87,9 @@ pub async fn check(config: &Config) -> Vec<Finding> {
                 }
                 _ => "github-api",
             };
-            // A key file the local checks already found wrong is said once.
-            if !findings.iter().any(|f| f.check == check && !f.ok) {
-                findings.push(Finding::fail(check, error.to_string()));
-            }
+            vec![Finding::fail(check, error.to_string())]
         }
     }
-    findings
 }
 
 /// The checks of this machine: key files, the state directory and the socket directories.
