@@ -1,6 +1,7 @@
 //! The ground rules on real files and directories, and the App permission rules.
 
 use super::*;
+use crate::publisher::github::AppFacts;
 use std::os::unix::fs::PermissionsExt;
 
 fn chmod(path: &Path, mode: u32) {
