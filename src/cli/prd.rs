@@ -32,6 +32,16 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Check what `serve` checks before it serves: the App key files, the state and socket
+    /// directories, and `[github]` (`GET /app` as both Apps). One line per check; exit code 0
+    /// only when all hold.
+    CheckGround {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Print the one JSON envelope (`result.findings`, `result.all_ok`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Carry one JSON admin request from stdin to the admin socket, and its answer to stdout.
     Admin {
         #[arg(long)]
@@ -116,6 +126,7 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config } => serve(config),
+        Command::CheckGround { config, json } => check_ground(config, json),
         Command::Admin { config } => admin(config),
         Command::Install(args) => super::prd_install::install(*args),
         Command::Doctor {
@@ -199,11 +210,51 @@ fn serve(config: Option<PathBuf>) -> i32 {
             eprintln!("error: {}", HostError::PropertiesFail(report));
             EXIT_FAILURE
         }
+        Err(DaemonError::Ground(failures)) => {
+            for failure in &failures {
+                eprintln!("error: {}", render::safe(&failure.message));
+            }
+            eprintln!(
+                "error: zodex-prd did not start: fix the above; `zodex-prd check-ground` checks again without starting"
+            );
+            EXIT_FAILURE
+        }
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_FAILURE
         }
     }
+}
+
+fn check_ground(config: Option<PathBuf>, json: bool) -> i32 {
+    let config = match Config::load(&Config::resolve_path(config.as_deref())) {
+        Ok(config) => config,
+        Err(e) => return super::print_failure(&e, json),
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            return super::print_failure(&format!("cannot start the async runtime: {e}"), json);
+        }
+    };
+    let findings = runtime.block_on(crate::publisher::ground::check(&config));
+    let all_ok = findings.iter().all(|f| f.ok);
+    if json {
+        super::print_json(&Response::ok(serde_json::json!({
+            "findings": findings,
+            "all_ok": all_ok,
+        })));
+    } else {
+        for finding in &findings {
+            println!(
+                "{} {}: {}",
+                if finding.ok { "ok  " } else { "FAIL" },
+                finding.check,
+                render::safe(&finding.message)
+            );
+        }
+    }
+    if all_ok { EXIT_OK } else { EXIT_FAILURE }
 }
 
 fn admin(config: Option<PathBuf>) -> i32 {

@@ -136,13 +136,13 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
     let dir = dir
         .canonicalize()
         .map_err(io(format!("cannot resolve {}", dir.display())))?;
-    for sub in ["run", "logs", "state"] {
-        // `run` holds the sockets: zodex-prd refuses a socket directory others can write to,
-        // whatever the umask.
+    // `run` holds the sockets: zodex-prd refuses a socket directory others can write to,
+    // whatever the umask; and a state directory open to anyone but the publisher.
+    for (sub, mode) in [("run", 0o755), ("logs", 0o755), ("state", 0o700)] {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(0o755)
+            .mode(mode)
             .create(dir.join(sub))
             .map_err(io(format!("cannot create {}/{sub}", dir.display())))?;
     }

@@ -1,6 +1,7 @@
-//! `zodex-prd serve`: binds the admin and agent sockets, checks every peer's uid, and hands each
-//! request to the [`Host`]. A background task expires grants every second and revokes the write
-//! tokens of grants that ended.
+//! `zodex-prd serve`: checks its ground (`publisher::ground`; any failure refuses start), binds
+//! the admin and agent sockets, checks every peer's uid, and hands each request to the
+//! [`Host`]. A background task expires grants every second and revokes the write tokens of
+//! grants that ended.
 //!
 //! Neither socket can be starved by its own clients: a peer is checked before it holds
 //! anything; a connection over the socket's bounds ([`gate`]: in all, per peer process, bundles,
@@ -13,6 +14,7 @@ mod gate;
 mod spool;
 
 use super::config::{AgentLimits, Config};
+use super::ground::Finding;
 use super::host::{Host, HostError};
 use super::sockets::{admin_allowed, bind};
 use super::wire::{
@@ -36,6 +38,10 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum DaemonError {
     #[error(transparent)]
     Host(#[from] HostError),
+    /// The ground `serve` stands on is not safe or not right (`publisher::ground`): each
+    /// failing finding, one line each, with its fix.
+    #[error("{}", .0.iter().map(|f| f.message.as_str()).collect::<Vec<_>>().join("\n"))]
+    Ground(Vec<Finding>),
     #[error("cannot listen on {what}: {source}")]
     Bind {
         what: String,
@@ -46,9 +52,14 @@ pub enum DaemonError {
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let limits = config.agent_limits().map_err(HostError::Config)?;
+    // Before anything is created: the keys, the state and socket directories.
+    stand_on(super::ground::local_checks(&config))?;
     let host = Arc::new(Host::open(&config)?);
     // Fail closed: a policy set that breaks a write invariant never serves.
     host.prove_at_start()?;
+    // Before a token is revoked or a socket bound: [github] is a GitHub API and both Apps are
+    // what the configuration says (after the state, whose problems need no network to show).
+    stand_on(super::ground::github_ground(&config).await)?;
     // Before the sockets and the sweeper start: a token the previous run handed out is revoked at GitHub
     // (the sweeper could only mark it, having never seen its value).
     let startup_host = host.clone();
@@ -149,6 +160,19 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     let _ = std::fs::remove_file(&config.admin_socket);
     let _ = std::fs::remove_file(&config.agent_socket);
     Ok(())
+}
+
+/// Logs the findings that hold; refuses start on any that does not.
+fn stand_on(findings: Vec<Finding>) -> Result<(), DaemonError> {
+    for finding in findings.iter().filter(|f| f.ok) {
+        tracing::info!(check = %finding.check, "{}", finding.message);
+    }
+    let failures: Vec<Finding> = findings.into_iter().filter(|f| !f.ok).collect();
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(DaemonError::Ground(failures))
+    }
 }
 
 #[derive(Clone, Copy, Debug)]

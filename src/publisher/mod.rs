@@ -6,6 +6,7 @@ pub mod config;
 pub mod credentials;
 pub mod daemon;
 pub mod github;
+pub mod ground;
 pub mod host;
 pub mod install;
 pub mod prove;

@@ -35,47 +35,7 @@ impl Rig {
     pub fn start_with(token_ttl: Duration, extra: &str) -> Self {
         let demo = Demo::start_with(|c| c.with_token_ttl(token_ttl));
         let dir = tempfile::tempdir().unwrap();
-        let [reader, writer, _] = keys();
-        let reader_key = reader.write(&dir.path().join("keys"), "reader").unwrap();
-        let writer_key = writer.write(&dir.path().join("keys"), "writer").unwrap();
-        let uid = nix::unistd::getuid().as_raw();
-        let d = dir.path().display();
-        let config = dir.path().join("zodex.toml");
-        std::fs::write(
-            &config,
-            format!(
-                r#"state_dir = "{d}/state"
-admin_socket = "{d}/admin.sock"
-agent_socket = "{d}/agent.sock"
-agent_uid = {uid}
-operator_uids = [{uid}]
-{extra}
-
-[[targets]]
-owner = "demo"
-default_branch = "main"
-
-[github]
-api_url = "{api}"
-git_url = "{git}"
-
-[github.reader]
-app_id = {reader_id}
-private_key_file = "{reader_key}"
-
-[github.writer]
-app_id = {writer_id}
-private_key_file = "{writer_key}"
-"#,
-                api = demo.hub.api_url(),
-                git = demo.hub.git_url(),
-                reader_id = demo.seed.reader_app_id,
-                writer_id = demo.seed.writer_app_id,
-                reader_key = reader_key.display(),
-                writer_key = writer_key.display(),
-            ),
-        )
-        .unwrap();
+        let config = write_config(&demo, dir.path(), extra);
         let prd = spawn_prd(dir.path(), &config);
         let rig = Self {
             demo,
@@ -343,6 +303,54 @@ impl Rig {
         assert_eq!(reply.status, 200, "{:?}", reply.body);
         reply.body.as_array().cloned().unwrap_or_default()
     }
+}
+
+/// Writes the rig's `zodex.toml` into `dir` (with its App keys in `dir/keys`, mode 0600; state
+/// in `dir/state`; both sockets in `dir`) for `demo`, with `extra` top-level settings; returns
+/// its path. [`Rig::start_with`] serves it; a test of start-up can break its ground first.
+pub fn write_config(demo: &Demo, dir: &Path, extra: &str) -> PathBuf {
+    let [reader, writer, _] = keys();
+    let reader_key = reader.write(&dir.join("keys"), "reader").unwrap();
+    let writer_key = writer.write(&dir.join("keys"), "writer").unwrap();
+    let uid = nix::unistd::getuid().as_raw();
+    let d = dir.display();
+    let config = dir.join("zodex.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"state_dir = "{d}/state"
+admin_socket = "{d}/admin.sock"
+agent_socket = "{d}/agent.sock"
+agent_uid = {uid}
+operator_uids = [{uid}]
+{extra}
+
+[[targets]]
+owner = "demo"
+default_branch = "main"
+
+[github]
+api_url = "{api}"
+git_url = "{git}"
+
+[github.reader]
+app_id = {reader_id}
+private_key_file = "{reader_key}"
+
+[github.writer]
+app_id = {writer_id}
+private_key_file = "{writer_key}"
+"#,
+            api = demo.hub.api_url(),
+            git = demo.hub.git_url(),
+            reader_id = demo.seed.reader_app_id,
+            writer_id = demo.seed.writer_app_id,
+            reader_key = reader_key.display(),
+            writer_key = writer_key.display(),
+        ),
+    )
+    .unwrap();
+    config
 }
 
 fn spawn_prd(dir: &Path, config: &Path) -> Child {

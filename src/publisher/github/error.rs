@@ -79,6 +79,10 @@ pub enum GithubError {
         attempts: u32,
         message: String,
     },
+    #[error(
+        "`[github] api_url = {api_url}` is not a GitHub API ({seen}): for github.com use https://api.github.com, for GitHub Enterprise Server https://HOST/api/v3"
+    )]
+    NotGithubApi { api_url: String, seen: String },
     #[error("GitHub's answer to {what} is not what zodex-prd expects: {message}")]
     Decode { what: String, message: String },
 }

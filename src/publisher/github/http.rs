@@ -67,6 +67,9 @@ pub(crate) struct Reply {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: serde_json::Value,
+    /// Whether the body was JSON (or empty); otherwise `body` is `{"message": <its first 512
+    /// bytes>}`, and the server is probably not a GitHub API.
+    pub json: bool,
 }
 
 impl Reply {
@@ -81,6 +84,22 @@ impl Reply {
     fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+}
+
+/// An error and its causes on one line (octocrab's own text, "client error (Connect)", hides
+/// the cause an operator can act on, such as "Connection refused").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// The 401 messages GitHub gives for a JWT whose `exp`/`iat` disagree with its clock.
@@ -255,7 +274,7 @@ impl GitHub {
             .http
             .execute(request)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| error_chain(&e))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response
@@ -264,17 +283,22 @@ impl GitHub {
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
-        let body = if bytes.is_empty() {
-            serde_json::Value::Null
+        let (body, json) = if bytes.is_empty() {
+            (serde_json::Value::Null, true)
         } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-                serde_json::json!({ "message": String::from_utf8_lossy(&bytes[..bytes.len().min(512)]) })
-            })
+            match serde_json::from_slice(&bytes) {
+                Ok(body) => (body, true),
+                Err(_) => (
+                    serde_json::json!({ "message": String::from_utf8_lossy(&bytes[..bytes.len().min(512)]) }),
+                    false,
+                ),
+            }
         };
         Ok(Reply {
             status,
             headers,
             body,
+            json,
         })
     }
 }

@@ -7,10 +7,11 @@
 //! hash. Octocrab is the HTTP transport; the retry policy ([`RetryPolicy`]) is ours, so that a
 //! permission 403 is never retried and rate limits wait exactly what GitHub asks.
 //!
-//! **API boundary:** [`GitHub::from_config`], [`GitHub::check_coverage`] (installations and the
-//! default branch), [`GitHub::mint`],
+//! **API boundary:** [`GitHub::from_config`], [`GitHub::authenticated_app`] (`GET /app`),
+//! [`GitHub::check_coverage`] (installations and the default branch), [`GitHub::mint`],
 //! [`GitHub::revoke`], and [`record`] (writing what was learnt into the engine's state).
 
+mod app;
 mod error;
 mod http;
 mod jwt;
@@ -18,6 +19,7 @@ mod pulls;
 pub mod record;
 mod token;
 
+pub use app::{AppFacts, glimpse};
 pub use error::GithubError;
 pub use http::RetryPolicy;
 pub use jwt::{AppKey, EXP_AHEAD_SECS, IAT_BACKDATE_SECS};

@@ -89,12 +89,15 @@ pub fn system_now() -> i64 {
 impl Host {
     /// Opens the state and loads the policies; any problem refuses start (fail closed).
     pub fn open(config: &Config) -> Result<Self, HostError> {
-        std::fs::create_dir_all(&config.state_dir).map_err(|e| {
-            HostError::Config(format!(
-                "cannot create state directory {}: {e}",
-                config.state_dir.display()
-            ))
-        })?;
+        // Created private (the ground checks refused a state directory open to others).
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&config.state_dir)
+            .map_err(|e| {
+                HostError::Config(format!(
+                    "cannot create state directory {}: {e}",
+                    config.state_dir.display()
+                ))
+            })?;
         // Private to the publisher: mirrors, spooled bundles, live write tokens, the database.
         {
             use std::os::unix::fs::PermissionsExt;
