@@ -262,6 +262,26 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
     let world = World::new();
     world.zodex(&["sprite", "add", "box", "--exec", "env"]).ok();
 
+    // A setup that cannot go on says where it stopped and changes nothing on the sprite.
+    let writer_key = world.keys.path().join("writer.pem");
+    std::fs::write(&writer_key, "not a key").unwrap();
+    let stopped = world.setup().code(1);
+    assert!(
+        stopped
+            .stderr
+            .contains("setup stopped at step 1 (read the App keys)")
+            && stopped
+                .stderr
+                .contains("run the same `zodex sprite setup` again"),
+        "{}",
+        stopped.stderr
+    );
+    assert!(
+        !world.prefix.exists(),
+        "nothing may be installed before the keys are read"
+    );
+    std::fs::write(&writer_key, &keys()[1].private_pem).unwrap();
+
     // Setup through the transport: keys over stdin, services up, the self-check as the agent.
     let setup = world.setup().ok();
     assert!(setup.stdout.contains("is set up"), "{}", setup.stdout);
@@ -276,7 +296,11 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
     );
     assert!(setup.stdout.contains("Next: zodex sprite connect"));
     // The units are checked where systemd's own checker exists (CI has no running systemd).
-    if Command::new("systemd-analyze").arg("--version").output().is_ok() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
         assert!(
             setup.stdout.contains("systemd-analyze verify: ok"),
             "{}",
@@ -475,7 +499,14 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
     // An upgrade replaces the binaries, restarts both services and checks the version.
     let binaries = Path::new(PRD).parent().unwrap().display().to_string();
     let upgraded = world
-        .zodex(&["sprite", "upgrade", "--sprite", "box", "--binaries", &binaries])
+        .zodex(&[
+            "sprite",
+            "upgrade",
+            "--sprite",
+            "box",
+            "--binaries",
+            &binaries,
+        ])
         .ok();
     assert!(
         upgraded.stdout.contains("zodex-prd: running")

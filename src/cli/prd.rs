@@ -237,15 +237,14 @@ fn check_ground(config: Option<PathBuf>, json: bool) -> i32 {
             return super::print_failure(&format!("cannot start the async runtime: {e}"), json);
         }
     };
-    let findings = runtime.block_on(crate::publisher::ground::check(&config));
-    let all_ok = findings.iter().all(|f| f.ok);
+    let report = crate::publisher::ground::Findings::from(
+        runtime.block_on(crate::publisher::ground::check(&config)),
+    );
+    let all_ok = report.all_ok;
     if json {
-        super::print_json(&Response::ok(serde_json::json!({
-            "findings": findings,
-            "all_ok": all_ok,
-        })));
+        super::print_json(&Response::ok(&report));
     } else {
-        for finding in &findings {
+        for finding in &report.findings {
             println!(
                 "{} {}: {}",
                 if finding.ok { "ok  " } else { "FAIL" },

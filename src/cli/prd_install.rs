@@ -209,10 +209,9 @@ pub fn check_isolation(config: Option<PathBuf>, json: bool) -> i32 {
 
 fn report_findings(findings: &[Finding], json: bool) -> i32 {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string(findings).expect("findings serialise")
-        );
+        super::print_json(&crate::publisher::wire::Response::ok(
+            crate::publisher::ground::Findings::from(findings.to_vec()),
+        ));
     } else {
         print_findings(findings);
     }

@@ -216,7 +216,7 @@ pub fn setup(
         let check = format!("coverage {repo}");
         coverage.push(match typed::<CoverageAnswer>(&answer) {
             Ok(c) => coverage_finding(&check, &c),
-            Err(message) => Finding::fail(&check, message),
+            Err(message) => Finding::fail(check.clone(), message),
         });
     }
     if let Some(bad) = coverage.iter().find(|f| !f.ok) {

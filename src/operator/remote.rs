@@ -171,7 +171,12 @@ impl Reach {
         };
         let ran = self
             .run(
-                &["dd".into(), format!("of={remote}"), "bs=1M".into(), "status=none".into()],
+                &[
+                    "dd".into(),
+                    format!("of={remote}"),
+                    "bs=1M".into(),
+                    "status=none".into(),
+                ],
                 Stdin::File(local),
             )
             .map_err(|e| failed(e.to_string()))?;

@@ -17,7 +17,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// One check's outcome. `check` is a stable id (`reader-key`, `writer-key`, `state-dir`,
+/// One check's outcome (of the ground here, and of a whole deployment in `install::doctor`). `check` is a stable id (`reader-key`, `writer-key`, `state-dir`,
 /// `socket-dir`, `github-api`, `reader-app`, `writer-app`); `message` is one line: what holds,
 /// or what is wrong and the exact fix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,20 +28,34 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn ok(check: &'static str, message: impl Into<String>) -> Self {
+    pub fn ok(check: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
         Self {
-            check: Cow::Borrowed(check),
+            check: check.into(),
             ok: true,
             message: message.into(),
         }
     }
 
-    fn fail(check: &'static str, message: impl Into<String>) -> Self {
+    pub fn fail(check: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
         Self {
-            check: Cow::Borrowed(check),
+            check: check.into(),
             ok: false,
             message: message.into(),
         }
+    }
+}
+
+/// What `check-ground --json` and `check-isolation --json` answer (in the envelope).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Findings {
+    pub findings: Vec<Finding>,
+    pub all_ok: bool,
+}
+
+impl From<Vec<Finding>> for Findings {
+    fn from(findings: Vec<Finding>) -> Self {
+        let all_ok = findings.iter().all(|f| f.ok);
+        Self { findings, all_ok }
     }
 }
 

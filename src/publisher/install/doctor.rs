@@ -84,20 +84,19 @@ fn service_findings(states: &[services::ServiceState], version: &str) -> Vec<Fin
         let name = &state.service;
         let check = format!("{name}-service");
         if !state.running {
-            out.push(Finding::fail(
-                &check,
+            out.push(Finding::fail(check.clone(),
                 format!(
                     "{name} is not running: `zodex sprite restart`, and read why with `zodex sprite logs --service {name}`"
                 ),
             ));
         } else if state.stale_binary {
             out.push(Finding::fail(
-                &check,
+                check.clone(),
                 format!("{name} runs a binary replaced since it started: `zodex sprite restart`"),
             ));
         } else {
             out.push(Finding::ok(
-                &check,
+                check.clone(),
                 format!(
                     "{name} is running as {} (pid {})",
                     state.user.as_deref().unwrap_or("?"),
@@ -107,14 +106,12 @@ fn service_findings(states: &[services::ServiceState], version: &str) -> Vec<Fin
         }
         match &state.installed_version {
             Some(v) if v == version => {}
-            Some(v) => out.push(Finding::fail(
-                &format!("{name}-version"),
+            Some(v) => out.push(Finding::fail(format!("{name}-version"),
                 format!(
                     "{name} on disk is {v} but zodex-prd is {version}: `zodex sprite upgrade --binaries DIR`"
                 ),
             )),
-            None => out.push(Finding::fail(
-                &format!("{name}-version"),
+            None => out.push(Finding::fail(format!("{name}-version"),
                 format!("{name} is missing or does not run: `zodex sprite upgrade --binaries DIR`"),
             )),
         }
@@ -228,16 +225,21 @@ fn ground(record: &InstallRecord, config_path: &Path) -> Vec<Finding> {
         .arg(config_path);
     super::system::as_user(&mut command, &publisher);
     match command.output() {
-        Ok(out) => serde_json::from_slice::<Vec<Finding>>(&out.stdout).unwrap_or_else(|_| {
-            vec![Finding::fail(
-                "ground",
-                format!(
-                    "zodex-prd check-ground printed no report ({}): {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-            )]
-        }),
+        Ok(out) => serde_json::from_slice::<crate::publisher::wire::Response>(&out.stdout)
+            .ok()
+            .and_then(|r| r.result)
+            .and_then(|v| serde_json::from_value::<crate::publisher::ground::Findings>(v).ok())
+            .map(|report| report.findings)
+            .unwrap_or_else(|| {
+                vec![Finding::fail(
+                    "ground",
+                    format!(
+                        "zodex-prd check-ground printed no report ({}): {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ),
+                )]
+            }),
         Err(e) => vec![Finding::fail(
             "ground",
             format!("cannot run zodex-prd check-ground as the publisher: {e}"),
@@ -264,17 +266,20 @@ fn coverage(config: &Config) -> Vec<Finding> {
                     .and_then(|v| serde_json::from_value::<CoverageAnswer>(v).ok())
                 {
                     Some(c) => coverage_finding(&check, &c),
-                    None => Finding::fail(&check, "zodex-prd gave no coverage answer"),
+                    None => Finding::fail(check.clone(), "zodex-prd gave no coverage answer"),
                 }
             }
             Ok(response) => Finding::fail(
-                &check,
+                check.clone(),
                 format!(
                     "cannot check the Apps on {repo}: {}",
                     response.error.map(|e| e.message).unwrap_or_default()
                 ),
             ),
-            Err(e) => Finding::fail(&check, format!("cannot ask zodex-prd about {repo}: {e}")),
+            Err(e) => Finding::fail(
+                check.clone(),
+                format!("cannot ask zodex-prd about {repo}: {e}"),
+            ),
         });
     }
     out
@@ -291,10 +296,13 @@ pub fn coverage_finding(check: &str, c: &CoverageAnswer) -> Finding {
     .map(|(app, _)| *app)
     .collect();
     if missing.is_empty() {
-        Finding::ok(check, format!("both Apps are installed on {}", c.repo))
+        Finding::ok(
+            check.to_string(),
+            format!("both Apps are installed on {}", c.repo),
+        )
     } else {
         Finding::fail(
-            check,
+            check.to_string(),
             format!(
                 "the {} App{} not installed on {}: install {} on the repository (GitHub: the App's page → Install App → {} → Only select repositories)",
                 missing.join(" and "),

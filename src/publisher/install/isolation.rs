@@ -74,17 +74,21 @@ pub fn checks(config: &Config) -> Vec<Finding> {
 fn unreadable(check: &str, what: &str, path: &Path, fix: &str) -> Finding {
     match std::fs::File::open(path) {
         Ok(_) => Finding::fail(
-            check,
+            check.to_string(),
             format!("the agent can read {what} {}: {fix}", path.display()),
         ),
         Err(e) if e.kind() == ErrorKind::PermissionDenied => {
-            Finding::ok(check, format!("the agent cannot read {what}"))
+            Finding::ok(check.to_string(), format!("the agent cannot read {what}"))
         }
         // Not there yet (no token was ever written): nothing to read either.
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            Finding::ok(check, format!("the agent cannot read {what} (absent)"))
-        }
-        Err(e) => Finding::ok(check, format!("the agent cannot read {what} ({e})")),
+        Err(e) if e.kind() == ErrorKind::NotFound => Finding::ok(
+            check.to_string(),
+            format!("the agent cannot read {what} (absent)"),
+        ),
+        Err(e) => Finding::ok(
+            check.to_string(),
+            format!("the agent cannot read {what} ({e})"),
+        ),
     }
 }
 
@@ -187,11 +191,16 @@ pub fn check_as_agent(record: &InstallRecord, config: &Path) -> Result<Vec<Findi
     let out = command
         .output()
         .map_err(|e| InstallError::step("cannot run the self-check as the agent", e))?;
-    serde_json::from_slice(&out.stdout).map_err(|_| {
-        InstallError::Failed(format!(
-            "the self-check as the agent printed no report ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    })
+    serde_json::from_slice::<crate::publisher::wire::Response>(&out.stdout)
+        .ok()
+        .and_then(|r| r.result)
+        .and_then(|v| serde_json::from_value::<crate::publisher::ground::Findings>(v).ok())
+        .map(|report| report.findings)
+        .ok_or_else(|| {
+            InstallError::Failed(format!(
+                "the self-check as the agent printed no report ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        })
 }

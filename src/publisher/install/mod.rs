@@ -46,32 +46,7 @@ impl InstallError {
     }
 }
 
-/// One check of a deployment: what was looked at, whether it holds, and (when it does not)
-/// the fix, all on one line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Finding {
-    pub check: String,
-    pub ok: bool,
-    pub message: String,
-}
-
-impl Finding {
-    pub fn ok(check: &str, message: impl Into<String>) -> Self {
-        Self {
-            check: check.into(),
-            ok: true,
-            message: message.into(),
-        }
-    }
-
-    pub fn fail(check: &str, message: impl Into<String>) -> Self {
-        Self {
-            check: check.into(),
-            ok: false,
-            message: message.into(),
-        }
-    }
-}
+pub use crate::publisher::ground::Finding;
 
 /// The App keys, as `zodex sprite setup` sends them on stdin (`--keys-stdin`): one JSON object.
 #[derive(Deserialize, Serialize)]
