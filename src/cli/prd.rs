@@ -70,6 +70,15 @@ enum Command {
     /// The installed services: start, stop, restart, status, logs (root).
     #[command(subcommand)]
     Service(super::prd_install::ServiceCommand),
+    /// Let the MCP server accept HOST in `Host` (the name a proxy forwards); restarts
+    /// zodex-agent when that changed the configuration (root; `zodex sprite connect` runs it).
+    AllowHost {
+        host: String,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Replace the installed binaries with those in DIR, restart, and check the version (root).
     Upgrade {
         #[arg(long)]
@@ -138,6 +147,9 @@ pub fn main() -> i32 {
             super::prd_install::check_isolation(config, json)
         }
         Command::Service(command) => super::prd_install::service(command),
+        Command::AllowHost { host, config, json } => {
+            super::prd_install::allow_host(config, &host, json)
+        }
         Command::Upgrade {
             config,
             binaries,

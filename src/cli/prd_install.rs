@@ -363,3 +363,28 @@ pub fn print_lines(text: &str) {
         println!("{}", super::render::safe(line));
     }
 }
+
+/// `allow-host`: the MCP server accepts HOST in `Host` from now on.
+pub fn allow_host(config: Option<PathBuf>, host: &str, json: bool) -> i32 {
+    match install::allow_host(&config_path(config), host) {
+        Ok(changed) if json => super::print_json_ok(serde_json::json!({ "changed": changed })),
+        Ok(true) => {
+            println!("zodex-agent now accepts Host {host} (restarted).");
+            EXIT_OK
+        }
+        Ok(false) => {
+            println!("zodex-agent already accepts Host {host}.");
+            EXIT_OK
+        }
+        Err(e) => {
+            if json {
+                super::print_json(&crate::publisher::wire::Response::error(
+                    crate::publisher::wire::ErrorKind::Internal,
+                    e.to_string(),
+                ));
+            }
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    }
+}

@@ -420,6 +420,9 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
                         connection.sprite,
                         connection.url_file.display()
                     );
+                    if let Some(note) = &connection.host_note {
+                        eprintln!("warning: {note}");
+                    }
                     EXIT_OK
                 }
                 Err(e) => print_failure(&e, target.json),

@@ -46,6 +46,29 @@ pub struct Connection {
     pub url_file: PathBuf,
     /// False when an existing key for the same host was kept.
     pub new_key: bool,
+    /// When the sprite could not be told to accept the host (a sprite not set up with
+    /// `zodex sprite setup`): what the operator should do instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_note: Option<String>,
+}
+
+/// Has an installed sprite's MCP server accept `host` in `Host` (what a proxy forwards);
+/// `None` when done, else what to do by hand.
+fn allow_host(sprite: &SpriteEntry, host: &str) -> Option<String> {
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    if matches!(name, "localhost" | "127.0.0.1") {
+        return None;
+    }
+    let by_hand = format!(
+        "make sure the sprite's MCP server accepts Host {host}: add it to [mcp] allowed_hosts (or set [mcp] public_url) in its zodex.toml and restart zodex-agent"
+    );
+    let Ok(reach) = super::remote::Reach::of(sprite) else {
+        return Some(by_hand);
+    };
+    match reach.prd(&["allow-host", host, "--json"], super::remote::Stdin::None) {
+        Ok(ran) if ran.success => None,
+        _ => Some(by_hand),
+    }
 }
 
 /// Where the operator keeps a sprite's MCP URL.
@@ -100,6 +123,7 @@ pub fn connect(sprite: &SpriteEntry, host: &str, rotate: bool) -> Result<Connect
                     url: existing,
                     url_file: path,
                     new_key: false,
+                    host_note: allow_host(sprite, host),
                 });
             }
             Some(old) => {
@@ -151,6 +175,7 @@ pub fn connect(sprite: &SpriteEntry, host: &str, rotate: bool) -> Result<Connect
         url,
         url_file: path,
         new_key: true,
+        host_note: allow_host(sprite, host),
     })
 }
 

@@ -637,6 +637,64 @@ pub fn wait_running(record: &InstallRecord, service: &str) -> Result<(), Install
     }
 }
 
+/// Adds `host` to the MCP server's accepted `Host` values (`[mcp] allowed_hosts`) of an
+/// installed sprite and restarts `zodex-agent` when that changed the configuration. `zodex
+/// sprite connect --host` runs it, so the name a proxy forwards is accepted at once.
+pub fn allow_host(config_path: &Path, host: &str) -> Result<bool, InstallError> {
+    let host = host.trim().to_ascii_lowercase();
+    let valid = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':'));
+    if !valid {
+        return Err(InstallError::Failed(format!(
+            "`{host}` is not a host name (give NAME or NAME:PORT)"
+        )));
+    }
+    let record = InstallRecord::beside(config_path).map_err(InstallError::Failed)?;
+    let mut config = Config::load(config_path).map_err(|e| InstallError::Failed(e.to_string()))?;
+    let mut mcp = config.mcp.take().unwrap_or_default();
+    let mut hosts: Vec<String> = mcp
+        .get("allowed_hosts")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let public = mcp
+        .get("public_url")
+        .and_then(|v| v.as_str())
+        .and_then(|u| u.split("://").nth(1))
+        .and_then(|rest| rest.split('/').next())
+        .map(str::to_ascii_lowercase);
+    if hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) || public.as_deref() == Some(&host) {
+        return Ok(false);
+    }
+    hosts.push(host);
+    mcp.insert(
+        "allowed_hosts".into(),
+        toml::Value::Array(hosts.into_iter().map(toml::Value::String).collect()),
+    );
+    config.mcp = Some(mcp);
+    let text = format!(
+        "# Written by `zodex-prd install`. A rerun keeps your other settings (policy_dir,\n# waive_properties, limits…) and rewrites only what install manages.\n{}",
+        config.to_toml()
+    );
+    let root = (Uid::from_raw(0), Gid::from_raw(0));
+    system::ensure_file(
+        config_path,
+        text.as_bytes(),
+        root.0,
+        root.1,
+        0o644,
+        &mut Steps::default(),
+    )?;
+    control_and_wait(&record, services::Action::Restart, &["zodex-agent"])?;
+    Ok(true)
+}
+
 /// Starts, stops or restarts services and, unless stopping, waits until they answer.
 pub fn control_and_wait(
     record: &InstallRecord,
