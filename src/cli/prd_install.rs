@@ -16,13 +16,15 @@ pub struct InstallArgs {
     /// Install under this directory instead of `/` (for tests and trials).
     #[arg(long, default_value = "/")]
     prefix: PathBuf,
-    #[arg(long, default_value = "zodex-agent")]
-    agent_user: String,
-    #[arg(long, default_value = "zodex-prd")]
-    publisher_user: String,
-    /// The group that lets the agent reach its socket.
-    #[arg(long, default_value = "zodex")]
-    group: String,
+    /// The agent's account (default: the installed one, else zodex-agent).
+    #[arg(long)]
+    agent_user: Option<String>,
+    /// The publisher's account (default: the installed one, else zodex-prd).
+    #[arg(long)]
+    publisher_user: Option<String>,
+    /// The group that lets the agent reach its socket (default: the installed one, else zodex).
+    #[arg(long)]
+    group: Option<String>,
     /// The agent's home when the account is created (default: PREFIX/home/AGENT_USER).
     #[arg(long)]
     agent_home: Option<PathBuf>,
@@ -48,21 +50,24 @@ pub struct InstallArgs {
     /// A repository (OWNER/REPO) or owner (OWNER/*) this sprite may write to; repeatable.
     #[arg(long = "target")]
     targets: Vec<String>,
-    /// Where zodex-agent serve listens (put an HTTPS proxy or tunnel in front of it).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    mcp_listen: String,
+    /// Where zodex-agent serve listens; put an HTTPS proxy or tunnel in front of it (default:
+    /// the installed address, else 127.0.0.1:8080).
+    #[arg(long)]
+    mcp_listen: Option<String>,
     /// The public HTTPS URL of the MCP endpoint (its host is accepted in `Host`).
     #[arg(long)]
     public_url: Option<String>,
-    /// How the services run (default: systemd when booted with it and PREFIX is `/`).
+    /// How the services run (default: the installed manager, else systemd when booted with it
+    /// and PREFIX is `/`).
     #[arg(long, value_enum)]
     service_manager: Option<ServiceManager>,
-    /// Most processes the agent user may run at once.
-    #[arg(long, default_value_t = 1024)]
-    agent_tasks_max: u32,
-    /// Most memory (MiB) the agent service and all it runs may use (systemd's MemoryMax).
-    #[arg(long, default_value_t = 4096)]
-    agent_memory_max_mib: u64,
+    /// Most processes the agent user may run at once (default: installed, else 1024).
+    #[arg(long)]
+    agent_tasks_max: Option<u32>,
+    /// Most memory (MiB) the agent service and all it runs may use, systemd's MemoryMax
+    /// (default: installed, else 4096).
+    #[arg(long)]
+    agent_memory_max_mib: Option<u64>,
     /// Write everything but do not start the services (and skip the self-check).
     #[arg(long)]
     no_start: bool,
@@ -127,11 +132,43 @@ pub fn install(args: InstallArgs) -> i32 {
             .and_then(|p| p.parent().map(PathBuf::from))
             .unwrap_or_default()
     });
+    // A rerun keeps what was installed unless a flag says otherwise: a setup run again to
+    // rotate keys must not create new accounts or move the MCP server.
+    let installed = InstallRecord::beside(
+        &crate::publisher::install::layout::Layout::under(&args.prefix).config(),
+    )
+    .ok();
+    let was = |pick: fn(&InstallRecord) -> String, default: &str| {
+        installed
+            .as_ref()
+            .map(pick)
+            .unwrap_or_else(|| default.to_string())
+    };
     let options = InstallOptions {
+        agent_user: args
+            .agent_user
+            .unwrap_or_else(|| was(|r| r.agent_user.clone(), "zodex-agent")),
+        publisher_user: args
+            .publisher_user
+            .unwrap_or_else(|| was(|r| r.publisher_user.clone(), "zodex-prd")),
+        socket_group: args
+            .group
+            .unwrap_or_else(|| was(|r| r.socket_group.clone(), "zodex")),
+        mcp_listen: args
+            .mcp_listen
+            .unwrap_or_else(|| was(|r| r.mcp_listen.clone(), "127.0.0.1:8080")),
+        service_manager: args
+            .service_manager
+            .or(installed.as_ref().map(|r| r.service_manager)),
+        agent_tasks_max: args
+            .agent_tasks_max
+            .or(installed.as_ref().map(|r| r.agent_tasks_max))
+            .unwrap_or(1024),
+        agent_memory_max_mib: args
+            .agent_memory_max_mib
+            .or(installed.as_ref().map(|r| r.agent_memory_max_mib))
+            .unwrap_or(4096),
         prefix: args.prefix,
-        agent_user: args.agent_user,
-        publisher_user: args.publisher_user,
-        socket_group: args.group,
         agent_home: args.agent_home,
         binaries,
         reader_app_id: args.reader_app_id,
@@ -139,11 +176,7 @@ pub fn install(args: InstallArgs) -> i32 {
         api_url: args.api_url,
         git_url: args.github_url,
         targets: args.targets,
-        mcp_listen: args.mcp_listen,
         public_url: args.public_url,
-        service_manager: args.service_manager,
-        agent_tasks_max: args.agent_tasks_max,
-        agent_memory_max_mib: args.agent_memory_max_mib,
         start: !args.no_start,
     };
     match install::run(&options, keys) {
