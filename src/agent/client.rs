@@ -11,7 +11,7 @@ pub enum ClientError {
     #[error(transparent)]
     Config(#[from] crate::publisher::config::ConfigError),
     #[error(
-        "cannot reach zodex-prd at {socket}: {source}; is it running? (`zodex dev up` starts a local one)"
+        "cannot reach zodex-prd at {socket}: {source}; is it running? (the operator checks with `zodex sprite status`; `zodex dev up` starts a local one)"
     )]
     Connect {
         socket: PathBuf,

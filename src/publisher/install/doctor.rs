@@ -250,6 +250,14 @@ fn ground(record: &InstallRecord, config_path: &Path) -> Vec<Finding> {
 /// Both Apps on every `OWNER/REPO` target, asked of GitHub now through the publisher.
 fn coverage(config: &Config) -> Vec<Finding> {
     let mut out = Vec::new();
+    for owner in config.targets.iter().filter_map(|t| t.owner.clone()) {
+        out.push(Finding::ok(
+            format!("coverage {owner}/*"),
+            format!(
+                "{owner}/* is a target: each repository's Apps are checked when it is first used (add --target {owner}/REPO to have one checked here)"
+            ),
+        ));
+    }
     for repo in config.targets.iter().filter_map(|t| t.repo.clone()) {
         let request = AdminRequest::CheckCoverage { repo: repo.clone() };
         let line = serde_json::to_string(&request).expect("requests serialise");
