@@ -99,7 +99,9 @@ launch() {{
 }}
 
 running() {{
-  [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null
+  # A pid file left by a boot before may name a pid some other process has now.
+  [ -f "$RUN/$1.pid" ] && pid=$(cat "$RUN/$1.pid") && kill -0 "$pid" 2>/dev/null &&
+    grep -q zodex-supervise "/proc/$pid/cmdline" 2>/dev/null
 }}
 
 start_one() {{
@@ -134,15 +136,18 @@ sweep_agent() {{
 }}
 
 stop_one() {{
-  if [ -f "$RUN/$1.pid" ]; then
+  if running "$1"; then
     touch "$RUN/$1.stopping"
-    pid=$(cat "$RUN/$1.pid")
     kill -TERM "$pid" 2>/dev/null
     i=0
     while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-    kill -KILL "$pid" 2>/dev/null
-    rm -f "$RUN/$1.pid"
+    if kill -0 "$pid" 2>/dev/null; then
+      # The loop did not end in 10 s: end it and whatever the service left running.
+      kill -KILL "$pid" 2>/dev/null
+      [ "$1" = zodex-prd ] && pkill -KILL -u "$PRD_USER" 2>/dev/null
+    fi
   fi
+  rm -f "$RUN/$1.pid"
   if [ "$1" = zodex-agent ]; then sweep_agent || return 1; fi
   echo "$1: stopped"
 }}
