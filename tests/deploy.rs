@@ -529,6 +529,43 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
     );
     world.doctor_green();
 
+    // A service that dies is started again by its supervisor.
+    let status = world
+        .sprite_prd(&["service", "status", "--json"])
+        .ok()
+        .json();
+    let pid_of = |status: &Value| {
+        status["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["service"] == "zodex-prd")
+            .and_then(|s| s["pid"].as_i64())
+    };
+    let killed = pid_of(&status).expect("zodex-prd runs");
+    Command::new("kill")
+        .args(["-KILL", &killed.to_string()])
+        .status()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let now = world.sprite_prd(&["service", "status", "--json"]).json();
+        if pid_of(&now).is_some_and(|pid| pid != killed)
+            && world
+                .zodex(&["sprite", "github", "status", "--sprite", "box"])
+                .code
+                == 0
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "zodex-prd was not restarted after it died"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    world.doctor_green();
+
     // The logs are there for the operator.
     let logs = world
         .zodex(&[
@@ -539,10 +576,14 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
             "--service",
             "zodex-prd",
             "--lines",
-            "5",
+            "300",
         ])
         .ok();
-    assert!(!logs.stdout.trim().is_empty());
+    assert!(
+        logs.stdout.contains("restarting in 2s") && !logs.stdout.contains("\\x1b"),
+        "the supervisor's restart is in the log:\n{}",
+        logs.stdout
+    );
     let _ = AGENT;
 }
 
