@@ -222,7 +222,12 @@ pub fn install(args: InstallArgs) -> i32 {
 /// One line per finding: `ok` or `FAIL`, then what it says.
 pub fn print_findings(findings: &[Finding]) {
     for f in findings {
-        println!("{} {}", if f.ok { "ok  " } else { "FAIL" }, f.message);
+        // A finding may quote what the agent user controls (its git's stderr): escaped.
+        println!(
+            "{} {}",
+            if f.ok { "ok  " } else { "FAIL" },
+            super::render::safe(&f.message)
+        );
     }
 }
 

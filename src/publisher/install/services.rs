@@ -271,7 +271,18 @@ pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
         .iter()
         .map(|service| {
             let binary = record.layout.binary(service);
-            let found = find_serve(&binary, &record.layout.config());
+            // Only a process of the service's own user counts: the agent can start a process
+            // with any command line it likes, but not as the publisher.
+            let user = if *service == "zodex-prd" {
+                &record.publisher_user
+            } else {
+                &record.agent_user
+            };
+            let uid = nix::unistd::User::from_name(user)
+                .ok()
+                .flatten()
+                .map(|u| u.uid.as_raw());
+            let found = uid.and_then(|uid| find_serve(&binary, &record.layout.config(), uid));
             let installed_version = binary_version(&binary);
             match found {
                 Some(process) => ServiceState {
@@ -318,7 +329,7 @@ struct Process {
     stale: bool,
 }
 
-fn find_serve(binary: &Path, config: &Path) -> Option<Process> {
+fn find_serve(binary: &Path, config: &Path, uid: u32) -> Option<Process> {
     let want: Vec<String> = vec![
         binary.display().to_string(),
         "serve".into(),
@@ -346,7 +357,9 @@ fn find_serve(binary: &Path, config: &Path) -> Option<Process> {
             continue;
         }
         use std::os::unix::fs::MetadataExt;
-        let uid = std::fs::metadata(&dir).map(|m| m.uid()).unwrap_or(u32::MAX);
+        if std::fs::metadata(&dir).map(|m| m.uid()).ok() != Some(uid) {
+            continue;
+        }
         let stale = std::fs::read_link(dir.join("exe"))
             .map(|p| p.display().to_string().ends_with(" (deleted)"))
             .unwrap_or(false);
