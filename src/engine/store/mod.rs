@@ -13,7 +13,7 @@ mod yolo;
 pub use audit::{AuditEvent, AuditFilter, AuditRow};
 pub use coverage::{App, CoverageFact};
 pub use grants::{Grant, GrantState, GrantVia, NewGrant};
-pub use publications::Publication;
+pub use publications::{Publication, PublicationState};
 pub use tokens::IssuedToken;
 pub use yolo::{NewYolo, YoloScope};
 

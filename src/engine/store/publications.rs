@@ -5,6 +5,46 @@ use super::{Facts, Result};
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
+/// Where a publication is. `Pushing` is recorded before the branch goes up (a crash leaves a
+/// branch a retry reuses), `Pushed` once GitHub has it, `Opened` with the pull request;
+/// `Failed` when nothing of it is left at GitHub, so a retry starts afresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublicationState {
+    Pushing,
+    Pushed,
+    Opened,
+    Failed,
+}
+
+impl PublicationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pushing => "pushing",
+            Self::Pushed => "pushed",
+            Self::Opened => "opened",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        [Self::Pushing, Self::Pushed, Self::Opened, Self::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+impl rusqlite::types::FromSql for PublicationState {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = value.as_str()?;
+        Self::parse(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(
+                format!("unknown publication state {text:?}").into(),
+            )
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Publication {
     pub idempotency_key: String,
@@ -13,8 +53,7 @@ pub struct Publication {
     pub base: String,
     pub pr_number: Option<i64>,
     pub url: Option<String>,
-    /// `pushing`, `pushed`, `opened` or `failed`.
-    pub state: String,
+    pub state: PublicationState,
     pub error: Option<String>,
 }
 
@@ -58,7 +97,7 @@ impl Facts<'_> {
                 p.base,
                 p.pr_number,
                 p.url,
-                p.state,
+                p.state.as_str(),
                 p.error,
                 now
             ])?;
@@ -97,11 +136,11 @@ mod tests {
             base: "main".into(),
             pr_number: None,
             url: None,
-            state: "pushing".into(),
+            state: PublicationState::Pushing,
             error: None,
         };
         store.write(|f| f.save_publication(&p, 1)).unwrap();
-        p.state = "opened".into();
+        p.state = PublicationState::Opened;
         p.pr_number = Some(7);
         store.write(|f| f.save_publication(&p, 2)).unwrap();
         assert_eq!(store.read(|f| f.publication("k")).unwrap(), Some(p));

@@ -11,7 +11,7 @@
 use super::mirror::import_failure;
 use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
-use crate::engine::store::Publication;
+use crate::engine::store::{Publication, PublicationState};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::publisher::github::{NewPull, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, git_push};
@@ -126,7 +126,11 @@ impl Host {
         let key = idempotency_key(&repo, &pr, &base);
         let earlier = self.with_store(|_, s| s.read(|f| f.publication(&key)))?;
         // A retry of a publish whose commits went up already is not "nothing to publish".
-        if facts.new_commits == 0 && earlier.as_ref().is_none_or(|p| p.state == "failed") {
+        if facts.new_commits == 0
+            && earlier
+                .as_ref()
+                .is_none_or(|p| p.state == PublicationState::Failed)
+        {
             return Err(Failure::usage(format!(
                 "nothing to publish: {} is already on GitHub; commit your work first",
                 pr.head
@@ -164,7 +168,7 @@ impl Host {
         }
 
         if let Some(p) = &earlier
-            && p.state == "opened"
+            && p.state == PublicationState::Opened
         {
             self.with_store(|_, s| s.write(|f| f.set_audit_outcome(audit_id, "reused", None)))?;
             return Ok(Published {
@@ -179,7 +183,7 @@ impl Host {
         }
         // A crash after `pushing` was recorded may have left the branch at GitHub: reuse it.
         let branch = match &earlier {
-            Some(p) if p.state != "failed" => p.branch.clone(),
+            Some(p) if p.state != PublicationState::Failed => p.branch.clone(),
             _ => self.branch_name(&pr.title, now),
         };
         let mut publication = Publication {
@@ -189,7 +193,7 @@ impl Host {
             base: base.clone(),
             pr_number: None,
             url: None,
-            state: "pushing".into(),
+            state: PublicationState::Pushing,
             error: None,
         };
         self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))?;
@@ -211,7 +215,7 @@ impl Host {
         let force = !current.is_empty() && current != pr.head;
         // On failure, the state to record: `failed` when nothing is left at GitHub (a retry
         // starts afresh), `pushed` when the branch may be there (a retry reuses it).
-        let result = (|| -> Result<Published, (Failure, &'static str)> {
+        let result = (|| -> Result<Published, (Failure, PublicationState)> {
             let pushed = git_push(
                 &mirror.path,
                 &mirror.url,
@@ -225,21 +229,26 @@ impl Host {
                 false,
                 &minted.token,
             )
-            .map_err(|m| (Failure::new(ErrorKind::Internal, m), "failed"))?;
+            .map_err(|m| {
+                (
+                    Failure::new(ErrorKind::Internal, m),
+                    PublicationState::Failed,
+                )
+            })?;
             if let Some(Err(why)) = pushed.get(&dst) {
                 let failure = Failure::new(
                     ErrorKind::Internal,
                     format!("pushing {branch} failed: {why}"),
                 );
-                return Err((failure, "failed"));
+                return Err((failure, PublicationState::Failed));
             }
-            publication.state = "pushed".into();
+            publication.state = PublicationState::Pushed;
             self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))
-                .map_err(|e| (Failure::from(e), "pushed"))?;
+                .map_err(|e| (Failure::from(e), PublicationState::Pushed))?;
             // A pull request from an earlier attempt (a crash after opening it) is reused. If
             // GitHub cannot say, the branch stays: it may carry that pull request.
             let existing = block_on(github.find_pull(&minted.token, &repo, &branch))
-                .map_err(|e| (Failure::from_github(e), "pushed"))?;
+                .map_err(|e| (Failure::from_github(e), PublicationState::Pushed))?;
             let opened = match existing {
                 Some(pull) => pull,
                 None => block_on(github.open_pull_request(
@@ -265,16 +274,16 @@ impl Host {
                         }
                         Ok(None) => {
                             match block_on(github.delete_branch(&minted.token, &repo, &branch)) {
-                                Ok(()) => (format!("the branch {branch} was deleted again"), "failed"),
+                                Ok(()) => (format!("the branch {branch} was deleted again"), PublicationState::Failed),
                                 Err(d) => (
                                     format!("deleting the branch {branch} failed too ({d}); publishing again reuses it"),
-                                    "pushed",
+                                    PublicationState::Pushed,
                                 ),
                             }
                         }
                         Err(l) => (
                             format!("the branch {branch} is kept, as GitHub could not say whether it carries a pull request ({l}); publishing again reuses it"),
-                            "pushed",
+                            PublicationState::Pushed,
                         ),
                     };
                     let failure = Failure::new(
@@ -298,7 +307,7 @@ impl Host {
         let now = self.now();
         match &result {
             Ok(published) => {
-                publication.state = "opened".into();
+                publication.state = PublicationState::Opened;
                 publication.pr_number = Some(published.number as i64);
                 publication.url = Some(published.url.clone());
                 if let Err(e) = quarantine.adopt(&mirror.path, &[pr.head.as_str()]) {
@@ -306,7 +315,7 @@ impl Host {
                 }
             }
             Err((failure, state)) => {
-                publication.state = (*state).into();
+                publication.state = *state;
                 publication.error = Some(failure.0.message.clone());
             }
         }
