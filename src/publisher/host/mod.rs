@@ -20,6 +20,7 @@ mod mirror;
 mod pr;
 mod proofs;
 mod push;
+mod step_token;
 
 pub use push::{Admission, Spooled};
 

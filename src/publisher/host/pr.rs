@@ -200,16 +200,9 @@ impl Host {
         tracing::info!(repo = %repo, branch = %branch, head = %pr.head, "publication recorded; pushing its branch");
 
         let minted = self
-            .mint_recorded(
-                github,
-                &repo,
-                TokenUse::PullRequest,
-                None,
-                Some(audit_id),
-                now,
-            )
+            .mint_for_step(github, &repo, TokenUse::PullRequest, Some(audit_id), now)
             .map_err(nothing_pushed)?;
-        let token_sha = minted.token.sha256();
+        let token_sha = minted.token().sha256();
         let dst = format!("refs/heads/{branch}");
         let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
         let force = !current.is_empty() && current != pr.head;
@@ -227,7 +220,7 @@ impl Host {
                     expected: current.clone(),
                 }],
                 false,
-                &minted.token,
+                minted.token(),
             )
             .map_err(|m| {
                 (
@@ -247,12 +240,12 @@ impl Host {
                 .map_err(|e| (Failure::from(e), PublicationState::Pushed))?;
             // A pull request from an earlier attempt (a crash after opening it) is reused. If
             // GitHub cannot say, the branch stays: it may carry that pull request.
-            let existing = block_on(github.find_pull(&minted.token, &repo, &branch))
+            let existing = block_on(github.find_pull(minted.token(), &repo, &branch))
                 .map_err(|e| (Failure::from_github(e), PublicationState::Pushed))?;
             let opened = match existing {
                 Some(pull) => pull,
                 None => block_on(github.open_pull_request(
-                    &minted.token,
+                    minted.token(),
                     &repo,
                     &NewPull {
                         title: pr.title.clone(),
@@ -266,14 +259,14 @@ impl Host {
                     // GitHub may have opened it all the same (its answers lost): a branch with
                     // an open pull request is adopted and never deleted. Only a branch GitHub
                     // says carries none is taken back, so nothing is left behind.
-                    let open = block_on(github.find_open_pull(&minted.token, &repo, &branch));
+                    let open = block_on(github.find_open_pull(minted.token(), &repo, &branch));
                     let (cleanup, state) = match open {
                         Ok(Some(pull)) => {
                             tracing::info!(repo = %repo, number = pull.number, branch = %branch, "opening failed but GitHub has the pull request open; adopting it");
                             return Ok(pull);
                         }
                         Ok(None) => {
-                            match block_on(github.delete_branch(&minted.token, &repo, &branch)) {
+                            match block_on(github.delete_branch(minted.token(), &repo, &branch)) {
                                 Ok(()) => (format!("the branch {branch} was deleted again"), PublicationState::Failed),
                                 Err(d) => (
                                     format!("deleting the branch {branch} failed too ({d}); publishing again reuses it"),
@@ -303,7 +296,7 @@ impl Host {
                 reused: false,
             })
         })();
-        self.revoke_now(github, &minted.token);
+        minted.revoke();
         let now = self.now();
         match &result {
             Ok(published) => {

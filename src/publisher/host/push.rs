@@ -273,10 +273,10 @@ impl Host {
         let first_audit = allowed.first().map(|a| a.3);
         let token_use = TokenUse::Push { workflows };
         let minted = self
-            .mint_recorded(github, &repo, token_use, None, first_audit, now)
+            .mint_for_step(github, &repo, token_use, first_audit, now)
             .map_err(nothing_pushed)?;
         clock.mark("mint");
-        let token_sha = minted.token.sha256();
+        let token_sha = minted.token().sha256();
 
         let refspecs: Vec<LeasedUpdate> = allowed
             .iter()
@@ -293,10 +293,10 @@ impl Host {
             &quarantine,
             &refspecs,
             mode.atomic,
-            &minted.token,
+            minted.token(),
         );
         clock.mark("push");
-        self.revoke_now(github, &minted.token);
+        minted.revoke();
         clock.mark("revoke");
 
         let outcomes = match pushed {
