@@ -15,7 +15,7 @@ use support::rig::Rig;
 use support::rig::message;
 use zodex::agent::bundle;
 use zodex::agent::client::{ClientError, call_with_bundle};
-use zodex::publisher::wire::{AgentRequest, PushUpdate, Response, agent_roundtrip_with};
+use zodex::publisher::wire::{AgentRequest, ErrorKind, PushUpdate, Response, agent_roundtrip_with};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const CEILING: u64 = 134_217_728;
@@ -523,4 +523,40 @@ fn pack_bombs_are_refused_before_they_are_inflated_and_the_daemon_stays_small() 
         rig.remote_sha("app", "refs/heads/after"),
         Some(support::devhub::rev_parse(&app, "HEAD"))
     );
+}
+
+#[test]
+fn the_server_refuses_an_empty_title_whatever_the_client_checked() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(&app, "x.txt", b"x\n", "work on app");
+    let head = support::devhub::rev_parse(&app, "HEAD");
+    let haves = vec![support::devhub::rev_parse(&app, "origin/main")];
+    let built = bundle::build(&app, &[(head.clone(), "HEAD".into())], &haves, false)
+        .unwrap()
+        .unwrap();
+    let publish = AgentRequest::PublishPr {
+        repo: "demo/app".into(),
+        title: " \t ".into(),
+        body: String::new(),
+        base: None,
+        draft: false,
+        head,
+    };
+    let answer = call_with_bundle(
+        &socket(&rig),
+        &publish,
+        Some((built.file.path(), built.len)),
+        |_, _| {},
+    )
+    .unwrap();
+    assert!(!answer.ok, "{answer:?}");
+    assert_eq!(
+        answer.error.as_ref().unwrap().kind,
+        ErrorKind::Usage,
+        "{answer:?}"
+    );
+    assert!(message(&answer).contains("title is empty"), "{answer:?}");
+    assert!(rig.pulls("app").is_empty());
 }

@@ -74,6 +74,7 @@ impl Host {
         bundle: Option<&Spooled>,
     ) -> Result<Published, Failure> {
         let repo = parse_repo(repo)?;
+        super::push::require_title(&pr.title)?;
         let github = self.github()?;
         let Some(bundle) = bundle else {
             return Err(Failure::usage(

@@ -121,6 +121,7 @@ impl Host {
                 ..
             } => {
                 let repo = parse_repo(repo)?;
+                require_title(title)?;
                 self.ensure_coverage(self.github()?, &repo, now)?;
                 let ask = Self::publish_ask(&repo, bytes, title, body, *draft, false);
                 let (ask, decision) = self.explain_publish(ask, now)?;
@@ -456,6 +457,16 @@ impl Host {
         }
         Ok((facts.touches_workflows, force, audit_id))
     }
+}
+
+/// A pull request needs a title: refused here, whatever a client checked before sending.
+pub(super) fn require_title(title: &str) -> Result<(), Failure> {
+    if title.trim().is_empty() {
+        return Err(Failure::usage(
+            "the pull request title is empty; pass --title with a few words on the change",
+        ));
+    }
+    Ok(())
 }
 
 fn refused(dst: &str, denial: crate::engine::authority::Denial) -> RefResult {
