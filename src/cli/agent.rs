@@ -123,10 +123,10 @@ fn github(config: Option<PathBuf>, json: bool, command: GithubCommand) -> i32 {
             reason,
             wait,
         } => {
-            let ttl = if no_ttl {
-                Ttl::NoTtl
-            } else {
-                Ttl::Seconds(ttl.unwrap_or(Duration::from_secs(30 * 60)).as_secs() as i64)
+            let ttl = match (no_ttl, ttl) {
+                (true, _) => Ttl::NoTtl,
+                (false, Some(ttl)) => Ttl::Seconds(ttl.as_secs() as i64),
+                (false, None) => Ttl::Default,
             };
             let request = AgentRequest::RequestPush {
                 repo: repo.to_string(),

@@ -168,12 +168,9 @@ struct TtlArgs {
 }
 
 impl TtlArgs {
-    fn resolve(&self, default: Duration) -> Ttl {
-        if self.no_ttl {
-            Ttl::NoTtl
-        } else {
-            Ttl::Seconds(self.ttl.unwrap_or(default).as_secs() as i64)
-        }
+    /// What was asked, the publisher's default when nothing was.
+    fn resolve(&self) -> Ttl {
+        self.given().unwrap_or(Ttl::Default)
     }
 
     fn given(&self) -> Option<Ttl> {
@@ -522,8 +519,6 @@ fn list(
 }
 
 fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
-    const PUSH_DEFAULT: Duration = Duration::from_secs(30 * 60);
-    const YOLO_DEFAULT: Duration = Duration::from_secs(2 * 3600);
     match command {
         GithubCommand::GrantPush {
             repo,
@@ -534,7 +529,7 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
         } => {
             let request = AdminRequest::GrantPush {
                 repo: repo.to_string(),
-                ttl: ttl.resolve(PUSH_DEFAULT),
+                ttl: ttl.resolve(),
                 allow_workflows,
                 via: match via {
                     Via::Gateway => GrantVia::Gateway,
@@ -563,7 +558,7 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             let request = AdminRequest::Yolo {
                 refs,
                 repos: repos.iter().map(ToString::to_string).collect(),
-                ttl: ttl.resolve(YOLO_DEFAULT),
+                ttl: ttl.resolve(),
                 allow_workflows,
             };
             send(target, registry, &request, render::yolo)

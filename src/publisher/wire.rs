@@ -18,21 +18,16 @@ pub const AGENT_VERSION: u16 = 1;
 /// Size of the fixed agent header: magic, version (u16), metadata length (u32), bundle length (u64).
 pub const AGENT_HEADER_LEN: usize = 4 + 2 + 4 + 8;
 
-/// A lifetime as requested: a number of seconds, or the explicit `--no-ttl` opt-out.
+/// A lifetime as requested: a number of seconds, the explicit `--no-ttl` opt-out, or the
+/// publisher's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Ttl {
     Seconds(i64),
     NoTtl,
-}
-
-impl Ttl {
-    pub fn seconds(self) -> Option<i64> {
-        match self {
-            Self::Seconds(s) => Some(s),
-            Self::NoTtl => None,
-        }
-    }
+    /// Whatever the publisher's default is for the request (30 minutes for a push grant or
+    /// request, 2 hours for a YOLO scope): decided on the server, not by each client.
+    Default,
 }
 
 /// Requests an operator sends through `zodex-prd admin`.

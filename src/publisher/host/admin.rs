@@ -2,7 +2,10 @@
 //! every answer kept within the admin socket's reply cap (lists come in pages), and the
 //! periodic pruning of history the daemon's sweeper asks for.
 
-use super::{Failure, Host, PRUNE_EVERY_SECONDS, check_ttl, parse_repo};
+use super::{
+    DEFAULT_PUSH_TTL_SECONDS, DEFAULT_YOLO_TTL_SECONDS, Failure, Host, PRUNE_EVERY_SECONDS,
+    check_ttl, parse_repo,
+};
 use crate::engine::authority::PageRequest;
 use crate::engine::refscope::{RefPattern, patterns_meet, scopes_of};
 use crate::engine::store::{AuditFilter, Store};
@@ -110,7 +113,7 @@ impl Host {
                     refs,
                 } => {
                     let terms = GrantTerms {
-                        ttl_seconds: check_ttl(ttl)?,
+                        ttl_seconds: check_ttl(ttl, DEFAULT_PUSH_TTL_SECONDS)?,
                         allow_workflows,
                         via,
                         refs: ref_patterns(&refs)?,
@@ -131,7 +134,7 @@ impl Host {
                         .map(|r| parse_repo(r))
                         .collect::<Result<Vec<_>, _>>()?;
                     let terms = YoloTerms {
-                        ttl_seconds: check_ttl(ttl)?,
+                        ttl_seconds: check_ttl(ttl, DEFAULT_YOLO_TTL_SECONDS)?,
                         allow_workflows,
                         refs: ref_patterns(&refs)?,
                     };
@@ -154,7 +157,9 @@ impl Host {
                     Response::page(page.items, page.next_before)
                 }
                 AdminRequest::Approve { id, ttl } => {
-                    let ttl = ttl.map(check_ttl).transpose()?;
+                    let ttl = ttl
+                        .map(|t| check_ttl(t, DEFAULT_PUSH_TTL_SECONDS))
+                        .transpose()?;
                     Response::ok(a.approve(s, principal, id, ttl, now)?)
                 }
                 AdminRequest::Deny { id } => Response::ok(a.deny(s, principal, id, now)?),

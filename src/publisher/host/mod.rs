@@ -272,7 +272,7 @@ impl Host {
                 }
                 AgentRequest::RequestPush { repo, ttl, reason } => {
                     let terms = GrantTerms {
-                        ttl_seconds: check_ttl(ttl)?,
+                        ttl_seconds: check_ttl(ttl, DEFAULT_PUSH_TTL_SECONDS)?,
                         allow_workflows: false,
                         via: Default::default(),
                         refs: Vec::new(),
@@ -425,9 +425,16 @@ fn parse_repo(text: &str) -> Result<RepoName, Failure> {
     RepoName::parse(text).map_err(|e| Failure::usage(e.to_string()))
 }
 
-fn check_ttl(ttl: Ttl) -> Result<Option<i64>, Failure> {
+/// The lifetime of a push grant (or request) when none is given.
+pub const DEFAULT_PUSH_TTL_SECONDS: i64 = 30 * 60;
+/// The lifetime of a YOLO scope when none is given.
+pub const DEFAULT_YOLO_TTL_SECONDS: i64 = 2 * 3600;
+
+/// The lifetime to record: `default` when the client left it to the publisher.
+fn check_ttl(ttl: Ttl, default: i64) -> Result<Option<i64>, Failure> {
     match ttl {
         Ttl::NoTtl => Ok(None),
+        Ttl::Default => Ok(Some(default)),
         Ttl::Seconds(s) if s > 0 && s <= MAX_TTL_SECONDS => Ok(Some(s)),
         Ttl::Seconds(s) => Err(Failure::usage(format!(
             "a TTL of {s} seconds is out of range; {}",

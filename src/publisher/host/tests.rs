@@ -1,6 +1,7 @@
 //! The host's own checks: configuration it refuses at start, limits it enforces on requests.
 
 use super::*;
+use crate::publisher::wire::AdminRequest;
 
 fn config(dir: &std::path::Path, extra: &str) -> Config {
     toml::from_str(&format!(
@@ -44,4 +45,49 @@ fn a_request_over_the_reason_limit_is_a_usage_error_naming_the_limit() {
         reason: Some("é".repeat(1000)),
     });
     assert!(response.ok, "{response:?}");
+}
+
+#[test]
+fn lifetimes_left_to_the_publisher_are_its_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap();
+    let asked = host.agent(AgentRequest::RequestPush {
+        repo: "demo/app".into(),
+        ttl: Ttl::Default,
+        reason: None,
+    });
+    assert!(asked.ok, "{asked:?}");
+    assert_eq!(
+        asked.result.unwrap()["ttl_seconds"],
+        DEFAULT_PUSH_TTL_SECONDS
+    );
+    let operator = Principal::Operator("uid:0".into());
+    let granted = host.admin(
+        &operator,
+        AdminRequest::GrantPush {
+            repo: "demo/lib".into(),
+            ttl: Ttl::Default,
+            allow_workflows: false,
+            via: Default::default(),
+            refs: Vec::new(),
+        },
+    );
+    assert!(granted.ok, "{granted:?}");
+    assert_eq!(
+        granted.result.unwrap()["ttl_seconds"],
+        DEFAULT_PUSH_TTL_SECONDS
+    );
+    let yolo = host.admin(
+        &operator,
+        AdminRequest::Yolo {
+            repos: vec!["demo/lib".into()],
+            ttl: Ttl::Default,
+            allow_workflows: false,
+            refs: Vec::new(),
+        },
+    );
+    assert!(yolo.ok, "{yolo:?}");
+    let scope = &yolo.result.unwrap()[0];
+    let lifetime = scope["expires_at"].as_i64().unwrap() - scope["created_at"].as_i64().unwrap();
+    assert_eq!(lifetime, DEFAULT_YOLO_TTL_SECONDS, "{scope}");
 }
