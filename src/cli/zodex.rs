@@ -617,14 +617,9 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
     else {
         return prove(target, registry);
     };
-    let ref_name = if reference.starts_with("refs/") {
-        reference
-    } else {
-        format!("refs/heads/{reference}")
-    };
     let request = AdminRequest::Explain {
         repo: repo.to_string(),
-        ref_name,
+        ref_name: reference,
         force,
         delete,
         bytes,

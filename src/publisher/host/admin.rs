@@ -221,6 +221,7 @@ impl Host {
                     if bytes < 0 {
                         return Err(Failure::usage("--bytes must be zero or more"));
                     }
+                    let ref_name = full_ref(&ref_name)?;
                     let ask = Ask::Push {
                         repo,
                         update: RefUpdate {
@@ -278,6 +279,23 @@ fn write_key_hash(path: &std::path::Path, hex: &str) -> std::io::Result<()> {
         .set_permissions(std::fs::Permissions::from_mode(0o644))?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// A ref as the operator wrote it: a full `refs/…` name, or a branch name meaning
+/// `refs/heads/NAME`; either must be a name git accepts.
+fn full_ref(given: &str) -> Result<String, Failure> {
+    let name = if given.starts_with("refs/") {
+        given.to_string()
+    } else {
+        format!("refs/heads/{given}")
+    };
+    if crate::publisher::publish::valid_refname(&name) {
+        Ok(name)
+    } else {
+        Err(Failure::usage(format!(
+            "`{given}` is not a ref name git accepts; give a branch (main) or a full ref (refs/tags/v1)"
+        )))
+    }
 }
 
 /// The operator's ref patterns, normalised (`feature/*` → `refs/heads/feature/*`); a pattern

@@ -91,3 +91,42 @@ fn lifetimes_left_to_the_publisher_are_its_defaults() {
     let lifetime = scope["expires_at"].as_i64().unwrap() - scope["created_at"].as_i64().unwrap();
     assert_eq!(lifetime, DEFAULT_YOLO_TTL_SECONDS, "{scope}");
 }
+
+#[test]
+fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap();
+    let operator = Principal::Operator("uid:0".into());
+    let explain = |ref_name: &str| {
+        host.admin(
+            &operator,
+            AdminRequest::Explain {
+                repo: "demo/app".into(),
+                ref_name: ref_name.into(),
+                force: false,
+                delete: false,
+                bytes: 0,
+                touches_workflows: false,
+                ref_exists: true,
+            },
+        )
+    };
+    let branch = explain("feature/x");
+    assert!(branch.ok, "{branch:?}");
+    assert!(
+        branch
+            .result
+            .unwrap()
+            .to_string()
+            .contains("refs/heads/feature/x"),
+        "a bare branch is refs/heads/NAME"
+    );
+    for bad in ["feature..x", "refs/heads/a b", "x.lock", ""] {
+        let answer = explain(bad);
+        assert_eq!(
+            answer.error.map(|e| e.kind),
+            Some(ErrorKind::Usage),
+            "{bad:?}"
+        );
+    }
+}
