@@ -15,6 +15,7 @@ mod app;
 mod error;
 mod http;
 mod jwt;
+mod models;
 mod pulls;
 pub mod record;
 mod token;
@@ -252,15 +253,7 @@ impl GitHub {
             )
             .await?;
         match reply.status {
-            200 => reply
-                .body
-                .get("id")
-                .and_then(|v| v.as_i64())
-                .map(Some)
-                .ok_or_else(|| GithubError::Decode {
-                    what,
-                    message: "no installation `id`".into(),
-                }),
+            200 => Ok(Some(reply.decode::<models::Installation>(&what)?.id)),
             404 => Ok(None),
             401 => Err(GithubError::Unauthorized {
                 what,
@@ -434,34 +427,17 @@ impl GitHub {
                 });
             }
         }
-        let decode = |message: &str| GithubError::Decode {
-            what: what.clone(),
-            message: message.to_string(),
-        };
-        let token = reply
-            .body
-            .get("token")
-            .and_then(|v| v.as_str())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| decode("no `token`"))?;
-        let expires_at = reply
-            .body
-            .get("expires_at")
-            .and_then(|v| v.as_str())
-            .and_then(|v| chrono::DateTime::parse_from_rfc3339(v).ok())
-            .ok_or_else(|| decode("no RFC 3339 `expires_at`"))?
-            .timestamp();
-        let granted = reply
-            .body
-            .get("permissions")
-            .and_then(|v| v.as_object())
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                    .collect()
-            })
-            .unwrap_or_else(|| permissions.clone());
-        let token = Token::new(token.to_string());
+        let answer: models::InstallationToken = reply.decode(&what)?;
+        if answer.token.is_empty() {
+            return Err(GithubError::Decode {
+                what,
+                message: "an empty `token`".into(),
+            });
+        }
+        let expires_at = answer.expires_at.timestamp();
+        let granted = answer.permissions.unwrap_or_else(|| permissions.clone());
+        let token = answer.token;
+        let token = Token::new(token);
         tracing::info!(
             repo = %repo,
             app = app.as_str(),
@@ -516,18 +492,11 @@ impl GitHub {
                 message: format!("{}{details}", reply.message()),
             });
         }
-        let number = reply.body.get("number").and_then(|v| v.as_u64());
-        let url = reply.body.get("html_url").and_then(|v| v.as_str());
-        match (number, url) {
-            (Some(number), Some(url)) => Ok(OpenedPull {
-                number,
-                html_url: url.to_string(),
-            }),
-            _ => Err(GithubError::Decode {
-                what,
-                message: "no `number` or `html_url`".into(),
-            }),
-        }
+        let pull: models::PullRequest = reply.decode(&what)?;
+        Ok(OpenedPull {
+            number: pull.number,
+            html_url: pull.html_url,
+        })
     }
 
     /// `DELETE /installation/token`: 204 revoked, 401 already gone; 5xx are retried.

@@ -27,15 +27,9 @@ impl GitHub {
                 message: reply.message(),
             });
         }
-        reply
-            .body
-            .get("default_branch")
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-            .ok_or_else(|| GithubError::Decode {
-                what,
-                message: "no `default_branch`".into(),
-            })
+        Ok(reply
+            .decode::<super::models::Repository>(&what)?
+            .default_branch)
     }
 
     /// `GET /repos/{o}/{r}/pulls?head=OWNER:BRANCH&state=all`: the pull request already opened
@@ -85,12 +79,10 @@ impl GitHub {
                 message: reply.message(),
             });
         }
-        let first = reply.body.as_array().and_then(|pulls| pulls.first());
-        Ok(first.and_then(|pull| {
-            Some(OpenedPull {
-                number: pull.get("number")?.as_u64()?,
-                html_url: pull.get("html_url")?.as_str()?.to_string(),
-            })
+        let pulls: Vec<super::models::PullRequest> = reply.decode(&what)?;
+        Ok(pulls.into_iter().next().map(|pull| OpenedPull {
+            number: pull.number,
+            html_url: pull.html_url,
         }))
     }
 
