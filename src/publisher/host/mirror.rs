@@ -54,15 +54,14 @@ impl Host {
     pub(super) fn list_refs(&self, repo: &str) -> Result<Vec<MirrorRef>, Failure> {
         let repo = parse_repo(repo)?;
         let github = self.github()?;
-        let nothing_pushed = |f: Failure| f.upstream_then("nothing was pushed");
         self.ensure_coverage(github, &repo, self.now())
-            .map_err(nothing_pushed)?;
+            .map_err(super::push::nothing_pushed)?;
         let lock = self.mirrors.lock(&repo);
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
         // `list for-push` always asks GitHub: git decides on what it answers.
         let mirror = self
             .open_mirror(github, &repo, std::time::Duration::ZERO)
-            .map_err(nothing_pushed)?;
+            .map_err(super::push::nothing_pushed)?;
         let mut refs: Vec<MirrorRef> = mirror
             .refs
             .into_iter()

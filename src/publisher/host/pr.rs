@@ -83,10 +83,9 @@ impl Host {
         };
         let lock = self.mirrors.lock(&repo);
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let nothing_pushed = |f: Failure| f.upstream_then("nothing was pushed");
         let mirror = self
             .open_mirror(github, &repo, std::time::Duration::ZERO)
-            .map_err(nothing_pushed)?;
+            .map_err(super::push::nothing_pushed)?;
         let quarantine = self.quarantine(&mirror, Some(bundle), &[pr.head.as_str()])?;
         let carried = quarantine
             .header
@@ -202,7 +201,7 @@ impl Host {
 
         let minted = self
             .mint_for_step(github, &repo, TokenUse::PullRequest, Some(audit_id), now)
-            .map_err(nothing_pushed)?;
+            .map_err(super::push::nothing_pushed)?;
         let token_sha = minted.token().sha256();
         let dst = format!("refs/heads/{branch}");
         let current = mirror.refs.get(&dst).cloned().unwrap_or_default();

@@ -9,7 +9,7 @@ use super::mirror::{MIRROR_REUSE, OpenMirror};
 use super::{Failure, Host, parse_repo};
 use crate::engine::store::AuditEvent;
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
-use crate::publisher::github::TokenUse;
+use crate::publisher::github::{GitHub, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, git_push, update_mirror_ref};
 use crate::publisher::publish::{Quarantine, valid_refname};
 use crate::publisher::wire::{
@@ -186,12 +186,15 @@ impl Host {
         result.unwrap_or_else(Failure::into_response)
     }
 
+    /// A direct push, as named steps: open the mirror and import the bundle, decide every
+    /// update, send the allowed ones to GitHub with a token for this step only, record what
+    /// GitHub said.
     fn push(
         &self,
         repo: &str,
         updates: Vec<PushUpdate>,
         mode: PushMode,
-        mut admission: Admission,
+        admission: Admission,
         bundle: Option<&Spooled>,
     ) -> Result<PushOutcome, Failure> {
         let repo = parse_repo(repo)?;
@@ -200,7 +203,6 @@ impl Host {
         let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut clock = Stages::start();
         // Usually fetched a moment ago by the same push's `list for-push`.
-        let nothing_pushed = |f: Failure| f.upstream_then("nothing was pushed");
         let mirror = self
             .open_mirror(github, &repo, MIRROR_REUSE)
             .map_err(nothing_pushed)?;
@@ -210,26 +212,94 @@ impl Host {
         clock.mark("import");
         let bytes = bundle.map_or(0, |b| i64::try_from(b.len).unwrap_or(i64::MAX));
         let now = self.now();
+        let decided = self.decide_updates(
+            &repo,
+            &mirror,
+            &quarantine,
+            updates,
+            admission,
+            bytes,
+            bundle,
+            now,
+        )?;
+        let mut results = decided.refused;
+        let mut allowed = decided.allowed;
+        if mode.atomic && !results.is_empty() {
+            for a in allowed.drain(..) {
+                results.push(RefResult::failed(
+                    a.update.dst,
+                    "atomic push failed: another ref of it was refused",
+                ));
+            }
+        }
+        let finished = |results| {
+            Ok(PushOutcome {
+                repo: repo.to_string(),
+                results,
+            })
+        };
+        if allowed.is_empty() {
+            return finished(results);
+        }
+        if mode.dry_run {
+            for a in allowed {
+                self.with_store(|_, s| {
+                    s.write(|f| f.set_audit_outcome(a.audit_id, "dry run: not pushed", None))
+                })?;
+                results.push(RefResult::pushed(a.update.dst));
+            }
+            return finished(results);
+        }
+        clock.mark("decide");
+        let (outcomes, token_sha) = self.send_to_github(
+            github,
+            &repo,
+            &mirror,
+            &quarantine,
+            &allowed,
+            mode.atomic,
+            decided.workflows,
+            now,
+            &mut clock,
+        )?;
+        results.extend(self.record_pushed(
+            github, &repo, &mirror, quarantine, allowed, &outcomes, &token_sha,
+        )?);
+        clock.mark("record");
+        tracing::info!(repo = %repo, bytes, stages = %clock, "push handled");
+        finished(results)
+    }
+
+    /// Decides every update of a push (each audited); the admission's refusals stand.
+    #[allow(clippy::too_many_arguments)]
+    fn decide_updates(
+        &self,
+        repo: &RepoName,
+        mirror: &OpenMirror,
+        quarantine: &Quarantine,
+        updates: Vec<PushUpdate>,
+        mut admission: Admission,
+        bytes: i64,
+        bundle: Option<&Spooled>,
+        now: i64,
+    ) -> Result<Decided, Failure> {
         // A new ref's commits are those the default branch does not have (GitHub's, the same
         // fact the decision uses; unknown: every commit counts).
         let default_tip = self
-            .default_branch(&repo, now)?
+            .default_branch(repo, now)?
             .and_then(|b| mirror.branch_tip(&b).map(str::to_string));
-
-        let mut results: Vec<RefResult> = Vec::new();
-        let mut allowed: Vec<(PushUpdate, Option<String>, bool, i64)> = Vec::new();
-        let mut workflows = false;
+        let mut decided = Decided::default();
         for update in updates {
             if let Some(refused) = admission.refused.remove(&update.dst) {
-                results.push(refused);
+                decided.refused.push(refused);
                 continue;
             }
             let old = mirror.refs.get(&update.dst).cloned();
             let base = old.as_deref().or(default_tip.as_deref());
             match self.decide_update(
-                &repo,
-                &mirror,
-                &quarantine,
+                repo,
+                mirror,
+                quarantine,
                 &update,
                 (old.clone(), base),
                 bytes,
@@ -237,69 +307,61 @@ impl Host {
                 now,
             ) {
                 Ok((touches, force, audit_id)) => {
-                    workflows |= touches;
-                    allowed.push((update, old, force, audit_id));
+                    decided.workflows |= touches;
+                    decided.allowed.push(Allowed {
+                        update,
+                        old,
+                        force,
+                        audit_id,
+                    });
                 }
-                Err(result) => results.push(result),
+                Err(result) => decided.refused.push(result),
             }
         }
-        if mode.atomic && !results.is_empty() {
-            for (update, ..) in allowed.drain(..) {
-                results.push(RefResult::failed(
-                    update.dst,
-                    "atomic push failed: another ref of it was refused",
-                ));
-            }
-        }
-        if allowed.is_empty() {
-            return Ok(PushOutcome {
-                repo: repo.to_string(),
-                results,
-            });
-        }
-        if mode.dry_run {
-            for (update, _, _, audit_id) in allowed {
-                self.with_store(|_, s| {
-                    s.write(|f| f.set_audit_outcome(audit_id, "dry run: not pushed", None))
-                })?;
-                results.push(RefResult::pushed(update.dst));
-            }
-            return Ok(PushOutcome {
-                repo: repo.to_string(),
-                results,
-            });
-        }
+        Ok(decided)
+    }
 
-        clock.mark("decide");
-        let first_audit = allowed.first().map(|a| a.3);
-        let token_use = TokenUse::Push { workflows };
+    /// Sends the allowed updates to GitHub, leased on the values decided, with a token minted
+    /// for this step and revoked when it ends. Returns each ref's outcome and the token's hash.
+    #[allow(clippy::too_many_arguments)]
+    fn send_to_github(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+        mirror: &OpenMirror,
+        quarantine: &Quarantine,
+        allowed: &[Allowed],
+        atomic: bool,
+        workflows: bool,
+        now: i64,
+        clock: &mut Stages,
+    ) -> Result<(Outcomes, String), Failure> {
+        let first_audit = allowed.first().map(|a| a.audit_id);
         let minted = self
-            .mint_for_step(github, &repo, token_use, first_audit, now)
+            .mint_for_step(github, repo, TokenUse::Push { workflows }, first_audit, now)
             .map_err(nothing_pushed)?;
         clock.mark("mint");
         let token_sha = minted.token().sha256();
-
         let refspecs: Vec<LeasedUpdate> = allowed
             .iter()
-            .map(|(u, old, force, _)| LeasedUpdate {
-                dst: u.dst.clone(),
-                new: u.new.clone(),
-                force: *force,
-                expected: old.clone().unwrap_or_default(),
+            .map(|a| LeasedUpdate {
+                dst: a.update.dst.clone(),
+                new: a.update.new.clone(),
+                force: a.force,
+                expected: a.old.clone().unwrap_or_default(),
             })
             .collect();
         let pushed = git_push(
             &mirror.path,
             &mirror.url,
-            &quarantine,
+            quarantine,
             &refspecs,
-            mode.atomic,
+            atomic,
             minted.token(),
         );
         clock.mark("push");
         minted.revoke();
         clock.mark("revoke");
-
         let outcomes = match pushed {
             Ok(outcomes) => outcomes,
             Err(message) => {
@@ -311,14 +373,30 @@ impl Host {
                 };
                 allowed
                     .iter()
-                    .map(|(u, ..)| (u.dst.clone(), Err(message.clone())))
+                    .map(|a| (a.update.dst.clone(), Err(message.clone())))
                     .collect()
             }
         };
+        Ok((outcomes, token_sha))
+    }
+
+    /// Records each ref's outcome on its audit row, and keeps the mirror where GitHub is: the
+    /// verified pack is adopted when the pushed tips reach all of it, else the mirror fetches.
+    #[allow(clippy::too_many_arguments)]
+    fn record_pushed(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+        mirror: &OpenMirror,
+        quarantine: Quarantine,
+        allowed: Vec<Allowed>,
+        outcomes: &Outcomes,
+        token_sha: &str,
+    ) -> Result<Vec<RefResult>, Failure> {
         let pushed: Vec<&str> = allowed
             .iter()
-            .filter(|(u, ..)| matches!(outcomes.get(&u.dst), Some(Ok(()))))
-            .filter_map(|(u, ..)| u.new.as_deref())
+            .filter(|a| matches!(outcomes.get(&a.update.dst), Some(Ok(()))))
+            .filter_map(|a| a.update.new.as_deref())
             .collect();
         // Only what the pushed tips reach enters the mirror; when the pack holds more (a ref of
         // it was refused), the mirror fetches what GitHub now has instead.
@@ -327,9 +405,10 @@ impl Host {
                 tracing::warn!(error = %e, "moving a pushed pack into the mirror failed; fetching instead");
                 false
             });
-        for (update, _old, _force, audit_id) in allowed {
+        let mut results = Vec::new();
+        for a in allowed {
             let outcome = outcomes
-                .get(&update.dst)
+                .get(&a.update.dst)
                 .cloned()
                 .unwrap_or_else(|| Err("git push did not report this ref".into()));
             let text = match &outcome {
@@ -337,25 +416,20 @@ impl Host {
                 Err(why) => format!("failed: {why}"),
             };
             self.with_store(|_, s| {
-                s.write(|f| f.set_audit_outcome(audit_id, &text, Some(&token_sha)))
+                s.write(|f| f.set_audit_outcome(a.audit_id, &text, Some(token_sha)))
             })?;
             if outcome.is_ok() && adopted {
-                update_mirror_ref(&mirror.path, &update);
+                update_mirror_ref(&mirror.path, &a.update);
             }
             results.push(match outcome {
-                Ok(()) => RefResult::pushed(update.dst),
-                Err(why) => RefResult::failed(update.dst, why),
+                Ok(()) => RefResult::pushed(a.update.dst),
+                Err(why) => RefResult::failed(a.update.dst, why),
             });
         }
-        if !adopted && let Err(e) = self.open_mirror(github, &repo, std::time::Duration::ZERO) {
+        if !adopted && let Err(e) = self.open_mirror(github, repo, std::time::Duration::ZERO) {
             tracing::warn!(error = %e.0.message, "fetching the mirror after a push failed; the next request fetches it");
         }
-        clock.mark("record");
-        tracing::info!(repo = %repo, bytes, stages = %clock, "push handled");
-        Ok(PushOutcome {
-            repo: repo.to_string(),
-            results,
-        })
+        Ok(results)
     }
 
     /// Establishes one update's facts and decides it (audited). `Ok` carries whether it
@@ -457,6 +531,31 @@ impl Host {
         }
         Ok((facts.touches_workflows, force, audit_id))
     }
+}
+
+/// What deciding a push's updates gave: the refused ones (already answered), the allowed
+/// ones, and whether any allowed one touches workflows.
+#[derive(Default)]
+struct Decided {
+    refused: Vec<RefResult>,
+    allowed: Vec<Allowed>,
+    workflows: bool,
+}
+
+/// What GitHub said of each ref pushed, by ref name.
+type Outcomes = HashMap<String, Result<(), String>>;
+
+/// One update a decision allowed, with the value it was decided on and its audit row.
+struct Allowed {
+    update: PushUpdate,
+    old: Option<String>,
+    force: bool,
+    audit_id: i64,
+}
+
+/// A failure before anything reached GitHub.
+pub(super) fn nothing_pushed(f: Failure) -> Failure {
+    f.upstream_then("nothing was pushed")
 }
 
 /// A pull request needs a title: refused here, whatever a client checked before sending.
