@@ -13,7 +13,7 @@ use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::{Publication, PublicationState};
 use crate::engine::{Ask, Principal, RepoName};
-use crate::publisher::github::{NewPull, TokenUse};
+use crate::publisher::github::{GitHub, NewPull, OpenedPull, Token, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, git_push};
 use crate::publisher::wire::{ErrorKind, Published};
 use sha2::{Digest, Sha256};
@@ -244,7 +244,8 @@ impl Host {
                 .map_err(|e| (Failure::from_github(e), PublicationState::Pushed))?;
             let opened = match existing {
                 Some(pull) => pull,
-                None => block_on(github.open_pull_request(
+                None => self.open_or_take_back(
+                    github,
                     minted.token(),
                     &repo,
                     &NewPull {
@@ -254,37 +255,7 @@ impl Host {
                         body: pr.body.clone(),
                         draft,
                     },
-                ))
-                .or_else(|e| {
-                    // GitHub may have opened it all the same (its answers lost): a branch with
-                    // an open pull request is adopted and never deleted. Only a branch GitHub
-                    // says carries none is taken back, so nothing is left behind.
-                    let open = block_on(github.find_open_pull(minted.token(), &repo, &branch));
-                    let (cleanup, state) = match open {
-                        Ok(Some(pull)) => {
-                            tracing::info!(repo = %repo, number = pull.number, branch = %branch, "opening failed but GitHub has the pull request open; adopting it");
-                            return Ok(pull);
-                        }
-                        Ok(None) => {
-                            match block_on(github.delete_branch(minted.token(), &repo, &branch)) {
-                                Ok(()) => (format!("the branch {branch} was deleted again"), PublicationState::Failed),
-                                Err(d) => (
-                                    format!("deleting the branch {branch} failed too ({d}); publishing again reuses it"),
-                                    PublicationState::Pushed,
-                                ),
-                            }
-                        }
-                        Err(l) => (
-                            format!("the branch {branch} is kept, as GitHub could not say whether it carries a pull request ({l}); publishing again reuses it"),
-                            PublicationState::Pushed,
-                        ),
-                    };
-                    let failure = Failure::new(
-                        ErrorKind::Internal,
-                        format!("GitHub did not open the pull request: {e}; {cleanup}"),
-                    );
-                    Err((failure, state))
-                })?,
+                )?,
             };
             Ok(Published {
                 repo: repo.to_string(),
@@ -323,6 +294,54 @@ impl Host {
             })
         })?;
         result.map_err(|(failure, _)| failure)
+    }
+
+    /// Opens the pull request of a pushed branch. When GitHub does not, it may have opened it
+    /// all the same (its answers lost): a branch with an open pull request is adopted and never
+    /// deleted; only a branch GitHub says carries none is taken back, so nothing is left
+    /// behind. The error carries the state to record: `Failed` when the branch is gone (a
+    /// retry starts afresh), `Pushed` when it may still be there (a retry reuses it).
+    fn open_or_take_back(
+        &self,
+        github: &GitHub,
+        token: &Token,
+        repo: &RepoName,
+        pull: &NewPull,
+    ) -> Result<OpenedPull, (Failure, PublicationState)> {
+        let branch = &pull.head;
+        let error = match block_on(github.open_pull_request(token, repo, pull)) {
+            Ok(opened) => return Ok(opened),
+            Err(e) => e,
+        };
+        let (cleanup, state) = match block_on(github.find_open_pull(token, repo, branch)) {
+            Ok(Some(open)) => {
+                tracing::info!(repo = %repo, number = open.number, branch = %branch, "opening failed but GitHub has the pull request open; adopting it");
+                return Ok(open);
+            }
+            Ok(None) => match block_on(github.delete_branch(token, repo, branch)) {
+                Ok(()) => (
+                    format!("the branch {branch} was deleted again"),
+                    PublicationState::Failed,
+                ),
+                Err(d) => (
+                    format!(
+                        "deleting the branch {branch} failed too ({d}); publishing again reuses it"
+                    ),
+                    PublicationState::Pushed,
+                ),
+            },
+            Err(l) => (
+                format!(
+                    "the branch {branch} is kept, as GitHub could not say whether it carries a pull request ({l}); publishing again reuses it"
+                ),
+                PublicationState::Pushed,
+            ),
+        };
+        let failure = Failure::new(
+            ErrorKind::Internal,
+            format!("GitHub did not open the pull request: {error}; {cleanup}"),
+        );
+        Err((failure, state))
     }
 
     /// `zodex/<yyyymmdd>-<slug>-<6 random>`, the prefix from the configuration.
