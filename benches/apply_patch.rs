@@ -2,6 +2,9 @@
 //! per application), beside a baseline of plain read + write of the same file, with the ratio
 //! printed at the end.
 
+#[path = "support/bench_line.rs"]
+mod bench_line;
+
 use std::fs;
 use std::hint::black_box;
 use std::path::Path;
@@ -73,24 +76,27 @@ fn main() {
     let check = apply_patch(&patch, dir.path()).expect("bench patch applies");
     assert_eq!(check.changes.len(), 1);
 
-    let mut c = Criterion::default().configure_from_args();
-    let mut group = c.benchmark_group("apply_patch");
-    group.bench_function("200_hunks_into_5000_lines", |b| {
-        b.iter_batched(
-            || reset(dir.path(), &text),
-            |()| apply_patch(black_box(&patch), dir.path()).unwrap(),
-            BatchSize::PerIteration,
-        )
-    });
-    group.bench_function("baseline_read_write_5000_lines", |b| {
-        b.iter_batched(
-            || reset(dir.path(), &text),
-            |()| baseline(dir.path()),
-            BatchSize::PerIteration,
-        )
-    });
-    group.finish();
-    c.final_summary();
+    // `-- --skip-criterion` prints only the side-by-side means (as `scripts/bench-report` does).
+    if !std::env::args().any(|a| a == "--skip-criterion") {
+        let mut c = Criterion::default().configure_from_args();
+        let mut group = c.benchmark_group("apply_patch");
+        group.bench_function("200_hunks_into_5000_lines", |b| {
+            b.iter_batched(
+                || reset(dir.path(), &text),
+                |()| apply_patch(black_box(&patch), dir.path()).unwrap(),
+                BatchSize::PerIteration,
+            )
+        });
+        group.bench_function("baseline_read_write_5000_lines", |b| {
+            b.iter_batched(
+                || reset(dir.path(), &text),
+                |()| baseline(dir.path()),
+                BatchSize::PerIteration,
+            )
+        });
+        group.finish();
+        c.final_summary();
+    }
 
     let runs = 100;
     let patched = mean_of(
@@ -108,4 +114,14 @@ fn main() {
         plain.as_secs_f64() * 1e3,
         patched.as_secs_f64() / plain.as_secs_f64()
     );
+    bench_line::BenchLine {
+        name: "apply_patch_vs_read_write",
+        unit: "ms",
+        value: patched.as_secs_f64() * 1e3,
+        baseline: Some(plain.as_secs_f64() * 1e3),
+        max_ratio: None,
+        max_value: Some(50.0),
+        max_added: None,
+    }
+    .print();
 }

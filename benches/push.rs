@@ -13,6 +13,8 @@
 //!
 //! Run: `cargo bench --bench push` (needs git; takes a few minutes).
 
+#[path = "support/bench_line.rs"]
+mod bench_line;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -203,6 +205,18 @@ fn main() {
             z.as_secs_f64() / p.as_secs_f64(),
             (z.as_secs_f64() - p.as_secs_f64()) * 1e3
         );
+        // Issue 12: ≤ 60 ms added at 1 MiB; ≤ 1.15× plain git push from 32 MiB up.
+        let small = mib < 32;
+        bench_line::BenchLine {
+            name: &format!("push_{mib}mib_vs_plain_git_push"),
+            unit: "ms",
+            value: z.as_secs_f64() * 1e3,
+            baseline: Some(p.as_secs_f64() * 1e3),
+            max_ratio: (!small).then_some(1.15),
+            max_value: None,
+            max_added: small.then_some(60.0),
+        }
+        .print();
     }
     if std::env::var_os("ZODEX_BENCH_STAGES").is_some() {
         for line in rig.log().lines().filter(|l| l.contains("push handled")) {
@@ -210,12 +224,20 @@ fn main() {
         }
     }
     let (anon, file) = sampler.finish();
+    let peak = status_kib(rig.prd_pid(), "VmHWM:");
     println!(
-        "zodex-prd peak RSS (VmHWM) over the pushes: {} KiB; sampled peaks: anonymous {} KiB, file-backed {} KiB",
-        status_kib(rig.prd_pid(), "VmHWM:"),
-        anon,
-        file
+        "zodex-prd peak RSS (VmHWM) over the pushes: {peak} KiB; sampled peaks: anonymous {anon} KiB, file-backed {file} KiB"
     );
+    bench_line::BenchLine {
+        name: "publisher_peak_rss_over_pushes",
+        unit: "KiB",
+        value: peak as f64,
+        baseline: None,
+        max_ratio: None,
+        max_value: None,
+        max_added: None,
+    }
+    .print();
     println!(
         "indexing children's peak RSS (wait4 ru_maxrss): max {} KiB over {} packs",
         child_peaks(&rig.log()).into_iter().max().unwrap_or(0),

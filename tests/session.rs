@@ -211,6 +211,45 @@ async fn command_environment_is_plain_and_marked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_the_server_ignores_are_not_ignored_by_commands() {
+    // As under `nohup`: the server ignores SIGHUP and SIGINT. A command must still be
+    // interruptible (Ctrl-C) and end with its terminal.
+    // SAFETY: plain signal disposition changes, restored below.
+    let (hup, int) = unsafe {
+        (
+            libc::signal(libc::SIGHUP, libc::SIG_IGN),
+            libc::signal(libc::SIGINT, libc::SIG_IGN),
+        )
+    };
+    let f = Fixture::new();
+    let out = f
+        .exec("grep -E '^Sig(Ign|Blk):' /proc/self/status", 10_000)
+        .await;
+    // SAFETY: restores the dispositions saved above.
+    unsafe {
+        libc::signal(libc::SIGHUP, hup);
+        libc::signal(libc::SIGINT, int);
+    }
+    assert_eq!(out.exit_code, Some(0), "{}", out.output);
+    let mask = |name: &str| {
+        let line = out
+            .output
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {}", out.output));
+        u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+    };
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    assert_eq!(
+        mask("SigIgn:") & (bit(libc::SIGHUP) | bit(libc::SIGINT)),
+        0,
+        "{}",
+        out.output
+    );
+    assert_eq!(mask("SigBlk:"), 0, "{}", out.output);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn yield_returns_early_on_exit() {
     let f = Fixture::new();
     let started = Instant::now();

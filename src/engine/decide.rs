@@ -7,7 +7,7 @@
 use super::policy::Policies;
 use super::refscope::scopes_of;
 use super::repo::RepoName;
-use super::store::{App, Facts, Grant, Result, YoloScope};
+use super::store::{Facts, Grant, Result, YoloScope};
 use super::targets::Targets;
 use cedar_policy::{
     Authorizer, Context, Decision as CedarDecision, Entities, Entity, EntityId, EntityTypeName,
@@ -311,8 +311,7 @@ impl Engine {
     pub fn repo_facts(&self, facts: &Facts<'_>, repo: &RepoName, now: i64) -> Result<RepoFacts> {
         let key = repo.key();
         let target = self.targets.lookup(repo);
-        let writer = facts.coverage(&key, App::Writer)?;
-        let reader = facts.coverage(&key, App::Reader)?;
+        let (writer, reader) = facts.coverage_both(&key)?;
         let fresh = |fact: &Option<super::store::CoverageFact>| {
             fact.as_ref()
                 .is_some_and(|f| f.installed && now < f.expires_at)

@@ -52,6 +52,36 @@ impl Facts<'_> {
         Ok(())
     }
 
+    /// The recorded coverage of both Apps on a repository, `(writer, reader)`, whether or not
+    /// it is still fresh: one statement, as a decision reads it.
+    pub fn coverage_both(
+        &self,
+        repo_key: &str,
+    ) -> Result<(Option<CoverageFact>, Option<CoverageFact>)> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT app, installed, installation_id, default_branch, checked_at, expires_at
+             FROM coverage WHERE repo_key = ?1 AND app IN ('writer', 'reader')",
+        )?;
+        let mut rows = stmt.query([repo_key])?;
+        let (mut writer, mut reader) = (None, None);
+        while let Some(row) = rows.next()? {
+            let fact = CoverageFact {
+                installed: row.get(1)?,
+                installation_id: row.get(2)?,
+                default_branch: row.get(3)?,
+                checked_at: row.get(4)?,
+                expires_at: row.get(5)?,
+            };
+            let app: String = row.get(0)?;
+            if app == App::Writer.as_str() {
+                writer = Some(fact);
+            } else {
+                reader = Some(fact);
+            }
+        }
+        Ok((writer, reader))
+    }
+
     /// The recorded coverage of one App on a repository, whether or not it is still fresh.
     pub fn coverage(&self, repo_key: &str, app: App) -> Result<Option<CoverageFact>> {
         Ok(self

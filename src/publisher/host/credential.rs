@@ -62,8 +62,8 @@ impl Host {
                 let fresh = |fact: Option<crate::engine::store::CoverageFact>| {
                     fact.is_some_and(|c| now < c.expires_at)
                 };
-                Ok(fresh(f.coverage(&key, crate::engine::store::App::Reader)?)
-                    && fresh(f.coverage(&key, crate::engine::store::App::Writer)?))
+                let (writer, reader) = f.coverage_both(&key)?;
+                Ok(fresh(reader) && fresh(writer))
             })
         })?;
         Ok(fresh)

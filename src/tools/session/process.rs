@@ -14,7 +14,6 @@ use super::pty::{self, SpawnSpec};
 use super::reader;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -150,14 +149,11 @@ impl Session {
             return Err(e);
         }
 
-        let mut child = spawned.child;
+        let exit = spawned.exit;
         let for_reaper = Arc::clone(&session);
         tokio::spawn(async move {
-            let info = match child.wait().await {
-                Ok(status) => ExitInfo {
-                    code: status.code(),
-                    signal: status.signal(),
-                },
+            let info = match exit.await {
+                Ok((code, signal)) => ExitInfo { code, signal },
                 Err(e) => {
                     tracing::warn!(error = %e, "waiting for a session's process failed");
                     ExitInfo {
