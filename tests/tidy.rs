@@ -6,6 +6,7 @@
 //! - `engine` reaches no network, git, process or clock, and no other layer of Zodex;
 //! - `tools` imports nothing of `publisher`, `engine`, `agent`, `operator` or `devhub`, nor any
 //!   GitHub client;
+//! - `publisher` imports nothing of `agent`, `operator`, `cli` or `tools` (its clients);
 //! - `devhub` imports nothing of `engine`, `publisher` or `tools`, and only `operator::dev`
 //!   imports it (tests too);
 //! - `cli` spawns no process and opens no socket, and each of its files stays under a size
@@ -115,6 +116,22 @@ fn tools_know_nothing_of_github_grants_or_the_publisher() {
                 "crate::devhub",
                 "crate::cli",
                 "octocrab",
+            ],
+        ),
+    );
+}
+
+#[test]
+fn the_publisher_depends_on_no_client_of_it() {
+    assert_none(
+        "the publisher serves the agent and the operator and never imports them",
+        mentions(
+            "publisher",
+            &[
+                "crate::agent",
+                "crate::operator",
+                "crate::cli",
+                "crate::tools",
             ],
         ),
     );

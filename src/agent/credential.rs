@@ -114,17 +114,9 @@ impl CredentialAnswer {
     }
 }
 
-/// The `owner/name` a `path` names (`demo/app.git`, `demo/app`, `/demo/app.git/`), if any.
-pub fn repo_of_path(path: &str) -> Option<String> {
-    let path = path.trim_matches('/');
-    let path = path.strip_suffix(".git").unwrap_or(path);
-    let mut parts = path.split('/');
-    let (owner, name) = (parts.next()?, parts.next()?);
-    if owner.is_empty() || name.is_empty() || parts.next().is_some() {
-        return None;
-    }
-    Some(format!("{owner}/{name}"))
-}
+/// The `owner/name` a credential `path` names: one grammar for both sides, in the engine's
+/// repository names.
+pub use crate::engine::repo::repo_of_path;
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,20 @@ pub struct RepoNameError {
     pub reason: &'static str,
 }
 
+/// The `owner/name` a git URL path names (`demo/app.git`, `demo/app`, `/demo/app.git/`), if
+/// any: what git's credential helper is given with `useHttpPath`, read the same way by the
+/// agent's helper and by the publisher that answers it.
+pub fn repo_of_path(path: &str) -> Option<String> {
+    let path = path.trim_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    let mut parts = path.split('/');
+    let (owner, name) = (parts.next()?, parts.next()?);
+    if owner.is_empty() || name.is_empty() || parts.next().is_some() {
+        return None;
+    }
+    Some(format!("{owner}/{name}"))
+}
+
 /// A validated `owner/name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepoName {

@@ -31,7 +31,7 @@ impl Host {
     }
 
     fn credential_repo(path: &str) -> Result<RepoName, Failure> {
-        let name = crate::agent::credential::repo_of_path(path).ok_or_else(|| {
+        let name = crate::engine::repo::repo_of_path(path).ok_or_else(|| {
             Failure::usage(format!(
                 "the path {path:?} does not name one repository (OWNER/NAME[.git])"
             ))
