@@ -126,8 +126,7 @@ fn service_findings(states: &[services::ServiceState], version: &str) -> Vec<Fin
 }
 
 fn publisher_health(config: &Config) -> Finding {
-    let line = serde_json::to_string(&AdminRequest::Ping).expect("requests serialise");
-    match crate::publisher::sockets::admin_call(&config.admin_socket, config.publisher_uid, &line) {
+    match ask(config, &AdminRequest::Ping) {
         Ok(response) if response.ok => Finding::ok("publisher-health", "zodex-prd answers"),
         Ok(response) => Finding::fail(
             "publisher-health",
@@ -148,12 +147,10 @@ fn publisher_health(config: &Config) -> Finding {
 
 /// Whether the policies' write invariants were proven at start, and what is waived.
 fn proofs(config: &Config) -> Finding {
-    let line = serde_json::to_string(&AdminRequest::Status).expect("requests serialise");
-    let status =
-        crate::publisher::sockets::admin_call(&config.admin_socket, config.publisher_uid, &line)
-            .ok()
-            .filter(|r| r.ok)
-            .and_then(|r| r.result);
+    let status = ask(config, &AdminRequest::Status)
+        .ok()
+        .filter(|r| r.ok)
+        .and_then(|r| r.result);
     let Some(proofs) = status.as_ref().map(|s| &s["proofs"]) else {
         return Finding::fail(
             "policy-proofs",
@@ -207,44 +204,17 @@ fn mcp_health(listen: &str) -> Finding {
 
 /// `zodex-prd check-ground` as the publisher user: keys, directories, `[github]`, both Apps.
 fn ground(record: &InstallRecord, config_path: &Path) -> Vec<Finding> {
-    let Some(publisher) = nix::unistd::User::from_name(&record.publisher_user)
-        .ok()
-        .flatten()
-    else {
-        return vec![Finding::fail(
-            "publisher-user",
-            format!(
-                "the publisher user {} does not exist: rerun `zodex sprite setup`",
-                record.publisher_user
-            ),
-        )];
-    };
-    let mut command = std::process::Command::new(record.layout.binary("zodex-prd"));
-    command
-        .args(["check-ground", "--json", "--config"])
-        .arg(config_path);
-    super::system::as_user(&mut command, &publisher);
-    match command.output() {
-        Ok(out) => serde_json::from_slice::<crate::publisher::wire::Response>(&out.stdout)
-            .ok()
-            .and_then(|r| r.result)
-            .and_then(|v| serde_json::from_value::<crate::publisher::ground::Findings>(v).ok())
-            .map(|report| report.findings)
-            .unwrap_or_else(|| {
-                vec![Finding::fail(
-                    "ground",
-                    format!(
-                        "zodex-prd check-ground printed no report ({}): {}",
-                        out.status,
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ),
-                )]
-            }),
-        Err(e) => vec![Finding::fail(
-            "ground",
-            format!("cannot run zodex-prd check-ground as the publisher: {e}"),
-        )],
-    }
+    isolation::findings_as(record, &record.publisher_user, "check-ground", config_path)
+        .unwrap_or_else(|message| vec![Finding::fail("ground", message)])
+}
+
+/// One admin request on the publisher's own socket (doctor runs as root).
+fn ask(
+    config: &Config,
+    request: &AdminRequest,
+) -> std::io::Result<crate::publisher::wire::Response> {
+    let line = serde_json::to_string(request).expect("requests serialise");
+    crate::publisher::sockets::admin_call(&config.admin_socket, config.publisher_uid, &line)
 }
 
 /// Both Apps on every `OWNER/REPO` target, asked of GitHub now through the publisher.
@@ -260,12 +230,7 @@ fn coverage(config: &Config) -> Vec<Finding> {
     }
     for repo in config.targets.iter().filter_map(|t| t.repo.clone()) {
         let request = AdminRequest::CheckCoverage { repo: repo.clone() };
-        let line = serde_json::to_string(&request).expect("requests serialise");
-        let answer = crate::publisher::sockets::admin_call(
-            &config.admin_socket,
-            config.publisher_uid,
-            &line,
-        );
+        let answer = ask(config, &request);
         let check = format!("coverage {repo}");
         out.push(match answer {
             Ok(response) if response.ok => {

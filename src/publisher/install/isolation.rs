@@ -174,33 +174,37 @@ fn wait_with_timeout(
 
 /// Runs `zodex-prd check-isolation` as the agent user and returns its findings.
 pub fn check_as_agent(record: &InstallRecord, config: &Path) -> Result<Vec<Finding>, InstallError> {
-    let agent = nix::unistd::User::from_name(&record.agent_user)
+    findings_as(record, &record.agent_user, "check-isolation", config).map_err(InstallError::Failed)
+}
+
+/// Runs `zodex-prd SUBCOMMAND --json` (one answering `{findings, all_ok}`) as `user`, with
+/// that user's groups and a plain environment, and returns its findings.
+pub fn findings_as(
+    record: &InstallRecord,
+    user: &str,
+    subcommand: &str,
+    config: &Path,
+) -> Result<Vec<Finding>, String> {
+    let account = nix::unistd::User::from_name(user)
         .ok()
         .flatten()
-        .ok_or_else(|| {
-            InstallError::Failed(format!(
-                "the agent user {} does not exist; rerun `zodex sprite setup`",
-                record.agent_user
-            ))
-        })?;
+        .ok_or_else(|| format!("the user {user} does not exist; rerun `zodex sprite setup`"))?;
     let mut command = Command::new(record.layout.binary("zodex-prd"));
-    command
-        .args(["check-isolation", "--json", "--config"])
-        .arg(config);
-    super::system::as_user(&mut command, &agent);
+    command.args([subcommand, "--json", "--config"]).arg(config);
+    super::system::as_user(&mut command, &account);
     let out = command
         .output()
-        .map_err(|e| InstallError::step("cannot run the self-check as the agent", e))?;
+        .map_err(|e| format!("cannot run zodex-prd {subcommand} as {user}: {e}"))?;
     serde_json::from_slice::<crate::publisher::wire::Response>(&out.stdout)
         .ok()
         .and_then(|r| r.result)
         .and_then(|v| serde_json::from_value::<crate::publisher::ground::Findings>(v).ok())
         .map(|report| report.findings)
         .ok_or_else(|| {
-            InstallError::Failed(format!(
-                "the self-check as the agent printed no report ({}): {}",
+            format!(
+                "zodex-prd {subcommand} as {user} printed no report ({}): {}",
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            )
         })
 }

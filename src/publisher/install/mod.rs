@@ -260,10 +260,7 @@ pub fn run(
     // Configuration.
     let config = sprite_config(options, &layout, agent.uid.as_raw(), publisher.uid.as_raw())?;
     let config_changed = {
-        let text = format!(
-            "# Written by `zodex-prd install`. A rerun keeps your other settings (policy_dir,\n# waive_properties, limits…) and rewrites only what install manages.\n{}",
-            config.to_toml()
-        );
+        let text = config_text(&config);
         let before = steps.0.len();
         system::ensure_file(
             &layout.config(),
@@ -349,6 +346,14 @@ pub fn run(
         self_check,
         units_verified,
     })
+}
+
+/// The text of the configuration file install (and `allow-host`) writes.
+fn config_text(config: &Config) -> String {
+    format!(
+        "# Written by `zodex-prd install`. A rerun keeps your other settings (policy_dir,\n# waive_properties, limits…) and rewrites only what install manages.\n{}",
+        config.to_toml()
+    )
 }
 
 /// The configuration install writes: an existing one keeps every setting install does not
@@ -582,11 +587,9 @@ fn start_services(
             .status();
     }
     for service in SERVICES {
-        let state = services::status(record)
-            .into_iter()
-            .find(|s| s.service == service);
-        let running = state.as_ref().is_some_and(|s| s.running);
-        let stale = state.as_ref().is_some_and(|s| s.stale_binary);
+        let process = services::running(record, service);
+        let running = process.is_some();
+        let stale = process.is_some_and(|p| p.stale);
         if running && !changed && !stale {
             steps.record(format!("{service} running"), false);
             continue;
@@ -613,9 +616,7 @@ fn start_services(
 pub fn wait_running(record: &InstallRecord, service: &str) -> Result<(), InstallError> {
     let start = std::time::Instant::now();
     loop {
-        let up = services::status(record)
-            .iter()
-            .any(|s| s.service == service && s.running && !s.stale_binary);
+        let up = services::running(record, service).is_some_and(|p| !p.stale);
         let ready = up
             && match service {
                 "zodex-prd" => {
@@ -678,10 +679,7 @@ pub fn allow_host(config_path: &Path, host: &str) -> Result<bool, InstallError> 
         toml::Value::Array(hosts.into_iter().map(toml::Value::String).collect()),
     );
     config.mcp = Some(mcp);
-    let text = format!(
-        "# Written by `zodex-prd install`. A rerun keeps your other settings (policy_dir,\n# waive_properties, limits…) and rewrites only what install manages.\n{}",
-        config.to_toml()
-    );
+    let text = config_text(&config);
     let root = (Uid::from_raw(0), Gid::from_raw(0));
     system::ensure_file(
         config_path,

@@ -270,21 +270,8 @@ pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
     SERVICES
         .iter()
         .map(|service| {
-            let binary = record.layout.binary(service);
-            // Only a process of the service's own user counts: the agent can start a process
-            // with any command line it likes, but not as the publisher.
-            let user = if *service == "zodex-prd" {
-                &record.publisher_user
-            } else {
-                &record.agent_user
-            };
-            let uid = nix::unistd::User::from_name(user)
-                .ok()
-                .flatten()
-                .map(|u| u.uid.as_raw());
-            let found = uid.and_then(|uid| find_serve(&binary, &record.layout.config(), uid));
-            let installed_version = binary_version(&binary);
-            match found {
+            let installed_version = binary_version(&record.layout.binary(service));
+            match running(record, service) {
                 Some(process) => ServiceState {
                     service: service.to_string(),
                     running: true,
@@ -311,6 +298,24 @@ pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
         .collect()
 }
 
+/// The process running `service` (`<bin_dir>/<service> serve --config <config>`), if any;
+/// cheap enough to poll (it reads `/proc`, it runs nothing).
+pub(super) fn running(record: &InstallRecord, service: &str) -> Option<Process> {
+    // Only a process of the service's own user counts: the agent can start a process with any
+    // command line it likes, but not as the publisher.
+    let user = if service == "zodex-prd" {
+        &record.publisher_user
+    } else {
+        &record.agent_user
+    };
+    let uid = nix::unistd::User::from_name(user)
+        .ok()
+        .flatten()?
+        .uid
+        .as_raw();
+    find_serve(&record.layout.binary(service), &record.layout.config(), uid)
+}
+
 /// `BINARY --version`'s version number.
 pub fn binary_version(binary: &Path) -> Option<String> {
     let out = Command::new(binary)
@@ -322,11 +327,12 @@ pub fn binary_version(binary: &Path) -> Option<String> {
     text.split_whitespace().nth(1).map(str::to_string)
 }
 
-struct Process {
+pub(super) struct Process {
     pid: i32,
     uid: u32,
     uptime_seconds: Option<u64>,
-    stale: bool,
+    /// The binary was replaced on disk since the process started.
+    pub stale: bool,
 }
 
 fn find_serve(binary: &Path, config: &Path, uid: u32) -> Option<Process> {
