@@ -262,6 +262,21 @@ impl World {
     }
 }
 
+/// The HTTP status of a `tools/list` with `key`, as if a proxy forwarded `host` in `Host`.
+fn tools_list_status(listen: &str, key: &str, host: &str) -> u16 {
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    reqwest::blocking::Client::new()
+        .post(format!("http://{listen}/mcp?key={key}"))
+        .header("Host", host)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(list.to_string())
+        .send()
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
@@ -367,6 +382,17 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
     assert!(
         url.stdout
             .starts_with("https://sprite.example.com/mcp?key=")
+    );
+    assert!(!url.stderr.contains("warning"), "{}", url.stderr);
+    // What the HTTPS proxy forwards is accepted: the connector works as printed.
+    let key = url.stdout.trim().split("key=").nth(1).unwrap().to_string();
+    assert_eq!(
+        tools_list_status(&world.listen, &key, "sprite.example.com"),
+        200
+    );
+    assert_ne!(
+        tools_list_status(&world.listen, &key, "evil.example.com"),
+        200
     );
     world.doctor_green();
     let status = world.zodex(&["sprite", "status", "--sprite", "box"]).ok();
@@ -627,20 +653,7 @@ fn a_local_server_behind_a_tunnel_prints_and_accepts_its_public_url() {
         "{url}"
     );
     let key = url.split("key=").nth(1).unwrap();
-    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
-    let client = reqwest::blocking::Client::new();
-    let status = |host: &str| {
-        client
-            .post(format!("http://{listen}/mcp?key={key}"))
-            .header("Host", host)
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json, text/event-stream")
-            .body(list.to_string())
-            .send()
-            .unwrap()
-            .status()
-            .as_u16()
-    };
+    let status = |host: &str| tools_list_status(&listen, key, host);
     assert_eq!(status("tunnel.example.com"), 200);
     assert_ne!(status("evil.example.com"), 200);
     local(&["stop"]).ok();
