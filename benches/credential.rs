@@ -114,7 +114,7 @@ fn main() {
     // Where a warm get goes: the daemon's share (one request on the agent socket from here)
     // and the helper process without the socket (a host it does not serve).
     let socket = zodex::agent::client::agent_socket(Some(&rig.config)).unwrap();
-    let request = zodex::publisher::wire::AgentRequest::Credential {
+    let request = zodex::protocol::AgentRequest::Credential {
         host: host.clone(),
         path: "demo/app.git".into(),
     };

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use support::devhub::{AppKind, git_command};
 use support::rig::Rig;
 use zodex::agent::client::call_with_bundle;
-use zodex::publisher::wire::{AgentRequest, PushUpdate, agent_roundtrip_with};
+use zodex::protocol::{AgentRequest, PushUpdate, agent_roundtrip_with};
 
 const ROUNDS: usize = 3;
 const MIB: usize = 1 << 20;

@@ -4,8 +4,10 @@
 
 pub mod agent;
 pub mod cli;
+pub mod config;
 pub mod devhub;
 pub mod engine;
 pub mod operator;
+pub mod protocol;
 pub mod publisher;
 pub mod tools;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use support::devhub::commit_file;
 use support::rig::Rig;
 use support::rig::message;
-use zodex::publisher::wire::{
+use zodex::protocol::{
     AGENT_VERSION, AgentHeader, AgentRequest, ErrorKind, PushUpdate, Response, read_response,
 };
 

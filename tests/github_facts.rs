@@ -16,7 +16,7 @@ use support::rig::{message, stderr, text};
 use zodex::agent::bundle;
 use zodex::agent::client::call_with_bundle;
 use zodex::devhub::{Fault, FaultKind, FaultScope, Level, Permissions, Setup};
-use zodex::publisher::wire::{AgentRequest, PushUpdate};
+use zodex::protocol::{AgentRequest, PushUpdate};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

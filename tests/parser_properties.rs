@@ -20,17 +20,17 @@ use std::time::Duration;
 use zodex::agent::credential::{
     CredentialAnswer, CredentialRequest, MAX_LINE_BYTES, ProtocolError, read_request, repo_of_path,
 };
-use zodex::agent::publish::repo_of_url;
 use zodex::agent::remote_helper::Helper;
 use zodex::engine::RepoName;
+use zodex::engine::repo::repo_of_url;
 use zodex::engine::store::GrantVia;
 use zodex::engine::ttl::{format_duration, parse_ttl};
-use zodex::publisher::publish::bundle::{BundleError, MAX_HEADER_BYTES, read_header, write_header};
-use zodex::publisher::publish::valid_refname;
-use zodex::publisher::wire::{
+use zodex::protocol::bundle_header::{BundleError, MAX_HEADER_BYTES, read_header, write_header};
+use zodex::protocol::{
     AGENT_HEADER_LEN, AGENT_VERSION, AdminRequest, AgentHeader, AgentRequest, MAX_REQUEST_BYTES,
     PushUpdate, Ttl, read_response,
 };
+use zodex::publisher::publish::valid_refname;
 use zodex::tools::apply_patch::check_patch;
 
 /// The TTL grammar's ceiling: ten years of 366 days.

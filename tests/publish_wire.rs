@@ -15,7 +15,7 @@ use support::rig::Rig;
 use support::rig::message;
 use zodex::agent::bundle;
 use zodex::agent::client::{ClientError, call_with_bundle};
-use zodex::publisher::wire::{AgentRequest, ErrorKind, PushUpdate, Response, agent_roundtrip_with};
+use zodex::protocol::{AgentRequest, ErrorKind, PushUpdate, Response, agent_roundtrip_with};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const CEILING: u64 = 134_217_728;

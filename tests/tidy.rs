@@ -10,8 +10,13 @@
 //! - `devhub` imports nothing of `engine`, `publisher` or `tools`, and only `operator::dev`
 //!   imports it (tests too);
 //! - `cli` spawns no process and opens no socket, and each of its files stays under a size
-//!   budget (parsing and printing only).
+//!   budget (parsing and printing only);
+//! - the graph of which top-level module imports which has exactly the arrows of [`ARROWS`],
+//!   so it has no cycle: in particular `agent` and `publisher` share only `protocol`, `config`
+//!   and `engine`, never each other. `cargo test --test tidy -- --nocapture module_graph`
+//!   prints the graph as it is.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Every `.rs` file below `dir`, sorted.
@@ -201,4 +206,131 @@ fn cli_parses_and_prints() {
             file.display()
         );
     }
+}
+
+/// The top-level modules of `src/` and which others each may import. `cli` is the binaries'
+/// edge and may use any layer (it still only parses and prints, see above).
+const ARROWS: &[(&str, &[&str])] = &[
+    ("engine", &[]),
+    ("tools", &[]),
+    ("devhub", &[]),
+    ("protocol", &["engine"]),
+    ("config", &["engine"]),
+    ("publisher", &["engine", "protocol", "config"]),
+    ("agent", &["engine", "protocol", "config"]),
+    // The operator deploys with `zodex-prd install`'s own layout and report types (only
+    // `publisher::install`, checked below), runs `zodex dev`'s devhub and MCP server.
+    (
+        "operator",
+        &[
+            "engine",
+            "protocol",
+            "config",
+            "publisher",
+            "tools",
+            "devhub",
+        ],
+    ),
+    (
+        "cli",
+        &[
+            "engine",
+            "protocol",
+            "config",
+            "publisher",
+            "agent",
+            "operator",
+            "tools",
+            "devhub",
+        ],
+    ),
+];
+
+/// Which top-level module each module's code names (`crate::X`), with one place each.
+fn module_graph() -> BTreeMap<String, BTreeMap<String, String>> {
+    let root = src("");
+    let modules: BTreeSet<&str> = ARROWS.iter().map(|(m, _)| *m).collect();
+    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for file in rust_files(&root) {
+        let relative = file.strip_prefix(&root).unwrap();
+        let first = relative.iter().next().unwrap().to_string_lossy();
+        let from = first.trim_end_matches(".rs").to_string();
+        if !modules.contains(from.as_str()) {
+            continue; // lib.rs, bin/
+        }
+        for (number, line) in code_lines(&file) {
+            let mut rest = line.as_str();
+            while let Some(at) = rest.find("crate::") {
+                rest = &rest[at + "crate::".len()..];
+                let to: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if to != from && modules.contains(to.as_str()) {
+                    graph
+                        .entry(from.clone())
+                        .or_default()
+                        .entry(to)
+                        .or_insert_with(|| format!("src/{}:{number}", relative.display()));
+                }
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn module_graph_has_only_the_allowed_arrows_and_no_cycle() {
+    let graph = module_graph();
+    println!("module graph (module -> the modules it imports):");
+    for (module, _) in ARROWS {
+        let to: Vec<&str> = graph
+            .get(*module)
+            .map(|t| t.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        println!("  {module:<10} -> {}", to.join(", "));
+    }
+    let allowed: BTreeMap<&str, &[&str]> = ARROWS.iter().copied().collect();
+    let mut broken = Vec::new();
+    for (from, targets) in &graph {
+        for (to, place) in targets {
+            if !allowed[from.as_str()].contains(&to.as_str()) {
+                broken.push(format!("{from} -> {to} ({place})"));
+            }
+        }
+    }
+    assert_none(
+        "an arrow the architecture does not allow (see ARROWS in tests/tidy.rs and ARCHITECTURE.md)",
+        broken,
+    );
+    // No cycle: repeatedly remove modules that import nothing left.
+    let mut left: BTreeMap<&str, BTreeSet<&str>> = graph
+        .iter()
+        .map(|(m, t)| (m.as_str(), t.keys().map(String::as_str).collect()))
+        .collect();
+    loop {
+        let leaves: Vec<&str> = left
+            .iter()
+            .filter(|(_, t)| t.iter().all(|to| !left.contains_key(to)))
+            .map(|(m, _)| *m)
+            .collect();
+        if leaves.is_empty() {
+            break;
+        }
+        for leaf in leaves {
+            left.remove(leaf);
+        }
+    }
+    assert!(left.is_empty(), "a cycle among: {:?}", left.keys());
+}
+
+#[test]
+fn the_operator_takes_only_install_types_from_the_publisher() {
+    assert_none(
+        "the operator deploys with `publisher::install`'s types and talks through `protocol`",
+        mentions("operator", &["crate::publisher::"])
+            .into_iter()
+            .filter(|line| !line.contains("crate::publisher::install"))
+            .collect(),
+    );
 }

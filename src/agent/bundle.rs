@@ -2,7 +2,7 @@
 //! pack behind a v2 bundle header. The publisher verifies everything again; this side only
 //! keeps bundles small (never the whole history) and refuses early what cannot pass.
 
-use crate::publisher::publish::bundle::write_header;
+use crate::protocol::bundle_header::write_header;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};

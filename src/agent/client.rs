@@ -1,7 +1,7 @@
 //! One request on the agent socket, and its answer.
 
-use crate::publisher::config::Config;
-use crate::publisher::wire::{AgentRequest, Response, agent_roundtrip};
+use crate::config::Config;
+use crate::protocol::{AgentRequest, Response, agent_roundtrip};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error(transparent)]
-    Config(#[from] crate::publisher::config::ConfigError),
+    Config(#[from] crate::config::ConfigError),
     #[error(
         "cannot reach zodex-prd at {socket}: {source}; is it running? (the operator checks with `zodex sprite status`; `zodex dev up` starts a local one)"
     )]
@@ -60,7 +60,7 @@ pub fn call_with_bundle(
     })?;
     // Publishing waits for GitHub: allow the daemon time to finish.
     stream.set_read_timeout(Some(Duration::from_secs(600)))?;
-    let response = crate::publisher::wire::agent_roundtrip_with(&mut stream, request, len, |s| {
+    let response = crate::protocol::agent_roundtrip_with(&mut stream, request, len, |s| {
         if let Some((path, len)) = bundle {
             let mut file = std::fs::File::open(path)?;
             let mut buf = vec![0u8; 256 * 1024];

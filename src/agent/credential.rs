@@ -1,12 +1,18 @@
 //! The git credential helper protocol (`git help credential`), as `zodex-agent credential`
 //! speaks it: `key=value` lines up to a blank line or end of input, `capability[]` lines,
 //! unknown keys ignored, lines over 64 KiB and requests over 1 MiB refused; a refused `get` is
-//! answered `quit=1`. Pure parsing and formatting; asking `zodex-prd` is the CLI's job,
-//! deciding is the publisher's.
+//! answered `quit=1`. [`serve`] is the helper itself: which requests are this sprite's (its
+//! configured git host), the question to `zodex-prd`, and the lines git gets back; deciding is
+//! the publisher's, printing the CLI's.
 //!
-//! Architecture invariant: nothing here writes a token anywhere but stdout.
+//! Architecture invariant: nothing here writes a token anywhere but the reply meant for git's
+//! stdout.
 
+use crate::config::{Config, DEFAULT_GIT_URL};
+use crate::engine::repo::split_remote_url;
+use crate::protocol::{AgentRequest, CredentialGrant};
 use std::io::BufRead;
+use std::path::Path;
 
 /// The longest line accepted (git's own limit is lower).
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
@@ -117,6 +123,103 @@ impl CredentialAnswer {
 /// The `owner/name` a credential `path` names: one grammar for both sides, in the engine's
 /// repository names.
 pub use crate::engine::repo::repo_of_path;
+
+/// What the helper gives back: the lines for git's stdout (empty: git falls through to its next
+/// helper), a line for stderr, and whether the helper itself failed.
+#[derive(Default)]
+pub struct Reply {
+    pub stdout: String,
+    pub diagnostic: Option<String>,
+    pub failed: bool,
+}
+
+impl Reply {
+    fn say(message: impl Into<String>) -> Self {
+        Self {
+            diagnostic: Some(message.into()),
+            ..Self::default()
+        }
+    }
+}
+
+/// `zodex-agent credential OPERATION` with git's request on `input`. Requests for another host
+/// than this sprite's `[github] git_url` and operations other than `get` and `erase` get no
+/// answer (git asks its next helper); a `get` that `zodex-prd` refused gets `quit=1`, so git
+/// stops without prompting.
+pub fn serve(config: Option<&Path>, operation: &str, input: &mut impl BufRead) -> Reply {
+    let request = match read_request(input) {
+        Ok(request) => request,
+        Err(e) => {
+            return Reply {
+                failed: true,
+                ..Reply::say(e.to_string())
+            };
+        }
+    };
+    if operation != "get" && operation != "erase" {
+        return Reply::default();
+    }
+    let settings = match Config::load(&Config::resolve_path(config)) {
+        Ok(settings) => settings,
+        Err(e) => return Reply::say(e.to_string()),
+    };
+    let served = settings
+        .github
+        .as_ref()
+        .map_or(DEFAULT_GIT_URL, |g| g.git_url.as_str());
+    let served_host = split_remote_url(served).map(|(host, _)| host);
+    let Some(host) = request
+        .host
+        .as_deref()
+        .filter(|h| served_host.as_deref() == Some(h.to_ascii_lowercase().as_str()))
+    else {
+        return Reply::default();
+    };
+    let Some(path) = request.path.clone() else {
+        return Reply::say(
+            "git did not send the repository path; run `git config --global credential.useHttpPath true`",
+        );
+    };
+    let host = host.to_string();
+    let ask = if operation == "get" {
+        AgentRequest::Credential { host, path }
+    } else {
+        AgentRequest::CredentialErase { host, path }
+    };
+    let response = match super::client::call(&settings.agent_socket, &ask) {
+        Ok(response) => response,
+        Err(e) => return Reply::say(e.to_string()),
+    };
+    if let Some(error) = response.error.as_ref().filter(|_| !response.ok) {
+        let message = match &error.unblock {
+            Some(unblock) => format!("{}; {unblock}", error.message),
+            None => error.message.clone(),
+        };
+        return Reply {
+            stdout: if operation == "get" {
+                REFUSAL.to_string()
+            } else {
+                String::new()
+            },
+            ..Reply::say(message.replace('\n', " "))
+        };
+    }
+    if operation != "get" {
+        return Reply::default();
+    }
+    match response.answer::<CredentialGrant>() {
+        Ok(grant) => Reply {
+            stdout: CredentialAnswer {
+                username: grant.username,
+                password: grant.password,
+                password_expiry_utc: grant.password_expiry_utc,
+            }
+            .to_lines(),
+            ..Reply::default()
+        },
+        Err(e) => Reply::say(e.to_string()),
+    }
+}
 
 #[cfg(test)]
 mod tests {

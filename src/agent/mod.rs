@@ -4,6 +4,7 @@
 //! Architecture invariant: the agent side never decides and holds nothing secret; it asks
 //! `zodex-prd` and shows the answer. Its checks are courtesy, never security.
 
+pub mod approval;
 pub mod bundle;
 pub mod client;
 pub mod credential;

@@ -39,28 +39,7 @@ pub struct Prepared {
     pub bundle: Built,
 }
 
-/// `OWNER/NAME` from a remote URL: `https://host/o/r(.git)`, `ssh://git@host/o/r(.git)`, or
-/// the scp-like `git@host:o/r(.git)`.
-pub fn repo_of_url(url: &str) -> Option<RepoName> {
-    let url = url.trim();
-    let path = if let Some((_, rest)) = url.split_once("://") {
-        let (host, path) = rest.split_once('/')?;
-        if host.is_empty() {
-            return None;
-        }
-        path
-    } else if let Some((host, path)) = url.split_once(':') {
-        if host.contains('/') {
-            return None;
-        }
-        path
-    } else {
-        return None;
-    };
-    let path = path.trim_matches('/');
-    let path = path.strip_suffix(".git").unwrap_or(path);
-    RepoName::parse(path).ok()
-}
+use crate::engine::repo::repo_of_url;
 
 /// Runs the client-side checks in `workdir` and builds the bundle.
 pub fn prepare(workdir: &Path, repo: &RepoName, progress: bool) -> Result<Prepared, PublishError> {
@@ -110,34 +89,4 @@ pub fn prepare(workdir: &Path, repo: &RepoName, progress: bool) -> Result<Prepar
         head,
         bundle: built,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn origin_urls_in_every_form_name_the_repository() {
-        for url in [
-            "https://github.com/Demo/App.git",
-            "https://github.com/demo/app",
-            "http://127.0.0.1:8080/demo/app.git/",
-            "ssh://git@github.com/demo/app.git",
-            "git@github.com:demo/app.git",
-            "github.com:demo/app",
-        ] {
-            assert_eq!(
-                repo_of_url(url).map(|r| r.key()),
-                Some("demo/app".into()),
-                "{url}"
-            );
-        }
-        for url in [
-            "/srv/git/app",
-            "file:///tmp/x",
-            "https://github.com/onlyowner",
-        ] {
-            assert_eq!(repo_of_url(url), None, "{url}");
-        }
-    }
 }

@@ -7,9 +7,9 @@
 
 use super::bundle::{self, BundleBuildError};
 use super::client::{self, ClientError};
-use super::publish::repo_of_url;
 use crate::engine::RepoName;
-use crate::publisher::wire::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
+use crate::engine::repo::repo_of_url;
+use crate::protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -177,8 +177,8 @@ impl Helper {
         if !response.ok {
             let error = response
                 .error
-                .unwrap_or_else(|| crate::publisher::wire::WireError {
-                    kind: crate::publisher::wire::ErrorKind::Internal,
+                .unwrap_or_else(|| crate::protocol::WireError {
+                    kind: crate::protocol::ErrorKind::Internal,
                     message: "no reason given".into(),
                     policies: vec![],
                     unblock: None,
@@ -204,9 +204,9 @@ impl Helper {
             },
             None,
         )?;
-        let refs: Vec<crate::publisher::publish::MirrorRef> =
-            serde_json::from_value(response.result.unwrap_or_default())
-                .map_err(|e| HelperError::Refused(format!("unreadable ref list: {e}")))?;
+        let refs: Vec<crate::protocol::ListedRef> = response
+            .answer()
+            .map_err(|e| HelperError::Refused(format!("unreadable ref list: {e}")))?;
         Ok(refs.into_iter().map(|r| (r.name, r.oid)).collect())
     }
 
@@ -266,7 +266,8 @@ impl Helper {
         };
         let answer = self.call(&request, built.as_ref().map(|b| (b.file.path(), b.len)));
         let outcome: PushOutcome = match answer {
-            Ok(response) => serde_json::from_value(response.result.unwrap_or_default())
+            Ok(response) => response
+                .answer()
                 .map_err(|e| HelperError::Refused(format!("unreadable push answer: {e}")))?,
             Err(HelperError::Refused(why) | HelperError::Failed(why)) => {
                 // Refused as a whole (before the body): every ref gets the reason.
@@ -317,7 +318,7 @@ fn unquote(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::publisher::wire::ZERO_OID;
+    use crate::protocol::ZERO_OID;
 
     #[test]
     fn options_set_the_session_and_unknown_ones_are_unsupported() {

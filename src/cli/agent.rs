@@ -1,13 +1,15 @@
 //! `zodex-agent`: the agent user's command line (asks `zodex-prd`; never decides).
 
 use super::{EXIT_FAILURE, print_failure, print_response, render, repo_arg, ttl_arg};
+use crate::agent::approval::{self, Decided};
 use crate::agent::client;
 use crate::engine::RepoName;
-use crate::publisher::wire::{AgentRequest, Response, Ttl};
+use crate::protocol::answers::Grant;
+use crate::protocol::{AgentRequest, Response, Ttl};
 use clap::{Parser, Subcommand};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -170,85 +172,71 @@ fn github(config: Option<PathBuf>, json: bool, command: GithubCommand) -> i32 {
         }
     };
     match call(config.as_ref(), &request) {
-        Ok(response) => print_response(&response, json, |v| match request {
+        Ok(response) => match request {
             AgentRequest::RevokePush { ref repo } => {
-                render::grants(v, "Revoked", &format!("Nothing to revoke for {repo}."))
+                print_response(&response, json, |list: &Vec<Grant>| {
+                    render::grants(list, "Revoked", &format!("Nothing to revoke for {repo}."))
+                })
             }
-            _ => render::status(v),
-        }),
+            _ => print_response(&response, json, render::status),
+        },
         Err(e) => print_failure(&e, json),
     }
 }
 
 fn request_push(config: Option<&PathBuf>, json: bool, request: &AgentRequest, wait: bool) -> i32 {
-    let response = match call(config, request) {
+    let socket = match client::agent_socket(config.map(PathBuf::as_path)) {
+        Ok(socket) => socket,
+        Err(e) => return print_failure(&e, json),
+    };
+    let response = match client::call(&socket, request) {
         Ok(response) => response,
         Err(e) => return print_failure(&e, json),
     };
-    let pending_id = response
-        .result
-        .as_ref()
-        .filter(|g| g.get("state").and_then(|s| s.as_str()) == Some("pending"))
-        .and_then(|g| g.get("id").and_then(|i| i.as_i64()));
-    let (true, Some(id)) = (wait, pending_id) else {
-        return print_response(&response, json, |g| render::grant(g, "Requested"));
+    let (true, Some(id)) = (wait, approval::pending_request(&response)) else {
+        return print_response(&response, json, |g: &Grant| render::grant(g, "Requested"));
     };
     let terminal = std::io::stderr().is_terminal();
     eprintln!(
         "Waiting for an operator to approve request #{id} (they run `zodex sprite github approve {id}`); Ctrl-C stops waiting, the request stays."
     );
-    let start = Instant::now();
     let spinner = ['|', '/', '-', '\\'];
     let mut tick = 0usize;
-    loop {
-        std::thread::sleep(Duration::from_millis(500));
-        let state = match call(config, &AgentRequest::RequestState { id }) {
-            Ok(state) => state,
-            Err(e) => return print_failure(&e, json),
-        };
-        let current = state
-            .result
-            .as_ref()
-            .and_then(|g| g.get("state").and_then(|s| s.as_str()).map(String::from));
-        match current.as_deref() {
-            Some("pending") => {
-                if terminal {
-                    tick += 1;
-                    eprint!(
-                        "\r{} waiting {}s ",
-                        spinner[tick % 4],
-                        start.elapsed().as_secs()
-                    );
-                    let _ = std::io::stderr().flush();
-                }
+    let decided = approval::wait_for_decision(&socket, id, |elapsed| {
+        if terminal {
+            tick += 1;
+            eprint!("\r{} waiting {}s ", spinner[tick % 4], elapsed.as_secs());
+            let _ = std::io::stderr().flush();
+        }
+    });
+    if terminal {
+        eprintln!();
+    }
+    match decided {
+        Err(e) => print_failure(&e, json),
+        Ok(Decided::Approved(answer)) => {
+            print_response(&answer, json, |g: &Grant| render::grant(g, "Approved"))
+        }
+        Ok(Decided::Ended { state, answer }) => {
+            if json {
+                super::print_json(&answer);
+            } else {
+                eprintln!(
+                    "error: request #{id} was {}; ask the operator why, or request again",
+                    render::grant_state(state)
+                );
             }
-            Some("active") => {
-                if terminal {
-                    eprintln!();
-                }
-                return print_response(&state, json, |g| render::grant(g, "Approved"));
+            super::EXIT_DENIED
+        }
+        Ok(Decided::Failed(answer)) => {
+            if json {
+                super::print_json(&answer);
+            } else if answer.ok {
+                let _ = print_response(&answer, false, |_: &Grant| String::new());
+            } else {
+                eprintln!("{}", render::error_text(&answer));
             }
-            Some(other) => {
-                if terminal {
-                    eprintln!();
-                }
-                if json {
-                    super::print_json(&state);
-                } else {
-                    eprintln!(
-                        "error: request #{id} was {other}; ask the operator why, or request again"
-                    );
-                }
-                return super::EXIT_DENIED;
-            }
-            None => {
-                if json {
-                    super::print_json(&state);
-                } else {
-                    eprintln!("{}", render::error_text(&state));
-                }
-                return EXIT_FAILURE;
-            }
+            EXIT_FAILURE
         }
     }
 }
@@ -284,113 +272,20 @@ fn credential_fast_args(
     Some((config, operation?))
 }
 
-/// `zodex-agent credential OP`: git's credential protocol on stdin/stdout. Anything this helper
-/// does not serve gets empty output, so git falls through to its next helper; a `get` that
-/// zodex-prd refused gets `quit=1`, so git stops without prompting.
+/// `zodex-agent credential OP`: git's credential protocol on stdin/stdout (see
+/// `agent::credential::serve`).
 fn credential(config: Option<PathBuf>, operation: &str) -> i32 {
-    use crate::agent::credential::{CredentialAnswer, REFUSAL, read_request};
-    let request = match read_request(&mut std::io::stdin().lock()) {
-        Ok(request) => request,
-        Err(e) => {
-            eprintln!("zodex-agent credential: {e}");
-            return EXIT_FAILURE;
-        }
-    };
-    if operation == "store" || (operation != "get" && operation != "erase") {
-        return 0;
+    let reply =
+        crate::agent::credential::serve(config.as_deref(), operation, &mut std::io::stdin().lock());
+    if let Some(message) = &reply.diagnostic {
+        eprintln!("zodex-agent credential: {message}");
     }
-    let path = crate::publisher::config::Config::resolve_path(config.as_deref());
-    let settings = match crate::publisher::config::Config::load(&path) {
-        Ok(settings) => settings,
-        Err(e) => {
-            eprintln!("zodex-agent credential: {e}");
-            return 0;
-        }
-    };
-    let served = settings
-        .github
-        .as_ref()
-        .map(|g| g.git_url.clone())
-        .unwrap_or_else(|| crate::publisher::config::DEFAULT_GIT_URL.to_string());
-    let served_host = served
-        .split_once("://")
-        .map(|(_, rest)| {
-            rest.split('/')
-                .next()
-                .unwrap_or_default()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
-    let Some(host) = request
-        .host
-        .as_deref()
-        .filter(|h| h.eq_ignore_ascii_case(&served_host))
-    else {
-        return 0;
-    };
-    let Some(repo_path) = request.path.clone() else {
-        eprintln!(
-            "zodex-agent credential: git did not send the repository path; run `git config --global credential.useHttpPath true`"
-        );
-        return 0;
-    };
-    let wire = if operation == "get" {
-        AgentRequest::Credential {
-            host: host.to_string(),
-            path: repo_path,
-        }
-    } else {
-        AgentRequest::CredentialErase {
-            host: host.to_string(),
-            path: repo_path,
-        }
-    };
-    let response = match client::call(&settings.agent_socket, &wire) {
-        Ok(response) => response,
-        Err(e) => {
-            eprintln!("zodex-agent credential: {e}");
-            return 0;
-        }
-    };
-    if !response.ok {
-        let message = response
-            .error
-            .as_ref()
-            .map(|e| match &e.unblock {
-                Some(unblock) => format!("{}; {unblock}", e.message),
-                None => e.message.clone(),
-            })
-            .unwrap_or_else(|| "zodex-prd refused without a reason".into());
-        eprintln!("zodex-agent credential: {}", message.replace('\n', " "));
-        if operation == "get" {
-            let mut stdout = std::io::stdout().lock();
-            let _ = stdout
-                .write_all(REFUSAL.as_bytes())
-                .and_then(|_| stdout.flush());
-        }
-        return 0;
-    }
-    if operation != "get" {
-        return 0;
-    }
-    let grant: Option<crate::publisher::wire::CredentialGrant> =
-        response.result.and_then(|v| serde_json::from_value(v).ok());
-    let Some(grant) = grant else {
-        eprintln!(
-            "zodex-agent credential: zodex-prd sent an answer this helper does not understand; install matching versions"
-        );
-        return 0;
-    };
-    let answer = CredentialAnswer {
-        username: grant.username,
-        password: grant.password,
-        password_expiry_utc: grant.password_expiry_utc,
-    };
     let mut stdout = std::io::stdout().lock();
     if stdout
-        .write_all(answer.to_lines().as_bytes())
+        .write_all(reply.stdout.as_bytes())
         .and_then(|_| stdout.flush())
         .is_err()
+        || reply.failed
     {
         return EXIT_FAILURE;
     }

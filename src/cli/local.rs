@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::engine::ttl::{format_duration, parse_ttl};
-use crate::publisher::wire::{ErrorKind, Response};
+use crate::protocol::{ErrorKind, Response};
 use crate::tools::server::local::{self, LocalPaths, Running, StartOptions};
 use crate::tools::server::{self, UsageError};
 

@@ -15,7 +15,7 @@ pub mod serve;
 pub mod sprite_deploy;
 pub mod zodex;
 
-use crate::publisher::wire::{ErrorKind, Response};
+use crate::protocol::{ErrorKind, Response};
 use std::time::Duration;
 
 pub const EXIT_OK: i32 = 0;
@@ -78,17 +78,27 @@ pub fn exit_code(response: &Response) -> i32 {
 
 /// Prints a response: as JSON with `--json`, else `render` for success and a readable error.
 /// Either way nothing in it reaches the terminal raw (see [`render::safe`]).
-pub fn print_response(
+/// The result is read as the typed answer `T` of the request (see `protocol::answers`); one this
+/// build cannot read is said to be a version mismatch, never printed half-empty.
+pub fn print_response<T: serde::de::DeserializeOwned>(
     response: &Response,
     json: bool,
-    render: impl FnOnce(&serde_json::Value) -> String,
+    render: impl FnOnce(&T) -> String,
 ) -> i32 {
     if json {
         print_json(response);
-    } else if let (true, Some(result)) = (response.ok, &response.result) {
-        let text = render(result);
-        if !text.is_empty() {
-            println!("{}", text.trim_end());
+    } else if response.ok {
+        match response.answer::<T>() {
+            Ok(answer) => {
+                let text = render(&answer);
+                if !text.is_empty() {
+                    println!("{}", text.trim_end());
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {}", render::safe(&e.to_string()));
+                return EXIT_FAILURE;
+            }
         }
     } else {
         eprintln!("{}", render::error_text(response));

@@ -1,14 +1,14 @@
 //! `zodex-prd`: the publisher daemon's command line.
 
 use super::{EXIT_DENIED, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, render};
+use crate::config::Config;
 use crate::engine::policy::Policies;
-use crate::publisher::config::Config;
+use crate::protocol::{ErrorKind, MAX_REQUEST_BYTES, Response};
 use crate::publisher::daemon::DaemonError;
 use crate::publisher::host::HostError;
 use crate::publisher::prove::{ProveError, SolverCommand, Subject};
 use crate::publisher::publish::indexer;
 use crate::publisher::sockets::{Impersonation, admin_call};
-use crate::publisher::wire::{ErrorKind, MAX_REQUEST_BYTES, Response};
 use clap::{Parser, Subcommand};
 use std::io::Read;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! transport). With `--json` each prints one JSON document for the operator's `zodex`.
 
 use super::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
-use crate::publisher::config::Config;
+use crate::config::Config;
 use crate::publisher::install::layout::{InstallRecord, ServiceManager};
 use crate::publisher::install::services::{self, Action};
 use crate::publisher::install::{self, Finding, InstallOptions, KeyUpload};
@@ -208,8 +208,8 @@ pub fn install(args: InstallArgs) -> i32 {
         }
         Err(e) => {
             if args.json {
-                super::print_json(&crate::publisher::wire::Response::error(
-                    crate::publisher::wire::ErrorKind::Internal,
+                super::print_json(&crate::protocol::Response::error(
+                    crate::protocol::ErrorKind::Internal,
                     e.to_string(),
                 ));
             }
@@ -247,7 +247,7 @@ pub fn check_isolation(config: Option<PathBuf>, json: bool) -> i32 {
 
 fn report_findings(findings: &[Finding], json: bool) -> i32 {
     if json {
-        super::print_json(&crate::publisher::wire::Response::ok(
+        super::print_json(&crate::protocol::Response::ok(
             crate::publisher::ground::Findings::from(findings.to_vec()),
         ));
     } else {
@@ -416,8 +416,8 @@ pub fn allow_host(config: Option<PathBuf>, host: &str, json: bool) -> i32 {
         }
         Err(e) => {
             if json {
-                super::print_json(&crate::publisher::wire::Response::error(
-                    crate::publisher::wire::ErrorKind::Internal,
+                super::print_json(&crate::protocol::Response::error(
+                    crate::protocol::ErrorKind::Internal,
                     e.to_string(),
                 ));
             }

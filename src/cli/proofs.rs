@@ -3,6 +3,7 @@
 //! failure the counterexample in the operator's words.
 
 use super::render::safe;
+use crate::protocol::answers::ProofStatus;
 use crate::publisher::prove::{Outcome, Report};
 use std::fmt::Write as _;
 
@@ -87,23 +88,10 @@ pub fn report(report: &Report, what: &str) -> String {
 }
 
 /// The `Policy proofs` section of `status`: the proof at start and every waiver.
-pub fn status(status: &serde_json::Value) -> String {
-    let Some(proofs) = status.get("proofs") else {
-        return String::new();
-    };
+pub fn status(proofs: &ProofStatus) -> String {
     let mut out = String::from("Policy proofs:\n");
-    let summary = proofs
-        .get("summary")
-        .and_then(|s| s.as_str())
-        .unwrap_or("unknown");
-    let _ = writeln!(out, "  {}", safe(summary));
-    for waived in proofs
-        .get("waived")
-        .and_then(|w| w.as_array())
-        .into_iter()
-        .flatten()
-        .filter_map(|w| w.as_str())
-    {
+    let _ = writeln!(out, "  {}", safe(&proofs.summary));
+    for waived in &proofs.waived {
         let _ = writeln!(
             out,
             "  waived: {} (waive_properties in the configuration; the policies may break it)",

@@ -4,7 +4,7 @@
 use super::{EXIT_USAGE, print_failure, print_response};
 use crate::agent::{client, publish};
 use crate::engine::RepoName;
-use crate::publisher::wire::{AgentRequest, ErrorKind, Response};
+use crate::protocol::{AgentRequest, ErrorKind, Response};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
@@ -102,29 +102,7 @@ pub fn publish_pr(config: Option<&PathBuf>, json: bool, args: PublishArgs) -> i3
         },
     );
     match response {
-        Ok(response) => print_response(&response, json, |v| {
-            let field = |k: &str| {
-                v.get(k)
-                    .and_then(|x| x.as_str())
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let number = v.get("number").and_then(|x| x.as_u64()).unwrap_or_default();
-            let reused = v.get("reused").and_then(|x| x.as_bool()).unwrap_or(false);
-            let draft = v.get("draft").and_then(|x| x.as_bool()).unwrap_or(false);
-            format!(
-                "{} pull request #{number}{}: {}\n  branch {} → {}",
-                if reused {
-                    "Already published:"
-                } else {
-                    "Opened"
-                },
-                if draft { " (draft)" } else { "" },
-                field("url"),
-                field("branch"),
-                field("base"),
-            )
-        }),
+        Ok(response) => print_response(&response, json, super::render::published),
         Err(e) => print_failure(&e, json),
     }
 }

@@ -6,8 +6,11 @@
 //! `--json` output goes through [`safe_json`].
 
 use crate::engine::ttl::format_duration;
-use crate::publisher::wire::Response;
-use serde_json::Value;
+use crate::protocol::answers::{
+    AuditRow, Explanation, Grant, GrantState, GrantVia, GrantView, Status, StatusAnswer, YoloScope,
+    YoloView,
+};
+use crate::protocol::{Published, Response};
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -77,18 +80,6 @@ pub fn json_pretty(value: &impl serde::Serialize) -> String {
     safe_json(serde_json::to_string_pretty(value).unwrap_or_default())
 }
 
-fn s<'a>(v: &'a Value, key: &str) -> Cow<'a, str> {
-    safe(v.get(key).and_then(Value::as_str).unwrap_or(""))
-}
-
-fn i(v: &Value, key: &str) -> Option<i64> {
-    v.get(key).and_then(Value::as_i64)
-}
-
-fn b(v: &Value, key: &str) -> bool {
-    v.get(key).and_then(Value::as_bool).unwrap_or(false)
-}
-
 /// `2026-11-30 03:10:00 UTC`
 pub fn time(unix: i64) -> String {
     chrono::DateTime::from_timestamp(unix, 0)
@@ -115,74 +106,96 @@ pub fn error_text(response: &Response) -> String {
     out
 }
 
-fn grant_line(g: &Value) -> String {
-    let mut line = format!("#{} {} ", i(g, "id").unwrap_or(0), s(g, "repo"));
-    let state = match g.get("shown_state").and_then(Value::as_str) {
-        Some(shown) => safe(shown),
-        None => s(g, "state"),
-    };
-    match state.as_ref() {
+/// The time left of something that expires at `expires_at`, at this machine's clock (a fresh
+/// grant or scope carries no `seconds_left`).
+fn left_until(expires_at: Option<i64>) -> Option<i64> {
+    expires_at.map(|at| at - chrono::Utc::now().timestamp())
+}
+
+/// A grant just returned by a command, shown the way `status` shows it.
+fn view_of(grant: &Grant) -> GrantView {
+    GrantView {
+        grant: grant.clone(),
+        shown_state: grant_state(grant.state).to_string(),
+        seconds_left: None,
+        warning: None,
+        writer_app: None,
+    }
+}
+
+pub fn grant_state(state: GrantState) -> &'static str {
+    match state {
+        GrantState::Pending => "pending",
+        GrantState::Active => "active",
+        GrantState::Revoked => "revoked",
+        GrantState::Expired => "expired",
+        GrantState::Denied => "denied",
+    }
+}
+
+fn via_name(via: GrantVia) -> &'static str {
+    match via {
+        GrantVia::Gateway => "gateway",
+        GrantVia::Token => "token",
+    }
+}
+
+fn grant_line(view: &GrantView) -> String {
+    let g = &view.grant;
+    let mut line = format!("#{} {} ", g.id, safe(&g.repo));
+    match view.shown_state.as_str() {
         "active" => {
-            // A fresh grant carries no `seconds_left`: derive it from the expiry for display.
-            let seconds_left = i(g, "seconds_left")
-                .or_else(|| i(g, "expires_at").map(|at| at - chrono::Utc::now().timestamp()));
+            let seconds_left = view.seconds_left.or_else(|| left_until(g.expires_at));
             let _ = write!(line, "active, {}", left(seconds_left));
-            if let Some(at) = i(g, "expires_at") {
+            if let Some(at) = g.expires_at {
                 let _ = write!(line, " (until {})", time(at));
             }
         }
         "pending" => {
-            let ttl = i(g, "ttl_seconds").map_or("no TTL".into(), |t| {
-                format_duration(Duration::from_secs(t as u64))
+            let ttl = g.ttl_seconds.map_or("no TTL".into(), |t| {
+                format_duration(Duration::from_secs(t.max(0) as u64))
             });
             let _ = write!(line, "pending, asks for {ttl}");
         }
         other => {
-            let _ = write!(line, "{other}");
-            if let Some(at) = i(g, "ended_at").or(i(g, "expires_at")) {
+            let _ = write!(line, "{}", safe(other));
+            if let Some(at) = g.ended_at.or(g.expires_at) {
                 let _ = write!(line, " at {}", time(at));
             }
         }
     }
-    let _ = write!(line, ", via {}", s(g, "via"));
-    line.push_str(&refs_part(g));
-    if b(g, "allow_workflows") {
+    let _ = write!(line, ", via {}", via_name(g.via));
+    line.push_str(&refs_part(&g.refs));
+    if g.allow_workflows {
         line.push_str(", workflows allowed");
     }
-    if let Some(reason) = g.get("reason").and_then(Value::as_str) {
+    if let Some(reason) = &g.reason {
         let _ = write!(line, ", reason: {}", safe(reason));
     }
     line
 }
 
 /// `, refs: refs/heads/feature/*, …` for a grant or scope limited to refs; empty otherwise.
-fn refs_part(v: &Value) -> String {
-    let refs: Vec<Cow<'_, str>> = v
-        .get("refs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(safe)
-        .collect();
+fn refs_part(refs: &[String]) -> String {
     if refs.is_empty() {
         String::new()
     } else {
-        format!(", refs: {}", refs.join(", "))
+        let shown: Vec<Cow<'_, str>> = refs.iter().map(|r| safe(r)).collect();
+        format!(", refs: {}", shown.join(", "))
     }
 }
 
 /// A grant just made or approved.
-pub fn grant(g: &Value, verb: &str) -> String {
-    let mut out = format!("{verb}: {}", grant_line(g));
-    if s(g, "state") == "pending" {
+pub fn grant(g: &Grant, verb: &str) -> String {
+    let mut out = format!("{verb}: {}", grant_line(&view_of(g)));
+    if g.state == GrantState::Pending {
         let _ = write!(
             out,
             "\nAn operator approves it with `zodex sprite github approve {}`.",
-            i(g, "id").unwrap_or(0)
+            g.id
         );
     }
-    if s(g, "via") == "token" {
+    if g.via == GrantVia::Token {
         let _ = write!(
             out,
             "\nWarning: {}",
@@ -193,72 +206,81 @@ pub fn grant(g: &Value, verb: &str) -> String {
 }
 
 /// A request the operator just denied.
-pub fn denied(g: &Value) -> String {
-    format!(
-        "Denied request #{} for {}.",
-        i(g, "id").unwrap_or(0),
-        s(g, "repo")
-    )
+pub fn denied(g: &Grant) -> String {
+    format!("Denied request #{} for {}.", g.id, safe(&g.repo))
 }
 
-pub fn grants(list: &Value, verb: &str, empty: &str) -> String {
-    let items = list.as_array().cloned().unwrap_or_default();
-    if items.is_empty() {
-        return empty.to_string();
+/// Grants a command just changed (`revoke-push`).
+pub fn grants(list: &[Grant], verb: &str, empty: &str) -> String {
+    lines(list.iter().map(view_of), verb, empty)
+}
+
+/// Requests as `requests` lists them.
+pub fn requests(list: &[GrantView], verb: &str, empty: &str) -> String {
+    lines(list.iter().cloned(), verb, empty)
+}
+
+fn lines(views: impl Iterator<Item = GrantView>, verb: &str, empty: &str) -> String {
+    let lines: Vec<String> = views
+        .map(|g| format!("{verb}: {}", grant_line(&g)))
+        .collect();
+    if lines.is_empty() {
+        empty.to_string()
+    } else {
+        lines.join("\n")
     }
-    items
-        .iter()
-        .map(|g| format!("{verb}: {}", grant_line(g)))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
-fn yolo_line(y: &Value) -> String {
-    let what = y
-        .get("repo")
-        .and_then(Value::as_str)
+fn yolo_line(y: &YoloView) -> String {
+    let scope = &y.scope;
+    let what = scope
+        .repo
+        .as_deref()
         .map_or(Cow::Borrowed("all installed repositories"), safe);
-    let state = y
-        .get("shown_state")
-        .and_then(Value::as_str)
-        .map_or(Cow::Borrowed("active"), safe);
-    let mut line = format!("YOLO #{} on {what}: {state}", i(y, "id").unwrap_or(0));
+    let state = safe(&y.shown_state);
+    let mut line = format!("YOLO #{} on {what}: {state}", scope.id);
     if state == "active" {
-        let _ = write!(line, ", {}", left(i(y, "seconds_left")));
+        let seconds_left = y.seconds_left.or_else(|| left_until(scope.expires_at));
+        let _ = write!(line, ", {}", left(seconds_left));
     }
-    if let Some(at) = i(y, "expires_at") {
+    if let Some(at) = scope.expires_at {
         let _ = write!(line, " (until {})", time(at));
     }
-    line.push_str(&refs_part(y));
-    if b(y, "allow_workflows") {
+    line.push_str(&refs_part(&scope.refs));
+    if scope.allow_workflows {
         line.push_str(", workflows allowed");
     }
     line
 }
 
-pub fn yolo(list: &Value) -> String {
-    list.as_array()
-        .map(|items| {
-            items
-                .iter()
-                .map(|y| format!("Set {}", yolo_line(y)))
-                .collect::<Vec<_>>()
-                .join("\n")
+/// Scopes just set (`yolo`).
+pub fn yolo(list: &[YoloScope]) -> String {
+    list.iter()
+        .map(|scope| {
+            let view = YoloView {
+                scope: scope.clone(),
+                shown_state: "active".into(),
+                seconds_left: None,
+            };
+            format!("Set {}", yolo_line(&view))
         })
-        .unwrap_or_default()
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
-pub fn cleared(list: &Value) -> String {
-    let n = list.as_array().map_or(0, Vec::len);
-    format!("Cleared {n} YOLO scope(s); explicit grants are untouched.")
+pub fn cleared(list: &[YoloScope]) -> String {
+    format!(
+        "Cleared {} YOLO scope(s); explicit grants are untouched.",
+        list.len()
+    )
 }
 
 /// What a status line says about the writer App's coverage of the grant's repository: nothing
 /// when installed; "unknown" — never "not installed" — with the command that checks when the
 /// publisher has no fresh check.
-fn writer_app_note(grant: &Value) -> Option<String> {
-    let repo = s(grant, "repo");
-    match grant.get("writer_app").and_then(Value::as_str)? {
+fn writer_app_note(view: &GrantView) -> Option<String> {
+    let repo = safe(&view.grant.repo);
+    match view.writer_app.as_deref()? {
         "not_installed" => Some(format!(
             "writer App: not installed on {repo} (checked); pushes are refused until it is installed there"
         )),
@@ -269,99 +291,119 @@ fn writer_app_note(grant: &Value) -> Option<String> {
     }
 }
 
-pub fn status(v: &Value) -> String {
+/// One section of `status`: its lines, and how many more the publisher did not send.
+fn section<T>(
+    out: &mut String,
+    title: &str,
+    items: &[T],
+    total: u64,
+    more: &str,
+    line: impl Fn(&T) -> String,
+    notes: impl Fn(&T) -> Vec<String>,
+) {
+    let _ = writeln!(out, "{title}:");
+    if items.is_empty() {
+        let _ = writeln!(out, "  none");
+    }
+    for item in items {
+        let _ = writeln!(out, "  {}", line(item));
+        for note in notes(item) {
+            let _ = writeln!(out, "    {note}");
+        }
+    }
+    // The publisher shows a bounded number of each; it says how many there are in all.
+    let shown = items.len() as u64;
+    if total > shown {
+        let _ = writeln!(out, "  … and {} more: {more}", total - shown);
+    }
+}
+
+fn grant_notes(view: &GrantView) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(warning) = &view.warning {
+        notes.push(format!("warning: {}", safe(warning)));
+    }
+    notes.extend(writer_app_note(view));
+    notes
+}
+
+/// The agent's `status`.
+pub fn status(v: &Status) -> String {
     let mut out = String::new();
-    let section =
-        |out: &mut String, title: &str, key: &str, more: &str, line: &dyn Fn(&Value) -> String| {
-            let items = v
-                .get(key)
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let _ = writeln!(out, "{title}:");
-            if items.is_empty() {
-                let _ = writeln!(out, "  none");
-            }
-            for item in &items {
-                let _ = writeln!(out, "  {}", line(item));
-                if let Some(w) = item.get("warning").and_then(Value::as_str) {
-                    let _ = writeln!(out, "    warning: {}", safe(w));
-                }
-                if let Some(note) = writer_app_note(item) {
-                    let _ = writeln!(out, "    {note}");
-                }
-            }
-            // The publisher shows a bounded number of each; it says how many there are in all.
-            let total = i(v, &format!("{key}_total")).unwrap_or(items.len() as i64);
-            if total > items.len() as i64 {
-                let _ = writeln!(out, "  … and {} more: {more}", total - items.len() as i64);
-            }
-        };
     section(
         &mut out,
         "Active grants",
-        "grants",
+        &v.grants,
+        v.grants_total,
         "see them all with --json, or revoke with `zodex sprite github revoke-push --repo OWNER/NAME`",
-        &grant_line,
+        grant_line,
+        grant_notes,
     );
     section(
         &mut out,
         "YOLO scopes",
-        "yolo",
+        &v.yolo,
+        v.yolo_total,
         "clear them with `zodex sprite github default`",
-        &yolo_line,
+        yolo_line,
+        |_| Vec::new(),
     );
     section(
         &mut out,
         "Pending requests",
-        "pending",
+        &v.pending,
+        v.pending_total,
         "list them all with `zodex sprite github requests`",
-        &grant_line,
+        grant_line,
+        grant_notes,
     );
     section(
         &mut out,
         "Ended in the last 24h",
-        "recently_ended",
+        &v.recently_ended,
+        v.recently_ended_total,
         "see `zodex sprite github audit --since 1d`",
-        &grant_line,
+        grant_line,
+        grant_notes,
     );
-    out.push_str(&super::proofs::status(v));
     out
 }
 
-pub fn audit(rows: &Value) -> String {
-    let items = rows.as_array().cloned().unwrap_or_default();
-    if items.is_empty() {
+/// The operator's `status`: the agent's view and how the policy proofs stand.
+pub fn operator_status(v: &StatusAnswer) -> String {
+    let mut out = status(&v.status);
+    if let Some(proofs) = &v.proofs {
+        out.push_str(&super::proofs::status(proofs));
+    }
+    out
+}
+
+pub fn audit(rows: &[AuditRow]) -> String {
+    if rows.is_empty() {
         return "No audit rows match.".to_string();
     }
     let mut out = String::new();
-    for r in items {
-        let policies: Vec<Cow<'_, str>> = r
-            .get("policies")
-            .and_then(Value::as_array)
-            .map(|p| p.iter().filter_map(Value::as_str).map(safe).collect())
-            .unwrap_or_default();
+    for r in rows {
+        let policies: Vec<Cow<'_, str>> = r.policies.iter().map(|p| safe(p)).collect();
         let _ = write!(
             out,
             "{} {} {} {} {}",
-            time(i(&r, "at").unwrap_or(0)),
-            s(&r, "principal"),
-            s(&r, "action"),
-            r.get("repo_key")
-                .and_then(Value::as_str)
-                .map_or(Cow::Borrowed("-"), safe),
-            s(&r, "decision"),
+            time(r.at),
+            safe(&r.principal),
+            safe(&r.action),
+            r.repo_key.as_deref().map_or(Cow::Borrowed("-"), safe),
+            safe(&r.decision),
         );
-        if let Some(reference) = r.get("ref_name").and_then(Value::as_str) {
+        if let Some(reference) = &r.ref_name {
             let _ = write!(out, " {}", safe(reference));
         }
         if !policies.is_empty() {
             let _ = write!(out, " [{}]", policies.join(", "));
         }
-        if let Some(outcome) = r.get("outcome").and_then(Value::as_str) {
+        if let Some(outcome) = &r.outcome {
             let _ = write!(out, " -> {}", safe(outcome));
         }
-        if let Some(detail) = r.get("detail").filter(|d| !d.is_null()) {
+        if let Some(detail) = r.detail.as_ref().filter(|d| !d.is_null()) {
             let _ = write!(out, " {}", safe(&detail.to_string()));
         }
         out.push('\n');
@@ -374,86 +416,85 @@ pub fn more_rows(next_before: i64) -> String {
     format!("Older rows exist: run the same command with `--before {next_before}` to see them.")
 }
 
-pub fn explain(v: &Value) -> String {
-    let decision = v.get("decision").cloned().unwrap_or_default();
-    let allowed = b(&decision, "allowed");
-    let policies: Vec<String> = decision
-        .get("policies")
-        .and_then(Value::as_array)
-        .map(|p| {
-            p.iter()
-                .filter_map(|x| x.as_str().map(|t| safe(t).into_owned()))
-                .collect()
-        })
-        .unwrap_or_default();
+pub fn explain(v: &Explanation) -> String {
+    let decision = &v.decision;
+    let policies: Vec<Cow<'_, str>> = decision.policies.iter().map(|p| safe(p)).collect();
     let mut out = format!(
         "{}: {}",
-        if allowed { "ALLOW" } else { "DENY" },
+        if decision.allowed { "ALLOW" } else { "DENY" },
         if policies.is_empty() {
             "no policy permits it".to_string()
         } else {
             policies.join(", ")
         }
     );
-    if let Some(repo) = decision.get("repository") {
+    if let Some(repo) = &decision.repository {
         // Coverage not checked (or stale) is "unknown", never "not installed".
-        let known = repo
-            .get("coverage_known")
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
-        let installed = |key: &str| {
-            if known {
-                b(repo, key).to_string()
+        let installed = |flag: bool| {
+            if repo.coverage_known {
+                flag.to_string()
             } else {
                 "unknown".to_string()
             }
         };
-        let branch = match repo.get("default_branch").and_then(Value::as_str) {
+        let branch = match &repo.default_branch {
             Some(branch) => safe(branch).into_owned(),
             None => "unknown".to_string(),
         };
         let _ = write!(
             out,
             "\n  repository {}: default branch {branch}, configured target {}, writer installed {}, reader installed {}",
-            s(repo, "key"),
-            b(repo, "configured_target"),
-            installed("writer_installed"),
-            installed("reader_installed"),
+            safe(&repo.key),
+            repo.configured_target,
+            installed(repo.writer_installed),
+            installed(repo.reader_installed),
         );
     }
-    for grant in v
-        .get("grants")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let refs = refs_part(grant);
+    for grant in &v.grants {
+        let refs = refs_part(&grant.refs);
         let _ = write!(
             out,
             "\n  grant #{}{}{}",
-            i(grant, "id").unwrap_or(0),
+            grant.id,
             if refs.is_empty() {
                 ", every ref"
             } else {
                 refs.as_str()
             },
-            if b(grant, "covers_ref") {
+            if grant.covers_ref {
                 ""
             } else {
                 " (does not cover this ref)"
             }
         );
     }
-    if let Some(denial) = v.get("denial").filter(|d| !d.is_null()) {
-        let _ = write!(out, "\n  next: {}", s(denial, "unblock"));
+    if let Some(denial) = &v.denial {
+        let _ = write!(out, "\n  next: {}", safe(&denial.unblock));
     }
     out
+}
+
+/// What `publish-pr` opened (or found already open).
+pub fn published(p: &Published) -> String {
+    format!(
+        "{} pull request #{}{}: {}\n  branch {} → {}",
+        if p.reused {
+            "Already published:"
+        } else {
+            "Opened"
+        },
+        p.number,
+        if p.draft { " (draft)" } else { "" },
+        safe(&p.url),
+        safe(&p.branch),
+        safe(&p.base),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn safe_escapes_every_class_visibly_and_leaves_plain_text_alone() {
@@ -493,15 +534,52 @@ mod tests {
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value);
     }
 
+    /// A grant as the publisher sends it, with `fields` put over a plain active one.
+    fn grant_from(fields: Value) -> Grant {
+        let mut grant = json!({
+            "id": 1, "repo_key": "demo/app", "repo": "demo/app", "state": "active",
+            "created_by": "operator", "reason": null, "ttl_seconds": 1800, "via": "gateway",
+            "allow_workflows": false, "created_at": 0, "activated_at": 0, "expires_at": null,
+            "approved_by": null, "ended_at": null, "ended_by": null,
+        });
+        for (key, value) in fields.as_object().unwrap() {
+            grant[key] = value.clone();
+        }
+        serde_json::from_value(grant).unwrap()
+    }
+
+    fn view_from(grant: Grant, shown_state: &str, warning: Option<&str>) -> GrantView {
+        GrantView {
+            grant,
+            shown_state: shown_state.into(),
+            seconds_left: None,
+            warning: warning.map(String::from),
+            writer_app: None,
+        }
+    }
+
+    fn status_of(pending: Vec<GrantView>, pending_total: u64) -> Status {
+        Status {
+            now: 0,
+            grants: vec![],
+            grants_total: 0,
+            pending,
+            pending_total,
+            yolo: vec![],
+            yolo_total: 0,
+            recently_ended: vec![],
+            recently_ended_total: 0,
+        }
+    }
+
     /// The attack from issue 8: a reason that returns the cursor and rewrites the line.
     #[test]
     fn a_hostile_reason_cannot_rewrite_the_requests_line() {
-        let request = json!({
-            "id": 7, "repo": "demo/app", "state": "pending", "ttl_seconds": null,
-            "via": "gateway", "allow_workflows": false,
+        let request = grant_from(json!({
+            "id": 7, "state": "pending", "ttl_seconds": null,
             "reason": "ok\r\u{1b}[2K#7 demo/other pending, asks for 30m\u{202e}",
-        });
-        let text = grants(&json!([request]), "Request", "none");
+        }));
+        let text = grants(&[request], "Request", "none");
         assert!(!text.contains('\r') && !text.contains('\u{1b}'), "{text:?}");
         assert!(!text.contains('\u{202e}'), "{text:?}");
         assert!(
@@ -521,31 +599,68 @@ mod tests {
             assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
             assert!(!text.contains('\u{2066}'), "{text:?}");
         };
-        let grant = json!({"id": 1, "repo": evil, "state": "active", "via": evil,
-                           "shown_state": evil, "reason": evil, "warning": evil});
-        check(grant_line(&grant));
+        let grant = grant_from(json!({"repo": evil, "reason": evil, "refs": [evil]}));
+        let view = view_from(grant.clone(), evil, Some(evil));
+        check(grant_line(&view));
         check(self::grant(&grant, "Approved"));
         check(denied(&grant));
-        check(status(
-            &json!({"grants": [grant.clone()], "pending": [grant.clone()],
-                             "yolo": [{"id": 2, "repo": evil, "shown_state": evil}],
-                             "recently_ended": [grant]}),
-        ));
-        check(audit(
-            &json!([{"at": 1, "principal": evil, "action": evil, "repo_key": evil,
-                             "decision": evil, "ref_name": evil, "policies": [evil],
-                             "outcome": evil, "detail": {"error": evil}}]),
-        ));
-        check(explain(
-            &json!({"decision": {"allowed": false, "policies": [evil],
-                               "repository": {"key": evil, "default_branch": evil}},
-                              "denial": {"unblock": evil}}),
-        ));
+        let scope: YoloScope = serde_json::from_value(json!({
+            "id": 2, "repo_key": evil, "repo": evil, "allow_workflows": false, "created_at": 0,
+            "expires_at": null, "created_by": evil, "cleared_at": null, "cleared_by": null,
+            "refs": [evil],
+        }))
+        .unwrap();
+        let mut status = status_of(vec![view.clone()], 1);
+        status.grants = vec![view.clone()];
+        status.recently_ended = vec![view];
+        status.yolo = vec![YoloView {
+            scope: scope.clone(),
+            shown_state: evil.into(),
+            seconds_left: None,
+        }];
+        check(self::status(&status));
+        check(operator_status(&StatusAnswer {
+            status,
+            proofs: Some(crate::protocol::answers::ProofStatus {
+                summary: evil.into(),
+                waived: vec![evil.into()],
+            }),
+        }));
+        check(yolo(&[scope]));
+        let row: AuditRow = serde_json::from_value(json!({
+            "id": 1, "at": 1, "principal": evil, "action": evil, "repo_key": evil,
+            "ref_name": evil, "old_oid": null, "new_oid": null, "bundle_bytes": null,
+            "bundle_sha256": null, "decision": evil, "policies": [evil], "token_sha256": null,
+            "outcome": evil, "detail": {"error": evil},
+        }))
+        .unwrap();
+        check(audit(&[row]));
+        let explanation: Explanation = serde_json::from_value(json!({
+            "decision": {"action": "Push", "allowed": false, "policies": [evil], "errors": [],
+                         "grant_id": null, "yolo_id": null,
+                         "repository": {"key": evil, "default_branch": evil,
+                                        "configured_target": true, "writer_installed": true,
+                                        "reader_installed": true, "coverage_known": true}},
+            "denial": {"action": "Push", "repo": evil, "policies": [], "message": evil,
+                       "unblock": evil},
+            "grants": [{"id": 3, "expires_at": null, "refs": [evil], "covers_ref": false}],
+        }))
+        .unwrap();
+        check(explain(&explanation));
+        check(published(&Published {
+            repo: evil.into(),
+            number: 4,
+            url: evil.into(),
+            branch: evil.into(),
+            base: evil.into(),
+            draft: false,
+            reused: false,
+        }));
         let response = Response {
             ok: false,
             result: None,
-            error: Some(crate::publisher::wire::WireError {
-                kind: crate::publisher::wire::ErrorKind::Denied,
+            error: Some(crate::protocol::WireError {
+                kind: crate::protocol::ErrorKind::Denied,
                 message: evil.into(),
                 policies: vec![],
                 unblock: Some(evil.into()),
@@ -557,13 +672,38 @@ mod tests {
 
     #[test]
     fn status_says_how_many_more_there_are() {
-        let text = status(
-            &json!({"pending": [{"id": 1, "repo": "demo/a", "state": "pending"}],
-                                  "pending_total": 41}),
-        );
+        let pending = view_from(grant_from(json!({"state": "pending"})), "pending", None);
+        let text = status(&status_of(vec![pending], 41));
         assert!(
             text.contains("… and 40 more: list them all with `zodex sprite github requests`"),
             "{text}"
         );
+    }
+
+    /// A scope just set shows the time it has left, not "no TTL" (its answer carries only
+    /// the expiry).
+    #[test]
+    fn a_fresh_scope_with_an_expiry_shows_time_left() {
+        let scope: YoloScope = serde_json::from_value(json!({
+            "id": 2, "repo_key": null, "repo": null, "allow_workflows": false, "created_at": 0,
+            "expires_at": chrono::Utc::now().timestamp() + 7200, "created_by": "operator",
+            "cleared_at": null, "cleared_by": null,
+        }))
+        .unwrap();
+        let text = yolo(&[scope]);
+        assert!(
+            text.starts_with("Set YOLO #2 on all installed repositories: active, 1h 59m")
+                || text.starts_with("Set YOLO #2 on all installed repositories: active, 2h"),
+            "{text}"
+        );
+    }
+
+    /// An answer of another shape (a publisher of another version) is said to be one, never
+    /// printed as an empty line.
+    #[test]
+    fn an_answer_of_another_shape_names_the_version_mismatch() {
+        let response = Response::ok(json!({"identifier": 1}));
+        let error = response.answer::<Grant>().unwrap_err().to_string();
+        assert!(error.contains("install matching"), "{error}");
     }
 }

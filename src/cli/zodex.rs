@@ -4,12 +4,12 @@ use super::{
     EXIT_DENIED, EXIT_FAILURE, EXIT_OK, print_failure, print_response, render, repo_arg, ttl_arg,
 };
 use crate::engine::RepoName;
-use crate::engine::store::GrantVia;
 use crate::operator::dev;
 use crate::operator::registry::{Registry, SpriteEntry, exec_admin_command, local_admin_command};
 use crate::operator::transport;
+use crate::protocol::answers::{AuditRow, Explanation, Grant, GrantVia, GrantView, YoloScope};
+use crate::protocol::{AdminRequest, Ttl};
 use crate::publisher::prove::Report;
-use crate::publisher::wire::{AdminRequest, Ttl};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -450,11 +450,11 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
     }
 }
 
-fn send(
+fn send<T: serde::de::DeserializeOwned>(
     target: &Target,
     registry: &Registry,
     request: &AdminRequest,
-    render: impl FnOnce(&serde_json::Value) -> String,
+    render: impl FnOnce(&T) -> String,
 ) -> i32 {
     let sprite = match registry.choose(target.sprite().as_deref()) {
         Ok(sprite) => sprite,
@@ -471,20 +471,22 @@ const PAGE_ROWS: usize = crate::engine::authority::MAX_PAGE_ROWS as usize;
 
 /// A paged list: follows the publisher's pages (newest first) until `--limit` rows, `default`
 /// rows, or the end, and prints them oldest first, with how to see older rows if any remain.
-fn list(
+#[allow(clippy::too_many_arguments)]
+fn list<T: serde::de::DeserializeOwned + serde::Serialize>(
     target: &Target,
     registry: &Registry,
     page: PageArgs,
     default: Option<usize>,
     request: impl Fn(Option<u32>, Option<i64>) -> AdminRequest,
-    render: impl Fn(&serde_json::Value) -> String,
+    id: impl Fn(&T) -> i64,
+    render: impl Fn(&[T]) -> String,
 ) -> i32 {
     let sprite = match registry.choose(target.sprite().as_deref()) {
         Ok(sprite) => sprite,
         Err(e) => return print_failure(&e, target.json),
     };
     let want = page.limit.map(|n| n as usize).or(default);
-    let mut rows: Vec<serde_json::Value> = Vec::new();
+    let mut rows: Vec<T> = Vec::new();
     let mut before = page.before;
     let next = loop {
         let ask = want.map(|w| (w - rows.len()).min(PAGE_ROWS) as u32);
@@ -492,11 +494,9 @@ fn list(
             Ok(response) => response,
             Err(e) => return print_failure(&e, target.json),
         };
-        if !response.ok {
-            return print_response(&response, target.json, &render);
-        }
-        if let Some(serde_json::Value::Array(items)) = response.result {
-            rows.extend(items);
+        match response.answer::<Vec<T>>() {
+            Ok(items) => rows.extend(items),
+            Err(_) => return print_response(&response, target.json, |rows: &Vec<T>| render(rows)),
         }
         match response.next_before {
             // A cursor that does not move would loop for ever: stop there.
@@ -510,11 +510,11 @@ fn list(
             None => break None,
         }
     };
-    rows.sort_by_key(|r| r.get("id").and_then(serde_json::Value::as_i64));
-    let merged = crate::publisher::wire::Response::page(rows, next);
-    print_response(&merged, target.json, |v| match next {
-        Some(cursor) => format!("{}\n{}", render(v).trim_end(), render::more_rows(cursor)),
-        None => render(v),
+    rows.sort_by_key(|r| id(r));
+    let merged = crate::protocol::Response::page(rows, next);
+    print_response(&merged, target.json, |rows: &Vec<T>| match next {
+        Some(cursor) => format!("{}\n{}", render(rows).trim_end(), render::more_rows(cursor)),
+        None => render(rows),
     })
 }
 
@@ -545,7 +545,7 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             };
             let empty =
                 format!("Nothing to revoke: {repo} had no active grant or pending request.");
-            send(target, registry, &request, |list| {
+            send(target, registry, &request, |list: &Vec<Grant>| {
                 render::grants(list, "Revoked", &empty)
             })
         }
@@ -561,17 +561,30 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
                 ttl: ttl.resolve(),
                 allow_workflows,
             };
-            send(target, registry, &request, render::yolo)
+            send(target, registry, &request, |list: &Vec<YoloScope>| {
+                render::yolo(list)
+            })
         }
-        GithubCommand::Default => send(target, registry, &AdminRequest::Default, render::cleared),
-        GithubCommand::Status => send(target, registry, &AdminRequest::Status, render::status),
+        GithubCommand::Default => send(
+            target,
+            registry,
+            &AdminRequest::Default,
+            |list: &Vec<YoloScope>| render::cleared(list),
+        ),
+        GithubCommand::Status => send(
+            target,
+            registry,
+            &AdminRequest::Status,
+            render::operator_status,
+        ),
         GithubCommand::Requests { page } => list(
             target,
             registry,
             page,
             None,
             |limit, before| AdminRequest::Requests { limit, before },
-            |rows| render::grants(rows, "Request", "No pending requests."),
+            |view: &GrantView| view.grant.id,
+            |rows| render::requests(rows, "Request", "No pending requests."),
         ),
         GithubCommand::Approve { id, ttl } => {
             let request = AdminRequest::Approve {
@@ -597,6 +610,7 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
                     limit,
                     before,
                 },
+                |row: &AuditRow| row.id,
                 render::audit,
             )
         }
@@ -633,11 +647,8 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
     match transport::call(&sprite, &request) {
         Ok(response) => {
             let allowed = response
-                .result
-                .as_ref()
-                .and_then(|v| v.pointer("/decision/allowed"))
-                .and_then(|a| a.as_bool())
-                .unwrap_or(false);
+                .answer::<Explanation>()
+                .is_ok_and(|e| e.decision.allowed);
             let code = print_response(&response, target.json, render::explain);
             // A what-if that comes out as a deny exits like a denial, for scripts.
             if code == EXIT_OK && !allowed {
@@ -659,12 +670,9 @@ fn prove(target: &Target, registry: &Registry) -> i32 {
         Ok(response) => response,
         Err(e) => return print_failure(&e, target.json),
     };
-    let report: Option<Report> = response
-        .result
-        .clone()
-        .and_then(|v| serde_json::from_value(v).ok());
+    let report: Option<Report> = response.answer().ok();
     let what = format!("sprite {}'s policies", sprite.name);
-    let code = print_response(&response, target.json, |_| {
+    let code = print_response(&response, target.json, |_: &serde_json::Value| {
         report
             .as_ref()
             .map(|r| super::proofs::report(r, &what))

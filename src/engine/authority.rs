@@ -12,7 +12,7 @@ use super::repo::RepoName;
 use super::store::{
     AuditEvent, Facts, Grant, GrantState, NewGrant, NewYolo, Store, StoreError, YoloScope,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod views;
 
@@ -22,7 +22,7 @@ pub use views::{
 };
 
 /// Why a request was refused, in the words the CLI prints.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Denial {
     pub action: Action,
     pub repo: Option<String>,
@@ -87,7 +87,7 @@ pub const DEFAULT_MAX_PENDING_REQUESTS: u32 = 20;
 pub type Outcome<T> = Result<T, AuthorityError>;
 
 /// A grant as shown to people: its state at `now` (an expired grant never shows as active).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GrantView {
     #[serde(flatten)]
     pub grant: Grant,
@@ -99,11 +99,11 @@ pub struct GrantView {
     /// In `status`, for active and pending grants: whether the writer App covers the
     /// repository as the last fresh check found — `installed`, `not_installed`, or `unknown`
     /// (never checked, or the check is stale: never shown as "not installed").
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer_app: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct YoloView {
     #[serde(flatten)]
     pub scope: YoloScope,

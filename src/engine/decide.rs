@@ -171,7 +171,7 @@ impl Ask {
 }
 
 /// What the engine decided, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     pub action: Action,
     pub allowed: bool,
@@ -184,15 +184,15 @@ pub struct Decision {
     pub grant_id: Option<i64>,
     pub yolo_id: Option<i64>,
     /// The repository's facts as the engine saw them.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<RepoFacts>,
     /// The ref a push decision was about.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ref_name: Option<String>,
 }
 
 /// A repository's attributes as Cedar sees them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepoFacts {
     pub key: String,
     /// GitHub's default branch as the last fresh coverage check read it; `None` when unknown

@@ -30,6 +30,36 @@ pub fn repo_of_path(path: &str) -> Option<String> {
     Some(format!("{owner}/{name}"))
 }
 
+/// The host (lower-cased, with its port, without any `user@`) and the path of a git remote URL:
+/// `https://host/o/r(.git)`, `ssh://git@host/o/r(.git)`, or the scp-like `git@host:o/r(.git)`.
+/// The one reader of remote URLs: `publish-pr`'s origin, `git-remote-zodex`'s URL and the
+/// credential helper's served host all go through it.
+pub fn split_remote_url(url: &str) -> Option<(String, &str)> {
+    let url = url.trim();
+    let (authority, path) = if let Some((_, rest)) = url.split_once("://") {
+        rest.split_once('/').unwrap_or((rest, ""))
+    } else {
+        let (authority, path) = url.split_once(':')?;
+        if authority.contains('/') {
+            return None;
+        }
+        (authority, path)
+    };
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if host.is_empty() {
+        return None;
+    }
+    Some((host.to_ascii_lowercase(), path))
+}
+
+/// The repository a remote URL names (see [`split_remote_url`] and [`repo_of_path`]).
+pub fn repo_of_url(url: &str) -> Option<RepoName> {
+    let (_, path) = split_remote_url(url)?;
+    RepoName::parse(&repo_of_path(path)?).ok()
+}
+
 /// A validated `owner/name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepoName {
@@ -133,6 +163,43 @@ pub fn validate_name(name: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remote_urls_split_into_host_and_repository() {
+        for (url, host) in [
+            ("https://github.com/Demo/App.git", "github.com"),
+            ("https://x-access-token@GitHub.com/demo/app", "github.com"),
+            ("http://127.0.0.1:8080/demo/app.git/", "127.0.0.1:8080"),
+            ("ssh://git@github.com/demo/app.git", "github.com"),
+            ("git@github.com:demo/app.git", "github.com"),
+            ("github.com:demo/app", "github.com"),
+        ] {
+            assert_eq!(
+                split_remote_url(url).map(|(h, _)| h),
+                Some(host.into()),
+                "{url}"
+            );
+            assert_eq!(
+                repo_of_url(url).map(|r| r.key()),
+                Some("demo/app".into()),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            split_remote_url("https://127.0.0.1:9/").unwrap().0,
+            "127.0.0.1:9"
+        );
+        for url in [
+            "",
+            "demo/app",
+            "/tmp/repo",
+            "https:///demo/app",
+            "https://h/demo",
+            "file:///a/b/c",
+        ] {
+            assert_eq!(repo_of_url(url), None, "{url}");
+        }
+    }
 
     #[test]
     fn case_folds_to_one_key_and_strips_dot_git() {

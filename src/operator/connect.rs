@@ -4,7 +4,7 @@
 
 use super::registry::SpriteEntry;
 use super::transport;
-use crate::publisher::wire::AdminRequest;
+use crate::protocol::AdminRequest;
 use crate::tools::server::key::{KeyHash, generate_key};
 use serde::Serialize;
 use std::io::Write;

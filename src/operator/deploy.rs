@@ -8,11 +8,11 @@
 
 use super::registry::{Registry, SpriteEntry};
 use super::remote::{Reach, Stdin};
+use crate::protocol::{AdminRequest, CoverageAnswer, Response};
 use crate::publisher::install::doctor::{DoctorReport, coverage_finding};
 use crate::publisher::install::layout::{Layout, SPRITE_BINARIES};
 use crate::publisher::install::services::ServiceState;
 use crate::publisher::install::{Finding, InstallReport, KeyUpload};
-use crate::publisher::wire::{AdminRequest, CoverageAnswer, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
@@ -281,11 +281,7 @@ fn typed<T: DeserializeOwned>(response: &Response) -> Result<T, String> {
             .map(|e| e.message.clone())
             .unwrap_or_else(|| "the sprite refused without saying why".into()));
     }
-    serde_json::from_value(response.result.clone().unwrap_or_default()).map_err(|e| {
-        format!(
-            "the sprite's answer has an unexpected shape ({e}); are both sides the same version?"
-        )
-    })
+    response.answer().map_err(|e| e.to_string())
 }
 
 /// `zodex sprite doctor`: the sprite's own checks, with the operator's MCP key (if any) on

@@ -4,9 +4,9 @@
 
 use super::registry::{Registry, SpriteEntry, local_admin_command};
 use super::{sibling_binary, transport};
+use crate::config::Config;
 use crate::engine::targets::TargetSpec;
-use crate::publisher::config::Config;
-use crate::publisher::wire::AdminRequest;
+use crate::protocol::AdminRequest;
 use serde::Serialize;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ pub enum DevError {
     #[error(transparent)]
     Registry(#[from] super::registry::RegistryError),
     #[error(transparent)]
-    Config(#[from] crate::publisher::config::ConfigError),
+    Config(#[from] crate::config::ConfigError),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DevError {
@@ -233,8 +233,8 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
 fn dev_github_config(
     dir: &Path,
     devhub: &crate::devhub::RunInfo,
-) -> Result<crate::publisher::config::GithubConfig, DevError> {
-    use crate::publisher::config::{GithubApp, GithubConfig};
+) -> Result<crate::config::GithubConfig, DevError> {
+    use crate::config::{GithubApp, GithubConfig};
     let record: serde_json::Value = std::fs::read_to_string(dir.join("devhub-seed.json"))
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())

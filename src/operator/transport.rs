@@ -2,7 +2,7 @@
 //! the request as one JSON line to its stdin, and reads one JSON response line from its stdout.
 
 use super::registry::SpriteEntry;
-use crate::publisher::wire::{AdminRequest, Response};
+use crate::protocol::{AdminRequest, Response};
 use std::io::Write;
 use std::process::{Command, Stdio};
 

@@ -13,15 +13,15 @@
 mod gate;
 mod spool;
 
-use super::config::{AgentLimits, Config};
 use super::ground::Finding;
 use super::host::{Host, HostError};
 use super::sockets::{admin_allowed, bind};
-use super::wire::{
+use crate::config::{AgentLimits, Config};
+use crate::engine::Principal;
+use crate::protocol::{
     AGENT_HEADER_LEN, AdminRequest, AgentHeader, AgentRequest, ErrorKind, MAX_REQUEST_BYTES,
     Response,
 };
-use crate::engine::Principal;
 use gate::{Bounds, ConnectionSlot, Gate};
 use std::sync::Arc;
 use std::time::Duration;

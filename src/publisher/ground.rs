@@ -7,9 +7,9 @@
 //! Each check gives a [`Finding`]: a short stable id, whether it holds, and one line saying what
 //! is wrong and the exact fix. `serve` refuses to start on any failing finding.
 
-use super::config::{Config, GithubApp};
 use super::github::{GitHub, GithubError};
 use super::sockets::check_socket_dir;
+use crate::config::{Config, GithubApp};
 use crate::engine::store::App;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

@@ -2,7 +2,6 @@
 //! module that calls GitHub. It hosts the engine behind two Unix sockets (admin and agent),
 //! checks every peer's uid, and decides every write before acting on it.
 
-pub mod config;
 pub mod credentials;
 pub mod daemon;
 pub mod github;
@@ -12,4 +11,3 @@ pub mod install;
 pub mod prove;
 pub mod publish;
 pub mod sockets;
-pub mod wire;

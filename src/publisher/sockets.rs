@@ -202,7 +202,7 @@ pub fn admin_call(
     admin_socket: &Path,
     publisher_uid: Option<u32>,
     line: &str,
-) -> io::Result<super::wire::Response> {
+) -> io::Result<crate::protocol::Response> {
     use std::io::Write as _;
     let mut stream = std::os::unix::net::UnixStream::connect(admin_socket)?;
     check_server(&stream, admin_socket, publisher_uid)?;
@@ -210,7 +210,7 @@ pub fn admin_call(
         .write_all(line.as_bytes())
         .and_then(|()| stream.write_all(b"\n"));
     // A refused peer's request is never read: the answer still waits on the socket.
-    match (sent, super::wire::read_response(&mut stream)) {
+    match (sent, crate::protocol::read_response(&mut stream)) {
         (_, Ok(response)) => Ok(response),
         (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
     }

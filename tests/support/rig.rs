@@ -386,7 +386,7 @@ pub fn stderr(out: &Output) -> String {
 }
 
 /// The error message of a daemon's answer (empty when it succeeded).
-pub fn message(response: &zodex::publisher::wire::Response) -> String {
+pub fn message(response: &zodex::protocol::Response) -> String {
     response
         .error
         .as_ref()

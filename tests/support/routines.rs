@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use zodex::publisher::wire::{AGENT_VERSION, AgentHeader};
+use zodex::protocol::{AGENT_VERSION, AgentHeader};
 
 /// The name of this test binary inside the sprite's `bin/`.
 pub const BINARY: &str = "attack-routine";

@@ -7,7 +7,7 @@ use crate::engine::decide::{Ask, Principal};
 use crate::engine::store::{
     App, AuditEvent, AuditFilter, AuditRow, Facts, Grant, GrantState, GrantVia, Store, StoreError,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Rows in a page of `requests` or `audit` when the caller names no limit.
 pub const DEFAULT_PAGE_ROWS: u32 = 100;
@@ -77,7 +77,7 @@ fn page_of<T: Serialize>(mut rows: Vec<T>, limit: u32, id: impl Fn(&T) -> i64) -
 
 /// Each list is bounded ([`STATUS_LIST_ROWS`], [`STATUS_LIST_BYTES`]; newest first) and comes
 /// with its total, so the answer fits the reply cap whatever is stored.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Status {
     pub now: i64,
     pub grants: Vec<GrantView>,

@@ -7,7 +7,7 @@
 
 use super::{Facts, Result};
 use rusqlite::{Row, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// An audit row about to be written.
 #[derive(Debug, Clone, Default)]
@@ -29,7 +29,7 @@ pub struct AuditEvent {
 }
 
 /// An audit row as stored.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AuditRow {
     pub id: i64,
     pub at: i64,

@@ -75,7 +75,7 @@ pub(super) fn bad_column(column: &str, value: &str) -> rusqlite::Error {
     )
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
     pub id: i64,
     pub repo_key: String,
@@ -93,7 +93,7 @@ pub struct Grant {
     pub ended_at: Option<i64>,
     pub ended_by: Option<String>,
     /// The refs the grant covers (normalised patterns); empty: every ref.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refs: Vec<String>,
 }
 

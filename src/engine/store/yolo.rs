@@ -4,9 +4,9 @@ use super::grants::{patterns_from, patterns_to};
 use super::{Facts, Result};
 use crate::engine::refscope::patterns_meet;
 use rusqlite::{Row, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct YoloScope {
     pub id: i64,
     /// `None`: every repository the writer App is installed on.
@@ -19,7 +19,7 @@ pub struct YoloScope {
     pub cleared_at: Option<i64>,
     pub cleared_by: Option<String>,
     /// The refs the scope covers (normalised patterns); empty: every ref.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refs: Vec<String>,
 }
 

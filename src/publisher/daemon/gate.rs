@@ -10,7 +10,7 @@
 //! are ever dropped, and however many processes an agent forks, its stalled connections cannot
 //! keep a real request out.
 
-use super::super::wire::{ErrorKind, Response};
+use crate::protocol::{ErrorKind, Response};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -2,8 +2,8 @@
 //! (under GitHub's 10-minute cap), `iss` = the App id.
 
 use super::GithubError;
+use crate::config::GithubApp;
 use crate::engine::store::App;
-use crate::publisher::config::GithubApp;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 
 /// How far back `iat` is set.

@@ -26,9 +26,9 @@ pub use http::RetryPolicy;
 pub use jwt::{AppKey, EXP_AHEAD_SECS, IAT_BACKDATE_SECS};
 pub use token::{Token, TokenUse};
 
+use crate::config::GithubConfig;
 use crate::engine::RepoName;
 use crate::engine::store::{App, CoverageFact, IssuedToken};
-use crate::publisher::config::GithubConfig;
 use ::http::Method;
 use http::Auth;
 use std::collections::BTreeMap;

@@ -3,8 +3,8 @@
 //! for `--allow-workflows` alone).
 
 use super::Finding;
+use crate::config::GithubApp;
 use crate::engine::store::App;
-use crate::publisher::config::GithubApp;
 use crate::publisher::github::{AppFacts, GithubError, glimpse};
 
 /// What one App's `GET /app` says about it against the configuration.

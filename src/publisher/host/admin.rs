@@ -10,7 +10,8 @@ use crate::engine::authority::PageRequest;
 use crate::engine::refscope::{RefPattern, patterns_meet, scopes_of};
 use crate::engine::store::{AuditFilter, Store};
 use crate::engine::{Ask, GrantTerms, Principal, RefUpdate, YoloTerms};
-use crate::publisher::wire::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
+use crate::protocol::answers::{ExplainedGrant, Explanation, KeyHashStored, Pong, StatusAnswer};
+use crate::protocol::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
 
 impl Host {
     /// Deletes audit rows and ended grants past their retention, at most once a minute (the
@@ -101,10 +102,10 @@ impl Host {
         }
         let result = self.with_store(|a, s| -> Result<Response, Failure> {
             Ok(match request {
-                AdminRequest::Ping => Response::ok(serde_json::json!({
-                    "version": env!("CARGO_PKG_VERSION"),
-                    "schema_version": Store::known_schema_version(),
-                })),
+                AdminRequest::Ping => Response::ok(Pong {
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    schema_version: Some(Store::known_schema_version()),
+                }),
                 AdminRequest::GrantPush {
                     repo,
                     ttl,
@@ -142,12 +143,10 @@ impl Host {
                 }
                 AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
                 AdminRequest::Status => {
-                    let mut status = serde_json::to_value(a.status(s, principal, now)?)
-                        .unwrap_or_default();
-                    if let Some(fields) = status.as_object_mut() {
-                        fields.insert("proofs".to_string(), self.proof_status());
-                    }
-                    Response::ok(status)
+                    Response::ok(StatusAnswer {
+                        status: a.status(s, principal, now)?,
+                        proofs: Some(self.proof_status()),
+                    })
                 }
                 AdminRequest::ProvePolicies | AdminRequest::CheckCoverage { .. } => {
                     unreachable!("answered above, without the store")
@@ -206,7 +205,9 @@ impl Host {
                             now,
                         )
                     })?;
-                    Response::ok(serde_json::json!({ "stored": path }))
+                    Response::ok(KeyHashStored {
+                        stored: path.clone(),
+                    })
                 }
                 AdminRequest::Explain {
                     repo,
@@ -247,19 +248,19 @@ impl Host {
                         .iter()
                         .map(|g| {
                             let covers = patterns_meet(&g.refs, &scopes);
-                            serde_json::json!({
-                                "id": g.id,
-                                "expires_at": g.expires_at,
-                                "refs": g.refs,
-                                "covers_ref": covers,
-                            })
+                            ExplainedGrant {
+                                id: g.id,
+                                expires_at: g.expires_at,
+                                refs: g.refs.clone(),
+                                covers_ref: covers,
+                            }
                         })
                         .collect();
-                    Response::ok(serde_json::json!({
-                        "decision": decision,
-                        "denial": denial,
-                        "grants": grants,
-                    }))
+                    Response::ok(Explanation {
+                        decision,
+                        denial,
+                        grants,
+                    })
                 }
             })
         });

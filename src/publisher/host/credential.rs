@@ -7,9 +7,9 @@
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::authority::AuthorityError;
 use crate::engine::{Ask, Principal, RepoName};
+use crate::protocol::{CoverageAnswer, CredentialGrant, ErrorKind, Response};
 use crate::publisher::credentials::{Cached, Kind};
 use crate::publisher::github::{self, GitHub, TokenUse};
-use crate::publisher::wire::{CoverageAnswer, CredentialGrant, ErrorKind, Response};
 impl Host {
     fn github_for(&self, host: &str) -> Result<&GitHub, Failure> {
         let github = self.github.as_ref().ok_or_else(|| {

@@ -6,9 +6,9 @@
 use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::{Ask, Principal, RepoName};
+use crate::protocol::ErrorKind;
 use crate::publisher::github::{self, GitHub, Token, TokenUse};
 use crate::publisher::publish::{ImportError, MirrorRef, Quarantine};
-use crate::publisher::wire::ErrorKind;
 use std::collections::HashMap;
 use std::path::PathBuf;
 

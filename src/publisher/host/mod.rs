@@ -1,17 +1,18 @@
 //! The engine as `zodex-prd` hosts it: one state store, the validated policies, the clock, and
 //! the handling of each admin and agent request. Blocking (SQLite): call from a blocking task.
 
-use super::config::Config;
-use super::config::Limits;
 use super::credentials::Cache;
 use super::github::{GitHub, GithubError};
 use super::prove::{ProveError, Report, Subject};
-use super::wire::{AgentRequest, ErrorKind, Response, Ttl, WireError};
+use crate::config::Config;
+use crate::config::Limits;
 use crate::engine::authority::{Authority, AuthorityError};
 use crate::engine::policy::PolicyError;
 use crate::engine::properties::Properties;
 use crate::engine::store::{Store, StoreError};
 use crate::engine::{Engine, GrantTerms, Principal, RepoName};
+use crate::protocol::answers::Pong;
+use crate::protocol::{AgentRequest, ErrorKind, Response, Ttl, WireError};
 use std::sync::Mutex;
 
 mod admin;
@@ -267,9 +268,10 @@ impl Host {
         let agent = Principal::Agent;
         let result = self.with_store(|a, s| -> Result<Response, Failure> {
             Ok(match request {
-                AgentRequest::Ping => {
-                    Response::ok(serde_json::json!({ "version": env!("CARGO_PKG_VERSION") }))
-                }
+                AgentRequest::Ping => Response::ok(Pong {
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    schema_version: None,
+                }),
                 AgentRequest::RequestPush { repo, ttl, reason } => {
                     let terms = GrantTerms {
                         ttl_seconds: check_ttl(ttl, DEFAULT_PUSH_TTL_SECONDS)?,

@@ -13,9 +13,9 @@ use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::{Publication, PublicationState};
 use crate::engine::{Ask, Principal, RepoName};
+use crate::protocol::{ErrorKind, Published};
 use crate::publisher::github::{GitHub, NewPull, OpenedPull, Token, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, git_push};
-use crate::publisher::wire::{ErrorKind, Published};
 use sha2::{Digest, Sha256};
 
 pub(super) struct PrRequest {

@@ -2,8 +2,9 @@
 //! refuses start), again on an operator's `policy prove`, and summed up in `status`.
 
 use super::{Failure, Host, HostError};
+use crate::protocol::ErrorKind;
+use crate::protocol::answers::ProofStatus;
 use crate::publisher::prove::{ProveError, Report, SolverCommand, prove};
-use crate::publisher::wire::ErrorKind;
 
 impl Host {
     /// Proves the write invariants of the effective set before the daemon serves. Without a
@@ -44,13 +45,16 @@ impl Host {
     }
 
     /// What `status` shows of the proofs: the summary and every waiver.
-    pub(super) fn proof_status(&self) -> serde_json::Value {
+    pub(super) fn proof_status(&self) -> ProofStatus {
         let summary = self
             .proof_summary
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        serde_json::json!({ "summary": summary, "waived": self.waived })
+        ProofStatus {
+            summary,
+            waived: self.waived.clone(),
+        }
     }
 
     fn prove_with(&self, solver: &SolverCommand) -> Result<Report, HostError> {

@@ -9,12 +9,12 @@ use super::mirror::{MIRROR_REUSE, OpenMirror};
 use super::{Failure, Host, parse_repo};
 use crate::engine::store::AuditEvent;
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
+use crate::protocol::{
+    AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
+};
 use crate::publisher::github::{GitHub, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, git_push, update_mirror_ref};
 use crate::publisher::publish::{Quarantine, valid_refname};
-use crate::publisher::wire::{
-    AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
-};
 use std::collections::HashMap;
 
 /// A bundle body as the daemon spooled it: a private temporary file of exactly `len` bytes.
@@ -104,7 +104,7 @@ impl Host {
                 if admission.refused.len() == updates.len() {
                     let first = admission.refused.values().next().cloned();
                     let first = first.expect("at least one update");
-                    return Err(Failure(crate::publisher::wire::WireError {
+                    return Err(Failure(crate::protocol::WireError {
                         kind: ErrorKind::Denied,
                         message: first.message.unwrap_or_default(),
                         policies: first.policies,

@@ -1,7 +1,7 @@
 //! The host's own checks: configuration it refuses at start, limits it enforces on requests.
 
 use super::*;
-use crate::publisher::wire::AdminRequest;
+use crate::protocol::AdminRequest;
 
 fn config(dir: &std::path::Path, extra: &str) -> Config {
     toml::from_str(&format!(

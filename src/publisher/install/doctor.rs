@@ -6,8 +6,8 @@
 
 use super::layout::{InstallRecord, SERVICES};
 use super::{Finding, isolation, services};
-use crate::publisher::config::Config;
-use crate::publisher::wire::{AdminRequest, CoverageAnswer};
+use crate::config::Config;
+use crate::protocol::{AdminRequest, CoverageAnswer};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -209,10 +209,7 @@ fn ground(record: &InstallRecord, config_path: &Path) -> Vec<Finding> {
 }
 
 /// One admin request on the publisher's own socket (doctor runs as root).
-fn ask(
-    config: &Config,
-    request: &AdminRequest,
-) -> std::io::Result<crate::publisher::wire::Response> {
+fn ask(config: &Config, request: &AdminRequest) -> std::io::Result<crate::protocol::Response> {
     let line = serde_json::to_string(request).expect("requests serialise");
     crate::publisher::sockets::admin_call(&config.admin_socket, config.publisher_uid, &line)
 }

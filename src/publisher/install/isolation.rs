@@ -6,8 +6,8 @@
 
 use super::layout::InstallRecord;
 use super::{Finding, InstallError};
-use crate::publisher::config::Config;
-use crate::publisher::wire::AgentRequest;
+use crate::config::Config;
+use crate::protocol::AgentRequest;
 use std::io::ErrorKind;
 use std::path::Path;
 use std::process::Command;
@@ -96,7 +96,7 @@ fn agent_socket(config: &Config) -> Finding {
     let ping =
         std::os::unix::net::UnixStream::connect(&config.agent_socket).and_then(|mut stream| {
             stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-            crate::publisher::wire::agent_roundtrip(&mut stream, &AgentRequest::Ping)
+            crate::protocol::agent_roundtrip(&mut stream, &AgentRequest::Ping)
         });
     match ping {
         Ok(response) if response.ok => Finding::ok("agent-socket", "the agent reaches zodex-prd"),
@@ -195,7 +195,7 @@ pub fn findings_as(
     let out = command
         .output()
         .map_err(|e| format!("cannot run zodex-prd {subcommand} as {user}: {e}"))?;
-    serde_json::from_slice::<crate::publisher::wire::Response>(&out.stdout)
+    serde_json::from_slice::<crate::protocol::Response>(&out.stdout)
         .ok()
         .and_then(|r| r.result)
         .and_then(|v| serde_json::from_value::<crate::publisher::ground::Findings>(v).ok())

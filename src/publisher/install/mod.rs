@@ -14,8 +14,8 @@ pub mod layout;
 pub mod services;
 pub mod system;
 
+use crate::config::{Config, GithubApp, GithubConfig};
 use crate::engine::targets::TargetSpec;
-use crate::publisher::config::{Config, GithubApp, GithubConfig};
 use layout::{InstallRecord, Layout, SERVICES, SPRITE_BINARIES, ServiceManager};
 use nix::unistd::{Gid, Uid};
 use serde::{Deserialize, Serialize};
@@ -109,14 +109,12 @@ impl InstallReport {
 /// Enterprise Server's API is `https://HOST/api/v3`.
 pub fn github_urls(api_url: Option<&str>, git_url: Option<&str>) -> (String, String) {
     let git = git_url
-        .unwrap_or(crate::publisher::config::DEFAULT_GIT_URL)
+        .unwrap_or(crate::config::DEFAULT_GIT_URL)
         .trim_end_matches('/')
         .to_string();
     let api = match api_url {
         Some(api) => api.trim_end_matches('/').to_string(),
-        None if git == crate::publisher::config::DEFAULT_GIT_URL => {
-            crate::publisher::config::DEFAULT_API_URL.to_string()
-        }
+        None if git == crate::config::DEFAULT_GIT_URL => crate::config::DEFAULT_API_URL.to_string(),
         None => format!("{git}/api/v3"),
     };
     (api, git)

@@ -11,11 +11,11 @@
 //! ([`Quarantine::adopt`]); a refused bundle leaves nothing behind, not even a temporary pack.
 //! The facts of each update are computed against GitHub's refs in [`super::walk`].
 
-use super::bundle::{self, BundleError, BundleHeader};
 use super::git::GitError;
 use super::indexer;
 use super::packscan::{self, Declared, ScanError};
 use super::walk::{Walk, unreached_in_pack};
+use crate::protocol::bundle_header::{self as bundle, BundleError, BundleHeader};
 use gix::hash::ObjectId;
 use gix::objs::Exists;
 use std::io::BufReader;

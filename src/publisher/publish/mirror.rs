@@ -16,12 +16,8 @@ pub struct Mirrors {
     fetched: Mutex<HashMap<PathBuf, std::time::Instant>>,
 }
 
-/// A ref as the mirror holds it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct MirrorRef {
-    pub name: String,
-    pub oid: String,
-}
+/// A ref as the mirror holds it (and as `list_refs` answers it).
+pub use crate::protocol::ListedRef as MirrorRef;
 
 impl Mirrors {
     pub fn new(root: PathBuf) -> Self {

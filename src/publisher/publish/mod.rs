@@ -1,9 +1,8 @@
-//! The bytes of publishing: bundle headers, per-repository mirrors, and importing a bundle into
+//! The bytes of publishing: per-repository mirrors, and importing a bundle into
 //! a quarantine where its objects are checked (a constant-memory pre-scan of the pack, then
 //! indexing in a child process under memory limits). Knows git and gix, not the engine or GitHub's API;
 //! `host::publish` ties these to decisions and tokens.
 
-pub mod bundle;
 pub mod git;
 pub mod import;
 pub mod indexer;

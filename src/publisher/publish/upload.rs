@@ -4,8 +4,8 @@
 
 use super::Quarantine;
 use super::git;
+use crate::protocol::PushUpdate;
 use crate::publisher::github::Token;
-use crate::publisher::wire::PushUpdate;
 use std::collections::HashMap;
 use std::path::Path;
 

@@ -1,0 +1,181 @@
+//! The agent socket's requests (the JSON metadata block of a framed request) and the answers
+//! that are the protocol's own.
+
+use super::Ttl;
+use serde::{Deserialize, Serialize};
+
+/// Requests the agent side sends on the agent socket (the metadata block).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum AgentRequest {
+    Ping,
+    RequestPush {
+        repo: String,
+        ttl: Ttl,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// The state of one of the agent's requests (for `request-push --wait`).
+    RequestState {
+        id: i64,
+    },
+    RevokePush {
+        repo: String,
+    },
+    Status,
+    /// The credential helper's `get`: a token for the repository `path` names on `host`.
+    Credential {
+        host: String,
+        path: String,
+    },
+    /// The credential helper's `erase`: forget the cached token (and revoke a write token).
+    CredentialErase {
+        host: String,
+        path: String,
+    },
+    /// `git-remote-zodex`'s `list for-push`: the repository's branches and tags, fetched into
+    /// the publisher's mirror just now.
+    ListRefs {
+        repo: String,
+    },
+    /// A direct push: every ref update of one `git push`, their objects in the bundle that
+    /// follows (none when every new id is already on GitHub, e.g. a tag or a deletion).
+    Push {
+        repo: String,
+        updates: Vec<PushUpdate>,
+        #[serde(default)]
+        atomic: bool,
+        /// `git push --dry-run`: everything is checked and decided (and audited as a dry
+        /// run), nothing is pushed.
+        #[serde(default)]
+        dry_run: bool,
+    },
+    /// A review-first pull request from the bundle's `head` commit.
+    PublishPr {
+        repo: String,
+        title: String,
+        #[serde(default)]
+        body: String,
+        /// The branch to merge into; the repository's default branch when absent.
+        #[serde(default)]
+        base: Option<String>,
+        #[serde(default)]
+        draft: bool,
+        /// The commit to publish (the bundle's tip).
+        head: String,
+    },
+}
+
+impl AgentRequest {
+    /// Requests followed by bundle bytes (possibly zero of them).
+    pub fn carries_bundle(&self) -> bool {
+        matches!(self, Self::Push { .. } | Self::PublishPr { .. })
+    }
+}
+
+/// The all-zero object id: "absent" in a lease, as git writes it.
+pub const ZERO_OID: &str = "0000000000000000000000000000000000000000";
+
+/// One ref update of a push, as git asked for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushUpdate {
+    /// The full destination ref, e.g. `refs/heads/feature`.
+    pub dst: String,
+    /// The new object id; `None` deletes the ref.
+    #[serde(default)]
+    pub new: Option<String>,
+    /// The push was forced (`+src:dst`, `--force`). Whether the update really is a
+    /// non-fast-forward is established by the publisher.
+    #[serde(default)]
+    pub force: bool,
+    /// `--force-with-lease`: the id the ref must still have at GitHub ([`ZERO_OID`]: must not
+    /// exist).
+    #[serde(default)]
+    pub lease: Option<String>,
+}
+
+/// The outcome of one ref update, as `git push` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefResult {
+    pub dst: String,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unblock: Option<String>,
+}
+
+impl RefResult {
+    /// The update went through (or, in a dry run, would).
+    pub fn pushed(dst: impl Into<String>) -> Self {
+        Self {
+            dst: dst.into(),
+            ok: true,
+            message: None,
+            policies: Vec::new(),
+            unblock: None,
+        }
+    }
+
+    /// The update failed for a reason that is not a policy's.
+    pub fn failed(dst: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            dst: dst.into(),
+            ok: false,
+            message: Some(message.into()),
+            policies: Vec::new(),
+            unblock: None,
+        }
+    }
+}
+
+/// What `zodex-prd` answers to [`AgentRequest::Push`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushOutcome {
+    pub repo: String,
+    pub results: Vec<RefResult>,
+}
+
+/// What `zodex-prd` answers to [`AgentRequest::PublishPr`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Published {
+    pub repo: String,
+    pub number: u64,
+    pub url: String,
+    pub branch: String,
+    pub base: String,
+    pub draft: bool,
+    /// The same publish was made before; this is its pull request.
+    pub reused: bool,
+}
+
+/// What `zodex-prd` answers to [`AgentRequest::Credential`] (the `result`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialGrant {
+    pub username: String,
+    pub password: String,
+    /// Unix seconds.
+    pub password_expiry_utc: i64,
+    /// `read` or `write`.
+    pub kind: String,
+}
+
+impl std::fmt::Debug for CredentialGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CredentialGrant")
+            .field("username", &self.username)
+            .field("password_expiry_utc", &self.password_expiry_utc)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One ref of the answer to [`AgentRequest::ListRefs`]: a branch or tag as GitHub has it,
+/// fetched into the publisher's mirror just now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedRef {
+    pub name: String,
+    pub oid: String,
+}

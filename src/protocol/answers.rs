@@ -1,0 +1,87 @@
+//! The typed result of every request: what `Response::result` holds, by request.
+//!
+//! The publisher builds these values and the clients read them back with
+//! [`Response::answer`](super::Response::answer), so renaming a field breaks the build on both
+//! sides instead of silently blanking the operator's output. Most of them are the engine's own
+//! views (the engine is the one place they are computed); the rest are the protocol's.
+//!
+//! | request | answer |
+//! |---|---|
+//! | admin `ping`, agent `ping` | [`Pong`] |
+//! | `grant_push`, `approve`, `deny`, agent `request_push` | [`Grant`] |
+//! | `revoke_push` (both sockets) | `Vec<`[`Grant`]`>` |
+//! | `yolo`, `default` | `Vec<`[`YoloScope`]`>` |
+//! | admin `status` | [`StatusAnswer`] |
+//! | agent `status` | [`Status`] |
+//! | `requests` (paged) | `Vec<`[`GrantView`]`>` |
+//! | `audit` (paged) | `Vec<`[`AuditRow`]`>` |
+//! | `explain` | [`Explanation`] |
+//! | `set_mcp_key_hash` | [`KeyHashStored`] |
+//! | `check_coverage` | [`CoverageAnswer`](super::CoverageAnswer) |
+//! | `prove_policies` | the proof report (`publisher::prove::Report`) |
+//! | agent `request_state` | [`Grant`] |
+//! | agent `credential` | [`CredentialGrant`](super::CredentialGrant) |
+//! | agent `list_refs` | `Vec<`[`ListedRef`](super::ListedRef)`>` |
+//! | agent `push` | [`PushOutcome`](super::PushOutcome) |
+//! | agent `publish_pr` | [`Published`](super::Published) |
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+pub use crate::engine::authority::Status;
+pub use crate::engine::authority::{Denial, GrantView, YoloView};
+pub use crate::engine::decide::{Decision, RepoFacts};
+pub use crate::engine::store::{AuditRow, Grant, GrantState, GrantVia, YoloScope};
+
+/// The answer to `ping` on either socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pong {
+    /// The publisher's version (`CARGO_PKG_VERSION`).
+    pub version: String,
+    /// The state schema the publisher runs (admin socket only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<i64>,
+}
+
+/// The answer to admin `status`: the engine's view plus how the policy proofs stand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusAnswer {
+    #[serde(flatten)]
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proofs: Option<ProofStatus>,
+}
+
+/// The last proof run, in one line, and the properties the configuration waives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProofStatus {
+    pub summary: String,
+    #[serde(default)]
+    pub waived: Vec<String>,
+}
+
+/// The answer to `explain`: Cedar's decision, what would unblock a denial, and the
+/// repository's grants with whether each covers the ref (display only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Explanation {
+    pub decision: Decision,
+    pub denial: Option<Denial>,
+    #[serde(default)]
+    pub grants: Vec<ExplainedGrant>,
+}
+
+/// One active grant of the explained repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExplainedGrant {
+    pub id: i64,
+    pub expires_at: Option<i64>,
+    #[serde(default)]
+    pub refs: Vec<String>,
+    pub covers_ref: bool,
+}
+
+/// The answer to `set_mcp_key_hash`: where the hash was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyHashStored {
+    pub stored: PathBuf,
+}
