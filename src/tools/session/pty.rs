@@ -6,7 +6,7 @@
 //! Output post-processing is switched off on the slave (no `\n` → `\r\n`), which keeps the
 //! stream clean; echo, line editing and signal keys (Ctrl-C) stay on as in any terminal.
 
-use std::ffi::{CStr, OsString};
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
@@ -43,6 +43,7 @@ pub(crate) struct SpawnSpec<'a> {
     pub env: Vec<(OsString, OsString)>,
 }
 
+#[cfg(not(target_os = "linux"))]
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {
         Err(io::Error::last_os_error())
@@ -51,69 +52,52 @@ fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// Opens a new PTY pair, both ends close-on-exec; the master is non-blocking.
-fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
-    // SAFETY: plain libc calls on fds we own; every result is checked.
-    unsafe {
-        let master = cvt(libc::posix_openpt(
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        ))?;
-        let master = OwnedFd::from_raw_fd(master);
-        cvt(libc::grantpt(master.as_raw_fd()))?;
-        cvt(libc::unlockpt(master.as_raw_fd()))?;
-        let name = slave_name(&master)?;
-        let slave = cvt(libc::open(
-            name.as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        ))?;
-        let slave = OwnedFd::from_raw_fd(slave);
+// TIOCSWINSZ: nix has no typed wrapper for the terminal size, only this macro.
+nix::ioctl_write_ptr_bad!(set_window_size, libc::TIOCSWINSZ, nix::pty::Winsize);
 
-        let mut tio: libc::termios = std::mem::zeroed();
-        cvt(libc::tcgetattr(slave.as_raw_fd(), &mut tio))?;
-        tio.c_oflag &= !libc::OPOST;
-        cvt(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &tio))?;
+/// Opens a new PTY pair, both ends close-on-exec; the master is non-blocking. Also returns the
+/// slave's path, which a child opens to make the PTY its controlling terminal.
+fn open_pty() -> io::Result<(OwnedFd, OwnedFd, CString)> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl, open};
+    use nix::sys::stat::Mode;
+    use nix::sys::termios::{OutputFlags, SetArg, tcgetattr, tcsetattr};
+    let no_tty = OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    let master = nix::pty::posix_openpt(no_tty)?;
+    nix::pty::grantpt(&master)?;
+    nix::pty::unlockpt(&master)?;
+    let path = slave_name(&master)?;
+    let slave = open(path.as_str(), no_tty, Mode::empty())?;
 
-        let size = libc::winsize {
-            ws_row: ROWS,
-            ws_col: COLS,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        cvt(libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size))?;
+    let mut tio = tcgetattr(&slave)?;
+    tio.output_flags.remove(OutputFlags::OPOST);
+    tcsetattr(&slave, SetArg::TCSANOW, &tio)?;
 
-        let flags = cvt(libc::fcntl(master.as_raw_fd(), libc::F_GETFL))?;
-        cvt(libc::fcntl(
-            master.as_raw_fd(),
-            libc::F_SETFL,
-            flags | libc::O_NONBLOCK,
-        ))?;
-        Ok((master, slave))
-    }
+    let size = nix::pty::Winsize {
+        ws_row: ROWS,
+        ws_col: COLS,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: `size` is a valid winsize for the call's duration; the fd is the open master.
+    unsafe { set_window_size(master.as_raw_fd(), &size) }?;
+
+    let master = OwnedFd::from(master);
+    let flags = OFlag::from_bits_retain(fcntl(&master, FcntlArg::F_GETFL)?);
+    fcntl(&master, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok((master, slave, CString::new(path)?))
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
-fn slave_name(master: &OwnedFd) -> io::Result<std::ffi::CString> {
-    let mut buf = [0 as libc::c_char; 128];
-    // SAFETY: buf is valid for buf.len() bytes; ptsname_r NUL-terminates on success.
-    let rc = unsafe { libc::ptsname_r(master.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    // SAFETY: NUL-terminated by ptsname_r.
-    Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_owned())
+fn slave_name(master: &nix::pty::PtyMaster) -> nix::Result<String> {
+    nix::pty::ptsname_r(master)
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn slave_name(master: &OwnedFd) -> io::Result<std::ffi::CString> {
+fn slave_name(master: &nix::pty::PtyMaster) -> nix::Result<String> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: ptsname's static buffer is only used under LOCK and copied out at once.
-    let ptr = unsafe { libc::ptsname(master.as_raw_fd()) };
-    if ptr.is_null() {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: non-null, NUL-terminated.
-    Ok(unsafe { CStr::from_ptr(ptr) }.to_owned())
+    unsafe { nix::pty::ptsname(master) }
 }
 
 /// Signals whose disposition is reset to the default in the child, in case the server
@@ -139,8 +123,7 @@ const RESET_SIGNALS: &[libc::c_int] = &[
 /// signals in `RESET_SIGNALS` get their default action and the signal mask is emptied.
 #[cfg(target_os = "linux")]
 pub(crate) fn spawn(spec: SpawnSpec<'_>) -> io::Result<Spawned> {
-    let (master, slave) = open_pty()?;
-    let slave_path = slave_name(&master)?;
+    let (master, slave, slave_path) = open_pty()?;
     let env = child_env(spec.clear_env, spec.env);
     let program = resolve_program(spec.program, &env)?;
     let mut argv = vec![c_string(program.as_os_str())?];
@@ -320,11 +303,9 @@ fn resolve_program(program: &Path, env: &[(OsString, OsString)]) -> io::Result<s
         .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
     for dir in std::env::split_paths(&path) {
         let candidate = dir.join(program);
-        let Ok(c) = c_string(candidate.as_os_str()) else {
-            continue;
-        };
-        // SAFETY: c is a valid NUL-terminated path.
-        if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 && candidate.is_file() {
+        let executable =
+            nix::unistd::access(candidate.as_path(), nix::unistd::AccessFlags::X_OK).is_ok();
+        if executable && candidate.is_file() {
             return Ok(candidate);
         }
     }
@@ -338,12 +319,13 @@ fn resolve_program(program: &Path, env: &[(OsString, OsString)]) -> io::Result<s
 /// the kernel has none, with a blocking `waitpid` on tokio's blocking pool.
 #[cfg(target_os = "linux")]
 async fn reap(pid: i32) -> io::Result<(Option<i32>, Option<i32>)> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    use nix::sys::wait::WaitPidFlag;
+    // SAFETY: pidfd_open (no nix wrapper) takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
         return tokio::task::spawn_blocking(move || {
             loop {
-                match wait_pid(pid, 0)? {
+                match wait_pid(pid, WaitPidFlag::empty())? {
                     Some(status) => return Ok(status),
                     None => continue,
                 }
@@ -361,7 +343,7 @@ async fn reap(pid: i32) -> io::Result<(Option<i32>, Option<i32>)> {
     .map_err(io::Error::from)?;
     loop {
         let mut guard = ready.readable().await?;
-        if let Some(status) = wait_pid(pid, libc::WNOHANG)? {
+        if let Some(status) = wait_pid(pid, WaitPidFlag::WNOHANG)? {
             return Ok(status);
         }
         guard.clear_ready();
@@ -370,35 +352,25 @@ async fn reap(pid: i32) -> io::Result<(Option<i32>, Option<i32>)> {
 
 /// One `waitpid`: `Some((code, signal))` once reaped, `None` when not exited yet (or EINTR).
 #[cfg(target_os = "linux")]
-fn wait_pid(pid: i32, flags: libc::c_int) -> io::Result<Option<(Option<i32>, Option<i32>)>> {
-    let mut status: libc::c_int = 0;
-    // SAFETY: status is a valid out-pointer.
-    let rc = unsafe { libc::waitpid(pid, &mut status, flags) };
-    if rc == 0 {
-        return Ok(None);
+fn wait_pid(
+    pid: i32,
+    flags: nix::sys::wait::WaitPidFlag,
+) -> io::Result<Option<(Option<i32>, Option<i32>)>> {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    match waitpid(nix::unistd::Pid::from_raw(pid), Some(flags)) {
+        Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::EINTR) => Ok(None),
+        Ok(WaitStatus::Exited(_, code)) => Ok(Some((Some(code), None))),
+        Ok(WaitStatus::Signaled(_, signal, _)) => Ok(Some((None, Some(signal as i32)))),
+        Ok(_) => Ok(Some((None, None))),
+        Err(e) => Err(e.into()),
     }
-    if rc < 0 {
-        let err = io::Error::last_os_error();
-        return if err.kind() == io::ErrorKind::Interrupted {
-            Ok(None)
-        } else {
-            Err(err)
-        };
-    }
-    Ok(Some(if libc::WIFEXITED(status) {
-        (Some(libc::WEXITSTATUS(status)), None)
-    } else if libc::WIFSIGNALED(status) {
-        (None, Some(libc::WTERMSIG(status)))
-    } else {
-        (None, None)
-    }))
 }
 
 /// Elsewhere: `fork` through `Command` with the same steps in `pre_exec`.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn spawn(spec: SpawnSpec<'_>) -> io::Result<Spawned> {
     use std::os::unix::process::ExitStatusExt;
-    let (master, slave) = open_pty()?;
+    let (master, slave, _) = open_pty()?;
     let mut cmd = tokio::process::Command::new(spec.program);
     cmd.args(spec.args)
         .current_dir(spec.cwd)
