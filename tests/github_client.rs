@@ -12,8 +12,9 @@ use zodex::engine::RepoName;
 use zodex::engine::store::{App, Store};
 use zodex::publisher::github::{
     AppKey, COVERAGE_NEGATIVE_SECS, COVERAGE_POSITIVE_SECS, GitHub, GithubError, NewPull,
-    Revocation, TokenUse, record,
+    Revocation, TokenUse,
 };
+use zodex::publisher::host::record;
 
 fn client(demo: &Demo) -> GitHub {
     demo.publisher_client(demo.hub.api_url())

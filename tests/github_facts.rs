@@ -171,7 +171,6 @@ fn a_renamed_default_branch_is_followed_after_the_coverage_check() {
     use zodex::engine::store::{App, GrantVia, Store};
     use zodex::engine::targets::{TargetSpec, Targets};
     use zodex::engine::{Ask, Authority, Engine, GrantTerms, Principal, RefUpdate, RepoName};
-    use zodex::publisher::github::record;
 
     let demo = Demo::start();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -208,7 +207,14 @@ fn a_renamed_default_branch_is_followed_after_the_coverage_check() {
         .unwrap();
     let check = |store: &mut Store| {
         let coverage = runtime.block_on(github.check_coverage(&repo, now)).unwrap();
-        record::coverage(store, &repo, &coverage).unwrap();
+        zodex::engine::ledger::record_coverage(
+            store,
+            &repo.key(),
+            &coverage.reader,
+            &coverage.writer,
+            coverage.token.as_ref(),
+        )
+        .unwrap();
         coverage
     };
     let force = |store: &mut Store, branch: &str| {

@@ -6,7 +6,9 @@
 //! - `engine` reaches no network, git, process or clock, and no other layer of Zodex;
 //! - `tools` imports nothing of `publisher`, `engine`, `agent`, `operator` or `devhub`, nor any
 //!   GitHub client;
-//! - `publisher` imports nothing of `agent`, `operator`, `cli` or `tools` (its clients);
+//! - `publisher` imports nothing of `agent`, `operator`, `cli` or `tools` (its clients), opens
+//!   no store transaction of its own (the engine's `Authority` and `ledger` do), and its GitHub
+//!   client holds no store;
 //! - `devhub` imports nothing of `engine`, `publisher` or `tools`, and only `operator::dev`
 //!   imports it (tests too);
 //! - `cli` spawns no process and opens no socket, and each of its files stays under a size
@@ -139,6 +141,18 @@ fn the_publisher_depends_on_no_client_of_it() {
                 "crate::tools",
             ],
         ),
+    );
+}
+
+#[test]
+fn the_publisher_changes_state_only_through_the_engines_operations() {
+    assert_none(
+        "the publisher writes the engine's state only through `engine::Authority` and `engine::ledger` (no transaction of its own)",
+        mentions("publisher", &[".write(|", ".write(move |"]),
+    );
+    assert_none(
+        "the GitHub client returns facts; the host records them (`publisher::host::record`)",
+        mentions("publisher/github", &["Store", "Facts<"]),
     );
 }
 

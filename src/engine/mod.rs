@@ -16,6 +16,7 @@ pub use decide::{Action, Ask, Decision, Engine, GrantTerms, Principal, RefUpdate
 pub use repo::RepoName;
 pub mod authority;
 pub mod hints;
+pub mod ledger;
 
 pub use authority::{Authority, AuthorityError, Denial, Status, YoloTerms};
 

@@ -17,7 +17,6 @@ mod http;
 mod jwt;
 mod models;
 mod pulls;
-pub mod record;
 mod token;
 
 pub use app::{AppFacts, glimpse};

@@ -193,18 +193,14 @@ impl Host {
                     }
                     write_key_hash(path, &sha256.to_ascii_lowercase())
                         .map_err(|e| Failure::new(ErrorKind::Internal, format!("cannot write {}: {e}", path.display())))?;
-                    s.write(|f| {
-                        f.audit(
-                            &crate::engine::store::AuditEvent {
-                                principal: principal.label(),
-                                action: "SetMcpKey".into(),
-                                decision: "event".into(),
-                                detail: Some(serde_json::json!({ "key_sha256_prefix": &sha256[..8] })),
-                                ..Default::default()
-                            },
-                            now,
-                        )
-                    })?;
+                    let event = crate::engine::store::AuditEvent {
+                        principal: principal.label(),
+                        action: "SetMcpKey".into(),
+                        decision: "event".into(),
+                        detail: Some(serde_json::json!({ "key_sha256_prefix": &sha256[..8] })),
+                        ..Default::default()
+                    };
+                    crate::engine::ledger::record_event(s, &event, now)?;
                     Response::ok(KeyHashStored {
                         stored: path.clone(),
                     })

@@ -135,22 +135,16 @@ impl Host {
                 serde_json::json!({ "read_only": true }),
             ),
         };
-        self.with_store(|_, s| {
-            s.write(|f| {
-                f.audit(
-                    &crate::engine::store::AuditEvent {
-                        principal: principal.label(),
-                        action: "CheckCoverage".into(),
-                        repo_key: Some(repo.key()),
-                        decision: "event".into(),
-                        outcome: Some(outcome),
-                        detail: Some(detail),
-                        ..Default::default()
-                    },
-                    now,
-                )
-            })
-        })?;
+        let event = crate::engine::store::AuditEvent {
+            principal: principal.label(),
+            action: "CheckCoverage".into(),
+            repo_key: Some(repo.key()),
+            decision: "event".into(),
+            outcome: Some(outcome),
+            detail: Some(detail),
+            ..Default::default()
+        };
+        self.with_store(|_, s| crate::engine::ledger::record_event(s, &event, now))?;
         checked
     }
 
@@ -171,7 +165,7 @@ impl Host {
             );
             Failure::new(failure.0.kind, message)
         })?;
-        self.with_store(|_, s| github::record::coverage(s, repo, &coverage))?;
+        self.with_store(|_, s| super::record::coverage(s, repo, &coverage))?;
         Ok(coverage)
     }
 
@@ -208,7 +202,7 @@ impl Host {
                 .register_write(&minted.token, minted.expires_at);
         }
         if let Err(e) =
-            self.with_store(|_, s| github::record::minted(s, &minted, grant_id, audit_id, now))
+            self.with_store(|_, s| super::record::minted(s, &minted, grant_id, audit_id, now))
         {
             // Never hand out what the state does not know: take it back at GitHub.
             if under_grant {
@@ -366,7 +360,7 @@ impl Host {
     /// returns whether this call revoked it. On failure it stays live: the sweeper retries
     /// once its grant has ended.
     fn revoke_write(&self, github: &GitHub, token: &github::Token, now: i64) -> bool {
-        match block_on(github::record::revoke_once(github, &self.store, token, now)) {
+        match block_on(super::record::revoke_once(github, &self.store, token, now)) {
             Ok(Some(_)) => {
                 self.credentials.forget_write(&token.sha256());
                 true
@@ -435,7 +429,7 @@ impl Host {
                         "a token of an ended grant has no known value; marked revoked"
                     );
                     let _ = self.with_store(|_, s| {
-                        s.write(|f| f.mark_token_revoked(&row.token_sha256, now))
+                        crate::engine::ledger::mark_revoked(s, &row.token_sha256, now)
                     });
                 }
             }

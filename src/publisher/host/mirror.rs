@@ -7,7 +7,7 @@ use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::ErrorKind;
-use crate::publisher::github::{self, GitHub, Token, TokenUse};
+use crate::publisher::github::{GitHub, Token, TokenUse};
 use crate::publisher::publish::{ImportError, MirrorRef, Quarantine};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -173,7 +173,7 @@ impl Host {
 
     /// Revokes a token the publisher used for one operation (at most once).
     pub(super) fn revoke_now(&self, github: &GitHub, token: &Token) {
-        if let Err(e) = block_on(github::record::revoke_once(
+        if let Err(e) = block_on(super::record::revoke_once(
             github,
             &self.store,
             token,

@@ -21,6 +21,7 @@ mod mirror;
 mod pr;
 mod proofs;
 mod push;
+pub mod record;
 mod step_token;
 
 pub use push::{Admission, Spooled};
@@ -210,7 +211,7 @@ impl Host {
         let now = self.now();
         let mut revoked = 0;
         for token in &tokens {
-            match block_on(super::github::record::revoke_unconditionally(
+            match block_on(record::revoke_unconditionally(
                 github,
                 &self.store,
                 token,
@@ -403,6 +404,18 @@ impl From<AuthorityError> for Failure {
             AuthorityError::Invalid(message) => Self::usage(message),
             AuthorityError::Limit(message) => Self::new(ErrorKind::Conflict, message),
             AuthorityError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::engine::ledger::LedgerError> for Failure {
+    fn from(err: crate::engine::ledger::LedgerError) -> Self {
+        match err {
+            crate::engine::ledger::LedgerError::Store(e) => e.into(),
+            other => {
+                tracing::error!(error = %other, "publication state");
+                Self::new(ErrorKind::Internal, other.to_string())
+            }
         }
     }
 }

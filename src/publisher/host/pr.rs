@@ -11,6 +11,7 @@
 use super::mirror::import_failure;
 use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
+use crate::engine::ledger;
 use crate::engine::store::{Publication, PublicationState};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::{ErrorKind, Published};
@@ -170,7 +171,7 @@ impl Host {
         if let Some(p) = &earlier
             && p.state == PublicationState::Opened
         {
-            self.with_store(|_, s| s.write(|f| f.set_audit_outcome(audit_id, "reused", None)))?;
+            self.with_store(|_, s| ledger::record_outcome(s, audit_id, "reused", None))?;
             return Ok(Published {
                 repo: repo.to_string(),
                 number: p.pr_number.unwrap_or_default() as u64,
@@ -196,7 +197,7 @@ impl Host {
             state: PublicationState::Pushing,
             error: None,
         };
-        self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))?;
+        self.with_store(|_, s| ledger::publication_pushing(s, &mut publication, now))?;
         tracing::info!(repo = %repo, branch = %branch, head = %pr.head, "publication recorded; pushing its branch");
 
         let minted = self
@@ -235,8 +236,7 @@ impl Host {
                 );
                 return Err((failure, PublicationState::Failed));
             }
-            publication.state = PublicationState::Pushed;
-            self.with_store(|_, s| s.write(|f| f.save_publication(&publication, now)))
+            self.with_store(|_, s| ledger::publication_pushed(s, &mut publication, now))
                 .map_err(|e| (Failure::from(e), PublicationState::Pushed))?;
             // A pull request from an earlier attempt (a crash after opening it) is reused. If
             // GitHub cannot say, the branch stays: it may carry that pull request.
@@ -269,30 +269,31 @@ impl Host {
         })();
         minted.revoke();
         let now = self.now();
+        let decided = (audit_id, Some(token_sha.as_str()));
         match &result {
             Ok(published) => {
-                publication.state = PublicationState::Opened;
-                publication.pr_number = Some(published.number as i64);
-                publication.url = Some(published.url.clone());
                 if let Err(e) = quarantine.adopt(&mirror.path, &[pr.head.as_str()]) {
                     tracing::warn!(error = %e, "moving a published pack into the mirror failed");
                 }
+                let number = published.number as i64;
+                self.with_store(|_, s| {
+                    ledger::publication_opened(
+                        s,
+                        &mut publication,
+                        number,
+                        &published.url,
+                        decided,
+                        now,
+                    )
+                })?;
             }
-            Err((failure, state)) => {
-                publication.state = *state;
-                publication.error = Some(failure.0.message.clone());
+            Err((failure, left_at)) => {
+                let error = failure.0.message.as_str();
+                self.with_store(|_, s| {
+                    ledger::publication_failed(s, &mut publication, *left_at, error, decided, now)
+                })?;
             }
         }
-        let outcome = match &result {
-            Ok(p) => format!("opened #{}", p.number),
-            Err((f, _)) => format!("failed: {}", f.0.message),
-        };
-        self.with_store(|_, s| {
-            s.write(|f| {
-                f.save_publication(&publication, now)?;
-                f.set_audit_outcome(audit_id, &outcome, Some(&token_sha))
-            })
-        })?;
         result.map_err(|(failure, _)| failure)
     }
 

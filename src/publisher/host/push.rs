@@ -7,6 +7,7 @@
 
 use super::mirror::{MIRROR_REUSE, OpenMirror};
 use super::{Failure, Host, parse_repo};
+use crate::engine::ledger;
 use crate::engine::store::AuditEvent;
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
 use crate::protocol::{
@@ -244,7 +245,7 @@ impl Host {
         if mode.dry_run {
             for a in allowed {
                 self.with_store(|_, s| {
-                    s.write(|f| f.set_audit_outcome(a.audit_id, "dry run: not pushed", None))
+                    ledger::record_outcome(s, a.audit_id, "dry run: not pushed", None)
                 })?;
                 results.push(RefResult::pushed(a.update.dst));
             }
@@ -415,9 +416,7 @@ impl Host {
                 Ok(_) => "pushed".to_string(),
                 Err(why) => format!("failed: {why}"),
             };
-            self.with_store(|_, s| {
-                s.write(|f| f.set_audit_outcome(a.audit_id, &text, Some(token_sha)))
-            })?;
+            self.with_store(|_, s| ledger::record_outcome(s, a.audit_id, &text, Some(token_sha)))?;
             if outcome.is_ok() && adopted {
                 update_mirror_ref(&mirror.path, &a.update);
             }

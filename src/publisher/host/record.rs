@@ -1,23 +1,23 @@
-//! Writing what the client learnt into the engine's state: coverage facts (with the default
-//! branch), and every minted token (SHA-256 only) with the decision that justified it;
-//! revocation at most once (or, for what a previous run left, unconditionally).
+//! Recording what the GitHub client reported, through the engine's ledger: coverage facts (with
+//! the default branch), and every minted token (SHA-256 only) with the decision that justified
+//! it; revocation at most once (or, for what a previous run left, unconditionally). The client
+//! returns facts; the host records them here.
 
-use super::{Coverage, GitHub, GithubError, MintedToken, Revocation, Token};
 use crate::engine::RepoName;
-use crate::engine::store::{App, IssuedToken, Store, StoreError};
+use crate::engine::ledger::{self, RevocationMark};
+use crate::engine::store::{IssuedToken, Store, StoreError};
+use crate::publisher::github::{Coverage, GitHub, GithubError, MintedToken, Revocation, Token};
 
 /// Records both Apps' coverage of `repo` (with GitHub's default branch), and the token the
 /// check used to read it.
 pub fn coverage(store: &mut Store, repo: &RepoName, coverage: &Coverage) -> Result<(), StoreError> {
-    let key = repo.key();
-    store.write(|facts| {
-        facts.record_coverage(&key, App::Reader, &coverage.reader)?;
-        facts.record_coverage(&key, App::Writer, &coverage.writer)?;
-        if let Some(token) = &coverage.token {
-            facts.record_token(token)?;
-        }
-        Ok(())
-    })
+    ledger::record_coverage(
+        store,
+        &repo.key(),
+        &coverage.reader,
+        &coverage.writer,
+        coverage.token.as_ref(),
+    )
 }
 
 /// Records a minted token; returns the row as stored.
@@ -41,7 +41,7 @@ pub fn minted(
         expires_at: minted.expires_at,
         revoked_at: None,
     };
-    store.write(|facts| facts.record_token(&row))?;
+    ledger::record_token(store, &row)?;
     Ok(row)
 }
 
@@ -66,21 +66,15 @@ pub async fn revoke_once(
     now: i64,
 ) -> Result<Option<Revocation>, RevokeError> {
     let sha = token.sha256();
-    let marked = lock(store).write(|facts| {
-        Ok(match facts.token(&sha)? {
-            None => Mark::Unrecorded,
-            Some(_) if facts.mark_token_revoked(&sha, now)? => Mark::First,
-            Some(_) => Mark::Already,
-        })
-    })?;
-    if marked == Mark::Already {
+    let marked = ledger::mark_revoking(&mut lock(store), &sha, now)?;
+    if marked == RevocationMark::Already {
         return Ok(None);
     }
     match github.revoke(token).await {
         Ok(outcome) => Ok(Some(outcome)),
         Err(error) => {
-            if marked == Mark::First {
-                lock(store).write(|facts| facts.unmark_token_revoked(&sha))?;
+            if marked == RevocationMark::First {
+                ledger::unmark_revoked(&mut lock(store), &sha)?;
             }
             Err(error.into())
         }
@@ -97,15 +91,8 @@ pub async fn revoke_unconditionally(
     now: i64,
 ) -> Result<Revocation, RevokeError> {
     let outcome = github.revoke(token).await?;
-    lock(store).write(|facts| facts.mark_token_revoked(&token.sha256(), now))?;
+    ledger::mark_revoked(&mut lock(store), &token.sha256(), now)?;
     Ok(outcome)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mark {
-    First,
-    Already,
-    Unrecorded,
 }
 
 fn lock(store: &std::sync::Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
