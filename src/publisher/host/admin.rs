@@ -9,7 +9,7 @@ use super::{
 use crate::engine::authority::PageRequest;
 use crate::engine::refscope::{RefPattern, patterns_meet, scopes_of};
 use crate::engine::store::{AuditFilter, Store};
-use crate::engine::{Ask, GrantTerms, Principal, RefUpdate, YoloTerms};
+use crate::engine::{Ask, Authority, GrantTerms, Principal, RefUpdate, RepoName, YoloTerms};
 use crate::protocol::answers::{ExplainedGrant, Explanation, KeyHashStored, Pong, StatusAnswer};
 use crate::protocol::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
 
@@ -82,23 +82,10 @@ impl Host {
             };
         }
         // A what-if is answered on what GitHub says now, not on "never checked".
-        if let AdminRequest::Explain { repo, ref_name, .. } = &request {
-            let refreshed = parse_repo(repo).and_then(|repo| {
-                self.refresh_coverage(principal, &repo, now).map_err(|f| {
-                    let mut f = f.upstream_then(&format!(
-                        "whether the Zodex Apps are installed on {repo} is unknown, so nothing was explained"
-                    ));
-                    if f.0.kind == ErrorKind::Upstream {
-                        f.0.message.push_str(&format!(
-                            ": `zodex sprite policy explain --action push --repo {repo} --ref {ref_name}`"
-                        ));
-                    }
-                    f
-                })
-            });
-            if let Err(failure) = refreshed {
-                return failure.into_response();
-            }
+        if let AdminRequest::Explain { repo, ref_name, .. } = &request
+            && let Err(failure) = self.refresh_for_explain(principal, repo, ref_name, now)
+        {
+            return failure.into_response();
         }
         let result = self.with_store(|a, s| -> Result<Response, Failure> {
             Ok(match request {
@@ -142,12 +129,10 @@ impl Host {
                     Response::ok(a.set_yolo(s, principal, &repos, terms, now)?)
                 }
                 AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
-                AdminRequest::Status => {
-                    Response::ok(StatusAnswer {
-                        status: a.status(s, principal, now)?,
-                        proofs: Some(self.proof_status()),
-                    })
-                }
+                AdminRequest::Status => Response::ok(StatusAnswer {
+                    status: a.status(s, principal, now)?,
+                    proofs: Some(self.proof_status()),
+                }),
                 AdminRequest::ProvePolicies | AdminRequest::CheckCoverage { .. } => {
                     unreachable!("answered above, without the store")
                 }
@@ -178,32 +163,12 @@ impl Host {
                         limit: None,
                         before: None,
                     };
-                    let page = a.audit_page(s, principal, &filter, PageRequest { limit, before }, now)?;
+                    let page =
+                        a.audit_page(s, principal, &filter, PageRequest { limit, before }, now)?;
                     Response::page(page.items, page.next_before)
                 }
                 AdminRequest::SetMcpKeyHash { sha256 } => {
-                    let Some(path) = &self.mcp_key_hash_file else {
-                        return Err(Failure::new(
-                            ErrorKind::Conflict,
-                            "this sprite's configuration has no `[mcp] key_hash_file`; add one so zodex-agent serve can check the key",
-                        ));
-                    };
-                    if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                        return Err(Failure::usage("the key hash must be 64 hex digits (a SHA-256)"));
-                    }
-                    write_key_hash(path, &sha256.to_ascii_lowercase())
-                        .map_err(|e| Failure::new(ErrorKind::Internal, format!("cannot write {}: {e}", path.display())))?;
-                    let event = crate::engine::store::AuditEvent {
-                        principal: principal.label(),
-                        action: "SetMcpKey".into(),
-                        decision: "event".into(),
-                        detail: Some(serde_json::json!({ "key_sha256_prefix": &sha256[..8] })),
-                        ..Default::default()
-                    };
-                    crate::engine::ledger::record_event(s, &event, now)?;
-                    Response::ok(KeyHashStored {
-                        stored: path.clone(),
-                    })
+                    Response::ok(self.set_mcp_key_hash(s, principal, &sha256, now)?)
                 }
                 AdminRequest::Explain {
                     repo,
@@ -214,54 +179,120 @@ impl Host {
                     touches_workflows,
                     ref_exists,
                 } => {
-                    let repo = parse_repo(&repo)?;
-                    if bytes < 0 {
-                        return Err(Failure::usage("--bytes must be zero or more"));
-                    }
-                    let ref_name = full_ref(&ref_name)?;
-                    let ask = Ask::Push {
-                        repo,
-                        update: RefUpdate {
-                            ref_name,
-                            force,
-                            delete,
-                            touches_workflows,
-                            ref_exists,
-                            ..Default::default()
-                        },
-                        bundle_bytes: bytes,
+                    let update = RefUpdate {
+                        ref_name: full_ref(&ref_name)?,
+                        force,
+                        delete,
+                        touches_workflows,
+                        ref_exists,
+                        ..Default::default()
                     };
-                    // The what-if is asked on the agent's behalf: may it push this?
-                    let (decision, denial) = a.explain(s, &Principal::Agent, &ask, now)?;
-                    // The repository's grants, with the refs each is limited to and whether it
-                    // covers this ref (display only: the decision above is Cedar's).
-                    let Ask::Push { repo, update, .. } = &ask else {
-                        unreachable!("the what-if is a push")
-                    };
-                    let grants = s.read(|f| f.active_grants_for(&repo.key(), 10))?;
-                    let scopes = scopes_of(&update.ref_name);
-                    let grants: Vec<_> = grants
-                        .iter()
-                        .map(|g| {
-                            let covers = patterns_meet(&g.refs, &scopes);
-                            ExplainedGrant {
-                                id: g.id,
-                                expires_at: g.expires_at,
-                                refs: g.refs.clone(),
-                                covers_ref: covers,
-                            }
-                        })
-                        .collect();
-                    Response::ok(Explanation {
-                        decision,
-                        denial,
-                        grants,
-                    })
+                    Response::ok(explain(a, s, &parse_repo(&repo)?, update, bytes, now)?)
                 }
             })
         });
         result.unwrap_or_else(Failure::into_response)
     }
+}
+
+impl Host {
+    /// Refreshes unknown or stale coverage of `repo` before a what-if is explained.
+    fn refresh_for_explain(
+        &self,
+        principal: &Principal,
+        repo: &str,
+        ref_name: &str,
+        now: i64,
+    ) -> Result<(), Failure> {
+        let repo = parse_repo(repo)?;
+        self.refresh_coverage(principal, &repo, now).map_err(|f| {
+            let mut f = f.upstream_then(&format!(
+                "whether the Zodex Apps are installed on {repo} is unknown, so nothing was explained"
+            ));
+            if f.0.kind == ErrorKind::Upstream {
+                f.0.message.push_str(&format!(
+                    ": `zodex sprite policy explain --action push --repo {repo} --ref {ref_name}`"
+                ));
+            }
+            f
+        })
+    }
+
+    /// Stores the hash of a new MCP key where `zodex-agent serve` reads it, audited.
+    fn set_mcp_key_hash(
+        &self,
+        s: &mut Store,
+        principal: &Principal,
+        sha256: &str,
+        now: i64,
+    ) -> Result<KeyHashStored, Failure> {
+        let Some(path) = &self.mcp_key_hash_file else {
+            return Err(Failure::new(
+                ErrorKind::Conflict,
+                "this sprite's configuration has no `[mcp] key_hash_file`; add one so zodex-agent serve can check the key",
+            ));
+        };
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Failure::usage(
+                "the key hash must be 64 hex digits (a SHA-256)",
+            ));
+        }
+        write_key_hash(path, &sha256.to_ascii_lowercase()).map_err(|e| {
+            Failure::new(
+                ErrorKind::Internal,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?;
+        let event = crate::engine::store::AuditEvent {
+            principal: principal.label(),
+            action: "SetMcpKey".into(),
+            decision: "event".into(),
+            detail: Some(serde_json::json!({ "key_sha256_prefix": &sha256[..8] })),
+            ..Default::default()
+        };
+        crate::engine::ledger::record_event(s, &event, now)?;
+        Ok(KeyHashStored {
+            stored: path.clone(),
+        })
+    }
+}
+
+/// A what-if `Push` of `update` to `repo`, asked on the agent's behalf (no side effects), with
+/// the repository's grants and whether each covers the ref (display only: the decision is
+/// Cedar's).
+fn explain(
+    a: Authority<'_>,
+    s: &mut Store,
+    repo: &RepoName,
+    update: RefUpdate,
+    bytes: i64,
+    now: i64,
+) -> Result<Explanation, Failure> {
+    if bytes < 0 {
+        return Err(Failure::usage("--bytes must be zero or more"));
+    }
+    let scopes = scopes_of(&update.ref_name);
+    let ask = Ask::Push {
+        repo: repo.clone(),
+        update,
+        bundle_bytes: bytes,
+    };
+    let (decision, denial) = a.explain(s, &Principal::Agent, &ask, now)?;
+    let grants = s.read(|f| f.active_grants_for(&repo.key(), 10))?;
+    let grants = grants
+        .iter()
+        .map(|g| ExplainedGrant {
+            id: g.id,
+            expires_at: g.expires_at,
+            refs: g.refs.clone(),
+            covers_ref: patterns_meet(&g.refs, &scopes),
+        })
+        .collect();
+    Ok(Explanation {
+        decision,
+        denial,
+        grants,
+    })
 }
 
 /// Replaces the key hash file atomically (mode 0644: it holds only a hash, for the agent).

@@ -131,129 +131,12 @@ pub fn run(
     }
     let layout = Layout::under(&options.prefix);
     let mut steps = Steps::default();
+    let accounts = ensure_accounts(options, &layout, &mut steps)?;
+    ensure_directories(&layout, &accounts, &mut steps)?;
+    install_keys(&layout, keys.as_ref(), &accounts, &mut steps)?;
+    install_binaries(options, &layout, &mut steps)?;
+    let (agent, publisher) = (&accounts.agent, &accounts.publisher);
     let root = (Uid::from_raw(0), Gid::from_raw(0));
-
-    // Accounts.
-    let gid = system::ensure_group(&options.socket_group, &mut steps)?;
-    let default_home = options.prefix.join("home").join(&options.agent_user);
-    let agent = system::ensure_user(
-        &Account {
-            name: &options.agent_user,
-            home: options.agent_home.as_deref().unwrap_or(&default_home),
-            create_home: true,
-            shell: "/bin/bash",
-            primary_group: Some(&options.socket_group),
-        },
-        &mut steps,
-    )?;
-    system::ensure_member(&agent, &options.socket_group, gid, &mut steps)?;
-    let publisher = system::ensure_user(
-        &Account {
-            name: &options.publisher_user,
-            home: &layout.state_dir,
-            create_home: false,
-            shell: "/usr/sbin/nologin",
-            primary_group: None,
-        },
-        &mut steps,
-    )?;
-    if agent.uid == publisher.uid {
-        return Err(InstallError::Failed(
-            "the agent and the publisher must be different users; choose two account names".into(),
-        ));
-    }
-    let publisher_ids = (publisher.uid, publisher.gid);
-
-    // Directories.
-    for dir in [
-        &layout.config_dir,
-        &layout.bin_dir,
-        &layout.lib_dir,
-        &layout.log_dir,
-    ] {
-        system::ensure_dir(dir, root.0, root.1, 0o755, &mut steps)?;
-    }
-    system::ensure_dir(
-        &layout.keys_dir,
-        publisher_ids.0,
-        publisher_ids.1,
-        0o700,
-        &mut steps,
-    )?;
-    system::ensure_dir(
-        &layout.state_dir,
-        publisher_ids.0,
-        publisher_ids.1,
-        0o700,
-        &mut steps,
-    )?;
-    // The agent may pass through to its socket, but create, replace or remove nothing there.
-    system::ensure_dir(&layout.socket_dir, publisher_ids.0, gid, 0o750, &mut steps)?;
-    system::ensure_dir(
-        &layout.mcp_dir,
-        publisher_ids.0,
-        publisher_ids.1,
-        0o755,
-        &mut steps,
-    )?;
-    system::ensure_dir(
-        &layout.agent_state_dir,
-        agent.uid,
-        agent.gid,
-        0o700,
-        &mut steps,
-    )?;
-    if !agent.dir.is_dir() {
-        system::ensure_dir(&agent.dir, agent.uid, agent.gid, 0o700, &mut steps)?;
-    }
-
-    // Keys: from stdin (never argv), or kept when present.
-    for (name, pem) in [
-        ("writer", keys.as_ref().map(|k| k.writer_key.as_str())),
-        ("reader", keys.as_ref().map(|k| k.reader_key.as_str())),
-    ] {
-        let path = layout.key(name);
-        match pem {
-            Some(pem) => {
-                if !pem.contains("PRIVATE KEY-----") {
-                    return Err(InstallError::Failed(format!(
-                        "the {name} key is not a PEM private key; pass the file GitHub gave you for the {name} App"
-                    )));
-                }
-                system::ensure_file(
-                    &path,
-                    pem.as_bytes(),
-                    publisher_ids.0,
-                    publisher_ids.1,
-                    0o600,
-                    &mut steps,
-                )?;
-            }
-            None if path.is_file() => {
-                let changed =
-                    system::set_owner_mode(&path, publisher_ids.0, publisher_ids.1, 0o600)?;
-                steps.record(format!("{} kept", path.display()), changed);
-            }
-            None => {
-                return Err(InstallError::Failed(format!(
-                    "the {name} App's key is not installed yet: send both keys with --keys-stdin (`zodex sprite setup` does)"
-                )));
-            }
-        }
-    }
-
-    // Binaries.
-    for name in SPRITE_BINARIES {
-        let from = options.binaries.join(name);
-        if !from.is_file() {
-            return Err(InstallError::Failed(format!(
-                "{} is missing; pass --binaries DIR holding {}",
-                from.display(),
-                SPRITE_BINARIES.join(", ")
-            )));
-        }
-        system::ensure_copy(&from, &layout.binary(name), &mut steps)?;
-    }
 
     // Configuration.
     let config = sprite_config(options, &layout, agent.uid.as_raw(), publisher.uid.as_raw())?;
@@ -301,28 +184,9 @@ pub fn run(
     )?;
 
     // The agent's git: read through the credential helper, push through git-remote-zodex.
-    agent_git(&layout, &config, &agent, &mut steps)?;
+    agent_git(&layout, &config, agent, &mut steps)?;
 
-    // Services.
-    system::ensure_dir(&layout.unit_dir, root.0, root.1, 0o755, &mut steps)?;
-    for service in SERVICES {
-        system::ensure_file(
-            &layout.unit(service),
-            services::unit(&record, service).as_bytes(),
-            root.0,
-            root.1,
-            0o644,
-            &mut steps,
-        )?;
-    }
-    system::ensure_file(
-        &layout.supervisor(),
-        services::supervisor_script(&record).as_bytes(),
-        root.0,
-        root.1,
-        0o755,
-        &mut steps,
-    )?;
+    install_services(&layout, &record, &mut steps)?;
     let units_verified = services::verify_units(&layout).map(|r| match r {
         Ok(()) => "systemd-analyze verify: ok".to_string(),
         Err(e) => format!("systemd-analyze verify: {e}"),
@@ -344,6 +208,198 @@ pub fn run(
         self_check,
         units_verified,
     })
+}
+
+/// The accounts install made sure of, and the socket group's id.
+struct Accounts {
+    agent: nix::unistd::User,
+    publisher: nix::unistd::User,
+    socket_gid: Gid,
+}
+
+/// The socket group, the agent (a home, bash, in the group) and the publisher (`nologin`, the
+/// state directory as its home), created when missing; refused when they would be one user.
+fn ensure_accounts(
+    options: &InstallOptions,
+    layout: &Layout,
+    steps: &mut Steps,
+) -> Result<Accounts, InstallError> {
+    let gid = system::ensure_group(&options.socket_group, steps)?;
+    let default_home = options.prefix.join("home").join(&options.agent_user);
+    let agent = system::ensure_user(
+        &Account {
+            name: &options.agent_user,
+            home: options.agent_home.as_deref().unwrap_or(&default_home),
+            create_home: true,
+            shell: "/bin/bash",
+            primary_group: Some(&options.socket_group),
+        },
+        steps,
+    )?;
+    system::ensure_member(&agent, &options.socket_group, gid, steps)?;
+    let publisher = system::ensure_user(
+        &Account {
+            name: &options.publisher_user,
+            home: &layout.state_dir,
+            create_home: false,
+            shell: "/usr/sbin/nologin",
+            primary_group: None,
+        },
+        steps,
+    )?;
+    if agent.uid == publisher.uid {
+        return Err(InstallError::Failed(
+            "the agent and the publisher must be different users; choose two account names".into(),
+        ));
+    }
+    Ok(Accounts {
+        agent,
+        publisher,
+        socket_gid: gid,
+    })
+}
+
+/// Every directory of the layout with its owner and mode.
+fn ensure_directories(
+    layout: &Layout,
+    accounts: &Accounts,
+    steps: &mut Steps,
+) -> Result<(), InstallError> {
+    let root = (Uid::from_raw(0), Gid::from_raw(0));
+    let publisher_ids = (accounts.publisher.uid, accounts.publisher.gid);
+    let (agent, gid) = (&accounts.agent, accounts.socket_gid);
+    for dir in [
+        &layout.config_dir,
+        &layout.bin_dir,
+        &layout.lib_dir,
+        &layout.log_dir,
+    ] {
+        system::ensure_dir(dir, root.0, root.1, 0o755, steps)?;
+    }
+    system::ensure_dir(
+        &layout.keys_dir,
+        publisher_ids.0,
+        publisher_ids.1,
+        0o700,
+        steps,
+    )?;
+    system::ensure_dir(
+        &layout.state_dir,
+        publisher_ids.0,
+        publisher_ids.1,
+        0o700,
+        steps,
+    )?;
+    // The agent may pass through to its socket, but create, replace or remove nothing there.
+    system::ensure_dir(&layout.socket_dir, publisher_ids.0, gid, 0o750, steps)?;
+    system::ensure_dir(
+        &layout.mcp_dir,
+        publisher_ids.0,
+        publisher_ids.1,
+        0o755,
+        steps,
+    )?;
+    system::ensure_dir(&layout.agent_state_dir, agent.uid, agent.gid, 0o700, steps)?;
+    if !agent.dir.is_dir() {
+        system::ensure_dir(&agent.dir, agent.uid, agent.gid, 0o700, steps)?;
+    }
+
+    Ok(())
+}
+
+/// The two App keys: from stdin (never argv), or kept when present; 0600, the publisher's.
+fn install_keys(
+    layout: &Layout,
+    keys: Option<&KeyUpload>,
+    accounts: &Accounts,
+    steps: &mut Steps,
+) -> Result<(), InstallError> {
+    let publisher_ids = (accounts.publisher.uid, accounts.publisher.gid);
+    for (name, pem) in [
+        ("writer", keys.map(|k| k.writer_key.as_str())),
+        ("reader", keys.map(|k| k.reader_key.as_str())),
+    ] {
+        let path = layout.key(name);
+        match pem {
+            Some(pem) => {
+                if !pem.contains("PRIVATE KEY-----") {
+                    return Err(InstallError::Failed(format!(
+                        "the {name} key is not a PEM private key; pass the file GitHub gave you for the {name} App"
+                    )));
+                }
+                system::ensure_file(
+                    &path,
+                    pem.as_bytes(),
+                    publisher_ids.0,
+                    publisher_ids.1,
+                    0o600,
+                    steps,
+                )?;
+            }
+            None if path.is_file() => {
+                let changed =
+                    system::set_owner_mode(&path, publisher_ids.0, publisher_ids.1, 0o600)?;
+                steps.record(format!("{} kept", path.display()), changed);
+            }
+            None => {
+                return Err(InstallError::Failed(format!(
+                    "the {name} App's key is not installed yet: send both keys with --keys-stdin (`zodex sprite setup` does)"
+                )));
+            }
+        }
+    }
+
+    Ok(())
+}
+
+/// The sprite's three binaries, copied when their bytes differ.
+fn install_binaries(
+    options: &InstallOptions,
+    layout: &Layout,
+    steps: &mut Steps,
+) -> Result<(), InstallError> {
+    for name in SPRITE_BINARIES {
+        let from = options.binaries.join(name);
+        if !from.is_file() {
+            return Err(InstallError::Failed(format!(
+                "{} is missing; pass --binaries DIR holding {}",
+                from.display(),
+                SPRITE_BINARIES.join(", ")
+            )));
+        }
+        system::ensure_copy(&from, &layout.binary(name), steps)?;
+    }
+
+    Ok(())
+}
+
+/// The systemd units and the supervisor script.
+fn install_services(
+    layout: &Layout,
+    record: &InstallRecord,
+    steps: &mut Steps,
+) -> Result<(), InstallError> {
+    let root = (Uid::from_raw(0), Gid::from_raw(0));
+    system::ensure_dir(&layout.unit_dir, root.0, root.1, 0o755, steps)?;
+    for service in SERVICES {
+        system::ensure_file(
+            &layout.unit(service),
+            services::unit(record, service).as_bytes(),
+            root.0,
+            root.1,
+            0o644,
+            steps,
+        )?;
+    }
+    system::ensure_file(
+        &layout.supervisor(),
+        services::supervisor_script(record).as_bytes(),
+        root.0,
+        root.1,
+        0o755,
+        steps,
+    )?;
+    Ok(())
 }
 
 /// The text of the configuration file install (and `allow-host`) writes.
