@@ -8,17 +8,20 @@
 //! The operator's `zodex sprite setup` drives it through the exec transport; `service` and
 //! `doctor` read the [`InstallRecord`] it leaves beside the configuration.
 
+mod agent_git;
 pub mod doctor;
 pub mod isolation;
 pub mod layout;
 pub mod services;
+mod sprite_config;
 pub mod system;
 
-use crate::config::{Config, GithubApp, GithubConfig};
-use crate::engine::targets::TargetSpec;
+use agent_git::agent_git;
 use layout::{InstallRecord, Layout, SERVICES, SPRITE_BINARIES, ServiceManager};
 use nix::unistd::{Gid, Uid};
 use serde::{Deserialize, Serialize};
+pub use sprite_config::{allow_host, github_urls};
+use sprite_config::{config_text, sprite_config};
 use std::path::{Path, PathBuf};
 use system::{Account, Steps};
 
@@ -103,21 +106,6 @@ impl InstallReport {
     pub fn all_ok(&self) -> bool {
         self.self_check.iter().all(|f| f.ok)
     }
-}
-
-/// The `[github]` table's URLs from what the operator gave: github.com by default; a GitHub
-/// Enterprise Server's API is `https://HOST/api/v3`.
-pub fn github_urls(api_url: Option<&str>, git_url: Option<&str>) -> (String, String) {
-    let git = git_url
-        .unwrap_or(crate::config::DEFAULT_GIT_URL)
-        .trim_end_matches('/')
-        .to_string();
-    let api = match api_url {
-        Some(api) => api.trim_end_matches('/').to_string(),
-        None if git == crate::config::DEFAULT_GIT_URL => crate::config::DEFAULT_API_URL.to_string(),
-        None => format!("{git}/api/v3"),
-    };
-    (api, git)
 }
 
 pub fn run(
@@ -402,224 +390,6 @@ fn install_services(
     Ok(())
 }
 
-/// The text of the configuration file install (and `allow-host`) writes.
-fn config_text(config: &Config) -> String {
-    format!(
-        "# Written by `zodex-prd install`. A rerun keeps your other settings (policy_dir,\n# waive_properties, limits…) and rewrites only what install manages.\n{}",
-        config.to_toml()
-    )
-}
-
-/// The configuration install writes: an existing one keeps every setting install does not
-/// manage; the managed ones (paths, users, `[github]` when given, `[mcp]`) are set.
-fn sprite_config(
-    options: &InstallOptions,
-    layout: &Layout,
-    agent_uid: u32,
-    publisher_uid: u32,
-) -> Result<Config, InstallError> {
-    let existing = if layout.config().is_file() {
-        Some(Config::load(&layout.config()).map_err(|e| {
-            InstallError::Failed(format!(
-                "{e}; fix it or move it away, then run install again"
-            ))
-        })?)
-    } else {
-        None
-    };
-    let github = match (options.reader_app_id, options.writer_app_id) {
-        (Some(reader), Some(writer)) => {
-            let (api_url, git_url) =
-                github_urls(options.api_url.as_deref(), options.git_url.as_deref());
-            Some(GithubConfig {
-                api_url,
-                git_url,
-                reader: GithubApp {
-                    app_id: reader,
-                    private_key_file: layout.key("reader"),
-                },
-                writer: GithubApp {
-                    app_id: writer,
-                    private_key_file: layout.key("writer"),
-                },
-            })
-        }
-        (None, None) => existing.as_ref().and_then(|c| c.github.clone()),
-        _ => {
-            return Err(InstallError::Failed(
-                "give both --reader-app-id and --writer-app-id (or neither, to keep the installed ones)"
-                    .into(),
-            ));
-        }
-    };
-    let Some(github) = github else {
-        return Err(InstallError::Failed(
-            "no GitHub Apps are configured yet: pass --reader-app-id N --writer-app-id N (see docs/deploy.md)"
-                .into(),
-        ));
-    };
-    let targets = if options.targets.is_empty() {
-        existing
-            .as_ref()
-            .map(|c| c.targets.clone())
-            .unwrap_or_default()
-    } else {
-        options
-            .targets
-            .iter()
-            .map(|t| target_spec(t))
-            .collect::<Result<_, _>>()?
-    };
-    let mut mcp = existing
-        .as_ref()
-        .and_then(|c| c.mcp.clone())
-        .unwrap_or_default();
-    mcp.insert("listen".into(), options.mcp_listen.clone().into());
-    mcp.insert(
-        "state_dir".into(),
-        layout.agent_state_dir.display().to_string().into(),
-    );
-    mcp.insert(
-        "key_hash_file".into(),
-        layout.mcp_key_hash().display().to_string().into(),
-    );
-    if let Some(url) = &options.public_url {
-        mcp.insert("public_url".into(), url.clone().into());
-    }
-    let mut config = existing.unwrap_or(Config {
-        state_dir: PathBuf::new(),
-        admin_socket: PathBuf::new(),
-        agent_socket: PathBuf::new(),
-        agent_uid,
-        operator_uids: Vec::new(),
-        policy_dir: None,
-        waive_properties: Vec::new(),
-        targets: Vec::new(),
-        mcp: None,
-        github: None,
-        pr_branch_prefix: None,
-        publisher_uid: None,
-        max_pending_requests: None,
-        audit_retention_days: None,
-        audit_max_rows: None,
-        agent_limits: None,
-    });
-    config.state_dir = layout.state_dir.clone();
-    config.admin_socket = layout.admin_socket();
-    config.agent_socket = layout.agent_socket();
-    config.agent_uid = agent_uid;
-    config.publisher_uid = Some(publisher_uid);
-    config.targets = targets;
-    config.mcp = Some(mcp);
-    config.github = Some(github);
-    config
-        .targets()
-        .map_err(|e| InstallError::Failed(format!("--target: {e}")))?;
-    Ok(config)
-}
-
-/// `OWNER/REPO` or `OWNER/*` (every repository of the owner).
-fn target_spec(text: &str) -> Result<TargetSpec, InstallError> {
-    match text.split_once('/') {
-        Some((owner, "*")) if !owner.is_empty() => Ok(TargetSpec {
-            repo: None,
-            owner: Some(owner.to_string()),
-            default_branch: None,
-        }),
-        Some((owner, name)) if !owner.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok(TargetSpec {
-                repo: Some(text.to_string()),
-                owner: None,
-                default_branch: None,
-            })
-        }
-        _ => Err(InstallError::Failed(format!(
-            "--target `{text}`: write OWNER/REPO, or OWNER/* for every repository of OWNER"
-        ))),
-    }
-}
-
-/// The agent's global git configuration: its identity, GitHub URLs read with the credential
-/// helper, pushes rewritten to `zodex::`. Only these keys are set; nothing else of the home
-/// is touched.
-fn agent_git(
-    layout: &Layout,
-    config: &Config,
-    agent: &nix::unistd::User,
-    steps: &mut Steps,
-) -> Result<(), InstallError> {
-    let github = config
-        .github
-        .as_ref()
-        .expect("install always configures [github]");
-    let base = github.git_url.trim_end_matches('/');
-    let helper = format!(
-        "!'{}' credential --config '{}'",
-        layout.binary("zodex-agent").display(),
-        layout.config().display()
-    );
-    let settings: Vec<(String, Vec<String>)> = vec![
-        ("user.name".into(), vec!["Zodex Agent".into()]),
-        (
-            "user.email".into(),
-            vec![format!("{}@zodex.invalid", agent.name)],
-        ),
-        (
-            format!("credential.{base}.helper"),
-            vec![String::new(), helper],
-        ),
-        (
-            format!("credential.{base}.useHttpPath"),
-            vec!["true".into()],
-        ),
-        (
-            format!("url.zodex::{base}/.pushInsteadOf"),
-            vec![format!("{base}/")],
-        ),
-    ];
-    let gitconfig = agent.dir.join(".gitconfig");
-    for (key, values) in settings {
-        let current = git_config(&gitconfig, &["--get-all", &key]).unwrap_or_default();
-        let current: Vec<&str> = if current.is_empty() {
-            Vec::new()
-        } else {
-            current.lines().collect()
-        };
-        if current == values.iter().map(String::as_str).collect::<Vec<_>>() {
-            steps.record(format!("agent git {key}"), false);
-            continue;
-        }
-        let _ = git_config(&gitconfig, &["--unset-all", &key]);
-        for value in &values {
-            git_config(&gitconfig, &["--add", &key, value]).ok_or_else(|| {
-                InstallError::Failed(format!("cannot set {key} in {}", gitconfig.display()))
-            })?;
-        }
-        steps.record(format!("agent git {key}"), true);
-    }
-    let changed = system::set_owner_mode(&gitconfig, agent.uid, agent.gid, 0o644)?;
-    if changed {
-        steps.record(format!("{} owner", gitconfig.display()), true);
-    }
-    Ok(())
-}
-
-fn git_config(file: &Path, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("config")
-        .arg("--file")
-        .arg(file)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_CONFIG")
-        .env_remove("GIT_CONFIG_GLOBAL")
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim_end().to_string())
-}
-
 /// Starts what is stopped; restarts what runs when the install changed something.
 fn start_services(
     record: &InstallRecord,
@@ -692,61 +462,6 @@ pub fn wait_running(record: &InstallRecord, service: &str) -> Result<(), Install
     }
 }
 
-/// Adds `host` to the MCP server's accepted `Host` values (`[mcp] allowed_hosts`) of an
-/// installed sprite and restarts `zodex-agent` when that changed the configuration. `zodex
-/// sprite connect --host` runs it, so the name a proxy forwards is accepted at once.
-pub fn allow_host(config_path: &Path, host: &str) -> Result<bool, InstallError> {
-    let host = host.trim().to_ascii_lowercase();
-    let valid = !host.is_empty()
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':'));
-    if !valid {
-        return Err(InstallError::Failed(format!(
-            "`{host}` is not a host name (give NAME or NAME:PORT)"
-        )));
-    }
-    let record = InstallRecord::beside(config_path).map_err(InstallError::Failed)?;
-    let mut config = Config::load(config_path).map_err(|e| InstallError::Failed(e.to_string()))?;
-    let mut mcp = config.mcp.take().unwrap_or_default();
-    let mut hosts: Vec<String> = mcp
-        .get("allowed_hosts")
-        .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let public = mcp
-        .get("public_url")
-        .and_then(|v| v.as_str())
-        .and_then(|u| u.split("://").nth(1))
-        .and_then(|rest| rest.split('/').next())
-        .map(str::to_ascii_lowercase);
-    if hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) || public.as_deref() == Some(&host) {
-        return Ok(false);
-    }
-    hosts.push(host);
-    mcp.insert(
-        "allowed_hosts".into(),
-        toml::Value::Array(hosts.into_iter().map(toml::Value::String).collect()),
-    );
-    config.mcp = Some(mcp);
-    let text = config_text(&config);
-    let root = (Uid::from_raw(0), Gid::from_raw(0));
-    system::ensure_file(
-        config_path,
-        text.as_bytes(),
-        root.0,
-        root.1,
-        0o644,
-        &mut Steps::default(),
-    )?;
-    control_and_wait(&record, services::Action::Restart, &["zodex-agent"])?;
-    Ok(true)
-}
-
 /// Starts, stops or restarts services and, unless stopping, waits until they answer.
 pub fn control_and_wait(
     record: &InstallRecord,
@@ -809,44 +524,4 @@ pub fn upgrade(
         }
     }
     Ok(states)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn enterprise_urls_follow_the_git_host() {
-        assert_eq!(
-            github_urls(None, None),
-            ("https://api.github.com".into(), "https://github.com".into())
-        );
-        assert_eq!(
-            github_urls(None, Some("https://ghe.example.com/")),
-            (
-                "https://ghe.example.com/api/v3".into(),
-                "https://ghe.example.com".into()
-            )
-        );
-        assert_eq!(
-            github_urls(Some("http://127.0.0.1:9/"), Some("http://127.0.0.1:8")).0,
-            "http://127.0.0.1:9"
-        );
-    }
-
-    #[test]
-    fn targets_are_a_repository_or_an_owner() {
-        assert_eq!(
-            target_spec("acme/app").unwrap().repo.as_deref(),
-            Some("acme/app")
-        );
-        assert_eq!(
-            target_spec("acme/*").unwrap().owner.as_deref(),
-            Some("acme")
-        );
-        for bad in ["acme", "/app", "acme/", "a/b/c"] {
-            let err = target_spec(bad).unwrap_err().to_string();
-            assert!(err.contains("OWNER/REPO"), "{bad}: {err}");
-        }
-    }
 }
