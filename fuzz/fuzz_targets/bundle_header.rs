@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use zodex::publisher::publish::bundle::{MAX_HEADER_BYTES, read_header, write_header};
+use zodex::protocol::bundle_header::{MAX_HEADER_BYTES, read_header, write_header};
 
 fuzz_target!(|data: &[u8]| {
     let mut rest = data;

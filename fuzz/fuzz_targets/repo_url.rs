@@ -1,4 +1,4 @@
-//! Remote URL and credential `path` → repository (`agent::publish::repo_of_url`,
+//! Remote URL and credential `path` → repository (`engine::repo::repo_of_url`,
 //! `agent::credential::repo_of_path`): never panic; a repository found is a valid `OWNER/NAME`
 //! that the same URL shapes built from it find again; a path found, decorated again, is found
 //! again.
@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use zodex::agent::credential::repo_of_path;
-use zodex::agent::publish::repo_of_url;
+use zodex::engine::repo::repo_of_url;
 use zodex::engine::RepoName;
 
 fuzz_target!(|data: &[u8]| {

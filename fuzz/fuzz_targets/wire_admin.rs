@@ -1,9 +1,9 @@
-//! The admin socket's request line and both sockets' response line (`publisher::wire`): never
+//! The admin socket's request line and both sockets' response line (`protocol`): never
 //! panic; a request or response that parses serialises and parses back to itself.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use zodex::publisher::wire::{AdminRequest, Response, read_response};
+use zodex::protocol::{AdminRequest, Response, read_response};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(request) = serde_json::from_slice::<AdminRequest>(data) {

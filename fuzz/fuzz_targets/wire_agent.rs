@@ -1,11 +1,11 @@
-//! The agent socket's framing (`publisher::wire`), read the way the daemon reads it: the fixed
+//! The agent socket's framing (`protocol`), read the way the daemon reads it: the fixed
 //! header, then `metadata_len` bytes of JSON. Never panics; a header that decodes re-encodes to
 //! the same bytes, its metadata length is within the cap, and a request that parses serialises
 //! and parses back to itself.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use zodex::publisher::wire::{AGENT_HEADER_LEN, AgentHeader, AgentRequest, MAX_REQUEST_BYTES};
+use zodex::protocol::{AGENT_HEADER_LEN, AgentHeader, AgentRequest, MAX_REQUEST_BYTES};
 
 fuzz_target!(|data: &[u8]| {
     let Some((head, rest)) = data.split_first_chunk::<AGENT_HEADER_LEN>() else {
