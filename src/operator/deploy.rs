@@ -99,7 +99,44 @@ pub fn setup(
     registry: &Registry,
 ) -> Result<SetupReport, DeployError> {
     let reach = Reach::of(entry)?;
-    // Step 1: the keys, read here (they go to the sprite on stdin only).
+    let keys = read_keys(options)?;
+    let layout = Layout::under(&prefix_of(&options.install_args));
+    let stage = upload_binaries(&reach, &layout, options)?;
+    let install = install_on_sprite(&reach, &layout, options, &keys, stage.as_deref())?;
+    if !install.all_ok() {
+        let failed: Vec<String> = install
+            .self_check
+            .iter()
+            .filter(|f| !f.ok)
+            .map(|f| f.message.clone())
+            .collect();
+        return Err(setup_step(4, "self-check as the agent user")(
+            failed.join("\n"),
+        ));
+    }
+    // The registry now names the installed zodex-prd and its configuration by path.
+    let installed = Reach {
+        sprite: reach.sprite.clone(),
+        prefix: reach.prefix.clone(),
+        prd: layout.binary("zodex-prd").display().to_string(),
+        config: Some(install.config.display().to_string()),
+    };
+    registry.upsert(installed.entry())?;
+    let coverage = check_targets(&installed, &options.targets)?;
+    Ok(SetupReport {
+        sprite: reach.sprite.clone(),
+        uploaded: stage.is_some(),
+        install,
+        coverage,
+        next: format!(
+            "zodex sprite connect --sprite {} --host HOST   (HOST: the HTTPS name in front of the sprite's MCP listen address)",
+            reach.sprite
+        ),
+    })
+}
+
+/// Step 1: the keys, read here (they go to the sprite on stdin only).
+fn read_keys(options: &SetupOptions) -> Result<KeyUpload, DeployError> {
     let read_key = |path: &Path| {
         std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))
@@ -118,7 +155,16 @@ pub fn setup(
         writer_key: read_key(&options.writer_key).map_err(setup_step(1, "read the App keys"))?,
         reader_key: read_key(&options.reader_key).map_err(setup_step(1, "read the App keys"))?,
     };
-    // Step 2: the sprite binaries, uploaded unless the sprite has these very files installed.
+    Ok(keys)
+}
+
+/// Step 2: the sprite binaries, uploaded into a fresh directory on the sprite unless the sprite
+/// has these very files installed. Returns that directory (`None`: nothing uploaded).
+fn upload_binaries(
+    reach: &Reach,
+    layout: &Layout,
+    options: &SetupOptions,
+) -> Result<Option<String>, DeployError> {
     let binaries = local_binaries(options.binaries.as_deref());
     for name in SPRITE_BINARIES {
         if !binaries.join(name).is_file() {
@@ -128,9 +174,7 @@ pub fn setup(
             )));
         }
     }
-    let layout = Layout::under(&prefix_of(&options.install_args));
-    let installed_prd = layout.binary("zodex-prd").display().to_string();
-    let same = installed_match(&reach, &layout, &binaries);
+    let same = installed_match(reach, layout, &binaries);
     let stage = if same {
         None
     } else {
@@ -145,10 +189,24 @@ pub fn setup(
         }
         Some(dir)
     };
-    // Step 3: install (idempotent), keys on stdin.
-    let (prd, from) = match &stage {
-        Some(dir) => (format!("{dir}/zodex-prd"), dir.clone()),
-        None => (installed_prd.clone(), layout.bin_dir.display().to_string()),
+    Ok(stage)
+}
+
+/// Step 3: `zodex-prd install` on the sprite (idempotent), the keys on stdin; the uploaded
+/// directory is removed whatever happens.
+fn install_on_sprite(
+    reach: &Reach,
+    layout: &Layout,
+    options: &SetupOptions,
+    keys: &KeyUpload,
+    stage: Option<&str>,
+) -> Result<InstallReport, DeployError> {
+    let (prd, from) = match stage {
+        Some(dir) => (format!("{dir}/zodex-prd"), dir.to_string()),
+        None => (
+            layout.binary("zodex-prd").display().to_string(),
+            layout.bin_dir.display().to_string(),
+        ),
     };
     let mut args: Vec<String> = vec![
         "install".into(),
@@ -173,41 +231,25 @@ pub fn setup(
     args.extend(options.install_args.iter().cloned());
     let mut argv = vec![prd];
     argv.extend(args);
-    let key_json = serde_json::to_vec(&keys).expect("keys serialise");
+    let key_json = serde_json::to_vec(keys).expect("keys serialise");
     let ran = reach.run(&argv, Stdin::Bytes(&key_json));
-    if let Some(dir) = &stage {
+    if let Some(dir) = stage {
         reach.unstage(dir);
     }
     let ran = ran.map_err(|e| setup_step(3, "install")(e.to_string()))?;
-    let install: InstallReport = envelope(&ran.stdout).map_err(|message| {
+    envelope(&ran.stdout).map_err(|message| {
         setup_step(3, "install")(if ran.stderr.is_empty() {
             message
         } else {
             ran.stderr.clone()
         })
-    })?;
-    if !install.all_ok() {
-        let failed: Vec<String> = install
-            .self_check
-            .iter()
-            .filter(|f| !f.ok)
-            .map(|f| f.message.clone())
-            .collect();
-        return Err(setup_step(4, "self-check as the agent user")(
-            failed.join("\n"),
-        ));
-    }
-    // The registry now names the installed zodex-prd and its configuration by path.
-    let installed = Reach {
-        sprite: reach.sprite.clone(),
-        prefix: reach.prefix.clone(),
-        prd: installed_prd,
-        config: Some(install.config.display().to_string()),
-    };
-    registry.upsert(installed.entry())?;
-    // Step 5: both Apps on every repository target.
+    })
+}
+
+/// Step 5: both Apps on every repository target, asked of GitHub now.
+fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, DeployError> {
     let mut coverage = Vec::new();
-    for repo in options.targets.iter().filter(|t| !t.ends_with("/*")) {
+    for repo in targets.iter().filter(|t| !t.ends_with("/*")) {
         let answer = super::transport::call(
             &installed.entry(),
             &AdminRequest::CheckCoverage { repo: repo.clone() },
@@ -224,16 +266,7 @@ pub fn setup(
             bad.message.clone(),
         ));
     }
-    Ok(SetupReport {
-        sprite: reach.sprite.clone(),
-        uploaded: stage.is_some(),
-        install,
-        coverage,
-        next: format!(
-            "zodex sprite connect --sprite {} --host HOST   (HOST: the HTTPS name in front of the sprite's MCP listen address)",
-            reach.sprite
-        ),
-    })
+    Ok(coverage)
 }
 
 /// True when the sprite's installed binaries are byte for byte the local ones (SHA-256).
