@@ -1,5 +1,6 @@
-//! The agent's side of the publisher: clients of the agent socket used by `zodex-agent github …`
-//! (and, later, the credential helper and `git-remote-zodex`).
+//! The agent's side of the publisher: the clients of the agent socket behind `zodex-agent
+//! github …` (publish-pr, request-push and its wait), the git credential helper and
+//! `git-remote-zodex`. It speaks `protocol` and imports nothing of `publisher`.
 //!
 //! Architecture invariant: the agent side never decides and holds nothing secret; it asks
 //! `zodex-prd` and shows the answer. Its checks are courtesy, never security.

@@ -115,10 +115,8 @@ impl Shell {
             }
             if started.elapsed() > CAPTURE_TIMEOUT {
                 // SIGTERM first: a login shell killed outright can leave lock files behind.
-                // SAFETY: kill has no memory-safety preconditions.
-                unsafe {
-                    libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-                }
+                let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
                 std::thread::sleep(Duration::from_secs(2));
                 let _ = child.kill();
                 let _ = child.wait();

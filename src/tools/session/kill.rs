@@ -6,6 +6,8 @@
 //! its environment (`env -i`) and also leaves the group escapes. No subreaper: that setting is
 //! process-wide and would change how every other child of the server is reaped.
 
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
 use std::time::{Duration, Instant};
 
 /// Environment variable carrying the per-session marker.
@@ -29,16 +31,11 @@ impl ProcessTree {
     }
 
     /// Sends `sig` to the group and to every live marked process.
-    pub(crate) fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe {
-            libc::kill(-self.pgid, sig);
-        }
+    pub(crate) fn signal(&self, sig: Signal) {
+        // A group or process already gone is what we want: the errors say nothing to act on.
+        let _ = signal::killpg(Pid::from_raw(self.pgid), sig);
         for pid in self.scan().marked {
-            // SAFETY: as above.
-            unsafe {
-                libc::kill(pid, sig);
-            }
+            let _ = signal::kill(Pid::from_raw(pid), sig);
         }
     }
 
@@ -51,8 +48,8 @@ impl ProcessTree {
     /// Sends SIGTERM (and SIGCONT, so stopped processes can act on it), waits up to `grace`
     /// for the tree to be gone, then sends SIGKILL until it is (bounded).
     pub(crate) async fn terminate(&self, grace: Duration) {
-        self.signal(libc::SIGTERM);
-        self.signal(libc::SIGCONT);
+        self.signal(Signal::SIGTERM);
+        self.signal(Signal::SIGCONT);
         let deadline = Instant::now() + grace;
         // Most trees are gone within milliseconds; look often at first, then back off (each
         // look reads /proc).
@@ -65,7 +62,7 @@ impl ProcessTree {
             every = (every * 2).min(POLL_MAX);
         }
         for _ in 0..80 {
-            self.signal(libc::SIGKILL);
+            self.signal(Signal::SIGKILL);
             tokio::time::sleep(Duration::from_millis(25)).await;
             if !self.alive() {
                 return;
@@ -103,8 +100,8 @@ impl ProcessTree {
 
     #[cfg(not(target_os = "linux"))]
     pub(crate) fn scan(&self) -> Scan {
-        // SAFETY: signal 0 only checks for existence.
-        let group_alive = unsafe { libc::kill(-self.pgid, 0) == 0 };
+        // No signal only checks for existence.
+        let group_alive = signal::killpg(Pid::from_raw(self.pgid), None).is_ok();
         Scan {
             group_alive,
             marked: Vec::new(),
@@ -169,7 +166,7 @@ mod tests {
         }
         assert_eq!(tree.scan().marked, vec![pid]);
         assert!(tree.alive());
-        tree.signal(libc::SIGKILL);
+        tree.signal(Signal::SIGKILL);
         child.wait().unwrap();
         assert!(tree.scan().marked.is_empty());
         assert!(!tree.alive());
@@ -180,6 +177,6 @@ mod tests {
         let (state, pgrp) = stat_of(std::process::id() as i32).unwrap();
         assert!(state == 'R' || state == 'S');
         // SAFETY: getpgrp cannot fail.
-        assert_eq!(pgrp, unsafe { libc::getpgrp() });
+        assert_eq!(pgrp, nix::unistd::getpgrp().as_raw());
     }
 }

@@ -344,8 +344,8 @@ impl Drop for SessionManager {
         // Best effort for a manager dropped without `shutdown`: ask every command to end.
         for session in lock(&self.sessions).values() {
             if !session.is_finished() && session.request_kill(TerminationReason::Killed) {
-                session.tree.signal(libc::SIGTERM);
-                session.tree.signal(libc::SIGCONT);
+                session.tree.signal(nix::sys::signal::Signal::SIGTERM);
+                session.tree.signal(nix::sys::signal::Signal::SIGCONT);
             }
         }
     }

@@ -12,8 +12,9 @@ use super::kill::ProcessTree;
 use super::output::{Output, OutputLimits};
 use super::pty::{self, SpawnSpec};
 use super::reader;
+use nix::errno::Errno;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -111,7 +112,7 @@ impl Session {
         let (wake_rx, wake_tx) = match wake_pipe() {
             Ok(p) => p,
             Err(e) => {
-                tree.signal(libc::SIGKILL);
+                tree.signal(nix::sys::signal::Signal::SIGKILL);
                 return Err(e);
             }
         };
@@ -145,7 +146,7 @@ impl Session {
             .spawn(move || reader::run(&for_reader, &master, &wake_rx));
         if let Err(e) = spawned_reader {
             // Without a reader the session could never finish: end it now.
-            session.tree.signal(libc::SIGKILL);
+            session.tree.signal(nix::sys::signal::Signal::SIGKILL);
             return Err(e);
         }
 
@@ -220,10 +221,8 @@ impl Session {
             self.exited.store(true, Ordering::Release);
             self.try_finish(&mut st)
         };
-        // SAFETY: writes one byte from a valid buffer; the pipe is non-blocking.
-        unsafe {
-            libc::write(self.wake.as_raw_fd(), [1u8].as_ptr().cast(), 1);
-        }
+        // A full pipe already holds a wake-up: nothing is lost when this write finds no room.
+        let _ = nix::unistd::write(&self.wake, &[1u8]);
         if done {
             self.on_finished();
         }
@@ -373,19 +372,15 @@ impl Session {
         let deadline = Instant::now() + INPUT_TIMEOUT;
         let mut rest = data;
         while !rest.is_empty() {
-            // SAFETY: rest is valid for rest.len() bytes; fd stays open while we hold the Arc.
-            let n = unsafe { libc::write(fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
-            if n > 0 {
-                rest = &rest[n as usize..];
-                continue;
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::EAGAIN) if Instant::now() < deadline => {
+            // The fd stays open while we hold the Arc.
+            match nix::unistd::write(&*fd, rest) {
+                Ok(0) => return Err("the terminal took no input; the process may be gone".into()),
+                Ok(n) => rest = &rest[n..],
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
-                Some(libc::EAGAIN) => {
+                Err(Errno::EAGAIN) => {
                     return Err(format!(
                         "the terminal's input buffer stayed full for {} s (the process is not \
                          reading its input); {} of {} bytes were sent",
@@ -394,7 +389,7 @@ impl Session {
                         data.len()
                     ));
                 }
-                _ => return Err(format!("writing to the terminal failed: {err}")),
+                Err(err) => return Err(format!("writing to the terminal failed: {err}")),
             }
         }
         Ok(())
@@ -410,14 +405,12 @@ fn wake_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     {
+        use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
         let (r, w) = nix::unistd::pipe().map_err(io::Error::from)?;
         for fd in [&r, &w] {
-            // SAFETY: fcntl on an fd we own.
-            unsafe {
-                libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
-                let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-                libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
-            }
+            fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+            let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL)?);
+            fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
         }
         Ok((r, w))
     }

@@ -11,8 +11,9 @@
 use super::ansi::AnsiStripper;
 use super::process::Session;
 use super::utf8::drain_decoded;
+use nix::errno::Errno;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// Largest single read.
@@ -80,21 +81,13 @@ pub(crate) fn run(session: &Session, master: &OwnedFd, wake: &OwnedFd) {
 /// that would only say EAGAIN: one read and one poll per batch is the cheapest loop.
 fn fill(master: &OwnedFd, buf: &mut [u8]) -> (usize, bool, bool) {
     loop {
-        // SAFETY: buf is valid writable memory of buf.len() bytes.
-        let n = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n > 0 {
-            let n = n as usize;
-            return (n, false, n < buf.len());
-        }
-        if n == 0 {
-            return (0, true, false);
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR) => {}
-            Some(libc::EAGAIN) => return (0, false, true),
+        match nix::unistd::read(master, buf) {
+            Ok(0) => return (0, true, false),
+            Ok(n) => return (n, false, n < buf.len()),
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => return (0, false, true),
             // EIO: every slave fd is closed. Anything else: nothing more can be read either.
-            _ => return (0, true, false),
+            Err(_) => return (0, true, false),
         }
     }
 }
@@ -106,31 +99,28 @@ enum Ready {
 
 /// Waits until the master is readable (or hung up), the wake pipe has a byte, or `timeout`.
 fn wait_readable(master: &OwnedFd, wake: &OwnedFd, timeout: Option<Duration>) -> io::Result<Ready> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut fds = [
-        libc::pollfd {
-            fd: master.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: wake.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
+        PollFd::new(master.as_fd(), PollFlags::POLLIN),
+        PollFd::new(wake.as_fd(), PollFlags::POLLIN),
     ];
-    let ms = timeout.map_or(-1, |t| t.as_millis().clamp(1, 60_000) as libc::c_int);
-    // SAFETY: fds is a valid array of two pollfd.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
+    let wait = match timeout {
+        None => PollTimeout::NONE,
+        Some(t) => PollTimeout::from(t.as_millis().clamp(1, 60_000) as u16),
+    };
+    match poll(&mut fds, wait) {
+        Ok(0) => return Ok(Ready::Timeout),
+        Ok(_) => {}
+        Err(Errno::EINTR) => return Ok(Ready::Event),
+        Err(e) => return Err(e.into()),
     }
-    if n == 0 {
-        return Ok(Ready::Timeout);
-    }
-    if fds[1].revents & libc::POLLIN != 0 {
+    let woken = fds[1]
+        .revents()
+        .is_some_and(|r| r.contains(PollFlags::POLLIN));
+    if woken {
         let mut sink = [0u8; 64];
-        // SAFETY: sink is valid for 64 bytes; the pipe is non-blocking.
-        while unsafe { libc::read(wake.as_raw_fd(), sink.as_mut_ptr().cast(), sink.len()) } > 0 {}
+        // The pipe is non-blocking: read until it is empty.
+        while nix::unistd::read(wake, &mut sink).is_ok_and(|n| n > 0) {}
     }
     Ok(Ready::Event)
 }

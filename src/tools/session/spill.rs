@@ -27,8 +27,7 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
             dir.display()
         )));
     }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = nix::unistd::geteuid().as_raw();
     if meta.uid() != uid {
         return Err(io::Error::other(format!(
             "spill directory {} belongs to uid {}, not to us ({uid})",
