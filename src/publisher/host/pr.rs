@@ -14,7 +14,7 @@ use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::{Publication, PublicationState};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::publisher::github::{GitHub, NewPull, OpenedPull, Token, TokenUse};
-use crate::publisher::publish::upload::{LeasedUpdate, git_push};
+use crate::publisher::publish::upload::{LeasedUpdate, push_leased};
 use crate::publisher::wire::{ErrorKind, Published};
 use sha2::{Digest, Sha256};
 
@@ -209,7 +209,7 @@ impl Host {
         // On failure, the state to record: `failed` when nothing is left at GitHub (a retry
         // starts afresh), `pushed` when the branch may be there (a retry reuses it).
         let result = (|| -> Result<Published, (Failure, PublicationState)> {
-            let pushed = git_push(
+            let (pushed, _route) = block_on(push_leased(
                 &mirror.path,
                 &mirror.url,
                 &quarantine,
@@ -221,8 +221,9 @@ impl Host {
                 }],
                 false,
                 minted.token(),
-            )
-            .map_err(|m| {
+                true,
+            ));
+            let pushed = pushed.map_err(|m| {
                 (
                     Failure::new(ErrorKind::Internal, m),
                     PublicationState::Failed,

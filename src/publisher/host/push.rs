@@ -6,11 +6,11 @@
 //! one-repository token revoked right after.
 
 use super::mirror::{MIRROR_REUSE, OpenMirror};
-use super::{Failure, Host, parse_repo};
+use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::store::AuditEvent;
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
 use crate::publisher::github::{GitHub, TokenUse};
-use crate::publisher::publish::upload::{LeasedUpdate, git_push, update_mirror_ref};
+use crate::publisher::publish::upload::{LeasedUpdate, push_leased, update_mirror_ref};
 use crate::publisher::publish::{Quarantine, valid_refname};
 use crate::publisher::wire::{
     AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
@@ -251,13 +251,15 @@ impl Host {
             return finished(results);
         }
         clock.mark("decide");
+        // With a ref refused, the pack carries its objects: it is not passed through as it is.
+        let whole_request = results.is_empty();
         let (outcomes, token_sha) = self.send_to_github(
             github,
             &repo,
             &mirror,
             &quarantine,
             &allowed,
-            mode.atomic,
+            (mode.atomic, whole_request),
             decided.workflows,
             now,
             &mut clock,
@@ -331,7 +333,7 @@ impl Host {
         mirror: &OpenMirror,
         quarantine: &Quarantine,
         allowed: &[Allowed],
-        atomic: bool,
+        (atomic, whole_request): (bool, bool),
         workflows: bool,
         now: i64,
         clock: &mut Stages,
@@ -351,14 +353,15 @@ impl Host {
                 expected: a.old.clone().unwrap_or_default(),
             })
             .collect();
-        let pushed = git_push(
+        let (pushed, _route) = block_on(push_leased(
             &mirror.path,
             &mirror.url,
             quarantine,
             &refspecs,
             atomic,
             minted.token(),
-        );
+            whole_request,
+        ));
         clock.mark("push");
         minted.revoke();
         clock.mark("revoke");
