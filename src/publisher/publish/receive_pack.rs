@@ -16,7 +16,7 @@
 
 pub use super::pktline::{Advertisement, RefCommand, Report, ZERO_ID};
 use super::pktline::{command_lines, parse_advertisement, parse_report};
-use crate::publisher::github::{Token, USER_AGENT};
+use crate::publisher::github::Token;
 use base64::Engine as _;
 use futures_util::StreamExt as _;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
@@ -33,6 +33,11 @@ const EMPTY_PACK: [u8; 32] = [
     b'P', b'A', b'C', b'K', 0, 0, 0, 2, 0, 0, 0, 0, 0x02, 0x9d, 0x08, 0x82, 0x3b, 0xd8, 0xa8, 0xea,
     0xb5, 0x10, 0xad, 0x6a, 0xc7, 0x5c, 0x82, 0x3c, 0xfd, 0x3e, 0xd3, 0x1e,
 ];
+
+/// The HTTP `User-Agent` of the session. GitHub answers git's smart protocol only to agents
+/// that start with `git/` (others get a 404 or the dumb protocol); what follows says who it is.
+/// The protocol's own `agent=` capability carries `zodex-prd/VERSION` alone.
+pub const HTTP_USER_AGENT: &str = concat!("git/2.0 (zodex-prd/", env!("CARGO_PKG_VERSION"), ")");
 
 /// The largest answer read from GitHub (refs advertised, or a report).
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
@@ -123,7 +128,7 @@ impl<'t> Session<'t> {
     ) -> Result<Bytes, ReceivePackError> {
         let request = request
             .header(AUTHORIZATION, self.authorization.clone())
-            .header(http::header::USER_AGENT, USER_AGENT)
+            .header(http::header::USER_AGENT, HTTP_USER_AGENT)
             .body(body)
             .map_err(|e| ReceivePackError::Protocol {
                 what,
@@ -180,6 +185,8 @@ impl<'t> Session<'t> {
         const WHAT: &str = "sending the push";
         let head = command_lines(commands, capabilities);
         let deletes_only = commands.iter().all(|c| c.new.is_none());
+        // A request of deletions only carries no pack at all.
+        let pack = pack.filter(|_| !deletes_only);
         let (body, len): (Body, u64) = match pack {
             Some(path) => {
                 let file = tokio::fs::File::open(path)
@@ -246,4 +253,13 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_http_agent_is_one_github_speaks_the_smart_protocol_to() {
+        assert!(super::HTTP_USER_AGENT.starts_with("git/"));
+        assert!(super::HTTP_USER_AGENT.contains("zodex-prd/"));
+    }
 }
