@@ -67,6 +67,32 @@ type Connector = hyper_timeout::TimeoutConnector<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
 >;
 
+/// The HTTPS connector of every session, made once: loading the system's TLS roots costs
+/// milliseconds that a small push would otherwise pay each time.
+fn connector() -> Result<Connector, ReceivePackError> {
+    static CONNECTOR: std::sync::OnceLock<Result<Connector, String>> = std::sync::OnceLock::new();
+    let made = CONNECTOR.get_or_init(|| {
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(provider)
+            .map_err(|e| e.to_string())?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let mut connector = hyper_timeout::TimeoutConnector::new(connector);
+        connector.set_connect_timeout(Some(Duration::from_secs(10)));
+        // GitHub checks every object of a large push before it writes its report.
+        connector.set_read_timeout(Some(Duration::from_secs(600)));
+        Ok(connector)
+    });
+    made.clone().map_err(|message| ReceivePackError::Transport {
+        what: "loading the system's TLS roots",
+        message,
+    })
+}
+
 /// One receive-pack session with one repository at GitHub.
 pub struct Session<'t> {
     client: hyper_util::client::legacy::Client<Connector, Body>,
@@ -79,22 +105,7 @@ pub struct Session<'t> {
 impl<'t> Session<'t> {
     /// A session with the repository at `url`, authenticated with `token`.
     pub fn new(url: &str, token: &'t Token) -> Result<Self, ReceivePackError> {
-        let provider = rustls::crypto::CryptoProvider::get_default()
-            .cloned()
-            .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(provider)
-            .map_err(|e| ReceivePackError::Transport {
-                what: "loading the system's TLS roots",
-                message: e.to_string(),
-            })?
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let mut connector = hyper_timeout::TimeoutConnector::new(connector);
-        connector.set_connect_timeout(Some(Duration::from_secs(10)));
-        // GitHub checks every object of a large push before it writes its report.
-        connector.set_read_timeout(Some(Duration::from_secs(600)));
+        let connector = connector()?;
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .build::<_, Body>(connector);
