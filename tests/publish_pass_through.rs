@@ -54,22 +54,41 @@ fn a_push_and_a_publish_pr_through_zodex_prd_pass_the_pack_through() {
     assert_eq!(rig.pulls("app").len(), 1);
 }
 
-/// A push whose deletion of the default branch is refused: the allowed ref is pushed, by
-/// `git push`, and the default branch stays.
+/// A refused ref whose objects are not in the pack (a deletion) leaves the pack to pass
+/// through; one whose own commit is in the pack sends the allowed ref by `git push`, and the
+/// refused commit never reaches GitHub.
 #[test]
-fn a_push_with_a_refused_ref_goes_through_git_push() {
+fn a_push_with_a_refused_ref_passes_through_only_when_the_pack_holds_none_of_its_objects() {
     let rig = Rig::start(HOUR);
     let work = tempfile::tempdir().unwrap();
     let app = rig.clone(work.path(), "app");
     rig.grant_push("demo/app");
     let main = support::devhub::rev_parse(&app, "main");
+    let passed = |log: &str| log.matches("the verified pack passed through").count();
+    let repacked = |log: &str| log.matches("pushed with git push").count();
+
     support::devhub::git_ok(&app, &["checkout", "-q", "-b", "side"]);
     commit_file(&app, "side.txt", b"side\n", "side");
     let push = rig.agent_git(&app, &["push", "origin", "side", ":main"]);
     assert!(!push.status.success(), "the deletion of main is refused");
     assert_eq!(rig.remote_sha("app", "refs/heads/side"), Some(head(&app)));
+    assert_eq!(rig.remote_sha("app", "refs/heads/main"), Some(main.clone()));
+    let log = rig.log();
+    assert_eq!((passed(&log), repacked(&log)), (1, 0), "{log}");
+
+    // A rewrite of main (refused: the default branch is never force-updated) beside an
+    // allowed branch: the pack carries the rewrite's commit.
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "rewrite", "main~1"]);
+    commit_file(&app, "rewrite.txt", b"rewrite\n", "rewrite");
+    let rewrite = head(&app);
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "side2", "main"]);
+    commit_file(&app, "side2.txt", b"side2\n", "side2");
+    let push = rig.agent_git(&app, &["push", "origin", "side2", "+rewrite:main"]);
+    assert!(!push.status.success(), "the rewrite of main is refused");
+    assert_eq!(rig.remote_sha("app", "refs/heads/side2"), Some(head(&app)));
     assert_eq!(rig.remote_sha("app", "refs/heads/main"), Some(main));
     let log = rig.log();
-    assert!(log.contains("pushed with git push"), "{log}");
-    assert!(!log.contains("the verified pack passed through"), "{log}");
+    assert_eq!((passed(&log), repacked(&log)), (1, 1), "{log}");
+    let probe = support::devhub::git(&rig.bare("app"), &["cat-file", "-e", &rewrite]);
+    assert!(!probe.status.success(), "the refused commit reached GitHub");
 }

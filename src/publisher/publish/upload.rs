@@ -4,8 +4,9 @@
 //! decision saw either way; then the mirror's own ref moved to match.
 //!
 //! The pack goes through as it is only when GitHub can take it as it is and it carries nothing
-//! but what the allowed updates need: every update of the request was allowed (the pack was
-//! checked against all their tips, so it holds objects of a refused ref otherwise), GitHub
+//! but what the allowed updates need: every update of the request was allowed, or the allowed
+//! updates' tips reach every object of the pack the mirror does not already have (a refused
+//! ref's own commits would otherwise reach GitHub unasked), GitHub
 //! advertised the capabilities the push needs (`report-status`, `ofs-delta`, `atomic` when git
 //! asked for it), and every prerequisite of the bundle — the bases of its thin pack — is
 //! reachable from a tip GitHub advertised in this same session. Otherwise `git push` packs what
@@ -45,7 +46,8 @@ pub type Pushed = Result<HashMap<String, Result<(), String>>, String>;
 
 /// Pushes `updates` leased on the values decided: the verified pack passed through when that
 /// is sound (see the module's documentation), else [`git_push`]. `whole_request`: every update
-/// of the request was allowed (none refused), so the pack carries only what these need.
+/// of the request was allowed (none refused), so the pack carries only what these need;
+/// otherwise the pack is held against these updates' tips first.
 #[allow(clippy::too_many_arguments)]
 pub async fn push_leased(
     mirror: &Path,
@@ -57,7 +59,11 @@ pub async fn push_leased(
     whole_request: bool,
 ) -> (Pushed, Route) {
     let started = std::time::Instant::now();
-    let session = match whole_request {
+    let fits = whole_request || {
+        let tips: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
+        quarantine.check_reach(&tips).is_ok()
+    };
+    let session = match fits {
         false => Err("a ref of the request was refused, and the pack carries its objects".into()),
         true => pass_through(mirror, url, quarantine, updates, atomic, token).await,
     };
