@@ -16,7 +16,7 @@ use crate::engine::store::{Publication, PublicationState};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::{ErrorKind, Published};
 use crate::publisher::github::{GitHub, NewPull, OpenedPull, Token, TokenUse};
-use crate::publisher::publish::upload::{LeasedUpdate, git_push};
+use crate::publisher::publish::upload::{LeasedUpdate, push_leased};
 use sha2::{Digest, Sha256};
 
 pub(super) struct PrRequest {
@@ -210,7 +210,7 @@ impl Host {
         // On failure, the state to record: `failed` when nothing is left at GitHub (a retry
         // starts afresh), `pushed` when the branch may be there (a retry reuses it).
         let result = (|| -> Result<Published, (Failure, PublicationState)> {
-            let pushed = git_push(
+            let (pushed, _route) = block_on(push_leased(
                 &mirror.path,
                 &mirror.url,
                 &quarantine,
@@ -222,8 +222,9 @@ impl Host {
                 }],
                 false,
                 minted.token(),
-            )
-            .map_err(|m| {
+                true,
+            ));
+            let pushed = pushed.map_err(|m| {
                 (
                     Failure::new(ErrorKind::Internal, m),
                     PublicationState::Failed,

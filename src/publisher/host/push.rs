@@ -6,7 +6,7 @@
 //! one-repository token revoked right after.
 
 use super::mirror::{MIRROR_REUSE, OpenMirror};
-use super::{Failure, Host, parse_repo};
+use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::ledger;
 use crate::engine::store::AuditEvent;
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
@@ -14,7 +14,7 @@ use crate::protocol::{
     AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
 };
 use crate::publisher::github::{GitHub, TokenUse};
-use crate::publisher::publish::upload::{LeasedUpdate, git_push, update_mirror_ref};
+use crate::publisher::publish::upload::{LeasedUpdate, push_leased, update_mirror_ref};
 use crate::publisher::publish::{Quarantine, valid_refname};
 use std::collections::HashMap;
 
@@ -252,13 +252,15 @@ impl Host {
             return finished(results);
         }
         clock.mark("decide");
+        // With a ref refused, the pack carries its objects: it is not passed through as it is.
+        let whole_request = results.is_empty();
         let (outcomes, token_sha) = self.send_to_github(
             github,
             &repo,
             &mirror,
             &quarantine,
             &allowed,
-            mode.atomic,
+            (mode.atomic, whole_request),
             decided.workflows,
             now,
             &mut clock,
@@ -332,7 +334,7 @@ impl Host {
         mirror: &OpenMirror,
         quarantine: &Quarantine,
         allowed: &[Allowed],
-        atomic: bool,
+        (atomic, whole_request): (bool, bool),
         workflows: bool,
         now: i64,
         clock: &mut Stages,
@@ -352,14 +354,15 @@ impl Host {
                 expected: a.old.clone().unwrap_or_default(),
             })
             .collect();
-        let pushed = git_push(
+        let (pushed, _route) = block_on(push_leased(
             &mirror.path,
             &mirror.url,
             quarantine,
             &refspecs,
             atomic,
             minted.token(),
-        );
+            whole_request,
+        ));
         clock.mark("push");
         minted.revoke();
         clock.mark("revoke");

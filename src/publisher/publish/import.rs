@@ -269,6 +269,38 @@ impl Quarantine {
         Ok(facts)
     }
 
+    /// The verified pack's data file, as it is sent to GitHub (`None`: no objects came).
+    pub fn pack_file(&self) -> Option<&Path> {
+        self.pack.as_ref().map(|(data, _)| data.as_path())
+    }
+
+    /// Whether every one of `oids` is reachable from one of `from` (object ids that are in the
+    /// mirror or the quarantine; others are left out of the walk).
+    pub fn all_reachable(
+        &self,
+        mirror: &Path,
+        oids: &[&str],
+        from: &[&str],
+    ) -> Result<bool, ImportError> {
+        let from: Vec<&str> = from.iter().copied().filter(|t| self.has(t)).collect();
+        let outside: Vec<&str> = oids
+            .iter()
+            .copied()
+            .filter(|oid| !from.contains(oid))
+            .collect();
+        if outside.is_empty() {
+            return Ok(true);
+        }
+        if outside.iter().any(|oid| !self.has(oid)) {
+            return Ok(false);
+        }
+        let objects = self.objects_dir();
+        Ok(self
+            .walk(mirror, &objects)
+            .commits(&outside, &from, Some(1))?
+            .is_empty())
+    }
+
     /// Whether `oid` is an object of this quarantine's own pack (not merely the mirror's).
     pub fn carries(&self, oid: &str) -> bool {
         let Some((_, index)) = &self.pack else {

@@ -8,6 +8,8 @@ pub mod import;
 pub mod indexer;
 pub mod mirror;
 pub mod packscan;
+pub mod pktline;
+pub mod receive_pack;
 pub mod upload;
 pub mod walk;
 

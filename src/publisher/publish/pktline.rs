@@ -1,0 +1,297 @@
+//! The text of git's receive-pack protocol (smart HTTP, v0/v1) as the publisher speaks it:
+//! pkt-lines, the ref advertisement of `info/refs?service=git-receive-pack`, the command list
+//! of a push, and the `report-status` answer. No I/O here; [`super::receive_pack`] sends it.
+
+use std::collections::{BTreeSet, HashMap};
+
+/// The all-zero object id: a ref that does not exist (before a creation, after a deletion).
+pub const ZERO_ID: &str = "0000000000000000000000000000000000000000";
+
+/// The largest pkt-line payload git accepts (65520 bytes with the length).
+const MAX_PKT_PAYLOAD: usize = 65516;
+
+/// GitHub's refs and capabilities, as its receive-pack advertised them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Advertisement {
+    /// Ref name to object id.
+    pub refs: HashMap<String, String>,
+    /// Objects GitHub has without a ref of this repository naming them (`.have` lines).
+    pub haves: Vec<String>,
+    pub capabilities: BTreeSet<String>,
+}
+
+impl Advertisement {
+    pub fn has(&self, capability: &str) -> bool {
+        self.capabilities.contains(capability)
+    }
+
+    /// Every object id advertised: ref tips and `.have`s.
+    pub fn tips(&self) -> Vec<&str> {
+        let mut tips: Vec<&str> = self
+            .refs
+            .values()
+            .chain(self.haves.iter())
+            .map(String::as_str)
+            .collect();
+        tips.sort_unstable();
+        tips.dedup();
+        tips
+    }
+}
+
+/// One ref command: `old` is what the ref must hold at GitHub (`None`: it must not exist),
+/// `new` what it becomes (`None`: deleted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefCommand {
+    pub dst: String,
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+/// GitHub's `report-status`: whether it unpacked the pack, and each ref's outcome in its words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub unpack: Result<(), String>,
+    pub refs: HashMap<String, Result<(), String>>,
+}
+
+/// One pkt-line: four hex digits of length (itself included), then the payload.
+fn pkt_line(out: &mut Vec<u8>, payload: &[u8]) {
+    out.extend_from_slice(format!("{:04x}", payload.len() + 4).as_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// The commands as pkt-lines, capabilities after a NUL on the first, then a flush.
+pub fn command_lines(commands: &[RefCommand], capabilities: &[String]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, c) in commands.iter().enumerate() {
+        let mut line = format!(
+            "{} {} {}",
+            c.old.as_deref().unwrap_or(ZERO_ID),
+            c.new.as_deref().unwrap_or(ZERO_ID),
+            c.dst
+        )
+        .into_bytes();
+        if i == 0 {
+            line.push(0);
+            line.extend_from_slice(capabilities.join(" ").as_bytes());
+        }
+        line.push(b'\n');
+        pkt_line(&mut out, &line);
+    }
+    out.extend_from_slice(b"0000");
+    out
+}
+
+/// Splits `bytes` into pkt-lines; `None` stands for a flush packet.
+fn pkt_lines(mut bytes: &[u8]) -> Result<Vec<Option<&[u8]>>, String> {
+    let mut lines = Vec::new();
+    while !bytes.is_empty() {
+        let Some(head) = bytes.get(..4) else {
+            return Err("a truncated pkt-line length".into());
+        };
+        let len = std::str::from_utf8(head)
+            .ok()
+            .and_then(|h| usize::from_str_radix(h, 16).ok())
+            .ok_or_else(|| {
+                format!(
+                    "{:?} is not a pkt-line length",
+                    String::from_utf8_lossy(head)
+                )
+            })?;
+        match len {
+            0 => {
+                lines.push(None);
+                bytes = &bytes[4..];
+            }
+            1..=3 => return Err(format!("pkt-line length {len} is reserved")),
+            _ if len - 4 > MAX_PKT_PAYLOAD => return Err(format!("pkt-line length {len}")),
+            _ => {
+                let Some(payload) = bytes.get(4..len) else {
+                    return Err("a truncated pkt-line".into());
+                };
+                lines.push(Some(payload.strip_suffix(b"\n").unwrap_or(payload)));
+                bytes = &bytes[len..];
+            }
+        }
+    }
+    Ok(lines)
+}
+
+fn is_object_id(text: &str) -> bool {
+    text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Reads an `info/refs` answer for `git-receive-pack` (smart HTTP, protocol v0/v1).
+pub fn parse_advertisement(body: &[u8]) -> Result<Advertisement, String> {
+    let lines = pkt_lines(body)?;
+    let mut lines = lines.into_iter().peekable();
+    // `# service=git-receive-pack`, a flush, then the refs (a dumb server sends none of it).
+    match lines.next() {
+        Some(Some(line)) if line == b"# service=git-receive-pack" => {}
+        _ => return Err("no `# service=git-receive-pack` line".into()),
+    }
+    if lines.next() != Some(None) {
+        return Err("no flush after the service line".into());
+    }
+    if lines.peek() == Some(&Some(b"version 1".as_slice())) {
+        lines.next();
+    }
+    let mut advertisement = Advertisement::default();
+    let mut first = true;
+    for line in lines {
+        let Some(line) = line else { break };
+        let line = if first {
+            first = false;
+            let (refline, caps) = match line.iter().position(|&b| b == 0) {
+                Some(nul) => (&line[..nul], &line[nul + 1..]),
+                None => (line, &b""[..]),
+            };
+            let caps = String::from_utf8_lossy(caps);
+            advertisement.capabilities = caps
+                .split(' ')
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect();
+            refline
+        } else {
+            line
+        };
+        let text = std::str::from_utf8(line).map_err(|_| "a ref line is not UTF-8".to_string())?;
+        let Some((oid, name)) = text.split_once(' ') else {
+            return Err(format!("{text:?} is not a ref line"));
+        };
+        if !is_object_id(oid) {
+            return Err(format!("{oid:?} is not an object id"));
+        }
+        match name {
+            // An empty repository: capabilities only.
+            "capabilities^{}" => {}
+            ".have" => advertisement.haves.push(oid.to_string()),
+            _ => {
+                advertisement.refs.insert(name.to_string(), oid.to_string());
+            }
+        }
+    }
+    if first {
+        return Err("no refs and no capabilities".into());
+    }
+    Ok(advertisement)
+}
+
+/// Reads a `report-status` answer (without side-band).
+pub fn parse_report(body: &[u8]) -> Result<Report, String> {
+    let mut unpack = None;
+    let mut refs = HashMap::new();
+    for line in pkt_lines(body)? {
+        let Some(line) = line else { break };
+        let text = String::from_utf8_lossy(line);
+        if let Some(status) = text.strip_prefix("unpack ") {
+            unpack = Some(if status == "ok" {
+                Ok(())
+            } else {
+                Err(status.to_string())
+            });
+        } else if let Some(name) = text.strip_prefix("ok ") {
+            refs.insert(name.to_string(), Ok(()));
+        } else if let Some(rest) = text.strip_prefix("ng ") {
+            let (name, reason) = rest.split_once(' ').unwrap_or((rest, "rejected"));
+            refs.insert(name.to_string(), Err(reason.to_string()));
+        } else {
+            return Err(format!("unexpected report line {text:?}"));
+        }
+    }
+    let unpack = unpack.ok_or_else(|| "no `unpack` line".to_string())?;
+    Ok(Report { unpack, refs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_pkt_lines_with_capabilities_on_the_first() {
+        let lines = command_lines(
+            &[
+                RefCommand {
+                    dst: "refs/heads/main".into(),
+                    old: Some("a".repeat(40)),
+                    new: Some("b".repeat(40)),
+                },
+                RefCommand {
+                    dst: "refs/heads/gone".into(),
+                    old: Some("c".repeat(40)),
+                    new: None,
+                },
+            ],
+            &["report-status".into(), "atomic".into()],
+        );
+        let text = String::from_utf8(lines).unwrap();
+        let first = format!(
+            "{} {} refs/heads/main\0report-status atomic\n",
+            "a".repeat(40),
+            "b".repeat(40)
+        );
+        let second = format!("{} {ZERO_ID} refs/heads/gone\n", "c".repeat(40));
+        assert_eq!(
+            text,
+            format!(
+                "{:04x}{first}{:04x}{second}0000",
+                first.len() + 4,
+                second.len() + 4
+            )
+        );
+    }
+
+    #[test]
+    fn an_advertisement_gives_refs_haves_and_capabilities() {
+        let mut body = Vec::new();
+        pkt_line(&mut body, b"# service=git-receive-pack\n");
+        body.extend_from_slice(b"0000");
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        pkt_line(
+            &mut body,
+            format!("{a} refs/heads/main\0report-status atomic ofs-delta agent=git/2\n").as_bytes(),
+        );
+        pkt_line(&mut body, format!("{b} .have\n").as_bytes());
+        body.extend_from_slice(b"0000");
+        let ad = parse_advertisement(&body).unwrap();
+        assert_eq!(ad.refs.get("refs/heads/main"), Some(&a));
+        assert_eq!(ad.haves, vec![b.clone()]);
+        assert!(ad.has("atomic") && ad.has("report-status") && !ad.has("side-band-64k"));
+        assert_eq!(ad.tips(), vec![a.as_str(), b.as_str()]);
+
+        let mut empty = Vec::new();
+        pkt_line(&mut empty, b"# service=git-receive-pack\n");
+        empty.extend_from_slice(b"0000");
+        pkt_line(
+            &mut empty,
+            format!("{ZERO_ID} capabilities^{{}}\0report-status\n").as_bytes(),
+        );
+        empty.extend_from_slice(b"0000");
+        let ad = parse_advertisement(&empty).unwrap();
+        assert!(ad.refs.is_empty() && ad.has("report-status"));
+
+        assert!(parse_advertisement(b"<html>").is_err());
+        assert!(parse_advertisement(b"").is_err());
+    }
+
+    #[test]
+    fn a_report_gives_each_refs_outcome_in_githubs_words() {
+        let mut body = Vec::new();
+        pkt_line(&mut body, b"unpack ok\n");
+        pkt_line(&mut body, b"ok refs/heads/main\n");
+        pkt_line(&mut body, b"ng refs/heads/other failed to update ref\n");
+        body.extend_from_slice(b"0000");
+        let report = parse_report(&body).unwrap();
+        assert_eq!(report.unpack, Ok(()));
+        assert_eq!(report.refs["refs/heads/main"], Ok(()));
+        assert_eq!(
+            report.refs["refs/heads/other"],
+            Err("failed to update ref".to_string())
+        );
+        assert!(parse_report(b"0000").is_err(), "no unpack line");
+        assert!(parse_report(b"00zz").is_err());
+    }
+}

@@ -1,0 +1,276 @@
+//! A receive-pack client over git's smart HTTP protocol (v0/v1): the publisher sends GitHub
+//! the pack it verified, as it is on disk, instead of having `git push` pack the same objects
+//! again.
+//!
+//! One session is two requests on one connection: `GET info/refs?service=git-receive-pack`
+//! (GitHub's refs and capabilities, read into [`Advertisement`]), then `POST git-receive-pack`
+//! with one pkt-line command per ref (`old new ref`: the old id is the value the decision saw,
+//! so GitHub itself refuses a ref that moved since), a flush, and the pack streamed from disk
+//! (none when every command is a deletion). GitHub's `report-status` answer is parsed into
+//! per-ref results ([`Report`]) that are GitHub's own words. The token travels only as an HTTP
+//! Basic `Authorization` header marked sensitive; no error text carries it.
+//!
+//! The transport is the hyper and rustls stack the GitHub client already uses
+//! ([`crate::publisher::github`]), with a longer read timeout: GitHub checks the objects of a
+//! large push before it answers.
+
+pub use super::pktline::{Advertisement, RefCommand, Report, ZERO_ID};
+use super::pktline::{command_lines, parse_advertisement, parse_report};
+use crate::publisher::github::Token;
+use base64::Engine as _;
+use futures_util::StreamExt as _;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use std::path::Path;
+use std::time::Duration;
+use tokio_util::bytes::Bytes;
+
+/// A pack with no objects (header and trailing checksum), sent when no command deletes
+/// nothing but every object is already at GitHub: receive-pack expects a pack after any
+/// command that is not a deletion.
+const EMPTY_PACK: [u8; 32] = [
+    b'P', b'A', b'C', b'K', 0, 0, 0, 2, 0, 0, 0, 0, 0x02, 0x9d, 0x08, 0x82, 0x3b, 0xd8, 0xa8, 0xea,
+    0xb5, 0x10, 0xad, 0x6a, 0xc7, 0x5c, 0x82, 0x3c, 0xfd, 0x3e, 0xd3, 0x1e,
+];
+
+/// The HTTP `User-Agent` of the session. GitHub answers git's smart protocol only to agents
+/// that start with `git/` (others get a 404 or the dumb protocol); what follows says who it is.
+/// The protocol's own `agent=` capability carries `zodex-prd/VERSION` alone.
+pub const HTTP_USER_AGENT: &str = concat!("git/2.0 (zodex-prd/", env!("CARGO_PKG_VERSION"), ")");
+
+/// The largest answer read from GitHub (refs advertised, or a report).
+const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReceivePackError {
+    #[error(
+        "GitHub answered HTTP {status} to {what}; nothing was pushed; check that the App is installed on the repository with contents: write, then push again"
+    )]
+    Status { what: &'static str, status: u16 },
+    #[error("GitHub answered HTTP {status} to {what}; nothing was pushed; try again in a minute")]
+    Server { what: &'static str, status: u16 },
+    #[error(
+        "talking to GitHub failed during {what} ({message}); the push may or may not have landed; fetch and push again (the lease refuses a repeat that would overwrite)"
+    )]
+    Transport { what: &'static str, message: String },
+    #[error(
+        "GitHub's answer to {what} is not git's receive-pack protocol ({message}); nothing is known to be pushed; fetch and push again"
+    )]
+    Protocol { what: &'static str, message: String },
+    #[error("reading the verified pack failed: {0}; push again")]
+    Pack(String),
+}
+
+type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+type Connector = hyper_timeout::TimeoutConnector<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+>;
+
+/// The HTTPS connector of every session, made once: loading the system's TLS roots costs
+/// milliseconds that a small push would otherwise pay each time.
+fn connector() -> Result<Connector, ReceivePackError> {
+    static CONNECTOR: std::sync::OnceLock<Result<Connector, String>> = std::sync::OnceLock::new();
+    let made = CONNECTOR.get_or_init(|| {
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(provider)
+            .map_err(|e| e.to_string())?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let mut connector = hyper_timeout::TimeoutConnector::new(connector);
+        connector.set_connect_timeout(Some(Duration::from_secs(10)));
+        // GitHub checks every object of a large push before it writes its report.
+        connector.set_read_timeout(Some(Duration::from_secs(600)));
+        Ok(connector)
+    });
+    made.clone().map_err(|message| ReceivePackError::Transport {
+        what: "loading the system's TLS roots",
+        message,
+    })
+}
+
+/// One receive-pack session with one repository at GitHub.
+pub struct Session<'t> {
+    client: hyper_util::client::legacy::Client<Connector, Body>,
+    /// `https://github.com/OWNER/REPO.git`, no credentials.
+    url: String,
+    authorization: HeaderValue,
+    token: &'t Token,
+}
+
+impl<'t> Session<'t> {
+    /// A session with the repository at `url`, authenticated with `token`.
+    pub fn new(url: &str, token: &'t Token) -> Result<Self, ReceivePackError> {
+        let connector = connector()?;
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build::<_, Body>(connector);
+        let basic = base64::engine::general_purpose::STANDARD
+            .encode(format!("x-access-token:{}", token.expose()));
+        let mut authorization = HeaderValue::from_str(&format!("Basic {basic}")).map_err(|_| {
+            ReceivePackError::Protocol {
+                what: "authenticating",
+                message: "the token is not a valid header value".into(),
+            }
+        })?;
+        authorization.set_sensitive(true);
+        Ok(Self {
+            client,
+            url: url.trim_end_matches('/').to_string(),
+            authorization,
+            token,
+        })
+    }
+
+    fn scrub(&self, text: String) -> String {
+        super::git::scrub(&text, Some(self.token))
+    }
+
+    /// Sends one request; returns GitHub's answer body, refused statuses turned into errors.
+    async fn exchange(
+        &self,
+        what: &'static str,
+        request: http::request::Builder,
+        body: Body,
+    ) -> Result<Bytes, ReceivePackError> {
+        let request = request
+            .header(AUTHORIZATION, self.authorization.clone())
+            .header(http::header::USER_AGENT, HTTP_USER_AGENT)
+            .body(body)
+            .map_err(|e| ReceivePackError::Protocol {
+                what,
+                message: self.scrub(e.to_string()),
+            })?;
+        let response =
+            self.client
+                .request(request)
+                .await
+                .map_err(|e| ReceivePackError::Transport {
+                    what,
+                    message: self.scrub(error_chain(&e)),
+                })?;
+        let status = response.status().as_u16();
+        if status >= 500 {
+            return Err(ReceivePackError::Server { what, status });
+        }
+        if status != 200 {
+            return Err(ReceivePackError::Status { what, status });
+        }
+        let limited = http_body_util::Limited::new(response.into_body(), MAX_ANSWER_BYTES);
+        let bytes = limited
+            .collect()
+            .await
+            .map_err(|e| ReceivePackError::Transport {
+                what,
+                message: self.scrub(e.to_string()),
+            })?
+            .to_bytes();
+        Ok(bytes)
+    }
+
+    /// `GET info/refs?service=git-receive-pack`: GitHub's refs and capabilities.
+    pub async fn advertisement(&self) -> Result<Advertisement, ReceivePackError> {
+        const WHAT: &str = "reading GitHub's refs for a push";
+        let request =
+            http::Request::get(format!("{}/info/refs?service=git-receive-pack", self.url))
+                .header(ACCEPT, "*/*");
+        let body = self.exchange(WHAT, request, empty_body()).await?;
+        parse_advertisement(&body).map_err(|message| ReceivePackError::Protocol {
+            what: WHAT,
+            message,
+        })
+    }
+
+    /// `POST git-receive-pack`: `commands`, then the pack at `pack` (`None`: every command is a
+    /// deletion, or an empty pack when one is not). `capabilities` go on the first command.
+    pub async fn push(
+        &self,
+        commands: &[RefCommand],
+        capabilities: &[String],
+        pack: Option<&Path>,
+    ) -> Result<Report, ReceivePackError> {
+        const WHAT: &str = "sending the push";
+        let head = command_lines(commands, capabilities);
+        let deletes_only = commands.iter().all(|c| c.new.is_none());
+        // A request of deletions only carries no pack at all.
+        let pack = pack.filter(|_| !deletes_only);
+        let (body, len): (Body, u64) = match pack {
+            Some(path) => {
+                let file = tokio::fs::File::open(path)
+                    .await
+                    .map_err(|e| ReceivePackError::Pack(e.to_string()))?;
+                let pack_len = file
+                    .metadata()
+                    .await
+                    .map_err(|e| ReceivePackError::Pack(e.to_string()))?
+                    .len();
+                let len = head.len() as u64 + pack_len;
+                let first = futures_util::stream::once(async move { Ok(Bytes::from(head)) });
+                let rest = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024);
+                let stream = first
+                    .chain(rest)
+                    .map(|chunk| chunk.map(http_body::Frame::data));
+                (
+                    BodyExt::boxed_unsync(http_body_util::StreamBody::new(stream)),
+                    len,
+                )
+            }
+            None => {
+                let mut bytes = head;
+                if !deletes_only {
+                    bytes.extend_from_slice(&EMPTY_PACK);
+                }
+                let len = bytes.len() as u64;
+                (full_body(bytes), len)
+            }
+        };
+        let request = http::Request::post(format!("{}/git-receive-pack", self.url))
+            .header(CONTENT_TYPE, "application/x-git-receive-pack-request")
+            .header(ACCEPT, "application/x-git-receive-pack-result")
+            .header(CONTENT_LENGTH, len);
+        let answer = self.exchange(WHAT, request, body).await?;
+        parse_report(&answer).map_err(|message| ReceivePackError::Protocol {
+            what: WHAT,
+            message,
+        })
+    }
+}
+
+fn empty_body() -> Body {
+    full_body(Vec::new())
+}
+
+fn full_body(bytes: Vec<u8>) -> Body {
+    BodyExt::boxed_unsync(
+        http_body_util::Full::new(Bytes::from(bytes)).map_err(|never| match never {}),
+    )
+}
+
+/// An error and its causes on one line (hyper's own text hides the cause, "Connection
+/// refused").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_http_agent_is_one_github_speaks_the_smart_protocol_to() {
+        assert!(super::HTTP_USER_AGENT.starts_with("git/"));
+        assert!(super::HTTP_USER_AGENT.contains("zodex-prd/"));
+    }
+}

@@ -1,0 +1,94 @@
+//! The pass-through push end to end: a devhub, a real `zodex-prd serve`, real git running
+//! `git-remote-zodex` and `zodex-agent github publish-pr`. A push or publication whose every
+//! update was allowed sends GitHub the pack zodex-prd verified, as it is; one with a refused
+//! ref goes through `git push` with the allowed updates only. (The receive-pack client's own
+//! rules are tested against devhub in `tests/receive_pack.rs`.)
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+use support::devhub::commit_file;
+use support::rig::Rig;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn head(dir: &Path) -> String {
+    support::devhub::rev_parse(dir, "HEAD")
+}
+
+/// End to end through `git-remote-zodex` and a real `zodex-prd`: a push and a publish-pr pass
+/// the verified pack through, and the mirror follows GitHub.
+#[test]
+fn a_push_and_a_publish_pr_through_zodex_prd_pass_the_pack_through() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    rig.grant_push("demo/app");
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "feature"]);
+    commit_file(&app, "feature.txt", b"hello\n", "feature");
+    let push = rig.agent_git(&app, &["push", "origin", "feature"]);
+    assert!(push.status.success(), "{}", rig.log());
+    let pushed = head(&app);
+    assert_eq!(rig.remote_sha("app", "refs/heads/feature"), Some(pushed));
+    let passed = |log: &str| log.matches("the verified pack passed through").count();
+    assert_eq!(passed(&rig.log()), 1, "{}", rig.log());
+
+    // The next push builds on what the first one pushed: the mirror has it.
+    commit_file(&app, "more.txt", b"more\n", "more");
+    let push = rig.agent_git(&app, &["push", "origin", "feature"]);
+    assert!(push.status.success(), "{}", rig.log());
+    assert_eq!(
+        rig.remote_sha("app", "refs/heads/feature"),
+        Some(head(&app))
+    );
+    assert_eq!(passed(&rig.log()), 2, "{}", rig.log());
+
+    commit_file(&app, "pr.txt", b"pr\n", "for a pull request");
+    let publish = rig.agent(
+        &app,
+        &["publish-pr", "--repo", "demo/app", "--title", "Pass"],
+    );
+    assert!(publish.status.success(), "{}", rig.log());
+    assert_eq!(passed(&rig.log()), 3, "{}", rig.log());
+    assert_eq!(rig.pulls("app").len(), 1);
+}
+
+/// A refused ref whose objects are not in the pack (a deletion) leaves the pack to pass
+/// through; one whose own commit is in the pack sends the allowed ref by `git push`, and the
+/// refused commit never reaches GitHub.
+#[test]
+fn a_push_with_a_refused_ref_passes_through_only_when_the_pack_holds_none_of_its_objects() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    rig.grant_push("demo/app");
+    let main = support::devhub::rev_parse(&app, "main");
+    let passed = |log: &str| log.matches("the verified pack passed through").count();
+    let repacked = |log: &str| log.matches("pushed with git push").count();
+
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "side"]);
+    commit_file(&app, "side.txt", b"side\n", "side");
+    let push = rig.agent_git(&app, &["push", "origin", "side", ":main"]);
+    assert!(!push.status.success(), "the deletion of main is refused");
+    assert_eq!(rig.remote_sha("app", "refs/heads/side"), Some(head(&app)));
+    assert_eq!(rig.remote_sha("app", "refs/heads/main"), Some(main.clone()));
+    let log = rig.log();
+    assert_eq!((passed(&log), repacked(&log)), (1, 0), "{log}");
+
+    // A rewrite of main (refused: the default branch is never force-updated) beside an
+    // allowed branch: the pack carries the rewrite's commit.
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "rewrite", "main~1"]);
+    commit_file(&app, "rewrite.txt", b"rewrite\n", "rewrite");
+    let rewrite = head(&app);
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "side2", "main"]);
+    commit_file(&app, "side2.txt", b"side2\n", "side2");
+    let push = rig.agent_git(&app, &["push", "origin", "side2", "+rewrite:main"]);
+    assert!(!push.status.success(), "the rewrite of main is refused");
+    assert_eq!(rig.remote_sha("app", "refs/heads/side2"), Some(head(&app)));
+    assert_eq!(rig.remote_sha("app", "refs/heads/main"), Some(main));
+    let log = rig.log();
+    assert_eq!((passed(&log), repacked(&log)), (1, 1), "{log}");
+    let probe = support::devhub::git(&rig.bare("app"), &["cat-file", "-e", &rewrite]);
+    assert!(!probe.status.success(), "the refused commit reached GitHub");
+}
