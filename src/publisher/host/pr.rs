@@ -8,7 +8,7 @@
 //! base defaults to GitHub's default branch as coverage recorded it — the same fact pushes are
 //! decided on — and a pull request's workflow changes are measured against that branch.
 
-use super::mirror::import_failure;
+use super::mirror::{OpenMirror, import_failure};
 use super::push::Spooled;
 use super::{Failure, Host, block_on, parse_repo};
 use crate::engine::ledger;
@@ -17,6 +17,7 @@ use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::{ErrorKind, Published};
 use crate::publisher::github::{GitHub, NewPull, OpenedPull, Token, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, push_leased};
+use crate::publisher::publish::{Quarantine, UpdateFacts};
 use sha2::{Digest, Sha256};
 
 pub(super) struct PrRequest {
@@ -88,41 +89,8 @@ impl Host {
             .open_mirror(github, &repo, std::time::Duration::ZERO)
             .map_err(super::push::nothing_pushed)?;
         let quarantine = self.quarantine(&mirror, Some(bundle), &[pr.head.as_str()])?;
-        let carried = quarantine
-            .header
-            .as_ref()
-            .is_some_and(|h| h.refs.iter().any(|(oid, _)| *oid == pr.head));
-        if !carried {
-            return Err(Failure::usage(format!(
-                "the bundle does not carry the head commit {}; publish again with zodex-agent github publish-pr",
-                pr.head
-            )));
-        }
         let now = self.now();
-        // GitHub's default branch, the fact decisions use: the base by default, and what the
-        // pull request's commits are measured against (workflow changes).
-        let default_branch = self.default_branch(&repo, now)?.ok_or_else(|| {
-            Failure::new(
-                ErrorKind::Conflict,
-                format!(
-                    "GitHub's default branch of {repo} is not known (the last coverage check could not read it); try again in a minute"
-                ),
-            )
-        })?;
-        let facts = quarantine
-            .facts(
-                &mirror.path,
-                &pr.head,
-                mirror.branch_tip(&default_branch),
-                &mirror.tips(),
-            )
-            .map_err(import_failure)?;
-        let base = pr.base.clone().unwrap_or(default_branch);
-        if !mirror.refs.contains_key(&format!("refs/heads/{base}")) {
-            return Err(Failure::usage(format!(
-                "the base branch {base} does not exist on {repo}; pass --base with an existing branch"
-            )));
-        }
+        let (facts, base) = self.check_publication(&repo, &mirror, &quarantine, &pr, now)?;
 
         let key = idempotency_key(&repo, &pr, &base);
         let earlier = self.with_store(|_, s| s.read(|f| f.publication(&key)))?;
@@ -204,98 +172,184 @@ impl Host {
             .mint_for_step(github, &repo, TokenUse::PullRequest, Some(audit_id), now)
             .map_err(super::push::nothing_pushed)?;
         let token_sha = minted.token().sha256();
+        let result = self.push_and_open(
+            github,
+            minted.token(),
+            (&mirror, &quarantine),
+            &repo,
+            &pr,
+            &mut publication,
+            draft,
+            now,
+        );
+        minted.revoke();
+        let decided = (audit_id, Some(token_sha.as_str()));
+        self.record_publication(
+            &result,
+            &mut publication,
+            decided,
+            (&mirror, quarantine),
+            &pr.head,
+        )?;
+        result.map_err(|(failure, _)| failure)
+    }
+
+    /// The checks of a publication before it is decided: the bundle carries the head, the base
+    /// exists at GitHub; returns the facts of the head against the default branch and the base.
+    fn check_publication(
+        &self,
+        repo: &RepoName,
+        mirror: &OpenMirror,
+        quarantine: &Quarantine,
+        pr: &PrRequest,
+        now: i64,
+    ) -> Result<(UpdateFacts, String), Failure> {
+        let carried = quarantine
+            .header
+            .as_ref()
+            .is_some_and(|h| h.refs.iter().any(|(oid, _)| *oid == pr.head));
+        if !carried {
+            return Err(Failure::usage(format!(
+                "the bundle does not carry the head commit {}; publish again with zodex-agent github publish-pr",
+                pr.head
+            )));
+        }
+        // GitHub's default branch, the fact decisions use: the base by default, and what the
+        // pull request's commits are measured against (workflow changes).
+        let default_branch = self.default_branch(repo, now)?.ok_or_else(|| {
+            Failure::new(
+                ErrorKind::Conflict,
+                format!(
+                    "GitHub's default branch of {repo} is not known (the last coverage check could not read it); try again in a minute"
+                ),
+            )
+        })?;
+        let facts = quarantine
+            .facts(
+                &mirror.path,
+                &pr.head,
+                mirror.branch_tip(&default_branch),
+                &mirror.tips(),
+            )
+            .map_err(import_failure)?;
+        let base = pr.base.clone().unwrap_or(default_branch);
+        if !mirror.refs.contains_key(&format!("refs/heads/{base}")) {
+            return Err(Failure::usage(format!(
+                "the base branch {base} does not exist on {repo}; pass --base with an existing branch"
+            )));
+        }
+
+        Ok((facts, base))
+    }
+
+    /// Pushes the publication's branch (leased on what the mirror saw of it) and opens its pull
+    /// request, or finds the one an earlier attempt opened. The error carries the state to
+    /// record: `Failed` when nothing is left at GitHub (a retry starts afresh), `Pushed` when
+    /// the branch may be there (a retry reuses it).
+    #[allow(clippy::too_many_arguments)]
+    fn push_and_open(
+        &self,
+        github: &GitHub,
+        token: &Token,
+        (mirror, quarantine): (&OpenMirror, &Quarantine),
+        repo: &RepoName,
+        pr: &PrRequest,
+        publication: &mut Publication,
+        draft: bool,
+        now: i64,
+    ) -> Result<Published, (Failure, PublicationState)> {
+        let (branch, base) = (publication.branch.clone(), publication.base.clone());
         let dst = format!("refs/heads/{branch}");
         let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
         let force = !current.is_empty() && current != pr.head;
-        // On failure, the state to record: `failed` when nothing is left at GitHub (a retry
-        // starts afresh), `pushed` when the branch may be there (a retry reuses it).
-        let result = (|| -> Result<Published, (Failure, PublicationState)> {
-            let (pushed, _route) = block_on(push_leased(
-                &mirror.path,
-                &mirror.url,
-                &quarantine,
-                &[LeasedUpdate {
-                    dst: dst.clone(),
-                    new: Some(pr.head.clone()),
-                    force,
-                    expected: current.clone(),
-                }],
-                false,
-                minted.token(),
-                true,
-            ));
-            let pushed = pushed.map_err(|m| {
-                (
-                    Failure::new(ErrorKind::Internal, m),
-                    PublicationState::Failed,
-                )
-            })?;
-            if let Some(Err(why)) = pushed.get(&dst) {
-                let failure = Failure::new(
-                    ErrorKind::Internal,
-                    format!("pushing {branch} failed: {why}"),
-                );
-                return Err((failure, PublicationState::Failed));
-            }
-            self.with_store(|_, s| ledger::publication_pushed(s, &mut publication, now))
-                .map_err(|e| (Failure::from(e), PublicationState::Pushed))?;
-            // A pull request from an earlier attempt (a crash after opening it) is reused. If
-            // GitHub cannot say, the branch stays: it may carry that pull request.
-            let existing = block_on(github.find_pull(minted.token(), &repo, &branch))
-                .map_err(|e| (Failure::from_github(e), PublicationState::Pushed))?;
-            let opened = match existing {
-                Some(pull) => pull,
-                None => self.open_or_take_back(
-                    github,
-                    minted.token(),
-                    &repo,
-                    &NewPull {
-                        title: pr.title.clone(),
-                        head: branch.clone(),
-                        base: base.clone(),
-                        body: pr.body.clone(),
-                        draft,
-                    },
-                )?,
-            };
-            Ok(Published {
-                repo: repo.to_string(),
-                number: opened.number,
-                url: opened.html_url,
-                branch: branch.clone(),
-                base: base.clone(),
-                draft,
-                reused: false,
-            })
-        })();
-        minted.revoke();
+        let (pushed, _route) = block_on(push_leased(
+            &mirror.path,
+            &mirror.url,
+            quarantine,
+            &[LeasedUpdate {
+                dst: dst.clone(),
+                new: Some(pr.head.clone()),
+                force,
+                expected: current.clone(),
+            }],
+            false,
+            token,
+            true,
+        ));
+        let pushed = pushed.map_err(|m| {
+            (
+                Failure::new(ErrorKind::Internal, m),
+                PublicationState::Failed,
+            )
+        })?;
+        if let Some(Err(why)) = pushed.get(&dst) {
+            let failure = Failure::new(
+                ErrorKind::Internal,
+                format!("pushing {branch} failed: {why}"),
+            );
+            return Err((failure, PublicationState::Failed));
+        }
+        self.with_store(|_, s| ledger::publication_pushed(s, publication, now))
+            .map_err(|e| (Failure::from(e), PublicationState::Pushed))?;
+        // A pull request from an earlier attempt (a crash after opening it) is reused. If
+        // GitHub cannot say, the branch stays: it may carry that pull request.
+        let existing = block_on(github.find_pull(token, repo, &branch))
+            .map_err(|e| (Failure::from_github(e), PublicationState::Pushed))?;
+        let opened = match existing {
+            Some(pull) => pull,
+            None => self.open_or_take_back(
+                github,
+                token,
+                repo,
+                &NewPull {
+                    title: pr.title.clone(),
+                    head: branch.clone(),
+                    base: base.clone(),
+                    body: pr.body.clone(),
+                    draft,
+                },
+            )?,
+        };
+        Ok(Published {
+            repo: repo.to_string(),
+            number: opened.number,
+            url: opened.html_url,
+            branch: branch.clone(),
+            base: base.clone(),
+            draft,
+            reused: false,
+        })
+    }
+
+    /// Records how the publication ended (one ledger transition with the decision's outcome);
+    /// an opened one's objects join the mirror.
+    fn record_publication(
+        &self,
+        result: &Result<Published, (Failure, PublicationState)>,
+        publication: &mut Publication,
+        decided: (i64, Option<&str>),
+        (mirror, quarantine): (&OpenMirror, Quarantine),
+        head: &str,
+    ) -> Result<(), Failure> {
         let now = self.now();
-        let decided = (audit_id, Some(token_sha.as_str()));
         match &result {
             Ok(published) => {
-                if let Err(e) = quarantine.adopt(&mirror.path, &[pr.head.as_str()]) {
+                if let Err(e) = quarantine.adopt(&mirror.path, &[head]) {
                     tracing::warn!(error = %e, "moving a published pack into the mirror failed");
                 }
                 let number = published.number as i64;
                 self.with_store(|_, s| {
-                    ledger::publication_opened(
-                        s,
-                        &mut publication,
-                        number,
-                        &published.url,
-                        decided,
-                        now,
-                    )
+                    ledger::publication_opened(s, publication, number, &published.url, decided, now)
                 })?;
             }
             Err((failure, left_at)) => {
                 let error = failure.0.message.as_str();
                 self.with_store(|_, s| {
-                    ledger::publication_failed(s, &mut publication, *left_at, error, decided, now)
+                    ledger::publication_failed(s, publication, *left_at, error, decided, now)
                 })?;
             }
         }
-        result.map_err(|(failure, _)| failure)
+        Ok(())
     }
 
     /// Opens the pull request of a pushed branch. When GitHub does not, it may have opened it
