@@ -13,6 +13,8 @@
 //!   imports it (tests too);
 //! - `cli` spawns no process and opens no socket, and each of its files stays under a size
 //!   budget (parsing and printing only);
+//! - no function of `src/` grows past [`FUNCTION_BUDGET`] lines (`cargo test --test tidy --
+//!   --nocapture functions` lists the longest);
 //! - the graph of which top-level module imports which has exactly the arrows of [`ARROWS`],
 //!   so it has no cycle: in particular `agent` and `publisher` share only `protocol`, `config`
 //!   and `engine`, never each other. `cargo test --test tidy -- --nocapture module_graph`
@@ -346,5 +348,76 @@ fn the_operator_takes_only_install_types_from_the_publisher() {
             .into_iter()
             .filter(|line| !line.contains("crate::publisher::install"))
             .collect(),
+    );
+}
+
+/// The longest a function of `src/` may grow: past it, a function holds several steps that
+/// want names of their own.
+const FUNCTION_BUDGET: usize = 150;
+
+/// Every function of `src/` outside test modules, as (lines, `file: name`): from its `fn` line
+/// to the closing brace at the same indentation.
+fn function_lengths() -> Vec<(usize, String)> {
+    let root = src("");
+    let mut out = Vec::new();
+    for file in rust_files(&root) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("#[cfg(test)]")
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|next| next.trim_start().starts_with("mod "))
+            {
+                break; // the rest of the file is its tests
+            }
+            let words: Vec<&str> = trimmed.split_whitespace().collect();
+            let Some(at) = words.iter().position(|w| *w == "fn") else {
+                continue;
+            };
+            let qualifiers_only = words[..at].iter().all(|w| {
+                matches!(*w, "pub" | "async" | "unsafe" | "const" | "extern")
+                    || w.starts_with("pub(")
+            });
+            if !qualifiers_only || line.trim_end().ends_with(';') {
+                continue;
+            }
+            let name = trimmed
+                .split("fn ")
+                .nth(1)
+                .unwrap_or_default()
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()
+                .unwrap_or_default();
+            let indent = &line[..line.len() - trimmed.len()];
+            let closing = format!("{indent}}}");
+            if let Some(end) = lines[i + 1..].iter().position(|l| *l == closing) {
+                let relative = file.strip_prefix(&root).unwrap().display();
+                out.push((end + 2, format!("src/{relative}: {name}")));
+            }
+        }
+    }
+    out.sort_by(|a, b| b.cmp(a));
+    out
+}
+
+#[test]
+fn functions_stay_within_their_budget() {
+    let lengths = function_lengths();
+    println!("longest functions (lines):");
+    for (lines, place) in lengths.iter().take(12) {
+        println!("  {lines:4}  {place}");
+    }
+    let over: Vec<String> = lengths
+        .iter()
+        .filter(|(lines, _)| *lines > FUNCTION_BUDGET)
+        .map(|(lines, place)| format!("{place} has {lines} lines"))
+        .collect();
+    assert_none(
+        &format!(
+            "a function over {FUNCTION_BUDGET} lines: split it where the split names a real step"
+        ),
+        over,
     );
 }
