@@ -1,4 +1,4 @@
-//! The credential helper as git runs it (a whole `zodex-agent credential get` process), against
+//! The credential helper as git runs it (a whole `git-credential-zodex get` process), against
 //! a plain `git credential-store get` in the same run; and token minting sustained for 60 s
 //! against devhub.
 //!
@@ -10,8 +10,9 @@
 //!
 //! Warm gets and the baseline alternate, so both see the same machine. Two diagnostics say where
 //! a warm get's time goes: the same question over the agent socket from this process (the
-//! daemon's share), and a whole `zodex-agent credential get` for a host it does not serve (the
-//! process start and configuration, no socket). Target (issue 12): warm p50 ≤ 1.3× the baseline.
+//! daemon's share), and a whole helper process for a host it does not serve (the process start
+//! and configuration, no socket); and `zodex-agent credential get`, the same helper inside the
+//! whole agent binary, for comparison. Target (issue 12): warm p50 ≤ 1.3× the baseline.
 //!
 //! Run: `cargo bench --bench credential`
 
@@ -23,7 +24,7 @@ mod support;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::rig::{AGENT, Rig};
+use support::rig::{AGENT, CREDENTIAL_HELPER, Rig};
 
 fn run(cmd: &mut Command, input: &str) -> (Duration, String) {
     let started = Instant::now();
@@ -59,11 +60,10 @@ fn main() {
     let rig = Rig::start(Duration::from_secs(3600));
     let host = rig.host();
     let question = format!("protocol=http\nhost={host}\npath=demo/app.git\n\n");
+    // What git runs on a sprite: the small `git-credential-zodex` binary.
     let helper = |op: &str| {
-        let mut cmd = Command::new(AGENT);
-        cmd.args(["credential", "--config"])
-            .arg(&rig.config)
-            .arg(op);
+        let mut cmd = Command::new(CREDENTIAL_HELPER);
+        cmd.arg("--config").arg(&rig.config).arg(op);
         cmd
     };
 
@@ -127,6 +127,16 @@ fn main() {
             took
         })
         .collect();
+    let agent_get = || {
+        let mut cmd = Command::new(AGENT);
+        cmd.args(["credential", "--config"])
+            .arg(&rig.config)
+            .arg("get");
+        cmd
+    };
+    let whole_agent: Vec<Duration> = (0..300)
+        .map(|_| run(&mut agent_get(), &question).0)
+        .collect();
     let other = "protocol=http\nhost=not-served.example\npath=demo/app.git\n\n";
     let process: Vec<Duration> = (0..300).map(|_| run(&mut helper("get"), other).0).collect();
 
@@ -143,9 +153,11 @@ fn main() {
     let (base50, base99) = percentiles(baseline);
     let (daemon50, daemon99) = percentiles(daemon);
     let (process50, process99) = percentiles(process);
+    let (agent50, agent99) = percentiles(whole_agent);
     println!("credential get, whole process as git runs it (ms)");
-    println!("  zodex-agent credential get, warm   p50 {warm50:.2}  p99 {warm99:.2}");
-    println!("  zodex-agent credential get, cold   p50 {cold50:.2}  p99 {cold99:.2}");
+    println!("  git-credential-zodex get, warm     p50 {warm50:.2}  p99 {warm99:.2}");
+    println!("  git-credential-zodex get, cold     p50 {cold50:.2}  p99 {cold99:.2}");
+    println!("  zodex-agent credential get, warm   p50 {agent50:.2}  p99 {agent99:.2}");
     println!("  git credential-store get           p50 {base50:.2}  p99 {base99:.2}");
     println!(
         "  ratio warm/store p50 {:.2} (target <= 1.3), cold/store p50 {:.2}",

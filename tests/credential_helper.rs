@@ -1,4 +1,5 @@
-//! `zodex-agent credential` as git's credential helper, end to end: a real `zodex-prd serve`
+//! `zodex-agent credential` and the small `git-credential-zodex` as git's credential helper, end
+//! to end: a real `zodex-prd serve`
 //! configured with a devhub's URLs and App keys, real `git clone` through the helper, the read
 //! token cache (and its 5-minute margin), write-token mode cut to its grant (also when gets,
 //! erases, an operator's revoke and the TTL race), the cases the helper must stay silent on,
@@ -581,4 +582,70 @@ fn git_stays_quiet_on_a_repository_no_app_covers() {
             "{what}: {stderr}"
         );
     }
+}
+
+/// The small `git-credential-zodex` binary install configures is the same helper: it answers a
+/// `get` with the token `zodex-agent credential get` hands out (the cached one), stays silent
+/// for a host it does not serve, and its diagnostics carry its own name.
+#[test]
+fn the_small_helper_binary_is_the_same_helper() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let rig = Rig::start(Duration::from_secs(3600));
+    let small = |input: &str| {
+        let mut child = Command::new(support::rig::CREDENTIAL_HELPER)
+            .arg("--config")
+            .arg(&rig.config)
+            .arg("get")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let (answer, _) = rig.get("app");
+    let question = format!("protocol=http\nhost={}\npath=demo/app.git\n\n", rig.host());
+    let out = small(&question);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let small_answer = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(field(&small_answer, "password"), field(&answer, "password"));
+    assert_eq!(field(&small_answer, "username"), Some("x-access-token"));
+
+    let elsewhere = small("protocol=https\nhost=example.com\npath=demo/app.git\n\n");
+    assert!(elsewhere.status.success());
+    assert!(elsewhere.stdout.is_empty(), "another host gets no answer");
+
+    let mut unconfigured = Command::new(support::rig::CREDENTIAL_HELPER)
+        .args(["--config", "/nonexistent/zodex.toml", "get"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(unconfigured.stdin.take());
+    let unconfigured = unconfigured.wait_with_output().unwrap();
+    assert!(unconfigured.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&unconfigured.stderr).starts_with("git-credential-zodex: "),
+        "{}",
+        String::from_utf8_lossy(&unconfigured.stderr)
+    );
+
+    let bad = Command::new(support::rig::CREDENTIAL_HELPER)
+        .args(["--config"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("usage: git-credential-zodex"));
 }

@@ -99,8 +99,10 @@ pub fn main() -> i32 {
     // git runs the credential helper before every fetch and push: its usual command lines are
     // read directly, without building the whole command tree (anything else goes to clap, so
     // help and errors are unchanged).
-    if let Some((config, operation)) = credential_fast_args(std::env::args_os().skip(1)) {
-        return credential(config, &operation);
+    if let Some((config, operation)) =
+        super::credential_helper::fast_args(std::env::args_os().skip(1))
+    {
+        return super::credential_helper::run(config, &operation);
     }
     let cli = Cli::parse();
     match cli.command {
@@ -113,7 +115,9 @@ pub fn main() -> i32 {
             eprintln!("error: {e:#}");
             EXIT_FAILURE
         }),
-        Command::Credential { config, operation } => credential(config, &operation),
+        Command::Credential { config, operation } => {
+            super::credential_helper::run(config, &operation)
+        }
     }
 }
 
@@ -237,93 +241,6 @@ fn request_push(config: Option<&PathBuf>, json: bool, request: &AgentRequest, wa
                 eprintln!("{}", render::error_text(&answer));
             }
             EXIT_FAILURE
-        }
-    }
-}
-
-/// `credential OP`, `credential --config PATH OP` or `credential --config=PATH OP` as git runs
-/// them; `None` for anything else (help, flags, extra words, non-UTF-8 operations).
-fn credential_fast_args(
-    mut args: impl Iterator<Item = std::ffi::OsString>,
-) -> Option<(Option<PathBuf>, String)> {
-    if args.next()? != "credential" {
-        return None;
-    }
-    let mut config = None;
-    let mut operation = None;
-    while let Some(arg) = args.next() {
-        let text = arg.to_str();
-        if text == Some("--config") {
-            if config.is_some() {
-                return None;
-            }
-            config = Some(PathBuf::from(args.next()?));
-        } else if let Some(path) = text.and_then(|t| t.strip_prefix("--config=")) {
-            if config.is_some() || path.is_empty() {
-                return None;
-            }
-            config = Some(PathBuf::from(path));
-        } else if text.is_some_and(|t| !t.starts_with('-')) && operation.is_none() {
-            operation = text.map(str::to_string);
-        } else {
-            return None;
-        }
-    }
-    Some((config, operation?))
-}
-
-/// `zodex-agent credential OP`: git's credential protocol on stdin/stdout (see
-/// `agent::credential::serve`).
-fn credential(config: Option<PathBuf>, operation: &str) -> i32 {
-    let reply =
-        crate::agent::credential::serve(config.as_deref(), operation, &mut std::io::stdin().lock());
-    if let Some(message) = &reply.diagnostic {
-        eprintln!("zodex-agent credential: {message}");
-    }
-    let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(reply.stdout.as_bytes())
-        .and_then(|_| stdout.flush())
-        .is_err()
-        || reply.failed
-    {
-        return EXIT_FAILURE;
-    }
-    0
-}
-
-#[cfg(test)]
-mod fast_args_tests {
-    use super::credential_fast_args;
-    use std::ffi::OsString;
-    use std::path::PathBuf;
-
-    fn parse(words: &[&str]) -> Option<(Option<PathBuf>, String)> {
-        credential_fast_args(words.iter().map(OsString::from))
-    }
-
-    #[test]
-    fn reads_the_command_lines_git_uses_and_leaves_the_rest_to_clap() {
-        assert_eq!(parse(&["credential", "get"]), Some((None, "get".into())));
-        assert_eq!(
-            parse(&["credential", "--config", "/etc/z.toml", "erase"]),
-            Some((Some("/etc/z.toml".into()), "erase".into()))
-        );
-        assert_eq!(
-            parse(&["credential", "get", "--config=/z.toml"]),
-            Some((Some("/z.toml".into()), "get".into()))
-        );
-        for other in [
-            &["credential"][..],
-            &["credential", "--help"],
-            &["credential", "get", "store"],
-            &["credential", "--config"],
-            &["credential", "--config=", "get"],
-            &["credential", "--config", "a", "--config", "b", "get"],
-            &["serve", "get"],
-            &[],
-        ] {
-            assert_eq!(parse(other), None, "{other:?}");
         }
     }
 }

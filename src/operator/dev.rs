@@ -269,7 +269,7 @@ fn agent_gitconfig(devhub_git_url: &str) -> String {
          [user]\n\tname = Zodex Dev Agent\n\temail = agent@zodex.invalid\n\
          [url \"{base}/\"]\n\tinsteadOf = https://github.com/\n\
          [url \"zodex::https://github.com/\"]\n\tpushInsteadOf = https://github.com/\n\
-         [credential \"{base}\"]\n\thelper =\n\thelper = !zodex-agent credential\n\tuseHttpPath = true\n\
+         [credential \"{base}\"]\n\thelper =\n\thelper = !git-credential-zodex\n\tuseHttpPath = true\n\
          [init]\n\tdefaultBranch = main\n"
     )
 }

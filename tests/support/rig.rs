@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 pub const AGENT: &str = env!("CARGO_BIN_EXE_zodex-agent");
 pub const PRD: &str = env!("CARGO_BIN_EXE_zodex-prd");
 pub const REMOTE_HELPER: &str = env!("CARGO_BIN_EXE_git-remote-zodex");
+pub const CREDENTIAL_HELPER: &str = env!("CARGO_BIN_EXE_git-credential-zodex");
 
 /// A devhub and a `zodex-prd` serving it; the daemon is killed when dropped.
 pub struct Rig {
@@ -166,7 +167,8 @@ impl Rig {
     }
 
     pub fn agent_git_command(&self, dir: &Path) -> Command {
-        let helper = format!("!{AGENT} credential --config {}", self.config.display());
+        // As install sets it up: the small helper binary.
+        let helper = format!("!{CREDENTIAL_HELPER} --config {}", self.config.display());
         let base = self.demo.hub.git_url();
         let bin = Path::new(REMOTE_HELPER).parent().unwrap();
         let path = format!(

@@ -21,9 +21,10 @@ pub(super) fn agent_git(
         .as_ref()
         .expect("install always configures [github]");
     let base = github.git_url.trim_end_matches('/');
+    // The small helper binary (it starts faster than the whole `zodex-agent`).
     let helper = format!(
-        "!'{}' credential --config '{}'",
-        layout.binary("zodex-agent").display(),
+        "!'{}' --config '{}'",
+        layout.binary("git-credential-zodex").display(),
         layout.config().display()
     );
     let settings: Vec<(String, Vec<String>)> = vec![

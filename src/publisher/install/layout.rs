@@ -20,7 +20,12 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The binaries a sprite runs. The operator's `zodex` is never among them.
-pub const SPRITE_BINARIES: [&str; 3] = ["zodex-agent", "zodex-prd", "git-remote-zodex"];
+pub const SPRITE_BINARIES: [&str; 4] = [
+    "zodex-agent",
+    "zodex-prd",
+    "git-remote-zodex",
+    "git-credential-zodex",
+];
 
 /// The two services, by the name of their unit (and of the binary they run).
 pub const SERVICES: [&str; 2] = ["zodex-prd", "zodex-agent"];
