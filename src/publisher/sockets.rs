@@ -255,9 +255,23 @@ mod tests {
         let err = bind(&path, 0o600).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
         drop(live);
-        // The file is still there but nobody answers: a stale socket.
+        // The file is still there but nobody answers: a stale socket. Another test of this
+        // process may be starting a command at this moment, and its child holds a copy of every
+        // open descriptor until it execs: for that instant the old socket still answers. So
+        // this waits (briefly) for the socket to be stale, then asserts it is replaced.
         assert!(path.exists());
-        let listener = bind(&path, 0o666).await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let listener = loop {
+            match bind(&path, 0o666).await {
+                Err(e)
+                    if e.kind() == io::ErrorKind::AddrInUse
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                other => break other.unwrap(),
+            }
+        };
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666);
         // The renamed socket is the one that answers.
