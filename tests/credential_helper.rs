@@ -589,26 +589,12 @@ fn git_stays_quiet_on_a_repository_no_app_covers() {
 /// for a host it does not serve, and its diagnostics carry its own name.
 #[test]
 fn the_small_helper_binary_is_the_same_helper() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let rig = Rig::start(Duration::from_secs(3600));
     let small = |input: &str| {
-        let mut child = Command::new(support::rig::CREDENTIAL_HELPER)
-            .arg("--config")
-            .arg(&rig.config)
-            .arg("get")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        let mut cmd = Command::new(support::rig::CREDENTIAL_HELPER);
+        cmd.arg("--config").arg(&rig.config).arg("get");
+        support::rig::with_input(&mut cmd, input)
     };
     let (answer, _) = rig.get("app");
     let question = format!("protocol=http\nhost={}\npath=demo/app.git\n\n", rig.host());
@@ -626,15 +612,14 @@ fn the_small_helper_binary_is_the_same_helper() {
     assert!(elsewhere.status.success());
     assert!(elsewhere.stdout.is_empty(), "another host gets no answer");
 
-    let mut unconfigured = Command::new(support::rig::CREDENTIAL_HELPER)
-        .args(["--config", "/nonexistent/zodex.toml", "get"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(unconfigured.stdin.take());
-    let unconfigured = unconfigured.wait_with_output().unwrap();
+    let unconfigured = support::rig::with_input(
+        Command::new(support::rig::CREDENTIAL_HELPER).args([
+            "--config",
+            "/nonexistent/zodex.toml",
+            "get",
+        ]),
+        "",
+    );
     assert!(unconfigured.stdout.is_empty());
     assert!(
         String::from_utf8_lossy(&unconfigured.stderr).starts_with("git-credential-zodex: "),

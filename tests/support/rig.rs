@@ -93,22 +93,11 @@ impl Rig {
 
     /// Runs `zodex-agent credential OP` with `input` on stdin.
     pub fn helper(&self, op: &str, input: &str) -> Output {
-        let mut child = Command::new(AGENT)
-            .args(["credential", "--config"])
+        let mut cmd = Command::new(AGENT);
+        cmd.args(["credential", "--config"])
             .arg(&self.config)
-            .arg(op)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+            .arg(op);
+        with_input(&mut cmd, input)
     }
 
     /// `get` for `demo/<repo>`; returns (stdout, stderr).
@@ -394,4 +383,21 @@ pub fn message(response: &zodex::protocol::Response) -> String {
         .as_ref()
         .map(|e| e.message.clone())
         .unwrap_or_default()
+}
+
+/// Runs `cmd` with `input` on its stdin (then closed) and collects its output.
+pub fn with_input(cmd: &mut Command, input: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }
