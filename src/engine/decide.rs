@@ -4,10 +4,10 @@
 //!
 //! Fail closed: a policy that errors during evaluation turns the answer into a deny.
 
-use super::policy::Policies;
+use super::policy::{ActionIndex, Policies};
 use super::refscope::scopes_of;
 use super::repo::RepoName;
-use super::store::{Facts, Grant, Result, YoloScope};
+use super::store::{CoverageFact, Facts, Grant, Result, YoloScope};
 use super::targets::Targets;
 use cedar_policy::{
     Authorizer, Context, Decision as CedarDecision, Entities, Entity, EntityId, EntityTypeName,
@@ -210,6 +210,8 @@ pub struct RepoFacts {
 /// The decision maker: the validated policies and the sprite's configured targets.
 pub struct Engine {
     policies: Policies,
+    /// The policies each action can meet: what a decision evaluates.
+    by_action: ActionIndex,
     targets: Targets,
     authorizer: Authorizer,
 }
@@ -291,6 +293,7 @@ fn yolo_record(scope: &YoloScope) -> RestrictedExpression {
 impl Engine {
     pub fn new(policies: Policies, targets: Targets) -> Self {
         Self {
+            by_action: ActionIndex::build(&policies),
             policies,
             targets,
             authorizer: Authorizer::new(),
@@ -309,14 +312,25 @@ impl Engine {
     /// coverage and GitHub's default branch from what the publisher recorded (stale knowledge
     /// counts as not installed, and as an unknown default branch).
     pub fn repo_facts(&self, facts: &Facts<'_>, repo: &RepoName, now: i64) -> Result<RepoFacts> {
+        let (writer, reader) = facts.coverage_both(&repo.key())?;
+        Ok(self.repo_facts_from(repo, writer, reader, now))
+    }
+
+    /// [`Engine::repo_facts`] from coverage already read.
+    fn repo_facts_from(
+        &self,
+        repo: &RepoName,
+        writer: Option<CoverageFact>,
+        reader: Option<CoverageFact>,
+        now: i64,
+    ) -> RepoFacts {
         let key = repo.key();
         let target = self.targets.lookup(repo);
-        let (writer, reader) = facts.coverage_both(&key)?;
         let fresh = |fact: &Option<super::store::CoverageFact>| {
             fact.as_ref()
                 .is_some_and(|f| f.installed && now < f.expires_at)
         };
-        Ok(RepoFacts {
+        RepoFacts {
             key,
             default_branch: default_branch(&[writer.as_ref(), reader.as_ref()], now),
             configured_target: target.is_some(),
@@ -325,7 +339,7 @@ impl Engine {
             coverage_known: [&writer, &reader]
                 .iter()
                 .all(|fact| fact.as_ref().is_some_and(|f| now < f.expires_at)),
-        })
+        }
     }
 
     /// Decides one question at `now`, reading its facts through `facts`.
@@ -336,21 +350,24 @@ impl Engine {
         ask: &Ask,
         now: i64,
     ) -> Result<Decision> {
-        let repository = match ask.repo() {
-            Some(repo) => Some(self.repo_facts(facts, repo, now)?),
-            None => None,
-        };
-        let (grant, yolo) = match ask {
-            Ask::Push { repo, update, .. } => {
-                let key = repo.key();
-                let scopes = scopes_of(&update.ref_name);
-                (
-                    facts.candidate_grant_for(&key, Some(&scopes))?,
-                    facts.candidate_yolo_for(&key, Some(&scopes))?,
-                )
+        // One statement reads every fact of a repository's decision (one snapshot).
+        let (repository, grant, yolo) = match ask.repo() {
+            Some(repo) => {
+                let scopes = match ask {
+                    Ask::Push { update, .. } => Some(scopes_of(&update.ref_name)),
+                    _ => None,
+                };
+                let read = facts.decision_facts(&repo.key(), scopes.as_deref())?;
+                let repository = self.repo_facts_from(repo, read.writer, read.reader, now);
+                // Only a push weighs a grant and a YOLO scope; a write token only a grant.
+                let (grant, yolo) = match ask {
+                    Ask::Push { .. } => (read.grant, read.yolo),
+                    Ask::IssueWriteToken { .. } => (read.grant, None),
+                    _ => (None, None),
+                };
+                (Some(repository), grant, yolo)
             }
-            Ask::IssueWriteToken { repo } => (facts.candidate_grant(&repo.key())?, None),
-            _ => (None, None),
+            None => (None, None, None),
         };
         Ok(self.evaluate(
             principal,
@@ -427,8 +444,23 @@ impl Engine {
         Ok((request, entities))
     }
 
-    /// Decides a prepared Cedar request (what `evaluate` does after building it).
+    /// Decides a prepared Cedar request (what `evaluate` does after building it), with only
+    /// the policies that can apply to its action ([`ActionIndex`]).
     pub fn authorize(&self, request: &Request, entities: &Entities) -> cedar_policy::Response {
+        let set = request
+            .action()
+            .and_then(|action| self.by_action.for_action(action))
+            .unwrap_or(&self.policies.set);
+        self.authorizer.is_authorized(request, set, entities)
+    }
+
+    /// [`Engine::authorize`] over the whole policy set, as plain Cedar would decide: the
+    /// reference the action index is checked against, and the benchmark's baseline.
+    pub fn authorize_with_every_policy(
+        &self,
+        request: &Request,
+        entities: &Entities,
+    ) -> cedar_policy::Response {
         self.authorizer
             .is_authorized(request, &self.policies.set, entities)
     }

@@ -21,4 +21,6 @@ pub mod ledger;
 pub use authority::{Authority, AuthorityError, Denial, Status, YoloTerms};
 
 #[cfg(test)]
+mod action_index_tests;
+#[cfg(test)]
 mod tests;

@@ -5,7 +5,10 @@
 //! Loading fails closed: a file that does not parse or validate refuses start, with the
 //! validator's message and the file, line and column it points at.
 
-use cedar_policy::{PolicyId, PolicySet, Schema, ValidationMode, Validator};
+use cedar_policy::{
+    ActionConstraint, EntityUid, Policy, PolicyId, PolicySet, Schema, ValidationMode, Validator,
+};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -102,6 +105,69 @@ impl Policies {
             set,
             origins,
         })
+    }
+}
+
+/// The policies that can apply to each action of the schema, so a decision evaluates only
+/// those. Cedar itself walks every policy of the set for every request, and building each
+/// policy's condition is most of its cost; a policy whose action scope excludes the request's
+/// action evaluates to false (never to an error: the scope is checked before `when`), so
+/// leaving it out changes no decision, no reason and no error. A policy with an unscoped
+/// action (`action`) is in every subset. Within a subset the action scope is dropped
+/// ([`without_action_scope`]): it holds for every request the subset is used for.
+pub struct ActionIndex {
+    subsets: HashMap<EntityUid, PolicySet>,
+}
+
+impl ActionIndex {
+    /// Splits `policies.set` by the schema's actions (an `action in [group]` scope covers the
+    /// group's members).
+    pub fn build(policies: &Policies) -> Self {
+        let hierarchy = policies.schema.action_entities().ok();
+        let mut subsets = HashMap::new();
+        for action in policies.schema.actions() {
+            let mut covering: Vec<&EntityUid> = vec![action];
+            if let Some(ancestors) = hierarchy.as_ref().and_then(|h| h.ancestors(action)) {
+                covering.extend(ancestors);
+            }
+            let mut subset = PolicySet::new();
+            for policy in policies.set.policies() {
+                if covering.iter().any(|uid| scope_names(policy, uid)) {
+                    subset
+                        .add(without_action_scope(policy))
+                        .expect("a policy of a valid set is valid in a subset of it");
+                }
+            }
+            subsets.insert(action.clone(), subset);
+        }
+        Self { subsets }
+    }
+
+    /// The policies that can apply to `action`; `None` for an action the schema does not
+    /// declare (the caller then uses the whole set).
+    pub fn for_action(&self, action: &EntityUid) -> Option<&PolicySet> {
+        self.subsets.get(action)
+    }
+}
+
+/// `policy` with its action scope dropped, for the subset of an action it names: there the
+/// scope is known to hold, and Cedar would build the set of an `action in [...]` scope anew at
+/// every evaluation. Same id, annotations, principal, resource and conditions; kept as it was
+/// if the round trip through Cedar's JSON form fails.
+fn without_action_scope(policy: &Policy) -> Policy {
+    let rewritten = policy.to_json().ok().and_then(|mut json| {
+        json["action"] = serde_json::json!({ "op": "All" });
+        Policy::from_json(Some(policy.id().clone()), json).ok()
+    });
+    rewritten.unwrap_or_else(|| policy.clone())
+}
+
+/// Does `policy`'s scope name `action`? A policy over any action names every one.
+pub fn scope_names(policy: &Policy, action: &EntityUid) -> bool {
+    match policy.action_constraint() {
+        ActionConstraint::Any => true,
+        ActionConstraint::Eq(one) => &one == action,
+        ActionConstraint::In(many) => many.contains(action),
     }
 }
 

@@ -9,6 +9,7 @@
 //! on a value that cannot happen. Proving is the publisher's job (`publisher::prove`, which runs
 //! a solver); this module only reads and validates the files, so it needs no process.
 
+pub use super::policy::scope_names;
 use super::policy::{PolicyError, parse_file, read_operator_dir};
 use cedar_policy::{ActionConstraint, Effect, EntityUid, Policy, PolicyId, Schema};
 use std::fmt::Write as _;
@@ -125,15 +126,6 @@ impl Properties {
         std::iter::once(NEVER_ERRORS.to_string())
             .chain(self.list.iter().map(|p| p.id.clone()))
             .collect()
-    }
-}
-
-/// Does `policy`'s scope name `action`? A policy over any action names every one.
-pub fn scope_names(policy: &Policy, action: &EntityUid) -> bool {
-    match policy.action_constraint() {
-        ActionConstraint::Any => true,
-        ActionConstraint::Eq(one) => &one == action,
-        ActionConstraint::In(many) => many.contains(action),
     }
 }
 

@@ -97,6 +97,15 @@ pub struct Grant {
     pub refs: Vec<String>,
 }
 
+/// The columns of a grant, in the order [`Grant::from_columns`] reads them.
+macro_rules! grant_columns {
+    () => {
+        "id, repo_key, repo_display, state, created_by, reason, ttl_seconds, via, allow_workflows, \
+         created_at, activated_at, expires_at, approved_by, ended_at, ended_by, ref_patterns"
+    };
+}
+pub(super) use grant_columns;
+
 /// A JSON array of patterns in a `ref_patterns` column (NULL: none).
 pub(super) fn patterns_from(column: &str, text: Option<String>) -> rusqlite::Result<Vec<String>> {
     match text {
@@ -118,23 +127,29 @@ impl Grant {
     }
 
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Self::from_columns(row, 0)
+    }
+
+    /// A grant from [`grant_columns!`] starting at column `at` (read by position: looking a
+    /// column up by name scans the names once per field).
+    pub(super) fn from_columns(row: &Row<'_>, at: usize) -> rusqlite::Result<Self> {
         Ok(Self {
-            id: row.get("id")?,
-            repo_key: row.get("repo_key")?,
-            repo: row.get("repo_display")?,
-            state: GrantState::parse(&row.get::<_, String>("state")?)?,
-            created_by: row.get("created_by")?,
-            reason: row.get("reason")?,
-            ttl_seconds: row.get("ttl_seconds")?,
-            via: GrantVia::parse(&row.get::<_, String>("via")?)?,
-            allow_workflows: row.get("allow_workflows")?,
-            created_at: row.get("created_at")?,
-            activated_at: row.get("activated_at")?,
-            expires_at: row.get("expires_at")?,
-            approved_by: row.get("approved_by")?,
-            ended_at: row.get("ended_at")?,
-            ended_by: row.get("ended_by")?,
-            refs: patterns_from("grants.ref_patterns", row.get("ref_patterns")?)?,
+            id: row.get(at)?,
+            repo_key: row.get(at + 1)?,
+            repo: row.get(at + 2)?,
+            state: GrantState::parse(&row.get::<_, String>(at + 3)?)?,
+            created_by: row.get(at + 4)?,
+            reason: row.get(at + 5)?,
+            ttl_seconds: row.get(at + 6)?,
+            via: GrantVia::parse(&row.get::<_, String>(at + 7)?)?,
+            allow_workflows: row.get(at + 8)?,
+            created_at: row.get(at + 9)?,
+            activated_at: row.get(at + 10)?,
+            expires_at: row.get(at + 11)?,
+            approved_by: row.get(at + 12)?,
+            ended_at: row.get(at + 13)?,
+            ended_by: row.get(at + 14)?,
+            refs: patterns_from("grants.ref_patterns", row.get(at + 15)?)?,
         })
     }
 }
@@ -191,7 +206,7 @@ impl Facts<'_> {
 
     pub fn grant(&self, id: i64) -> Result<Grant> {
         self.conn
-            .prepare_cached("SELECT * FROM grants WHERE id = ?1")?
+            .prepare_cached(concat!("SELECT ", grant_columns!(), " FROM grants WHERE id = ?1"))?
             .query_row([id], Grant::from_row)
             .optional()?
             .ok_or_else(|| {
@@ -215,10 +230,12 @@ impl Facts<'_> {
         repo_key: &str,
         scopes: Option<&[String]>,
     ) -> Result<Option<Grant>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT * FROM grants WHERE repo_key = ?1 AND state = 'active'
-             ORDER BY expires_at IS NULL DESC, expires_at DESC, id DESC",
-        )?;
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM grants WHERE repo_key = ?1 AND state = 'active'
+             ORDER BY expires_at IS NULL DESC, expires_at DESC, id DESC"
+        ))?;
         for grant in stmt.query_map([repo_key], Grant::from_row)? {
             let grant = grant?;
             if scopes.is_none_or(|scopes| patterns_meet(&grant.refs, scopes)) {
@@ -231,9 +248,11 @@ impl Facts<'_> {
     /// The active grants for a repository (live or past their expiry, not yet swept), newest
     /// first; at most `limit`.
     pub fn active_grants_for(&self, repo_key: &str, limit: u32) -> Result<Vec<Grant>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT * FROM grants WHERE repo_key = ?1 AND state = 'active' ORDER BY id DESC LIMIT ?2",
-        )?;
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM grants WHERE repo_key = ?1 AND state = 'active' ORDER BY id DESC LIMIT ?2"
+        ))?;
         let rows = stmt.query_map(params![repo_key, limit], Grant::from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -255,9 +274,11 @@ impl Facts<'_> {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<Grant>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT * FROM grants WHERE state = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
-        )?;
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM grants WHERE state = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3"
+        ))?;
         let rows = stmt.query_map(
             params![state.as_str(), before.unwrap_or(i64::MAX), limit],
             Grant::from_row,
@@ -276,10 +297,12 @@ impl Facts<'_> {
 
     /// The agent's pending requests for one repository (normally none or one).
     pub fn pending_requests_for(&self, repo_key: &str) -> Result<Vec<Grant>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT * FROM grants WHERE repo_key = ?1 AND state = 'pending' AND created_by = 'agent'
-             ORDER BY id",
-        )?;
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM grants WHERE repo_key = ?1 AND state = 'pending' AND created_by = 'agent'
+             ORDER BY id"
+        ))?;
         let rows = stmt.query_map([repo_key], Grant::from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -293,9 +316,11 @@ impl Facts<'_> {
     /// At most `limit` grants that ended (expired, revoked, denied) at or after `since`,
     /// newest first, and how many there are in all.
     pub fn grants_ended_since(&self, since: i64, limit: u32) -> Result<(Vec<Grant>, u64)> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT * FROM grants WHERE ended_at >= ?1 ORDER BY ended_at DESC, id DESC LIMIT ?2",
-        )?;
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            grant_columns!(),
+            " FROM grants WHERE ended_at >= ?1 ORDER BY ended_at DESC, id DESC LIMIT ?2"
+        ))?;
         let rows = stmt
             .query_map(params![since, limit], Grant::from_row)?
             .collect::<rusqlite::Result<_>>()?;

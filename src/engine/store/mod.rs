@@ -5,6 +5,7 @@
 
 mod audit;
 mod coverage;
+mod decision_facts;
 mod grants;
 mod publications;
 mod tokens;
@@ -12,6 +13,7 @@ mod yolo;
 
 pub use audit::{AuditEvent, AuditFilter, AuditRow};
 pub use coverage::{App, CoverageFact};
+pub use decision_facts::DecisionFacts;
 pub use grants::{Grant, GrantState, GrantVia, NewGrant};
 pub use publications::{Publication, PublicationState};
 pub use tokens::IssuedToken;

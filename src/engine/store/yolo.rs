@@ -6,6 +6,15 @@ use crate::engine::refscope::patterns_meet;
 use rusqlite::{Row, params};
 use serde::{Deserialize, Serialize};
 
+/// The columns of a scope, in the order [`YoloScope::from_columns`] reads them.
+macro_rules! yolo_columns {
+    () => {
+        "id, repo_key, repo_display, allow_workflows, created_at, expires_at, created_by, \
+         cleared_at, cleared_by, ref_patterns"
+    };
+}
+pub(super) use yolo_columns;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct YoloScope {
     pub id: i64,
@@ -29,17 +38,22 @@ impl YoloScope {
     }
 
     fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Self::from_columns(row, 0)
+    }
+
+    /// A scope from [`yolo_columns!`] starting at column `at` (read by position).
+    pub(super) fn from_columns(row: &Row<'_>, at: usize) -> rusqlite::Result<Self> {
         Ok(Self {
-            id: row.get("id")?,
-            repo_key: row.get("repo_key")?,
-            repo: row.get("repo_display")?,
-            allow_workflows: row.get("allow_workflows")?,
-            created_at: row.get("created_at")?,
-            expires_at: row.get("expires_at")?,
-            created_by: row.get("created_by")?,
-            cleared_at: row.get("cleared_at")?,
-            cleared_by: row.get("cleared_by")?,
-            refs: patterns_from("yolo_scopes.ref_patterns", row.get("ref_patterns")?)?,
+            id: row.get(at)?,
+            repo_key: row.get(at + 1)?,
+            repo: row.get(at + 2)?,
+            allow_workflows: row.get(at + 3)?,
+            created_at: row.get(at + 4)?,
+            expires_at: row.get(at + 5)?,
+            created_by: row.get(at + 6)?,
+            cleared_at: row.get(at + 7)?,
+            cleared_by: row.get(at + 8)?,
+            refs: patterns_from("yolo_scopes.ref_patterns", row.get(at + 9)?)?,
         })
     }
 }
@@ -75,7 +89,11 @@ impl Facts<'_> {
         let id = self.conn.last_insert_rowid();
         Ok(self
             .conn
-            .prepare_cached("SELECT * FROM yolo_scopes WHERE id = ?1")?
+            .prepare_cached(concat!(
+                "SELECT ",
+                yolo_columns!(),
+                " FROM yolo_scopes WHERE id = ?1"
+            ))?
             .query_row([id], YoloScope::from_row)?)
     }
 
@@ -92,11 +110,13 @@ impl Facts<'_> {
         repo_key: &str,
         scopes: Option<&[String]>,
     ) -> Result<Option<YoloScope>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT * FROM yolo_scopes
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            yolo_columns!(),
+            " FROM yolo_scopes
              WHERE cleared_at IS NULL AND (repo_key = ?1 OR repo_key IS NULL)
-             ORDER BY expires_at IS NULL DESC, expires_at DESC, allow_workflows DESC, id DESC",
-        )?;
+             ORDER BY expires_at IS NULL DESC, expires_at DESC, allow_workflows DESC, id DESC"
+        ))?;
         let rows = stmt.query_map([repo_key], YoloScope::from_row)?;
         for scope in rows {
             let scope = scope?;
@@ -109,9 +129,11 @@ impl Facts<'_> {
 
     /// Scopes not cleared, newest first (expired ones included: callers show them as expired).
     pub fn uncleared_yolo(&self) -> Result<Vec<YoloScope>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT * FROM yolo_scopes WHERE cleared_at IS NULL ORDER BY id DESC",
-        )?;
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            yolo_columns!(),
+            " FROM yolo_scopes WHERE cleared_at IS NULL ORDER BY id DESC"
+        ))?;
         let rows = stmt.query_map([], YoloScope::from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
