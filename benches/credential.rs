@@ -21,26 +21,13 @@ mod bench_line;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::rig::{AGENT, CREDENTIAL_HELPER, Rig};
 
 fn run(cmd: &mut Command, input: &str) -> (Duration, String) {
     let started = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = support::rig::with_input(cmd, input);
     let took = started.elapsed();
     assert!(
         out.status.success(),

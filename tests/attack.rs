@@ -360,26 +360,16 @@ fn hostile_ref_and_repository_names_are_refused() {
 
 /// The credential helper's answer as `key=value` lines.
 fn helper_get(sprite: &Sprite, repo: &str) -> String {
-    use std::io::Write;
-    let mut child = sprite
-        .as_agent(sprite.bin.join("zodex-agent"), &sprite.work)
-        .args(["credential", "get"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     let input = format!(
         "capability[]=authtype\nprotocol=http\nhost={}\npath=demo/{repo}.git\n\n",
         sprite.git_host()
     );
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = support::rig::with_input(
+        sprite
+            .as_agent(sprite.bin.join("zodex-agent"), &sprite.work)
+            .args(["credential", "get"]),
+        &input,
+    );
     assert!(
         out.status.success(),
         "{}",

@@ -436,22 +436,12 @@ fn item6_the_operator_client_refuses_an_impersonated_admin_socket() {
         .collect::<Vec<_>>()
         .join("\n");
     std::fs::write(&config, text).unwrap();
-    let mut child = std::process::Command::new(sprite.bin.join("zodex-prd"))
-        .args(["admin", "--config"])
-        .arg(&config)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"{\"op\":\"status\"}\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = support::rig::with_input(
+        std::process::Command::new(sprite.bin.join("zodex-prd"))
+            .args(["admin", "--config"])
+            .arg(&config),
+        "{\"op\":\"status\"}\n",
+    );
     sprite.stop(pid);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

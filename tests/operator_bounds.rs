@@ -229,22 +229,13 @@ struct Answer {
 }
 
 fn admin_with(config: &std::path::Path, request: &str) -> Answer {
-    let mut child = Command::new(PRD)
-        .args(["admin", "--config"])
-        .arg(config)
-        .env_remove("ZODEX_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{request}\n").as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = support::rig::with_input(
+        Command::new(PRD)
+            .args(["admin", "--config"])
+            .arg(config)
+            .env_remove("ZODEX_CONFIG"),
+        &format!("{request}\n"),
+    );
     let line = String::from_utf8_lossy(&out.stdout).into_owned();
     Answer {
         json: serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")),
