@@ -179,7 +179,10 @@ fn main() {
         .print();
     }
     if std::env::var_os("ZODEX_BENCH_STAGES").is_some() {
-        for line in rig.log().lines().filter(|l| l.contains("push handled")) {
+        let staged = |l: &&str| {
+            l.contains("push handled") || l.contains("passed on") || l.contains("passing the pack")
+        };
+        for line in rig.log().lines().filter(staged) {
             println!("  {line}");
         }
     }

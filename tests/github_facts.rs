@@ -10,13 +10,12 @@ mod support;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support::devhub::{AppKind, Demo, commit_file, git_ok, keys, rev_parse, sign};
+use support::devhub::{AppKind, Demo, commit_file, git_ok, keys, rev_parse, sign, stores};
 use support::rig::Rig;
-use support::rig::{message, stderr, text};
+use support::rig::{message, push_of, stderr, text};
 use zodex::agent::bundle;
 use zodex::agent::client::call_with_bundle;
 use zodex::devhub::{Fault, FaultKind, FaultScope, Level, Permissions, Setup};
-use zodex::protocol::{AgentRequest, PushUpdate};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -90,27 +89,6 @@ fn someone_else_pushes_a_workflow(rig: &Rig, work: &Path, branch: &str) -> Strin
 
 fn mirror(rig: &Rig) -> PathBuf {
     rig.dir.path().join("state/mirrors/demo/app.git")
-}
-
-/// Whether the git repository at `dir` stores object `oid`.
-fn stores(dir: &Path, oid: &str) -> bool {
-    support::devhub::git(dir, &["cat-file", "-e", oid])
-        .status
-        .success()
-}
-
-fn push_of(dst: &str, new: &str) -> AgentRequest {
-    AgentRequest::Push {
-        repo: "demo/app".into(),
-        updates: vec![PushUpdate {
-            dst: dst.into(),
-            new: Some(new.into()),
-            force: false,
-            lease: None,
-        }],
-        atomic: false,
-        dry_run: false,
-    }
 }
 
 #[test]
@@ -369,7 +347,7 @@ fn objects_no_pushed_ref_reaches_never_reach_github_nor_the_mirror() {
     .unwrap();
     let answer = call_with_bundle(
         &socket,
-        &push_of("refs/heads/harmless", &harmless),
+        &push_of("demo/app", "refs/heads/harmless", &harmless),
         Some((built.file.path(), built.len)),
         |_, _| {},
     )
@@ -387,7 +365,7 @@ fn objects_no_pushed_ref_reaches_never_reach_github_nor_the_mirror() {
     // A later update that brings no bundle cannot present it as GitHub's.
     let answer = call_with_bundle(
         &socket,
-        &push_of("refs/heads/orphan", &orphan),
+        &push_of("demo/app", "refs/heads/orphan", &orphan),
         None,
         |_, _| {},
     )
@@ -422,8 +400,13 @@ fn objects_no_pushed_ref_reaches_never_reach_github_nor_the_mirror() {
         !stores(&mirror(&rig), &ci),
         "the mirror keeps the refused commit"
     );
-    let answer =
-        call_with_bundle(&socket, &push_of("refs/heads/ci2", &ci), None, |_, _| {}).unwrap();
+    let answer = call_with_bundle(
+        &socket,
+        &push_of("demo/app", "refs/heads/ci2", &ci),
+        None,
+        |_, _| {},
+    )
+    .unwrap();
     assert_eq!(rig.remote_sha("app", "refs/heads/ci2"), None, "{answer:?}");
 }
 

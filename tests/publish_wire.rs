@@ -12,31 +12,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use support::devhub::commit_file;
 use support::rig::Rig;
-use support::rig::message;
+use support::rig::{message, push_of};
 use zodex::agent::bundle;
 use zodex::agent::client::{ClientError, call_with_bundle};
-use zodex::protocol::{AgentRequest, ErrorKind, PushUpdate, Response, agent_roundtrip_with};
+use zodex::protocol::{AgentRequest, ErrorKind, Response, agent_roundtrip_with};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const CEILING: u64 = 134_217_728;
 
 fn socket(rig: &Rig) -> std::path::PathBuf {
     rig.dir.path().join("agent.sock")
-}
-
-/// A push of `new` to `dst` (no force, no lease).
-fn push_of(repo: &str, dst: &str, new: &str) -> AgentRequest {
-    AgentRequest::Push {
-        repo: repo.into(),
-        updates: vec![PushUpdate {
-            dst: dst.into(),
-            new: Some(new.into()),
-            force: false,
-            lease: None,
-        }],
-        atomic: false,
-        dry_run: false,
-    }
 }
 
 /// A push of an id no bundle carries: for what is refused before the body.

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// The built-in bundle ceiling (128 MiB); an operator policy may lower it, never raise it.
-pub const MAX_BUNDLE_BYTES: u64 = 128 * 1024 * 1024;
+pub const MAX_BUNDLE_BYTES: u64 = crate::protocol::MAX_BUNDLE_BYTES;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BundleBuildError {
@@ -124,6 +124,162 @@ fn boundary(workdir: &Path, revs: &str) -> Result<(Vec<String>, bool), BundleBui
     Ok((prerequisites, needed))
 }
 
+/// What a bundle of `tips` minus what `haves` reach is made of: its prerequisites and the
+/// `rev-list` input of its pack; `None` when GitHub already has every object.
+fn plan(
+    workdir: &Path,
+    tips: &[(String, String)],
+    haves: &[String],
+) -> Result<Option<(Vec<String>, String)>, BundleBuildError> {
+    let haves = existing(workdir, haves)?;
+    let news: Vec<String> = tips.iter().map(|(oid, _)| oid.clone()).collect();
+    let revs = rev_args(&news, &haves);
+    let (prerequisites, needed) = boundary(workdir, &revs)?;
+    Ok(needed.then_some((prerequisites, revs)))
+}
+
+/// A bundle being written: its header, and `git pack-objects` writing its pack. The first
+/// bytes of the pack are read before anything is sent, so that the request goes out only
+/// when the pack flows (`pack-objects` first searches for deltas, for seconds on a large
+/// change, writing nothing) and zodex-prd's pace rule measures the sending, not the packing.
+pub struct Streaming {
+    header: Vec<u8>,
+    first: Vec<u8>,
+    child: std::process::Child,
+    stdout: std::process::ChildStdout,
+}
+
+/// Starts a bundle carrying `tips` minus what `haves` reach, as [`build`] does, its pack to be
+/// sent as it is written ([`Streaming::send`]). `None` when GitHub already has every object.
+pub fn start(
+    workdir: &Path,
+    tips: &[(String, String)],
+    haves: &[String],
+    progress: bool,
+) -> Result<Option<Streaming>, BundleBuildError> {
+    let Some((prerequisites, revs)) = plan(workdir, tips, haves)? else {
+        return Ok(None);
+    };
+    let mut child = pack_objects(workdir, progress)
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let _ = feed(&mut child, revs).join();
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut first = vec![0u8; 64 * 1024];
+    let n = read_some(&mut stdout, &mut first)?;
+    first.truncate(n);
+    let mut streaming = Streaming {
+        header: write_header(&prerequisites, tips),
+        first,
+        child,
+        stdout,
+    };
+    if n == 0 {
+        // Nothing was written: pack-objects failed; its error says why.
+        streaming.wait()?;
+        return Err(BundleBuildError::Git {
+            what: "pack-objects".into(),
+            message: "it wrote no pack".into(),
+        });
+    }
+    Ok(Some(streaming))
+}
+
+/// One read, retried when interrupted.
+fn read_some(from: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match from.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+impl Streaming {
+    /// Sends the bundle as chunks (see [`crate::protocol::STREAMED_BUNDLE`]) as pack-objects
+    /// writes it, and its end chunk once pack-objects succeeded. Past the ceiling, or when
+    /// pack-objects fails, it stops without the end chunk (zodex-prd then keeps nothing) and
+    /// says why. `sent` is told the bytes sent so far. Returns the bundle's length.
+    pub fn send(
+        mut self,
+        out: &mut impl Write,
+        mut sent: impl FnMut(u64),
+    ) -> Result<u64, BundleBuildError> {
+        use crate::protocol::{end_chunks, write_chunk};
+        let mut total = (self.header.len() + self.first.len()) as u64;
+        write_chunk(out, &self.header)?;
+        write_chunk(out, &self.first)?;
+        sent(total);
+        let mut buf = std::mem::take(&mut self.first);
+        buf.resize(256 * 1024, 0);
+        loop {
+            let n = read_some(&mut self.stdout, &mut buf)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            if total > MAX_BUNDLE_BYTES {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return Err(BundleBuildError::TooLarge(total));
+            }
+            write_chunk(out, &buf[..n])?;
+            sent(total);
+        }
+        self.wait()?;
+        end_chunks(out)?;
+        out.flush()?;
+        Ok(total)
+    }
+
+    /// Waits for pack-objects; its failure is an error.
+    fn wait(&mut self) -> Result<(), BundleBuildError> {
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+        }
+        let status = self.child.wait()?;
+        if !status.success() {
+            return Err(BundleBuildError::Git {
+                what: "pack-objects".into(),
+                message: stderr.trim().to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        // A bundle abandoned half-sent: pack-objects must not write on into a closed pipe.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `git pack-objects` writing a bundle's pack to stdout, the revisions on stdin. Not thin: a
+/// self-contained pack is verified by zodex-prd as a pure stream, in little memory; the few
+/// bases it adds cost less than that.
+fn pack_objects(workdir: &Path, progress: bool) -> Command {
+    let mut cmd = git(workdir);
+    cmd.args([
+        "pack-objects",
+        "--stdout",
+        "--delta-base-offset",
+        "--revs",
+        if progress { "--progress" } else { "-q" },
+    ])
+    .stdin(Stdio::piped())
+    .stderr(if progress {
+        Stdio::inherit()
+    } else {
+        Stdio::piped()
+    });
+    cmd
+}
+
 /// Builds a bundle carrying `tips` (`(oid, refname)`) minus everything reachable from `haves`
 /// (ids GitHub has; those missing locally are ignored). `None` when GitHub already has every
 /// object (a tag on a pushed commit, say). `progress` shows git's packing progress.
@@ -133,36 +289,17 @@ pub fn build(
     haves: &[String],
     progress: bool,
 ) -> Result<Option<Built>, BundleBuildError> {
-    let haves = existing(workdir, haves)?;
-    let news: Vec<String> = tips.iter().map(|(oid, _)| oid.clone()).collect();
-    let revs = rev_args(&news, &haves);
-    let (prerequisites, needed) = boundary(workdir, &revs)?;
-    if !needed {
+    let Some((prerequisites, revs)) = plan(workdir, tips, haves)? else {
         return Ok(None);
-    }
+    };
     let mut file = tempfile::Builder::new()
         .prefix("zodex-bundle-")
         .tempfile()?;
     file.write_all(&write_header(&prerequisites, tips))?;
     file.flush()?;
-    let mut child = git(workdir)
-        .args([
-            "pack-objects",
-            "--stdout",
-            // Not thin: a self-contained pack is verified by zodex-prd as a pure stream, in
-            // little memory; the few bases it adds cost less than that.
-            "--delta-base-offset",
-            "--revs",
-            if progress { "--progress" } else { "-q" },
-        ])
-        .stdin(Stdio::piped())
+    let mut child = pack_objects(workdir, progress)
         // Opened for appending: the pack goes after the header.
         .stdout(std::fs::OpenOptions::new().append(true).open(file.path())?)
-        .stderr(if progress {
-            Stdio::inherit()
-        } else {
-            Stdio::piped()
-        })
         .spawn()?;
     let _ = feed(&mut child, revs).join();
     let out = child.wait_with_output()?;

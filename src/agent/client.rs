@@ -23,6 +23,9 @@ pub enum ClientError {
         "the bundle is {0} bytes, over the 134217728-byte (128 MiB) ceiling; nothing was sent — push fewer or smaller commits at a time"
     )]
     TooLarge(u64),
+    /// Building the bundle failed while it was sent; zodex-prd kept nothing of it.
+    #[error(transparent)]
+    Bundle(#[from] super::bundle::BundleBuildError),
 }
 
 /// The agent socket named by the configuration (`--config`, `$ZODEX_CONFIG`, or the default).
@@ -82,4 +85,46 @@ pub fn call_with_bundle(
         s.shutdown(std::net::Shutdown::Write)
     })?;
     Ok(response)
+}
+
+/// Sends one request followed by a bundle streamed as it is written (`bundle`), half-closes,
+/// and returns the answer. When the bundle fails on this side (over the ceiling, pack-objects
+/// failing) that error is returned: zodex-prd, which got no end chunk, kept nothing.
+pub fn call_with_stream(
+    socket: &Path,
+    request: &AgentRequest,
+    bundle: super::bundle::Streaming,
+    sent: impl FnMut(u64),
+) -> Result<Response, ClientError> {
+    let mut stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
+        socket: socket.to_path_buf(),
+        source,
+    })?;
+    stream.set_read_timeout(Some(Duration::from_secs(600)))?;
+    let mut failed = None;
+    let response = crate::protocol::agent_roundtrip_with(
+        &mut stream,
+        request,
+        crate::protocol::STREAMED_BUNDLE,
+        |s| {
+            // Buffered: a chunk's length and its bytes go out in one write.
+            let mut out = std::io::BufWriter::with_capacity(512 * 1024, &mut *s);
+            let result = bundle.send(&mut out, sent);
+            let flushed = std::io::Write::flush(&mut out);
+            drop(out);
+            match result {
+                Err(super::bundle::BundleBuildError::Io(e)) => {
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                    return Err(e);
+                }
+                Err(e) => failed = Some(e),
+                Ok(_) => flushed?,
+            }
+            s.shutdown(std::net::Shutdown::Write)
+        },
+    );
+    if let Some(e) = failed {
+        return Err(ClientError::Bundle(e));
+    }
+    Ok(response?)
 }

@@ -173,28 +173,22 @@ impl Helper {
                     eprintln!();
                 }
             }
-        })?;
-        if !response.ok {
-            let error = response
-                .error
-                .unwrap_or_else(|| crate::protocol::WireError {
-                    kind: crate::protocol::ErrorKind::Internal,
-                    message: "no reason given".into(),
-                    policies: vec![],
-                    unblock: None,
-                });
-            let mut message = error.message;
-            if let Some(unblock) = error.unblock.filter(|u| !message.contains(u.as_str())) {
-                message.push_str(&format!("; {unblock}"));
-            }
-            return Err(match error.kind {
-                ErrorKind::Denied | ErrorKind::Usage | ErrorKind::Forbidden => {
-                    HelperError::Refused(message)
-                }
-                _ => HelperError::Failed(message),
-            });
-        }
-        Ok(response)
+        });
+        answered(response)
+    }
+
+    /// Sends `request` with a bundle streamed as pack-objects writes it.
+    fn call_streamed(
+        &self,
+        request: &AgentRequest,
+        bundle: bundle::Streaming,
+    ) -> Result<Response, HelperError> {
+        answered(client::call_with_stream(
+            &self.socket,
+            request,
+            bundle,
+            |_| {},
+        ))
     }
 
     fn list(&self) -> Result<Vec<(String, String)>, HelperError> {
@@ -256,15 +250,19 @@ impl Helper {
             return Ok(local_errors);
         }
         let haves: Vec<String> = remote.values().cloned().collect();
-        // Refused here, before connecting, when over the ceiling.
-        let built = bundle::build(&self.workdir, &tips, &haves, self.session.progress)?;
+        // The pack goes to zodex-prd as it is written, and from there on to GitHub; past the
+        // ceiling it stops, and zodex-prd keeps nothing.
+        let streaming = bundle::start(&self.workdir, &tips, &haves, self.session.progress)?;
         let request = AgentRequest::Push {
             repo: self.repo.to_string(),
             updates: updates.clone(),
             atomic: self.session.atomic,
             dry_run: self.session.dry_run,
         };
-        let answer = self.call(&request, built.as_ref().map(|b| (b.file.path(), b.len)));
+        let answer = match streaming {
+            Some(bundle) => self.call_streamed(&request, bundle),
+            None => self.call(&request, None),
+        };
         let outcome: PushOutcome = match answer {
             Ok(response) => response
                 .answer()
@@ -291,6 +289,32 @@ impl Helper {
         self.session.leases.clear();
         Ok(results)
     }
+}
+
+/// The answer to a request, a refusal or failure turned into the helper's error.
+fn answered(response: Result<Response, ClientError>) -> Result<Response, HelperError> {
+    let response = response?;
+    if !response.ok {
+        let error = response
+            .error
+            .unwrap_or_else(|| crate::protocol::WireError {
+                kind: crate::protocol::ErrorKind::Internal,
+                message: "no reason given".into(),
+                policies: vec![],
+                unblock: None,
+            });
+        let mut message = error.message;
+        if let Some(unblock) = error.unblock.filter(|u| !message.contains(u.as_str())) {
+            message.push_str(&format!("; {unblock}"));
+        }
+        return Err(match error.kind {
+            ErrorKind::Denied | ErrorKind::Usage | ErrorKind::Forbidden => {
+                HelperError::Refused(message)
+            }
+            _ => HelperError::Failed(message),
+        });
+    }
+    Ok(response)
 }
 
 /// Undoes git's C-style quoting of an option value (only used when the value needs it).

@@ -13,6 +13,33 @@ pub const AGENT_VERSION: u16 = 1;
 /// Size of the fixed agent header: magic, version (u16), metadata length (u32), bundle length (u64).
 pub const AGENT_HEADER_LEN: usize = 4 + 2 + 4 + 8;
 
+/// The `bundle_len` of a request whose bundle follows in chunks because its length is not
+/// known up front: a push sent while `git pack-objects` is still writing it, so that zodex-prd
+/// can pass the pack on to GitHub as it arrives. Each chunk is a big-endian `u32` length and
+/// that many bytes (1 to [`MAX_CHUNK_BYTES`]); a zero length ends the bundle. A stream that
+/// stops before its end chunk is incomplete and nothing of it is kept.
+pub const STREAMED_BUNDLE: u64 = u64::MAX;
+/// The largest chunk of a streamed bundle.
+pub const MAX_CHUNK_BYTES: usize = 1024 * 1024;
+/// The built-in bundle ceiling (128 MiB): a declared length over it is refused by the policy
+/// before the body is read, and a streamed bundle is cut off the moment it passes it.
+pub const MAX_BUNDLE_BYTES: u64 = 128 * 1024 * 1024;
+
+/// Writes one chunk of a streamed bundle (nothing for an empty slice: a zero length would end
+/// the bundle). Slices over [`MAX_CHUNK_BYTES`] go as several chunks.
+pub fn write_chunk(out: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    for piece in bytes.chunks(MAX_CHUNK_BYTES) {
+        out.write_all(&(piece.len() as u32).to_be_bytes())?;
+        out.write_all(piece)?;
+    }
+    Ok(())
+}
+
+/// Ends a streamed bundle: a zero-length chunk.
+pub fn end_chunks(out: &mut impl Write) -> io::Result<()> {
+    out.write_all(&0u32.to_be_bytes())
+}
+
 /// The fixed header of an agent request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgentHeader {
@@ -117,6 +144,20 @@ pub fn read_response(stream: &mut impl Read) -> io::Result<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunks_carry_their_length_split_at_the_cap_and_end_with_zero() {
+        let mut out = Vec::new();
+        write_chunk(&mut out, &[]).unwrap();
+        assert!(out.is_empty(), "an empty slice must not end the bundle");
+        let big = vec![7u8; MAX_CHUNK_BYTES + 3];
+        write_chunk(&mut out, &big).unwrap();
+        end_chunks(&mut out).unwrap();
+        assert_eq!(&out[..4], &(MAX_CHUNK_BYTES as u32).to_be_bytes());
+        let second = 4 + MAX_CHUNK_BYTES;
+        assert_eq!(&out[second..second + 4], &3u32.to_be_bytes());
+        assert_eq!(&out[second + 7..], &[0, 0, 0, 0]);
+    }
 
     #[test]
     fn header_round_trips_and_rejects_bad_magic_version_and_size() {

@@ -19,8 +19,8 @@ use super::sockets::{admin_allowed, bind};
 use crate::config::{AgentLimits, Config};
 use crate::engine::Principal;
 use crate::protocol::{
-    AGENT_HEADER_LEN, AdminRequest, AgentHeader, AgentRequest, ErrorKind, MAX_REQUEST_BYTES,
-    Response,
+    AGENT_HEADER_LEN, AdminRequest, AgentHeader, AgentRequest, ErrorKind, MAX_BUNDLE_BYTES,
+    MAX_REQUEST_BYTES, Response, STREAMED_BUNDLE,
 };
 use gate::{Bounds, ConnectionSlot, Gate};
 use std::sync::Arc;
@@ -427,13 +427,23 @@ async fn bundle_request(
     let admitted = {
         let host = host.clone();
         let request = request.clone();
-        tokio::task::spawn_blocking(move || host.admit(&request, bundle_len)).await
+        // A streamed bundle's size is decided when it is whole (and it is cut off at the
+        // ceiling as it arrives).
+        let declared = if bundle_len == STREAMED_BUNDLE {
+            0
+        } else {
+            bundle_len
+        };
+        tokio::task::spawn_blocking(move || host.admit(&request, declared)).await
     };
     let admission = match admitted {
         Err(e) => return handler_failed(e),
         Ok(Err(refusal)) => return *refusal,
         Ok(Ok(admission)) => admission,
     };
+    if bundle_len == STREAMED_BUNDLE {
+        return streamed_request(stream, socket, request, admission).await;
+    }
     let (bundle, _reservation) = if bundle_len > 0 {
         let reservation = match socket.gate.reserve(bundle_len) {
             Ok(reservation) => reservation,
@@ -453,4 +463,53 @@ async fn bundle_request(
     tokio::task::spawn_blocking(move || host.publish(request, admission, bundle))
         .await
         .unwrap_or_else(handler_failed)
+}
+
+/// The body of a streamed bundle (see [`STREAMED_BUNDLE`]): the host started at once with a reader on the spool file (a push passes its
+/// pack on to GitHub as it lands), and the bundle spooled at the required pace; the host gets
+/// the whole bundle, or why it did not arrive, when the spooling ends. Its share of the spool
+/// budget grows chunk by chunk and is given back once the host is done.
+async fn streamed_request(
+    stream: &mut UnixStream,
+    socket: &Socket,
+    request: AgentRequest,
+    admission: crate::publisher::host::Admission,
+) -> Response {
+    // The share of the spool budget grows with the bytes that arrive.
+    let mut reservation = match socket.gate.reserve(0) {
+        Ok(reservation) => reservation,
+        Err(busy) => return busy.response(),
+    };
+    let host = socket.host.clone();
+    let started = spool::create(&host.tmp_dir()).and_then(|file| {
+        let reader = file
+            .reopen()
+            .map_err(|e| format!("cannot spool the bundle: {e}; see the zodex-prd log"))?;
+        Ok((file, reader))
+    });
+    let (file, reader) = match started {
+        Ok(files) => files,
+        Err(message) => return Response::error(ErrorKind::Internal, message),
+    };
+    let (progress, spooling) = tokio::sync::watch::channel(spool::Spooling::Receiving(0));
+    let (whole, spooled) = tokio::sync::oneshot::channel();
+    let incoming = crate::publisher::host::Incoming {
+        file: reader,
+        spooling,
+        spooled,
+    };
+    let handler =
+        tokio::task::spawn_blocking(move || host.publish_streamed(request, admission, incoming));
+    let mut take = |bytes: u64| reservation.grow(bytes).map_err(|busy| busy.to_string());
+    let limits = spool::StreamLimits {
+        ceiling: MAX_BUNDLE_BYTES,
+        pace: socket.pace(),
+        take: &mut take,
+    };
+    let result = spool::spool_streamed(stream, file, limits, &progress).await;
+    if let Err(message) = &result {
+        tracing::warn!("{message}");
+    }
+    let _ = whole.send(result);
+    handler.await.unwrap_or_else(handler_failed)
 }

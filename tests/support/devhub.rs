@@ -276,3 +276,8 @@ pub fn commit_file(dir: &Path, path: &str, content: &[u8], message: &str) {
     git_ok(dir, &["add", path]);
     git_ok(dir, &["commit", "--quiet", "-m", message]);
 }
+
+/// Whether the git repository at `dir` stores object `oid` (reachable or not).
+pub fn stores(dir: &Path, oid: &str) -> bool {
+    git(dir, &["cat-file", "-e", oid]).status.success()
+}

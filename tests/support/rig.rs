@@ -401,3 +401,18 @@ pub fn with_input(cmd: &mut Command, input: &str) -> Output {
         .unwrap();
     child.wait_with_output().unwrap()
 }
+
+/// A push of `new` to `dst` in `repo` (no force, no lease), as the agent socket takes it.
+pub fn push_of(repo: &str, dst: &str, new: &str) -> zodex::protocol::AgentRequest {
+    zodex::protocol::AgentRequest::Push {
+        repo: repo.into(),
+        updates: vec![zodex::protocol::PushUpdate {
+            dst: dst.into(),
+            new: Some(new.into()),
+            force: false,
+            lease: None,
+        }],
+        atomic: false,
+        dry_run: false,
+    }
+}

@@ -276,6 +276,31 @@ pub struct Reservation {
     bytes: u64,
 }
 
+impl Reservation {
+    /// Takes `more` bytes of the budget on top of those held: a streamed bundle's share grows
+    /// with what has arrived, instead of holding the whole ceiling from its first byte.
+    pub fn grow(&mut self, more: u64) -> Result<(), Busy> {
+        let budget = self.gate.bounds.spool_bytes;
+        let want = self.bytes.saturating_add(more);
+        if want > budget {
+            return Err(Busy::OverBudget { want, budget });
+        }
+        {
+            let mut held = self.gate.held();
+            if held.spooled + more > budget {
+                return Err(Busy::Spool {
+                    held: held.spooled,
+                    budget,
+                    want: more,
+                });
+            }
+            held.spooled += more;
+        }
+        self.bytes = want;
+        Ok(())
+    }
+}
+
 impl Drop for Reservation {
     fn drop(&mut self) {
         self.gate.held().spooled -= self.bytes;
@@ -356,6 +381,34 @@ mod tests {
         drop(held);
         let _again = gate.bundle(&a2).unwrap();
         assert_eq!(gate.held().bundles, 2);
+    }
+
+    #[test]
+    fn a_streamed_share_grows_with_the_bytes_and_gives_all_of_them_back() {
+        let gate = gate();
+        let mut streamed = gate.reserve(0).unwrap();
+        streamed.grow(30).unwrap();
+        let other = gate.reserve(50).unwrap();
+        assert_eq!(
+            streamed.grow(21).unwrap_err(),
+            Busy::Spool {
+                held: 80,
+                budget: 100,
+                want: 21
+            }
+        );
+        streamed.grow(20).unwrap();
+        assert_eq!(gate.held().spooled, 100);
+        drop(other);
+        assert_eq!(
+            streamed.grow(51).unwrap_err(),
+            Busy::OverBudget {
+                want: 101,
+                budget: 100
+            }
+        );
+        drop(streamed);
+        assert_eq!(gate.held().spooled, 0);
     }
 
     #[test]

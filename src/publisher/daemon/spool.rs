@@ -4,6 +4,7 @@
 //! followed by the client's half-close) leaves no file behind.
 
 use crate::publisher::host::Spooled;
+pub use crate::publisher::publish::forward::Spooling;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
@@ -26,16 +27,154 @@ impl Pace {
         start + self.grace + earned
     }
 
-    fn too_slow(&self, got: u64, len: u64, start: Instant) -> String {
+    fn too_slow(&self, got: u64, len: Option<u64>, start: Instant) -> String {
         let rate = match self.bytes_per_second {
             bps if bps % 1024 == 0 => format!("{} KiB/s", bps / 1024),
             bps => format!("{bps} bytes/s"),
         };
+        let of = len.map(|len| format!(" of {len}")).unwrap_or_default();
         format!(
-            "the bundle arrived too slowly: {got} of {len} bytes in {:.1} s, and zodex-prd needs at least {rate} after the first {:?} ([agent_limits] in zodex.toml); nothing was stored, push again",
+            "the bundle arrived too slowly: {got}{of} bytes in {:.1} s, and zodex-prd needs at least {rate} after the first {:?} ([agent_limits] in zodex.toml); nothing was stored, push again",
             start.elapsed().as_secs_f64(),
             self.grace,
         )
+    }
+}
+
+/// The bundle file being written: a private temporary file (mode 0600, removed when dropped)
+/// and the hash of what went into it.
+struct Sink {
+    file: tempfile::NamedTempFile,
+    out: tokio::fs::File,
+    hash: sha2::Sha256,
+    got: u64,
+}
+
+fn io_error(e: std::io::Error) -> String {
+    format!("cannot spool the bundle: {e}; see the zodex-prd log")
+}
+
+/// A new private temporary file in `dir` for a bundle.
+pub fn create(dir: &std::path::Path) -> Result<tempfile::NamedTempFile, String> {
+    std::fs::create_dir_all(dir).map_err(io_error)?;
+    tempfile::Builder::new()
+        .prefix("bundle-")
+        .tempfile_in(dir)
+        .map_err(io_error)
+}
+
+impl Sink {
+    fn new(file: tempfile::NamedTempFile) -> Result<Self, String> {
+        use sha2::Digest;
+        let out = tokio::fs::File::from_std(file.reopen().map_err(io_error)?);
+        Ok(Self {
+            file,
+            out,
+            hash: sha2::Sha256::new(),
+            got: 0,
+        })
+    }
+
+    /// Appends `bytes` (to tokio's buffer: see [`Sink::flush`]).
+    async fn add(&mut self, bytes: &[u8]) -> Result<(), String> {
+        use sha2::Digest;
+        self.hash.update(bytes);
+        self.out.write_all(bytes).await.map_err(io_error)?;
+        self.got += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Waits until every byte added is in the file, for a reader that passes them on as they
+    /// arrive (tokio's `write_all` returns once its own buffer holds them).
+    async fn flush(&mut self) -> Result<(), String> {
+        self.out.flush().await.map_err(io_error)
+    }
+
+    /// Reads up to `want` bytes (at least one) within `pace`, and appends them.
+    async fn read_some(
+        &mut self,
+        stream: &mut (impl AsyncRead + Unpin),
+        buf: &mut [u8],
+        want: u64,
+        limit: Limit,
+    ) -> Result<(), String> {
+        let (got, start, pace) = (self.got, limit.start, limit.pace);
+        let want = usize::try_from(want).unwrap_or(usize::MAX).min(buf.len());
+        let read = stream.read(&mut buf[..want]);
+        let n = match tokio::time::timeout_at(pace.deadline(start, got), read).await {
+            Err(_) => return Err(pace.too_slow(got, limit.declared, start)),
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "reading the bundle failed after {got} bytes: {e}; push again"
+                ));
+            }
+            Ok(Ok(n)) => n,
+        };
+        if n == 0 {
+            return Err(limit.ended_early(got));
+        }
+        self.add(&buf[..n]).await
+    }
+
+    /// Waits (at most the grace) for the client's half-close after the last byte, and returns
+    /// the spooled bundle.
+    async fn finish(
+        mut self,
+        stream: &mut (impl AsyncRead + Unpin),
+        limit: Limit,
+    ) -> Result<Spooled, String> {
+        let pace = limit.pace;
+        use sha2::Digest;
+        self.flush().await?;
+        // The client half-closes right after its last byte; waiting longer than the grace for it
+        // would let a client hold its share of the spool budget for nothing.
+        let mut extra = [0u8; 1];
+        let end_by = Instant::now() + pace.grace;
+        match tokio::time::timeout_at(end_by, stream.read(&mut extra)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(_)) => {
+                return Err(match limit.declared {
+                    Some(len) => format!(
+                        "more than the {len} bundle bytes declared were sent; nothing was stored, send the declared length"
+                    ),
+                    None => "bytes followed the bundle's end chunk; nothing was stored, end the request after the bundle".into(),
+                });
+            }
+            Ok(Err(e)) => return Err(format!("reading the bundle failed: {e}; push again")),
+            Err(_) => {
+                return Err(
+                    "the client did not end its request after the bundle (half-close the connection); nothing was stored"
+                        .into(),
+                );
+            }
+        }
+        Ok(Spooled {
+            file: self.file,
+            len: self.got,
+            sha256: hex::encode(self.hash.finalize()),
+        })
+    }
+}
+
+/// What a read is held to: the pace from `start`, and the length declared (for messages).
+#[derive(Clone, Copy)]
+struct Limit {
+    start: Instant,
+    pace: Pace,
+    /// The declared length; `None` for a streamed bundle.
+    declared: Option<u64>,
+}
+
+impl Limit {
+    fn ended_early(&self, got: u64) -> String {
+        match self.declared {
+            Some(len) => format!(
+                "the bundle ended after {got} of the {len} bytes declared; nothing was stored, push again"
+            ),
+            None => format!(
+                "the bundle ended after {got} bytes without its end chunk; nothing was stored, push again"
+            ),
+        }
     }
 }
 
@@ -48,70 +187,102 @@ pub async fn spool(
     dir: &std::path::Path,
     pace: Pace,
 ) -> Result<Spooled, String> {
-    use sha2::{Digest, Sha256};
-    let start = Instant::now();
-    let io = |e: std::io::Error| format!("cannot spool the bundle: {e}; see the zodex-prd log");
-    std::fs::create_dir_all(dir).map_err(io)?;
-    // tempfile creates the file with mode 0600, and removes it when dropped.
-    let file = tempfile::Builder::new()
-        .prefix("bundle-")
-        .tempfile_in(dir)
-        .map_err(io)?;
-    let mut out = tokio::io::BufWriter::with_capacity(
-        256 * 1024,
-        tokio::fs::File::from_std(file.reopen().map_err(io)?),
-    );
-    let mut hash = Sha256::new();
+    let mut sink = Sink::new(create(dir)?)?;
+    let limit = Limit {
+        start: Instant::now(),
+        pace,
+        declared: Some(len),
+    };
     let mut buf = vec![0u8; 256 * 1024];
-    let mut got: u64 = 0;
-    while got < len {
-        let want = usize::try_from(len - got)
-            .unwrap_or(usize::MAX)
-            .min(buf.len());
-        let read = stream.read(&mut buf[..want]);
-        let n = match tokio::time::timeout_at(pace.deadline(start, got), read).await {
-            Err(_) => return Err(pace.too_slow(got, len, start)),
-            Ok(Err(e)) => {
-                return Err(format!(
-                    "reading the bundle failed after {got} of {len} bytes: {e}; push again"
-                ));
+    while sink.got < len {
+        sink.read_some(stream, &mut buf, len - sink.got, limit)
+            .await?;
+    }
+    sink.finish(stream, limit).await
+}
+
+/// What a streamed bundle is held to: its ceiling, the pace, and the spool budget, which
+/// `take` is asked for each chunk's bytes before they are read (`Err`: why not).
+pub struct StreamLimits<'a> {
+    pub ceiling: u64,
+    pub pace: Pace,
+    pub take: &'a mut (dyn FnMut(u64) -> Result<(), String> + Send),
+}
+
+/// Spools a streamed bundle (chunks, see [`crate::protocol::STREAMED_BUNDLE`]) into `file`,
+/// publishing on `progress` how many bytes are in the file as they land, so that the pack can
+/// be passed on while it arrives. A bundle that passes the ceiling or the budget, a chunk over
+/// the cap, a stream cut before its end chunk, a body behind the pace or one not half-closed
+/// after the end is an error: `progress` then says [`Spooling::Failed`] and the file is
+/// removed.
+pub async fn spool_streamed(
+    stream: &mut (impl AsyncRead + Unpin),
+    file: tempfile::NamedTempFile,
+    limits: StreamLimits<'_>,
+    progress: &tokio::sync::watch::Sender<Spooling>,
+) -> Result<Spooled, String> {
+    let result = spool_chunks(stream, file, limits, progress).await;
+    progress.send_replace(match &result {
+        Ok(spooled) => Spooling::Complete(spooled.len),
+        Err(_) => Spooling::Failed,
+    });
+    result
+}
+
+async fn spool_chunks(
+    stream: &mut (impl AsyncRead + Unpin),
+    file: tempfile::NamedTempFile,
+    limits: StreamLimits<'_>,
+    progress: &tokio::sync::watch::Sender<Spooling>,
+) -> Result<Spooled, String> {
+    let StreamLimits {
+        ceiling,
+        pace,
+        take,
+    } = limits;
+    let mut sink = Sink::new(file)?;
+    let limit = Limit {
+        start: Instant::now(),
+        pace,
+        declared: None,
+    };
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let mut head = [0u8; 4];
+        let read = stream.read_exact(&mut head);
+        match tokio::time::timeout_at(pace.deadline(limit.start, sink.got), read).await {
+            Err(_) => return Err(pace.too_slow(sink.got, None, limit.start)),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(limit.ended_early(sink.got));
             }
-            Ok(Ok(n)) => n,
-        };
-        if n == 0 {
+            Ok(Err(e)) => return Err(format!("reading the bundle failed: {e}; push again")),
+            Ok(Ok(_)) => {}
+        }
+        let chunk = u64::from(u32::from_be_bytes(head));
+        if chunk == 0 {
+            break;
+        }
+        if chunk > crate::protocol::MAX_CHUNK_BYTES as u64 {
             return Err(format!(
-                "the bundle ended after {got} of the {len} bytes declared; nothing was stored, push again"
+                "a bundle chunk of {chunk} bytes is over the {}-byte cap; nothing was stored, use zodex-agent",
+                crate::protocol::MAX_CHUNK_BYTES
             ));
         }
-        hash.update(&buf[..n]);
-        out.write_all(&buf[..n]).await.map_err(io)?;
-        got += n as u64;
-    }
-    out.flush().await.map_err(io)?;
-    // The client half-closes right after its last byte; waiting longer than the grace for it
-    // would let a client hold its share of the spool budget for nothing.
-    let mut extra = [0u8; 1];
-    let end_by = Instant::now() + pace.grace;
-    match tokio::time::timeout_at(end_by, stream.read(&mut extra)).await {
-        Ok(Ok(0)) => {}
-        Ok(Ok(_)) => {
+        if sink.got + chunk > ceiling {
             return Err(format!(
-                "more than the {len} bundle bytes declared were sent; nothing was stored, send the declared length"
+                "the bundle passed the {ceiling}-byte (128 MiB) ceiling while it arrived; nothing was stored; push fewer or smaller commits at a time (git-lfs keeps large files)"
             ));
         }
-        Ok(Err(e)) => return Err(format!("reading the bundle failed: {e}; push again")),
-        Err(_) => {
-            return Err(
-                "the client did not end its request after the bundle (half-close the connection); nothing was stored"
-                    .into(),
-            );
+        take(chunk)?;
+        let end = sink.got + chunk;
+        while sink.got < end {
+            sink.read_some(stream, &mut buf, end - sink.got, limit)
+                .await?;
         }
+        sink.flush().await?;
+        progress.send_replace(Spooling::Receiving(sink.got));
     }
-    Ok(Spooled {
-        file,
-        len,
-        sha256: hex::encode(hash.finalize()),
-    })
+    sink.finish(stream, limit).await
 }
 
 #[cfg(test)]
@@ -162,8 +333,7 @@ mod tests {
         let started = std::time::Instant::now();
         let err = spool(&mut server, 10_000, dir.path(), PACE)
             .await
-            .err()
-            .expect("cut off");
+            .expect_err("cut off");
         let took = started.elapsed();
         assert!(err.contains("arrived too slowly"), "{err}");
         assert!(err.contains("1000 bytes/s after the first 300ms"), "{err}");
@@ -189,6 +359,85 @@ mod tests {
         assert_eq!(files(dir.path()), 0);
     }
 
+    /// Spools `body` (raw bytes, chunk framing included) as a streamed bundle under `ceiling`;
+    /// the result and the last progress reported.
+    async fn stream_in(body: Vec<u8>, ceiling: u64) -> (Result<Vec<u8>, String>, Spooling, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut server, mut client) = tokio::net::UnixStream::pair().unwrap();
+        let sender = tokio::spawn(async move {
+            let _ = client.write_all(&body).await;
+            let _ = client.shutdown().await;
+        });
+        let (progress, seen) = tokio::sync::watch::channel(Spooling::Receiving(0));
+        let file = create(dir.path()).unwrap();
+        let mut taken = 0u64;
+        let mut take = |n: u64| {
+            taken += n;
+            (taken <= 50)
+                .then_some(())
+                .ok_or_else(|| "busy".to_string())
+        };
+        let limits = StreamLimits {
+            ceiling,
+            pace: PACE,
+            take: &mut take,
+        };
+        let result = spool_streamed(&mut server, file, limits, &progress).await;
+        sender.await.unwrap();
+        let last = *seen.borrow();
+        let result = result.map(|spooled| std::fs::read(spooled.file.path()).unwrap());
+        (result, last, files(dir.path()))
+    }
+
+    fn chunked(pieces: &[&[u8]], end: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        for piece in pieces {
+            crate::protocol::write_chunk(&mut out, piece).unwrap();
+        }
+        if end {
+            crate::protocol::end_chunks(&mut out).unwrap();
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_streamed_bundle_is_spooled_whole_only_with_its_end_chunk_and_under_the_ceiling() {
+        let (whole, last, _) = stream_in(chunked(&[b"abc", b"defg"], true), 100).await;
+        assert_eq!(whole.unwrap(), b"abcdefg");
+        assert_eq!(last, Spooling::Complete(7));
+
+        let (cut, last, left) = stream_in(chunked(&[b"abc", b"defg"], false), 100).await;
+        let cut = cut.expect_err("no end chunk");
+        assert!(cut.contains("after 7 bytes without its end chunk"), "{cut}");
+        assert_eq!((last, left), (Spooling::Failed, 0));
+
+        let (over, last, left) = stream_in(chunked(&[&[1u8; 30], &[2u8; 21]], true), 50).await;
+        let over = over.expect_err("over the ceiling");
+        assert!(over.contains("passed the 50-byte"), "{over}");
+        assert_eq!((last, left), (Spooling::Failed, 0));
+        // The budget is asked before the chunk is read (a budget of 50 bytes here).
+        let (busy, last, left) = stream_in(chunked(&[&[1u8; 30], &[2u8; 21]], true), 100).await;
+        assert_eq!(busy.expect_err("over the budget"), "busy");
+        assert_eq!((last, left), (Spooling::Failed, 0));
+
+        let mut huge = ((crate::protocol::MAX_CHUNK_BYTES + 1) as u32)
+            .to_be_bytes()
+            .to_vec();
+        huge.extend_from_slice(b"x");
+        let (big, _, _) = stream_in(huge, u64::MAX).await;
+        assert!(big.expect_err("chunk over the cap").contains("cap"));
+
+        let mut trailing = chunked(&[b"abc"], true);
+        trailing.extend_from_slice(b"more");
+        let (extra, last, _) = stream_in(trailing, 100).await;
+        assert!(
+            extra
+                .expect_err("bytes after the end")
+                .contains("end chunk")
+        );
+        assert_eq!(last, Spooling::Failed);
+    }
+
     #[tokio::test]
     async fn a_body_never_half_closed_is_refused_after_the_grace() {
         let dir = tempfile::tempdir().unwrap();
@@ -197,8 +446,7 @@ mod tests {
         let started = std::time::Instant::now();
         let err = spool(&mut server, 10, dir.path(), PACE)
             .await
-            .err()
-            .expect("refused");
+            .expect_err("refused");
         assert!(err.contains("half-close"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(2));
         assert_eq!(files(dir.path()), 0);

@@ -23,8 +23,10 @@ mod proofs;
 mod push;
 pub mod record;
 mod step_token;
+mod stream;
 
 pub use push::{Admission, Spooled};
+pub use stream::Incoming;
 
 /// Longest TTL accepted over the wire (the CLI's grammar caps it the same way).
 const MAX_TTL_SECONDS: i64 = 10 * 366 * 24 * 3600;

@@ -19,6 +19,7 @@ use crate::publisher::publish::{Quarantine, valid_refname};
 use std::collections::HashMap;
 
 /// A bundle body as the daemon spooled it: a private temporary file of exactly `len` bytes.
+#[derive(Debug)]
 pub struct Spooled {
     pub file: tempfile::NamedTempFile,
     pub len: u64,
@@ -27,15 +28,32 @@ pub struct Spooled {
 
 /// How git asked for the push.
 #[derive(Debug, Clone, Copy)]
-struct PushMode {
-    atomic: bool,
-    dry_run: bool,
+pub(super) struct PushMode {
+    pub atomic: bool,
+    pub dry_run: bool,
+}
+
+/// What a push's updates were decided against: the repository, its mirror (GitHub's refs as
+/// fetched), the bundle's size and the time of the decisions.
+pub(super) struct DecidedAt<'a> {
+    pub github: &'a GitHub,
+    pub repo: &'a RepoName,
+    pub mirror: &'a OpenMirror,
+    pub bytes: i64,
+    pub now: i64,
 }
 
 /// What [`Host::admit`] decided before the body: refs already refused (with their answer).
 #[derive(Debug, Default)]
 pub struct Admission {
     refused: HashMap<String, RefResult>,
+}
+
+impl Admission {
+    /// Whether no update was refused before the body.
+    pub(super) fn refused_none(&self) -> bool {
+        self.refused.is_empty()
+    }
 }
 
 impl Host {
@@ -198,6 +216,32 @@ impl Host {
         admission: Admission,
         bundle: Option<&Spooled>,
     ) -> Result<PushOutcome, Failure> {
+        self.on_locked_mirror(repo, |github, repo, mirror, clock| {
+            let now = self.now();
+            let (quarantine, decided, at) = self.import_and_decide(
+                DecidedAt {
+                    github,
+                    repo,
+                    mirror,
+                    bytes: bundle.map_or(0, |b| i64::try_from(b.len).unwrap_or(i64::MAX)),
+                    now,
+                },
+                updates,
+                admission,
+                bundle,
+                clock,
+            )?;
+            self.send_decided(at, quarantine, decided, mode, clock)
+        })
+    }
+
+    /// Runs `step` on `repo`'s mirror, fetched (or reused when fresh) under the repository's
+    /// lock, which is held until `step` returns; the clock starts with the fetch.
+    pub(super) fn on_locked_mirror<T>(
+        &self,
+        repo: &str,
+        step: impl FnOnce(&GitHub, &RepoName, &OpenMirror, &mut Stages) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
         let repo = parse_repo(repo)?;
         let github = self.github()?;
         let lock = self.mirrors.lock(&repo);
@@ -208,21 +252,53 @@ impl Host {
             .open_mirror(github, &repo, MIRROR_REUSE)
             .map_err(nothing_pushed)?;
         clock.mark("fetch");
+        step(github, &repo, &mirror, &mut clock)
+    }
+
+    /// Imports the bundle (`at.bytes` long) into a quarantine beside the mirror and decides
+    /// every update on it, each audited; the admission's refusals stand.
+    pub(super) fn import_and_decide<'a>(
+        &self,
+        at: DecidedAt<'a>,
+        updates: Vec<PushUpdate>,
+        admission: Admission,
+        bundle: Option<&Spooled>,
+        clock: &mut Stages,
+    ) -> Result<(Quarantine, Decided, DecidedAt<'a>), Failure> {
         let named: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
-        let quarantine = self.quarantine(&mirror, bundle, &named)?;
+        let quarantine = self.quarantine(at.mirror, bundle, &named)?;
         clock.mark("import");
-        let bytes = bundle.map_or(0, |b| i64::try_from(b.len).unwrap_or(i64::MAX));
-        let now = self.now();
         let decided = self.decide_updates(
-            &repo,
-            &mirror,
+            at.repo,
+            at.mirror,
             &quarantine,
             updates,
             admission,
-            bytes,
+            at.bytes,
             bundle,
-            now,
+            at.now,
         )?;
+        clock.mark("decide");
+        Ok((quarantine, decided, at))
+    }
+
+    /// The end of a push once every update is decided: atomicity and dry runs applied, the
+    /// allowed updates sent to GitHub, what it said recorded.
+    pub(super) fn send_decided(
+        &self,
+        at: DecidedAt<'_>,
+        quarantine: Quarantine,
+        decided: Decided,
+        mode: PushMode,
+        clock: &mut Stages,
+    ) -> Result<PushOutcome, Failure> {
+        let DecidedAt {
+            github,
+            repo,
+            mirror,
+            bytes,
+            now,
+        } = at;
         let mut results = decided.refused;
         let mut allowed = decided.allowed;
         if mode.atomic && !results.is_empty() {
@@ -251,22 +327,21 @@ impl Host {
             }
             return finished(results);
         }
-        clock.mark("decide");
         // With a ref refused, the pack carries its objects: it is not passed through as it is.
         let whole_request = results.is_empty();
         let (outcomes, token_sha) = self.send_to_github(
             github,
-            &repo,
-            &mirror,
+            repo,
+            mirror,
             &quarantine,
             &allowed,
             (mode.atomic, whole_request),
             decided.workflows,
             now,
-            &mut clock,
+            clock,
         )?;
         results.extend(self.record_pushed(
-            github, &repo, &mirror, quarantine, allowed, &outcomes, &token_sha,
+            github, repo, mirror, quarantine, allowed, &outcomes, &token_sha,
         )?);
         clock.mark("record");
         tracing::info!(repo = %repo, bytes, stages = %clock, "push handled");
@@ -275,7 +350,7 @@ impl Host {
 
     /// Decides every update of a push (each audited); the admission's refusals stand.
     #[allow(clippy::too_many_arguments)]
-    fn decide_updates(
+    pub(super) fn decide_updates(
         &self,
         repo: &RepoName,
         mirror: &OpenMirror,
@@ -387,7 +462,7 @@ impl Host {
     /// Records each ref's outcome on its audit row, and keeps the mirror where GitHub is: the
     /// verified pack is adopted when the pushed tips reach all of it, else the mirror fetches.
     #[allow(clippy::too_many_arguments)]
-    fn record_pushed(
+    pub(super) fn record_pushed(
         &self,
         github: &GitHub,
         repo: &RepoName,
@@ -538,21 +613,21 @@ impl Host {
 /// What deciding a push's updates gave: the refused ones (already answered), the allowed
 /// ones, and whether any allowed one touches workflows.
 #[derive(Default)]
-struct Decided {
-    refused: Vec<RefResult>,
-    allowed: Vec<Allowed>,
-    workflows: bool,
+pub(super) struct Decided {
+    pub refused: Vec<RefResult>,
+    pub allowed: Vec<Allowed>,
+    pub workflows: bool,
 }
 
 /// What GitHub said of each ref pushed, by ref name.
-type Outcomes = HashMap<String, Result<(), String>>;
+pub(super) type Outcomes = HashMap<String, Result<(), String>>;
 
 /// One update a decision allowed, with the value it was decided on and its audit row.
-struct Allowed {
-    update: PushUpdate,
-    old: Option<String>,
-    force: bool,
-    audit_id: i64,
+pub(super) struct Allowed {
+    pub update: PushUpdate,
+    pub old: Option<String>,
+    pub force: bool,
+    pub audit_id: i64,
 }
 
 /// A failure before anything reached GitHub.

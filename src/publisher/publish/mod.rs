@@ -3,6 +3,7 @@
 //! indexing in a child process under memory limits). Knows git and gix, not the engine or GitHub's API;
 //! `host::publish` ties these to decisions and tokens.
 
+pub mod forward;
 pub mod git;
 pub mod import;
 pub mod indexer;

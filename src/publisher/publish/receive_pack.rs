@@ -94,17 +94,18 @@ fn connector() -> Result<Connector, ReceivePackError> {
 }
 
 /// One receive-pack session with one repository at GitHub.
-pub struct Session<'t> {
+pub struct Session {
     client: hyper_util::client::legacy::Client<Connector, Body>,
     /// `https://github.com/OWNER/REPO.git`, no credentials.
     url: String,
     authorization: HeaderValue,
-    token: &'t Token,
+    /// Kept to scrub it out of error texts.
+    token: Token,
 }
 
-impl<'t> Session<'t> {
+impl Session {
     /// A session with the repository at `url`, authenticated with `token`.
-    pub fn new(url: &str, token: &'t Token) -> Result<Self, ReceivePackError> {
+    pub fn new(url: &str, token: &Token) -> Result<Self, ReceivePackError> {
         let connector = connector()?;
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -122,12 +123,12 @@ impl<'t> Session<'t> {
             client,
             url: url.trim_end_matches('/').to_string(),
             authorization,
-            token,
+            token: token.clone(),
         })
     }
 
     fn scrub(&self, text: String) -> String {
-        super::git::scrub(&text, Some(self.token))
+        super::git::scrub(&text, Some(&self.token))
     }
 
     /// Sends one request; returns GitHub's answer body, refused statuses turned into errors.
@@ -232,6 +233,35 @@ impl<'t> Session<'t> {
             .header(CONTENT_TYPE, "application/x-git-receive-pack-request")
             .header(ACCEPT, "application/x-git-receive-pack-result")
             .header(CONTENT_LENGTH, len);
+        let answer = self.exchange(WHAT, request, body).await?;
+        parse_report(&answer).map_err(|message| ReceivePackError::Protocol {
+            what: WHAT,
+            message,
+        })
+    }
+}
+
+impl Session {
+    /// `POST git-receive-pack` with the pack taken from `pack` as it comes (chunked: its length
+    /// is not known yet). An error item from `pack` aborts the request: the connection drops
+    /// before the pack's end, and GitHub keeps nothing of it (see
+    /// [`super::forward`]).
+    pub async fn push_streamed(
+        &self,
+        commands: &[RefCommand],
+        capabilities: &[String],
+        pack: impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static,
+    ) -> Result<Report, ReceivePackError> {
+        const WHAT: &str = "sending the push";
+        let head = command_lines(commands, capabilities);
+        let first = futures_util::stream::once(async move { Ok(Bytes::from(head)) });
+        let stream = first
+            .chain(pack)
+            .map(|chunk| chunk.map(http_body::Frame::data));
+        let body = BodyExt::boxed_unsync(http_body_util::StreamBody::new(stream));
+        let request = http::Request::post(format!("{}/git-receive-pack", self.url))
+            .header(CONTENT_TYPE, "application/x-git-receive-pack-request")
+            .header(ACCEPT, "application/x-git-receive-pack-result");
         let answer = self.exchange(WHAT, request, body).await?;
         parse_report(&answer).map_err(|message| ReceivePackError::Protocol {
             what: WHAT,

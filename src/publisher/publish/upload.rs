@@ -101,16 +101,7 @@ async fn pass_through(
     let session = Session::new(url, token).map_err(|e| e.to_string())?;
     let advertised = session.advertisement().await.map_err(|e| e.to_string())?;
     let pack = quarantine.pack_file();
-    let mut needed = vec!["report-status"];
-    if atomic {
-        needed.push("atomic");
-    }
-    if pack.is_some() {
-        needed.push("ofs-delta");
-    }
-    if let Some(missing) = needed.iter().find(|c| !advertised.has(c)) {
-        return Err(format!("GitHub did not advertise {missing}"));
-    }
+    let capabilities = capabilities(&advertised, atomic, pack.is_some())?;
     // What GitHub must already have: the bundle's prerequisites, and without a pack the new
     // tips themselves.
     let mut bases: Vec<&str> = quarantine
@@ -131,6 +122,35 @@ async fn pass_through(
         }
         Err(e) => return Err(format!("checking the bundle's bases: {e}")),
     }
+    let commands: Vec<RefCommand> = updates
+        .iter()
+        .map(|u| RefCommand {
+            dst: u.dst.clone(),
+            old: Some(u.expected.clone()).filter(|e| !e.is_empty()),
+            new: u.new.clone(),
+        })
+        .collect();
+    let report = session.push(&commands, &capabilities, pack).await;
+    Ok(outcomes(report, updates.iter().map(|u| u.dst.as_str())))
+}
+
+/// The capabilities a push asks for, after checking GitHub advertised what it needs
+/// (`report-status`, `atomic` when asked, `ofs-delta` with a pack); `Err` says what is missing.
+fn capabilities(
+    advertised: &super::receive_pack::Advertisement,
+    atomic: bool,
+    with_pack: bool,
+) -> Result<Vec<String>, String> {
+    let mut needed = vec!["report-status"];
+    if atomic {
+        needed.push("atomic");
+    }
+    if with_pack {
+        needed.push("ofs-delta");
+    }
+    if let Some(missing) = needed.iter().find(|c| !advertised.has(c)) {
+        return Err(format!("GitHub did not advertise {missing}"));
+    }
     let mut capabilities: Vec<String> = vec!["report-status".into()];
     if atomic {
         capabilities.push("atomic".into());
@@ -145,35 +165,86 @@ async fn pass_through(
     {
         capabilities.push(format!("agent={}", crate::publisher::github::USER_AGENT));
     }
-    let commands: Vec<RefCommand> = updates
-        .iter()
-        .map(|u| RefCommand {
-            dst: u.dst.clone(),
-            old: Some(u.expected.clone()).filter(|e| !e.is_empty()),
-            new: u.new.clone(),
-        })
-        .collect();
-    let report = match session.push(&commands, &capabilities, pack).await {
-        Ok(report) => report,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
+    Ok(capabilities)
+}
+
+/// Each ref's outcome in GitHub's report (GitHub's words for a refusal).
+fn outcomes<'a>(
+    report: Result<super::receive_pack::Report, super::receive_pack::ReceivePackError>,
+    dsts: impl Iterator<Item = &'a str>,
+) -> Pushed {
+    let report = report.map_err(|e| e.to_string())?;
     if let Err(why) = &report.unpack {
-        return Ok(Err(format!(
+        return Err(format!(
             "GitHub could not store the pack ({why}); nothing was pushed; push again"
-        )));
+        ));
     }
-    let outcomes = updates
-        .iter()
-        .map(|u| {
-            let outcome = match report.refs.get(&u.dst) {
+    Ok(dsts
+        .map(|dst| {
+            let outcome = match report.refs.get(dst) {
                 Some(Ok(())) => Ok(()),
                 Some(Err(why)) => Err(format!("GitHub refused it: {why}")),
                 None => Err("GitHub did not report this ref".to_string()),
             };
-            (u.dst.clone(), outcome)
+            (dst.to_string(), outcome)
         })
-        .collect();
-    Ok(Ok(outcomes))
+        .collect())
+}
+
+/// A push whose pack is on its way to GitHub while its bundle still arrives (see
+/// [`super::forward`]): the commands are sent, the pack follows as it lands, its checksum
+/// only on the verdict.
+pub struct StreamedPush {
+    task: tokio::task::JoinHandle<
+        Result<super::receive_pack::Report, super::receive_pack::ReceivePackError>,
+    >,
+    /// Every object id GitHub advertised in this session.
+    pub advertised: Vec<String>,
+}
+
+impl StreamedPush {
+    /// Opens the session on `runtime`: GitHub's refs and capabilities first (`Err` says why
+    /// the pack cannot go this way; nothing was sent), then the commands and `pack`.
+    pub fn start(
+        runtime: &tokio::runtime::Handle,
+        url: &str,
+        token: &Token,
+        commands: Vec<RefCommand>,
+        atomic: bool,
+        pack: impl futures_util::Stream<Item = std::io::Result<tokio_util::bytes::Bytes>>
+        + Send
+        + 'static,
+    ) -> Result<Self, String> {
+        let session = Session::new(url, token).map_err(|e| e.to_string())?;
+        let advertised = tokio::task::block_in_place(|| runtime.block_on(session.advertisement()))
+            .map_err(|e| e.to_string())?;
+        let capabilities = capabilities(&advertised, atomic, true)?;
+        let task = runtime
+            .spawn(async move { session.push_streamed(&commands, &capabilities, pack).await });
+        Ok(Self {
+            task,
+            advertised: advertised.tips().into_iter().map(str::to_string).collect(),
+        })
+    }
+
+    /// Whether GitHub already ended the request (an error: it answers only after the pack).
+    pub fn ended_early(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    /// GitHub's answer, once the verdict was given: each ref's outcome on a commit; an error
+    /// on an abort (the request was cut before the pack's end).
+    pub fn finish<'a>(
+        self,
+        runtime: &tokio::runtime::Handle,
+        dsts: impl Iterator<Item = &'a str>,
+    ) -> Pushed {
+        let joined = tokio::task::block_in_place(|| runtime.block_on(self.task));
+        match joined {
+            Ok(report) => outcomes(report, dsts),
+            Err(e) => Err(format!("the push to GitHub failed: {e}; push again")),
+        }
+    }
 }
 
 /// `git push --porcelain` from the mirror, the quarantine's objects visible, each update

@@ -1,0 +1,319 @@
+//! Passing a pack on to GitHub while its bundle is still arriving.
+//!
+//! A plain `git push` streams its pack as `pack-objects` writes it, so GitHub checks the objects
+//! while the client is still compressing them. A push through zodex-prd gets the same overlap:
+//! as the streamed bundle lands in its spool file, [`pack_stream`] reads the pack part of it
+//! (after the bundle header) and hands it to the receive-pack request, at GitHub's pace, never
+//! slowing the agent down.
+//!
+//! The pack's last 20 bytes are its checksum. git's receive-pack stores nothing and moves no
+//! ref until it has read and checked them, and a request that ends without them fails whole
+//! (index-pack: "early EOF") and leaves nothing behind. So the stream holds them back until
+//! the publisher has verified the whole bundle and decided every update on it
+//! ([`Verdict::Commit`]); on any other outcome ([`Verdict::Abort`], a bundle cut off, a
+//! verdict never given) the request body ends in an error, hyper drops the connection, and
+//! GitHub discards what it received.
+
+use std::os::unix::fs::FileExt;
+use tokio::sync::watch;
+use tokio_util::bytes::Bytes;
+
+/// How far the spooling of a streamed bundle has got: bytes in the file so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spooling {
+    Receiving(u64),
+    /// The bundle arrived whole, its end chunk and half-close included.
+    Complete(u64),
+    /// The bundle did not arrive whole; nothing of it may land.
+    Failed,
+}
+
+/// Whether the pack's checksum may go to GitHub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Pending,
+    /// Every update was allowed on the verified bundle, whose pack starts at `pack_offset`.
+    Commit {
+        pack_offset: u64,
+    },
+    Abort,
+}
+
+/// A pack's trailing checksum: held back until [`Verdict::Commit`].
+const TRAILER: u64 = 20;
+/// A bundle header longer than this is not one zodex-agent writes: nothing is passed on.
+const HEADER_CAP: u64 = 1024 * 1024;
+/// The most read from the spool file per piece of the request body.
+const PIECE: u64 = 256 * 1024;
+
+/// The request body: the pack of the bundle being spooled to `file`, as it lands (`spooling`),
+/// its checksum only on `verdict`'s commit; an error item (which aborts the request) otherwise.
+pub fn pack_stream(
+    file: std::fs::File,
+    spooling: watch::Receiver<Spooling>,
+    verdict: watch::Receiver<Verdict>,
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static {
+    let tail = Tail {
+        file,
+        spooling,
+        verdict,
+        pos: 0,
+        pack_offset: None,
+        done: false,
+    };
+    futures_util::stream::unfold(tail, |mut tail| async move {
+        let item = tail.next().await?;
+        Some((item, tail))
+    })
+}
+
+struct Tail {
+    file: std::fs::File,
+    spooling: watch::Receiver<Spooling>,
+    verdict: watch::Receiver<Verdict>,
+    /// The next byte of the file to pass on.
+    pos: u64,
+    pack_offset: Option<u64>,
+    done: bool,
+}
+
+fn aborted(why: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::ConnectionAborted, why.to_string())
+}
+
+impl Tail {
+    /// The next piece, `None` at the end of the body; after an error, nothing more.
+    async fn next(&mut self) -> Option<std::io::Result<Bytes>> {
+        if self.done {
+            return None;
+        }
+        let item = self.step().await;
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
+    }
+
+    async fn step(&mut self) -> Option<std::io::Result<Bytes>> {
+        loop {
+            let spooling = *self.spooling.borrow_and_update();
+            let verdict = *self.verdict.borrow_and_update();
+            if verdict == Verdict::Abort {
+                return Some(Err(aborted("zodex-prd did not allow the push")));
+            }
+            let (written, complete) = match spooling {
+                Spooling::Failed => return Some(Err(aborted("the bundle did not arrive whole"))),
+                Spooling::Receiving(n) => (n, false),
+                Spooling::Complete(n) => (n, true),
+            };
+            let offset = match self.pack_offset {
+                Some(offset) => offset,
+                None => match self.find_pack(written) {
+                    Err(e) => return Some(Err(e)),
+                    Ok(Some(offset)) => {
+                        self.pack_offset = Some(offset);
+                        self.pos = offset;
+                        offset
+                    }
+                    Ok(None) if complete || written >= HEADER_CAP => {
+                        return Some(Err(aborted("the bundle has no header zodex-prd reads")));
+                    }
+                    Ok(None) => written,
+                },
+            };
+            if self.pack_offset.is_some() {
+                let limit = written.saturating_sub(TRAILER).max(offset);
+                if self.pos < limit {
+                    return Some(self.read((limit - self.pos).min(PIECE)));
+                }
+                if complete {
+                    match verdict {
+                        Verdict::Commit { pack_offset } if pack_offset == offset => {
+                            if self.pos < written {
+                                return Some(self.read(written - self.pos));
+                            }
+                            return None;
+                        }
+                        Verdict::Commit { .. } => {
+                            return Some(Err(aborted(
+                                "the verified pack does not start where the passed-on one does",
+                            )));
+                        }
+                        Verdict::Pending | Verdict::Abort => {}
+                    }
+                }
+            }
+            // Wait for more of the bundle, or (once it is whole) for the verdict. A sender gone
+            // without its last word is a failure: nothing more will come.
+            if complete {
+                if self.verdict.changed().await.is_err() {
+                    return Some(Err(aborted("the push ended without a verdict")));
+                }
+            } else {
+                tokio::select! {
+                    changed = self.spooling.changed() => if changed.is_err() {
+                        return Some(Err(aborted("the bundle did not arrive whole")));
+                    },
+                    changed = self.verdict.changed() => if changed.is_err() {
+                        return Some(Err(aborted("the push ended without a verdict")));
+                    },
+                }
+            }
+        }
+    }
+
+    /// Where the pack starts: after the first empty line of the bundle header (a v2 or v3
+    /// header's end), when it has arrived.
+    fn find_pack(&self, written: u64) -> std::io::Result<Option<u64>> {
+        let mut head = vec![0u8; written.min(HEADER_CAP) as usize];
+        self.file.read_exact_at(&mut head, 0)?;
+        Ok(head
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .map(|at| at as u64 + 2))
+    }
+
+    /// `n` bytes from `pos`. A plain read of bytes just written (the page cache has them): too
+    /// short to be worth a trip to the blocking pool.
+    fn read(&mut self, n: u64) -> std::io::Result<Bytes> {
+        let mut buf = vec![0u8; n as usize];
+        self.file.read_exact_at(&mut buf, self.pos)?;
+        self.pos += n;
+        Ok(Bytes::from(buf))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+    use std::io::Write;
+    use std::time::Duration;
+
+    struct Feed {
+        file: tempfile::NamedTempFile,
+        spooling: watch::Sender<Spooling>,
+        verdict: watch::Sender<Verdict>,
+        written: u64,
+    }
+
+    impl Feed {
+        fn new() -> (
+            Self,
+            impl futures_util::Stream<Item = std::io::Result<Bytes>>,
+        ) {
+            let file = tempfile::NamedTempFile::new().unwrap();
+            let (spooling, spooling_rx) = watch::channel(Spooling::Receiving(0));
+            let (verdict, verdict_rx) = watch::channel(Verdict::Pending);
+            let stream = pack_stream(file.reopen().unwrap(), spooling_rx, verdict_rx);
+            let feed = Self {
+                file,
+                spooling,
+                verdict,
+                written: 0,
+            };
+            (feed, stream)
+        }
+
+        fn add(&mut self, bytes: &[u8]) {
+            self.file.as_file_mut().write_all(bytes).unwrap();
+            self.written += bytes.len() as u64;
+            self.spooling
+                .send_replace(Spooling::Receiving(self.written));
+        }
+    }
+
+    /// Everything the stream yields within `wait`, and how it ended (`None`: still open).
+    async fn drain(
+        stream: &mut (impl futures_util::Stream<Item = std::io::Result<Bytes>> + Unpin),
+        wait: Duration,
+    ) -> (Vec<u8>, Option<Result<(), String>>) {
+        let mut got = Vec::new();
+        loop {
+            match tokio::time::timeout(wait, stream.next()).await {
+                Err(_) => return (got, None),
+                Ok(None) => return (got, Some(Ok(()))),
+                Ok(Some(Ok(bytes))) => got.extend_from_slice(&bytes),
+                Ok(Some(Err(e))) => return (got, Some(Err(e.to_string()))),
+            }
+        }
+    }
+
+    const HEADER: &[u8] = b"# v2 git bundle\n0123 refs/heads/x\n\n";
+
+    fn pack(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    #[tokio::test]
+    async fn the_pack_passes_as_it_lands_and_its_checksum_only_on_commit() {
+        let (mut feed, stream) = Feed::new();
+        let mut stream = Box::pin(stream);
+        let body = pack(1000);
+        feed.add(&HEADER[..10]);
+        let (got, end) = drain(&mut stream, Duration::from_millis(50)).await;
+        assert!(
+            got.is_empty() && end.is_none(),
+            "nothing before the header ends"
+        );
+        feed.add(&HEADER[10..]);
+        feed.add(&body[..600]);
+        let (got, end) = drain(&mut stream, Duration::from_millis(50)).await;
+        assert_eq!(got, body[..580], "all but the last 20 bytes so far");
+        assert!(end.is_none());
+        feed.add(&body[600..]);
+        feed.spooling.send_replace(Spooling::Complete(feed.written));
+        let (got, end) = drain(&mut stream, Duration::from_millis(50)).await;
+        assert_eq!(got, body[580..980], "the checksum waits for the verdict");
+        assert!(end.is_none());
+        feed.verdict.send_replace(Verdict::Commit {
+            pack_offset: HEADER.len() as u64,
+        });
+        let (got, end) = drain(&mut stream, Duration::from_millis(500)).await;
+        assert_eq!(got, body[980..]);
+        assert_eq!(end, Some(Ok(())));
+    }
+
+    #[tokio::test]
+    async fn an_abort_a_failed_bundle_or_a_lost_verdict_ends_in_an_error_without_the_checksum() {
+        for how in ["abort", "failed", "dropped", "elsewhere"] {
+            let (mut feed, stream) = Feed::new();
+            let mut stream = Box::pin(stream);
+            let body = pack(100);
+            feed.add(HEADER);
+            feed.add(&body);
+            if how != "failed" {
+                feed.spooling.send_replace(Spooling::Complete(feed.written));
+            }
+            let (got, _) = drain(&mut stream, Duration::from_millis(50)).await;
+            assert_eq!(got, body[..80], "{how}");
+            match how {
+                "abort" => drop(feed.verdict.send_replace(Verdict::Abort)),
+                "failed" => drop(feed.spooling.send_replace(Spooling::Failed)),
+                "elsewhere" => drop(
+                    feed.verdict
+                        .send_replace(Verdict::Commit { pack_offset: 3 }),
+                ),
+                _ => drop(feed.verdict),
+            }
+            let (got, end) = drain(&mut stream, Duration::from_millis(500)).await;
+            assert!(got.is_empty(), "{how}: the checksum must not go");
+            assert!(matches!(end, Some(Err(_))), "{how}: {end:?}");
+            assert!(
+                stream.next().await.is_none(),
+                "{how}: nothing after the error"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bundle_without_a_header_end_is_not_passed_on() {
+        let (mut feed, stream) = Feed::new();
+        let mut stream = Box::pin(stream);
+        feed.add(b"# v2 git bundle\nno end of header");
+        feed.spooling.send_replace(Spooling::Complete(feed.written));
+        let (got, end) = drain(&mut stream, Duration::from_millis(200)).await;
+        assert!(got.is_empty());
+        assert!(matches!(end, Some(Err(_))), "{end:?}");
+    }
+}
