@@ -256,3 +256,37 @@ fn a_streamed_bundle_takes_the_spool_budget_as_it_arrives_and_is_cut_when_it_run
     assert!(!stores(&rig.bare("app"), &head));
     assert_no_quarantine_left(&rig, "app");
 }
+
+/// A whole pack followed by more bytes: were the stream to hold back only the file's last 20
+/// bytes, GitHub would get the pack's own checksum before the verdict and could move the ref.
+/// The bundle is refused and nothing lands. (Which bytes go before the verdict is proven in
+/// `publish::forward`'s unit tests: devhub also drops a request whose client went away, so
+/// here a pack completed early could still be cut short in time.)
+#[test]
+fn a_streamed_pack_followed_by_more_bytes_never_completes_at_github() {
+    let rig = Rig::start(HOUR);
+    rig.grant_push("demo/app");
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    commit_file(&app, "data.bin", &noise(1 << 20, 23), "data");
+    let head = rev_parse(&app, "HEAD");
+    let mut bundle = bundle_of_head(&app);
+    bundle.extend_from_slice(&[0x5a; 4096]);
+    let answer = send_streamed(
+        &rig,
+        &push_of("demo/app", "refs/heads/tail", &head),
+        &bundle,
+        true,
+    );
+    assert!(!answer.ok, "{answer:?}");
+    assert!(
+        message(&answer).contains("before the trailer"),
+        "{answer:?}"
+    );
+    assert_eq!(rig.remote_sha("app", "refs/heads/tail"), None);
+    assert!(
+        !stores(&rig.bare("app"), &head),
+        "the pack completed at GitHub"
+    );
+    assert_no_quarantine_left(&rig, "app");
+}

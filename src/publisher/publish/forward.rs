@@ -6,17 +6,84 @@
 //! (after the bundle header) and hands it to the receive-pack request, at GitHub's pace, never
 //! slowing the agent down.
 //!
-//! The pack's last 20 bytes are its checksum. git's receive-pack stores nothing and moves no
-//! ref until it has read and checked them, and a request that ends without them fails whole
-//! (index-pack: "early EOF") and leaves nothing behind. So the stream holds them back until
-//! the publisher has verified the whole bundle and decided every update on it
-//! ([`Verdict::Commit`]); on any other outcome ([`Verdict::Abort`], a bundle cut off, a
-//! verdict never given) the request body ends in an error, hyper drops the connection, and
-//! GitHub discards what it received.
+//! A pack ends with a 20-byte checksum after the entries its header counts. git's
+//! receive-pack stores nothing and moves no ref until it has read every entry and checked that
+//! checksum, and a request that ends before fails whole (index-pack: "early EOF") and leaves
+//! nothing behind. So the stream passes on only whole entries, as a walk of the pack finds
+//! them ([`super::packscan::walk_entries`], in step with the spool file), and nothing after
+//! the last one — the checksum — until the publisher has verified the whole bundle and decided
+//! every update on it ([`Verdict::Commit`]). It is the walk, not the file's end, that says
+//! where the entries end: a bundle whose pack is followed by more bytes would otherwise hand
+//! GitHub a complete pack before the verdict (the verification refuses such a bundle, but only
+//! once it is whole). On any other outcome ([`Verdict::Abort`], a bundle cut off, a verdict
+//! never given) the request body ends in an error, hyper drops the connection, and GitHub
+//! discards what it received.
 
 use std::os::unix::fs::FileExt;
 use tokio::sync::watch;
 use tokio_util::bytes::Bytes;
+
+/// A bundle's bytes from `pos` of the spool file, for a blocking reader: a read waits for more
+/// while the bundle arrives, and ends when it is whole; a bundle that fails is an error.
+struct Growing {
+    file: std::fs::File,
+    pos: u64,
+    spooling: watch::Receiver<Spooling>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl std::io::Read for Growing {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let (written, complete) = match *self.spooling.borrow_and_update() {
+                Spooling::Failed => return Err(aborted("the bundle did not arrive whole")),
+                Spooling::Receiving(n) => (n, false),
+                Spooling::Complete(n) => (n, true),
+            };
+            if self.pos < written {
+                let n = (written - self.pos).min(buf.len() as u64) as usize;
+                let got = self.file.read_at(&mut buf[..n], self.pos)?;
+                self.pos += got as u64;
+                return Ok(got);
+            }
+            if complete {
+                return Ok(0);
+            }
+            if self.runtime.block_on(self.spooling.changed()).is_err() {
+                return Err(aborted("the bundle did not arrive whole"));
+            }
+        }
+    }
+}
+
+/// Walks the pack that starts at `pack_offset` of the spool file as it lands, on a blocking
+/// thread; the receiver says where the last whole entry walked so far ends (the pack's start
+/// before the first). The sender goes when the walk ends: after the last entry, or on a pack
+/// it refuses (the stream then passes on nothing more before the verdict).
+fn walk_entries(
+    file: std::fs::File,
+    pack_offset: u64,
+    spooling: watch::Receiver<Spooling>,
+) -> watch::Receiver<u64> {
+    let (whole, walked) = watch::channel(pack_offset);
+    let growing = Growing {
+        file,
+        pos: pack_offset,
+        spooling,
+        runtime: tokio::runtime::Handle::current(),
+    };
+    tokio::task::spawn_blocking(move || {
+        let mut input = std::io::BufReader::with_capacity(64 * 1024, growing);
+        let bound = crate::protocol::MAX_BUNDLE_BYTES.saturating_sub(pack_offset);
+        let walked = super::packscan::walk_entries(&mut input, bound, &mut |end| {
+            whole.send_replace(pack_offset + end);
+        });
+        if let Err(e) = walked {
+            tracing::debug!(error = %e, "the walk of a pack being passed on stopped");
+        }
+    });
+    walked
+}
 
 /// How far the spooling of a streamed bundle has got: bytes in the file so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +126,8 @@ pub fn pack_stream(
         verdict,
         pos: 0,
         pack_offset: None,
+        walked: None,
+        whole_to: 0,
         done: false,
     };
     futures_util::stream::unfold(tail, |mut tail| async move {
@@ -74,6 +143,11 @@ struct Tail {
     /// The next byte of the file to pass on.
     pos: u64,
     pack_offset: Option<u64>,
+    /// Where the last whole entry ends (see [`walk_entries`]); `None` until the pack starts,
+    /// or once the walk ended and no more will come.
+    walked: Option<watch::Receiver<u64>>,
+    /// The last value `walked` said.
+    whole_to: u64,
     done: bool,
 }
 
@@ -113,6 +187,12 @@ impl Tail {
                     Ok(Some(offset)) => {
                         self.pack_offset = Some(offset);
                         self.pos = offset;
+                        self.whole_to = offset;
+                        let file = match self.file.try_clone() {
+                            Ok(file) => file,
+                            Err(e) => return Some(Err(e)),
+                        };
+                        self.walked = Some(walk_entries(file, offset, self.spooling.clone()));
                         offset
                     }
                     Ok(None) if complete || written >= HEADER_CAP => {
@@ -121,16 +201,25 @@ impl Tail {
                     Ok(None) => written,
                 },
             };
+            if let Some(walked) = &mut self.walked {
+                self.whole_to = *walked.borrow_and_update();
+            }
             if self.pack_offset.is_some() {
-                let limit = written.saturating_sub(TRAILER).max(offset);
+                // Whole entries only, and never the last 20 bytes of what has arrived.
+                let limit = self
+                    .whole_to
+                    .min(written.saturating_sub(TRAILER))
+                    .max(offset);
                 if self.pos < limit {
                     return Some(self.read((limit - self.pos).min(PIECE)));
                 }
                 if complete {
                     match verdict {
+                        // The verification walked the whole pack: its entries end exactly
+                        // at the checksum, the file's last 20 bytes.
                         Verdict::Commit { pack_offset } if pack_offset == offset => {
                             if self.pos < written {
-                                return Some(self.read(written - self.pos));
+                                return Some(self.read((written - self.pos).min(PIECE)));
                             }
                             return None;
                         }
@@ -143,21 +232,31 @@ impl Tail {
                     }
                 }
             }
-            // Wait for more of the bundle, or (once it is whole) for the verdict. A sender gone
-            // without its last word is a failure: nothing more will come.
-            if complete {
-                if self.verdict.changed().await.is_err() {
+            // Wait for more of the bundle, more of the walk, or the verdict. A sender gone
+            // without its last word is a failure: nothing more will come (the walk's sender
+            // goes when the walk ends, which only stops what it can add).
+            let spooling = async {
+                match complete {
+                    true => std::future::pending().await,
+                    false => self.spooling.changed().await,
+                }
+            };
+            let walk = async {
+                match &mut self.walked {
+                    Some(walked) => walked.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                changed = spooling => if changed.is_err() {
+                    return Some(Err(aborted("the bundle did not arrive whole")));
+                },
+                changed = self.verdict.changed() => if changed.is_err() {
                     return Some(Err(aborted("the push ended without a verdict")));
-                }
-            } else {
-                tokio::select! {
-                    changed = self.spooling.changed() => if changed.is_err() {
-                        return Some(Err(aborted("the bundle did not arrive whole")));
-                    },
-                    changed = self.verdict.changed() => if changed.is_err() {
-                        return Some(Err(aborted("the push ended without a verdict")));
-                    },
-                }
+                },
+                going = walk => if !going && let Some(walked) = self.walked.take() {
+                    self.whole_to = *walked.borrow();
+                },
             }
         }
     }
@@ -241,15 +340,31 @@ mod tests {
 
     const HEADER: &[u8] = b"# v2 git bundle\n0123 refs/heads/x\n\n";
 
-    fn pack(len: usize) -> Vec<u8> {
-        (0..len).map(|i| (i % 251) as u8).collect()
+    /// A pack of blobs of `sizes` bytes each (barely compressible), and where each entry ends.
+    fn pack_of(sizes: &[usize]) -> (Vec<u8>, Vec<usize>) {
+        use crate::publisher::publish::packscan::tests::{pack, whole};
+        let entries: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let data: Vec<u8> = (0..n).map(|j| ((j * 7919 + i * 31) % 251) as u8).collect();
+                whole(3, &data)
+            })
+            .collect();
+        let mut ends = Vec::new();
+        let mut at = 12;
+        for e in &entries {
+            at += e.len();
+            ends.push(at);
+        }
+        (pack(&entries), ends)
     }
 
-    #[tokio::test]
-    async fn the_pack_passes_as_it_lands_and_its_checksum_only_on_commit() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn whole_entries_pass_as_they_land_and_the_checksum_only_on_commit() {
         let (mut feed, stream) = Feed::new();
         let mut stream = Box::pin(stream);
-        let body = pack(1000);
+        let (body, ends) = pack_of(&[3000, 3000, 3000]);
         feed.add(&HEADER[..10]);
         let (got, end) = drain(&mut stream, Duration::from_millis(50)).await;
         assert!(
@@ -257,36 +372,63 @@ mod tests {
             "nothing before the header ends"
         );
         feed.add(&HEADER[10..]);
-        feed.add(&body[..600]);
-        let (got, end) = drain(&mut stream, Duration::from_millis(50)).await;
-        assert_eq!(got, body[..580], "all but the last 20 bytes so far");
+        // The first entry and half of the second: only the first is whole.
+        let half = (ends[0] + ends[1]) / 2;
+        feed.add(&body[..half]);
+        let (got, end) = drain(&mut stream, Duration::from_millis(200)).await;
+        assert_eq!(got, body[..ends[0]], "whole entries only");
         assert!(end.is_none());
-        feed.add(&body[600..]);
+        feed.add(&body[half..]);
         feed.spooling.send_replace(Spooling::Complete(feed.written));
-        let (got, end) = drain(&mut stream, Duration::from_millis(50)).await;
-        assert_eq!(got, body[580..980], "the checksum waits for the verdict");
+        let (got, end) = drain(&mut stream, Duration::from_millis(200)).await;
+        assert_eq!(
+            got,
+            body[ends[0]..ends[2]],
+            "the checksum waits for the verdict"
+        );
         assert!(end.is_none());
         feed.verdict.send_replace(Verdict::Commit {
             pack_offset: HEADER.len() as u64,
         });
         let (got, end) = drain(&mut stream, Duration::from_millis(500)).await;
-        assert_eq!(got, body[980..]);
+        assert_eq!(got, body[ends[2]..]);
         assert_eq!(end, Some(Ok(())));
     }
 
-    #[tokio::test]
+    /// A complete pack followed by more bytes: without the walk, all but the file's last 20
+    /// bytes would go, and GitHub would hold a whole pack (checksum included) before the
+    /// verdict.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bytes_after_the_last_entry_never_go_before_the_verdict() {
+        let (mut feed, stream) = Feed::new();
+        let mut stream = Box::pin(stream);
+        let (body, ends) = pack_of(&[2000, 2000]);
+        feed.add(HEADER);
+        feed.add(&body);
+        feed.add(&[0x5a; 500]);
+        feed.spooling.send_replace(Spooling::Complete(feed.written));
+        let (got, end) = drain(&mut stream, Duration::from_millis(300)).await;
+        assert_eq!(got, body[..ends[1]], "the entries, never their checksum");
+        assert!(end.is_none());
+        feed.verdict.send_replace(Verdict::Abort);
+        let (got, end) = drain(&mut stream, Duration::from_millis(500)).await;
+        assert!(got.is_empty());
+        assert!(matches!(end, Some(Err(_))), "{end:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_abort_a_failed_bundle_or_a_lost_verdict_ends_in_an_error_without_the_checksum() {
         for how in ["abort", "failed", "dropped", "elsewhere"] {
             let (mut feed, stream) = Feed::new();
             let mut stream = Box::pin(stream);
-            let body = pack(100);
+            let (body, ends) = pack_of(&[100]);
             feed.add(HEADER);
             feed.add(&body);
             if how != "failed" {
                 feed.spooling.send_replace(Spooling::Complete(feed.written));
             }
-            let (got, _) = drain(&mut stream, Duration::from_millis(50)).await;
-            assert_eq!(got, body[..80], "{how}");
+            let (got, _) = drain(&mut stream, Duration::from_millis(200)).await;
+            assert_eq!(got, body[..ends[0]], "{how}");
             match how {
                 "abort" => drop(feed.verdict.send_replace(Verdict::Abort)),
                 "failed" => drop(feed.spooling.send_replace(Spooling::Failed)),
@@ -306,7 +448,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_bundle_without_a_header_end_is_not_passed_on() {
         let (mut feed, stream) = Feed::new();
         let mut stream = Box::pin(stream);

@@ -121,11 +121,48 @@ pub fn scan(input: &mut impl BufRead, len: u64) -> Result<PackSummary, ScanError
     scan_within(input, len, MAX_INFLATED_TOTAL)
 }
 
+/// Walks a pack still arriving, of at most `bound` bytes, as [`scan`] does, telling `entry_end`
+/// the offset just past each entry that passed (the last one's end is where the trailer
+/// starts). It stops after the last entry the header declares, without reading the trailer
+/// or checking what follows: that is [`scan`]'s, once the pack is whole.
+pub fn walk_entries(
+    input: &mut impl BufRead,
+    bound: u64,
+    entry_end: &mut dyn FnMut(u64),
+) -> Result<PackSummary, ScanError> {
+    walk(input, bound, MAX_INFLATED_TOTAL, entry_end)
+}
+
 /// [`scan`] with `max_total` inflated bytes in all (tests use a small one).
 fn scan_within(
     input: &mut impl BufRead,
     len: u64,
     max_total: u64,
+) -> Result<PackSummary, ScanError> {
+    let mut end = 0;
+    let summary = walk(input, len, max_total, &mut |at| end = at)?;
+    let trailer = len - TRAILER_BYTES;
+    let last = if summary.entries == 0 {
+        HEADER_BYTES
+    } else {
+        end
+    };
+    if last != trailer {
+        return Err(ScanError::TrailingBytes {
+            count: summary.entries,
+            extra: trailer - last,
+        });
+    }
+    Ok(summary)
+}
+
+/// The walk of [`scan`] over a pack of at most `len` bytes, without the check that the
+/// entries end at the trailer.
+fn walk(
+    input: &mut impl BufRead,
+    len: u64,
+    max_total: u64,
+    entry_end: &mut dyn FnMut(u64),
 ) -> Result<PackSummary, ScanError> {
     if len < HEADER_BYTES + TRAILER_BYTES {
         return Err(ScanError::NotAPack);
@@ -201,12 +238,7 @@ fn scan_within(
         let delta = declared_as == Declared::DeltaData;
         inflate_counted(&mut reader, &mut inflate, &mut out, entry, declared, delta)?;
         summary.inflated_bytes += declared;
-    }
-    if reader.pos != reader.end {
-        return Err(ScanError::TrailingBytes {
-            count,
-            extra: reader.end - reader.pos,
-        });
+        entry_end(reader.pos);
     }
     Ok(summary)
 }
@@ -426,4 +458,4 @@ fn inflate_counted<R: BufRead>(
 
 #[cfg(test)]
 #[path = "packscan_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -50,7 +50,7 @@ fn ofs(mut distance: u64) -> Vec<u8> {
 
 /// A pack of `entries` (each already encoded), with a zero trailer (the scan does not check
 /// the checksum).
-fn pack(entries: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn pack(entries: &[Vec<u8>]) -> Vec<u8> {
     let mut out = b"PACK".to_vec();
     out.extend_from_slice(&2u32.to_be_bytes());
     out.extend_from_slice(&(entries.len() as u32).to_be_bytes());
@@ -61,7 +61,8 @@ fn pack(entries: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-fn whole(kind: u8, data: &[u8]) -> Vec<u8> {
+/// An entry of `kind` holding `data`, compressed.
+pub(crate) fn whole(kind: u8, data: &[u8]) -> Vec<u8> {
     let mut e = entry_header(kind, data.len() as u64);
     e.extend(zlib(data));
     e
