@@ -120,24 +120,40 @@ impl Host {
         clock: &mut Stages,
     ) -> Result<PushOutcome, Failure> {
         let now = self.now();
-        let (verdict, verdict_rx) = watch::channel(Verdict::Pending);
-        let forward = self.start_forward(
-            github, repo, mirror, &updates, atomic, &incoming, verdict_rx, now,
-        );
-        clock.mark("open");
-        // From here every early return drops `verdict` unset: the stream then ends in an
+        // Every return before the verdict drops `verdict` unset: the stream then ends in an
         // error, and GitHub keeps nothing.
-        let spooled = incoming.whole()?;
-        clock.mark("receive");
-        let at = DecidedAt {
-            github,
-            repo,
-            mirror,
-            bytes: i64::try_from(spooled.len).unwrap_or(i64::MAX),
-            now,
-        };
-        let (quarantine, decided, at) =
-            self.import_and_decide(at, updates, admission, Some(&spooled), clock)?;
+        let (verdict, verdict_rx) = watch::channel(Verdict::Pending);
+        let pack = incoming
+            .file
+            .try_clone()
+            .map(|file| pack_stream(file, incoming.spooling.clone(), verdict_rx));
+        let runtime = tokio::runtime::Handle::current();
+        // Opening the request (a token, GitHub's refs) and importing and deciding the bundle
+        // do not wait for each other: a small bundle is whole before the request is open.
+        let (forward, decided) = std::thread::scope(|scope| {
+            let opening = scope.spawn(|| {
+                let _runtime = runtime.enter();
+                let pack = pack.map_err(|e| format!("cannot read the spool file: {e}"))?;
+                self.start_forward(github, repo, mirror, &updates, atomic, pack, now)
+            });
+            let decided = incoming.whole().and_then(|spooled| {
+                let at = DecidedAt {
+                    github,
+                    repo,
+                    mirror,
+                    bytes: i64::try_from(spooled.len).unwrap_or(i64::MAX),
+                    now,
+                };
+                let (quarantine, decided, at) =
+                    self.import_and_decide(at, updates.clone(), admission, Some(&spooled), clock)?;
+                Ok((quarantine, decided, at))
+            });
+            let forward = opening
+                .join()
+                .unwrap_or_else(|_| Err("opening the request failed".to_string()));
+            (forward, decided)
+        });
+        let (quarantine, decided, at) = decided?;
         let forward = forward.and_then(|f| match commits(&f, &decided, &quarantine, mirror) {
             Ok(pack_offset) => Ok((f, pack_offset)),
             Err(why) => {
@@ -199,8 +215,9 @@ impl Host {
         mirror: &OpenMirror,
         updates: &[PushUpdate],
         atomic: bool,
-        incoming: &Incoming,
-        verdict: watch::Receiver<Verdict>,
+        pack: impl futures_util::Stream<Item = std::io::Result<tokio_util::bytes::Bytes>>
+        + Send
+        + 'static,
         now: i64,
     ) -> Result<Forward<'h>, String> {
         let runtime = tokio::runtime::Handle::try_current()
@@ -213,11 +230,6 @@ impl Host {
                 new: u.new.clone(),
             })
             .collect();
-        let file = incoming
-            .file
-            .try_clone()
-            .map_err(|e| format!("cannot read the spool file: {e}"))?;
-        let pack = pack_stream(file, incoming.spooling.clone(), verdict);
         let token = self
             .mint_for_step(github, repo, TokenUse::Push { workflows: false }, None, now)
             .map_err(|f| f.0.message)?;
@@ -284,16 +296,9 @@ fn commits(
     Ok(header.pack_offset)
 }
 
-/// Waits for an aborted request to end (the connection dropped), and revokes its token.
+/// Drops an aborted request at once (its body ends in an error: the checksum never goes), and
+/// revokes its token.
 fn settle(forward: Forward<'_>) {
-    let runtime = tokio::runtime::Handle::current();
-    let dsts = forward.commands.iter().map(|c| c.dst.as_str());
-    match forward.push.finish(&runtime, dsts) {
-        // The checksum never went: git's receive-pack cannot have stored the pack.
-        Ok(outcomes) => {
-            tracing::error!(?outcomes, "GitHub answered a push whose pack was cut short")
-        }
-        Err(e) => tracing::info!(error = %e, "the request passing the pack on ended"),
-    }
+    forward.push.abandon();
     forward.token.revoke();
 }

@@ -232,6 +232,12 @@ impl StreamedPush {
         self.task.is_finished()
     }
 
+    /// Drops the request now, whatever it was doing: the connection goes, and with it any
+    /// chance of GitHub reading the rest of the pack.
+    pub fn abandon(self) {
+        self.task.abort();
+    }
+
     /// GitHub's answer, once the verdict was given: each ref's outcome on a commit; an error
     /// on an abort (the request was cut before the pack's end).
     pub fn finish<'a>(
