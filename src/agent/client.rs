@@ -33,13 +33,22 @@ pub fn agent_socket(config: Option<&Path>) -> Result<PathBuf, ClientError> {
     Ok(Config::load(&Config::resolve_path(config))?.agent_socket)
 }
 
-/// Sends one request (no bundle) and returns the answer.
-pub fn call(socket: &Path, request: &AgentRequest) -> Result<Response, ClientError> {
-    let mut stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
+/// How long a push or publish may wait for its answer: publishing waits for GitHub.
+const PUBLISH_WAIT: Duration = Duration::from_secs(600);
+
+/// A connection to zodex-prd's agent socket, reads waiting at most `read_timeout`.
+fn connect(socket: &Path, read_timeout: Duration) -> Result<UnixStream, ClientError> {
+    let stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
         socket: socket.to_path_buf(),
         source,
     })?;
-    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    stream.set_read_timeout(Some(read_timeout))?;
+    Ok(stream)
+}
+
+/// Sends one request (no bundle) and returns the answer.
+pub fn call(socket: &Path, request: &AgentRequest) -> Result<Response, ClientError> {
+    let mut stream = connect(socket, Duration::from_secs(60))?;
     Ok(agent_roundtrip(&mut stream, request)?)
 }
 
@@ -57,12 +66,7 @@ pub fn call_with_bundle(
     if len > super::bundle::MAX_BUNDLE_BYTES {
         return Err(ClientError::TooLarge(len));
     }
-    let mut stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
-        socket: socket.to_path_buf(),
-        source,
-    })?;
-    // Publishing waits for GitHub: allow the daemon time to finish.
-    stream.set_read_timeout(Some(Duration::from_secs(600)))?;
+    let mut stream = connect(socket, PUBLISH_WAIT)?;
     let response = crate::protocol::agent_roundtrip_with(&mut stream, request, len, |s| {
         if let Some((path, len)) = bundle {
             let mut file = std::fs::File::open(path)?;
@@ -96,11 +100,7 @@ pub fn call_with_stream(
     bundle: super::bundle::Streaming,
     sent: impl FnMut(u64),
 ) -> Result<Response, ClientError> {
-    let mut stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
-        socket: socket.to_path_buf(),
-        source,
-    })?;
-    stream.set_read_timeout(Some(Duration::from_secs(600)))?;
+    let mut stream = connect(socket, PUBLISH_WAIT)?;
     let mut failed = None;
     let response = crate::protocol::agent_roundtrip_with(
         &mut stream,

@@ -450,10 +450,7 @@ impl Host {
                     ),
                     _ => message,
                 };
-                allowed
-                    .iter()
-                    .map(|a| (a.update.dst.clone(), Err(message.clone())))
-                    .collect()
+                each_failed(allowed, &message)
             }
         };
         Ok((outcomes, token_sha))
@@ -621,6 +618,14 @@ pub(super) struct Decided {
 
 /// What GitHub said of each ref pushed, by ref name.
 pub(super) type Outcomes = HashMap<String, Result<(), String>>;
+
+/// Every allowed update failed for the one reason `message`.
+pub(super) fn each_failed(allowed: &[Allowed], message: &str) -> Outcomes {
+    allowed
+        .iter()
+        .map(|a| (a.update.dst.clone(), Err(message.to_string())))
+        .collect()
+}
 
 /// One update a decision allowed, with the value it was decided on and its audit row.
 pub(super) struct Allowed {

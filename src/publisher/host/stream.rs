@@ -17,7 +17,7 @@
 //!    ([`Host::send_decided`]) with a token minted for what they need.
 
 use super::mirror::OpenMirror;
-use super::push::{Admission, Decided, DecidedAt, PushMode, Spooled, Stages};
+use super::push::{Admission, Decided, DecidedAt, PushMode, Spooled, Stages, each_failed};
 use super::{Failure, Host};
 use crate::engine::RepoName;
 use crate::protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
@@ -25,7 +25,7 @@ use crate::publisher::github::{GitHub, TokenUse};
 use crate::publisher::publish::Quarantine;
 use crate::publisher::publish::forward::{Spooling, Verdict, pack_stream};
 use crate::publisher::publish::receive_pack::RefCommand;
-use crate::publisher::publish::upload::StreamedPush;
+use crate::publisher::publish::upload::{StreamedPush, bases_at_github};
 use tokio::sync::{oneshot, watch};
 
 /// A bundle the daemon is still receiving.
@@ -174,20 +174,12 @@ impl Host {
             }
         };
         verdict.send_replace(Verdict::Commit { pack_offset });
-        let runtime = tokio::runtime::Handle::current();
         let dsts: Vec<&str> = forward.commands.iter().map(|c| c.dst.as_str()).collect();
         let pushed = forward.push.finish(&runtime, dsts.into_iter());
         clock.mark("push");
         let token_sha = forward.token.token().sha256();
         forward.token.revoke();
-        let outcomes = match pushed {
-            Ok(outcomes) => outcomes,
-            Err(message) => decided
-                .allowed
-                .iter()
-                .map(|a| (a.update.dst.clone(), Err(message.clone())))
-                .collect(),
-        };
+        let outcomes = pushed.unwrap_or_else(|message| each_failed(&decided.allowed, &message));
         let results = self.record_pushed(
             github,
             repo,
@@ -281,15 +273,7 @@ fn commits(
     }
     let bases: Vec<&str> = header.prerequisites.iter().map(String::as_str).collect();
     let tips: Vec<&str> = forward.push.advertised.iter().map(String::as_str).collect();
-    match quarantine.all_reachable(&mirror.path, &bases, &tips) {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(
-                "a base of the bundle is not reachable from a ref GitHub advertised".into(),
-            );
-        }
-        Err(e) => return Err(format!("checking the bundle's bases: {e}")),
-    }
+    bases_at_github(quarantine, &mirror.path, &bases, &tips)?;
     if forward.push.ended_early() {
         return Err("GitHub ended the request before the pack did".into());
     }

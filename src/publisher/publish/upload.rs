@@ -112,16 +112,7 @@ async fn pass_through(
     if pack.is_none() {
         bases.extend(updates.iter().filter_map(|u| u.new.as_deref()));
     }
-    let tips = advertised.tips();
-    match quarantine.all_reachable(mirror, &bases, &tips) {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(
-                "a base of the bundle is not reachable from a ref GitHub advertised".into(),
-            );
-        }
-        Err(e) => return Err(format!("checking the bundle's bases: {e}")),
-    }
+    bases_at_github(quarantine, mirror, &bases, &advertised.tips())?;
     let commands: Vec<RefCommand> = updates
         .iter()
         .map(|u| RefCommand {
@@ -132,6 +123,24 @@ async fn pass_through(
         .collect();
     let report = session.push(&commands, &capabilities, pack).await;
     Ok(outcomes(report, updates.iter().map(|u| u.dst.as_str())))
+}
+
+/// `Ok` when every one of `bases` (what GitHub must already have for the pack to go as it
+/// is) is reachable from `advertised`, the tips GitHub advertised in this session; `Err` says
+/// why the pack cannot go as it is.
+pub fn bases_at_github(
+    quarantine: &Quarantine,
+    mirror: &Path,
+    bases: &[&str],
+    advertised: &[&str],
+) -> Result<(), String> {
+    match quarantine.all_reachable(mirror, bases, advertised) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            Err("a base of the bundle is not reachable from a ref GitHub advertised".into())
+        }
+        Err(e) => Err(format!("checking the bundle's bases: {e}")),
+    }
 }
 
 /// The capabilities a push asks for, after checking GitHub advertised what it needs
