@@ -38,6 +38,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use super::body::read_capped;
 use super::handler::{Core, ZodexHandler, health_json};
 use super::key::{KeySource, presented_key, strip_key_param};
+use super::replay::{ReplayLimits, ReplayStore};
 
 /// Identifies one TCP connection: the last-resort conversation label for `zodex_context`.
 #[derive(Debug, Clone)]
@@ -96,11 +97,16 @@ pub fn allowed_hosts(public_url: Option<&str>, extra: &[String]) -> Vec<String> 
 /// Handshake sessions kept at once; past it, an `initialize` is answered statelessly.
 const MAX_HANDSHAKE_SESSIONS: usize = 256;
 
+/// How long a client waits before it resumes a cut stream (the SSE `retry` field): short, as a
+/// cut costs the model this much time on top of its tool call.
+const SSE_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The two faces of `/mcp`: rmcp with handshake sessions (for clients that keep
 /// `Mcp-Session-Id`: SSE streams, the session as conversation label) and rmcp stateless (for
 /// everything else). See [`route_mcp`].
 struct Mcp {
     sessions: Arc<LocalSessionManager>,
+    replay: ReplayStore,
     stateful: StreamableHttpService<ZodexHandler, LocalSessionManager>,
     stateless: StreamableHttpService<ZodexHandler, NeverSessionManager>,
 }
@@ -114,12 +120,17 @@ pub fn router(core: Arc<Core>, options: HttpOptions) -> Router {
     } else {
         base
     };
-    let sessions = Arc::new(LocalSessionManager::default());
+    let replay = ReplayStore::new(ReplayLimits::default());
+    let mut sessions = LocalSessionManager::default().with_event_store(Arc::new(replay.clone()));
+    sessions.session_config.sse_retry = Some(SSE_RETRY);
+    let sessions = Arc::new(sessions);
     let factory_core = core.clone();
     let stateful = StreamableHttpService::new(
         move || Ok(ZodexHandler::new(factory_core.clone(), None)),
         sessions.clone(),
-        base.clone().with_legacy_session_mode(true),
+        base.clone()
+            .with_legacy_session_mode(true)
+            .with_sse_retry(Some(SSE_RETRY)),
     );
     let stateless = StreamableHttpService::new(
         move || Ok(ZodexHandler::new(core.clone(), None)),
@@ -130,6 +141,7 @@ pub fn router(core: Arc<Core>, options: HttpOptions) -> Router {
     );
     let mcp = Arc::new(Mcp {
         sessions,
+        replay,
         stateful,
         stateless,
     });
@@ -170,7 +182,26 @@ async fn route_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
         (request, None)
     };
     if let Some(id) = session {
-        if mcp.sessions.has_session(&id).await.unwrap_or(false) {
+        let live = mcp.sessions.has_session(&id).await.unwrap_or(false);
+        if request.method() == Method::DELETE {
+            return end_session(&mcp, &id, live).await;
+        }
+        if let Some(last) = request
+            .headers()
+            .get(header::HeaderName::from_static("last-event-id"))
+        {
+            if !live {
+                return refuse_resume(
+                    StatusCode::NOT_FOUND,
+                    "the session of this stream ended (or the server restarted): its answer cannot be replayed; start a new session",
+                );
+            }
+            let last = last.to_str().unwrap_or_default();
+            if let Err(refused) = mcp.replay.check(last) {
+                return refuse_resume(StatusCode::NOT_FOUND, &refused.to_string());
+            }
+        }
+        if live {
             return mcp.stateful.handle(request).await.into_response();
         }
         return mcp.stateless.handle(request).await.into_response();
@@ -185,6 +216,42 @@ async fn route_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
     } else {
         mcp.stateless.handle(request).await.into_response()
     }
+}
+
+/// `DELETE` with a session id: the session ends, answered `204 No Content` (what clients expect
+/// of a successful termination); an unknown session is `404`, as the transport specifies.
+async fn end_session(mcp: &Mcp, id: &SessionId, live: bool) -> Response {
+    if !live {
+        return refuse_resume(
+            StatusCode::NOT_FOUND,
+            "no such session (it ended, or the server restarted)",
+        );
+    }
+    match mcp.sessions.close_session(id).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "closing an MCP session failed");
+            refuse_resume(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the session could not be closed; it ends by itself when idle",
+            )
+        }
+    }
+}
+
+/// A refusal a client can read: HTTP `status` with a JSON-RPC error body saying why and what
+/// to do. Never a `200` with an empty stream, which clients resume forever.
+fn refuse_resume(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": -32000, "message": message },
+    });
+    let mut response = (status, axum::Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// True for a JSON-RPC `initialize` request (cheap check first: most bodies are not).

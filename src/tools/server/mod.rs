@@ -9,7 +9,7 @@
 //! Code map: [`schema`] (what the model sees), [`args`] (argument checks), [`handler`] (dispatch
 //! and result shape), [`http`] (router, key check, access log), `body` (the request body cap
 //! and the answer past it), [`key`] (capability keys), [`context`] (`zodex_context`),
-//! [`history`] (SQLite log of calls), [`config`] (the `[mcp]` configuration), [`local`]
+//! [`history`] (SQLite log of calls), [`replay`] (the bounded store that replays a cut SSE answer), [`config`] (the `[mcp]` configuration), [`local`]
 //! (local-mode lifecycle), `patch_result` (an `apply_patch` result kept small, the full list
 //! spilled).
 //!
@@ -27,6 +27,7 @@ pub mod http;
 pub mod key;
 pub mod local;
 mod patch_result;
+pub mod replay;
 pub mod schema;
 
 /// The session and patch engines this server drives.
