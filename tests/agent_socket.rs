@@ -3,7 +3,7 @@
 //! well-behaved agent request; a slow body is cut off by its deadline and leaves no spool file;
 //! an exhausted spool budget and a process over its share are answered "busy" at once.
 //!
-//! Several hostile processes are this test binary run again as a child (`hostile_child`, which
+//! Several hostile processes are this test binary run again as a child (`child_hostile_client`, which
 //! does nothing unless the parent sets its environment variable).
 
 mod support;
@@ -11,7 +11,7 @@ mod support;
 use std::io::{BufRead, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::devhub::commit_file;
 use support::rig::Rig;
@@ -25,6 +25,8 @@ const HOUR: Duration = Duration::from_secs(3600);
 const CEILING: u64 = 134_217_728;
 /// Set (to `socket|drips|stalls|seconds`) only in a child run by the availability test.
 const CHILD_ENV: &str = "AGENT_SOCKET_TEST_HOSTILE_CHILD";
+/// The hostile client's child entry (`support::child`).
+const HOSTILE_CHILD: &str = "child_hostile_client";
 
 fn socket(rig: &Rig) -> std::path::PathBuf {
     rig.dir.path().join("agent.sock")
@@ -148,11 +150,10 @@ fn drip(held: &mut [UnixStream], until: Instant) {
 }
 
 #[test]
-#[ignore = "a hostile client; the availability test runs it in a child process"]
-fn hostile_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+#[ignore = "child process entry: started by its parent test"]
+fn child_hostile_client() {
+    support::child::enter(HOSTILE_CHILD);
+    let spec = std::env::var(CHILD_ENV).expect("the hostile client's orders");
     let parts: Vec<&str> = spec.split('|').collect();
     let [socket, drips, stalls, seconds] = parts[..] else {
         panic!("bad {CHILD_ENV}: {spec}");
@@ -185,8 +186,7 @@ fn spawn_hostile(
     stalls: usize,
     seconds: u64,
 ) -> (std::process::Child, String) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["hostile_child", "--exact", "--ignored", "--nocapture"])
+    let mut child = support::child::command(HOSTILE_CHILD)
         .env(
             CHILD_ENV,
             format!("{}|{drips}|{stalls}|{seconds}", socket(rig).display()),

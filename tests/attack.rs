@@ -2,10 +2,10 @@
 //! CI, with two real users"). Every attack runs as the agent user against a real `zodex-prd`
 //! running as the publisher user; each asserts the refusal, that nothing changed at GitHub
 //! (the devhub's refs, pull requests and live tokens), and that the daemon still answers the
-//! operator. Needs root (CI runs `cargo test` as root); otherwise every test prints
-//! "skipped: needs root to create users" and passes.
+//! operator. Needs root: every test is `#[ignore = "needs root"]`, and `scripts/test` runs them
+//! as root with `--include-ignored` (run without root, they fail saying so).
 //!
-//! Attack classes (one test each; the issue's own numbered items are in `attack_issue8.rs`):
+//! Attack classes (one test each; limits and races are in `attack_limits_and_races.rs`):
 //! - secrets: `secrets_are_refused_by_the_kernel` — keys, state database, token file, the
 //!   daemon's /proc entries, the admin socket;
 //! - sockets: `the_agent_cannot_touch_the_socket_directory` — unlink, rename, replace the agent
@@ -32,11 +32,11 @@ use std::time::{Duration, Instant};
 use support::routines::{Frame, Routine};
 use support::sprite::{Sprite, refused};
 
-/// The entry point of the routines this binary runs as the agent (see `support::routines`);
-/// a no-op in a normal test run.
+/// The child entry of the routines this binary runs as the agent (see `support::routines`).
 #[test]
-fn agent_routine() {
-    support::routines::serve_if_asked();
+#[ignore = "child process entry: started by its parent test"]
+fn child_agent_routine() {
+    support::routines::serve();
 }
 
 const EACCES: &str = "errno:13";
@@ -67,10 +67,9 @@ fn probe(sprite: &Sprite, checks: &[(&str, PathBuf)]) -> Vec<(String, String)> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn secrets_are_refused_by_the_kernel() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+    let sprite = Sprite::deploy_as_root();
     sprite.admin_ok(
         json!({"op": "grant_push", "repo": "demo/lib", "ttl": {"seconds": 3600}, "via": "token"}),
     );
@@ -111,10 +110,9 @@ fn secrets_are_refused_by_the_kernel() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn the_agent_cannot_touch_the_socket_directory() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+    let sprite = Sprite::deploy_as_root();
     let before = sprite.github();
     let run = sprite.run.clone();
     let socket = sprite.agent_socket();
@@ -154,10 +152,9 @@ fn the_agent_cannot_touch_the_socket_directory() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn lying_frames_are_refused() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+    let sprite = Sprite::deploy_as_root();
     sprite.grant_push("demo/app");
     sprite.warm("app");
     let before = sprite.github();
@@ -283,10 +280,9 @@ fn lying_frames_are_refused() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn hostile_ref_and_repository_names_are_refused() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+    let sprite = Sprite::deploy_as_root();
     sprite.grant_push("demo/app");
     sprite.warm("app");
     let before = sprite.github();
@@ -408,10 +404,9 @@ fn push_with_token(sprite: &Sprite, checkout: &std::path::Path, repo: &str, toke
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+    let sprite = Sprite::deploy_as_root();
     let app = sprite.clone("app");
     sprite.agent_commit(&app, "x.txt", b"x\n", "x");
     let lib = sprite.clone("lib");
@@ -478,10 +473,9 @@ fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_flood_of_requests_leaves_the_daemon_answering() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+    let sprite = Sprite::deploy_as_root();
     let before = sprite.github();
     let total = 1500;
     let answer = sprite.routine(&Routine::Flood {
@@ -504,10 +498,9 @@ fn a_flood_of_requests_leaves_the_daemon_answering() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn mcp_key_abuse_is_refused_and_the_key_never_logged() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+    let sprite = Sprite::deploy_as_root();
     let mut raw = [0u8; 32];
     getrandom::fill(&mut raw).unwrap();
     let key = hex::encode(raw);
@@ -587,10 +580,9 @@ fn mcp_key_abuse_is_refused_and_the_key_never_logged() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_push_without_a_grant_is_refused() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+    let sprite = Sprite::deploy_as_root();
     let app = sprite.clone("app");
     sprite.agent_commit(&app, "x.txt", b"x\n", "work");
     sprite.warm("app");
@@ -620,10 +612,9 @@ fn a_push_without_a_grant_is_refused() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn the_default_branch_cannot_be_forced_or_deleted() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+    let sprite = Sprite::deploy_as_root();
     sprite.grant_push("demo/app");
     let app = sprite.clone("app");
     sprite.agent_git_ok(&app, &["reset", "--quiet", "--hard", "HEAD~1"]);

@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::dev::{Dev, PRD, is_root};
+use support::dev::{Dev, PRD};
 
 /// The longest reason the publisher accepts.
 const MAX_REASON: usize = 1000;
@@ -248,21 +248,21 @@ fn admin(dev: &Dev, request: &str) -> Answer {
     admin_with(&dev.config(), request)
 }
 
+/// The child entry of the fake admin server (`support::child`).
+const FAKE_CHILD: &str = "child_fake_admin_server";
 /// Set in the environment of the fake server this file runs as another uid.
 const FAKE_SOCKET_ENV: &str = "OPERATOR_BOUNDS_FAKE_ADMIN_SOCKET";
 const FAKE_LOG_ENV: &str = "OPERATOR_BOUNDS_FAKE_ADMIN_LOG";
 
-/// Not a test on its own: the fake admin server that
+/// The child entry of the fake admin server that
 /// [`zodex_prd_admin_refuses_a_server_of_another_uid`] runs as another uid. It serves two
 /// connections, logs how many request bytes each sent, and answers like a publisher would.
 #[test]
-fn fake_admin_server_child() {
-    let (Some(socket), Some(log)) = (
-        std::env::var_os(FAKE_SOCKET_ENV),
-        std::env::var_os(FAKE_LOG_ENV),
-    ) else {
-        return;
-    };
+#[ignore = "child process entry: started by its parent test"]
+fn child_fake_admin_server() {
+    support::child::enter(FAKE_CHILD);
+    let socket = std::env::var_os(FAKE_SOCKET_ENV).expect("the socket path");
+    let log = std::env::var_os(FAKE_LOG_ENV).expect("the log path");
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     std::fs::write(format!("{}.ready", log.to_string_lossy()), "").unwrap();
     let mut record = String::new();
@@ -291,11 +291,9 @@ fn fake_admin_server_child() {
 /// Someone else answers on the admin socket path: `zodex-prd admin` asks the kernel who, and
 /// refuses before sending a byte; the same server configured as the publisher is talked to.
 #[test]
+#[ignore = "needs root"]
 fn zodex_prd_admin_refuses_a_server_of_another_uid() {
-    if !is_root() {
-        eprintln!("skipped: serving as another uid needs root (CI runs as root)");
-        return;
-    }
+    support::users::require_root();
     use std::os::unix::fs::PermissionsExt;
     const OTHER: u32 = 65534;
     let dir = tempfile::tempdir().unwrap();
@@ -305,8 +303,7 @@ fn zodex_prd_admin_refuses_a_server_of_another_uid() {
     std::os::unix::fs::chown(&run, Some(OTHER), Some(OTHER)).unwrap();
     let socket = run.join("admin.sock");
     let log = run.join("fake.log");
-    let mut fake = Command::new(std::env::current_exe().unwrap())
-        .args(["fake_admin_server_child", "--exact", "--nocapture"])
+    let mut fake = support::child::command(FAKE_CHILD)
         .env(FAKE_SOCKET_ENV, &socket)
         .env(FAKE_LOG_ENV, &log)
         .uid(OTHER)

@@ -307,9 +307,9 @@ fn start_devhub(dir: &Path) -> Result<(crate::devhub::RunInfo, i32), DevError> {
             .map_err(hub_err("cannot write the writer App key"))?;
         let seed = DevHub::seed_demo(&devhub_dir, &reader.public_pem, &writer.public_pem)
             .map_err(hub_err("cannot seed the demo repositories"))?;
-        let ports = [free_port(), free_port()];
-        let record =
-            serde_json::json!({ "seed": seed, "api_port": ports[0], "git_port": ports[1] });
+        // Port 0: the devhub binds free ports itself (no probe-release-rebind race); the ports it
+        // got are recorded once it runs, so later starts keep the same URLs.
+        let record = serde_json::json!({ "seed": seed, "api_port": 0, "git_port": 0 });
         std::fs::write(&seeded, record.to_string()).map_err(io("cannot write devhub-seed.json"))?;
     }
     let record: serde_json::Value = serde_json::from_str(
@@ -353,6 +353,7 @@ fn start_devhub(dir: &Path) -> Result<(crate::devhub::RunInfo, i32), DevError> {
                 .trim_end_matches('/')
                 .to_string();
             if std::net::TcpStream::connect(&api).is_ok() {
+                record_ports(&seeded, &record, &info)?;
                 return Ok((info, pid));
             }
         }
@@ -364,11 +365,29 @@ fn start_devhub(dir: &Path) -> Result<(crate::devhub::RunInfo, i32), DevError> {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
+/// Keeps the ports a first start bound (recorded as 0) in `devhub-seed.json`.
+fn record_ports(
+    seeded: &Path,
+    record: &serde_json::Value,
+    info: &crate::devhub::RunInfo,
+) -> Result<(), DevError> {
+    if record["api_port"].as_u64().unwrap_or(0) != 0
+        && record["git_port"].as_u64().unwrap_or(0) != 0
+    {
+        return Ok(());
+    }
+    let port_of = |url: &str| {
+        url.trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.split('/').next())
+            .and_then(|p| p.parse::<u16>().ok())
+            .unwrap_or(0)
+    };
+    let mut record = record.clone();
+    record["api_port"] = port_of(&info.api_url).into();
+    record["git_port"] = port_of(&info.git_url).into();
+    std::fs::write(seeded, record.to_string()).map_err(io("cannot write devhub-seed.json"))
 }
 
 /// Starts `zodex-agent serve` for the local sprite (unless it runs) with a fresh key whose hash

@@ -330,7 +330,7 @@ mod tests {
     }
 
     #[test]
-    fn the_client_refuses_a_server_of_another_uid() {
+    fn the_client_trusts_a_server_of_its_own_uid() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("admin.sock");
         let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();

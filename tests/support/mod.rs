@@ -9,11 +9,13 @@
 //! - `users`, `sprite`, `routines`: real agent and publisher users, a sprite laid out like a
 //!   deployment with a `zodex-prd` running as the publisher, and the small programs the attack
 //!   suite runs as the agent.
+//! - `child`: the one pattern for a test binary that re-runs itself as a child process;
 //! - `packs`: hostile packs (compression and delta bombs, lying zlib streams) and their bundles.
 //!
 //! Each test crate compiles all of it and uses a part.
 #![allow(dead_code)]
 
+pub mod child;
 pub mod dev;
 pub mod devhub;
 pub mod mcp_server;

@@ -1,6 +1,6 @@
 //! Small programs the attack suite runs *as the agent user*: the test binary re-runs itself
 //! (hard-linked into the sprite's `bin/`) with `ZXATTACK_ROUTINE` naming a file that holds one
-//! [`Routine`] as JSON, and its test `agent_routine` calls [`serve_if_asked`], which does the work, prints
+//! [`Routine`] as JSON, and its child entry `child_agent_routine` calls [`serve`], which does the work, prints
 //! `ZXR:<json>` lines and exits. Raw frames, file probes, floods and slow clients need no
 //! other language on the machine this way.
 
@@ -19,6 +19,8 @@ use zodex::protocol::{AGENT_VERSION, AgentHeader};
 pub const BINARY: &str = "attack-routine";
 const ENV: &str = "ZXATTACK_ROUTINE";
 const MARK: &str = "ZXR:";
+/// The child entry (`support::child`) of every binary that runs routines.
+pub const CHILD: &str = "child_agent_routine";
 
 /// One agent request: metadata bytes exactly as given (valid JSON or not), a declared bundle
 /// length, and the bytes actually sent after the metadata.
@@ -111,14 +113,10 @@ pub fn command(sprite: &super::sprite::Sprite, routine: &Routine) -> Command {
     std::fs::write(&file, serde_json::to_vec(routine).unwrap()).unwrap();
     super::sprite::chown(&file, Some(&sprite.users.agent), None);
     let mut cmd = sprite.as_agent(sprite.bin.join(BINARY), &sprite.work);
-    cmd.args([
-        "agent_routine",
-        "--exact",
-        "--nocapture",
-        "--test-threads=1",
-        "--quiet",
-    ])
-    .env(ENV, &file);
+    cmd.args(super::child::args(CHILD))
+        .args(["--test-threads=1", "--quiet"])
+        .env(super::child::ENV, CHILD)
+        .env(ENV, &file);
     cmd
 }
 
@@ -165,11 +163,10 @@ fn say(value: impl std::fmt::Display) {
     let _ = out.flush();
 }
 
-/// Runs the routine named in the environment, if any, and exits; otherwise returns at once.
-pub fn serve_if_asked() {
-    let Some(file) = std::env::var_os(ENV) else {
-        return;
-    };
+/// Runs the routine named in the environment and exits (the child entry's body).
+pub fn serve() {
+    super::child::enter(CHILD);
+    let file = std::env::var_os(ENV).expect("the routine's file is named in the environment");
     let text = std::fs::read(&file).expect("the routine's file");
     let routine: Routine = serde_json::from_slice(&text).expect("a routine");
     let result = match routine {

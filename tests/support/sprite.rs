@@ -622,12 +622,10 @@ impl Sprite {
         path
     }
 
-    /// A deployed sprite, or `None` after printing why not (only root can create users).
-    pub fn deploy_if_root() -> Option<Self> {
-        if super::users::skip_unless_root() {
-            return None;
-        }
-        Self::deploy()
+    /// A deployed sprite; fails the test when not root (see `users::require_root`).
+    pub fn deploy_as_root() -> Self {
+        super::users::require_root();
+        Self::deploy().expect("root can create the sprite's users")
     }
 
     /// Sends raw frames on the agent socket as the agent; one answer per frame.

@@ -2,8 +2,8 @@
 //! share, created with `useradd`/`groupadd --system` under unique names (`zxa-…`, `zxp-…`,
 //! `zxg-…`) and always removed again (the guard's `Drop` runs on panic too).
 //!
-//! Only root can do this; [`Users::create`] returns `None` otherwise, and callers print
-//! "skipped: needs root to create users" and return (CI runs `cargo test` as root).
+//! Only root can do this: the tests that need it are `#[ignore = "needs root"]` and start with
+//! [`require_root`]; `scripts/test` runs them as root (`--include-ignored`).
 //!
 //! [`run_as`] makes a `Command` start as one of these users: supplementary groups, gid and uid
 //! are set in that order in the child, before `exec`.
@@ -46,13 +46,15 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// Prints the skip line every test of the suite uses; `true` when the test must return.
-pub fn skip_unless_root() -> bool {
-    if is_root() {
-        return false;
-    }
-    eprintln!("skipped: needs root to create users (CI runs cargo test as root)");
-    true
+/// The first line of every test that needs root (each is `#[ignore = "needs root"]`, run by
+/// `scripts/test` as root with `--include-ignored`): run without root, it fails saying so — it
+/// never passes by skipping.
+pub fn require_root() {
+    assert!(
+        is_root(),
+        "this test needs root (it creates users or acts as another uid): run it as root, as \
+         scripts/test does in CI"
+    );
 }
 
 fn suffix() -> String {

@@ -264,9 +264,10 @@ impl Host {
         github: &GitHub,
         repo: &RepoName,
     ) -> Result<Option<CredentialGrant>, Failure> {
-        let _issuing = self.write_issue.lock().unwrap_or_else(|p| p.into_inner());
-        let agent = Principal::Agent;
         let key = repo.key();
+        let repo_lock = self.write_issue.of(&key);
+        let _issuing = repo_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let agent = Principal::Agent;
         let now = self.now();
         let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
         let (write, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, now))?;

@@ -68,9 +68,10 @@ pub struct Host {
     /// Write tokens a previous run left on disk, to revoke at start (also in `credentials`'
     /// live set until GitHub has revoked them).
     leftover_tokens: Mutex<Vec<super::github::Token>>,
-    /// Held while a credential `get` issues a write token (check the cache, decide, mint,
-    /// record, serve): concurrent gets share one token instead of replacing each other's.
-    write_issue: Mutex<()>,
+    /// Held, per repository, while a credential `get` issues a write token (check the cache,
+    /// decide, mint, record, serve): concurrent gets for one repository share one token instead
+    /// of replacing each other's; another repository's get never waits on GitHub for it.
+    write_issue: RepoLocks,
     pr_branch_prefix: String,
     /// Bounds on stored state (pending requests, audit retention).
     limits: Limits,
@@ -81,6 +82,20 @@ pub struct Host {
     waived: Vec<String>,
     /// One line on the proof at start, for `status`.
     proof_summary: Mutex<String>,
+}
+
+/// One lock per repository, made on first use (a repository's entry goes when no one holds
+/// or waits for it).
+#[derive(Default)]
+struct RepoLocks(Mutex<std::collections::HashMap<String, std::sync::Arc<Mutex<()>>>>);
+
+impl RepoLocks {
+    /// The lock of `repo` (its lower-cased key), to hold with `lock()`.
+    fn of(&self, repo: &str) -> std::sync::Arc<Mutex<()>> {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|_, lock| std::sync::Arc::strong_count(lock) > 1);
+        all.entry(repo.to_string()).or_default().clone()
+    }
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -161,7 +176,7 @@ impl Host {
             mirrors: crate::publisher::publish::Mirrors::new(config.state_dir.join("mirrors")),
             tmp_dir: config.tmp_dir(),
             leftover_tokens: Mutex::new(leftover),
-            write_issue: Mutex::new(()),
+            write_issue: RepoLocks::default(),
             pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
             limits,
             last_prune: Mutex::new(None),

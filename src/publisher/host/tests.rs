@@ -130,3 +130,20 @@ fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
         );
     }
 }
+
+#[test]
+fn a_write_token_issued_for_one_repository_never_waits_on_another() {
+    let locks = RepoLocks::default();
+    let app = locks.of("demo/app");
+    let held = app.lock().unwrap();
+    // Another repository's issuance goes ahead while demo/app's is in progress ...
+    assert!(locks.of("demo/lib").try_lock().is_ok());
+    // ... and a second issuance for demo/app waits for the first (one token, not two).
+    assert!(locks.of("demo/app").try_lock().is_err());
+    drop(held);
+    assert!(locks.of("demo/app").try_lock().is_ok());
+    drop(app);
+    // Entries nobody holds are dropped, so the map stays as small as the work in flight.
+    let _ = locks.of("demo/other");
+    assert_eq!(locks.0.lock().unwrap().len(), 1);
+}

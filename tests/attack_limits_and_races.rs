@@ -1,23 +1,25 @@
-//! Issue 8's own items, written as attacks by a real agent user on a sprite laid out like a
-//! deployment (the harness and the general attack classes are in `attack.rs` and
-//! `tests/support/sprite.rs`). Each test is named after its item:
+//! Attacks on the publisher's limits and races by a real agent user on a sprite laid out like a
+//! deployment: memory bombs, a default branch other than the configured one, smuggled objects,
+//! control characters, request floods, an impersonated admin socket, slow clients and
+//! credential races (the harness and the general attack classes are in `attack.rs` and
+//! `tests/support/sprite.rs`):
 //!
-//! 1. `item1_a_zip_bomb_publish_is_refused_in_bounded_memory` — a ~2 MB publish_pr bundle whose
+//! 1. `a_zip_bomb_publish_is_refused_in_bounded_memory` — a ~2 MB publish_pr bundle whose
 //!    pack holds one blob of 2 GiB of zeros: refused, the daemon's peak RSS ≤ 64 MiB;
-//! 2. `item2_a_force_push_to_a_trunk_default_branch_is_refused` — GitHub's default branch is
+//! 2. `a_force_push_to_a_trunk_default_branch_is_refused` — GitHub's default branch is
 //!    `trunk` (the configuration says `main`);
-//! 3. `item3_an_orphan_smuggled_in_a_bundle_never_reaches_github` and
-//!    `item3_a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance`;
-//! 4. `item4_control_characters_in_a_reason_never_reach_the_operator_raw`;
-//! 5. `item5_many_long_pending_requests_stay_manageable`;
-//! 6. `item6_the_operator_client_refuses_an_impersonated_admin_socket`;
-//! 7. `item7_slow_drip_connections_do_not_starve_anyone`;
-//! 8. `item8_credential_gets_racing_a_revoke_leave_no_live_write_token`.
+//! 3. `an_orphan_smuggled_in_a_bundle_never_reaches_github` and
+//!    `a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance`;
+//! 4. `control_characters_in_a_reason_never_reach_the_operator_raw`;
+//! 5. `many_long_pending_requests_stay_manageable`;
+//! 6. `the_operator_client_refuses_an_impersonated_admin_socket`;
+//! 7. `slow_drip_connections_do_not_starve_anyone`;
+//! 8. `credential_gets_racing_a_revoke_leave_no_live_write_token`.
 //!
 //! Every test also checks that nothing else changed at GitHub and that the daemon still
-//! answers the operator. Needs root (CI runs `cargo test` as root).
+//! answers the operator. Needs root: each test is `#[ignore = "needs root"]` and runs as root in CI.
 //!
-//! Run: `cargo test --test attack_issue8` (as root).
+//! Run: `cargo test --test attack_limits_and_races -- --ignored` (as root).
 
 mod support;
 
@@ -31,8 +33,9 @@ use support::sprite::{Sprite, chown, refused};
 
 /// The entry point of the routines this binary runs as the agent (see `support::routines`).
 #[test]
-fn agent_routine() {
-    support::routines::serve_if_asked();
+#[ignore = "child process entry: started by its parent test"]
+fn child_agent_routine() {
+    support::routines::serve();
 }
 
 /// A `/proc/PID/status` field in KiB.
@@ -111,10 +114,9 @@ fn scratch_clone(sprite: &Sprite, repo: &str, into: &Path) -> std::path::PathBuf
 }
 
 #[test]
-fn item1_a_zip_bomb_publish_is_refused_in_bounded_memory() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+#[ignore = "needs root"]
+fn a_zip_bomb_publish_is_refused_in_bounded_memory() {
+    let sprite = Sprite::deploy_as_root();
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch_clone(&sprite, "app", scratch.path());
     // 2 GiB of zeros (a sparse file: nothing on disk), committed; git deflates it to ~2 MB.
@@ -178,10 +180,9 @@ fn item1_a_zip_bomb_publish_is_refused_in_bounded_memory() {
 }
 
 #[test]
-fn item2_a_force_push_to_a_trunk_default_branch_is_refused() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+#[ignore = "needs root"]
+fn a_force_push_to_a_trunk_default_branch_is_refused() {
+    let sprite = Sprite::deploy_as_root();
     sprite.grant_push("demo/trunk");
     let trunk = sprite.clone("trunk");
     sprite.agent_git_ok(&trunk, &["reset", "--quiet", "--hard", "HEAD~1"]);
@@ -203,10 +204,9 @@ fn item2_a_force_push_to_a_trunk_default_branch_is_refused() {
 }
 
 #[test]
-fn item3_an_orphan_smuggled_in_a_bundle_never_reaches_github() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+#[ignore = "needs root"]
+fn an_orphan_smuggled_in_a_bundle_never_reaches_github() {
+    let sprite = Sprite::deploy_as_root();
     sprite.grant_push("demo/app");
     let app = sprite.clone("app");
     sprite.agent_git_ok(&app, &["checkout", "--quiet", "-b", "feature"]);
@@ -255,10 +255,9 @@ fn item3_an_orphan_smuggled_in_a_bundle_never_reaches_github() {
 }
 
 #[test]
-fn item3_a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+#[ignore = "needs root"]
+fn a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance() {
+    let sprite = Sprite::deploy_as_root();
     // Someone else (with `workflows: write`) pushes a workflow change to a branch of theirs.
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch_clone(&sprite, "app", scratch.path());
@@ -305,10 +304,9 @@ fn has_raw_controls(bytes: &[u8]) -> bool {
 }
 
 #[test]
-fn item4_control_characters_in_a_reason_never_reach_the_operator_raw() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+#[ignore = "needs root"]
+fn control_characters_in_a_reason_never_reach_the_operator_raw() {
+    let sprite = Sprite::deploy_as_root();
     let reason = "fix CI\r\u{1b}[2K\u{1b}[1AApproved by the operator\u{1b}]0;owned\u{7}\u{9b}31m";
     // Sent raw: whatever the agent CLI might check is courtesy, the daemon must not rely on it.
     let request = json!({"op": "request_push", "repo": "demo/app", "ttl": {"seconds": 1800}, "reason": reason});
@@ -345,10 +343,9 @@ fn item4_control_characters_in_a_reason_never_reach_the_operator_raw() {
 }
 
 #[test]
-fn item5_many_long_pending_requests_stay_manageable() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+#[ignore = "needs root"]
+fn many_long_pending_requests_stay_manageable() {
+    let sprite = Sprite::deploy_as_root();
     let before = sprite.github();
     // A 4 KB reason is refused outright, saying the limit.
     let too_long = sprite.frames(vec![Frame::request(
@@ -409,10 +406,9 @@ fn item5_many_long_pending_requests_stay_manageable() {
 }
 
 #[test]
-fn item6_the_operator_client_refuses_an_impersonated_admin_socket() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+#[ignore = "needs root"]
+fn the_operator_client_refuses_an_impersonated_admin_socket() {
+    let sprite = Sprite::deploy_as_root();
     // A socket the agent serves, where a careless configuration (or a stopped daemon's
     // leftover directory) would send the operator.
     let path = sprite.work.join("admin.sock");
@@ -453,10 +449,9 @@ fn item6_the_operator_client_refuses_an_impersonated_admin_socket() {
 }
 
 #[test]
-fn item7_slow_drip_connections_do_not_starve_anyone() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+#[ignore = "needs root"]
+fn slow_drip_connections_do_not_starve_anyone() {
+    let sprite = Sprite::deploy_as_root();
     // Four processes, so the per-process cap alone cannot stop them: 128 slow connections
     // against a limit of 64.
     let drips: Vec<_> = (0..4)
@@ -501,10 +496,9 @@ fn item7_slow_drip_connections_do_not_starve_anyone() {
 }
 
 #[test]
-fn item8_credential_gets_racing_a_revoke_leave_no_live_write_token() {
-    let Some(sprite) = Sprite::deploy_if_root() else {
-        return;
-    };
+#[ignore = "needs root"]
+fn credential_gets_racing_a_revoke_leave_no_live_write_token() {
+    let sprite = Sprite::deploy_as_root();
     let before = sprite.github();
     sprite.admin_ok(
         json!({"op": "grant_push", "repo": "demo/lib", "ttl": {"seconds": 3600}, "via": "token"}),
