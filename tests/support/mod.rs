@@ -9,11 +9,13 @@
 //! - `users`, `sprite`, `routines`: real agent and publisher users, a sprite laid out like a
 //!   deployment with a `zodex-prd` running as the publisher, and the small programs the attack
 //!   suite runs as the agent.
+//! - `deployment`: a two-user sprite set up by `zodex sprite setup` under a temporary prefix;
 //! - `packs`: hostile packs (compression and delta bombs, lying zlib streams) and their bundles.
 //!
 //! Each test crate compiles all of it and uses a part.
 #![allow(dead_code)]
 
+pub mod deployment;
 pub mod dev;
 pub mod devhub;
 pub mod mcp_server;
