@@ -71,6 +71,10 @@ pub struct InstallArgs {
     /// Write everything but do not start the services (and skip the self-check).
     #[arg(long)]
     no_start: bool,
+    /// Only check the keys, App ids and API URL against GitHub (`GET /app` as each App), as
+    /// install does before it changes anything; write nothing.
+    #[arg(long)]
+    check_only: bool,
     #[arg(long)]
     json: bool,
 }
@@ -179,6 +183,12 @@ pub fn install(args: InstallArgs) -> i32 {
         public_url: args.public_url,
         start: !args.no_start,
     };
+    if args.check_only {
+        return match install::check_only(&options, keys.as_ref()) {
+            Ok(findings) => report_findings(&findings, args.json),
+            Err(e) => install_failed(&e, args.json),
+        };
+    }
     match install::run(&options, keys) {
         Ok(report) => {
             let ok = report.all_ok();
@@ -206,17 +216,19 @@ pub fn install(args: InstallArgs) -> i32 {
             }
             if ok { EXIT_OK } else { EXIT_FAILURE }
         }
-        Err(e) => {
-            if args.json {
-                super::print_json(&crate::protocol::Response::error(
-                    crate::protocol::ErrorKind::Internal,
-                    e.to_string(),
-                ));
-            }
-            eprintln!("error: {e}");
-            EXIT_FAILURE
-        }
+        Err(e) => install_failed(&e, args.json),
     }
+}
+
+fn install_failed(e: &install::InstallError, json: bool) -> i32 {
+    if json {
+        super::print_json(&crate::protocol::Response::error(
+            crate::protocol::ErrorKind::Internal,
+            e.to_string(),
+        ));
+    }
+    eprintln!("error: {e}");
+    EXIT_FAILURE
 }
 
 /// One line per finding: `ok` or `FAIL`, then what it says.

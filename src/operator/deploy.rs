@@ -1,7 +1,7 @@
 //! Deploying and looking after a sprite from the operator's machine, through its exec transport
-//! only: `setup` (upload the three sprite binaries and the App keys over stdin, run `zodex-prd
-//! install`, check both Apps on every target), `doctor`, `status`, `logs`, `restart` and
-//! `upgrade`. The operator's `zodex` is never copied to the sprite.
+//! only: `setup` (upload the sprite binaries, check the App keys against GitHub on the sprite
+//! before anything there changes, run `zodex-prd install` with the keys over stdin, check both
+//! Apps on every target), `doctor`, `status`, `logs`, `restart` and `upgrade`. The operator's `zodex` is never copied to the sprite.
 //!
 //! Nothing here decides: the sprite's `zodex-prd` does the work and reports; this side carries
 //! the bytes and tells the operator what to do next.
@@ -12,7 +12,7 @@ use crate::protocol::{AdminRequest, CoverageAnswer, Response};
 use crate::publisher::install::doctor::{DoctorReport, coverage_finding};
 use crate::publisher::install::layout::{Layout, SPRITE_BINARIES};
 use crate::publisher::install::services::ServiceState;
-use crate::publisher::install::{Finding, InstallReport, KeyUpload};
+use crate::publisher::install::{Finding, Findings, InstallReport, KeyUpload};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
@@ -102,7 +102,14 @@ pub fn setup(
     let keys = read_keys(options)?;
     let layout = Layout::under(&prefix_of(&options.install_args));
     let stage = upload_binaries(&reach, &layout, options)?;
-    let install = install_on_sprite(&reach, &layout, options, &keys, stage.as_deref())?;
+    let argv = install_argv(&layout, options, stage.as_deref());
+    // The uploaded directory is removed whatever happens.
+    let installed = check_on_sprite(&reach, &argv, &keys)
+        .and_then(|()| install_on_sprite(&reach, &argv, &keys));
+    if let Some(dir) = &stage {
+        reach.unstage(dir);
+    }
+    let install = installed?;
     if !install.all_ok() {
         let failed: Vec<String> = install
             .self_check
@@ -110,7 +117,7 @@ pub fn setup(
             .filter(|f| !f.ok)
             .map(|f| f.message.clone())
             .collect();
-        return Err(setup_step(4, "self-check as the agent user")(
+        return Err(setup_step(5, "self-check as the agent user")(
             failed.join("\n"),
         ));
     }
@@ -192,15 +199,9 @@ fn upload_binaries(
     Ok(stage)
 }
 
-/// Step 3: `zodex-prd install` on the sprite (idempotent), the keys on stdin; the uploaded
-/// directory is removed whatever happens.
-fn install_on_sprite(
-    reach: &Reach,
-    layout: &Layout,
-    options: &SetupOptions,
-    keys: &KeyUpload,
-    stage: Option<&str>,
-) -> Result<InstallReport, DeployError> {
+/// The `zodex-prd install` command line for `options` (the keys go on stdin), run from the
+/// uploaded directory when there is one.
+fn install_argv(layout: &Layout, options: &SetupOptions, stage: Option<&str>) -> Vec<String> {
     let (prd, from) = match stage {
         Some(dir) => (format!("{dir}/zodex-prd"), dir.to_string()),
         None => (
@@ -208,7 +209,8 @@ fn install_on_sprite(
             layout.bin_dir.display().to_string(),
         ),
     };
-    let mut args: Vec<String> = vec![
+    let mut argv: Vec<String> = vec![
+        prd,
         "install".into(),
         "--json".into(),
         "--keys-stdin".into(),
@@ -220,25 +222,62 @@ fn install_on_sprite(
         options.reader_app_id.to_string(),
     ];
     if let Some(url) = &options.github_url {
-        args.extend(["--github-url".into(), url.clone()]);
+        argv.extend(["--github-url".into(), url.clone()]);
     }
     if let Some(url) = &options.api_url {
-        args.extend(["--api-url".into(), url.clone()]);
+        argv.extend(["--api-url".into(), url.clone()]);
     }
     for target in &options.targets {
-        args.extend(["--target".into(), target.clone()]);
+        argv.extend(["--target".into(), target.clone()]);
     }
-    args.extend(options.install_args.iter().cloned());
-    let mut argv = vec![prd];
-    argv.extend(args);
+    argv.extend(options.install_args.iter().cloned());
+    argv
+}
+
+/// Step 3: the keys, App ids and API URL checked against GitHub on the sprite (`install
+/// --check-only`), before anything there changes. Every problem is said, each with its fix.
+fn check_on_sprite(reach: &Reach, argv: &[String], keys: &KeyUpload) -> Result<(), DeployError> {
+    let failed = setup_step(3, "check the keys and Apps against GitHub");
+    let mut argv = argv.to_vec();
+    argv.push("--check-only".into());
     let key_json = serde_json::to_vec(keys).expect("keys serialise");
-    let ran = reach.run(&argv, Stdin::Bytes(&key_json));
-    if let Some(dir) = stage {
-        reach.unstage(dir);
+    let ran = reach
+        .run(&argv, Stdin::Bytes(&key_json))
+        .map_err(|e| failed(e.to_string()))?;
+    let report: Findings = envelope(&ran.stdout).map_err(|message| {
+        failed(if ran.stderr.is_empty() {
+            message
+        } else {
+            ran.stderr.clone()
+        })
+    })?;
+    if report.all_ok {
+        return Ok(());
     }
-    let ran = ran.map_err(|e| setup_step(3, "install")(e.to_string()))?;
+    let problems: Vec<String> = report
+        .findings
+        .into_iter()
+        .filter(|f| !f.ok)
+        .map(|f| f.message)
+        .collect();
+    Err(failed(format!(
+        "{}\nNothing on the sprite was changed: its installed keys and configuration are as they were.",
+        problems.join("\n")
+    )))
+}
+
+/// Step 4: `zodex-prd install` on the sprite (idempotent), the keys on stdin.
+fn install_on_sprite(
+    reach: &Reach,
+    argv: &[String],
+    keys: &KeyUpload,
+) -> Result<InstallReport, DeployError> {
+    let key_json = serde_json::to_vec(keys).expect("keys serialise");
+    let ran = reach
+        .run(argv, Stdin::Bytes(&key_json))
+        .map_err(|e| setup_step(4, "install")(e.to_string()))?;
     envelope(&ran.stdout).map_err(|message| {
-        setup_step(3, "install")(if ran.stderr.is_empty() {
+        setup_step(4, "install")(if ran.stderr.is_empty() {
             message
         } else {
             ran.stderr.clone()
@@ -246,7 +285,7 @@ fn install_on_sprite(
     })
 }
 
-/// Step 5: both Apps on every repository target, asked of GitHub now.
+/// Step 6: both Apps on every repository target, asked of GitHub now.
 fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, DeployError> {
     let mut coverage = Vec::new();
     for repo in targets.iter().filter(|t| !t.ends_with("/*")) {
@@ -254,7 +293,7 @@ fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, 
             &installed.entry(),
             &AdminRequest::CheckCoverage { repo: repo.clone() },
         )
-        .map_err(|e| setup_step(5, "check the Apps on the targets")(e.to_string()))?;
+        .map_err(|e| setup_step(6, "check the Apps on the targets")(e.to_string()))?;
         let check = format!("coverage {repo}");
         coverage.push(match typed::<CoverageAnswer>(&answer) {
             Ok(c) => coverage_finding(&check, &c),
@@ -262,7 +301,7 @@ fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, 
         });
     }
     if let Some(bad) = coverage.iter().find(|f| !f.ok) {
-        return Err(setup_step(5, "check the Apps on the targets")(
+        return Err(setup_step(6, "check the Apps on the targets")(
             bad.message.clone(),
         ));
     }

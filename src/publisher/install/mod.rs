@@ -10,6 +10,7 @@
 
 mod agent_git;
 pub mod doctor;
+mod github_check;
 pub mod isolation;
 pub mod layout;
 pub mod services;
@@ -29,6 +30,11 @@ use system::{Account, Steps};
 pub enum InstallError {
     #[error("{0}")]
     Failed(String),
+    #[error(
+        "GitHub does not accept what this install would configure, so nothing was changed (the installed keys stay in place):\n{}",
+        problems.join("\n")
+    )]
+    GithubRefused { problems: Vec<String> },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -49,7 +55,7 @@ impl InstallError {
     }
 }
 
-pub use crate::publisher::ground::Finding;
+pub use crate::publisher::ground::{Finding, Findings};
 
 /// The App keys, as `zodex sprite setup` sends them on stdin (`--keys-stdin`): one JSON object.
 #[derive(Deserialize, Serialize)]
@@ -118,6 +124,10 @@ pub fn run(
         ));
     }
     let layout = Layout::under(&options.prefix);
+    // New keys, App ids or API URL are proven against GitHub before anything changes.
+    if let Some(candidate) = github_check::candidate(options, &layout, keys.as_ref()) {
+        github_check::require(github_check::check(&candidate)?)?;
+    }
     let mut steps = Steps::default();
     let accounts = ensure_accounts(options, &layout, &mut steps)?;
     ensure_directories(&layout, &accounts, &mut steps)?;
@@ -196,6 +206,22 @@ pub fn run(
         self_check,
         units_verified,
     })
+}
+
+/// `install --check-only`: what `run` would check against GitHub before changing anything —
+/// the keys, App ids and API URL given (or installed) — and nothing else; it writes nothing
+/// and needs no root.
+pub fn check_only(
+    options: &InstallOptions,
+    keys: Option<&KeyUpload>,
+) -> Result<Vec<Finding>, InstallError> {
+    let layout = Layout::under(&options.prefix);
+    match github_check::candidate(options, &layout, keys) {
+        Some(candidate) => github_check::check(&candidate),
+        None => Err(InstallError::Failed(
+            "nothing to check: give --reader-app-id and --writer-app-id with --keys-stdin (or run it on an installed sprite)".into(),
+        )),
+    }
 }
 
 /// The accounts install made sure of, and the socket group's id.

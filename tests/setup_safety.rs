@@ -1,0 +1,168 @@
+//! Setup never breaks a healthy sprite (issue 27): keys given the wrong way round, a wrong App
+//! id or an API URL that is no GitHub's are refused — each said for what it is — before
+//! anything on the sprite changes, and the publisher keeps running on the keys it had.
+//!
+//! The check itself (`zodex-prd install --check-only`) needs no root and runs against a
+//! devhub; the whole setup runs as root under a temporary prefix (`support::deployment`).
+
+mod support;
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use support::deployment::World;
+use support::dev::{PRD, Run};
+use support::devhub::{Demo, keys};
+use support::users::skip_unless_root;
+
+/// `zodex-prd install --check-only --json` with `keys` (writer, reader) on stdin.
+fn check_only(demo: &Demo, prefix: &Path, ids: (u64, u64), keys: (&str, &str), api: &str) -> Run {
+    let body = serde_json::json!({"writer_key": keys.0, "reader_key": keys.1}).to_string();
+    let mut child = Command::new(PRD)
+        .args(["install", "--check-only", "--json", "--keys-stdin"])
+        .arg("--prefix")
+        .arg(prefix)
+        .args(["--writer-app-id", &ids.0.to_string()])
+        .args(["--reader-app-id", &ids.1.to_string()])
+        .args(["--api-url", api])
+        .args(["--github-url", demo.hub.git_url().trim_end_matches('/')])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    Run::from(child.wait_with_output().unwrap())
+}
+
+/// The failing findings' messages of a `--check-only` report.
+fn problems(run: &Run) -> Vec<String> {
+    run.json()["result"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["ok"] == Value::Bool(false))
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_check_says_which_key_or_id_is_wrong_and_writes_nothing() {
+    let demo = Demo::start();
+    let root = tempfile::tempdir().unwrap();
+    let prefix = root.path().join("sprite");
+    let [reader, writer, _] = keys();
+    let (reader_id, writer_id) = (demo.seed.reader_app_id, demo.seed.writer_app_id);
+    let api = demo.hub.api_url().trim_end_matches('/').to_string();
+    let ids = (writer_id, reader_id);
+    let right = (writer.private_pem.as_str(), reader.private_pem.as_str());
+    let swapped = (right.1, right.0);
+
+    let good = check_only(&demo, &prefix, ids, right, &api).ok();
+    assert!(problems(&good).is_empty(), "{}", good.stdout);
+
+    let refused = check_only(&demo, &prefix, ids, swapped, &api).code(1);
+    let said = problems(&refused);
+    assert_eq!(said.len(), 1, "one problem, said once: {said:?}");
+    assert!(
+        said[0].contains(&format!(
+            "the writer key belongs to App {reader_id} (zodex-reader), not {writer_id}"
+        )) && said[0].contains("the keys look swapped"),
+        "{said:?}"
+    );
+
+    // The same key twice: the writer key is the reader's.
+    let twice = check_only(&demo, &prefix, ids, (right.1, right.1), &api).code(1);
+    let said = problems(&twice);
+    assert!(
+        said.iter().any(|m| m.contains(&format!(
+            "the writer key belongs to App {reader_id} (zodex-reader) (the reader App), not {writer_id}: pass App {writer_id}'s private key with --writer-key"
+        ))),
+        "{said:?}"
+    );
+
+    let wrong_id = writer_id + 1000;
+    let refused = check_only(&demo, &prefix, (wrong_id, reader_id), right, &api).code(1);
+    let said = problems(&refused);
+    assert!(
+        said.iter()
+            .any(|m| m.contains(&format!("GitHub knows no App {wrong_id}"))
+                && m.contains("--writer-app-id")),
+        "{said:?}"
+    );
+
+    let git = demo.hub.git_url().trim_end_matches('/').to_string();
+    let refused = check_only(&demo, &prefix, ids, right, &git).code(1);
+    let said = problems(&refused);
+    assert!(
+        said.len() == 1 && said[0].contains("not a GitHub API"),
+        "{said:?}"
+    );
+    assert!(!prefix.exists(), "a check wrote under the prefix");
+}
+
+#[test]
+fn setup_with_swapped_keys_keeps_the_working_ones_and_the_publisher_up() {
+    if skip_unless_root() {
+        return;
+    }
+    let world = World::new();
+    world.zodex(&["sprite", "add", "box", "--exec", "env"]).ok();
+    world.setup().ok();
+    world.connect();
+    let installed = |name: &str| {
+        std::fs::read(world.prefix.join(format!("etc/zodex/keys/{name}.pem"))).unwrap()
+    };
+    let before = (installed("writer"), installed("reader"));
+    let pid = |world: &World| {
+        world.sprite_prd(&["service", "status", "--json"]).json()["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["service"] == "zodex-prd")
+            .and_then(|s| s["pid"].as_i64())
+    };
+    let running = pid(&world).expect("zodex-prd runs after setup");
+
+    let mut args = world.setup_args(false);
+    let key = |name: &str| world.keys.path().join(name).display().to_string();
+    World::set_arg(&mut args, "--writer-key", &key("reader.pem"));
+    World::set_arg(&mut args, "--reader-key", &key("writer.pem"));
+    let refused = world.run_setup(&args).code(1);
+    assert!(
+        refused
+            .stderr
+            .contains("setup stopped at step 3 (check the keys and Apps against GitHub)")
+            && refused.stderr.contains(&format!(
+                "the writer key belongs to App {}",
+                world.demo.seed.reader_app_id
+            ))
+            && refused.stderr.contains("the keys look swapped")
+            && refused.stderr.contains("Nothing on the sprite was changed"),
+        "{}",
+        refused.stderr
+    );
+
+    let mut args = world.setup_args(false);
+    let git = world.demo.hub.git_url().trim_end_matches('/').to_string();
+    World::set_arg(&mut args, "--api-url", &git);
+    let refused = world.run_setup(&args).code(1);
+    assert!(
+        refused.stderr.contains("not a GitHub API"),
+        "{}",
+        refused.stderr
+    );
+
+    assert!(
+        (installed("writer"), installed("reader")) == before,
+        "the installed keys were replaced"
+    );
+    assert_eq!(pid(&world), Some(running), "the publisher was restarted");
+    world.doctor_green();
+}
