@@ -166,3 +166,43 @@ fn setup_with_swapped_keys_keeps_the_working_ones_and_the_publisher_up() {
     assert_eq!(pid(&world), Some(running), "the publisher was restarted");
     world.doctor_green();
 }
+
+#[test]
+fn the_publishers_log_is_hidden_from_the_agent_and_a_rerun_repairs_it() {
+    if skip_unless_root() {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let world = World::new();
+    world.zodex(&["sprite", "add", "box", "--exec", "env"]).ok();
+    let setup = world.setup().ok();
+    world.connect();
+    assert!(
+        setup
+            .stdout
+            .contains("the agent cannot read the publisher's log"),
+        "{}",
+        setup.stdout
+    );
+    let log = world.prefix.join("var/log/zodex/zodex-prd.log");
+    let publisher_gid = nix::unistd::User::from_name(&world.accounts.publisher)
+        .unwrap()
+        .unwrap()
+        .gid
+        .as_raw();
+    let meta = std::fs::metadata(&log).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o640);
+    assert_eq!((meta.uid(), meta.gid()), (0, publisher_gid));
+    // The operator reads it through the transport (as root on the sprite).
+    let logs = world
+        .zodex(&["sprite", "logs", "--sprite", "box", "--lines", "50"])
+        .ok();
+    assert!(!logs.stdout.trim().is_empty(), "the log is empty");
+
+    // An install from before (0644) is named by doctor and repaired by a rerun of setup.
+    support::deployment::chmod(&log, 0o644);
+    world.doctor_names(&["the agent can read the publisher's log", "chmod 640"]);
+    world.setup_with(false).ok();
+    assert_eq!(std::fs::metadata(&log).unwrap().mode() & 0o777, 0o640);
+    world.doctor_green();
+}

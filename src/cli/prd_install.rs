@@ -251,7 +251,12 @@ fn config_path(config: Option<PathBuf>) -> PathBuf {
 pub fn check_isolation(config: Option<PathBuf>, json: bool) -> i32 {
     let path = config_path(config);
     let findings = match Config::load(&path) {
-        Ok(config) => install::isolation::checks(&config),
+        Ok(config) => {
+            let log = InstallRecord::beside(&path)
+                .ok()
+                .map(|r| r.layout.log("zodex-prd"));
+            install::isolation::checks(&config, log.as_deref())
+        }
         Err(e) => vec![Finding::fail("config", e.to_string())],
     };
     report_findings(&findings, json)

@@ -317,6 +317,14 @@ fn ensure_directories(
     if !agent.dir.is_dir() {
         system::ensure_dir(&agent.dir, agent.uid, agent.gid, 0o700, steps)?;
     }
+    // The publisher's log names grants, App names and token hashes: root and the publisher's
+    // group read it, the agent does not. The agent's log is its group's.
+    for (service, gid) in [
+        ("zodex-prd", accounts.publisher.gid),
+        ("zodex-agent", accounts.socket_gid),
+    ] {
+        system::ensure_log(&layout.log(service), gid, steps)?;
+    }
 
     Ok(())
 }

@@ -73,6 +73,7 @@ pub fn supervisor_script(record: &InstallRecord) -> String {
 # Each service runs as its own user, restarted when it exits; `stop` of the agent service
 # also ends every process of the agent user, so no session outlives it.
 set -u
+umask 027
 BIN={bin}
 CONFIG={config}
 RUN={run}
@@ -104,9 +105,17 @@ running() {{
     grep -q zodex-supervise "/proc/$pid/cmdline" 2>/dev/null
 }}
 
+logfile() {{
+  # The publisher's log is root's and the publisher's group's only, never the agent's.
+  log="$LOG/$1.log"
+  if [ "$1" = zodex-prd ]; then owner=$PRD_USER; else owner=$AGENT_USER; fi
+  touch "$log" && chgrp "$(id -g "$owner")" "$log" && chmod 640 "$log"
+}}
+
 start_one() {{
   if running "$1"; then echo "$1: running"; return 0; fi
   rm -f "$RUN/$1.stopping"
+  logfile "$1" || return 1
   (
     child=
     trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; [ -n "$child" ] && wait "$child"; exit 0' TERM INT
