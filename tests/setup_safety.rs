@@ -184,6 +184,12 @@ fn the_publishers_log_is_hidden_from_the_agent_and_a_rerun_repairs_it() {
         "{}",
         setup.stdout
     );
+    // Setup says what doctor says of the proofs (cvc5 is on this machine, as in CI).
+    assert!(
+        setup.stdout.contains("write invariants hold"),
+        "{}",
+        setup.stdout
+    );
     let log = world.prefix.join("var/log/zodex/zodex-prd.log");
     let publisher_gid = nix::unistd::User::from_name(&world.accounts.publisher)
         .unwrap()

@@ -82,6 +82,9 @@ pub fn setup(sprite: Option<String>, json: bool, args: SetupArgs, registry: &Reg
             println!("Self-check as the agent user:");
             super::prd_install::print_findings(&report.install.self_check);
             super::prd_install::print_findings(&report.coverage);
+            if let Some(proofs) = &report.install.proofs {
+                super::prd_install::print_findings(std::slice::from_ref(proofs));
+            }
             println!("Next: {}", report.next);
             EXIT_OK
         }

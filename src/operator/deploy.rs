@@ -1,7 +1,7 @@
 //! Deploying and looking after a sprite from the operator's machine, through its exec transport
 //! only: `setup` (upload the sprite binaries, check the App keys against GitHub on the sprite
 //! before anything there changes, run `zodex-prd install` with the keys over stdin, check both
-//! Apps on every target), `doctor`, `status`, `logs`, `restart` and `upgrade`. The operator's `zodex` is never copied to the sprite.
+//! Apps on every target, report whether the policies are proven), `doctor`, `status`, `logs`, `restart` and `upgrade`. The operator's `zodex` is never copied to the sprite.
 //!
 //! Nothing here decides: the sprite's `zodex-prd` does the work and reports; this side carries
 //! the bytes and tells the operator what to do next.
@@ -12,6 +12,7 @@ use crate::protocol::{AdminRequest, CoverageAnswer, Response};
 use crate::publisher::install::doctor::{DoctorReport, coverage_finding};
 use crate::publisher::install::layout::{Layout, SPRITE_BINARIES};
 use crate::publisher::install::services::ServiceState;
+use crate::publisher::install::solver::SolverOutcome;
 use crate::publisher::install::{Finding, Findings, InstallReport, KeyUpload};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -130,6 +131,16 @@ pub fn setup(
     };
     registry.upsert(installed.entry())?;
     let coverage = check_targets(&installed, &options.targets)?;
+    if let Some(unproven) = install.proofs.as_ref().filter(|f| !f.ok) {
+        let why = match &install.solver {
+            Some(SolverOutcome::Missing { why }) => format!("{why}\n"),
+            _ => String::new(),
+        };
+        return Err(setup_step(7, "prove the policies")(format!(
+            "{why}{}\nEverything else is set up and running; `zodex sprite doctor` says the same until the proofs hold.",
+            unproven.message
+        )));
+    }
     Ok(SetupReport {
         sprite: reach.sprite.clone(),
         uploaded: stage.is_some(),

@@ -14,6 +14,7 @@ mod github_check;
 pub mod isolation;
 pub mod layout;
 pub mod services;
+pub mod solver;
 mod sprite_config;
 pub mod system;
 
@@ -106,6 +107,13 @@ pub struct InstallReport {
     pub self_check: Vec<Finding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub units_verified: Option<String>,
+    /// The SMT solver the publisher proves its policies with (found, installed or missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver: Option<solver::SolverOutcome>,
+    /// Whether the running publisher proved its policies' write invariants — the very
+    /// finding `doctor` gives (`policy-proofs`); none when the services were not started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proofs: Option<Finding>,
 }
 
 impl InstallReport {
@@ -133,6 +141,16 @@ pub fn run(
     ensure_directories(&layout, &accounts, &mut steps)?;
     install_keys(&layout, keys.as_ref(), &accounts, &mut steps)?;
     install_binaries(options, &layout, &mut steps)?;
+    let solver = solver::ensure(&solver::SolverPlan::here(&layout.bin_dir));
+    match &solver {
+        solver::SolverOutcome::Found { path } => {
+            steps.record(format!("SMT solver {}", path.display()), false);
+        }
+        solver::SolverOutcome::Installed { path } => {
+            steps.record(format!("SMT solver {} (apt-get)", path.display()), true);
+        }
+        solver::SolverOutcome::Missing { .. } => steps.record("no SMT solver", false),
+    }
     let (agent, publisher) = (&accounts.agent, &accounts.publisher);
     let root = (Uid::from_raw(0), Gid::from_raw(0));
 
@@ -198,6 +216,7 @@ pub fn run(
     } else {
         Vec::new()
     };
+    let proofs = options.start.then(|| doctor::proofs(&config));
     Ok(InstallReport {
         config: layout.config(),
         changed,
@@ -205,6 +224,8 @@ pub fn run(
         services: services::status(&record),
         self_check,
         units_verified,
+        solver: Some(solver),
+        proofs,
     })
 }
 

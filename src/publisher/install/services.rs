@@ -87,7 +87,7 @@ launch() {{
   case "$1" in
   zodex-prd)
     exec setpriv --reuid="$PRD_USER" --regid="$(id -g "$PRD_USER")" --init-groups --no-new-privs \
-      env -i HOME=/ PATH="$BIN:/usr/bin:/bin" ZODEX_CONFIG="$CONFIG" \
+      env -i HOME=/ PATH="$BIN:/usr/local/bin:/usr/bin:/bin" ZODEX_CONFIG="$CONFIG" \
       "$BIN/zodex-prd" serve --config "$CONFIG" ;;
   zodex-agent)
     cd "$AGENT_HOME" || exit 1
