@@ -212,3 +212,98 @@ fn the_publishers_log_is_hidden_from_the_agent_and_a_rerun_repairs_it() {
     assert_eq!(std::fs::metadata(&log).unwrap().mode() & 0o777, 0o640);
     world.doctor_green();
 }
+
+#[test]
+fn targets_change_without_keys_and_every_uncovered_target_is_named() {
+    if skip_unless_root() {
+        return;
+    }
+    let world = World::new();
+    world.zodex(&["sprite", "add", "box", "--exec", "env"]).ok();
+    // demo/other lacks the writer App; demo/ghost is not there at all: both are said.
+    let mut args = world.setup_args(true);
+    let at = args.iter().position(|a| a == "--target").unwrap();
+    args.splice(
+        at..at,
+        ["--target", "demo/other", "--target", "demo/ghost"].map(str::to_string),
+    );
+    let stopped = world.run_setup(&args).code(1);
+    world.connect();
+    assert!(
+        stopped
+            .stderr
+            .contains("setup stopped at step 6 (check the Apps on the targets)")
+            && stopped.stderr.contains("demo/other")
+            && stopped.stderr.contains("demo/ghost"),
+        "{}",
+        stopped.stderr
+    );
+
+    let list = world
+        .zodex(&["sprite", "targets", "list", "--sprite", "box"])
+        .code(1);
+    assert!(
+        list.stdout.contains("demo/other, demo/ghost, demo/app")
+            && list.stdout.contains("FAIL")
+            && list.stdout.contains("both Apps are installed on demo/app"),
+        "{}",
+        list.stdout
+    );
+    let removed = world
+        .zodex(&[
+            "sprite",
+            "targets",
+            "remove",
+            "--sprite",
+            "box",
+            "demo/other",
+            "demo/ghost",
+        ])
+        .ok();
+    assert!(
+        removed
+            .stdout
+            .contains("targets (changed; zodex-prd restarted): demo/app")
+            && !removed.stdout.contains("FAIL"),
+        "{}",
+        removed.stdout
+    );
+    let added = world
+        .zodex(&[
+            "sprite", "targets", "add", "--sprite", "box", "demo/lib", "demo/*",
+        ])
+        .ok();
+    assert!(
+        added.stdout.contains("demo/app, demo/lib, demo/*")
+            && added.stdout.contains("both Apps are installed on demo/lib"),
+        "{}",
+        added.stdout
+    );
+    let config = std::fs::read_to_string(world.config()).unwrap();
+    assert!(
+        config.contains("repo = \"demo/lib\"") && config.contains("owner = \"demo\""),
+        "{config}"
+    );
+    let again = world
+        .zodex(&["sprite", "targets", "add", "--sprite", "box", "demo/lib"])
+        .ok();
+    assert!(!again.stdout.contains("changed"), "{}", again.stdout);
+    let refused = world
+        .zodex(&[
+            "sprite",
+            "targets",
+            "remove",
+            "--sprite",
+            "box",
+            "demo/nope",
+        ])
+        .code(1);
+    assert!(
+        refused
+            .stderr
+            .contains("`demo/nope` is not a target of this sprite"),
+        "{}",
+        refused.stderr
+    );
+    world.doctor_green();
+}

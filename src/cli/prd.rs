@@ -79,6 +79,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The repositories (OWNER/REPO) and owners (OWNER/*) this sprite may write to: list, add,
+    /// remove (a change restarts zodex-prd; root).
+    Targets {
+        #[command(subcommand)]
+        command: super::prd_install::TargetsCommand,
+    },
     /// Replace the installed binaries with those in DIR, restart, and check the version (root).
     Upgrade {
         #[arg(long)]
@@ -155,6 +161,7 @@ pub fn main() -> i32 {
             binaries,
             json,
         } => super::prd_install::upgrade(config, binaries, json),
+        Command::Targets { command } => super::prd_install::targets(command),
         Command::Policy {
             command: PolicyCommand::Check { dir, config },
         } => check(dir, config),

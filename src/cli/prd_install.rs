@@ -412,6 +412,55 @@ pub fn upgrade(config: Option<PathBuf>, binaries: PathBuf, json: bool) -> i32 {
     }
 }
 
+#[derive(Subcommand)]
+pub enum TargetsCommand {
+    List(TargetsArgs),
+    /// Add OWNER/REPO or OWNER/* targets.
+    Add(TargetsArgs),
+    /// Remove targets.
+    Remove(TargetsArgs),
+}
+
+#[derive(Args)]
+pub struct TargetsArgs {
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+    targets: Vec<String>,
+}
+
+/// `targets list|add|remove`: the sprite's targets after the change.
+pub fn targets(command: TargetsCommand) -> i32 {
+    let (args, add, remove) = match command {
+        TargetsCommand::List(args) => (args, false, false),
+        TargetsCommand::Add(args) => (args, true, false),
+        TargetsCommand::Remove(args) => (args, false, true),
+    };
+    if (add || remove) == args.targets.is_empty() {
+        eprintln!("error: add and remove take OWNER/REPO or OWNER/* targets; list takes none");
+        return EXIT_USAGE;
+    }
+    let path = config_path(args.config);
+    let result = if add {
+        install::targets::change(&path, &args.targets, &[])
+    } else if remove {
+        install::targets::change(&path, &[], &args.targets)
+    } else {
+        install::targets::list(&path)
+    };
+    match result {
+        Ok(list) if args.json => super::print_json_ok(&list),
+        Ok(list) => {
+            for target in &list.targets {
+                println!("{target}");
+            }
+            EXIT_OK
+        }
+        Err(e) => install_failed(&e, args.json),
+    }
+}
+
 /// Text from a sprite, line by line, with nothing in it a terminal would act on.
 pub fn print_lines(text: &str) {
     for line in text.lines() {

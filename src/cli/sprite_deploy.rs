@@ -1,12 +1,13 @@
-//! `zodex sprite setup | doctor | status | logs | restart | upgrade`: deploying a sprite and
-//! looking after it from the operator's machine (see `operator::deploy`).
+//! `zodex sprite setup | doctor | status | logs | restart | targets | upgrade`: deploying a sprite and looking after it from the operator's machine (see
+//! `operator::deploy`).
 
 use super::prd_install::print_lines;
+use super::zodex::Target;
 use super::{EXIT_FAILURE, EXIT_OK, print_failure, print_json_ok};
-use crate::operator::deploy::{self, SetupOptions};
+use crate::operator::deploy::{self, SetupOptions, TargetsChange, TargetsReport};
 use crate::operator::registry::Registry;
 use crate::publisher::install::doctor::DoctorReport;
-use clap::Args;
+use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -171,6 +172,80 @@ pub fn restart(sprite: Option<String>, service: Option<&str>, registry: &Registr
         }
         Err(e) => print_failure(&e, false),
     }
+}
+
+/// The sprite commands beside setup that look after an installed sprite.
+#[derive(Subcommand)]
+pub(super) enum CareCommand {
+    /// The repositories (OWNER/REPO) and owners (OWNER/*) the sprite may write to, and both
+    /// Apps' coverage of each; add and remove restart the publisher, no key needed.
+    Targets {
+        #[command(flatten)]
+        target: Target,
+        #[command(subcommand)]
+        command: TargetsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum TargetsCommand {
+    /// The targets, each repository with both Apps' coverage.
+    List,
+    /// Add targets (OWNER/REPO or OWNER/*).
+    Add {
+        #[arg(required = true)]
+        targets: Vec<String>,
+    },
+    /// Remove targets.
+    Remove {
+        #[arg(required = true)]
+        targets: Vec<String>,
+    },
+}
+
+pub(super) fn care(command: CareCommand, registry: &Registry) -> i32 {
+    match command {
+        CareCommand::Targets { target, command } => {
+            let (change, given) = match command {
+                TargetsCommand::List => (TargetsChange::List, Vec::new()),
+                TargetsCommand::Add { targets } => (TargetsChange::Add, targets),
+                TargetsCommand::Remove { targets } => (TargetsChange::Remove, targets),
+            };
+            targets(&target, change, &given, registry)
+        }
+    }
+}
+
+fn targets(target: &Target, change: TargetsChange, given: &[String], registry: &Registry) -> i32 {
+    let entry = match registry.choose(target.sprite().as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let report: TargetsReport = match deploy::targets(&entry, change, given) {
+        Ok(report) => report,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let covered = report.all_covered();
+    if target.json {
+        print_json_ok(&report);
+    } else {
+        if report.targets.is_empty() {
+            println!("Sprite `{}` has no targets.", report.sprite);
+        } else {
+            println!(
+                "Sprite `{}` targets{}: {}",
+                report.sprite,
+                if report.changed {
+                    " (changed; zodex-prd restarted)"
+                } else {
+                    ""
+                },
+                super::render::safe(&report.targets.join(", "))
+            );
+        }
+        super::prd_install::print_findings(&report.coverage);
+    }
+    if covered { EXIT_OK } else { EXIT_FAILURE }
 }
 
 pub fn upgrade(sprite: Option<String>, json: bool, binaries: PathBuf, registry: &Registry) -> i32 {

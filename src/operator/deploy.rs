@@ -1,7 +1,8 @@
 //! Deploying and looking after a sprite from the operator's machine, through its exec transport
 //! only: `setup` (upload the sprite binaries, check the App keys against GitHub on the sprite
 //! before anything there changes, run `zodex-prd install` with the keys over stdin, check both
-//! Apps on every target, report whether the policies are proven), `doctor`, `status`, `logs`, `restart` and `upgrade`. The operator's `zodex` is never copied to the sprite.
+//! Apps on every target, report whether the policies are proven), `doctor`, `status`, `logs`,
+//! `restart`, `targets` and `upgrade`. The operator's `zodex` is never copied to the sprite.
 //!
 //! Nothing here decides: the sprite's `zodex-prd` does the work and reports; this side carries
 //! the bytes and tells the operator what to do next.
@@ -13,6 +14,7 @@ use crate::publisher::install::doctor::{DoctorReport, coverage_finding};
 use crate::publisher::install::layout::{Layout, SPRITE_BINARIES};
 use crate::publisher::install::services::ServiceState;
 use crate::publisher::install::solver::SolverOutcome;
+use crate::publisher::install::targets::TargetList;
 use crate::publisher::install::{Finding, Findings, InstallReport, KeyUpload};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -24,6 +26,8 @@ pub enum DeployError {
     Remote(#[from] super::remote::RemoteError),
     #[error(transparent)]
     Registry(#[from] super::registry::RegistryError),
+    #[error(transparent)]
+    Transport(#[from] super::transport::TransportError),
     #[error(
         "setup stopped at step {step} ({what}): {message}\nFix that and run the same `zodex sprite setup` again: the steps already done are checked and skipped."
     )]
@@ -130,7 +134,8 @@ pub fn setup(
         config: Some(install.config.display().to_string()),
     };
     registry.upsert(installed.entry())?;
-    let coverage = check_targets(&installed, &options.targets)?;
+    let coverage = check_targets(&installed, &options.targets)
+        .map_err(setup_step(6, "check the Apps on the targets"))?;
     if let Some(unproven) = install.proofs.as_ref().filter(|f| !f.ok) {
         let why = match &install.solver {
             Some(SolverOutcome::Missing { why }) => format!("{why}\n"),
@@ -296,25 +301,35 @@ fn install_on_sprite(
     })
 }
 
-/// Step 6: both Apps on every repository target, asked of GitHub now.
-fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, DeployError> {
+/// Step 6: both Apps on every repository target, asked of GitHub now; every target they do
+/// not cover is said, not only the first.
+fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, String> {
+    let coverage = coverage_of(installed, targets).map_err(|e| e.to_string())?;
+    let uncovered: Vec<&str> = coverage
+        .iter()
+        .filter(|f| !f.ok)
+        .map(|f| f.message.as_str())
+        .collect();
+    if uncovered.is_empty() {
+        Ok(coverage)
+    } else {
+        Err(uncovered.join("\n"))
+    }
+}
+
+/// One coverage finding per `OWNER/REPO` target (owners are checked when first used).
+fn coverage_of(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, DeployError> {
     let mut coverage = Vec::new();
     for repo in targets.iter().filter(|t| !t.ends_with("/*")) {
         let answer = super::transport::call(
             &installed.entry(),
             &AdminRequest::CheckCoverage { repo: repo.clone() },
-        )
-        .map_err(|e| setup_step(6, "check the Apps on the targets")(e.to_string()))?;
+        )?;
         let check = format!("coverage {repo}");
         coverage.push(match typed::<CoverageAnswer>(&answer) {
             Ok(c) => coverage_finding(&check, &c),
             Err(message) => Finding::fail(check.clone(), message),
         });
-    }
-    if let Some(bad) = coverage.iter().find(|f| !f.ok) {
-        return Err(setup_step(6, "check the Apps on the targets")(
-            bad.message.clone(),
-        ));
     }
     Ok(coverage)
 }
@@ -445,6 +460,55 @@ pub fn restart(entry: &SpriteEntry, service: Option<&str>) -> Result<String, Dep
     } else {
         Err(DeployError::Failed(ran.stderr))
     }
+}
+
+/// What `zodex sprite targets` did: the sprite's targets now, whether they changed, and
+/// both Apps' coverage of every `OWNER/REPO` among them.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetsReport {
+    pub sprite: String,
+    pub targets: Vec<String>,
+    pub changed: bool,
+    pub coverage: Vec<Finding>,
+}
+
+impl TargetsReport {
+    pub fn all_covered(&self) -> bool {
+        self.coverage.iter().all(|f| f.ok)
+    }
+}
+
+/// How `zodex sprite targets` changes the list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetsChange {
+    List,
+    Add,
+    Remove,
+}
+
+/// `zodex sprite targets list|add|remove`: the sprite's `zodex-prd targets` (which restarts
+/// the publisher when the list changed), then both Apps' coverage of every repository target.
+pub fn targets(
+    entry: &SpriteEntry,
+    change: TargetsChange,
+    given: &[String],
+) -> Result<TargetsReport, DeployError> {
+    let reach = Reach::of(entry)?;
+    let word = match change {
+        TargetsChange::List => "list",
+        TargetsChange::Add => "add",
+        TargetsChange::Remove => "remove",
+    };
+    let mut args = vec!["targets", word, "--json"];
+    args.extend(given.iter().map(String::as_str));
+    let list: TargetList = expect_json(reach.prd(&args, Stdin::None)?)?;
+    let coverage = coverage_of(&reach, &list.targets)?;
+    Ok(TargetsReport {
+        sprite: entry.name.clone(),
+        targets: list.targets,
+        changed: list.changed,
+        coverage,
+    })
 }
 
 /// Uploads the binaries in `binaries` and has the uploaded `zodex-prd` put them in place.

@@ -17,6 +17,7 @@ pub mod services;
 pub mod solver;
 mod sprite_config;
 pub mod system;
+pub mod targets;
 
 use agent_git::agent_git;
 use layout::{InstallRecord, Layout, SERVICES, SPRITE_BINARIES, ServiceManager};
