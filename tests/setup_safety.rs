@@ -307,3 +307,84 @@ fn targets_change_without_keys_and_every_uncovered_target_is_named() {
     );
     world.doctor_green();
 }
+
+#[test]
+fn a_sprite_is_stopped_started_and_uninstalled_keeping_the_audit_unless_purged() {
+    if skip_unless_root() {
+        return;
+    }
+    let world = World::new();
+    world.zodex(&["sprite", "add", "box", "--exec", "env"]).ok();
+    world.setup().ok();
+    world.connect();
+    let status = || world.zodex(&["sprite", "status", "--sprite", "box"]);
+
+    let stopped = world.zodex(&["sprite", "stop", "--sprite", "box"]).ok();
+    assert!(
+        stopped.stdout.contains("zodex-prd: stopped")
+            && stopped.stdout.contains("zodex-agent: stopped"),
+        "{}",
+        stopped.stdout
+    );
+    let now = status().code(1);
+    assert!(
+        now.stdout.contains("zodex-prd: stopped") && now.stdout.contains("zodex-agent: stopped"),
+        "{}",
+        now.stdout
+    );
+    world.zodex(&["sprite", "start", "--sprite", "box"]).ok();
+    status().ok();
+    world.doctor_green();
+
+    let state_db = world.prefix.join("var/lib/zodex/state.db");
+    assert!(state_db.is_file());
+    let gone = world
+        .zodex(&["sprite", "uninstall", "--sprite", "box"])
+        .ok();
+    let bin = world.prefix.join("usr/local/bin/zodex-prd");
+    assert!(
+        gone.stdout.contains(&format!("removed  {}", bin.display()))
+            && gone.stdout.contains(&format!(
+                "removed  {}/",
+                world.prefix.join("etc/zodex/keys").display()
+            ))
+            && gone.stdout.contains(&format!(
+                "kept     {}/ (the audit",
+                world.prefix.join("var/lib/zodex").display()
+            )),
+        "{}",
+        gone.stdout
+    );
+    assert!(!bin.exists() && !world.config().exists());
+    assert!(state_db.is_file(), "the audit was removed without --purge");
+    assert_eq!(world.agent_processes(), 0, "an agent process survived");
+    status().code(1);
+
+    // Set up again on the kept state (a new connector URL: the old one went), then purge.
+    assert!(
+        !world.home.path().join("sprites/box/mcp-url").exists(),
+        "the connector URL of the uninstalled sprite was kept"
+    );
+    world.setup().ok();
+    world.connect();
+    world.doctor_green();
+    let purged = world
+        .zodex(&["sprite", "uninstall", "--sprite", "box", "--purge"])
+        .ok();
+    assert!(
+        purged.stdout.contains(&format!(
+            "removed  {}/",
+            world.prefix.join("var/lib/zodex").display()
+        )) && purged
+            .stdout
+            .contains(&format!("removed  user {}", world.accounts.agent)),
+        "{}",
+        purged.stdout
+    );
+    assert!(!state_db.exists());
+    assert!(
+        nix::unistd::User::from_name(&world.accounts.publisher)
+            .unwrap()
+            .is_none()
+    );
+}

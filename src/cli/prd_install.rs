@@ -412,6 +412,27 @@ pub fn upgrade(config: Option<PathBuf>, binaries: PathBuf, json: bool) -> i32 {
     }
 }
 
+/// `uninstall`: the services stopped, the installation removed; what went and what stayed.
+pub fn uninstall(config: Option<PathBuf>, purge: bool, json: bool) -> i32 {
+    let record = match record(config) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match install::uninstall::uninstall(&record, purge) {
+        Ok(report) if json => super::print_json_ok(&report),
+        Ok(report) => {
+            for path in &report.removed {
+                println!("removed  {path}");
+            }
+            for path in &report.kept {
+                println!("kept     {path}");
+            }
+            EXIT_OK
+        }
+        Err(e) => install_failed(&e, json),
+    }
+}
+
 #[derive(Subcommand)]
 pub enum TargetsCommand {
     List(TargetsArgs),

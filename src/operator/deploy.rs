@@ -2,7 +2,7 @@
 //! only: `setup` (upload the sprite binaries, check the App keys against GitHub on the sprite
 //! before anything there changes, run `zodex-prd install` with the keys over stdin, check both
 //! Apps on every target, report whether the policies are proven), `doctor`, `status`, `logs`,
-//! `restart`, `targets` and `upgrade`. The operator's `zodex` is never copied to the sprite.
+//! `start`, `stop`, `restart`, `targets`, `upgrade` and `uninstall`. The operator's `zodex` is never copied to the sprite.
 //!
 //! Nothing here decides: the sprite's `zodex-prd` does the work and reports; this side carries
 //! the bytes and tells the operator what to do next.
@@ -12,9 +12,10 @@ use super::remote::{Reach, Stdin};
 use crate::protocol::{AdminRequest, CoverageAnswer, Response};
 use crate::publisher::install::doctor::{DoctorReport, coverage_finding};
 use crate::publisher::install::layout::{Layout, SPRITE_BINARIES};
-use crate::publisher::install::services::ServiceState;
+use crate::publisher::install::services::{Action, ServiceState};
 use crate::publisher::install::solver::SolverOutcome;
 use crate::publisher::install::targets::TargetList;
+use crate::publisher::install::uninstall::UninstallReport;
 use crate::publisher::install::{Finding, Findings, InstallReport, KeyUpload};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -448,9 +449,15 @@ pub fn logs(entry: &SpriteEntry, service: &str, lines: usize) -> Result<String, 
     }
 }
 
-pub fn restart(entry: &SpriteEntry, service: Option<&str>) -> Result<String, DeployError> {
+/// `zodex sprite start|stop|restart`: the sprite's services (both unless `service`),
+/// through its `zodex-prd service`; start and restart wait until they answer.
+pub fn control(
+    entry: &SpriteEntry,
+    action: Action,
+    service: Option<&str>,
+) -> Result<String, DeployError> {
     let reach = Reach::of(entry)?;
-    let mut args = vec!["service", "restart"];
+    let mut args = vec!["service", action.word()];
     if let Some(service) = service {
         args.extend(["--service", service]);
     }
@@ -460,6 +467,26 @@ pub fn restart(entry: &SpriteEntry, service: Option<&str>) -> Result<String, Dep
     } else {
         Err(DeployError::Failed(ran.stderr))
     }
+}
+
+/// `zodex sprite uninstall`: the sprite's `zodex-prd uninstall` (the audit kept unless
+/// `purge`), and this machine's connector URL of the sprite, which no longer works (a later
+/// `connect` makes a new one); the sprite stays in this operator's registry.
+pub fn uninstall(entry: &SpriteEntry, purge: bool) -> Result<UninstallReport, DeployError> {
+    let reach = Reach::of(entry)?;
+    let mut args = vec!["uninstall", "--json"];
+    if purge {
+        args.push("--purge");
+    }
+    let mut report: UninstallReport = expect_json(reach.prd(&args, Stdin::None)?)?;
+    let url = super::connect::url_file(&entry.name);
+    if std::fs::remove_file(&url).is_ok() {
+        report.removed.push(format!(
+            "{} (on this machine: the connector URL, which no longer works)",
+            url.display()
+        ));
+    }
+    Ok(report)
 }
 
 /// What `zodex sprite targets` did: the sprite's targets now, whether they changed, and

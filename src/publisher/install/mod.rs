@@ -18,6 +18,7 @@ pub mod solver;
 mod sprite_config;
 pub mod system;
 pub mod targets;
+pub mod uninstall;
 
 use agent_git::agent_git;
 use layout::{InstallRecord, Layout, SERVICES, SPRITE_BINARIES, ServiceManager};

@@ -203,7 +203,7 @@ pub enum Action {
 }
 
 impl Action {
-    fn word(self) -> &'static str {
+    pub fn word(self) -> &'static str {
         match self {
             Action::Start => "start",
             Action::Stop => "stop",
