@@ -79,6 +79,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Stop the services and remove the installation, saying what was removed and what was
+    /// kept; the state (audit, grants, mirrors) and the users stay unless --purge (root).
+    Uninstall {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Also remove the state, the agent's MCP history, and the two users and their group.
+        #[arg(long)]
+        purge: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The repositories (OWNER/REPO) and owners (OWNER/*) this sprite may write to: list, add,
+    /// remove (a change restarts zodex-prd; root).
+    Targets {
+        #[command(subcommand)]
+        command: super::prd_install::TargetsCommand,
+    },
     /// Replace the installed binaries with those in DIR, restart, and check the version (root).
     Upgrade {
         #[arg(long)]
@@ -155,6 +172,12 @@ pub fn main() -> i32 {
             binaries,
             json,
         } => super::prd_install::upgrade(config, binaries, json),
+        Command::Uninstall {
+            config,
+            purge,
+            json,
+        } => super::prd_install::uninstall(config, purge, json),
+        Command::Targets { command } => super::prd_install::targets(command),
         Command::Policy {
             command: PolicyCommand::Check { dir, config },
         } => check(dir, config),

@@ -71,6 +71,10 @@ pub struct InstallArgs {
     /// Write everything but do not start the services (and skip the self-check).
     #[arg(long)]
     no_start: bool,
+    /// Only check the keys, App ids and API URL against GitHub (`GET /app` as each App), as
+    /// install does before it changes anything; write nothing.
+    #[arg(long)]
+    check_only: bool,
     #[arg(long)]
     json: bool,
 }
@@ -179,6 +183,12 @@ pub fn install(args: InstallArgs) -> i32 {
         public_url: args.public_url,
         start: !args.no_start,
     };
+    if args.check_only {
+        return match install::check_only(&options, keys.as_ref()) {
+            Ok(findings) => report_findings(&findings, args.json),
+            Err(e) => install_failed(&e, args.json),
+        };
+    }
     match install::run(&options, keys) {
         Ok(report) => {
             let ok = report.all_ok();
@@ -206,17 +216,19 @@ pub fn install(args: InstallArgs) -> i32 {
             }
             if ok { EXIT_OK } else { EXIT_FAILURE }
         }
-        Err(e) => {
-            if args.json {
-                super::print_json(&crate::protocol::Response::error(
-                    crate::protocol::ErrorKind::Internal,
-                    e.to_string(),
-                ));
-            }
-            eprintln!("error: {e}");
-            EXIT_FAILURE
-        }
+        Err(e) => install_failed(&e, args.json),
     }
+}
+
+fn install_failed(e: &install::InstallError, json: bool) -> i32 {
+    if json {
+        super::print_json(&crate::protocol::Response::error(
+            crate::protocol::ErrorKind::Internal,
+            e.to_string(),
+        ));
+    }
+    eprintln!("error: {e}");
+    EXIT_FAILURE
 }
 
 /// One line per finding: `ok` or `FAIL`, then what it says.
@@ -239,7 +251,12 @@ fn config_path(config: Option<PathBuf>) -> PathBuf {
 pub fn check_isolation(config: Option<PathBuf>, json: bool) -> i32 {
     let path = config_path(config);
     let findings = match Config::load(&path) {
-        Ok(config) => install::isolation::checks(&config),
+        Ok(config) => {
+            let log = InstallRecord::beside(&path)
+                .ok()
+                .map(|r| r.layout.log("zodex-prd"));
+            install::isolation::checks(&config, log.as_deref())
+        }
         Err(e) => vec![Finding::fail("config", e.to_string())],
     };
     report_findings(&findings, json)
@@ -392,6 +409,76 @@ pub fn upgrade(config: Option<PathBuf>, binaries: PathBuf, json: bool) -> i32 {
             eprintln!("error: {e}");
             EXIT_FAILURE
         }
+    }
+}
+
+/// `uninstall`: the services stopped, the installation removed; what went and what stayed.
+pub fn uninstall(config: Option<PathBuf>, purge: bool, json: bool) -> i32 {
+    let record = match record(config) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    match install::uninstall::uninstall(&record, purge) {
+        Ok(report) if json => super::print_json_ok(&report),
+        Ok(report) => {
+            for path in &report.removed {
+                println!("removed  {path}");
+            }
+            for path in &report.kept {
+                println!("kept     {path}");
+            }
+            EXIT_OK
+        }
+        Err(e) => install_failed(&e, json),
+    }
+}
+
+#[derive(Subcommand)]
+pub enum TargetsCommand {
+    List(TargetsArgs),
+    /// Add OWNER/REPO or OWNER/* targets.
+    Add(TargetsArgs),
+    /// Remove targets.
+    Remove(TargetsArgs),
+}
+
+#[derive(Args)]
+pub struct TargetsArgs {
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+    targets: Vec<String>,
+}
+
+/// `targets list|add|remove`: the sprite's targets after the change.
+pub fn targets(command: TargetsCommand) -> i32 {
+    let (args, add, remove) = match command {
+        TargetsCommand::List(args) => (args, false, false),
+        TargetsCommand::Add(args) => (args, true, false),
+        TargetsCommand::Remove(args) => (args, false, true),
+    };
+    if (add || remove) == args.targets.is_empty() {
+        eprintln!("error: add and remove take OWNER/REPO or OWNER/* targets; list takes none");
+        return EXIT_USAGE;
+    }
+    let path = config_path(args.config);
+    let result = if add {
+        install::targets::change(&path, &args.targets, &[])
+    } else if remove {
+        install::targets::change(&path, &[], &args.targets)
+    } else {
+        install::targets::list(&path)
+    };
+    match result {
+        Ok(list) if args.json => super::print_json_ok(&list),
+        Ok(list) => {
+            for target in &list.targets {
+                println!("{target}");
+            }
+            EXIT_OK
+        }
+        Err(e) => install_failed(&e, args.json),
     }
 }
 

@@ -1,12 +1,15 @@
-//! `zodex sprite setup | doctor | status | logs | restart | upgrade`: deploying a sprite and
-//! looking after it from the operator's machine (see `operator::deploy`).
+//! `zodex sprite setup | doctor | status | logs | start | stop | restart | targets | upgrade |
+//! uninstall`: deploying a sprite and looking after it from the operator's machine (see
+//! `operator::deploy`).
 
 use super::prd_install::print_lines;
+use super::zodex::Target;
 use super::{EXIT_FAILURE, EXIT_OK, print_failure, print_json_ok};
-use crate::operator::deploy::{self, SetupOptions};
+use crate::operator::deploy::{self, SetupOptions, TargetsChange, TargetsReport};
 use crate::operator::registry::Registry;
 use crate::publisher::install::doctor::DoctorReport;
-use clap::Args;
+use crate::publisher::install::services::Action;
+use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -82,6 +85,9 @@ pub fn setup(sprite: Option<String>, json: bool, args: SetupArgs, registry: &Reg
             println!("Self-check as the agent user:");
             super::prd_install::print_findings(&report.install.self_check);
             super::prd_install::print_findings(&report.coverage);
+            if let Some(proofs) = &report.install.proofs {
+                super::prd_install::print_findings(std::slice::from_ref(proofs));
+            }
             println!("Next: {}", report.next);
             EXIT_OK
         }
@@ -157,16 +163,156 @@ pub fn logs(sprite: Option<String>, service: &str, lines: usize, registry: &Regi
 }
 
 pub fn restart(sprite: Option<String>, service: Option<&str>, registry: &Registry) -> i32 {
+    control(sprite, Action::Restart, service, registry)
+}
+
+fn control(
+    sprite: Option<String>,
+    action: Action,
+    service: Option<&str>,
+    registry: &Registry,
+) -> i32 {
     let entry = match registry.choose(sprite.as_deref()) {
         Ok(entry) => entry,
         Err(e) => return print_failure(&e, false),
     };
-    match deploy::restart(&entry, service) {
+    match deploy::control(&entry, action, service) {
         Ok(text) => {
             print_lines(&text);
             EXIT_OK
         }
         Err(e) => print_failure(&e, false),
+    }
+}
+
+/// The sprite commands beside setup that look after an installed sprite.
+#[derive(Subcommand)]
+pub(super) enum CareCommand {
+    /// Start the sprite's services (both unless --service) and wait until they answer.
+    Start {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, value_parser = ["zodex-prd", "zodex-agent"])]
+        service: Option<String>,
+    },
+    /// Stop the sprite's services (both unless --service); stopping the agent's ends every
+    /// process of the agent user.
+    Stop {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, value_parser = ["zodex-prd", "zodex-agent"])]
+        service: Option<String>,
+    },
+    /// The repositories (OWNER/REPO) and owners (OWNER/*) the sprite may write to, and both
+    /// Apps' coverage of each; add and remove restart the publisher, no key needed.
+    Targets {
+        #[command(flatten)]
+        target: Target,
+        #[command(subcommand)]
+        command: TargetsCommand,
+    },
+    /// Stop and remove Zodex from the sprite, saying what was removed and what was kept. The
+    /// audit, grants and mirrors (and the two users) are kept unless --purge.
+    Uninstall {
+        #[command(flatten)]
+        target: Target,
+        /// Also remove the state (audit, grants, mirrors), the agent's MCP history and the
+        /// two users and their group.
+        #[arg(long)]
+        purge: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum TargetsCommand {
+    /// The targets, each repository with both Apps' coverage.
+    List,
+    /// Add targets (OWNER/REPO or OWNER/*).
+    Add {
+        #[arg(required = true)]
+        targets: Vec<String>,
+    },
+    /// Remove targets.
+    Remove {
+        #[arg(required = true)]
+        targets: Vec<String>,
+    },
+}
+
+pub(super) fn care(command: CareCommand, registry: &Registry) -> i32 {
+    match command {
+        CareCommand::Start { target, service } => {
+            control(target.sprite(), Action::Start, service.as_deref(), registry)
+        }
+        CareCommand::Stop { target, service } => {
+            control(target.sprite(), Action::Stop, service.as_deref(), registry)
+        }
+        CareCommand::Targets { target, command } => {
+            let (change, given) = match command {
+                TargetsCommand::List => (TargetsChange::List, Vec::new()),
+                TargetsCommand::Add { targets } => (TargetsChange::Add, targets),
+                TargetsCommand::Remove { targets } => (TargetsChange::Remove, targets),
+            };
+            targets(&target, change, &given, registry)
+        }
+        CareCommand::Uninstall { target, purge } => uninstall(&target, purge, registry),
+    }
+}
+
+fn targets(target: &Target, change: TargetsChange, given: &[String], registry: &Registry) -> i32 {
+    let entry = match registry.choose(target.sprite().as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let report: TargetsReport = match deploy::targets(&entry, change, given) {
+        Ok(report) => report,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let covered = report.all_covered();
+    if target.json {
+        print_json_ok(&report);
+    } else {
+        if report.targets.is_empty() {
+            println!("Sprite `{}` has no targets.", report.sprite);
+        } else {
+            println!(
+                "Sprite `{}` targets{}: {}",
+                report.sprite,
+                if report.changed {
+                    " (changed; zodex-prd restarted)"
+                } else {
+                    ""
+                },
+                super::render::safe(&report.targets.join(", "))
+            );
+        }
+        super::prd_install::print_findings(&report.coverage);
+    }
+    if covered { EXIT_OK } else { EXIT_FAILURE }
+}
+
+fn uninstall(target: &Target, purge: bool, registry: &Registry) -> i32 {
+    let entry = match registry.choose(target.sprite().as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    match deploy::uninstall(&entry, purge) {
+        Ok(report) if target.json => print_json_ok(&report),
+        Ok(report) => {
+            println!("Zodex is uninstalled from sprite `{}`.", entry.name);
+            for path in &report.removed {
+                println!("removed  {}", super::render::safe(path));
+            }
+            for path in &report.kept {
+                println!("kept     {}", super::render::safe(path));
+            }
+            println!(
+                "The sprite stays registered here: `zodex sprite setup` installs it again, `zodex sprite remove {}` forgets it.",
+                entry.name
+            );
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, target.json),
     }
 }
 

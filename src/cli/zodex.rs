@@ -43,18 +43,18 @@ enum Command {
 }
 
 #[derive(Args, Clone)]
-struct Target {
+pub(super) struct Target {
     /// The sprite to act on (default: $ZODEX_SPRITE, else the only registered sprite).
     #[arg(long, global = true)]
     sprite: Option<String>,
     /// Print JSON for scripts.
     #[arg(long, global = true)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 impl Target {
     /// `--sprite`, else a non-empty `$ZODEX_SPRITE`.
-    fn sprite(&self) -> Option<String> {
+    pub(super) fn sprite(&self) -> Option<String> {
         self.sprite.clone().or_else(|| {
             std::env::var(crate::operator::registry::SPRITE_ENV)
                 .ok()
@@ -132,6 +132,8 @@ enum SpriteCommand {
         #[arg(long, value_parser = ["zodex-prd", "zodex-agent"])]
         service: Option<String>,
     },
+    #[command(flatten)]
+    Care(super::sprite_deploy::CareCommand),
     /// Replace the sprite's binaries with those in DIR (state kept, migrations run, services
     /// restarted, version checked).
     Upgrade {
@@ -442,6 +444,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
         SpriteCommand::Restart { target, service } => {
             super::sprite_deploy::restart(target.sprite(), service.as_deref(), registry)
         }
+        SpriteCommand::Care(command) => super::sprite_deploy::care(command, registry),
         SpriteCommand::Upgrade { target, binaries } => {
             super::sprite_deploy::upgrade(target.sprite(), target.json, binaries, registry)
         }

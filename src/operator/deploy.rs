@@ -1,7 +1,8 @@
 //! Deploying and looking after a sprite from the operator's machine, through its exec transport
-//! only: `setup` (upload the three sprite binaries and the App keys over stdin, run `zodex-prd
-//! install`, check both Apps on every target), `doctor`, `status`, `logs`, `restart` and
-//! `upgrade`. The operator's `zodex` is never copied to the sprite.
+//! only: `setup` (upload the sprite binaries, check the App keys against GitHub on the sprite
+//! before anything there changes, run `zodex-prd install` with the keys over stdin, check both
+//! Apps on every target, report whether the policies are proven), `doctor`, `status`, `logs`,
+//! `start`, `stop`, `restart`, `targets`, `upgrade` and `uninstall`. The operator's `zodex` is never copied to the sprite.
 //!
 //! Nothing here decides: the sprite's `zodex-prd` does the work and reports; this side carries
 //! the bytes and tells the operator what to do next.
@@ -11,8 +12,11 @@ use super::remote::{Reach, Stdin};
 use crate::protocol::{AdminRequest, CoverageAnswer, Response};
 use crate::publisher::install::doctor::{DoctorReport, coverage_finding};
 use crate::publisher::install::layout::{Layout, SPRITE_BINARIES};
-use crate::publisher::install::services::ServiceState;
-use crate::publisher::install::{Finding, InstallReport, KeyUpload};
+use crate::publisher::install::services::{Action, ServiceState};
+use crate::publisher::install::solver::SolverOutcome;
+use crate::publisher::install::targets::TargetList;
+use crate::publisher::install::uninstall::UninstallReport;
+use crate::publisher::install::{Finding, Findings, InstallReport, KeyUpload};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
@@ -23,6 +27,8 @@ pub enum DeployError {
     Remote(#[from] super::remote::RemoteError),
     #[error(transparent)]
     Registry(#[from] super::registry::RegistryError),
+    #[error(transparent)]
+    Transport(#[from] super::transport::TransportError),
     #[error(
         "setup stopped at step {step} ({what}): {message}\nFix that and run the same `zodex sprite setup` again: the steps already done are checked and skipped."
     )]
@@ -102,7 +108,14 @@ pub fn setup(
     let keys = read_keys(options)?;
     let layout = Layout::under(&prefix_of(&options.install_args));
     let stage = upload_binaries(&reach, &layout, options)?;
-    let install = install_on_sprite(&reach, &layout, options, &keys, stage.as_deref())?;
+    let argv = install_argv(&layout, options, stage.as_deref());
+    // The uploaded directory is removed whatever happens.
+    let installed = check_on_sprite(&reach, &argv, &keys)
+        .and_then(|()| install_on_sprite(&reach, &argv, &keys));
+    if let Some(dir) = &stage {
+        reach.unstage(dir);
+    }
+    let install = installed?;
     if !install.all_ok() {
         let failed: Vec<String> = install
             .self_check
@@ -110,7 +123,7 @@ pub fn setup(
             .filter(|f| !f.ok)
             .map(|f| f.message.clone())
             .collect();
-        return Err(setup_step(4, "self-check as the agent user")(
+        return Err(setup_step(5, "self-check as the agent user")(
             failed.join("\n"),
         ));
     }
@@ -122,7 +135,18 @@ pub fn setup(
         config: Some(install.config.display().to_string()),
     };
     registry.upsert(installed.entry())?;
-    let coverage = check_targets(&installed, &options.targets)?;
+    let coverage = check_targets(&installed, &options.targets)
+        .map_err(setup_step(6, "check the Apps on the targets"))?;
+    if let Some(unproven) = install.proofs.as_ref().filter(|f| !f.ok) {
+        let why = match &install.solver {
+            Some(SolverOutcome::Missing { why }) => format!("{why}\n"),
+            _ => String::new(),
+        };
+        return Err(setup_step(7, "prove the policies")(format!(
+            "{why}{}\nEverything else is set up and running; `zodex sprite doctor` says the same until the proofs hold.",
+            unproven.message
+        )));
+    }
     Ok(SetupReport {
         sprite: reach.sprite.clone(),
         uploaded: stage.is_some(),
@@ -192,15 +216,9 @@ fn upload_binaries(
     Ok(stage)
 }
 
-/// Step 3: `zodex-prd install` on the sprite (idempotent), the keys on stdin; the uploaded
-/// directory is removed whatever happens.
-fn install_on_sprite(
-    reach: &Reach,
-    layout: &Layout,
-    options: &SetupOptions,
-    keys: &KeyUpload,
-    stage: Option<&str>,
-) -> Result<InstallReport, DeployError> {
+/// The `zodex-prd install` command line for `options` (the keys go on stdin), run from the
+/// uploaded directory when there is one.
+fn install_argv(layout: &Layout, options: &SetupOptions, stage: Option<&str>) -> Vec<String> {
     let (prd, from) = match stage {
         Some(dir) => (format!("{dir}/zodex-prd"), dir.to_string()),
         None => (
@@ -208,7 +226,8 @@ fn install_on_sprite(
             layout.bin_dir.display().to_string(),
         ),
     };
-    let mut args: Vec<String> = vec![
+    let mut argv: Vec<String> = vec![
+        prd,
         "install".into(),
         "--json".into(),
         "--keys-stdin".into(),
@@ -220,25 +239,62 @@ fn install_on_sprite(
         options.reader_app_id.to_string(),
     ];
     if let Some(url) = &options.github_url {
-        args.extend(["--github-url".into(), url.clone()]);
+        argv.extend(["--github-url".into(), url.clone()]);
     }
     if let Some(url) = &options.api_url {
-        args.extend(["--api-url".into(), url.clone()]);
+        argv.extend(["--api-url".into(), url.clone()]);
     }
     for target in &options.targets {
-        args.extend(["--target".into(), target.clone()]);
+        argv.extend(["--target".into(), target.clone()]);
     }
-    args.extend(options.install_args.iter().cloned());
-    let mut argv = vec![prd];
-    argv.extend(args);
+    argv.extend(options.install_args.iter().cloned());
+    argv
+}
+
+/// Step 3: the keys, App ids and API URL checked against GitHub on the sprite (`install
+/// --check-only`), before anything there changes. Every problem is said, each with its fix.
+fn check_on_sprite(reach: &Reach, argv: &[String], keys: &KeyUpload) -> Result<(), DeployError> {
+    let failed = setup_step(3, "check the keys and Apps against GitHub");
+    let mut argv = argv.to_vec();
+    argv.push("--check-only".into());
     let key_json = serde_json::to_vec(keys).expect("keys serialise");
-    let ran = reach.run(&argv, Stdin::Bytes(&key_json));
-    if let Some(dir) = stage {
-        reach.unstage(dir);
+    let ran = reach
+        .run(&argv, Stdin::Bytes(&key_json))
+        .map_err(|e| failed(e.to_string()))?;
+    let report: Findings = envelope(&ran.stdout).map_err(|message| {
+        failed(if ran.stderr.is_empty() {
+            message
+        } else {
+            ran.stderr.clone()
+        })
+    })?;
+    if report.all_ok {
+        return Ok(());
     }
-    let ran = ran.map_err(|e| setup_step(3, "install")(e.to_string()))?;
+    let problems: Vec<String> = report
+        .findings
+        .into_iter()
+        .filter(|f| !f.ok)
+        .map(|f| f.message)
+        .collect();
+    Err(failed(format!(
+        "{}\nNothing on the sprite was changed: its installed keys and configuration are as they were.",
+        problems.join("\n")
+    )))
+}
+
+/// Step 4: `zodex-prd install` on the sprite (idempotent), the keys on stdin.
+fn install_on_sprite(
+    reach: &Reach,
+    argv: &[String],
+    keys: &KeyUpload,
+) -> Result<InstallReport, DeployError> {
+    let key_json = serde_json::to_vec(keys).expect("keys serialise");
+    let ran = reach
+        .run(argv, Stdin::Bytes(&key_json))
+        .map_err(|e| setup_step(4, "install")(e.to_string()))?;
     envelope(&ran.stdout).map_err(|message| {
-        setup_step(3, "install")(if ran.stderr.is_empty() {
+        setup_step(4, "install")(if ran.stderr.is_empty() {
             message
         } else {
             ran.stderr.clone()
@@ -246,25 +302,35 @@ fn install_on_sprite(
     })
 }
 
-/// Step 5: both Apps on every repository target, asked of GitHub now.
-fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, DeployError> {
+/// Step 6: both Apps on every repository target, asked of GitHub now; every target they do
+/// not cover is said, not only the first.
+fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, String> {
+    let coverage = coverage_of(installed, targets).map_err(|e| e.to_string())?;
+    let uncovered: Vec<&str> = coverage
+        .iter()
+        .filter(|f| !f.ok)
+        .map(|f| f.message.as_str())
+        .collect();
+    if uncovered.is_empty() {
+        Ok(coverage)
+    } else {
+        Err(uncovered.join("\n"))
+    }
+}
+
+/// One coverage finding per `OWNER/REPO` target (owners are checked when first used).
+fn coverage_of(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, DeployError> {
     let mut coverage = Vec::new();
     for repo in targets.iter().filter(|t| !t.ends_with("/*")) {
         let answer = super::transport::call(
             &installed.entry(),
             &AdminRequest::CheckCoverage { repo: repo.clone() },
-        )
-        .map_err(|e| setup_step(5, "check the Apps on the targets")(e.to_string()))?;
+        )?;
         let check = format!("coverage {repo}");
         coverage.push(match typed::<CoverageAnswer>(&answer) {
             Ok(c) => coverage_finding(&check, &c),
             Err(message) => Finding::fail(check.clone(), message),
         });
-    }
-    if let Some(bad) = coverage.iter().find(|f| !f.ok) {
-        return Err(setup_step(5, "check the Apps on the targets")(
-            bad.message.clone(),
-        ));
     }
     Ok(coverage)
 }
@@ -383,9 +449,15 @@ pub fn logs(entry: &SpriteEntry, service: &str, lines: usize) -> Result<String, 
     }
 }
 
-pub fn restart(entry: &SpriteEntry, service: Option<&str>) -> Result<String, DeployError> {
+/// `zodex sprite start|stop|restart`: the sprite's services (both unless `service`),
+/// through its `zodex-prd service`; start and restart wait until they answer.
+pub fn control(
+    entry: &SpriteEntry,
+    action: Action,
+    service: Option<&str>,
+) -> Result<String, DeployError> {
     let reach = Reach::of(entry)?;
-    let mut args = vec!["service", "restart"];
+    let mut args = vec!["service", action.word()];
     if let Some(service) = service {
         args.extend(["--service", service]);
     }
@@ -395,6 +467,75 @@ pub fn restart(entry: &SpriteEntry, service: Option<&str>) -> Result<String, Dep
     } else {
         Err(DeployError::Failed(ran.stderr))
     }
+}
+
+/// `zodex sprite uninstall`: the sprite's `zodex-prd uninstall` (the audit kept unless
+/// `purge`), and this machine's connector URL of the sprite, which no longer works (a later
+/// `connect` makes a new one); the sprite stays in this operator's registry.
+pub fn uninstall(entry: &SpriteEntry, purge: bool) -> Result<UninstallReport, DeployError> {
+    let reach = Reach::of(entry)?;
+    let mut args = vec!["uninstall", "--json"];
+    if purge {
+        args.push("--purge");
+    }
+    let mut report: UninstallReport = expect_json(reach.prd(&args, Stdin::None)?)?;
+    let url = super::connect::url_file(&entry.name);
+    if std::fs::remove_file(&url).is_ok() {
+        report.removed.push(format!(
+            "{} (on this machine: the connector URL, which no longer works)",
+            url.display()
+        ));
+    }
+    Ok(report)
+}
+
+/// What `zodex sprite targets` did: the sprite's targets now, whether they changed, and
+/// both Apps' coverage of every `OWNER/REPO` among them.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetsReport {
+    pub sprite: String,
+    pub targets: Vec<String>,
+    pub changed: bool,
+    pub coverage: Vec<Finding>,
+}
+
+impl TargetsReport {
+    pub fn all_covered(&self) -> bool {
+        self.coverage.iter().all(|f| f.ok)
+    }
+}
+
+/// How `zodex sprite targets` changes the list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetsChange {
+    List,
+    Add,
+    Remove,
+}
+
+/// `zodex sprite targets list|add|remove`: the sprite's `zodex-prd targets` (which restarts
+/// the publisher when the list changed), then both Apps' coverage of every repository target.
+pub fn targets(
+    entry: &SpriteEntry,
+    change: TargetsChange,
+    given: &[String],
+) -> Result<TargetsReport, DeployError> {
+    let reach = Reach::of(entry)?;
+    let word = match change {
+        TargetsChange::List => "list",
+        TargetsChange::Add => "add",
+        TargetsChange::Remove => "remove",
+    };
+    let mut args = vec!["targets", word, "--json"];
+    args.extend(given.iter().map(String::as_str));
+    let list: TargetList = expect_json(reach.prd(&args, Stdin::None)?)?;
+    let coverage = coverage_of(&reach, &list.targets)?;
+    Ok(TargetsReport {
+        sprite: entry.name.clone(),
+        targets: list.targets,
+        changed: list.changed,
+        coverage,
+    })
 }
 
 /// Uploads the binaries in `binaries` and has the uploaded `zodex-prd` put them in place.

@@ -7,7 +7,7 @@
 //! Each check gives a [`Finding`]: a short stable id, whether it holds, and one line saying what
 //! is wrong and the exact fix. `serve` refuses to start on any failing finding.
 
-use super::github::{GitHub, GithubError};
+use super::github::{AppFacts, GitHub, GithubError};
 use super::sockets::check_socket_dir;
 use crate::config::{Config, GithubApp};
 use crate::engine::store::App;
@@ -334,6 +334,21 @@ pub async fn github_checks(config: &Config, client: &GitHub) -> Vec<Finding> {
     let Some(github) = &config.github else {
         return Vec::new();
     };
+    let (reader, writer) = ask_both(client).await;
+    let mut findings = vec![api_finding(client, &reader, &writer)];
+    if !findings[0].ok {
+        return findings;
+    }
+    findings.extend(app_findings(App::Reader, &github.reader, reader));
+    findings.extend(app_findings(App::Writer, &github.writer, writer));
+    findings
+}
+
+/// `GET /app` as the reader and as the writer, at once, each bounded by
+/// [`GITHUB_CHECK_TIMEOUT`] (a time-out is an API that is not GitHub's).
+pub(crate) async fn ask_both(
+    client: &GitHub,
+) -> (Result<AppFacts, GithubError>, Result<AppFacts, GithubError>) {
     let ask = |app: App| async move {
         tokio::time::timeout(GITHUB_CHECK_TIMEOUT, client.authenticated_app(app))
             .await
@@ -347,34 +362,37 @@ pub async fn github_checks(config: &Config, client: &GitHub) -> Vec<Finding> {
                 })
             })
     };
-    let (reader, writer) = tokio::join!(ask(App::Reader), ask(App::Writer));
-    let mut findings = Vec::new();
-    // A wrong api_url is said once, as what it is, not as two Apps that fail.
-    let foreign = [&reader, &writer].into_iter().find_map(|r| match r {
+    tokio::join!(ask(App::Reader), ask(App::Writer))
+}
+
+/// Whether `api_url` answered as a GitHub API: a wrong one is said once, as what it is, not
+/// as two Apps that fail.
+pub(crate) fn api_finding(
+    client: &GitHub,
+    reader: &Result<AppFacts, GithubError>,
+    writer: &Result<AppFacts, GithubError>,
+) -> Finding {
+    let foreign = [reader, writer].into_iter().find_map(|r| match r {
         Err(e @ GithubError::NotGithubApi { .. }) => Some(e.to_string()),
         _ => None,
     });
     match foreign {
-        Some(message) => {
-            findings.push(Finding::fail("github-api", message));
-            return findings;
-        }
-        None => findings.push(Finding::ok(
+        Some(message) => Finding::fail("github-api", message),
+        None => Finding::ok(
             "github-api",
             format!(
                 "[github] api_url = {} answers as a GitHub API",
                 client.api_url()
             ),
-        )),
+        ),
     }
-    findings.extend(app_findings(App::Reader, &github.reader, reader));
-    findings.extend(app_findings(App::Writer, &github.writer, writer));
-    findings
 }
 
 mod apps;
+mod candidate;
 #[cfg(test)]
 mod tests;
 
 use apps::app_findings;
 pub use apps::{reader_problems, writer_problems};
+pub use candidate::{Candidate, check_candidate};

@@ -10,12 +10,14 @@
 //!   deployment with a `zodex-prd` running as the publisher, and the small programs the attack
 //!   suite runs as the agent.
 //! - `child`: the one pattern for a test binary that re-runs itself as a child process;
+//! - `deployment`: a two-user sprite set up by `zodex sprite setup` under a temporary prefix;
 //! - `packs`: hostile packs (compression and delta bombs, lying zlib streams) and their bundles.
 //!
 //! Each test crate compiles all of it and uses a part.
 #![allow(dead_code)]
 
 pub mod child;
+pub mod deployment;
 pub mod dev;
 pub mod devhub;
 pub mod mcp_server;

@@ -99,6 +99,11 @@ impl GitHub {
                 app: app.as_str(),
                 message: glimpse(&reply.message()),
             }),
+            // GitHub's answer to a JWT whose `iss` names no App.
+            404 if reply.message() == "Integration not found" => Err(GithubError::NoSuchApp {
+                app: app.as_str(),
+                app_id: self.app_key(app).app_id,
+            }),
             404 => Err(not_github(format!(
                 "GET /app answered 404: \"{}\"",
                 glimpse(&reply.message())

@@ -83,6 +83,10 @@ pub enum GithubError {
         "`[github] api_url = {api_url}` is not a GitHub API ({seen}): for github.com use https://api.github.com, for GitHub Enterprise Server https://HOST/api/v3"
     )]
     NotGithubApi { api_url: String, seen: String },
+    #[error(
+        "GitHub knows no App {app_id} (GET /app as the {app} App: Integration not found): give the id the {app} App's settings page shows (`app_id` in [github.{app}])"
+    )]
+    NoSuchApp { app: &'static str, app_id: u64 },
     #[error("GitHub's answer to {what} is not what zodex-prd expects: {message}")]
     Decode { what: String, message: String },
 }

@@ -1,6 +1,6 @@
 //! The boundary as the agent user sees it: `zodex-prd check-isolation`, run *as the agent* by
-//! `install` and `doctor`. The agent must not read either App key, the state database or the
-//! write-token file, must not reach the admin socket or write into the socket directory; it
+//! `install` and `doctor`. The agent must not read either App key, the state database, the
+//! write-token file or the publisher's log, must not reach the admin socket or write into the socket directory; it
 //! must reach its own socket, and `git ls-remote` of a covered repository must work through
 //! the credential helper.
 
@@ -13,8 +13,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-/// Runs the checks in this process (which must be the agent user).
-pub fn checks(config: &Config) -> Vec<Finding> {
+/// Runs the checks in this process (which must be the agent user); `publisher_log` is the
+/// publisher's log file of an installed sprite (the supervisor's; systemd's journal has none).
+pub fn checks(config: &Config, publisher_log: Option<&Path>) -> Vec<Finding> {
     let mut out = Vec::new();
     if let Some(github) = &config.github {
         for (name, app) in [("writer", &github.writer), ("reader", &github.reader)] {
@@ -38,6 +39,17 @@ pub fn checks(config: &Config) -> Vec<Finding> {
         &config.state_dir.join("write-tokens"),
         &format!("chmod 700 {}", config.state_dir.display()),
     ));
+    if let Some(log) = publisher_log {
+        out.push(unreadable(
+            "publisher-log-hidden",
+            "the publisher's log",
+            log,
+            &format!(
+                "it names grants, Apps and token hashes: `chmod 640 {}` (group: the publisher's), or rerun `zodex sprite setup`",
+                log.display()
+            ),
+        ));
+    }
     out.push(
         match std::os::unix::net::UnixStream::connect(&config.admin_socket) {
             Ok(_) => Finding::fail(

@@ -11,7 +11,7 @@
 //! | `var/lib/zodex-sockets/` | publisher, group = socket group | 0750 | both sockets |
 //! | `var/lib/zodex-mcp/` | publisher | 0755 | the MCP key's SHA-256 (the agent reads it) |
 //! | `var/lib/zodex-agent/` | agent | 0700 | MCP history and spill files |
-//! | `var/log/zodex/` | root | 0755 | service logs under the supervisor script |
+//! | `var/log/zodex/` | root | 0755 | service logs under the supervisor script: root's, 0640, group the service user's (the agent never reads the publisher's) |
 //! | `usr/local/bin/` | root | 0755 | `zodex-agent`, `zodex-prd`, `git-remote-zodex` |
 //! | `usr/local/lib/zodex/` | root | 0755 | the supervisor script and its pid files |
 //! | `etc/systemd/system/` | root | 0644 | the two units |

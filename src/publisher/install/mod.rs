@@ -10,11 +10,15 @@
 
 mod agent_git;
 pub mod doctor;
+mod github_check;
 pub mod isolation;
 pub mod layout;
 pub mod services;
+pub mod solver;
 mod sprite_config;
 pub mod system;
+pub mod targets;
+pub mod uninstall;
 
 use agent_git::agent_git;
 use layout::{InstallRecord, Layout, SERVICES, SPRITE_BINARIES, ServiceManager};
@@ -29,6 +33,11 @@ use system::{Account, Steps};
 pub enum InstallError {
     #[error("{0}")]
     Failed(String),
+    #[error(
+        "GitHub does not accept what this install would configure, so nothing was changed (the installed keys stay in place):\n{}",
+        problems.join("\n")
+    )]
+    GithubRefused { problems: Vec<String> },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -49,7 +58,7 @@ impl InstallError {
     }
 }
 
-pub use crate::publisher::ground::Finding;
+pub use crate::publisher::ground::{Finding, Findings};
 
 /// The App keys, as `zodex sprite setup` sends them on stdin (`--keys-stdin`): one JSON object.
 #[derive(Deserialize, Serialize)]
@@ -100,6 +109,13 @@ pub struct InstallReport {
     pub self_check: Vec<Finding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub units_verified: Option<String>,
+    /// The SMT solver the publisher proves its policies with (found, installed or missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solver: Option<solver::SolverOutcome>,
+    /// Whether the running publisher proved its policies' write invariants — the very
+    /// finding `doctor` gives (`policy-proofs`); none when the services were not started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proofs: Option<Finding>,
 }
 
 impl InstallReport {
@@ -118,11 +134,25 @@ pub fn run(
         ));
     }
     let layout = Layout::under(&options.prefix);
+    // New keys, App ids or API URL are proven against GitHub before anything changes.
+    if let Some(candidate) = github_check::candidate(options, &layout, keys.as_ref()) {
+        github_check::require(github_check::check(&candidate)?)?;
+    }
     let mut steps = Steps::default();
     let accounts = ensure_accounts(options, &layout, &mut steps)?;
     ensure_directories(&layout, &accounts, &mut steps)?;
     install_keys(&layout, keys.as_ref(), &accounts, &mut steps)?;
     install_binaries(options, &layout, &mut steps)?;
+    let solver = solver::ensure(&solver::SolverPlan::here(&layout.bin_dir));
+    match &solver {
+        solver::SolverOutcome::Found { path } => {
+            steps.record(format!("SMT solver {}", path.display()), false);
+        }
+        solver::SolverOutcome::Installed { path } => {
+            steps.record(format!("SMT solver {} (apt-get)", path.display()), true);
+        }
+        solver::SolverOutcome::Missing { .. } => steps.record("no SMT solver", false),
+    }
     let (agent, publisher) = (&accounts.agent, &accounts.publisher);
     let root = (Uid::from_raw(0), Gid::from_raw(0));
 
@@ -188,6 +218,7 @@ pub fn run(
     } else {
         Vec::new()
     };
+    let proofs = options.start.then(|| doctor::proofs(&config));
     Ok(InstallReport {
         config: layout.config(),
         changed,
@@ -195,7 +226,25 @@ pub fn run(
         services: services::status(&record),
         self_check,
         units_verified,
+        solver: Some(solver),
+        proofs,
     })
+}
+
+/// `install --check-only`: what `run` would check against GitHub before changing anything —
+/// the keys, App ids and API URL given (or installed) — and nothing else; it writes nothing
+/// and needs no root.
+pub fn check_only(
+    options: &InstallOptions,
+    keys: Option<&KeyUpload>,
+) -> Result<Vec<Finding>, InstallError> {
+    let layout = Layout::under(&options.prefix);
+    match github_check::candidate(options, &layout, keys) {
+        Some(candidate) => github_check::check(&candidate),
+        None => Err(InstallError::Failed(
+            "nothing to check: give --reader-app-id and --writer-app-id with --keys-stdin (or run it on an installed sprite)".into(),
+        )),
+    }
 }
 
 /// The accounts install made sure of, and the socket group's id.
@@ -290,6 +339,14 @@ fn ensure_directories(
     system::ensure_dir(&layout.agent_state_dir, agent.uid, agent.gid, 0o700, steps)?;
     if !agent.dir.is_dir() {
         system::ensure_dir(&agent.dir, agent.uid, agent.gid, 0o700, steps)?;
+    }
+    // The publisher's log names grants, App names and token hashes: root and the publisher's
+    // group read it, the agent does not. The agent's log is its group's.
+    for (service, gid) in [
+        ("zodex-prd", accounts.publisher.gid),
+        ("zodex-agent", accounts.socket_gid),
+    ] {
+        system::ensure_log(&layout.log(service), gid, steps)?;
     }
 
     Ok(())

@@ -73,6 +73,7 @@ pub fn supervisor_script(record: &InstallRecord) -> String {
 # Each service runs as its own user, restarted when it exits; `stop` of the agent service
 # also ends every process of the agent user, so no session outlives it.
 set -u
+umask 027
 BIN={bin}
 CONFIG={config}
 RUN={run}
@@ -86,7 +87,7 @@ launch() {{
   case "$1" in
   zodex-prd)
     exec setpriv --reuid="$PRD_USER" --regid="$(id -g "$PRD_USER")" --init-groups --no-new-privs \
-      env -i HOME=/ PATH="$BIN:/usr/bin:/bin" ZODEX_CONFIG="$CONFIG" \
+      env -i HOME=/ PATH="$BIN:/usr/local/bin:/usr/bin:/bin" ZODEX_CONFIG="$CONFIG" \
       "$BIN/zodex-prd" serve --config "$CONFIG" ;;
   zodex-agent)
     cd "$AGENT_HOME" || exit 1
@@ -104,9 +105,17 @@ running() {{
     grep -q zodex-supervise "/proc/$pid/cmdline" 2>/dev/null
 }}
 
+logfile() {{
+  # The publisher's log is root's and the publisher's group's only, never the agent's.
+  log="$LOG/$1.log"
+  if [ "$1" = zodex-prd ]; then owner=$PRD_USER; else owner=$AGENT_USER; fi
+  touch "$log" && chgrp "$(id -g "$owner")" "$log" && chmod 640 "$log"
+}}
+
 start_one() {{
   if running "$1"; then echo "$1: running"; return 0; fi
   rm -f "$RUN/$1.stopping"
+  logfile "$1" || return 1
   (
     child=
     trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; [ -n "$child" ] && wait "$child"; exit 0' TERM INT
@@ -194,7 +203,7 @@ pub enum Action {
 }
 
 impl Action {
-    fn word(self) -> &'static str {
+    pub fn word(self) -> &'static str {
         match self {
             Action::Start => "start",
             Action::Stop => "stop",

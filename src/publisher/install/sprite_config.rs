@@ -142,7 +142,7 @@ pub(super) fn sprite_config(
 }
 
 /// `OWNER/REPO` or `OWNER/*` (every repository of the owner).
-fn target_spec(text: &str) -> Result<TargetSpec, InstallError> {
+pub(super) fn target_spec(text: &str) -> Result<TargetSpec, InstallError> {
     match text.split_once('/') {
         Some((owner, "*")) if !owner.is_empty() => Ok(TargetSpec {
             repo: None,

@@ -211,6 +211,33 @@ pub fn ensure_file(
     Ok(())
 }
 
+/// A log file written by root (the supervisor script), read by root and `gid` only: created
+/// empty when missing, its owner and mode (root, 0640) set when another install left it open.
+pub fn ensure_log(path: &Path, gid: Gid, steps: &mut Steps) -> Result<(), InstallError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let created = match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(InstallError::Failed(format!(
+                "{} is not a regular file; move it away and run install again",
+                path.display()
+            )));
+        }
+        Ok(_) => false,
+        Err(_) => {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .mode(0o640)
+                .open(path)
+                .map_err(|e| InstallError::step(format!("cannot create {}", path.display()), e))?;
+            true
+        }
+    };
+    let changed = set_owner_mode(path, Uid::from_raw(0), gid, 0o640)? || created;
+    steps.record(format!("{} (640)", path.display()), changed);
+    Ok(())
+}
+
 /// Copies the file `from` to `to` (owner root, mode 0755) unless they are equal already.
 pub fn ensure_copy(from: &Path, to: &Path, steps: &mut Steps) -> Result<(), InstallError> {
     let root = (Uid::from_raw(0), Gid::from_raw(0));
