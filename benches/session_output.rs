@@ -10,6 +10,7 @@
 //!    every byte arrives exactly once and prints poll latency percentiles.
 //!
 //! `SESSION_BENCH_BYTES` overrides the 1 GiB (e.g. for a quick debug run).
+#![allow(unsafe_code)] // a raw PTY and getrusage to measure the session reader; each block says why it is sound
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;

@@ -3,6 +3,7 @@
 //!
 //! Every shell runs with `HOME` set to a fresh temp dir (see the pyenv pitfall in
 //! TESTING-PEERS.md), and tests that kill wait for a ready marker first.
+#![allow(unsafe_code)] // signal handlers and raw fds the test sets up; each block says why it is sound
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

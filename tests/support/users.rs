@@ -7,6 +7,7 @@
 //!
 //! [`run_as`] makes a `Command` start as one of these users: supplementary groups, gid and uid
 //! are set in that order in the child, before `exec`.
+#![allow(unsafe_code)] // the user switch before exec (pre_exec); each block says why it is sound
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;

@@ -1,6 +1,7 @@
 //! The machine-level steps of `install`, each idempotent and saying whether it changed
 //! anything: accounts (`groupadd`/`useradd`/`usermod`), directories and files with an exact
 //! owner and mode, and commands run as another user.
+#![allow(unsafe_code)] // the user switch before exec (pre_exec); each block says why it is sound
 
 use super::InstallError;
 use nix::unistd::{Gid, Group, Uid, User};

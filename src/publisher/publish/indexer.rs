@@ -14,6 +14,7 @@
 //! environment is empty. The pre-scan ([`super::packscan`]) has already refused what a pack
 //! declares beyond the object limits; these limits bound everything else (delta chains, entry
 //! counts, the thin path's in-memory entries).
+#![allow(unsafe_code)] // resource limits and reaping of the indexing child (setrlimit, wait4); each block says why it is sound
 
 use super::import::ImportError;
 use super::packscan::{MAX_BLOB_BYTES, MAX_DELTA_BYTES, MAX_METADATA_BYTES};

@@ -10,6 +10,7 @@
 //! written its URL. `--ttl` stops the server when it expires. Linux and macOS only.
 //!
 //! Not here: argument parsing and printing (`cli::local`), the server itself (`mod.rs`).
+#![allow(unsafe_code)] // the detached start of the local server (pre_exec); each block says why it is sound
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt;

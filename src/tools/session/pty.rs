@@ -5,6 +5,7 @@
 //! never inherits them (an inherited slave would keep this PTY open after its command exits).
 //! Output post-processing is switched off on the slave (no `\n` → `\r\n`), which keeps the
 //! stream clean; echo, line editing and signal keys (Ctrl-C) stay on as in any terminal.
+#![allow(unsafe_code)] // the PTY calls nix does not wrap (posix_spawn with addchdir, pidfd_open, TIOCSWINSZ); each block says why it is sound
 
 use std::ffi::{CString, OsString};
 use std::io;
