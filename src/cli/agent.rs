@@ -102,9 +102,13 @@ pub fn main() -> i32 {
     if let Some((config, operation)) =
         super::credential_helper::fast_args(std::env::args_os().skip(1))
     {
+        super::pipe::end_quietly_when_stdout_closes();
         return super::credential_helper::run(config, &operation);
     }
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        super::pipe::end_quietly_when_stdout_closes();
+    }
     match cli.command {
         Command::Github {
             config,

@@ -1,4 +1,4 @@
-//! The three command lines: clap definitions and output formatting, nothing else.
+//! The command lines of the five binaries: clap definitions and output formatting, nothing else.
 //!
 //! Architecture invariant: `cli` parses and prints; it holds no business rule. Exit codes are
 //! the same everywhere: 0 ok, 2 usage, 3 denied by policy, 1 anything else.
@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod credential_helper;
 pub mod local;
+pub mod pipe;
 pub mod prd;
 pub mod prd_install;
 pub mod proofs;

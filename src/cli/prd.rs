@@ -133,6 +133,9 @@ enum PolicyCommand {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        super::pipe::end_quietly_when_stdout_closes();
+    }
     match cli.command {
         Command::Serve { config } => serve(config),
         Command::CheckGround { config, json } => check_ground(config, json),

@@ -304,6 +304,22 @@ enum PolicyCommand {
     Prove,
 }
 
+impl Command {
+    /// A server in the foreground (the local MCP server, devhub): a stray print must not end it.
+    fn serves(&self) -> bool {
+        matches!(
+            self,
+            Self::Local(super::local::LocalCommand::Start {
+                foreground: true,
+                ..
+            }) | Self::Local(super::local::LocalCommand::Start { stdio: true, .. })
+                | Self::Dev {
+                    command: DevCommand::Devhub { .. }
+                }
+        )
+    }
+}
+
 #[derive(Subcommand)]
 enum DevCommand {
     /// Start everything locally, as the current user.
@@ -335,6 +351,9 @@ enum DevCommand {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if !cli.command.serves() {
+        super::pipe::end_quietly_when_stdout_closes();
+    }
     let registry = Registry::default_location();
     match cli.command {
         Command::Sprite { command } => sprite(command, &registry),
