@@ -303,7 +303,7 @@ pub fn service(command: ServiceCommand) -> i32 {
             for s in &states {
                 println!("{}", render_state(s));
             }
-            return if states.iter().all(|s| s.running) {
+            return if states.iter().all(services::ServiceState::healthy) {
                 EXIT_OK
             } else {
                 EXIT_FAILURE
@@ -350,7 +350,7 @@ pub fn service(command: ServiceCommand) -> i32 {
 /// One service on one line.
 pub fn render_state(s: &services::ServiceState) -> String {
     let version = s.installed_version.as_deref().unwrap_or("missing");
-    if s.running {
+    if s.running && !s.crash_looping() {
         format!(
             "{}: running as {} (pid {}, up {}), version {version}{}",
             s.service,
@@ -360,14 +360,43 @@ pub fn render_state(s: &services::ServiceState) -> String {
                 s.uptime_seconds.unwrap_or(0)
             )),
             if s.stale_binary {
-                " — runs a replaced binary: restart it"
+                " — runs a replaced binary: restart it".to_string()
+            } else if let Some(restarts) = &s.restarts {
+                format!(
+                    "; started again {}{}",
+                    times_in_the_last_minute(restarts.last_minute),
+                    last_error(restarts)
+                )
             } else {
-                ""
+                String::new()
             }
+        )
+    } else if let Some(restarts) = s.restarts.as_ref().filter(|_| s.crash_looping()) {
+        format!(
+            "{}: restarting ({}), version {version}{}",
+            s.service,
+            times_in_the_last_minute(restarts.last_minute),
+            last_error(restarts)
         )
     } else {
         format!("{}: stopped, version {version}", s.service)
     }
+}
+
+fn times_in_the_last_minute(times: u32) -> String {
+    match times {
+        1 => "1 time in the last minute".to_string(),
+        n => format!("{n} times in the last minute"),
+    }
+}
+
+/// `; last error: …` (escaped: a log line may quote what the agent controls), or nothing.
+fn last_error(restarts: &services::Restarts) -> String {
+    restarts
+        .last_errors
+        .first()
+        .map(|e| format!("; last error: {}", super::render::safe(e)))
+        .unwrap_or_default()
 }
 
 /// `upgrade`: the binaries in `binaries` replace the installed ones, the services restart
@@ -424,5 +453,58 @@ pub fn allow_host(config: Option<PathBuf>, host: &str, json: bool) -> i32 {
             eprintln!("error: {e}");
             EXIT_FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(running: bool, restarts: Option<u32>) -> services::ServiceState {
+        services::ServiceState {
+            service: "zodex-prd".into(),
+            running,
+            pid: running.then_some(42),
+            user: running.then(|| "zodex-prd".into()),
+            uptime_seconds: running.then_some(1),
+            installed_version: Some("0.1.0".into()),
+            stale_binary: false,
+            restarts: restarts.map(|last_minute| services::Restarts {
+                last_minute,
+                looping: !running || last_minute > 1,
+                last_errors: vec![
+                    "the writer App key is open to others: chmod 600 KEY\u{1b}[2K".into(),
+                    "zodex-prd did not start".into(),
+                ],
+            }),
+        }
+    }
+
+    /// A service its manager keeps starting again is "restarting", with its last error —
+    /// never "stopped", and not "running" either for the moment each start lasts.
+    #[test]
+    fn a_crash_loop_is_restarting_with_its_last_error() {
+        let down = render_state(&state(false, Some(4)));
+        assert_eq!(
+            down,
+            "zodex-prd: restarting (4 times in the last minute), version 0.1.0; last error: the writer App key is open to others: chmod 600 KEY\\x1b[2K"
+        );
+        let between = render_state(&state(true, Some(3)));
+        assert!(
+            between.starts_with("zodex-prd: restarting (3 times"),
+            "{between}"
+        );
+        assert!(!state(true, Some(3)).healthy());
+        // Once: it runs again, and says it was started again.
+        let once = render_state(&state(true, Some(1)));
+        assert!(
+            once.starts_with("zodex-prd: running as zodex-prd (pid 42")
+                && once.contains("started again 1 time in the last minute"),
+            "{once}"
+        );
+        assert_eq!(
+            render_state(&state(false, None)),
+            "zodex-prd: stopped, version 0.1.0"
+        );
     }
 }

@@ -6,6 +6,7 @@ use super::{EXIT_FAILURE, EXIT_OK, print_failure, print_json_ok};
 use crate::operator::deploy::{self, SetupOptions};
 use crate::operator::registry::Registry;
 use crate::publisher::install::doctor::DoctorReport;
+use crate::publisher::install::services::ServiceState;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -132,7 +133,7 @@ pub fn status(sprite: Option<String>, json: bool, registry: &Registry) -> i32 {
             for s in &states {
                 println!("{}", super::prd_install::render_state(s));
             }
-            if states.iter().all(|s| s.running) {
+            if states.iter().all(ServiceState::healthy) {
                 EXIT_OK
             } else {
                 EXIT_FAILURE

@@ -83,7 +83,20 @@ fn service_findings(states: &[services::ServiceState], version: &str) -> Vec<Fin
     for state in states {
         let name = &state.service;
         let check = format!("{name}-service");
-        if !state.running {
+        if let Some(restarts) = state.restarts.as_ref().filter(|_| state.crash_looping()) {
+            out.push(Finding::fail(
+                check.clone(),
+                format!(
+                    "{name} keeps exiting ({} restarts in the last minute){}; read its log with `zodex sprite logs --service {name}`",
+                    restarts.last_minute,
+                    restarts
+                        .last_errors
+                        .first()
+                        .map(|e| format!(", last with: {e}"))
+                        .unwrap_or_default()
+                ),
+            ));
+        } else if !state.running {
             out.push(Finding::fail(check.clone(),
                 format!(
                     "{name} is not running: `zodex sprite restart`, and read why with `zodex sprite logs --service {name}`"

@@ -9,6 +9,7 @@
 //! `doctor` read the [`InstallRecord`] it leaves beside the configuration.
 
 mod agent_git;
+pub mod crashes;
 pub mod doctor;
 pub mod isolation;
 pub mod layout;
@@ -441,14 +442,7 @@ pub fn wait_running(record: &InstallRecord, service: &str) -> Result<(), Install
     let start = std::time::Instant::now();
     loop {
         let up = services::running(record, service).is_some_and(|p| !p.stale);
-        let ready = up
-            && match service {
-                "zodex-prd" => {
-                    std::os::unix::net::UnixStream::connect(record.layout.admin_socket()).is_ok()
-                }
-                _ => std::net::TcpStream::connect(&record.mcp_listen).is_ok(),
-            };
-        if ready {
+        if up && services::answers(record, service) {
             return Ok(());
         }
         if start.elapsed() > std::time::Duration::from_secs(20) {

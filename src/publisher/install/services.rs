@@ -262,6 +262,35 @@ pub struct ServiceState {
     /// the new one.
     #[serde(default)]
     pub stale_binary: bool,
+    /// Its manager started it again in the last minute (it exited, or keeps exiting): how
+    /// often, and the errors of its last start. Absent when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<Restarts>,
+}
+
+impl ServiceState {
+    /// Up and staying up.
+    pub fn healthy(&self) -> bool {
+        self.running && !self.crash_looping()
+    }
+
+    /// It keeps exiting and being started again: started again in the last minute, and not
+    /// up and answering now (a start refused at once runs for a moment between two restarts).
+    pub fn crash_looping(&self) -> bool {
+        self.restarts.as_ref().is_some_and(|r| r.looping)
+    }
+}
+
+/// How often a service was started again in the last minute, and why it last ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Restarts {
+    pub last_minute: u32,
+    /// It is not answering now (not running, or running without answering yet): it keeps
+    /// exiting. False once it is up again.
+    pub looping: bool,
+    /// The errors of its last start that ended, the cause first (`error: ` taken off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_errors: Vec<String>,
 }
 
 /// The state of both services: each found as the process running
@@ -271,7 +300,13 @@ pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
         .iter()
         .map(|service| {
             let installed_version = binary_version(&record.layout.binary(service));
-            match running(record, service) {
+            let process = running(record, service);
+            let restarts = restarts(record, service).map(|mut r| {
+                r.looping =
+                    !(process.as_ref().is_some_and(|p| !p.stale) && answers(record, service));
+                r
+            });
+            match process {
                 Some(process) => ServiceState {
                     service: service.to_string(),
                     running: true,
@@ -283,6 +318,7 @@ pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
                     uptime_seconds: process.uptime_seconds,
                     installed_version,
                     stale_binary: process.stale,
+                    restarts,
                 },
                 None => ServiceState {
                     service: service.to_string(),
@@ -292,10 +328,89 @@ pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
                     uptime_seconds: None,
                     installed_version,
                     stale_binary: false,
+                    restarts,
                 },
             }
         })
         .collect()
+}
+
+/// The restarts of `service` in the last minute, while its manager still runs it.
+fn restarts(record: &InstallRecord, service: &str) -> Option<Restarts> {
+    if !supervised(record, service) {
+        return None;
+    }
+    let log = recent_log(record, service)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs() as i64;
+    let last_minute = super::crashes::restarts_since(&log, now - 60);
+    (last_minute > 0).then(|| Restarts {
+        last_minute,
+        looping: true,
+        last_errors: super::crashes::last_errors(&log),
+    })
+}
+
+/// Whether `service` answers: the publisher on its admin socket, the agent on its MCP address.
+pub(super) fn answers(record: &InstallRecord, service: &str) -> bool {
+    match service {
+        "zodex-prd" => {
+            std::os::unix::net::UnixStream::connect(record.layout.admin_socket()).is_ok()
+        }
+        _ => std::net::TcpStream::connect(&record.mcp_listen).is_ok(),
+    }
+}
+
+/// Whether the manager runs `service` (up, or between two starts), as opposed to stopped.
+fn supervised(record: &InstallRecord, service: &str) -> bool {
+    match record.service_manager {
+        ServiceManager::Systemd => Command::new("systemctl")
+            .args(["show", "--property", "ActiveState", "--value", service])
+            .output()
+            .is_ok_and(|out| {
+                let state = String::from_utf8_lossy(&out.stdout);
+                matches!(state.trim(), "active" | "activating" | "reloading")
+            }),
+        // The script's loop keeps its pid file until `stop` removes it.
+        ServiceManager::Supervisor => {
+            std::fs::read_to_string(record.layout.lib_dir.join(format!("{service}.pid")))
+                .ok()
+                .and_then(|pid| pid.trim().parse::<u32>().ok())
+                .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        }
+    }
+}
+
+/// The end of a service's log, as [`super::crashes`] reads it: the supervisor's file (its last
+/// 64 KiB), or the journal with unix times.
+pub(super) fn recent_log(record: &InstallRecord, service: &str) -> Option<String> {
+    match record.service_manager {
+        ServiceManager::Systemd => {
+            let out = Command::new("journalctl")
+                .args(["--no-pager", "--output", "short-unix", "--lines", "400"])
+                .args(["--unit", service])
+                .output()
+                .ok()?;
+            Some(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+        ServiceManager::Supervisor => {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut file = std::fs::File::open(record.layout.log(service)).ok()?;
+            let len = file.metadata().ok()?.len();
+            file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)))
+                .ok()?;
+            let mut tail = Vec::new();
+            file.read_to_end(&mut tail).ok()?;
+            let text = String::from_utf8_lossy(&tail).into_owned();
+            // From the first whole line on.
+            Some(match text.split_once('\n') {
+                Some((_, rest)) if len > 64 * 1024 => rest.to_string(),
+                _ => text,
+            })
+        }
+    }
 }
 
 /// The process running `service` (`<bin_dir>/<service> serve --config <config>`), if any;
