@@ -219,12 +219,18 @@ pub fn install(args: InstallArgs) -> i32 {
     }
 }
 
-/// One line per finding: `ok` or `FAIL`, then what it says.
+/// One line per finding: `ok` or `FAIL`, then what it says; a failure that follows from
+/// another is marked so (`doctor` lists the causes first).
 pub fn print_findings(findings: &[Finding]) {
     for f in findings {
+        let follows = if f.follows_from.is_empty() {
+            String::new()
+        } else {
+            format!("[follows from: {}] ", f.follows_from.join(", "))
+        };
         // A finding may quote what the agent user controls (its git's stderr): escaped.
         println!(
-            "{} {}",
+            "{} {follows}{}",
             if f.ok { "ok  " } else { "FAIL" },
             super::render::safe(&f.message)
         );

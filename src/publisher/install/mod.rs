@@ -9,6 +9,7 @@
 //! `doctor` read the [`InstallRecord`] it leaves beside the configuration.
 
 mod agent_git;
+pub mod causes;
 pub mod crashes;
 pub mod doctor;
 pub mod isolation;
