@@ -232,7 +232,9 @@ fn serve(config: Option<PathBuf>) -> i32 {
                 eprintln!("error: {}", render::safe(&failure.message));
             }
             eprintln!(
-                "error: zodex-prd did not start: fix the above; `zodex-prd check-ground` checks again without starting"
+                // Not an `error: ` line: the errors above are the cause, and this is what a
+                // reader of the log on the sprite can run (the operator's `zodex` says its own).
+                "zodex-prd did not start: fix the errors above; `zodex-prd check-ground` checks again without starting"
             );
             EXIT_FAILURE
         }

@@ -105,6 +105,9 @@ pub struct ServiceTarget {
     config: Option<PathBuf>,
     #[arg(long, value_parser = ["zodex-prd", "zodex-agent"])]
     service: Option<String>,
+    /// Print the services' states after it (or why one did not come up) as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn install(args: InstallArgs) -> i32 {
@@ -342,14 +345,46 @@ pub fn service(command: ServiceCommand) -> i32 {
     };
     let services: Vec<&str> = target.service.as_deref().into_iter().collect();
     match install::control_and_wait(&record, action, &services) {
+        Ok(_) if target.json => super::print_json_ok(services::status(&record)),
         Ok(text) => {
             print!("{text}");
             EXIT_OK
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            if target.json {
+                print_json_error(&e);
+            } else {
+                eprintln!("error: {e}");
+                if let install::InstallError::NotUp(not_up) = &e {
+                    eprintln!(
+                        "  next: fix that, then `zodex-prd service {} --service {}`; `zodex-prd service logs --service {}` shows its whole log, `zodex-prd doctor` every check",
+                        action_word(action),
+                        not_up.service,
+                        not_up.service
+                    );
+                }
+            }
             EXIT_FAILURE
         }
+    }
+}
+
+/// An install error as the `--json` answer the operator's `zodex` reads: a service that did
+/// not come up carries the fix the operator can run (`next`).
+fn print_json_error(e: &install::InstallError) {
+    let mut response =
+        crate::protocol::Response::error(crate::protocol::ErrorKind::Internal, e.to_string());
+    if let (install::InstallError::NotUp(not_up), Some(error)) = (e, response.error.as_mut()) {
+        error.unblock = Some(not_up.operator_fix());
+    }
+    super::print_json(&response);
+}
+
+fn action_word(action: Action) -> &'static str {
+    match action {
+        Action::Start => "start",
+        Action::Stop => "stop",
+        Action::Restart => "restart",
     }
 }
 
@@ -422,6 +457,10 @@ pub fn upgrade(config: Option<PathBuf>, binaries: PathBuf, json: bool) -> i32 {
                 }
             }
             EXIT_OK
+        }
+        Err(e) if json => {
+            print_json_error(&e);
+            EXIT_FAILURE
         }
         Err(e) => {
             eprintln!("error: {e}");

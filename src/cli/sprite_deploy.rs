@@ -163,8 +163,10 @@ pub fn restart(sprite: Option<String>, service: Option<&str>, registry: &Registr
         Err(e) => return print_failure(&e, false),
     };
     match deploy::restart(&entry, service) {
-        Ok(text) => {
-            print_lines(&text);
+        Ok(states) => {
+            for s in &states {
+                println!("{}", super::prd_install::render_state(s));
+            }
             EXIT_OK
         }
         Err(e) => print_failure(&e, false),

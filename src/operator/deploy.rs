@@ -33,6 +33,13 @@ pub enum DeployError {
     },
     #[error("{0}")]
     Failed(String),
+    /// A sprite-side command failed: what it said (the cause first), and the fix the operator
+    /// can run from here when it gave one.
+    #[error("{message}{}", next.as_ref().map(|n| format!("\nnext: {n}")).unwrap_or_default())]
+    OnSprite {
+        message: String,
+        next: Option<String>,
+    },
 }
 
 /// What `zodex sprite setup` is told.
@@ -354,14 +361,32 @@ pub fn doctor(entry: &SpriteEntry) -> Result<DoctorReport, DeployError> {
     Ok(report)
 }
 
+/// The `result` of a sprite command's `--json` answer; its `error` (or, when it printed no
+/// answer, its stderr) as [`DeployError::OnSprite`].
 fn expect_json<T: DeserializeOwned>(ran: super::remote::Ran) -> Result<T, DeployError> {
-    envelope(&ran.stdout).map_err(|message| {
-        DeployError::Failed(if ran.stderr.is_empty() {
-            message
-        } else {
-            ran.stderr
-        })
-    })
+    match serde_json::from_slice::<Response>(&ran.stdout) {
+        Ok(response) if !response.ok => Err(DeployError::OnSprite {
+            message: response
+                .error
+                .as_ref()
+                .map(|e| e.message.clone())
+                .unwrap_or_else(|| "the sprite refused without saying why".into()),
+            next: response.error.and_then(|e| e.unblock),
+        }),
+        Ok(response) => typed(&response).map_err(DeployError::Failed),
+        Err(_) => Err(DeployError::OnSprite {
+            message: if ran.stderr.is_empty() {
+                "the sprite printed no JSON answer".into()
+            } else {
+                // What the sprite's command printed as its own `error: …`.
+                ran.stderr
+                    .strip_prefix("error: ")
+                    .unwrap_or(&ran.stderr)
+                    .to_string()
+            },
+            next: None,
+        }),
+    }
 }
 
 pub fn status(entry: &SpriteEntry) -> Result<Vec<ServiceState>, DeployError> {
@@ -383,18 +408,18 @@ pub fn logs(entry: &SpriteEntry, service: &str, lines: usize) -> Result<String, 
     }
 }
 
-pub fn restart(entry: &SpriteEntry, service: Option<&str>) -> Result<String, DeployError> {
+/// Restarts the sprite's services (or one) and waits until they answer: their states after,
+/// or why one did not come up — its errors, the cause first, and the fix from here.
+pub fn restart(
+    entry: &SpriteEntry,
+    service: Option<&str>,
+) -> Result<Vec<ServiceState>, DeployError> {
     let reach = Reach::of(entry)?;
-    let mut args = vec!["service", "restart"];
+    let mut args = vec!["service", "restart", "--json"];
     if let Some(service) = service {
         args.extend(["--service", service]);
     }
-    let ran = reach.prd(&args, Stdin::None)?;
-    if ran.success {
-        Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
-    } else {
-        Err(DeployError::Failed(ran.stderr))
-    }
+    expect_json(reach.prd(&args, Stdin::None)?)
 }
 
 /// Uploads the binaries in `binaries` and has the uploaded `zodex-prd` put them in place.

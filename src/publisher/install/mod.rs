@@ -31,6 +31,8 @@ use system::{Account, Steps};
 pub enum InstallError {
     #[error("{0}")]
     Failed(String),
+    #[error(transparent)]
+    NotUp(#[from] NotUp),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -52,6 +54,50 @@ impl InstallError {
 }
 
 pub use crate::publisher::ground::Finding;
+
+/// A service that did not come up after a start: the errors of its last start, the cause
+/// first. Said without a fix: the fix depends on where the reader runs (on the sprite, or the
+/// operator's `zodex sprite …` through the transport), and the command line adds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{}", self.text())]
+pub struct NotUp {
+    pub service: String,
+    pub waited_seconds: u64,
+    /// From its log (`crashes::last_errors`); empty when the log says no error.
+    pub errors: Vec<String>,
+}
+
+impl NotUp {
+    /// The fix, in the commands the operator runs from their machine.
+    pub fn operator_fix(&self) -> String {
+        format!(
+            "fix that, then `zodex sprite restart`; `zodex sprite logs --service {}` shows its whole log, `zodex sprite doctor` runs every check, the cause first",
+            self.service
+        )
+    }
+
+    /// The cause on the first line, the errors that followed it on the next, then what did not
+    /// happen.
+    fn text(&self) -> String {
+        let mut out = self.errors.join("\n");
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "{} did not come up within {} s{}",
+            self.service,
+            self.waited_seconds,
+            if self.errors.is_empty() {
+                ", and its log ends with no error"
+            } else if self.errors.len() == 1 {
+                ": the error above is the last it wrote"
+            } else {
+                ": the errors above are the last it wrote, the cause first"
+            }
+        ));
+        out
+    }
+}
 
 /// The App keys, as `zodex sprite setup` sends them on stdin (`--keys-stdin`): one JSON object.
 #[derive(Deserialize, Serialize)]
@@ -447,11 +493,13 @@ pub fn wait_running(record: &InstallRecord, service: &str) -> Result<(), Install
             return Ok(());
         }
         if start.elapsed() > std::time::Duration::from_secs(20) {
-            let tail = services::logs(record, service, 15).unwrap_or_default();
-            return Err(InstallError::Failed(format!(
-                "{service} did not come up within 20 s; its log ends with:\n{}",
-                tail.trim_end()
-            )));
+            let log = services::recent_log(record, service).unwrap_or_default();
+            return Err(NotUp {
+                service: service.to_string(),
+                waited_seconds: 20,
+                errors: crashes::last_errors(&log),
+            }
+            .into());
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
