@@ -128,6 +128,10 @@ enum PolicyCommand {
         /// Read `policy_dir` and `waive_properties` from this configuration.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Print the report as JSON (`zodex sprite policy prove` reads it through the
+        /// transport, so it needs no running zodex-prd).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -162,8 +166,8 @@ pub fn main() -> i32 {
             command: PolicyCommand::Check { dir, config },
         } => check(dir, config),
         Command::Policy {
-            command: PolicyCommand::Prove { dir, config },
-        } => prove(dir, config),
+            command: PolicyCommand::Prove { dir, config, json },
+        } => prove(dir, config, json),
         Command::IndexPack {
             bundle,
             offset,
@@ -378,21 +382,25 @@ fn check(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
     }
 }
 
-fn prove(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
+fn prove(dir: Option<PathBuf>, config: Option<PathBuf>, json: bool) -> i32 {
+    let failed = |e: &dyn std::fmt::Display| {
+        if json {
+            super::print_failure(e, true)
+        } else {
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    };
     let (dir, waived) = match policy_dir(dir, config) {
         Ok(found) => found,
         Err(code) => return code,
     };
     let subject = match Subject::load(dir.as_deref(), &waived) {
         Ok(subject) => subject,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILURE;
-        }
+        Err(e) => return failed(&e),
     };
     let Some(solver) = SolverCommand::find() else {
-        eprintln!("error: {}", ProveError::NoSolver);
-        return EXIT_FAILURE;
+        return failed(&ProveError::NoSolver);
     };
     let what = match &dir {
         Some(dir) => format!("the built-in policies plus {}", dir.display()),
@@ -400,16 +408,17 @@ fn prove(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
     };
     match subject.prove(&solver) {
         Ok(report) => {
-            print!("{}", super::proofs::report(&report, &what));
+            if json {
+                super::print_json_ok(&report);
+            } else {
+                print!("{}", super::proofs::report(&report, &what));
+            }
             if report.all_hold_or_waived() {
                 EXIT_OK
             } else {
                 EXIT_DENIED
             }
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_FAILURE
-        }
+        Err(e) => failed(&e),
     }
 }

@@ -298,9 +298,10 @@ enum PolicyCommand {
         #[arg(long)]
         exists: bool,
     },
-    /// Prove the write invariants of the sprite's effective policy set (built-in plus its
-    /// policy directory) with the sprite's SMT solver. Exit code 0: all hold (or are waived);
-    /// 3: a property fails; 1: no solver there, or an error.
+    /// Prove the write invariants of the sprite's configured policy set (built-in plus its
+    /// policy directory) with the sprite's SMT solver, through the exec transport: it needs no
+    /// running zodex-prd, so it also explains a start refused on a broken property. Exit code
+    /// 0: all hold (or are waived); 3: a property fails; 1: no solver there, or an error.
     Prove,
 }
 
@@ -685,7 +686,9 @@ fn prove(target: &Target, registry: &Registry) -> i32 {
         Ok(sprite) => sprite,
         Err(e) => return print_failure(&e, target.json),
     };
-    let response = match transport::call(&sprite, &AdminRequest::ProvePolicies) {
+    // Through the transport, not the daemon: when a broken property made zodex-prd refuse to
+    // start, this is where the operator reads the counterexample.
+    let response = match crate::operator::deploy::prove(&sprite) {
         Ok(response) => response,
         Err(e) => return print_failure(&e, target.json),
     };

@@ -422,6 +422,26 @@ pub fn restart(
     expect_json(reach.prd(&args, Stdin::None)?)
 }
 
+/// `zodex sprite policy prove`: the sprite's own `zodex-prd policy prove --json`, through the
+/// transport. It proves the policies the configuration names, as the next start would, and
+/// needs no running zodex-prd — which is down when a broken property made it refuse to start.
+/// The answer's result is the proof report.
+pub fn prove(entry: &SpriteEntry) -> Result<Response, DeployError> {
+    let reach = Reach::of(entry)?;
+    let ran = reach.prd(&["policy", "prove", "--json"], Stdin::None)?;
+    serde_json::from_slice(&ran.stdout).map_err(|_| DeployError::OnSprite {
+        message: if ran.stderr.is_empty() {
+            "the sprite's `zodex-prd policy prove` printed no answer".into()
+        } else {
+            ran.stderr
+                .strip_prefix("error: ")
+                .unwrap_or(&ran.stderr)
+                .to_string()
+        },
+        next: None,
+    })
+}
+
 /// Uploads the binaries in `binaries` and has the uploaded `zodex-prd` put them in place.
 pub fn upgrade(entry: &SpriteEntry, binaries: &Path) -> Result<Vec<ServiceState>, DeployError> {
     let reach = Reach::of(entry)?;
