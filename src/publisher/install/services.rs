@@ -18,12 +18,16 @@ use std::process::Command;
 pub fn unit(record: &InstallRecord, service: &str) -> String {
     let layout = &record.layout;
     let config = layout.config();
+    // Started again every 2 s for as long as it exits, as the supervisor script does: never
+    // given up on after a burst ("start request repeated too quickly"), so `status` reads a
+    // crash loop as restarting, with its last error, the same under both managers.
+    let forever = "StartLimitIntervalSec=0\n";
     let common = "NoNewPrivileges=yes\nPrivateTmp=yes\nProtectSystem=strict\nProtectKernelTunables=yes\nProtectKernelModules=yes\nProtectControlGroups=yes\nRestart=on-failure\nRestartSec=2\n";
     match service {
         "zodex-prd" => format!(
             "# Written by `zodex-prd install`; a rerun rewrites it.\n\
              [Unit]\nDescription=Zodex publisher (decides and makes every GitHub write)\n\
-             After=network-online.target\nWants=network-online.target\n\n\
+             After=network-online.target\nWants=network-online.target\n{forever}\n\
              [Service]\nType=simple\nUser={user}\nGroup={user}\n\
              Environment=ZODEX_CONFIG={config}\n\
              ExecStart={bin} serve --config {config}\n\
@@ -41,7 +45,7 @@ pub fn unit(record: &InstallRecord, service: &str) -> String {
         _ => format!(
             "# Written by `zodex-prd install`; a rerun rewrites it.\n\
              [Unit]\nDescription=Zodex agent (the MCP tools, as the agent user)\n\
-             After=network-online.target zodex-prd.service\nWants=network-online.target\n\n\
+             After=network-online.target zodex-prd.service\nWants=network-online.target\n{forever}\n\
              [Service]\nType=simple\nUser={user}\n\
              Environment=ZODEX_CONFIG={config} PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin\n\
              WorkingDirectory=~\n\
@@ -559,5 +563,41 @@ pub fn verify_units(layout: &Layout) -> Option<Result<(), String>> {
         Some(Ok(()))
     } else {
         Some(Err(ours.join("\n")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Under systemd as under the supervisor script, a service that keeps exiting is started
+    /// again every 2 s, never given up on after a burst of starts.
+    #[test]
+    fn both_units_restart_a_failing_service_for_as_long_as_it_fails() {
+        let record = InstallRecord {
+            version: "0".into(),
+            layout: Layout::under(Path::new("/")),
+            agent_user: "zodex-agent".into(),
+            publisher_user: "zodex-prd".into(),
+            socket_group: "zodex".into(),
+            agent_home: PathBuf::from("/home/zodex-agent"),
+            service_manager: ServiceManager::Systemd,
+            mcp_listen: "127.0.0.1:8080".into(),
+            agent_tasks_max: 1024,
+            agent_memory_max_mib: 4096,
+        };
+        for service in SERVICES {
+            let text = unit(&record, service);
+            let (unit_section, service_section) = text.split_once("[Service]").unwrap();
+            assert!(
+                unit_section.contains("\nStartLimitIntervalSec=0\n"),
+                "{service}: {text}"
+            );
+            assert!(
+                service_section.contains("\nRestart=on-failure\nRestartSec=2\n"),
+                "{service}: {text}"
+            );
+        }
+        assert!(supervisor_script(&record).contains("restarting in 2s"));
     }
 }
