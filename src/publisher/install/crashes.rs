@@ -35,10 +35,12 @@ fn message(line: &str) -> &str {
     }
 }
 
-/// Whether a message is an error the service wrote: our binaries' `error: …` lines, and
-/// tracing's `ERROR` lines.
+/// Whether a message is an error the service wrote: our binaries' `error: …` lines, tracing's
+/// `ERROR` lines, and a panic's first line (`thread 'main' panicked at …`).
 fn is_error(message: &str) -> bool {
-    message.starts_with("error: ") || message.contains(" ERROR ")
+    message.starts_with("error: ")
+        || message.contains(" ERROR ")
+        || message.starts_with("thread '") && message.contains(" panicked at ")
 }
 
 /// The errors the service wrote in its last start that ended (the last one, if none ended),
@@ -121,6 +123,13 @@ error: zodex-prd did not start: fix the above
         // A log with no exit marker (a start still under way): its errors as they stand.
         assert_eq!(last_errors("INFO up\nerror: no socket\n"), ["no socket"]);
         assert!(last_errors("INFO serving\n").is_empty());
+        // A start that panicked says so.
+        let panicked = "INFO up\nthread 'main' (7) panicked at src/x.rs:1:2:\nno state\n\
+                        2026-12-02T10:00:52Z zodex-supervise: zodex-prd exited with 101; restarting in 2s\n";
+        assert_eq!(
+            last_errors(panicked),
+            ["thread 'main' (7) panicked at src/x.rs:1:2:"]
+        );
     }
 
     #[test]
