@@ -248,7 +248,7 @@ fn install_on_sprite(
         setup_step(3, "install")(if ran.stderr.is_empty() {
             message
         } else {
-            ran.stderr.clone()
+            ran.said().to_string()
         })
     })
 }
@@ -339,7 +339,7 @@ pub fn doctor(entry: &SpriteEntry) -> Result<DoctorReport, DeployError> {
             if ran.stderr.is_empty() {
                 message
             } else {
-                ran.stderr
+                ran.said().to_string()
             }
         ))
     })?;
@@ -378,11 +378,7 @@ fn expect_json<T: DeserializeOwned>(ran: super::remote::Ran) -> Result<T, Deploy
             message: if ran.stderr.is_empty() {
                 "the sprite printed no JSON answer".into()
             } else {
-                // What the sprite's command printed as its own `error: …`.
-                ran.stderr
-                    .strip_prefix("error: ")
-                    .unwrap_or(&ran.stderr)
-                    .to_string()
+                ran.said().to_string()
             },
             next: None,
         }),
@@ -433,10 +429,7 @@ pub fn prove(entry: &SpriteEntry) -> Result<Response, DeployError> {
         message: if ran.stderr.is_empty() {
             "the sprite's `zodex-prd policy prove` printed no answer".into()
         } else {
-            ran.stderr
-                .strip_prefix("error: ")
-                .unwrap_or(&ran.stderr)
-                .to_string()
+            ran.said().to_string()
         },
         next: None,
     })
