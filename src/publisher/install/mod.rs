@@ -65,6 +65,9 @@ pub struct NotUp {
     pub waited_seconds: u64,
     /// From its log (`crashes::last_errors`); empty when the log says no error.
     pub errors: Vec<String>,
+    /// It runs but does not answer yet (a slow start, not a failed one).
+    #[serde(default)]
+    pub still_starting: bool,
 }
 
 impl NotUp {
@@ -87,7 +90,9 @@ impl NotUp {
             "{} did not come up within {} s{}",
             self.service,
             self.waited_seconds,
-            if self.errors.is_empty() {
+            if self.errors.is_empty() && self.still_starting {
+                ": it runs, but does not answer yet and has written no error; `zodex sprite status` shortly says whether it came up"
+            } else if self.errors.is_empty() {
                 ", and its log ends with no error"
             } else if self.errors.len() == 1 {
                 ": the error above is the last it wrote"
@@ -498,6 +503,7 @@ pub fn wait_running(record: &InstallRecord, service: &str) -> Result<(), Install
                 service: service.to_string(),
                 waited_seconds: 20,
                 errors: crashes::last_errors(&log),
+                still_starting: up,
             }
             .into());
         }
@@ -567,4 +573,41 @@ pub fn upgrade(
         }
     }
     Ok(states)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_up(errors: &[&str], still_starting: bool) -> String {
+        NotUp {
+            service: "zodex-prd".into(),
+            waited_seconds: 20,
+            errors: errors.iter().map(|e| e.to_string()).collect(),
+            still_starting,
+        }
+        .to_string()
+    }
+
+    /// The cause on the first line; what did not happen after it; a slow start said to be one.
+    #[test]
+    fn a_service_that_did_not_come_up_says_its_cause_first() {
+        assert_eq!(
+            not_up(&["writer key K is readable by others: chmod 600 K"], false),
+            "writer key K is readable by others: chmod 600 K\n\
+             zodex-prd did not come up within 20 s: the error above is the last it wrote"
+        );
+        let two = not_up(&["the cause", "what followed"], false);
+        assert!(two.starts_with("the cause\nwhat followed\n"), "{two}");
+        assert!(
+            not_up(&[], false).ends_with("within 20 s, and its log ends with no error"),
+            "{}",
+            not_up(&[], false)
+        );
+        assert!(
+            not_up(&[], true).contains("it runs, but does not answer yet"),
+            "{}",
+            not_up(&[], true)
+        );
+    }
 }
