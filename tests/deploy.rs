@@ -350,6 +350,113 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
     let _ = AGENT;
 }
 
+/// A publisher that crashes at every start (its writer key made 0644) leads the operator to
+/// the cause: the failed restart says the cause first, once `error:`, and the fix they can run
+/// from their machine; `status` says "restarting", not "stopped", with the last error; `doctor`
+/// lists the key first and marks what follows from it.
+#[test]
+#[ignore = "needs root"]
+fn a_publisher_in_a_crash_loop_leads_the_operator_to_its_cause() {
+    require_root();
+    let world = World::new();
+    world.zodex(&["sprite", "add", "box", "--exec", "env"]).ok();
+    world.setup().ok();
+    let key = world.prefix.join("etc/zodex/keys/writer.pem");
+    chmod(&key, 0o644);
+
+    let restart = world
+        .zodex(&["sprite", "restart", "--sprite", "box"])
+        .code(1);
+    // Shown with `--nocapture`: what the operator reads.
+    println!("--- zodex sprite restart:\n{}", restart.stderr);
+    let lines: Vec<&str> = restart.stderr.lines().collect();
+    assert!(
+        lines[0].starts_with("error: writer key ")
+            && lines[0].contains("readable by others (mode 644): chmod 600"),
+        "the cause must come first:\n{}",
+        restart.stderr
+    );
+    assert!(
+        !restart.stderr.contains("error: error:") && !restart.stderr.contains("\\n"),
+        "{}",
+        restart.stderr
+    );
+    assert!(
+        restart
+            .stderr
+            .contains("zodex-prd did not come up within 20 s"),
+        "{}",
+        restart.stderr
+    );
+    let next = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("next: "))
+        .unwrap_or_else(|| panic!("no fix:\n{}", restart.stderr));
+    assert!(
+        next.contains("`zodex sprite logs --service zodex-prd`")
+            && next.contains("`zodex sprite doctor`"),
+        "{next}"
+    );
+    assert!(
+        !restart.stderr.contains("zodex-prd check-ground") && !restart.stderr.contains(" INFO "),
+        "only what the operator can act on:\n{}",
+        restart.stderr
+    );
+
+    let status = world
+        .zodex(&["sprite", "status", "--sprite", "box"])
+        .code(1);
+    println!("--- zodex sprite status:\n{}", status.stdout);
+    let prd = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("zodex-prd: "))
+        .unwrap();
+    assert!(
+        prd.starts_with("zodex-prd: restarting (")
+            && prd.contains(" times in the last minute)")
+            && prd.contains("last error: writer key ")
+            && prd.contains("chmod 600"),
+        "{}",
+        status.stdout
+    );
+    let json = world
+        .zodex(&["sprite", "status", "--sprite", "box", "--json"])
+        .json();
+    let restarts = json["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["service"] == "zodex-prd")
+        .unwrap()["restarts"]["last_minute"]
+        .as_u64()
+        .unwrap();
+    assert!(restarts >= 2, "{json}");
+
+    let (code, failed, all) = world.doctor();
+    println!("--- zodex sprite doctor:\n{all}");
+    assert_eq!(code, 1, "{all}");
+    assert!(
+        failed[0].contains("writer key ") && failed[0].contains("chmod 600"),
+        "the cause must be the first failure:\n{all}"
+    );
+    for check in ["zodex-prd keeps exiting", "zodex-prd does not answer"] {
+        let line = failed
+            .iter()
+            .find(|l| l.contains(check))
+            .unwrap_or_else(|| panic!("no `{check}`:\n{all}"));
+        assert!(line.contains("[follows from: writer-key]"), "{line}");
+    }
+
+    chmod(&key, 0o600);
+    let restart = world.zodex(&["sprite", "restart", "--sprite", "box"]).ok();
+    assert!(
+        restart.stdout.contains("zodex-prd: running as"),
+        "{}",
+        restart.stdout
+    );
+}
+
 /// `zodex local start --public-url`: behind a tunnel or reverse proxy, the printed URL is the
 /// public one and the public host is accepted; another host still is not.
 #[test]

@@ -273,6 +273,53 @@ fn request_push_waits_for_approval_and_denied_requests_end_the_wait() {
     assert!(run.stderr.contains("not pending"), "{}", run.stderr);
 }
 
+/// The model runs `request-push --wait` in its PTY with `TERM=dumb`: stderr is a terminal, but
+/// every byte of it is read as output, so the wait shows no spinner redrawn with `\r` — only
+/// whole lines.
+#[test]
+fn request_push_wait_in_the_models_terminal_prints_lines_not_a_spinner() {
+    use nix::sys::termios;
+    let dev = Dev::up();
+    let pty = nix::pty::openpty(None, None).unwrap();
+    // Raw, so the terminal adds no `\r` of its own to each newline.
+    let mut modes = termios::tcgetattr(&pty.slave).unwrap();
+    termios::cfmakeraw(&mut modes);
+    termios::tcsetattr(&pty.slave, termios::SetArg::TCSANOW, &modes).unwrap();
+    let waiter = dev
+        .agent_command(&["github", "request-push", "--repo", "demo/app", "--wait"])
+        .env("TERM", "dumb")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(pty.slave))
+        .spawn()
+        .unwrap();
+    let mut master = std::fs::File::from(pty.master);
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        // EIO once the waiter (the last holder of the terminal) has exited.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let id = wait_for_pending(&dev);
+    // A few polls while pending: each would have redrawn the spinner.
+    std::thread::sleep(Duration::from_millis(1600));
+    dev.github_json(&["approve", &id.to_string()]);
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = reader.join().unwrap();
+    assert!(stderr.contains(&format!("approve {id}")), "{stderr:?}");
+    assert!(
+        !stderr.contains('\r') && !stderr.contains("waiting 1s"),
+        "a spinner in the model's output: {stderr:?}"
+    );
+}
+
 fn wait_for_pending(dev: &Dev) -> i64 {
     for _ in 0..100 {
         let requests = dev.github_json(&["requests"]);

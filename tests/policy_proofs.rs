@@ -370,3 +370,43 @@ fn the_operator_proves_a_sprites_policies_and_reads_them_in_status() {
         "{json}"
     );
 }
+
+/// A broken property makes zodex-prd refuse to start, so no daemon answers; the operator still
+/// reads the counterexample: `zodex sprite policy prove` proves through the transport.
+#[test]
+fn the_operator_proves_the_policies_of_a_sprite_whose_publisher_refused_to_start() {
+    solver();
+    let dev = Dev::up();
+    let policies = dev.dir.join("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::write(policies.join("mine.cedar"), FORCE_WITHOUT_GRANT).unwrap();
+    let (broken, admin) = dev.second_config(
+        "broken",
+        &format!("policy_dir = \"{}\"", policies.display()),
+    );
+    assert_eq!(serve_to_end(&broken).code, 1, "the start must be refused");
+    assert!(!admin.exists());
+    dev.zodex(&[
+        "sprite",
+        "add",
+        "broken",
+        "--local",
+        "--config",
+        broken.to_str().unwrap(),
+    ])
+    .ok();
+    let run = dev
+        .zodex(&["sprite", "policy", "prove", "--sprite", "broken"])
+        .code(3);
+    assert!(
+        run.stdout.contains("push-needs-live-grant-or-yolo")
+            && run.stdout.contains("force = true")
+            && run.stdout.contains("decided Allow by agent-force-push"),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+    let json = dev.zodex(&["sprite", "policy", "prove", "--sprite", "broken", "--json"]);
+    assert_eq!(json.code, 3, "{}", json.stderr);
+    assert!(json.json()["result"]["verdicts"].as_array().is_some());
+}

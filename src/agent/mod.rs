@@ -9,5 +9,6 @@ pub mod approval;
 pub mod bundle;
 pub mod client;
 pub mod credential;
+pub mod progress;
 pub mod publish;
 pub mod remote_helper;

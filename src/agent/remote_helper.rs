@@ -11,7 +11,7 @@ use crate::engine::RepoName;
 use crate::engine::repo::repo_of_url;
 use crate::protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
 use std::collections::HashMap;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -161,7 +161,9 @@ impl Helper {
         bundle: Option<(&Path, u64)>,
     ) -> Result<Response, HelperError> {
         let total = bundle.map_or(0, |b| b.1);
-        let show = self.session.progress && std::io::stderr().is_terminal() && total >= 8 << 20;
+        let show = self.session.progress
+            && super::progress::Progress::for_stderr() == super::progress::Progress::Redraw
+            && total >= 8 << 20;
         let response = client::call_with_bundle(&self.socket, request, bundle, |sent, total| {
             if show {
                 eprint!(

@@ -7,7 +7,7 @@ use crate::engine::RepoName;
 use crate::protocol::answers::Grant;
 use crate::protocol::{AgentRequest, Response, Ttl};
 use clap::{Parser, Subcommand};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -102,9 +102,13 @@ pub fn main() -> i32 {
     if let Some((config, operation)) =
         super::credential_helper::fast_args(std::env::args_os().skip(1))
     {
+        super::pipe::end_quietly_when_stdout_closes();
         return super::credential_helper::run(config, &operation);
     }
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        super::pipe::end_quietly_when_stdout_closes();
+    }
     match cli.command {
         Command::Github {
             config,
@@ -200,21 +204,18 @@ fn request_push(config: Option<&PathBuf>, json: bool, request: &AgentRequest, wa
     let (true, Some(id)) = (wait, approval::pending_request(&response)) else {
         return print_response(&response, json, |g: &Grant| render::grant(g, "Requested"));
     };
-    let terminal = std::io::stderr().is_terminal();
     eprintln!(
         "Waiting for an operator to approve request #{id} (they run `zodex sprite github approve {id}`); Ctrl-C stops waiting, the request stays."
     );
-    let spinner = ['|', '/', '-', '\\'];
-    let mut tick = 0usize;
+    let mut display = approval::WaitDisplay::new(approval::Progress::for_stderr(), id);
     let decided = approval::wait_for_decision(&socket, id, |elapsed| {
-        if terminal {
-            tick += 1;
-            eprint!("\r{} waiting {}s ", spinner[tick % 4], elapsed.as_secs());
+        if let Some(text) = display.still_pending(elapsed) {
+            eprint!("{text}");
             let _ = std::io::stderr().flush();
         }
     });
-    if terminal {
-        eprintln!();
+    if let Some(end) = display.finish() {
+        eprint!("{end}");
     }
     match decided {
         Err(e) => print_failure(&e, json),

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 /// `git-credential-zodex [--config PATH] OP`: the whole helper.
 pub fn main() -> i32 {
+    super::pipe::end_quietly_when_stdout_closes();
     let mut args = std::env::args_os().skip(1).peekable();
     let words = std::iter::once(OsString::from("credential")).chain(&mut args);
     match fast_args(words) {

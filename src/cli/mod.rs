@@ -1,4 +1,4 @@
-//! The three command lines: clap definitions and output formatting, nothing else.
+//! The command lines of the five binaries: clap definitions and output formatting, nothing else.
 //!
 //! Architecture invariant: `cli` parses and prints; it holds no business rule. Exit codes are
 //! the same everywhere: 0 ok, 2 usage, 3 denied by policy, 1 anything else.
@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod credential_helper;
 pub mod local;
+pub mod pipe;
 pub mod prd;
 pub mod prd_install;
 pub mod proofs;
@@ -112,14 +113,56 @@ pub fn print_failure(error: &dyn std::fmt::Display, json: bool) -> i32 {
     if json {
         print_json(&Response::error(ErrorKind::Internal, error.to_string()));
     } else {
-        // Transport errors relay what the sprite printed: never raw to the terminal.
-        eprintln!("error: {}", render::safe(&error.to_string()));
+        eprintln!("{}", failure_text(&error.to_string()));
     }
     EXIT_FAILURE
+}
+
+/// An error as the operator reads it: `error: ` once (a sprite's own `error: ` is not said
+/// twice), its first line the cause, each further line on a line of its own, indented. Every
+/// line is escaped on its own: transport errors relay what the sprite printed, never raw to
+/// the terminal.
+pub fn failure_text(text: &str) -> String {
+    let text = text.trim_end();
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or_default();
+    let mut out = format!(
+        "error: {}",
+        render::safe(first.strip_prefix("error: ").unwrap_or(first))
+    );
+    for line in lines {
+        out.push_str("\n  ");
+        out.push_str(&render::safe(line.trim_start()));
+    }
+    out
 }
 
 /// A part of Zodex that this build does not have yet: say so, and fail.
 pub fn not_built(what: &str) -> i32 {
     eprintln!("error: {what} is not built yet in this version of Zodex; nothing was done");
     EXIT_FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failed restart relayed from a sprite: one `error: `, the cause on the first line, the
+    /// other lines on lines of their own — never a literal `\n` — each escaped.
+    #[test]
+    fn a_relayed_failure_says_error_once_and_keeps_its_lines() {
+        let relayed = "error: the writer App key is open to others: chmod 600 KEY\n\
+                       zodex-prd did not come up within 20 s\n\
+                       next: `zodex sprite doctor`\u{1b}[2K\n";
+        assert_eq!(
+            failure_text(relayed),
+            "error: the writer App key is open to others: chmod 600 KEY\n  \
+             zodex-prd did not come up within 20 s\n  \
+             next: `zodex sprite doctor`\\x1b[2K"
+        );
+        assert_eq!(
+            failure_text("no sprite named `x`"),
+            "error: no sprite named `x`"
+        );
+    }
 }

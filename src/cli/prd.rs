@@ -145,11 +145,18 @@ enum PolicyCommand {
         /// Read `policy_dir` and `waive_properties` from this configuration.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Print the report as JSON (`zodex sprite policy prove` reads it through the
+        /// transport, so it needs no running zodex-prd).
+        #[arg(long)]
+        json: bool,
     },
 }
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        super::pipe::end_quietly_when_stdout_closes();
+    }
     match cli.command {
         Command::Serve { config } => serve(config),
         Command::CheckGround { config, json } => check_ground(config, json),
@@ -182,8 +189,8 @@ pub fn main() -> i32 {
             command: PolicyCommand::Check { dir, config },
         } => check(dir, config),
         Command::Policy {
-            command: PolicyCommand::Prove { dir, config },
-        } => prove(dir, config),
+            command: PolicyCommand::Prove { dir, config, json },
+        } => prove(dir, config, json),
         Command::IndexPack {
             bundle,
             offset,
@@ -252,7 +259,9 @@ fn serve(config: Option<PathBuf>) -> i32 {
                 eprintln!("error: {}", render::safe(&failure.message));
             }
             eprintln!(
-                "error: zodex-prd did not start: fix the above; `zodex-prd check-ground` checks again without starting"
+                // Not an `error: ` line: the errors above are the cause, and this is what a
+                // reader of the log on the sprite can run (the operator's `zodex` says its own).
+                "zodex-prd did not start: fix the errors above; `zodex-prd check-ground` checks again without starting"
             );
             EXIT_FAILURE
         }
@@ -396,21 +405,25 @@ fn check(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
     }
 }
 
-fn prove(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
+fn prove(dir: Option<PathBuf>, config: Option<PathBuf>, json: bool) -> i32 {
+    let failed = |e: &dyn std::fmt::Display| {
+        if json {
+            super::print_failure(e, true)
+        } else {
+            eprintln!("error: {e}");
+            EXIT_FAILURE
+        }
+    };
     let (dir, waived) = match policy_dir(dir, config) {
         Ok(found) => found,
         Err(code) => return code,
     };
     let subject = match Subject::load(dir.as_deref(), &waived) {
         Ok(subject) => subject,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILURE;
-        }
+        Err(e) => return failed(&e),
     };
     let Some(solver) = SolverCommand::find() else {
-        eprintln!("error: {}", ProveError::NoSolver);
-        return EXIT_FAILURE;
+        return failed(&ProveError::NoSolver);
     };
     let what = match &dir {
         Some(dir) => format!("the built-in policies plus {}", dir.display()),
@@ -418,16 +431,17 @@ fn prove(dir: Option<PathBuf>, config: Option<PathBuf>) -> i32 {
     };
     match subject.prove(&solver) {
         Ok(report) => {
-            print!("{}", super::proofs::report(&report, &what));
+            if json {
+                super::print_json_ok(&report);
+            } else {
+                print!("{}", super::proofs::report(&report, &what));
+            }
             if report.all_hold_or_waived() {
                 EXIT_OK
             } else {
                 EXIT_DENIED
             }
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_FAILURE
-        }
+        Err(e) => failed(&e),
     }
 }

@@ -109,6 +109,9 @@ pub struct ServiceTarget {
     config: Option<PathBuf>,
     #[arg(long, value_parser = ["zodex-prd", "zodex-agent"])]
     service: Option<String>,
+    /// Print the services' states after it (or why one did not come up) as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn install(args: InstallArgs) -> i32 {
@@ -231,12 +234,18 @@ fn install_failed(e: &install::InstallError, json: bool) -> i32 {
     EXIT_FAILURE
 }
 
-/// One line per finding: `ok` or `FAIL`, then what it says.
+/// One line per finding: `ok` or `FAIL`, then what it says; a failure that follows from
+/// another is marked so (`doctor` lists the causes first).
 pub fn print_findings(findings: &[Finding]) {
     for f in findings {
+        let follows = if f.follows_from.is_empty() {
+            String::new()
+        } else {
+            format!("[follows from: {}] ", f.follows_from.join(", "))
+        };
         // A finding may quote what the agent user controls (its git's stderr): escaped.
         println!(
-            "{} {}",
+            "{} {follows}{}",
             if f.ok { "ok  " } else { "FAIL" },
             super::render::safe(&f.message)
         );
@@ -320,7 +329,7 @@ pub fn service(command: ServiceCommand) -> i32 {
             for s in &states {
                 println!("{}", render_state(s));
             }
-            return if states.iter().all(|s| s.running) {
+            return if states.iter().all(services::ServiceState::healthy) {
                 EXIT_OK
             } else {
                 EXIT_FAILURE
@@ -353,21 +362,53 @@ pub fn service(command: ServiceCommand) -> i32 {
     };
     let services: Vec<&str> = target.service.as_deref().into_iter().collect();
     match install::control_and_wait(&record, action, &services) {
+        Ok(_) if target.json => super::print_json_ok(services::status(&record)),
         Ok(text) => {
             print!("{text}");
             EXIT_OK
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            if target.json {
+                print_json_error(&e);
+            } else {
+                eprintln!("error: {e}");
+                if let install::InstallError::NotUp(not_up) = &e {
+                    eprintln!(
+                        "  next: fix that, then `zodex-prd service {} --service {}`; `zodex-prd service logs --service {}` shows its whole log, `zodex-prd doctor` every check",
+                        action_word(action),
+                        not_up.service,
+                        not_up.service
+                    );
+                }
+            }
             EXIT_FAILURE
         }
+    }
+}
+
+/// An install error as the `--json` answer the operator's `zodex` reads: a service that did
+/// not come up carries the fix the operator can run (`next`).
+fn print_json_error(e: &install::InstallError) {
+    let mut response =
+        crate::protocol::Response::error(crate::protocol::ErrorKind::Internal, e.to_string());
+    if let (install::InstallError::NotUp(not_up), Some(error)) = (e, response.error.as_mut()) {
+        error.unblock = Some(not_up.operator_fix());
+    }
+    super::print_json(&response);
+}
+
+fn action_word(action: Action) -> &'static str {
+    match action {
+        Action::Start => "start",
+        Action::Stop => "stop",
+        Action::Restart => "restart",
     }
 }
 
 /// One service on one line.
 pub fn render_state(s: &services::ServiceState) -> String {
     let version = s.installed_version.as_deref().unwrap_or("missing");
-    if s.running {
+    if s.running && !s.crash_looping() {
         format!(
             "{}: running as {} (pid {}, up {}), version {version}{}",
             s.service,
@@ -377,14 +418,43 @@ pub fn render_state(s: &services::ServiceState) -> String {
                 s.uptime_seconds.unwrap_or(0)
             )),
             if s.stale_binary {
-                " — runs a replaced binary: restart it"
+                " — runs a replaced binary: restart it".to_string()
+            } else if let Some(restarts) = &s.restarts {
+                format!(
+                    "; started again {}{}",
+                    times_in_the_last_minute(restarts.last_minute),
+                    last_error(restarts)
+                )
             } else {
-                ""
+                String::new()
             }
+        )
+    } else if let Some(restarts) = s.restarts.as_ref().filter(|_| s.crash_looping()) {
+        format!(
+            "{}: restarting ({}), version {version}{}",
+            s.service,
+            times_in_the_last_minute(restarts.last_minute),
+            last_error(restarts)
         )
     } else {
         format!("{}: stopped, version {version}", s.service)
     }
+}
+
+fn times_in_the_last_minute(times: u32) -> String {
+    match times {
+        1 => "1 time in the last minute".to_string(),
+        n => format!("{n} times in the last minute"),
+    }
+}
+
+/// `; last error: …` (escaped: a log line may quote what the agent controls), or nothing.
+fn last_error(restarts: &services::Restarts) -> String {
+    restarts
+        .last_errors
+        .first()
+        .map(|e| format!("; last error: {}", super::render::safe(e)))
+        .unwrap_or_default()
 }
 
 /// `upgrade`: the binaries in `binaries` replace the installed ones, the services restart
@@ -404,6 +474,10 @@ pub fn upgrade(config: Option<PathBuf>, binaries: PathBuf, json: bool) -> i32 {
                 }
             }
             EXIT_OK
+        }
+        Err(e) if json => {
+            print_json_error(&e);
+            EXIT_FAILURE
         }
         Err(e) => {
             eprintln!("error: {e}");
@@ -511,5 +585,58 @@ pub fn allow_host(config: Option<PathBuf>, host: &str, json: bool) -> i32 {
             eprintln!("error: {e}");
             EXIT_FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(running: bool, restarts: Option<u32>) -> services::ServiceState {
+        services::ServiceState {
+            service: "zodex-prd".into(),
+            running,
+            pid: running.then_some(42),
+            user: running.then(|| "zodex-prd".into()),
+            uptime_seconds: running.then_some(1),
+            installed_version: Some("0.1.0".into()),
+            stale_binary: false,
+            restarts: restarts.map(|last_minute| services::Restarts {
+                last_minute,
+                looping: !running || last_minute > 1,
+                last_errors: vec![
+                    "the writer App key is open to others: chmod 600 KEY\u{1b}[2K".into(),
+                    "zodex-prd did not start".into(),
+                ],
+            }),
+        }
+    }
+
+    /// A service its manager keeps starting again is "restarting", with its last error —
+    /// never "stopped", and not "running" either for the moment each start lasts.
+    #[test]
+    fn a_crash_loop_is_restarting_with_its_last_error() {
+        let down = render_state(&state(false, Some(4)));
+        assert_eq!(
+            down,
+            "zodex-prd: restarting (4 times in the last minute), version 0.1.0; last error: the writer App key is open to others: chmod 600 KEY\\x1b[2K"
+        );
+        let between = render_state(&state(true, Some(3)));
+        assert!(
+            between.starts_with("zodex-prd: restarting (3 times"),
+            "{between}"
+        );
+        assert!(!state(true, Some(3)).healthy());
+        // Once: it runs again, and says it was started again.
+        let once = render_state(&state(true, Some(1)));
+        assert!(
+            once.starts_with("zodex-prd: running as zodex-prd (pid 42")
+                && once.contains("started again 1 time in the last minute"),
+            "{once}"
+        );
+        assert_eq!(
+            render_state(&state(false, None)),
+            "zodex-prd: stopped, version 0.1.0"
+        );
     }
 }

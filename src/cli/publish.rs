@@ -2,10 +2,11 @@
 //! print the pull request.
 
 use super::{EXIT_USAGE, print_failure, print_response};
+use crate::agent::progress::Progress;
 use crate::agent::{client, publish};
 use crate::engine::RepoName;
 use crate::protocol::{AgentRequest, ErrorKind, Response};
-use std::io::{IsTerminal, Read};
+use std::io::Read;
 use std::path::PathBuf;
 
 pub struct PublishArgs {
@@ -69,7 +70,7 @@ pub fn publish_pr(config: Option<&PathBuf>, json: bool, args: PublishArgs) -> i3
         Ok(socket) => socket,
         Err(e) => return print_failure(&e, json),
     };
-    let terminal = std::io::stderr().is_terminal() && !json;
+    let terminal = Progress::for_stderr() == Progress::Redraw && !json;
     let prepared = match publish::prepare(&workdir, &args.repo, terminal) {
         Ok(prepared) => prepared,
         Err(publish::PublishError::Bundle(e)) => return print_failure(&e, json),

@@ -5,6 +5,7 @@ use crate::agent::client;
 use crate::agent::remote_helper::Helper;
 
 pub fn main() -> i32 {
+    super::pipe::end_quietly_when_stdout_closes();
     let args: Vec<String> = std::env::args().collect();
     let Some(url) = args.get(2).or(args.get(1)) else {
         eprintln!(

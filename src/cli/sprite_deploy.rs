@@ -8,7 +8,7 @@ use super::{EXIT_FAILURE, EXIT_OK, print_failure, print_json_ok};
 use crate::operator::deploy::{self, SetupOptions, TargetsChange, TargetsReport};
 use crate::operator::registry::Registry;
 use crate::publisher::install::doctor::DoctorReport;
-use crate::publisher::install::services::Action;
+use crate::publisher::install::services::{Action, ServiceState};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -138,7 +138,7 @@ pub fn status(sprite: Option<String>, json: bool, registry: &Registry) -> i32 {
             for s in &states {
                 println!("{}", super::prd_install::render_state(s));
             }
-            if states.iter().all(|s| s.running) {
+            if states.iter().all(ServiceState::healthy) {
                 EXIT_OK
             } else {
                 EXIT_FAILURE
@@ -177,8 +177,10 @@ fn control(
         Err(e) => return print_failure(&e, false),
     };
     match deploy::control(&entry, action, service) {
-        Ok(text) => {
-            print_lines(&text);
+        Ok(states) => {
+            for s in &states {
+                println!("{}", super::prd_install::render_state(s));
+            }
             EXIT_OK
         }
         Err(e) => print_failure(&e, false),

@@ -300,10 +300,27 @@ enum PolicyCommand {
         #[arg(long)]
         exists: bool,
     },
-    /// Prove the write invariants of the sprite's effective policy set (built-in plus its
-    /// policy directory) with the sprite's SMT solver. Exit code 0: all hold (or are waived);
-    /// 3: a property fails; 1: no solver there, or an error.
+    /// Prove the write invariants of the sprite's configured policy set (built-in plus its
+    /// policy directory) with the sprite's SMT solver, through the exec transport: it needs no
+    /// running zodex-prd, so it also explains a start refused on a broken property. Exit code
+    /// 0: all hold (or are waived); 3: a property fails; 1: no solver there, or an error.
     Prove,
+}
+
+impl Command {
+    /// A server in the foreground (the local MCP server, devhub): a stray print must not end it.
+    fn serves(&self) -> bool {
+        matches!(
+            self,
+            Self::Local(super::local::LocalCommand::Start {
+                foreground: true,
+                ..
+            }) | Self::Local(super::local::LocalCommand::Start { stdio: true, .. })
+                | Self::Dev {
+                    command: DevCommand::Devhub { .. }
+                }
+        )
+    }
 }
 
 #[derive(Subcommand)]
@@ -337,6 +354,9 @@ enum DevCommand {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if !cli.command.serves() {
+        super::pipe::end_quietly_when_stdout_closes();
+    }
     let registry = Registry::default_location();
     match cli.command {
         Command::Sprite { command } => sprite(command, &registry),
@@ -669,7 +689,9 @@ fn prove(target: &Target, registry: &Registry) -> i32 {
         Ok(sprite) => sprite,
         Err(e) => return print_failure(&e, target.json),
     };
-    let response = match transport::call(&sprite, &AdminRequest::ProvePolicies) {
+    // Through the transport, not the daemon: when a broken property made zodex-prd refuse to
+    // start, this is where the operator reads the counterexample.
+    let response = match crate::operator::deploy::prove(&sprite) {
         Ok(response) => response,
         Err(e) => return print_failure(&e, target.json),
     };

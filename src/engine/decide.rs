@@ -189,6 +189,10 @@ pub struct Decision {
     /// The ref a push decision was about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ref_name: Option<String>,
+    /// A push that found no grant or YOLO scope covering its ref: the `--ref` patterns of the
+    /// live ones on the repository that cover other refs (empty when there is none at all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passed_over_refs: Vec<String>,
 }
 
 /// A repository's attributes as Cedar sees them.
@@ -351,6 +355,7 @@ impl Engine {
         now: i64,
     ) -> Result<Decision> {
         // One statement reads every fact of a repository's decision (one snapshot).
+        let mut passed_over_refs = Vec::new();
         let (repository, grant, yolo) = match ask.repo() {
             Some(repo) => {
                 let scopes = match ask {
@@ -361,7 +366,12 @@ impl Engine {
                 let repository = self.repo_facts_from(repo, read.writer, read.reader, now);
                 // Only a push weighs a grant and a YOLO scope; a write token only a grant.
                 let (grant, yolo) = match ask {
-                    Ask::Push { .. } => (read.grant, read.yolo),
+                    Ask::Push { .. } => {
+                        if read.grant.is_none() && read.yolo.is_none() {
+                            passed_over_refs = read.passed_over_refs;
+                        }
+                        (read.grant, read.yolo)
+                    }
                     Ask::IssueWriteToken { .. } => (read.grant, None),
                     _ => (None, None),
                 };
@@ -369,14 +379,16 @@ impl Engine {
             }
             None => (None, None, None),
         };
-        Ok(self.evaluate(
+        let mut decision = self.evaluate(
             principal,
             ask,
             repository,
             grant.as_ref(),
             yolo.as_ref(),
             now,
-        ))
+        );
+        decision.passed_over_refs = passed_over_refs;
+        Ok(decision)
     }
 
     /// The Cedar request and entities for one question with its facts loaded. Public so the
@@ -528,6 +540,7 @@ impl Engine {
                 Ask::Push { update, .. } => Some(update.ref_name.clone()),
                 _ => None,
             },
+            passed_over_refs: Vec::new(),
         }
     }
 }
@@ -542,6 +555,7 @@ fn deny_with_error(action: Action, repository: Option<RepoFacts>, error: String)
         yolo_id: None,
         repository,
         ref_name: None,
+        passed_over_refs: Vec::new(),
     }
 }
 

@@ -23,9 +23,14 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
                     format!(
                         "a write token needs a grant made with `--via token`: an operator runs `zodex sprite github grant-push --repo {repo} --via token`"
                     )
-                } else if let Some(ref_name) = &decision.ref_name {
+                } else if let (Some(ref_name), false) =
+                    (&decision.ref_name, decision.passed_over_refs.is_empty())
+                {
+                    // Only when a grant or YOLO scope exists that covers other refs: with
+                    // none at all, `--ref` is no part of the answer.
                     format!(
-                        "{request} (a grant or YOLO scope limited with --ref covers only its refs; add `--ref {}` for this one)",
+                        "{request} (the grants and YOLO scopes on {repo} cover only {}; a grant made with `--ref {}` covers this one)",
+                        decision.passed_over_refs.join(", "),
                         ref_name.strip_prefix("refs/heads/").unwrap_or(ref_name)
                     )
                 } else {
@@ -57,8 +62,11 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
         "require-writer-installed" if coverage_unknown => format!(
             "whether the writer GitHub App is installed on {repo} is unknown (not checked yet, or the last check is stale); `zodex sprite policy explain --action push --repo {repo} --ref BRANCH` checks it, as does the agent's next push"
         ),
+        "require-configured-target" if principal_is_agent => format!(
+            "{repo} is not a configured target of this sprite; ask an operator to run `zodex sprite targets add {repo}` (it adds the repository to [[targets]] of the sprite's configuration)"
+        ),
         "require-configured-target" => format!(
-            "{repo} is not a configured target of this sprite; an operator adds it under [[targets]] in the zodex-prd configuration"
+            "{repo} is not a configured target of this sprite; add it with `zodex sprite targets add {repo}` (it adds the repository to [[targets]] of the sprite's configuration)"
         ),
         "require-writer-installed" => format!(
             "the writer GitHub App is not installed on {repo}; install it there (or ask the repository's owner to)"
@@ -109,6 +117,7 @@ mod tests {
             grant_id: None,
             yolo_id: None,
             ref_name: None,
+            passed_over_refs: Vec::new(),
             repository: Some(RepoFacts {
                 key: "demo/app".into(),
                 default_branch: None,
@@ -131,5 +140,57 @@ mod tests {
         );
         let known = unblock_hint(&writer_missing(true), Some("demo/app"), false);
         assert!(known.contains("is not installed on demo/app"), "{known}");
+    }
+
+    fn push_without_grant(ref_name: &str, passed_over_refs: &[&str]) -> Decision {
+        Decision {
+            policies: vec![],
+            ref_name: Some(ref_name.into()),
+            passed_over_refs: passed_over_refs.iter().map(|r| r.to_string()).collect(),
+            ..writer_missing(true)
+        }
+    }
+
+    /// With no grant or YOLO scope at all, the advice is to get one; `--ref` comes in only when
+    /// one exists that covers other refs.
+    #[test]
+    fn a_push_with_no_grant_at_all_is_not_told_to_add_a_ref() {
+        for agent in [true, false] {
+            let none = unblock_hint(
+                &push_without_grant("refs/heads/feat", &[]),
+                Some("demo/app"),
+                agent,
+            );
+            assert!(!none.contains("--ref"), "{none}");
+            assert!(none.contains("grant-push --repo demo/app"), "{none}");
+            let limited = unblock_hint(
+                &push_without_grant("refs/heads/feat", &["refs/heads/fix/*"]),
+                Some("demo/app"),
+                agent,
+            );
+            assert!(
+                limited.contains("cover only refs/heads/fix/*") && limited.contains("`--ref feat`"),
+                "{limited}"
+            );
+        }
+    }
+
+    /// A repository that is not a target: the command that adds it, for whoever asks.
+    #[test]
+    fn a_repository_that_is_not_a_target_names_the_command_that_adds_it() {
+        let decision = Decision {
+            policies: vec!["require-configured-target".into()],
+            ..writer_missing(true)
+        };
+        let operator = unblock_hint(&decision, Some("elsewhere/app"), false);
+        assert!(
+            operator.contains("add it with `zodex sprite targets add elsewhere/app`"),
+            "{operator}"
+        );
+        let agent = unblock_hint(&decision, Some("elsewhere/app"), true);
+        assert!(
+            agent.contains("ask an operator to run `zodex sprite targets add elsewhere/app`"),
+            "{agent}"
+        );
     }
 }

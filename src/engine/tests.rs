@@ -915,6 +915,45 @@ fn a_grant_limited_to_ref_patterns_covers_only_those_refs() {
     assert!(w.decide(&push("demo/app", "refs/heads/main"), NOW).allowed);
 }
 
+/// The advice after a denied push names `--ref` only when a grant exists that covers other
+/// refs; with no grant at all it says how to get one.
+#[test]
+fn a_denied_push_names_ref_patterns_only_when_a_grant_covers_other_refs() {
+    let mut w = world();
+    let none = w.decide(&push("demo/app", "refs/heads/feat"), NOW);
+    assert_no_permit(&none);
+    assert!(none.passed_over_refs.is_empty(), "{none:?}");
+    let denial = Denial::from_decision(&none, Some(&repo("demo/app")), &Principal::Agent);
+    assert!(!denial.unblock.contains("--ref"), "{denial:?}");
+    assert!(
+        denial
+            .unblock
+            .contains("zodex-agent github request-push --repo demo/app"),
+        "{denial:?}"
+    );
+
+    w.grant("demo/app", limited(&["refs/heads/fix/*"]));
+    let limited_out = w.decide(&push("demo/app", "refs/heads/feat"), NOW);
+    assert_no_permit(&limited_out);
+    assert_eq!(limited_out.passed_over_refs, vec!["refs/heads/fix/*"]);
+    let denial = Denial::from_decision(
+        &limited_out,
+        Some(&repo("demo/app")),
+        &Principal::Operator("op".into()),
+    );
+    assert!(
+        denial.unblock.contains("cover only refs/heads/fix/*")
+            && denial.unblock.contains("`--ref feat`"),
+        "{denial:?}"
+    );
+    // A push the grant covers passes over nothing.
+    let covered = w.decide(&push("demo/app", "refs/heads/fix/1"), NOW);
+    assert!(
+        covered.allowed && covered.passed_over_refs.is_empty(),
+        "{covered:?}"
+    );
+}
+
 #[test]
 fn a_yolo_scope_limited_to_refs_covers_only_those_and_its_workflow_allowance_too() {
     let mut w = world();

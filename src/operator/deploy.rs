@@ -39,6 +39,13 @@ pub enum DeployError {
     },
     #[error("{0}")]
     Failed(String),
+    /// A sprite-side command failed: what it said (the cause first), and the fix the operator
+    /// can run from here when it gave one.
+    #[error("{message}{}", next.as_ref().map(|n| format!("\nnext: {n}")).unwrap_or_default())]
+    OnSprite {
+        message: String,
+        next: Option<String>,
+    },
 }
 
 /// What `zodex sprite setup` is told.
@@ -297,7 +304,7 @@ fn install_on_sprite(
         setup_step(4, "install")(if ran.stderr.is_empty() {
             message
         } else {
-            ran.stderr.clone()
+            ran.said().to_string()
         })
     })
 }
@@ -398,7 +405,7 @@ pub fn doctor(entry: &SpriteEntry) -> Result<DoctorReport, DeployError> {
             if ran.stderr.is_empty() {
                 message
             } else {
-                ran.stderr
+                ran.said().to_string()
             }
         ))
     })?;
@@ -420,14 +427,28 @@ pub fn doctor(entry: &SpriteEntry) -> Result<DoctorReport, DeployError> {
     Ok(report)
 }
 
+/// The `result` of a sprite command's `--json` answer; its `error` (or, when it printed no
+/// answer, its stderr) as [`DeployError::OnSprite`].
 fn expect_json<T: DeserializeOwned>(ran: super::remote::Ran) -> Result<T, DeployError> {
-    envelope(&ran.stdout).map_err(|message| {
-        DeployError::Failed(if ran.stderr.is_empty() {
-            message
-        } else {
-            ran.stderr
-        })
-    })
+    match serde_json::from_slice::<Response>(&ran.stdout) {
+        Ok(response) if !response.ok => Err(DeployError::OnSprite {
+            message: response
+                .error
+                .as_ref()
+                .map(|e| e.message.clone())
+                .unwrap_or_else(|| "the sprite refused without saying why".into()),
+            next: response.error.and_then(|e| e.unblock),
+        }),
+        Ok(response) => typed(&response).map_err(DeployError::Failed),
+        Err(_) => Err(DeployError::OnSprite {
+            message: if ran.stderr.is_empty() {
+                "the sprite printed no JSON answer".into()
+            } else {
+                ran.said().to_string()
+            },
+            next: None,
+        }),
+    }
 }
 
 pub fn status(entry: &SpriteEntry) -> Result<Vec<ServiceState>, DeployError> {
@@ -449,24 +470,37 @@ pub fn logs(entry: &SpriteEntry, service: &str, lines: usize) -> Result<String, 
     }
 }
 
-/// `zodex sprite start|stop|restart`: the sprite's services (both unless `service`),
-/// through its `zodex-prd service`; start and restart wait until they answer.
+/// `zodex sprite start|stop|restart`: the sprite's services (both unless `service`), through
+/// its `zodex-prd service`; start and restart wait until they answer. Their states after, or
+/// why one did not come up — its errors, the cause first, and the fix from here.
 pub fn control(
     entry: &SpriteEntry,
     action: Action,
     service: Option<&str>,
-) -> Result<String, DeployError> {
+) -> Result<Vec<ServiceState>, DeployError> {
     let reach = Reach::of(entry)?;
-    let mut args = vec!["service", action.word()];
+    let mut args = vec!["service", action.word(), "--json"];
     if let Some(service) = service {
         args.extend(["--service", service]);
     }
-    let ran = reach.prd(&args, Stdin::None)?;
-    if ran.success {
-        Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
-    } else {
-        Err(DeployError::Failed(ran.stderr))
-    }
+    expect_json(reach.prd(&args, Stdin::None)?)
+}
+
+/// `zodex sprite policy prove`: the sprite's own `zodex-prd policy prove --json`, through the
+/// transport. It proves the policies the configuration names, as the next start would, and
+/// needs no running zodex-prd — which is down when a broken property made it refuse to start.
+/// The answer's result is the proof report.
+pub fn prove(entry: &SpriteEntry) -> Result<Response, DeployError> {
+    let reach = Reach::of(entry)?;
+    let ran = reach.prd(&["policy", "prove", "--json"], Stdin::None)?;
+    serde_json::from_slice(&ran.stdout).map_err(|_| DeployError::OnSprite {
+        message: if ran.stderr.is_empty() {
+            "the sprite's `zodex-prd policy prove` printed no answer".into()
+        } else {
+            ran.said().to_string()
+        },
+        next: None,
+    })
 }
 
 /// `zodex sprite uninstall`: the sprite's `zodex-prd uninstall` (the audit kept unless

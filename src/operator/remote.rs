@@ -40,6 +40,14 @@ pub struct Ran {
     pub stderr: String,
 }
 
+impl Ran {
+    /// What the command said on stderr, its own leading `error: ` taken off (the operator's
+    /// `zodex` says `error: ` itself, once).
+    pub fn said(&self) -> &str {
+        self.stderr.strip_prefix("error: ").unwrap_or(&self.stderr)
+    }
+}
+
 impl Reach {
     pub fn of(entry: &SpriteEntry) -> Result<Self, RemoteError> {
         let argv = &entry.admin_command;
@@ -241,6 +249,13 @@ mod tests {
         };
         let reach = Reach::of(&local).unwrap();
         assert!(reach.prefix.is_empty() && reach.config.is_none());
+        let ran = |stderr: &str| Ran {
+            success: false,
+            stdout: Vec::new(),
+            stderr: stderr.into(),
+        };
+        assert_eq!(ran("error: no key\nmore").said(), "no key\nmore");
+        assert_eq!(ran("warning: x").said(), "warning: x");
         let odd = SpriteEntry {
             name: "x".into(),
             admin_command: vec!["ssh".into(), "host".into()],

@@ -25,6 +25,10 @@ pub struct Finding {
     pub check: Cow<'static, str>,
     pub ok: bool,
     pub message: String,
+    /// A failure that is the consequence of others: the checks (their ids) whose failure
+    /// causes it, as `doctor` orders its findings (`install::causes`). Empty for a cause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follows_from: Vec<String>,
 }
 
 impl Finding {
@@ -33,6 +37,7 @@ impl Finding {
             check: check.into(),
             ok: true,
             message: message.into(),
+            follows_from: Vec::new(),
         }
     }
 
@@ -41,6 +46,7 @@ impl Finding {
             check: check.into(),
             ok: false,
             message: message.into(),
+            follows_from: Vec::new(),
         }
     }
 }

@@ -23,6 +23,9 @@ pub struct DecisionFacts {
     pub grant: Option<Grant>,
     /// The same for YOLO scopes (this repository's or every repository's).
     pub yolo: Option<YoloScope>,
+    /// The ref patterns of the live grants and YOLO scopes passed over because their refs do
+    /// not meet the scopes asked about (what a denial's advice names; empty when none was).
+    pub passed_over_refs: Vec<String>,
 }
 
 /// Padding so each branch of the union has as many columns as the widest (a grant's 16).
@@ -89,12 +92,16 @@ impl Facts<'_> {
                     let grant = Grant::from_columns(row, OWN)?;
                     if meets(&grant.refs) {
                         found.grant = Some(grant);
+                    } else {
+                        found.passed_over_refs.extend(grant.refs);
                     }
                 }
                 2 if found.yolo.is_none() => {
                     let scope = YoloScope::from_columns(row, OWN)?;
                     if meets(&scope.refs) {
                         found.yolo = Some(scope);
+                    } else {
+                        found.passed_over_refs.extend(scope.refs);
                     }
                 }
                 _ => {}
@@ -240,10 +247,12 @@ mod tests {
                     reader,
                     grant: f.candidate_grant_for("demo/app", scopes)?,
                     yolo: f.candidate_yolo_for("demo/app", scopes)?,
+                    passed_over_refs: Vec::new(),
                 };
                 Ok((f.decision_facts("demo/app", scopes)?, apart))
             }).unwrap();
-            prop_assert_eq!(one, apart);
+            // What was passed over is advice only, and the queries apart do not say it.
+            prop_assert_eq!(DecisionFacts { passed_over_refs: Vec::new(), ..one }, apart);
         }
     }
 }

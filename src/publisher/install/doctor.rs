@@ -2,7 +2,8 @@
 //! transport): every check of a deployment, each one line with its fix — services up and at
 //! this binary's version, the publisher and the MCP server answering, the publisher's ground
 //! (keys, directories, `[github]` and both Apps, checked as the publisher), coverage of every
-//! target, the boundary as the agent sees it, and the MCP endpoint's three tools.
+//! target, the boundary as the agent sees it, and the MCP endpoint's three tools. The findings
+//! come ordered by cause (`causes`): what follows from another failure is marked so.
 
 use super::layout::{InstallRecord, SERVICES};
 use super::{Finding, isolation, services};
@@ -74,7 +75,7 @@ pub fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
     DoctorReport {
         version,
         services: states,
-        findings,
+        findings: super::causes::by_cause(findings),
     }
 }
 
@@ -83,7 +84,20 @@ fn service_findings(states: &[services::ServiceState], version: &str) -> Vec<Fin
     for state in states {
         let name = &state.service;
         let check = format!("{name}-service");
-        if !state.running {
+        if let Some(restarts) = state.restarts.as_ref().filter(|_| state.crash_looping()) {
+            out.push(Finding::fail(
+                check.clone(),
+                format!(
+                    "{name} keeps exiting ({} restarts in the last minute){}; read its log with `zodex sprite logs --service {name}`",
+                    restarts.last_minute,
+                    restarts
+                        .last_errors
+                        .first()
+                        .map(|e| format!(", last with: {e}"))
+                        .unwrap_or_default()
+                ),
+            ));
+        } else if !state.running {
             out.push(Finding::fail(check.clone(),
                 format!(
                     "{name} is not running: `zodex sprite restart`, and read why with `zodex sprite logs --service {name}`"
@@ -153,10 +167,7 @@ pub fn proofs(config: &Config) -> Finding {
         .filter(|r| r.ok)
         .and_then(|r| r.result);
     let Some(proofs) = status.as_ref().map(|s| &s["proofs"]) else {
-        return Finding::fail(
-            "policy-proofs",
-            "cannot read the proof status: zodex-prd does not answer",
-        );
+        return proofs_here(config);
     };
     let summary = proofs["summary"].as_str().unwrap_or_default();
     let waived: Vec<&str> = proofs["waived"]
@@ -185,6 +196,34 @@ pub fn proofs(config: &Config) -> Finding {
         )
     };
     Finding::ok("policy-proofs", format!("{summary}{waivers}"))
+}
+
+/// The proofs of the configured policies, made here when zodex-prd does not answer: a broken
+/// property is one reason `serve` refuses to start, and then only this says which.
+fn proofs_here(config: &Config) -> Finding {
+    use crate::publisher::prove::{SolverCommand, Subject};
+    let fail = |message: String| Finding::fail("policy-proofs", message);
+    let Some(solver) = SolverCommand::find() else {
+        return fail(
+            "zodex-prd does not answer and no SMT solver is installed to prove its policies here: install cvc5 (`apt-get install cvc5`)".into(),
+        );
+    };
+    let proven = Subject::load(config.policy_dir.as_deref(), &config.waive_properties)
+        .and_then(|subject| subject.prove(&solver));
+    match proven {
+        Ok(report) if report.all_hold_or_waived() => Finding::ok(
+            "policy-proofs",
+            "the policies' write invariants hold (proven by doctor: zodex-prd does not answer)",
+        ),
+        Ok(report) => {
+            let broken: Vec<&str> = report.broken().map(|v| v.property.as_str()).collect();
+            fail(format!(
+                "the policies break {} (zodex-prd refuses to start on that): `zodex sprite policy prove` shows the counterexample; change the policy it names, or waive the property",
+                broken.join(", ")
+            ))
+        }
+        Err(e) => fail(format!("the policies cannot be proven: {e}")),
+    }
 }
 
 fn mcp_health(listen: &str) -> Finding {

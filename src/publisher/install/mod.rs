@@ -9,6 +9,8 @@
 //! `doctor` read the [`InstallRecord`] it leaves beside the configuration.
 
 mod agent_git;
+pub mod causes;
+pub mod crashes;
 pub mod doctor;
 mod github_check;
 pub mod isolation;
@@ -38,6 +40,8 @@ pub enum InstallError {
         problems.join("\n")
     )]
     GithubRefused { problems: Vec<String> },
+    #[error(transparent)]
+    NotUp(#[from] NotUp),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -59,6 +63,55 @@ impl InstallError {
 }
 
 pub use crate::publisher::ground::{Finding, Findings};
+
+/// A service that did not come up after a start: the errors of its last start, the cause
+/// first. Said without a fix: the fix depends on where the reader runs (on the sprite, or the
+/// operator's `zodex sprite …` through the transport), and the command line adds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{}", self.text())]
+pub struct NotUp {
+    pub service: String,
+    pub waited_seconds: u64,
+    /// From its log (`crashes::last_errors`); empty when the log says no error.
+    pub errors: Vec<String>,
+    /// It runs but does not answer yet (a slow start, not a failed one).
+    #[serde(default)]
+    pub still_starting: bool,
+}
+
+impl NotUp {
+    /// The fix, in the commands the operator runs from their machine.
+    pub fn operator_fix(&self) -> String {
+        format!(
+            "fix that, then `zodex sprite restart`; `zodex sprite logs --service {}` shows its whole log, `zodex sprite doctor` runs every check, the cause first",
+            self.service
+        )
+    }
+
+    /// The cause on the first line, the errors that followed it on the next, then what did not
+    /// happen.
+    fn text(&self) -> String {
+        let mut out = self.errors.join("\n");
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "{} did not come up within {} s{}",
+            self.service,
+            self.waited_seconds,
+            if self.errors.is_empty() && self.still_starting {
+                ": it runs, but does not answer yet and has written no error; `zodex sprite status` shortly says whether it came up"
+            } else if self.errors.is_empty() {
+                ", and its log ends with no error"
+            } else if self.errors.len() == 1 {
+                ": the error above is the last it wrote"
+            } else {
+                ": the errors above are the last it wrote, the cause first"
+            }
+        ));
+        out
+    }
+}
 
 /// The App keys, as `zodex sprite setup` sends them on stdin (`--keys-stdin`): one JSON object.
 #[derive(Deserialize, Serialize)]
@@ -498,22 +551,18 @@ pub fn wait_running(record: &InstallRecord, service: &str) -> Result<(), Install
     let start = std::time::Instant::now();
     loop {
         let up = services::running(record, service).is_some_and(|p| !p.stale);
-        let ready = up
-            && match service {
-                "zodex-prd" => {
-                    std::os::unix::net::UnixStream::connect(record.layout.admin_socket()).is_ok()
-                }
-                _ => std::net::TcpStream::connect(&record.mcp_listen).is_ok(),
-            };
-        if ready {
+        if up && services::answers(record, service) {
             return Ok(());
         }
         if start.elapsed() > std::time::Duration::from_secs(20) {
-            let tail = services::logs(record, service, 15).unwrap_or_default();
-            return Err(InstallError::Failed(format!(
-                "{service} did not come up within 20 s; its log ends with:\n{}",
-                tail.trim_end()
-            )));
+            let log = services::recent_log(record, service).unwrap_or_default();
+            return Err(NotUp {
+                service: service.to_string(),
+                waited_seconds: 20,
+                errors: crashes::last_errors(&log),
+                still_starting: up,
+            }
+            .into());
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
@@ -581,4 +630,41 @@ pub fn upgrade(
         }
     }
     Ok(states)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_up(errors: &[&str], still_starting: bool) -> String {
+        NotUp {
+            service: "zodex-prd".into(),
+            waited_seconds: 20,
+            errors: errors.iter().map(|e| e.to_string()).collect(),
+            still_starting,
+        }
+        .to_string()
+    }
+
+    /// The cause on the first line; what did not happen after it; a slow start said to be one.
+    #[test]
+    fn a_service_that_did_not_come_up_says_its_cause_first() {
+        assert_eq!(
+            not_up(&["writer key K is readable by others: chmod 600 K"], false),
+            "writer key K is readable by others: chmod 600 K\n\
+             zodex-prd did not come up within 20 s: the error above is the last it wrote"
+        );
+        let two = not_up(&["the cause", "what followed"], false);
+        assert!(two.starts_with("the cause\nwhat followed\n"), "{two}");
+        assert!(
+            not_up(&[], false).ends_with("within 20 s, and its log ends with no error"),
+            "{}",
+            not_up(&[], false)
+        );
+        assert!(
+            not_up(&[], true).contains("it runs, but does not answer yet"),
+            "{}",
+            not_up(&[], true)
+        );
+    }
 }

@@ -18,12 +18,16 @@ use std::process::Command;
 pub fn unit(record: &InstallRecord, service: &str) -> String {
     let layout = &record.layout;
     let config = layout.config();
+    // Started again every 2 s for as long as it exits, as the supervisor script does: never
+    // given up on after a burst ("start request repeated too quickly"), so `status` reads a
+    // crash loop as restarting, with its last error, the same under both managers.
+    let forever = "StartLimitIntervalSec=0\n";
     let common = "NoNewPrivileges=yes\nPrivateTmp=yes\nProtectSystem=strict\nProtectKernelTunables=yes\nProtectKernelModules=yes\nProtectControlGroups=yes\nRestart=on-failure\nRestartSec=2\n";
     match service {
         "zodex-prd" => format!(
             "# Written by `zodex-prd install`; a rerun rewrites it.\n\
              [Unit]\nDescription=Zodex publisher (decides and makes every GitHub write)\n\
-             After=network-online.target\nWants=network-online.target\n\n\
+             After=network-online.target\nWants=network-online.target\n{forever}\n\
              [Service]\nType=simple\nUser={user}\nGroup={user}\n\
              Environment=ZODEX_CONFIG={config}\n\
              ExecStart={bin} serve --config {config}\n\
@@ -41,7 +45,7 @@ pub fn unit(record: &InstallRecord, service: &str) -> String {
         _ => format!(
             "# Written by `zodex-prd install`; a rerun rewrites it.\n\
              [Unit]\nDescription=Zodex agent (the MCP tools, as the agent user)\n\
-             After=network-online.target zodex-prd.service\nWants=network-online.target\n\n\
+             After=network-online.target zodex-prd.service\nWants=network-online.target\n{forever}\n\
              [Service]\nType=simple\nUser={user}\n\
              Environment=ZODEX_CONFIG={config} PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin\n\
              WorkingDirectory=~\n\
@@ -271,6 +275,35 @@ pub struct ServiceState {
     /// the new one.
     #[serde(default)]
     pub stale_binary: bool,
+    /// Its manager started it again in the last minute (it exited, or keeps exiting): how
+    /// often, and the errors of its last start. Absent when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<Restarts>,
+}
+
+impl ServiceState {
+    /// Up and staying up.
+    pub fn healthy(&self) -> bool {
+        self.running && !self.crash_looping()
+    }
+
+    /// It keeps exiting and being started again: started again in the last minute, and not
+    /// up and answering now (a start refused at once runs for a moment between two restarts).
+    pub fn crash_looping(&self) -> bool {
+        self.restarts.as_ref().is_some_and(|r| r.looping)
+    }
+}
+
+/// How often a service was started again in the last minute, and why it last ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Restarts {
+    pub last_minute: u32,
+    /// It is not answering now (not running, or running without answering yet): it keeps
+    /// exiting. False once it is up again.
+    pub looping: bool,
+    /// The errors of its last start that ended, the cause first (`error: ` taken off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_errors: Vec<String>,
 }
 
 /// The state of both services: each found as the process running
@@ -280,7 +313,13 @@ pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
         .iter()
         .map(|service| {
             let installed_version = binary_version(&record.layout.binary(service));
-            match running(record, service) {
+            let process = running(record, service);
+            let restarts = restarts(record, service).map(|mut r| {
+                r.looping =
+                    !(process.as_ref().is_some_and(|p| !p.stale) && answers(record, service));
+                r
+            });
+            match process {
                 Some(process) => ServiceState {
                     service: service.to_string(),
                     running: true,
@@ -292,6 +331,7 @@ pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
                     uptime_seconds: process.uptime_seconds,
                     installed_version,
                     stale_binary: process.stale,
+                    restarts,
                 },
                 None => ServiceState {
                     service: service.to_string(),
@@ -301,10 +341,89 @@ pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
                     uptime_seconds: None,
                     installed_version,
                     stale_binary: false,
+                    restarts,
                 },
             }
         })
         .collect()
+}
+
+/// The restarts of `service` in the last minute, while its manager still runs it.
+fn restarts(record: &InstallRecord, service: &str) -> Option<Restarts> {
+    if !supervised(record, service) {
+        return None;
+    }
+    let log = recent_log(record, service)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs() as i64;
+    let last_minute = super::crashes::restarts_since(&log, now - 60);
+    (last_minute > 0).then(|| Restarts {
+        last_minute,
+        looping: true,
+        last_errors: super::crashes::last_errors(&log),
+    })
+}
+
+/// Whether `service` answers: the publisher on its admin socket, the agent on its MCP address.
+pub(super) fn answers(record: &InstallRecord, service: &str) -> bool {
+    match service {
+        "zodex-prd" => {
+            std::os::unix::net::UnixStream::connect(record.layout.admin_socket()).is_ok()
+        }
+        _ => std::net::TcpStream::connect(&record.mcp_listen).is_ok(),
+    }
+}
+
+/// Whether the manager runs `service` (up, or between two starts), as opposed to stopped.
+fn supervised(record: &InstallRecord, service: &str) -> bool {
+    match record.service_manager {
+        ServiceManager::Systemd => Command::new("systemctl")
+            .args(["show", "--property", "ActiveState", "--value", service])
+            .output()
+            .is_ok_and(|out| {
+                let state = String::from_utf8_lossy(&out.stdout);
+                matches!(state.trim(), "active" | "activating" | "reloading")
+            }),
+        // The script's loop keeps its pid file until `stop` removes it.
+        ServiceManager::Supervisor => {
+            std::fs::read_to_string(record.layout.lib_dir.join(format!("{service}.pid")))
+                .ok()
+                .and_then(|pid| pid.trim().parse::<u32>().ok())
+                .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        }
+    }
+}
+
+/// The end of a service's log, as [`super::crashes`] reads it: the supervisor's file (its last
+/// 64 KiB), or the journal with unix times.
+pub(super) fn recent_log(record: &InstallRecord, service: &str) -> Option<String> {
+    match record.service_manager {
+        ServiceManager::Systemd => {
+            let out = Command::new("journalctl")
+                .args(["--no-pager", "--output", "short-unix", "--lines", "400"])
+                .args(["--unit", service])
+                .output()
+                .ok()?;
+            Some(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+        ServiceManager::Supervisor => {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut file = std::fs::File::open(record.layout.log(service)).ok()?;
+            let len = file.metadata().ok()?.len();
+            file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)))
+                .ok()?;
+            let mut tail = Vec::new();
+            file.read_to_end(&mut tail).ok()?;
+            let text = String::from_utf8_lossy(&tail).into_owned();
+            // From the first whole line on.
+            Some(match text.split_once('\n') {
+                Some((_, rest)) if len > 64 * 1024 => rest.to_string(),
+                _ => text,
+            })
+        }
+    }
 }
 
 /// The process running `service` (`<bin_dir>/<service> serve --config <config>`), if any;
@@ -453,5 +572,41 @@ pub fn verify_units(layout: &Layout) -> Option<Result<(), String>> {
         Some(Ok(()))
     } else {
         Some(Err(ours.join("\n")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Under systemd as under the supervisor script, a service that keeps exiting is started
+    /// again every 2 s, never given up on after a burst of starts.
+    #[test]
+    fn both_units_restart_a_failing_service_for_as_long_as_it_fails() {
+        let record = InstallRecord {
+            version: "0".into(),
+            layout: Layout::under(Path::new("/")),
+            agent_user: "zodex-agent".into(),
+            publisher_user: "zodex-prd".into(),
+            socket_group: "zodex".into(),
+            agent_home: PathBuf::from("/home/zodex-agent"),
+            service_manager: ServiceManager::Systemd,
+            mcp_listen: "127.0.0.1:8080".into(),
+            agent_tasks_max: 1024,
+            agent_memory_max_mib: 4096,
+        };
+        for service in SERVICES {
+            let text = unit(&record, service);
+            let (unit_section, service_section) = text.split_once("[Service]").unwrap();
+            assert!(
+                unit_section.contains("\nStartLimitIntervalSec=0\n"),
+                "{service}: {text}"
+            );
+            assert!(
+                service_section.contains("\nRestart=on-failure\nRestartSec=2\n"),
+                "{service}: {text}"
+            );
+        }
+        assert!(supervisor_script(&record).contains("restarting in 2s"));
     }
 }
