@@ -18,7 +18,7 @@
 
 #[path = "support/bench_line.rs"]
 mod bench_line;
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::process::Command;

@@ -17,7 +17,7 @@
 mod bench_line;
 #[path = "support/changes.rs"]
 mod changes;
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use changes::commit_change;

@@ -3,6 +3,7 @@
 //! requests, ref deletion, fault injection and the admin endpoint. Each permission has a test
 //! that proves it is refused where it should be.
 
+#[path = "it/support/mod.rs"]
 mod support;
 
 use serde_json::json;

@@ -2,13 +2,14 @@
 //! bundle imported into a quarantine, then pushed with `upload::push_leased`, which sends the
 //! verified pack over receive-pack when that is sound and falls back to `git push` otherwise.
 //! Each test checks GitHub's (devhub's) refs afterwards, and which route the push took. The
-//! same end to end through `zodex-prd` is in `tests/publish_pass_through.rs`.
+//! same end to end through `zodex-prd` is in `tests/it/publish_pass_through.rs`.
 //!
 //! No libtest harness (`harness = false`): importing a bundle runs the indexer in a child
 //! process, `/proc/self/exe index-pack …`, which is this binary; [`main`] answers that as
 //! `zodex-prd` does, and otherwise runs the tests one after the other (a name given as an
 //! argument runs only the tests whose names contain it).
 
+#[path = "it/support/mod.rs"]
 mod support;
 
 use serde_json::json;
@@ -397,7 +398,18 @@ fn main() {
     if args.get(1).map(String::as_str) == Some(zodex::publisher::publish::indexer::SUBCOMMAND) {
         index_pack(&args[2..]);
     }
-    let filter = args.iter().skip(1).find(|a| !a.starts_with('-')).cloned();
+    // libtest's arguments as far as they select tests: a name filter, `--skip PATTERN`
+    // (repeatable); other flags (`--include-ignored`, `--nocapture`, …) change nothing here.
+    let mut filter = None;
+    let mut skips = Vec::new();
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        if arg == "--skip" {
+            skips.extend(rest.next().cloned());
+        } else if !arg.starts_with('-') {
+            filter = Some(arg.clone());
+        }
+    }
     let tests: [(&str, fn()); 7] = [
         (
             "a_verified_thin_pack_passes_through_and_github_has_the_commits",
@@ -431,7 +443,9 @@ fn main() {
     let mut failed = Vec::new();
     let mut ran = 0;
     for (name, test) in tests {
-        if filter.as_deref().is_some_and(|f| !name.contains(f)) {
+        if filter.as_deref().is_some_and(|f| !name.contains(f))
+            || skips.iter().any(|s| name.contains(s.as_str()))
+        {
             continue;
         }
         ran += 1;

@@ -3,7 +3,7 @@
 //! minted and revoked, and review-first publications as a state machine.
 //!
 //! Each function is one transaction. The publisher changes the engine's state only through
-//! these and [`super::Authority`] (`tests/tidy.rs` holds it to that), so every change has a name
+//! these and [`super::Authority`] (`tests/it/tidy.rs` holds it to that), so every change has a name
 //! and a place to read it.
 //!
 //! A publication moves `Pushing → Pushed → Opened`; `Failed` when nothing of it is left at

@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn refuses_names_github_never_gives_a_repository() {
         // GitHub strips a `.git` ending and reserves `.wiki`: `a/x.git.git` once displayed as
-        // `a/x.git` and read back as `a/x` (found by tests/parser_properties.rs).
+        // `a/x.git` and read back as `a/x` (found by tests/it/parser_properties.rs).
         for bad in [
             "a/x.git.git",
             "a/x.GIT",

@@ -5,7 +5,7 @@
 //! no ref, no object, no quarantine — when the push is refused, cut off, or lies about its
 //! content.
 
-mod support;
+use crate::support;
 
 use std::os::unix::net::UnixStream;
 use std::path::Path;

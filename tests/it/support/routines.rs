@@ -1,6 +1,6 @@
 //! Small programs the attack suite runs *as the agent user*: the test binary re-runs itself
 //! (hard-linked into the sprite's `bin/`) with `ZXATTACK_ROUTINE` naming a file that holds one
-//! [`Routine`] as JSON, and its child entry `child_agent_routine` calls [`serve`], which does the work, prints
+//! [`Routine`] as JSON, and its child entry `child_agent_routine` (below) calls [`serve`], which does the work, prints
 //! `ZXR:<json>` lines and exits. Raw frames, file probes, floods and slow clients need no
 //! other language on the machine this way.
 
@@ -20,7 +20,7 @@ pub const BINARY: &str = "attack-routine";
 const ENV: &str = "ZXATTACK_ROUTINE";
 const MARK: &str = "ZXR:";
 /// The child entry (`support::child`) of every binary that runs routines.
-pub const CHILD: &str = "child_agent_routine";
+pub const CHILD: &str = "support::routines::child_agent_routine";
 
 /// One agent request: metadata bytes exactly as given (valid JSON or not), a declared bundle
 /// length, and the bytes actually sent after the metadata.
@@ -420,4 +420,12 @@ fn credential_race(socket: &Path, host: &str, path: &str, threads: usize, rounds
         "reads": reads.lock().unwrap().len(),
         "seconds": started.elapsed().as_secs_f64(),
     })
+}
+
+/// The child entry of every routine (see `support::child`): the sprite runs this test binary
+/// as the agent with the routine's file named in the environment.
+#[test]
+#[ignore = "child process entry: started by its parent test"]
+fn child_agent_routine() {
+    serve();
 }

@@ -12,7 +12,8 @@ use std::process::Command;
 /// Names the child entry a process was started for.
 pub const ENV: &str = "ZODEX_TEST_CHILD";
 
-/// The test-harness arguments that run only the child entry `name`. (No `--test-threads=1`:
+/// The test-harness arguments that run only the child entry `name` (its full test path, e.g.
+/// `agent_socket::child_hostile_client`). (No `--test-threads=1`:
 /// with it the harness prints `test NAME ... ` before the child's first line, on that line.)
 pub fn args(name: &str) -> [&str; 4] {
     [name, "--exact", "--ignored", "--nocapture"]

@@ -3,7 +3,7 @@
 //! pipe`, exit 101). Each of the five binaries runs a command that prints, its stdout a pipe
 //! whose reading end is closed before it starts, so its first print meets a closed pipe.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;

@@ -5,7 +5,7 @@
 //! erases, an operator's revoke and the TTL race), the cases the helper must stay silent on,
 //! and git's own stderr when it refuses.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 use support::rig::Rig;

@@ -1,7 +1,7 @@
 //! End to end through the real binaries: `zodex dev up`, the operator CLI over the exec
 //! transport and admin socket, the agent CLI over the agent socket.
 
-mod support;
+use crate::support;
 
 use std::os::unix::process::CommandExt;
 use std::time::Duration;

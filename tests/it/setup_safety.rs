@@ -5,7 +5,7 @@
 //! The check itself (`zodex-prd install --check-only`) needs no root and runs against a
 //! devhub; the whole setup runs as root under a temporary prefix (`support::deployment`).
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! write control sequences into what the operator reads, flood the publisher with requests
 //! until its answers outgrow the reply cap, or answer on the admin socket in its place.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -249,7 +249,7 @@ fn admin(dev: &Dev, request: &str) -> Answer {
 }
 
 /// The child entry of the fake admin server (`support::child`).
-const FAKE_CHILD: &str = "child_fake_admin_server";
+const FAKE_CHILD: &str = "operator_bounds::child_fake_admin_server";
 /// Set in the environment of the fake server this file runs as another uid.
 const FAKE_SOCKET_ENV: &str = "OPERATOR_BOUNDS_FAKE_ADMIN_SOCKET";
 const FAKE_LOG_ENV: &str = "OPERATOR_BOUNDS_FAKE_ADMIN_LOG";

@@ -3,7 +3,7 @@
 //! revoked once; retries on 5xx, waits on rate limits, no retry on a permission 403, one
 //! re-signed JWT after a clock-skew 401.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 use support::devhub::{Demo, git_fails, git_ok, keys};

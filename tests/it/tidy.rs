@@ -13,11 +13,11 @@
 //!   imports it (tests too);
 //! - `cli` spawns no process and opens no socket, and each of its files stays under a size
 //!   budget (parsing and printing only);
-//! - no function of `src/` grows past [`FUNCTION_BUDGET`] lines (`cargo test --test tidy --
-//!   --nocapture functions` lists the longest);
+//! - no function of `src/` grows past [`FUNCTION_BUDGET`] lines (`cargo test --test it --
+//!   --nocapture tidy::functions` lists the longest);
 //! - the graph of which top-level module imports which has exactly the arrows of [`ARROWS`],
 //!   so it has no cycle: in particular `agent` and `publisher` share only `protocol`, `config`
-//!   and `engine`, never each other. `cargo test --test tidy -- --nocapture module_graph`
+//!   and `engine`, never each other. `cargo test --test it -- --nocapture tidy::module_graph`
 //!   prints the graph as it is.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -3,7 +3,7 @@
 //! property; removing a `permit` changes decisions), and an operator policy that re-opens what
 //! the built-ins keep closed refused at start with a counterexample — unless waived.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

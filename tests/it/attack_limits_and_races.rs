@@ -19,9 +19,9 @@
 //! Every test also checks that nothing else changed at GitHub and that the daemon still
 //! answers the operator. Needs root: each test is `#[ignore = "needs root"]` and runs as root in CI.
 //!
-//! Run: `cargo test --test attack_limits_and_races -- --ignored` (as root).
+//! Run: `cargo test --test it -- --ignored attack_limits_and_races::` (as root).
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::Path;
@@ -30,13 +30,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::routines::{Frame, Routine};
 use support::sprite::{Sprite, chown, refused};
-
-/// The entry point of the routines this binary runs as the agent (see `support::routines`).
-#[test]
-#[ignore = "child process entry: started by its parent test"]
-fn child_agent_routine() {
-    support::routines::serve();
-}
 
 /// A `/proc/PID/status` field in KiB.
 fn proc_kib(pid: u32, field: &str) -> Option<u64> {

@@ -4,7 +4,7 @@
 //! ref goes through `git push` with the allowed updates only. (The receive-pack client's own
 //! rules are tested against devhub in `tests/receive_pack.rs`.)
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The MCP server binary over raw HTTP: what `cargo test` alone can check without the Python
 //! client (tests/mcp/ drives every bullet with real clients).
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::mcp_server::{Server, tool_call};

@@ -4,7 +4,7 @@
 //! ceiling, the audit trail of a push, a SIGKILL in the middle of a publish, concurrent
 //! pushes, and pack bombs (a blob or a delta declaring gigabytes, a lying zlib stream).
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;

@@ -4,7 +4,7 @@
 //! naming the fix, and no socket appears. With all right, it serves, and `zodex-prd
 //! check-ground` says so. A devhub and the real binary.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;

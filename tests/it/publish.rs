@@ -3,7 +3,7 @@
 //! sockets. Every push travels as a bundle that zodex-prd verifies, decides per ref, and pushes
 //! with a one-repository token it revokes afterwards.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

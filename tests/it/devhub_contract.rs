@@ -5,7 +5,7 @@
 //! Needs the peers `scripts/install-github-openapi` installs; run it with `scripts/prism-contract`
 //! (which sets `ZODEX_PRISM` and `ZODEX_GITHUB_SPEC`). Ignored in a plain `cargo test`.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::net::TcpStream;

@@ -5,7 +5,7 @@
 //! pushed ref reaches never travels or enters the mirror. A devhub, a real `zodex-prd`, real
 //! git.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::{Path, PathBuf};

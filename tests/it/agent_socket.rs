@@ -6,7 +6,7 @@
 //! Several hostile processes are this test binary run again as a child (`child_hostile_client`, which
 //! does nothing unless the parent sets its environment variable).
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -26,7 +26,7 @@ const CEILING: u64 = 134_217_728;
 /// Set (to `socket|drips|stalls|seconds`) only in a child run by the availability test.
 const CHILD_ENV: &str = "AGENT_SOCKET_TEST_HOSTILE_CHILD";
 /// The hostile client's child entry (`support::child`).
-const HOSTILE_CHILD: &str = "child_hostile_client";
+const HOSTILE_CHILD: &str = "agent_socket::child_hostile_client";
 
 fn socket(rig: &Rig) -> std::path::PathBuf {
     rig.dir.path().join("agent.sock")

@@ -7,7 +7,7 @@
 //! directory made writable — and `doctor` names each and its fix; a second setup changes
 //! nothing; stopping the agent service leaves no process of the agent user behind.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;

@@ -22,22 +22,15 @@
 //! - no grant: `a_push_without_a_grant_is_refused`;
 //! - default branch: `the_default_branch_cannot_be_forced_or_deleted`.
 //!
-//! Run: `cargo test --test attack` (as root).
+//! Run: `cargo test --test it -- --ignored attack::` (as root).
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::routines::{Frame, Routine};
 use support::sprite::{Sprite, refused};
-
-/// The child entry of the routines this binary runs as the agent (see `support::routines`).
-#[test]
-#[ignore = "child process entry: started by its parent test"]
-fn child_agent_routine() {
-    support::routines::serve();
-}
 
 const EACCES: &str = "errno:13";
 const EPERM: &str = "errno:1";

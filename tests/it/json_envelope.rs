@@ -2,7 +2,7 @@
 //! on success, `{"version": 1, "ok": false, "error": {"kind", "message", …}}` on failure —
 //! whichever command printed it, operator or agent, local or remote.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::dev::{Dev, Run};

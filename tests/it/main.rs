@@ -1,0 +1,39 @@
+//! The end-to-end tests, as one test binary: each file of this directory is a module (named
+//! after what it checks), and `support/` is the one harness they share. One binary links the
+//! crate once, where a binary per file linked it 27 times (and each took ~600 MB of disk).
+//!
+//! Run one file's tests with a filter: `cargo test --test it publish::` (or a test's name).
+//! Tests that need root are `#[ignore = "needs root"]` (see `support::users::require_root`);
+//! child-process entries are `child_*` (see `support::child`).
+//!
+//! Four stay binaries of their own because they measure or change the whole process:
+//! `tests/devhub.rs` and `tests/session_memory.rs` (this process's peak memory),
+//! `tests/session.rs` (signal dispositions) and `tests/receive_pack.rs` (no test harness: the
+//! binary is also the indexer child it starts).
+
+mod support;
+
+mod agent_socket;
+mod apply_patch_corpus;
+mod attack;
+mod attack_limits_and_races;
+mod closed_stdout;
+mod credential_helper;
+mod deploy;
+mod devhub_contract;
+mod engine_concurrency;
+mod github_client;
+mod github_facts;
+mod json_envelope;
+mod mcp_http;
+mod operator_bounds;
+mod operator_cli;
+mod parser_properties;
+mod policy_proofs;
+mod publish;
+mod publish_pass_through;
+mod publish_streamed;
+mod publish_wire;
+mod serve_ground;
+mod setup_safety;
+mod tidy;
