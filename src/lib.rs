@@ -6,8 +6,10 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod devhub;
-pub mod engine;
+/// The policy engine (crate `zodex-engine`).
+pub use zodex_engine as engine;
 pub mod operator;
 pub mod protocol;
 pub mod publisher;
-pub mod tools;
+/// The MCP server and its tools (crate `zodex-tools`).
+pub use zodex_tools as tools;

@@ -41,10 +41,48 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Where a top-level module's code is: the layers that are crates of their own (`engine`,
+/// `tools`) under `crates/`, the rest under `src/`.
 fn src(module: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src")
-        .join(module)
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    match module {
+        "engine" => root.join("crates/zodex-engine/src"),
+        "tools" => root.join("crates/zodex-tools/src"),
+        _ => root.join("src").join(module),
+    }
+}
+
+/// The directories of Rust code tidy reads: `src/` and each layer crate's.
+fn code_roots() -> [PathBuf; 3] {
+    [src(""), src("engine"), src("tools")]
+}
+
+/// The layer crates may not depend on any other part of Zodex: the compiler then refuses a
+/// cross-layer import outright (a `use zodex::publisher` in the engine does not build).
+#[test]
+fn the_layer_crates_depend_on_no_other_part_of_zodex() {
+    for krate in ["zodex-engine", "zodex-tools"] {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates")
+            .join(krate)
+            .join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let table: toml::Table = text.parse().unwrap();
+        for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+            let Some(deps) = table.get(section).and_then(|d| d.as_table()) else {
+                continue;
+            };
+            let zodex: Vec<&String> = deps
+                .keys()
+                .filter(|name| *name == "zodex" || name.starts_with("zodex-"))
+                .collect();
+            assert!(
+                zodex.is_empty(),
+                "{}: [{section}] names {zodex:?}; a layer crate depends on no other part of Zodex",
+                manifest.display()
+            );
+        }
+    }
 }
 
 /// The lines of `file` that are code (comments and doc comments left out), numbered from 1.
@@ -358,9 +396,9 @@ const FUNCTION_BUDGET: usize = 150;
 /// Every function of `src/` outside test modules, as (lines, `file: name`): from its `fn` line
 /// to the closing brace at the same indentation.
 fn function_lengths() -> Vec<(usize, String)> {
-    let root = src("");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
-    for file in rust_files(&root) {
+    for file in code_roots().iter().flat_map(|dir| rust_files(dir)) {
         let text = std::fs::read_to_string(&file).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
@@ -393,8 +431,8 @@ fn function_lengths() -> Vec<(usize, String)> {
             let indent = &line[..line.len() - trimmed.len()];
             let closing = format!("{indent}}}");
             if let Some(end) = lines[i + 1..].iter().position(|l| *l == closing) {
-                let relative = file.strip_prefix(&root).unwrap().display();
-                out.push((end + 2, format!("src/{relative}: {name}")));
+                let relative = file.strip_prefix(root).unwrap().display();
+                out.push((end + 2, format!("{relative}: {name}")));
             }
         }
     }

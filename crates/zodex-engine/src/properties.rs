@@ -19,19 +19,19 @@ use std::path::Path;
 pub const BUILTIN_PROPERTIES: &[(&str, &str)] = &[
     (
         "authority.cedar",
-        include_str!("../../policies/properties/authority.cedar"),
+        include_str!("../../../policies/properties/authority.cedar"),
     ),
     (
         "branches.cedar",
-        include_str!("../../policies/properties/branches.cedar"),
+        include_str!("../../../policies/properties/branches.cedar"),
     ),
     (
         "coverage.cedar",
-        include_str!("../../policies/properties/coverage.cedar"),
+        include_str!("../../../policies/properties/coverage.cedar"),
     ),
     (
         "sizes.cedar",
-        include_str!("../../policies/properties/sizes.cedar"),
+        include_str!("../../../policies/properties/sizes.cedar"),
     ),
 ];
 
@@ -180,7 +180,7 @@ fn assumption(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::policy::Policies;
+    use crate::policy::Policies;
 
     #[test]
     fn builtin_properties_validate_and_name_their_actions() {

@@ -3,8 +3,8 @@
 //! the admin socket's reply cap whatever the agent stored, and pruning of old history.
 
 use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WARNING, YoloView};
-use crate::engine::decide::{Ask, Principal};
-use crate::engine::store::{
+use crate::decide::{Ask, Principal};
+use crate::store::{
     App, AuditEvent, AuditFilter, AuditRow, Facts, Grant, GrantState, GrantVia, Store, StoreError,
 };
 use serde::{Deserialize, Serialize};
@@ -291,10 +291,10 @@ fn grant_view(grant: Grant, now: i64) -> GrantView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::policy::Policies;
-    use crate::engine::store::test_support::temp_store;
-    use crate::engine::targets::{TargetSpec, Targets};
-    use crate::engine::{Engine, GrantTerms, RepoName};
+    use crate::policy::Policies;
+    use crate::store::test_support::temp_store;
+    use crate::targets::{TargetSpec, Targets};
+    use crate::{Engine, GrantTerms, RepoName};
 
     fn engine() -> Engine {
         let targets = Targets::from_specs(&[TargetSpec {

@@ -181,7 +181,7 @@ fn hint(lines: &[&str], expected: &[&str], from: usize, end_of_file: bool) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::apply_patch::parser::{Op, parse};
+    use crate::apply_patch::parser::{Op, parse};
 
     fn apply(text: &str, hunks: &str) -> Result<String, Box<ContextMismatch>> {
         let patch = format!("*** Begin Patch\n*** Update File: f\n{hunks}\n*** End Patch\n");

@@ -13,25 +13,25 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The schema, embedded at build time.
-pub const SCHEMA_SOURCE: &str = include_str!("../../policies/zodex.cedarschema");
+pub const SCHEMA_SOURCE: &str = include_str!("../../../policies/zodex.cedarschema");
 
 /// The built-in policy files, embedded at build time.
 pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
-    ("admin.cedar", include_str!("../../policies/admin.cedar")),
+    ("admin.cedar", include_str!("../../../policies/admin.cedar")),
     (
         "ceiling.cedar",
-        include_str!("../../policies/ceiling.cedar"),
+        include_str!("../../../policies/ceiling.cedar"),
     ),
     (
         "coverage.cedar",
-        include_str!("../../policies/coverage.cedar"),
+        include_str!("../../../policies/coverage.cedar"),
     ),
     (
         "publish.cedar",
-        include_str!("../../policies/publish.cedar"),
+        include_str!("../../../policies/publish.cedar"),
     ),
-    ("push.cedar", include_str!("../../policies/push.cedar")),
-    ("refs.cedar", include_str!("../../policies/refs.cedar")),
+    ("push.cedar", include_str!("../../../policies/push.cedar")),
+    ("refs.cedar", include_str!("../../../policies/refs.cedar")),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,7 @@
 //! Explicit push grants and the agent's pending requests for them.
 
 use super::{Facts, Result, StoreError};
-use crate::engine::refscope::patterns_meet;
+use crate::refscope::patterns_meet;
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 

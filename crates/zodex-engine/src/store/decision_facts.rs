@@ -11,7 +11,7 @@ use super::coverage::{App, CoverageFact};
 use super::grants::{Grant, grant_columns};
 use super::yolo::{YoloScope, yolo_columns};
 use super::{Facts, Result};
-use crate::engine::refscope::patterns_meet;
+use crate::refscope::patterns_meet;
 
 /// What one decision about a repository reads from the state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -116,7 +116,7 @@ mod tests {
     use super::super::test_support::temp_store;
     use super::super::{GrantVia, NewGrant, NewYolo};
     use super::*;
-    use crate::engine::refscope::scopes_of;
+    use crate::refscope::scopes_of;
     use proptest::prelude::*;
 
     const NOW: i64 = 1_800_000_000;

@@ -4,7 +4,7 @@
 use super::store::{App, AuditFilter, CoverageFact, GrantState, GrantVia, Store};
 use super::targets::{TargetSpec, Targets};
 use super::*;
-use crate::engine::policy::Policies;
+use crate::policy::Policies;
 
 const NOW: i64 = 1_800_000_000;
 const CEILING: i64 = 134_217_728;

@@ -2,7 +2,7 @@
 
 use super::grants::{patterns_from, patterns_to};
 use super::{Facts, Result};
-use crate::engine::refscope::patterns_meet;
+use crate::refscope::patterns_meet;
 use rusqlite::{Row, params};
 use serde::{Deserialize, Serialize};
 

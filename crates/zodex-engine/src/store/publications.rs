@@ -123,8 +123,8 @@ impl Facts<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::store::test_support::temp_store;
-    use crate::engine::store::{AuditEvent, AuditFilter};
+    use crate::store::test_support::temp_store;
+    use crate::store::{AuditEvent, AuditFilter};
 
     #[test]
     fn a_publication_is_saved_then_updated_in_place() {

@@ -25,8 +25,8 @@ use std::time::Duration;
 
 /// The migrations, in order. Their position (1-based) is the schema version they bring.
 const MIGRATIONS: &[&str] = &[
-    include_str!("../../../migrations/0001_initial.sql"),
-    include_str!("../../../migrations/0002_ref_patterns.sql"),
+    include_str!("../../../../migrations/0001_initial.sql"),
+    include_str!("../../../../migrations/0002_ref_patterns.sql"),
 ];
 
 /// How long a writer waits for another writer before SQLite reports `SQLITE_BUSY`.

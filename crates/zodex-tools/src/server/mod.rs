@@ -32,7 +32,7 @@ pub mod schema;
 
 /// The session and patch engines this server drives.
 pub(crate) mod deps {
-    pub use crate::tools::{apply_patch, session};
+    pub use crate::{apply_patch, session};
 }
 
 use std::future::Future;

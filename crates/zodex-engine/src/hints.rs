@@ -106,7 +106,7 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::decide::RepoFacts;
+    use crate::decide::RepoFacts;
 
     fn writer_missing(coverage_known: bool) -> Decision {
         Decision {
