@@ -8,9 +8,8 @@
 use crate::support;
 
 use serde_json::Value;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use support::deployment::World;
 use support::dev::{PRD, Run};
 use support::devhub::{Demo, keys};
@@ -19,26 +18,16 @@ use support::users::require_root;
 /// `zodex-prd install --check-only --json` with `keys` (writer, reader) on stdin.
 fn check_only(demo: &Demo, prefix: &Path, ids: (u64, u64), keys: (&str, &str), api: &str) -> Run {
     let body = serde_json::json!({"writer_key": keys.0, "reader_key": keys.1}).to_string();
-    let mut child = Command::new(PRD)
+    let mut check = Command::new(PRD);
+    check
         .args(["install", "--check-only", "--json", "--keys-stdin"])
         .arg("--prefix")
         .arg(prefix)
         .args(["--writer-app-id", &ids.0.to_string()])
         .args(["--reader-app-id", &ids.1.to_string()])
         .args(["--api-url", api])
-        .args(["--github-url", demo.hub.git_url().trim_end_matches('/')])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    Run::from(child.wait_with_output().unwrap())
+        .args(["--github-url", demo.hub.git_url().trim_end_matches('/')]);
+    Run::from(support::rig::with_input(&mut check, &body))
 }
 
 /// The failing findings' messages of a `--check-only` report.
@@ -111,10 +100,7 @@ fn the_check_says_which_key_or_id_is_wrong_and_writes_nothing() {
 #[ignore = "needs root"]
 fn setup_with_swapped_keys_keeps_the_working_ones_and_the_publisher_up() {
     require_root();
-    let world = World::new();
-    world.zodex(&["sprite", "add", "box", "--exec", "env"]).ok();
-    world.setup().ok();
-    world.connect();
+    let world = World::set_up_and_connected();
     let installed = |name: &str| {
         std::fs::read(world.prefix.join(format!("etc/zodex/keys/{name}.pem"))).unwrap()
     };
@@ -309,10 +295,7 @@ fn targets_change_without_keys_and_every_uncovered_target_is_named() {
 #[ignore = "needs root"]
 fn a_sprite_is_stopped_started_and_uninstalled_keeping_the_audit_unless_purged() {
     require_root();
-    let world = World::new();
-    world.zodex(&["sprite", "add", "box", "--exec", "env"]).ok();
-    world.setup().ok();
-    world.connect();
+    let world = World::set_up_and_connected();
     let status = || world.zodex(&["sprite", "status", "--sprite", "box"]);
 
     let stopped = world.zodex(&["sprite", "stop", "--sprite", "box"]).ok();

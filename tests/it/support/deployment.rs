@@ -102,6 +102,15 @@ impl World {
         }
     }
 
+    /// A world whose sprite `box` is registered, set up and connected (its MCP key made).
+    pub fn set_up_and_connected() -> Self {
+        let world = World::new();
+        world.zodex(&["sprite", "add", "box", "--exec", "env"]).ok();
+        world.setup().ok();
+        world.connect();
+        world
+    }
+
     /// `zodex ARGS` as the operator (a clean environment but for its own home).
     pub fn zodex(&self, args: &[&str]) -> Run {
         let mut command = Command::new(ZODEX);
