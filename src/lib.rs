@@ -5,11 +5,13 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
-pub mod devhub;
+/// The local GitHub stand-in (crate `zodex-devhub`).
+pub use zodex_devhub as devhub;
 /// The policy engine (crate `zodex-engine`).
 pub use zodex_engine as engine;
 pub mod operator;
-pub mod protocol;
+/// What the publisher and its clients say to each other (crate `zodex-protocol`).
+pub use zodex_protocol as protocol;
 pub mod publisher;
 /// The MCP server and its tools (crate `zodex-tools`).
 pub use zodex_tools as tools;

@@ -89,9 +89,9 @@ pub fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devhub::keys::{KeyPair, generate_key_pair};
-    use crate::devhub::model::App;
-    use crate::devhub::perms::Permissions;
+    use crate::keys::{KeyPair, generate_key_pair};
+    use crate::model::App;
+    use crate::perms::Permissions;
     use std::sync::OnceLock;
 
     fn pairs() -> &'static (KeyPair, KeyPair) {

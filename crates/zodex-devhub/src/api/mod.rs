@@ -11,8 +11,8 @@ mod refs;
 mod repos;
 pub mod shapes;
 
-use crate::devhub::faults::{FaultKind, FaultScope};
-use crate::devhub::hub::{Hub, RateWindow};
+use crate::faults::{FaultKind, FaultScope};
+use crate::hub::{Hub, RateWindow};
 use auth::Caller;
 use axum::Router;
 use axum::body::Bytes;
@@ -101,7 +101,7 @@ pub(crate) fn parse_body<T: DeserializeOwned>(body: &Bytes, doc: &str) -> Result
 }
 
 fn request_id() -> String {
-    let hex = crate::devhub::tokens::random_string(b"0123456789ABCDEF", 20);
+    let hex = crate::tokens::random_string(b"0123456789ABCDEF", 20);
     format!("{}:{}:{}", &hex[..4], &hex[4..12], &hex[12..])
 }
 

@@ -28,10 +28,10 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-pub use crate::engine::authority::Status;
-pub use crate::engine::authority::{Denial, GrantView, YoloView};
-pub use crate::engine::decide::{Decision, RepoFacts};
-pub use crate::engine::store::{AuditRow, Grant, GrantState, GrantVia, YoloScope};
+pub use zodex_engine::authority::Status;
+pub use zodex_engine::authority::{Denial, GrantView, YoloView};
+pub use zodex_engine::decide::{Decision, RepoFacts};
+pub use zodex_engine::store::{AuditRow, Grant, GrantState, GrantVia, YoloScope};
 
 /// The answer to `ping` on either socket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

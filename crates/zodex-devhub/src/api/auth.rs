@@ -4,11 +4,11 @@
 //! repositories are readable by anyone.
 
 use super::error::ApiError;
-use crate::devhub::hub::Hub;
-use crate::devhub::jwt;
-use crate::devhub::model::Repo;
-use crate::devhub::perms::{Level, Permissions};
-use crate::devhub::tokens::{Grant, token_hash};
+use crate::hub::Hub;
+use crate::jwt;
+use crate::model::Repo;
+use crate::perms::{Level, Permissions};
+use crate::tokens::{Grant, token_hash};
 use axum::http::HeaderMap;
 use base64::Engine;
 

@@ -8,8 +8,8 @@
 use super::auth::{self, Caller, Need};
 use super::error::ApiError;
 use super::{Shared, json_body, parse_body, shapes};
-use crate::devhub::hub::Hub;
-use crate::devhub::model::Repo;
+use crate::hub::Hub;
+use crate::model::Repo;
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::Path;

@@ -6,9 +6,9 @@
 
 use super::error::{ApiError, DOCS_REST};
 use super::{Shared, json_body, parse_body};
-use crate::devhub::faults::Fault;
-use crate::devhub::hub::Hub;
-use crate::devhub::server::stats;
+use crate::faults::Fault;
+use crate::hub::Hub;
+use crate::server::stats;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -20,7 +20,7 @@ use serde_json::json;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
-use crate::devhub::ADMIN_KEY_HEADER;
+use crate::ADMIN_KEY_HEADER;
 
 pub(super) fn router() -> Router<Arc<Hub>> {
     Router::new()

@@ -2,8 +2,8 @@
 //! `installation`, `installation-token`, `pull-request`, `git-ref`) with every field GitHub's
 //! published OpenAPI description requires, so responses validate under Prism.
 
-use crate::devhub::model::{App, Description, Installation, PullRecord, Repo};
-use crate::devhub::perms::Permissions;
+use crate::model::{App, Description, Installation, PullRecord, Repo};
+use crate::perms::Permissions;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

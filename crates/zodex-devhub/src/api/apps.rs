@@ -5,10 +5,10 @@
 use super::auth::{self, Caller};
 use super::error::ApiError;
 use super::{Shared, json_body, parse_body, shapes};
-use crate::devhub::hub::Hub;
-use crate::devhub::model::RepositorySelection;
-use crate::devhub::perms::{Level, Permissions};
-use crate::devhub::tokens::Grant;
+use crate::hub::Hub;
+use crate::model::RepositorySelection;
+use crate::perms::{Level, Permissions};
+use crate::tokens::Grant;
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Path, Query};
