@@ -9,8 +9,8 @@
 //! - A replay sends the kept events after the given one and then follows the stream live until
 //!   it finishes (a JSON-RPC response or error ends a request's stream), so a resume during a
 //!   long command waits for its result instead of ending empty.
-//! - Bounds: events and bytes per stream, streams in all, and how long a finished stream is
-//!   kept. A stream whose missed events were already dropped is refused, never replayed with a
+//! - Bounds: events and bytes per stream, streams and bytes in all, and how long a finished
+//!   stream is kept. A stream whose missed events were already dropped is refused, never replayed with a
 //!   gap: [`ReplayStore::check`] says why, and the HTTP layer answers with that error instead
 //!   of an empty stream (which clients would resume forever).
 //!
@@ -35,6 +35,8 @@ pub struct ReplayLimits {
     pub max_events_per_stream: usize,
     /// Bytes of event data kept per stream; past it the oldest events are dropped.
     pub max_bytes_per_stream: usize,
+    /// Bytes of event data kept in all; past it whole streams go, the oldest finished first.
+    pub max_bytes_total: usize,
     /// How long a finished stream stays replayable.
     pub keep_finished: Duration,
     /// How long an unfinished stream with no new event stays replayable.
@@ -51,6 +53,8 @@ impl Default for ReplayLimits {
             max_events_per_stream: 256,
             // A tool result is at most a few hundred KiB (the inline output limit); two of them.
             max_bytes_per_stream: 4 << 20,
+            // Most answers are small; this bounds the worst case (every stream at its limit).
+            max_bytes_total: 64 << 20,
             keep_finished: Duration::from_secs(300),
             keep_idle: Duration::from_secs(1800),
             max_follow: Duration::from_secs(300),
@@ -268,7 +272,27 @@ impl ReplayStore {
             }
         }
         log.changed.send_modify(|n| *n += 1);
+        self.evict_over_budget(&mut inner, &token);
         id
+    }
+
+    /// Keeps all streams' bytes within `max_bytes_total`: the oldest finished streams go first,
+    /// then the oldest others — never `keep`, the stream just written to.
+    fn evict_over_budget(&self, inner: &mut Inner, keep: &str) {
+        while inner.streams.values().map(|log| log.bytes).sum::<usize>()
+            > self.0.limits.max_bytes_total
+        {
+            let victim = inner
+                .streams
+                .iter()
+                .filter(|(token, _)| token.as_str() != keep)
+                .min_by_key(|(_, log)| (log.finished.is_none(), log.created))
+                .map(|(token, _)| token.clone());
+            match victim {
+                Some(token) => remove(inner, &token),
+                None => return,
+            }
+        }
     }
 
     /// The kept events after `seq` of stream `token`, whether it finished, and a receiver
@@ -469,6 +493,28 @@ mod tests {
             Err(ReplayRefused::Dropped(_))
         ));
         assert_eq!(store.check(&ids[1]), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn all_streams_together_stay_within_the_byte_budget() {
+        let one = serde_json::to_string(result(1).message.as_deref().unwrap())
+            .unwrap()
+            .len();
+        let store = ReplayStore::new(ReplayLimits {
+            max_bytes_total: 2 * one,
+            ..ReplayLimits::default()
+        });
+        let a = store.store_event("a", &result(1)).await.unwrap();
+        let b = store.store_event("b", &result(1)).await.unwrap();
+        let c = store.store_event("c", &result(1)).await.unwrap();
+        assert!(
+            matches!(store.check(&a), Err(ReplayRefused::NotKept(..))),
+            "the oldest finished stream made room"
+        );
+        assert_eq!(store.streams(), 2);
+        for id in [b, c] {
+            assert_eq!(store.check(&id), Ok(()), "the newer streams are kept");
+        }
     }
 
     #[tokio::test]
