@@ -70,13 +70,18 @@ class Server:
         return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, 15)
+
+
+def terminate(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM, then SIGKILL if `proc` is still there after `timeout` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def wait_for_log(log: Path, pattern: str, proc: subprocess.Popen, timeout: float = 30) -> re.Match:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from conftest import terminate
 
 HERE = Path(__file__).resolve().parent
 
@@ -40,13 +41,7 @@ class Proxy:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, 10)
 
 
 def free_port() -> int:

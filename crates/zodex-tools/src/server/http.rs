@@ -191,14 +191,14 @@ async fn route_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
             .get(header::HeaderName::from_static("last-event-id"))
         {
             if !live {
-                return refuse_resume(
+                return refusal(
                     StatusCode::NOT_FOUND,
                     "the session of this stream ended (or the server restarted): its answer cannot be replayed; start a new session",
                 );
             }
             let last = last.to_str().unwrap_or_default();
             if let Err(refused) = mcp.replay.check(last) {
-                return refuse_resume(StatusCode::NOT_FOUND, &refused.to_string());
+                return refusal(StatusCode::NOT_FOUND, &refused.to_string());
             }
         }
         if live {
@@ -222,7 +222,7 @@ async fn route_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
 /// of a successful termination); an unknown session is `404`, as the transport specifies.
 async fn end_session(mcp: &Mcp, id: &SessionId, live: bool) -> Response {
     if !live {
-        return refuse_resume(
+        return refusal(
             StatusCode::NOT_FOUND,
             "no such session (it ended, or the server restarted)",
         );
@@ -231,7 +231,7 @@ async fn end_session(mcp: &Mcp, id: &SessionId, live: bool) -> Response {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "closing an MCP session failed");
-            refuse_resume(
+            refusal(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "the session could not be closed; it ends by itself when idle",
             )
@@ -239,9 +239,10 @@ async fn end_session(mcp: &Mcp, id: &SessionId, live: bool) -> Response {
     }
 }
 
-/// A refusal a client can read: HTTP `status` with a JSON-RPC error body saying why and what
-/// to do. Never a `200` with an empty stream, which clients resume forever.
-fn refuse_resume(status: StatusCode, message: &str) -> Response {
+/// A refusal a client can read (of a resume or a session's end): HTTP `status` with a JSON-RPC
+/// error body saying why and what to do — for a resume, never a `200` with an empty stream,
+/// which clients resume forever.
+fn refusal(status: StatusCode, message: &str) -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,

@@ -166,6 +166,11 @@ impl ReplayStore {
 
     /// Whether a replay after `last_event_id` can be served without a gap.
     pub fn check(&self, last_event_id: &str) -> Result<(), ReplayRefused> {
+        self.locate(last_event_id).map(|_| ())
+    }
+
+    /// The stream token and sequence of `last_event_id`, when a replay after it can be served.
+    fn locate<'a>(&self, last_event_id: &'a str) -> Result<(&'a str, u64), ReplayRefused> {
         let (token, seq) = parse_id(last_event_id)
             .ok_or_else(|| ReplayRefused::Malformed(last_event_id.into()))?;
         let mut inner = self.lock();
@@ -179,7 +184,7 @@ impl ReplayStore {
         if seq + 1 < log.first_seq() {
             return Err(ReplayRefused::Dropped(last_event_id.into()));
         }
-        Ok(())
+        Ok((token, seq))
     }
 
     /// Streams kept now (for tests and the health of the bounds).
@@ -295,23 +300,30 @@ impl ReplayStore {
         }
     }
 
-    /// The kept events after `seq` of stream `token`, whether it finished, and a receiver
-    /// that changes on the next event. `None`: the stream is gone.
-    fn after(
-        &self,
-        token: &str,
-        seq: Option<u64>,
-    ) -> Option<(Vec<ServerSseMessage>, bool, watch::Receiver<u64>)> {
+    /// What a replay of stream `token` owes after `seq`. `None`: the stream is gone.
+    fn after(&self, token: &str, seq: u64) -> Option<Backlog> {
         let inner = self.lock();
         let log = inner.streams.get(token)?;
         let events = log
             .events
             .iter()
-            .filter(|k| seq.is_none_or(|s| k.seq > s))
-            .map(|k| k.event.clone())
+            .filter(|k| k.seq > seq)
+            .map(|k| (k.seq, k.event.clone()))
             .collect();
-        Some((events, log.finished.is_some(), log.changed.subscribe()))
+        Some(Backlog {
+            events,
+            finished: log.finished.is_some(),
+            changed: log.changed.subscribe(),
+        })
     }
+}
+
+/// The kept events after a point of a stream (with their sequences), whether the stream
+/// finished, and a receiver that changes on its next event.
+struct Backlog {
+    events: Vec<(u64, ServerSseMessage)>,
+    finished: bool,
+    changed: watch::Receiver<u64>,
 }
 
 fn remove(inner: &mut Inner, token: &str) {
@@ -330,13 +342,16 @@ async fn follow(
 ) {
     let max_follow = store.0.limits.max_follow;
     loop {
-        let Some((events, finished, mut changed)) = store.after(&token, Some(seq)) else {
+        let Some(Backlog {
+            events,
+            finished,
+            mut changed,
+        }) = store.after(&token, seq)
+        else {
             return;
         };
-        for event in events {
-            if let Some((_, s)) = event.event_id.as_deref().and_then(parse_id) {
-                seq = s;
-            }
+        for (event_seq, event) in events {
+            seq = event_seq;
             if tx.send(event).await.is_err() {
                 return;
             }
@@ -366,8 +381,7 @@ impl EventStore for ReplayStore {
         &self,
         last_event_id: &str,
     ) -> Result<EventStream, EventStoreError> {
-        self.check(last_event_id).map_err(Box::new)?;
-        let (token, seq) = parse_id(last_event_id).expect("checked above");
+        let (token, seq) = self.locate(last_event_id).map_err(Box::new)?;
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(follow(self.clone(), token.to_string(), seq, tx));
         Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
