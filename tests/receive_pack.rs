@@ -16,8 +16,8 @@ use serde_json::json;
 use std::path::PathBuf;
 use support::devhub::{AppKind, Demo, commit_file, git_ok, rev_parse};
 use zodex::publisher::github::Token;
-use zodex::publisher::publish::Quarantine;
 use zodex::publisher::publish::upload::{LeasedUpdate, Pushed, Route, push_leased};
+use zodex::publisher::publish::{Quarantine, SharedQuarantine};
 
 /// A devhub, a writer token for `demo/app`, a mirror of it (as the publisher keeps one) and a
 /// checkout to commit in.
@@ -75,17 +75,18 @@ impl World {
 
     /// A thin bundle of `refs` (as `git bundle create` gets them, exclusions included) from
     /// the checkout, imported into a quarantine beside the mirror.
-    fn import(&self, refs: &[&str]) -> Quarantine {
+    fn import(&self, refs: &[&str]) -> SharedQuarantine {
         let spool = self.work.path().join("push.bundle");
         let mut args = vec!["bundle", "create", "--quiet", spool.to_str().unwrap()];
         args.extend_from_slice(refs);
         git_ok(&self.checkout, &args);
-        Quarantine::import(&self.mirror, true, &spool, &self.work.path().join("tmp")).unwrap()
+        let tmp = self.work.path().join("tmp");
+        SharedQuarantine::new(Quarantine::import(&self.mirror, true, &spool, &tmp).unwrap())
     }
 
     fn push(
         &self,
-        quarantine: &Quarantine,
+        quarantine: &SharedQuarantine,
         updates: &[LeasedUpdate],
         atomic: bool,
         whole: bool,
@@ -128,7 +129,7 @@ fn a_verified_thin_pack_passes_through_and_github_has_the_commits() {
     commit_file(&w.checkout, "b.txt", b"two\n", "two");
     let quarantine = w.import(&["refs/heads/feature", &format!("^{main}")]);
     assert!(
-        !quarantine.header.as_ref().unwrap().prerequisites.is_empty(),
+        !quarantine.with(|q| q.header.as_ref().unwrap().prerequisites.is_empty()),
         "the bundle is thin"
     );
 
@@ -328,7 +329,8 @@ fn with_a_ref_of_the_request_refused_only_the_allowed_one_is_pushed_by_git_push(
 fn deletions_and_refs_on_commits_github_has_need_no_pack() {
     let w = World::new();
     let main = rev_parse(&w.checkout, "main");
-    let quarantine = Quarantine::empty(&w.mirror, true, &w.work.path().join("tmp")).unwrap();
+    let empty = Quarantine::empty(&w.mirror, true, &w.work.path().join("tmp")).unwrap();
+    let quarantine = SharedQuarantine::new(empty);
     let (pushed, route) = w.push(
         &quarantine,
         &[update("refs/heads/copy", Some(&main), "")],

@@ -20,6 +20,15 @@ pub mod zodex;
 use crate::protocol::{ErrorKind, Response};
 use std::time::Duration;
 
+/// Runs one command's async work (a proof, GitHub checks) to its end on a runtime of the
+/// command's own: the binaries' edge is the one place a runtime is made and waited on.
+pub fn run_async<F: std::future::Future>(work: F) -> std::io::Result<F::Output> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(work))
+}
+
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;

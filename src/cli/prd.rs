@@ -429,7 +429,11 @@ fn prove(dir: Option<PathBuf>, config: Option<PathBuf>, json: bool) -> i32 {
         Some(dir) => format!("the built-in policies plus {}", dir.display()),
         None => "the built-in policies".to_string(),
     };
-    match subject.prove(&solver) {
+    let proven = match super::run_async(subject.prove(&solver)) {
+        Ok(proven) => proven,
+        Err(e) => return failed(&e),
+    };
+    match proven {
         Ok(report) => {
             if json {
                 super::print_json_ok(&report);

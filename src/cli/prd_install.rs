@@ -187,12 +187,18 @@ pub fn install(args: InstallArgs) -> i32 {
         start: !args.no_start,
     };
     if args.check_only {
-        return match install::check_only(&options, keys.as_ref()) {
+        let checked = super::run_async(install::check_only(&options, keys.as_ref()))
+            .map_err(|e| install::InstallError::step("cannot start the async runtime", e))
+            .and_then(|checked| checked);
+        return match checked {
             Ok(findings) => report_findings(&findings, args.json),
             Err(e) => install_failed(&e, args.json),
         };
     }
-    match install::run(&options, keys) {
+    let installed = super::run_async(install::run(&options, keys))
+        .map_err(|e| install::InstallError::step("cannot start the async runtime", e))
+        .and_then(|installed| installed);
+    match installed {
         Ok(report) => {
             let ok = report.all_ok();
             if args.json {
@@ -295,7 +301,14 @@ pub fn doctor(config: Option<PathBuf>, mcp_key_stdin: bool, json: bool) -> i32 {
     } else {
         None
     };
-    let report = install::doctor::run(&config_path(config), key.as_deref());
+    let report = match super::run_async(install::doctor::run(&config_path(config), key.as_deref()))
+    {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_FAILURE;
+        }
+    };
     let ok = report.all_ok();
     if json {
         super::print_json_ok(&report);

@@ -56,16 +56,15 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
     stand_on(super::ground::local_checks(&config))?;
     let host = Arc::new(Host::open(&config)?);
     // Fail closed: a policy set that breaks a write invariant never serves.
-    host.prove_at_start()?;
+    host.prove_at_start().await?;
     // Before a token is revoked or a socket bound: [github] is a GitHub API and both Apps are
     // what the configuration says (after the state, whose problems need no network to show).
     stand_on(super::ground::github_ground(&config).await)?;
     // Before the sockets and the sweeper start: a token the previous run handed out is revoked at GitHub
     // (the sweeper could only mark it, having never seen its value).
-    let startup_host = host.clone();
-    if let Ok(n) = tokio::task::spawn_blocking(move || startup_host.revoke_persisted_tokens()).await
-        && n > 0
-    {
+    let revoked = host.revoke_persisted_tokens().await;
+    if revoked > 0 {
+        let n = revoked;
         tracing::info!(revoked = n, "revoked write tokens left by the previous run");
     }
 
@@ -92,22 +91,19 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;
-            let host = expiry_host.clone();
-            match tokio::task::spawn_blocking(move || host.expire_due()).await {
-                Ok(Ok(n)) if n > 0 => tracing::info!(expired = n, "grants expired"),
-                Ok(Err(e)) => tracing::error!(error = %e, "expiring grants failed"),
+            let host = &expiry_host;
+            match host.expire_due().await {
+                Ok(n) if n > 0 => tracing::info!(expired = n, "grants expired"),
+                Err(e) => tracing::error!(error = %e, "expiring grants failed"),
                 _ => {}
             }
             // Write tokens live no longer than their grant: revoke those of ended grants.
-            let host = expiry_host.clone();
-            if let Ok(n) = tokio::task::spawn_blocking(move || host.revoke_ended_tokens()).await
-                && n > 0
-            {
+            let n = host.revoke_ended_tokens().await;
+            if n > 0 {
                 tracing::info!(revoked = n, "revoked write tokens of ended grants");
             }
             // Audit rows and ended grants past their retention (Host prunes once a minute).
-            let host = expiry_host.clone();
-            let _ = tokio::task::spawn_blocking(move || host.prune_if_due()).await;
+            host.prune_if_due().await;
         }
     });
 
@@ -328,7 +324,8 @@ async fn admin_request(stream: &mut UnixStream, socket: &Socket, uid: u32) -> Re
     };
     let host = socket.host.clone();
     let principal = Principal::Operator(format!("uid:{uid}"));
-    tokio::task::spawn_blocking(move || host.admin(&principal, request))
+    // A task of its own: a panic in the handler is an error answer, not a lost connection.
+    tokio::spawn(async move { host.admin(principal, request).await })
         .await
         .unwrap_or_else(handler_failed)
 }
@@ -402,7 +399,7 @@ async fn agent_request(
         return bundle_request(stream, socket, slot, request, header.bundle_len).await;
     }
     let host = socket.host.clone();
-    tokio::task::spawn_blocking(move || host.agent(request))
+    tokio::spawn(async move { host.agent(request).await })
         .await
         .unwrap_or_else(handler_failed)
 }
@@ -434,7 +431,7 @@ async fn bundle_request(
         } else {
             bundle_len
         };
-        tokio::task::spawn_blocking(move || host.admit(&request, declared)).await
+        tokio::spawn(async move { host.admit(&request, declared).await }).await
     };
     let admission = match admitted {
         Err(e) => return handler_failed(e),
@@ -460,7 +457,7 @@ async fn bundle_request(
         (None, None)
     };
     let host = host.clone();
-    tokio::task::spawn_blocking(move || host.publish(request, admission, bundle))
+    tokio::spawn(async move { host.publish(request, admission, bundle).await })
         .await
         .unwrap_or_else(handler_failed)
 }
@@ -499,7 +496,7 @@ async fn streamed_request(
         spooled,
     };
     let handler =
-        tokio::task::spawn_blocking(move || host.publish_streamed(request, admission, incoming));
+        tokio::spawn(async move { host.publish_streamed(request, admission, incoming).await });
     let mut take = |bytes: u64| reservation.grow(bytes).map_err(|busy| busy.to_string());
     let limits = spool::StreamLimits {
         ceiling: MAX_BUNDLE_BYTES,

@@ -8,6 +8,7 @@ pub mod github;
 pub mod ground;
 pub mod host;
 pub mod install;
+pub mod locks;
 pub mod prove;
 pub mod publish;
 pub mod sockets;

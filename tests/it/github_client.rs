@@ -14,7 +14,7 @@ use zodex::publisher::github::{
     AppKey, COVERAGE_NEGATIVE_SECS, COVERAGE_POSITIVE_SECS, GitHub, GithubError, NewPull,
     Revocation, TokenUse,
 };
-use zodex::publisher::host::record;
+use zodex::publisher::host::{SharedStore, record};
 
 fn client(demo: &Demo) -> GitHub {
     demo.publisher_client(demo.hub.api_url())
@@ -128,7 +128,7 @@ fn mint_use_and_revoke_once() {
     block_on(async {
         let github = client(&demo);
         let dir = tempfile::tempdir().unwrap();
-        let store = std::sync::Mutex::new(store(&dir));
+        let store = SharedStore::new(store(&dir));
         let minted = github
             .mint(&repo("demo/app"), TokenUse::Read, None)
             .await
@@ -143,7 +143,9 @@ fn mint_use_and_revoke_once() {
             Some("read")
         );
         assert!(minted.expires_at > now() + 3000);
-        let row = record::minted(&mut store.lock().unwrap(), &minted, None, None, now()).unwrap();
+        let row = store
+            .with(|s| record::minted(s, &minted, None, None, now()))
+            .unwrap();
         assert_eq!(row.token_sha256, minted.token.sha256());
         assert_eq!(row.purpose, "read");
         assert_eq!(row.permissions, r#"{"contents":"read","metadata":"read"}"#);
@@ -179,9 +181,7 @@ fn mint_use_and_revoke_once() {
         assert_eq!(second, None, "never revoked twice");
         assert_eq!(demo.hub.stats().tokens_revoked, before + 1);
         let row = store
-            .lock()
-            .unwrap()
-            .read(|f| f.token(&minted.token.sha256()))
+            .with(|s| s.read(|f| f.token(&minted.token.sha256())))
             .unwrap()
             .unwrap();
         assert!(row.revoked_at.is_some());

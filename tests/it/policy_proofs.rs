@@ -68,8 +68,8 @@ fn the_shipped_policies_are_proven_within_five_seconds() {
 /// Removing any built-in `forbid` breaks at least one property (with a counterexample the
 /// ordinary authorizer reproduces); removing any built-in `permit` changes decisions. So no
 /// property is vacuous and no built-in policy is dead.
-#[test]
-fn every_builtin_policy_has_teeth() {
+#[tokio::test]
+async fn every_builtin_policy_has_teeth() {
     let solver = solver();
     let full = Policies::builtin().unwrap();
     let properties = Properties::builtin(&full.schema).unwrap();
@@ -80,7 +80,7 @@ fn every_builtin_policy_has_teeth() {
             // A permit only ever adds what may happen: no bound can miss it, so its teeth are
             // that some request is allowed by it alone.
             assert!(
-                prove::changes_decisions(&full, id, &solver).unwrap(),
+                prove::changes_decisions(&full, id, &solver).await.unwrap(),
                 "permit `{id}` changes no decision: it is dead"
             );
             continue;
@@ -93,7 +93,9 @@ fn every_builtin_policy_has_teeth() {
         less.set
             .remove_static(cedar_policy::PolicyId::new(id))
             .unwrap();
-        let report = prove::prove(&less, &properties, &[], &solver).unwrap();
+        let report = prove::prove(&less, &properties, &[], &solver)
+            .await
+            .unwrap();
         let failing: Vec<_> = report.broken().collect();
         assert!(
             !failing.is_empty(),

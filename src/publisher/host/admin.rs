@@ -12,11 +12,12 @@ use crate::engine::store::{AuditFilter, Store};
 use crate::engine::{Ask, Authority, GrantTerms, Principal, RefUpdate, RepoName, YoloTerms};
 use crate::protocol::answers::{ExplainedGrant, Explanation, KeyHashStored, Pong, StatusAnswer};
 use crate::protocol::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
+use std::sync::Arc;
 
 impl Host {
     /// Deletes audit rows and ended grants past their retention, at most once a minute (the
     /// daemon's sweeper calls this every second). Returns the rows and grants deleted.
-    pub fn prune_if_due(&self) -> (usize, usize) {
+    pub async fn prune_if_due(self: &Arc<Self>) -> (usize, usize) {
         let now = self.now();
         {
             let mut last = self.last_prune.lock().unwrap_or_else(|p| p.into_inner());
@@ -26,14 +27,17 @@ impl Host {
             *last = Some(now);
         }
         let limits = self.limits;
-        match self.with_store(|a, s| {
-            a.prune_history(
-                s,
-                limits.audit_retention_seconds,
-                limits.audit_max_rows,
-                now,
-            )
-        }) {
+        let pruned = self
+            .stored(move |a, s| {
+                a.prune_history(
+                    s,
+                    limits.audit_retention_seconds,
+                    limits.audit_max_rows,
+                    now,
+                )
+            })
+            .await;
+        match pruned {
             Ok((rows, grants)) => {
                 if rows + grants > 0 {
                     tracing::info!(audit_rows = rows, ended_grants = grants, "pruned history");
@@ -49,8 +53,8 @@ impl Host {
 
     /// Handles one admin request from an operator. The answer always fits the reply cap:
     /// lists come in pages, and an answer that would not fit is refused with what to do.
-    pub fn admin(&self, principal: &Principal, request: AdminRequest) -> Response {
-        let response = self.admin_answer(principal, request);
+    pub async fn admin(self: &Arc<Self>, principal: Principal, request: AdminRequest) -> Response {
+        let response = self.admin_answer(principal, request).await;
         let len = serde_json::to_vec(&response).map_or(usize::MAX, |v| v.len());
         if len >= MAX_REQUEST_BYTES {
             tracing::error!(bytes = len, "an admin answer outgrew the reply cap");
@@ -65,28 +69,43 @@ impl Host {
         response
     }
 
-    fn admin_answer(&self, principal: &Principal, request: AdminRequest) -> Response {
+    async fn admin_answer(
+        self: &Arc<Self>,
+        principal: Principal,
+        request: AdminRequest,
+    ) -> Response {
         // A proof needs no state: it runs without holding the store, so decisions go on.
         if request == AdminRequest::ProvePolicies {
-            return match self.prove_now() {
+            return match self.prove_now().await {
                 Ok(report) => Response::ok(report),
                 Err(failure) => failure.into_response(),
             };
         }
         let now = self.now();
         if let AdminRequest::CheckCoverage { repo } = &request {
-            return match parse_repo(repo).and_then(|repo| self.coverage_now(principal, &repo, now))
-            {
+            let answer = match parse_repo(repo) {
+                Ok(repo) => self.coverage_now(&principal, &repo, now).await,
+                Err(failure) => Err(failure),
+            };
+            return match answer {
                 Ok(answer) => Response::ok(answer),
                 Err(failure) => failure.into_response(),
             };
         }
         // A what-if is answered on what GitHub says now, not on "never checked".
         if let AdminRequest::Explain { repo, ref_name, .. } = &request
-            && let Err(failure) = self.refresh_for_explain(principal, repo, ref_name, now)
+            && let Err(failure) = self
+                .refresh_for_explain(&principal, repo, ref_name, now)
+                .await
         {
             return failure.into_response();
         }
+        self.blocking(move |host| host.admin_stored(&principal, request, now))
+            .await
+    }
+
+    /// The admin requests answered from the store alone. Blocking (SQLite).
+    fn admin_stored(&self, principal: &Principal, request: AdminRequest, now: i64) -> Response {
         let result = self.with_store(|a, s| -> Result<Response, Failure> {
             Ok(match request {
                 AdminRequest::Ping => Response::ok(Pong {
@@ -197,15 +216,15 @@ impl Host {
 
 impl Host {
     /// Refreshes unknown or stale coverage of `repo` before a what-if is explained.
-    fn refresh_for_explain(
-        &self,
+    async fn refresh_for_explain(
+        self: &Arc<Self>,
         principal: &Principal,
         repo: &str,
         ref_name: &str,
         now: i64,
     ) -> Result<(), Failure> {
         let repo = parse_repo(repo)?;
-        self.refresh_coverage(principal, &repo, now).map_err(|f| {
+        self.refresh_coverage(principal, &repo, now).await.map_err(|f| {
             let mut f = f.upstream_then(&format!(
                 "whether the Zodex Apps are installed on {repo} is unknown, so nothing was explained"
             ));

@@ -4,12 +4,13 @@
 //! and a `get` hands one out only while its grant stands, telling git it expires at the earlier
 //! of the token's expiry and the grant's end.
 
-use super::{Failure, Host, block_on, parse_repo};
+use super::{Failure, Host, parse_repo};
 use crate::engine::authority::AuthorityError;
 use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::{CoverageAnswer, CredentialGrant, ErrorKind, Response};
 use crate::publisher::credentials::{Cached, Kind};
 use crate::publisher::github::{self, GitHub, TokenUse};
+use std::sync::Arc;
 impl Host {
     fn github_for(&self, host: &str) -> Result<&GitHub, Failure> {
         let github = self.github.as_ref().ok_or_else(|| {
@@ -42,30 +43,32 @@ impl Host {
     /// Checks both Apps' installation on `repo` when what the state knows has gone stale.
     /// A GitHub error fails the request (nothing is decided on stale facts), worded as
     /// GitHub's failure — never as a refusal.
-    pub(super) fn ensure_coverage(
-        &self,
+    pub(super) async fn ensure_coverage(
+        self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
         now: i64,
     ) -> Result<(), Failure> {
-        if self.coverage_fresh(repo, now)? {
+        if self.coverage_fresh(repo, now).await? {
             return Ok(());
         }
-        self.check_coverage(github, repo, now).map(|_| ())
+        self.check_coverage(github, repo, now).await.map(|_| ())
     }
 
     /// Whether both Apps' coverage of `repo` is on record and fresh at `now`.
-    fn coverage_fresh(&self, repo: &RepoName, now: i64) -> Result<bool, Failure> {
+    async fn coverage_fresh(self: &Arc<Self>, repo: &RepoName, now: i64) -> Result<bool, Failure> {
         let key = repo.key();
-        let fresh = self.with_store(|_, s| {
-            s.read(|f| {
-                let fresh = |fact: Option<crate::engine::store::CoverageFact>| {
-                    fact.is_some_and(|c| now < c.expires_at)
-                };
-                let (writer, reader) = f.coverage_both(&key)?;
-                Ok(fresh(reader) && fresh(writer))
+        let fresh = self
+            .stored(move |_, s| {
+                s.read(|f| {
+                    let fresh = |fact: Option<crate::engine::store::CoverageFact>| {
+                        fact.is_some_and(|c| now < c.expires_at)
+                    };
+                    let (writer, reader) = f.coverage_both(&key)?;
+                    Ok(fresh(reader) && fresh(writer))
+                })
             })
-        })?;
+            .await?;
         Ok(fresh)
     }
 
@@ -73,8 +76,8 @@ impl Host {
     /// stale: the read-only checks are made and audited as a `CheckCoverage` event (whoever
     /// asked, what GitHub said), so the answer is never "not installed" for "not checked yet".
     /// Without a `[github]` table nothing is checked and the answer says "unknown".
-    pub(super) fn refresh_coverage(
-        &self,
+    pub(super) async fn refresh_coverage(
+        self: &Arc<Self>,
         principal: &Principal,
         repo: &RepoName,
         now: i64,
@@ -82,16 +85,17 @@ impl Host {
         let Some(github) = &self.github else {
             return Ok(());
         };
-        if self.coverage_fresh(repo, now)? {
+        if self.coverage_fresh(repo, now).await? {
             return Ok(());
         }
         self.check_and_audit(principal, github, repo, now)
+            .await
             .map(|_| ())
     }
 
     /// Asks GitHub now whether each App is installed on `repo` (whatever was known before).
-    pub(super) fn coverage_now(
-        &self,
+    pub(super) async fn coverage_now(
+        self: &Arc<Self>,
         principal: &Principal,
         repo: &RepoName,
         now: i64,
@@ -102,7 +106,7 @@ impl Host {
                 "this sprite's configuration has no [github] table, so no App can be checked; add one (see docs/deploy.md)",
             ));
         };
-        let coverage = self.check_and_audit(principal, github, repo, now)?;
+        let coverage = self.check_and_audit(principal, github, repo, now).await?;
         Ok(CoverageAnswer {
             repo: repo.to_string(),
             reader_installed: coverage.reader.installed,
@@ -112,14 +116,14 @@ impl Host {
     }
 
     /// Checks both Apps on `repo` at GitHub, records it, and audits the check.
-    fn check_and_audit(
-        &self,
+    async fn check_and_audit(
+        self: &Arc<Self>,
         principal: &Principal,
         github: &GitHub,
         repo: &RepoName,
         now: i64,
     ) -> Result<github::Coverage, Failure> {
-        let checked = self.check_coverage(github, repo, now);
+        let checked = self.check_coverage(github, repo, now).await;
         let (outcome, detail) = match &checked {
             Ok(c) => (
                 "checked".to_string(),
@@ -144,20 +148,21 @@ impl Host {
             detail: Some(detail),
             ..Default::default()
         };
-        self.with_store(|_, s| crate::engine::ledger::record_event(s, &event, now))?;
+        self.stored(move |_, s| crate::engine::ledger::record_event(s, &event, now))
+            .await?;
         checked
     }
 
     /// Checks both Apps on `repo` at GitHub and records what it found.
-    fn check_coverage(
-        &self,
+    async fn check_coverage(
+        self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
         now: i64,
     ) -> Result<github::Coverage, Failure> {
         // GitHub failing is not a refusal: it is said as GitHub's failure, and nothing is
         // decided on a guess (the caller adds what that left undone).
-        let coverage = block_on(github.check_coverage(repo, now)).map_err(|e| {
+        let coverage = github.check_coverage(repo, now).await.map_err(|e| {
             let failure = Failure::from_github(e);
             let message = format!(
                 "cannot check which Zodex Apps are installed on {repo}: {}",
@@ -165,27 +170,31 @@ impl Host {
             );
             Failure::new(failure.0.kind, message)
         })?;
-        self.with_store(|_, s| super::record::coverage(s, repo, &coverage))?;
+        let (repo, checked) = (repo.clone(), coverage.clone());
+        self.stored(move |_, s| super::record::coverage(s, &repo, &checked))
+            .await?;
         Ok(coverage)
     }
 
-    pub(super) fn installation_of(
-        &self,
+    pub(super) async fn installation_of(
+        self: &Arc<Self>,
         repo: &RepoName,
         app: crate::engine::store::App,
     ) -> Result<Option<i64>, Failure> {
         let key = repo.key();
-        Ok(self.with_store(|_, s| {
-            s.read(|f| Ok(f.coverage(&key, app)?.and_then(|c| c.installation_id)))
-        })?)
+        Ok(self
+            .stored(move |_, s| {
+                s.read(|f| Ok(f.coverage(&key, app)?.and_then(|c| c.installation_id)))
+            })
+            .await?)
     }
 
     /// Mints a token for `repo` through the App's recorded installation and records its hash
     /// with the decision (audit row) and grant that justified it. A write token minted under a
     /// grant joins the live write tokens before it is recorded: whoever later finds it recorded
     /// under an ended grant can revoke it by value (see [`Host::revoke_ended_tokens`]).
-    pub(super) fn mint_recorded(
-        &self,
+    pub(super) async fn mint_recorded(
+        self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
         token_use: TokenUse,
@@ -193,20 +202,24 @@ impl Host {
         audit_id: Option<i64>,
         now: i64,
     ) -> Result<github::MintedToken, Failure> {
-        let installation = self.installation_of(repo, token_use.app())?;
-        let minted =
-            block_on(github.mint(repo, token_use, installation)).map_err(Failure::from_github)?;
+        let installation = self.installation_of(repo, token_use.app()).await?;
+        let minted = github
+            .mint(repo, token_use, installation)
+            .await
+            .map_err(Failure::from_github)?;
         let under_grant = grant_id.is_some() && token_use != TokenUse::Read;
         if under_grant {
             self.credentials
                 .register_write(&minted.token, minted.expires_at);
         }
-        if let Err(e) =
-            self.with_store(|_, s| super::record::minted(s, &minted, grant_id, audit_id, now))
-        {
+        let recording = minted.clone();
+        let recorded = self
+            .stored(move |_, s| super::record::minted(s, &recording, grant_id, audit_id, now))
+            .await;
+        if let Err(e) = recorded {
             // Never hand out what the state does not know: take it back at GitHub.
             if under_grant {
-                self.revoke_write(github, &minted.token, now);
+                self.revoke_write(github, &minted.token, now).await;
             }
             return Err(e.into());
         }
@@ -214,17 +227,22 @@ impl Host {
     }
 
     /// `zodex-agent credential get`: a one-repository token for git.
-    pub fn credential(&self, host: &str, path: &str) -> Result<CredentialGrant, Failure> {
+    pub async fn credential(
+        self: &Arc<Self>,
+        host: &str,
+        path: &str,
+    ) -> Result<CredentialGrant, Failure> {
         let github = self.github_for(host)?;
         let repo = Self::credential_repo(path)?;
         let key = repo.key();
         let now = self.now();
         self.ensure_coverage(github, &repo, now)
+            .await
             .map_err(|f| f.upstream_then("no token was handed out"))?;
         let agent = Principal::Agent;
 
         // A `--via token` grant: a write token whose life is cut to the grant.
-        if let Some(write) = self.write_credential(github, &repo)? {
+        if let Some(write) = self.write_credential(github, &repo).await? {
             return Ok(write);
         }
 
@@ -234,8 +252,7 @@ impl Host {
             .get(&key)
             .filter(|c| c.kind == Kind::Read && c.fresh(now))
         {
-            let (decision, denial) =
-                self.with_store(|a, s| a.explain(s, &agent, &read_ask, now))?;
+            let (decision, denial) = self.explain_agent(read_ask.clone(), now).await?;
             if decision.allowed {
                 return Ok(grant_of(&cached));
             }
@@ -244,91 +261,116 @@ impl Host {
                 .map(|d| AuthorityError::Denied(d).into())
                 .unwrap_or_else(|| Failure::new(ErrorKind::Denied, "Read denied")));
         }
-        let (decision, audit_id) = self.with_store(|a, s| {
-            a.decide_audited(s, &agent, &read_ask, now, |event| {
-                event.detail = Some(serde_json::json!({ "token": "read" }));
+        let (decision, audit_id) = self
+            .stored(move |a, s| {
+                a.decide_audited(s, &agent, &read_ask, now, |event| {
+                    event.detail = Some(serde_json::json!({ "token": "read" }));
+                })
             })
-        })?;
+            .await?;
         if !decision.allowed {
             return Err(Failure::denied(&decision, &repo));
         }
         self.mint_and_cache(github, &repo, TokenUse::Read, None, audit_id, now)
+            .await
     }
 
     /// The write token of a `--via token` grant on `repo`, or `None` when no such grant stands
     /// (the caller then serves a read token). One issuance at a time; a token is handed out
     /// only if its grant still stands once it is minted, recorded and cached — otherwise it is
     /// revoked at once (the sweeper would do it too: it is recorded under that grant).
-    fn write_credential(
-        &self,
+    async fn write_credential(
+        self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
     ) -> Result<Option<CredentialGrant>, Failure> {
         let key = repo.key();
-        let repo_lock = self.write_issue.of(&key);
-        let _issuing = repo_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let agent = Principal::Agent;
+        let _issuing = self.write_issue.lock(&key).await;
         let now = self.now();
         let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
-        let (write, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, now))?;
+        let (write, _) = self.explain_agent(write_ask.clone(), now).await?;
         if !write.allowed {
             return Ok(None);
         }
-        // git is told the token dies with the grant: the earlier of the two ends.
-        let grant_end = |grant_id: Option<i64>| -> Result<Option<i64>, Failure> {
-            Ok(match grant_id {
-                Some(id) => self.with_store(|_, s| s.read(|f| f.grant(id)))?.expires_at,
-                None => None,
-            })
-        };
         if let Some(cached) = self
             .credentials
             .get(&key)
             .filter(|c| c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now))
         {
-            return Ok(Some(ending_by(
-                grant_of(&cached),
-                grant_end(write.grant_id)?,
-            )));
+            // git is told the token dies with the grant: the earlier of the two ends.
+            let end = self.grant(write.grant_id).await?.and_then(|g| g.expires_at);
+            return Ok(Some(ending_by(grant_of(&cached), end)));
         }
-        let (decision, audit_id) = self.with_store(|a, s| {
-            a.decide_audited(s, &agent, &write_ask, now, |event| {
-                event.detail =
-                    Some(serde_json::json!({ "token": "write", "grant": write.grant_id }));
+        let asked = write_ask.clone();
+        let (decision, audit_id) = self
+            .stored(move |a, s| {
+                a.decide_audited(s, &Principal::Agent, &asked, now, |event| {
+                    event.detail =
+                        Some(serde_json::json!({ "token": "write", "grant": write.grant_id }));
+                })
             })
-        })?;
+            .await?;
         if !decision.allowed {
             return Ok(None);
         }
         let grant_id = decision.grant_id;
-        let grant = match grant_id {
-            Some(id) => Some(self.with_store(|_, s| s.read(|f| f.grant(id)))?),
-            None => None,
-        };
+        let grant = self.grant(grant_id).await?;
         let allow_workflows = grant.as_ref().is_some_and(|g| g.allow_workflows);
         let ends = grant.and_then(|g| g.expires_at);
         let token_use = TokenUse::Push {
             workflows: allow_workflows,
         };
-        let answer = self.mint_and_cache(github, repo, token_use, grant_id, audit_id, now)?;
+        let answer = self
+            .mint_and_cache(github, repo, token_use, grant_id, audit_id, now)
+            .await?;
 
         // Minting took a while: the grant may have ended meanwhile.
         let later = self.now();
-        let (still, _) = self.with_store(|a, s| a.explain(s, &agent, &write_ask, later))?;
+        let (still, _) = self.explain_agent(write_ask, later).await?;
         if still.allowed && still.grant_id == grant_id {
             return Ok(Some(ending_by(answer, ends)));
         }
         let sha = github::Token::new(answer.password.clone()).sha256();
         self.credentials.take_by_sha(&sha);
         if let Some(token) = self.credentials.live_write(&sha) {
-            self.revoke_write(github, &token, later);
+            self.revoke_write(github, &token, later).await;
         }
         tracing::info!(token_sha256 = %sha, "the grant ended while its write token was minted; revoked, not handed out");
         Ok(None)
     }
 
-    fn mint_and_cache(
-        &self,
+    /// How the policies would decide the agent's `ask` at `now` (nothing recorded).
+    pub(super) async fn explain_agent(
+        self: &Arc<Self>,
+        ask: Ask,
+        now: i64,
+    ) -> Result<
+        (
+            crate::engine::Decision,
+            Option<crate::engine::authority::Denial>,
+        ),
+        Failure,
+    > {
+        Ok(self
+            .stored(move |a, s| a.explain(s, &Principal::Agent, &ask, now))
+            .await?)
+    }
+
+    /// The grant `id` names, if any.
+    async fn grant(
+        self: &Arc<Self>,
+        id: Option<i64>,
+    ) -> Result<Option<crate::engine::store::Grant>, Failure> {
+        let Some(id) = id else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.stored(move |_, s| s.read(|f| f.grant(id))).await?,
+        ))
+    }
+
+    async fn mint_and_cache(
+        self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
         token_use: TokenUse,
@@ -336,7 +378,9 @@ impl Host {
         audit_id: i64,
         now: i64,
     ) -> Result<CredentialGrant, Failure> {
-        let minted = self.mint_recorded(github, repo, token_use, grant_id, Some(audit_id), now)?;
+        let minted = self
+            .mint_recorded(github, repo, token_use, grant_id, Some(audit_id), now)
+            .await?;
         let kind = if token_use == TokenUse::Read {
             Kind::Read
         } else {
@@ -352,7 +396,7 @@ impl Host {
         if let Some(old) = self.credentials.put(&repo.key(), cached)
             && old.kind == Kind::Write
         {
-            self.revoke_write(github, &old.token, now);
+            self.revoke_write(github, &old.token, now).await;
         }
         Ok(answer)
     }
@@ -360,8 +404,13 @@ impl Host {
     /// Revokes a live write token at GitHub (at most once) and drops it from the live set;
     /// returns whether this call revoked it. On failure it stays live: the sweeper retries
     /// once its grant has ended.
-    fn revoke_write(&self, github: &GitHub, token: &github::Token, now: i64) -> bool {
-        match block_on(super::record::revoke_once(github, &self.store, token, now)) {
+    async fn revoke_write(
+        self: &Arc<Self>,
+        github: &GitHub,
+        token: &github::Token,
+        now: i64,
+    ) -> bool {
+        match super::record::revoke_once(github, &self.store, token, now).await {
             Ok(Some(_)) => {
                 self.credentials.forget_write(&token.sha256());
                 true
@@ -381,14 +430,18 @@ impl Host {
 
     /// `zodex-agent credential erase`: forgets the repository's token; a write token is also
     /// revoked at GitHub.
-    pub fn credential_erase(&self, host: &str, path: &str) -> Result<Response, Failure> {
+    pub async fn credential_erase(
+        self: &Arc<Self>,
+        host: &str,
+        path: &str,
+    ) -> Result<Response, Failure> {
         let github = self.github_for(host)?;
         let repo = Self::credential_repo(path)?;
         let removed = self.credentials.remove(&repo.key());
         if let Some(cached) = &removed
             && cached.kind == Kind::Write
         {
-            self.revoke_write(github, &cached.token, self.now());
+            self.revoke_write(github, &cached.token, self.now()).await;
         }
         Ok(Response::ok(serde_json::json!({
             "erased": removed.map(|c| c.kind.as_str()),
@@ -398,13 +451,16 @@ impl Host {
     /// Revokes, at GitHub, every recorded and unrevoked write token whose grant ended (revoked
     /// or expired), served or not — the live set has the value of each from before it was
     /// recorded. The daemon calls this every second. Returns how many were revoked.
-    pub fn revoke_ended_tokens(&self) -> usize {
+    pub async fn revoke_ended_tokens(self: &Arc<Self>) -> usize {
         let Some(github) = &self.github else {
             return 0;
         };
         let now = self.now();
         self.credentials.forget_expired(now);
-        let ended = match self.with_store(|_, s| s.read(|f| f.tokens_of_ended_grants(now))) {
+        let listed = self
+            .stored(move |_, s| s.read(|f| f.tokens_of_ended_grants(now)))
+            .await;
+        let ended = match listed {
             Ok(ended) => ended,
             Err(e) => {
                 tracing::error!(error = %e, "listing tokens of ended grants failed");
@@ -417,7 +473,7 @@ impl Host {
             self.credentials.take_by_sha(&row.token_sha256);
             match self.credentials.live_write(&row.token_sha256) {
                 Some(token) => {
-                    if self.revoke_write(github, &token, now) {
+                    if self.revoke_write(github, &token, now).await {
                         revoked += 1;
                     }
                 }
@@ -429,9 +485,10 @@ impl Host {
                         expires_at = row.expires_at,
                         "a token of an ended grant has no known value; marked revoked"
                     );
-                    let _ = self.with_store(|_, s| {
-                        crate::engine::ledger::mark_revoked(s, &row.token_sha256, now)
-                    });
+                    let sha = row.token_sha256.clone();
+                    let _ = self
+                        .stored(move |_, s| crate::engine::ledger::mark_revoked(s, &sha, now))
+                        .await;
                 }
             }
         }

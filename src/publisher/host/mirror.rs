@@ -4,13 +4,14 @@
 //! it. Also the GitHub client's presence and one-shot revocation.
 
 use super::push::Spooled;
-use super::{Failure, Host, block_on, parse_repo};
+use super::{Failure, Host, parse_repo};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::ErrorKind;
 use crate::publisher::github::{GitHub, Token, TokenUse};
 use crate::publisher::publish::{ImportError, MirrorRef, Quarantine};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// How long a push may reuse the mirror's last fetch (see [`Host::open_mirror`]).
 pub(super) const MIRROR_REUSE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -41,7 +42,7 @@ impl OpenMirror {
 }
 
 impl Host {
-    pub(super) fn github(&self) -> Result<&GitHub, Failure> {
+    pub(super) fn github(&self) -> Result<&Arc<GitHub>, Failure> {
         self.github.as_ref().ok_or_else(|| {
             Failure::new(
                 ErrorKind::Conflict,
@@ -51,16 +52,17 @@ impl Host {
     }
 
     /// `list for-push`: the repository's refs, fetched into the mirror just now.
-    pub(super) fn list_refs(&self, repo: &str) -> Result<Vec<MirrorRef>, Failure> {
+    pub(super) async fn list_refs(self: &Arc<Self>, repo: &str) -> Result<Vec<MirrorRef>, Failure> {
         let repo = parse_repo(repo)?;
         let github = self.github()?;
         self.ensure_coverage(github, &repo, self.now())
+            .await
             .map_err(super::push::nothing_pushed)?;
-        let lock = self.mirrors.lock(&repo);
-        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = self.mirrors.lock(&repo).await;
         // `list for-push` always asks GitHub: git decides on what it answers.
         let mirror = self
             .open_mirror(github, &repo, std::time::Duration::ZERO)
+            .await
             .map_err(super::push::nothing_pushed)?;
         let mut refs: Vec<MirrorRef> = mirror
             .refs
@@ -74,8 +76,8 @@ impl Host {
     /// Ensures `repo`'s mirror and fetches it unless it was fetched less than `max_age` ago.
     /// A slightly stale view is safe: every push is leased on the values decided, so GitHub
     /// refuses it if a ref moved meanwhile. Call with the mirror's lock held.
-    pub(super) fn open_mirror(
-        &self,
+    pub(super) async fn open_mirror(
+        self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
         max_age: std::time::Duration,
@@ -86,22 +88,36 @@ impl Host {
                 format!("the mirror of {repo}: {e}; see the zodex-prd log"),
             )
         };
-        let path = self.mirrors.ensure(repo).map_err(|e| internal(&e))?;
+        let ensuring = repo.clone();
+        let (path, fresh) = self
+            .blocking(move |host| {
+                let path = host.mirrors.ensure(&ensuring)?;
+                let fresh = host.mirrors.fresh(&path, max_age);
+                Ok::<_, crate::publisher::publish::git::GitError>((path, fresh))
+            })
+            .await
+            .map_err(|e| internal(&e))?;
         let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
-        if !self.mirrors.fresh(&path, max_age) {
-            let token = self.mirror_read_token(github, repo)?;
-            self.mirrors.fetch(&path, &url, &token).map_err(|e| {
-                match crate::publisher::publish::git::http_status(&e.to_string()) {
-                    Some(status) if status >= 500 => {
-                        Failure::upstream_git(status, &format!("fetching {repo}"), &e.to_string())
-                    }
-                    _ => internal(&e),
-                }
-            })?;
+        if !fresh {
+            let token = self.mirror_read_token(github, repo).await?;
+            let (at, from) = (path.clone(), url.clone());
+            self.blocking(move |host| host.mirrors.fetch(&at, &from, &token))
+                .await
+                .map_err(
+                    |e| match crate::publisher::publish::git::http_status(&e.to_string()) {
+                        Some(status) if status >= 500 => Failure::upstream_git(
+                            status,
+                            &format!("fetching {repo}"),
+                            &e.to_string(),
+                        ),
+                        _ => internal(&e),
+                    },
+                )?;
         }
+        let at = path.clone();
         let refs = self
-            .mirrors
-            .refs(&path)
+            .blocking(move |host| host.mirrors.refs(&at))
+            .await
             .map_err(|e| internal(&e))?
             .into_iter()
             .map(|r| (r.name, r.oid))
@@ -111,8 +127,8 @@ impl Host {
 
     /// A read token for the publisher's own fetches (decided as `Read`, cached like the
     /// credential helper's).
-    pub(super) fn mirror_read_token(
-        &self,
+    pub(super) async fn mirror_read_token(
+        self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
     ) -> Result<Token, Failure> {
@@ -121,15 +137,19 @@ impl Host {
             return Ok(cached.token);
         }
         let ask = Ask::Read { repo: repo.clone() };
-        let (decision, audit_id) = self.with_store(|a, s| {
-            a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
-                e.detail = Some(serde_json::json!({ "token": "read", "for": "mirror" }));
+        let (decision, audit_id) = self
+            .stored(move |a, s| {
+                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                    e.detail = Some(serde_json::json!({ "token": "read", "for": "mirror" }));
+                })
             })
-        })?;
+            .await?;
         if !decision.allowed {
             return Err(Failure::denied(&decision, repo));
         }
-        let minted = self.mint_recorded(github, repo, TokenUse::Read, None, Some(audit_id), now)?;
+        let minted = self
+            .mint_recorded(github, repo, TokenUse::Read, None, Some(audit_id), now)
+            .await?;
         self.own_reads.put(
             &repo.key(),
             crate::publisher::credentials::Cached {
@@ -143,7 +163,8 @@ impl Host {
     }
 
     /// Imports the bundle (or nothing) into a quarantine beside the mirror. A bundle carrying
-    /// an object none of `tips` (the values the request names) reaches is refused.
+    /// an object none of `tips` (the values the request names) reaches is refused. Blocking
+    /// (git): call on a blocking thread.
     pub(super) fn quarantine(
         &self,
         mirror: &OpenMirror,
@@ -166,19 +187,15 @@ impl Host {
         repo: &RepoName,
         now: i64,
     ) -> Result<Option<String>, Failure> {
+        // Blocking (SQLite): called where the decisions run, on a blocking thread.
         Ok(self
             .with_store(|_, s| s.read(|f| self.engine.repo_facts(f, repo, now)))?
             .default_branch)
     }
 
     /// Revokes a token the publisher used for one operation (at most once).
-    pub(super) fn revoke_now(&self, github: &GitHub, token: &Token) {
-        if let Err(e) = block_on(super::record::revoke_once(
-            github,
-            &self.store,
-            token,
-            self.now(),
-        )) {
+    pub(super) async fn revoke_now(self: &Arc<Self>, github: &GitHub, token: &Token) {
+        if let Err(e) = super::record::revoke_once(github, &self.store, token, self.now()).await {
             tracing::error!(token_sha256 = %token.sha256(), error = %e, "revoking a push token failed; it lapses at its expiry");
         }
     }

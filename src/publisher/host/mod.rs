@@ -1,5 +1,9 @@
 //! The engine as `zodex-prd` hosts it: one state store, the validated policies, the clock, and
-//! the handling of each admin and agent request. Blocking (SQLite): call from a blocking task.
+//! the handling of each admin and agent request.
+//!
+//! Async in the tokio way: GitHub is awaited directly; SQLite and git (the quarantine, the
+//! mirror's fetches, the walks) run on blocking threads through [`Host::blocking`]. The host
+//! lives in an `Arc` so that work can take it along.
 
 use super::credentials::Cache;
 use super::github::{GitHub, GithubError};
@@ -13,7 +17,7 @@ use crate::engine::store::{Store, StoreError};
 use crate::engine::{Engine, GrantTerms, Principal, RepoName};
 use crate::protocol::answers::Pong;
 use crate::protocol::{AgentRequest, ErrorKind, Response, Ttl, WireError};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 mod admin;
 mod credential;
@@ -22,10 +26,12 @@ mod pr;
 mod proofs;
 mod push;
 pub mod record;
+mod shared_store;
 mod step_token;
 mod stream;
 
 pub use push::{Admission, Spooled};
+pub use shared_store::SharedStore;
 pub use stream::Incoming;
 
 /// Longest TTL accepted over the wire (the CLI's grammar caps it the same way).
@@ -55,9 +61,9 @@ pub enum HostError {
 pub struct Host {
     mcp_key_hash_file: Option<std::path::PathBuf>,
     engine: Engine,
-    store: Mutex<Store>,
+    store: SharedStore,
     clock: fn() -> i64,
-    github: Option<GitHub>,
+    github: Option<Arc<GitHub>>,
     credentials: Cache,
     /// The publisher's own read tokens (mirror fetches), apart from the agent's.
     own_reads: Cache,
@@ -71,7 +77,7 @@ pub struct Host {
     /// Held, per repository, while a credential `get` issues a write token (check the cache,
     /// decide, mint, record, serve): concurrent gets for one repository share one token instead
     /// of replacing each other's; another repository's get never waits on GitHub for it.
-    write_issue: RepoLocks,
+    write_issue: crate::publisher::locks::RepoLocks,
     pr_branch_prefix: String,
     /// Bounds on stored state (pending requests, audit retention).
     limits: Limits,
@@ -82,20 +88,6 @@ pub struct Host {
     waived: Vec<String>,
     /// One line on the proof at start, for `status`.
     proof_summary: Mutex<String>,
-}
-
-/// One lock per repository, made on first use (a repository's entry goes when no one holds
-/// or waits for it).
-#[derive(Default)]
-struct RepoLocks(Mutex<std::collections::HashMap<String, std::sync::Arc<Mutex<()>>>>);
-
-impl RepoLocks {
-    /// The lock of `repo` (its lower-cased key), to hold with `lock()`.
-    fn of(&self, repo: &str) -> std::sync::Arc<Mutex<()>> {
-        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        all.retain(|_, lock| std::sync::Arc::strong_count(lock) > 1);
-        all.entry(repo.to_string()).or_default().clone()
-    }
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -164,11 +156,12 @@ impl Host {
             .github
             .as_ref()
             .map(GitHub::from_config)
-            .transpose()?;
+            .transpose()?
+            .map(Arc::new);
         Ok(Self {
             mcp_key_hash_file: config.mcp_key_hash_file(),
             engine: Engine::new(policies, targets),
-            store: Mutex::new(store),
+            store: SharedStore::new(store),
             clock: system_now,
             github,
             credentials,
@@ -176,7 +169,7 @@ impl Host {
             mirrors: crate::publisher::publish::Mirrors::new(config.state_dir.join("mirrors")),
             tmp_dir: config.tmp_dir(),
             leftover_tokens: Mutex::new(leftover),
-            write_issue: RepoLocks::default(),
+            write_issue: Default::default(),
             pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
             limits,
             last_prune: Mutex::new(None),
@@ -188,7 +181,7 @@ impl Host {
 
     /// Replaces the GitHub client (tests shorten its retry policy).
     pub fn with_github(mut self, github: GitHub) -> Self {
-        self.github = Some(github);
+        self.github = Some(Arc::new(github));
         self
     }
 
@@ -201,21 +194,39 @@ impl Host {
         (self.clock)()
     }
 
+    /// Runs `work` on a blocking thread (SQLite, git), the host taken along; a panic in it
+    /// goes on in the caller, as if it had run here.
+    pub(crate) async fn blocking<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&Host) -> T + Send + 'static,
+    ) -> T {
+        let host = self.clone();
+        match tokio::task::spawn_blocking(move || work(&host)).await {
+            Ok(value) => value,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => panic!("a blocking task of the host was cancelled: {e}"),
+        }
+    }
+
+    /// Runs `f` on the store on a blocking thread.
+    pub(crate) async fn stored<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(Authority<'_>, &mut Store) -> T + Send + 'static,
+    ) -> T {
+        self.blocking(move |host| host.with_store(f)).await
+    }
+
+    /// Runs `f` on the store here: for code already on a blocking thread.
     fn with_store<T>(&self, f: impl FnOnce(Authority<'_>, &mut Store) -> T) -> T {
-        // A panic while holding the lock cannot leave a half-written transaction (SQLite rolls
-        // it back), so a poisoned lock is safe to keep using.
-        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        f(
-            Authority {
-                engine: &self.engine,
-            },
-            &mut store,
-        )
+        let authority = Authority {
+            engine: &self.engine,
+        };
+        self.store.with(|store| f(authority, store))
     }
 
     /// Revokes the write tokens a previous run of zodex-prd handed out and could not revoke
     /// (they were only in its memory). Called once at start.
-    pub fn revoke_persisted_tokens(&self) -> usize {
+    pub async fn revoke_persisted_tokens(self: &Arc<Self>) -> usize {
         let tokens: Vec<_> = std::mem::take(
             &mut *self
                 .leftover_tokens
@@ -228,12 +239,7 @@ impl Host {
         let now = self.now();
         let mut revoked = 0;
         for token in &tokens {
-            match block_on(record::revoke_unconditionally(
-                github,
-                &self.store,
-                token,
-                now,
-            )) {
+            match record::revoke_unconditionally(github, &self.store, token, now).await {
                 Ok(_) => {
                     self.credentials.forget_write(&token.sha256());
                     revoked += 1;
@@ -249,30 +255,33 @@ impl Host {
     }
 
     /// Marks grants whose TTL ran out as expired (the daemon calls this every second).
-    pub fn expire_due(&self) -> Result<usize, AuthorityError> {
+    pub async fn expire_due(self: &Arc<Self>) -> Result<usize, AuthorityError> {
         let now = self.now();
-        self.with_store(|a, s| a.expire_due(s, now))
+        self.stored(move |a, s| a.expire_due(s, now))
+            .await
             .map(|g| g.len())
     }
 
-    /// Handles one agent request (no bundle). Requests that call GitHub block on the current
-    /// tokio runtime: call from `spawn_blocking`.
-    pub fn agent(&self, request: AgentRequest) -> Response {
+    /// Handles one agent request (no bundle).
+    pub async fn agent(self: &Arc<Self>, request: AgentRequest) -> Response {
         match request {
             AgentRequest::Credential { host, path } => {
                 return self
                     .credential(&host, &path)
+                    .await
                     .map(Response::ok)
                     .unwrap_or_else(Failure::into_response);
             }
             AgentRequest::CredentialErase { host, path } => {
                 return self
                     .credential_erase(&host, &path)
+                    .await
                     .unwrap_or_else(Failure::into_response);
             }
             AgentRequest::ListRefs { repo } => {
                 return self
                     .list_refs(&repo)
+                    .await
                     .map(Response::ok)
                     .unwrap_or_else(Failure::into_response);
             }
@@ -284,7 +293,8 @@ impl Host {
         }
         let now = self.now();
         let agent = Principal::Agent;
-        let result = self.with_store(|a, s| -> Result<Response, Failure> {
+        let cap = self.limits.max_pending_requests;
+        let result = self.stored(move |a, s| -> Result<Response, Failure> {
             Ok(match request {
                 AgentRequest::Ping => Response::ok(Pong {
                     version: env!("CARGO_PKG_VERSION").into(),
@@ -298,7 +308,6 @@ impl Host {
                         refs: Vec::new(),
                     };
                     let repo = parse_repo(&repo)?;
-                    let cap = self.limits.max_pending_requests;
                     Response::ok(a.request_push_capped(s, &repo, terms, reason, cap, now)?)
                 }
                 AgentRequest::RequestState { id } => {
@@ -322,19 +331,7 @@ impl Host {
                 | AgentRequest::PublishPr { .. } => unreachable!("handled above"),
             })
         });
-        result.unwrap_or_else(Failure::into_response)
-    }
-}
-
-/// Runs a GitHub call from the blocking thread the daemon handed this request to.
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => tokio::task::block_in_place(|| handle.block_on(future)),
-        Err(_) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a current-thread runtime builds")
-            .block_on(future),
+        result.await.unwrap_or_else(Failure::into_response)
     }
 }
 

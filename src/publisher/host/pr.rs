@@ -10,15 +10,16 @@
 
 use super::mirror::{OpenMirror, import_failure};
 use super::push::Spooled;
-use super::{Failure, Host, block_on, parse_repo};
+use super::{Failure, Host, parse_repo};
 use crate::engine::ledger;
 use crate::engine::store::{Publication, PublicationState};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::{ErrorKind, Published};
 use crate::publisher::github::{GitHub, NewPull, OpenedPull, Token, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, push_leased};
-use crate::publisher::publish::{Quarantine, UpdateFacts};
+use crate::publisher::publish::{Quarantine, SharedQuarantine, UpdateFacts};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 pub(super) struct PrRequest {
     pub title: String,
@@ -49,19 +50,18 @@ impl Host {
 
     /// Decides `ask` without side effects — as a draft when it is refused otherwise but a
     /// draft would pass (a policy may require drafts). Returns the ask to go on with.
-    pub(super) fn explain_publish(
-        &self,
+    pub(super) async fn explain_publish(
+        self: &Arc<Self>,
         ask: Ask,
         now: i64,
     ) -> Result<(Ask, crate::engine::Decision), Failure> {
-        let (decision, _) = self.with_store(|a, s| a.explain(s, &Principal::Agent, &ask, now))?;
+        let (decision, _) = self.explain_agent(ask.clone(), now).await?;
         if let (false, Ask::PublishPr { draft: false, .. }) = (decision.allowed, &ask) {
             let mut as_draft = ask.clone();
             if let Ask::PublishPr { draft, .. } = &mut as_draft {
                 *draft = true;
             }
-            let (draft_decision, _) =
-                self.with_store(|a, s| a.explain(s, &Principal::Agent, &as_draft, now))?;
+            let (draft_decision, _) = self.explain_agent(as_draft.clone(), now).await?;
             if draft_decision.allowed {
                 return Ok((as_draft, draft_decision));
             }
@@ -69,31 +69,42 @@ impl Host {
         Ok((ask, decision))
     }
 
-    pub(super) fn publish_pr(
-        &self,
+    pub(super) async fn publish_pr(
+        self: &Arc<Self>,
         repo: &str,
         pr: PrRequest,
-        bundle: Option<&Spooled>,
+        bundle: Option<Arc<Spooled>>,
     ) -> Result<Published, Failure> {
         let repo = parse_repo(repo)?;
         super::push::require_title(&pr.title)?;
-        let github = self.github()?;
+        let github = self.github()?.clone();
         let Some(bundle) = bundle else {
             return Err(Failure::usage(
                 "nothing to publish: the request carries no commits; commit your work first",
             ));
         };
-        let lock = self.mirrors.lock(&repo);
-        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mirror = self
-            .open_mirror(github, &repo, std::time::Duration::ZERO)
-            .map_err(super::push::nothing_pushed)?;
-        let quarantine = self.quarantine(&mirror, Some(bundle), &[pr.head.as_str()])?;
+        let _guard = self.mirrors.lock(&repo).await;
+        let mirror = Arc::new(
+            self.open_mirror(&github, &repo, std::time::Duration::ZERO)
+                .await
+                .map_err(super::push::nothing_pushed)?,
+        );
         let now = self.now();
-        let (facts, base) = self.check_publication(&repo, &mirror, &quarantine, &pr, now)?;
-
-        let key = idempotency_key(&repo, &pr, &base);
-        let earlier = self.with_store(|_, s| s.read(|f| f.publication(&key)))?;
+        let pr = Arc::new(pr);
+        // The bundle imported and checked, the earlier attempt read: git and SQLite.
+        let checking = (repo.clone(), mirror.clone(), bundle.clone(), pr.clone());
+        let checked = self
+            .blocking(move |host| {
+                let (repo, mirror, bundle, pr) = checking;
+                let quarantine = host.quarantine(&mirror, Some(&bundle), &[pr.head.as_str()])?;
+                let (facts, base) =
+                    host.check_publication(&repo, &mirror, &quarantine, &pr, now)?;
+                let key = idempotency_key(&repo, &pr, &base);
+                let earlier = host.with_store(|_, s| s.read(|f| f.publication(&key)))?;
+                Ok::<_, Failure>((SharedQuarantine::new(quarantine), facts, base, key, earlier))
+            })
+            .await;
+        let (quarantine, facts, base, key, earlier) = checked?;
         // A retry of a publish whose commits went up already is not "nothing to publish".
         if facts.new_commits == 0
             && earlier
@@ -107,31 +118,33 @@ impl Host {
         }
 
         let bytes = i64::try_from(bundle.len).unwrap_or(i64::MAX);
-        let (ask, _) = self.explain_publish(
-            Self::publish_ask(
-                &repo,
-                bytes,
-                &pr.title,
-                &pr.body,
-                pr.draft,
-                facts.touches_workflows,
-            ),
-            now,
-        )?;
+        let asked = Self::publish_ask(
+            &repo,
+            bytes,
+            &pr.title,
+            &pr.body,
+            pr.draft,
+            facts.touches_workflows,
+        );
+        let (ask, _) = self.explain_publish(asked, now).await?;
         let draft = matches!(ask, Ask::PublishPr { draft: true, .. });
-        let (decision, audit_id) = self.with_store(|a, s| {
-            a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
-                e.new_oid = Some(pr.head.clone());
-                e.bundle_bytes = Some(bytes);
-                e.bundle_sha256 = Some(bundle.sha256.clone());
-                e.detail = Some(serde_json::json!({
-                    "base": base,
-                    "draft": draft,
-                    "touches_workflows": facts.touches_workflows,
-                    "new_commits": facts.new_commits,
-                }));
+        let audited = (pr.head.clone(), bundle.sha256.clone(), base.clone());
+        let (decision, audit_id) = self
+            .stored(move |a, s| {
+                let (head, sha256, base) = audited;
+                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                    e.new_oid = Some(head);
+                    e.bundle_bytes = Some(bytes);
+                    e.bundle_sha256 = Some(sha256);
+                    e.detail = Some(serde_json::json!({
+                        "base": base,
+                        "draft": draft,
+                        "touches_workflows": facts.touches_workflows,
+                        "new_commits": facts.new_commits,
+                    }));
+                })
             })
-        })?;
+            .await?;
         if !decision.allowed {
             return Err(Failure::denied(&decision, &repo));
         }
@@ -139,7 +152,8 @@ impl Host {
         if let Some(p) = &earlier
             && p.state == PublicationState::Opened
         {
-            self.with_store(|_, s| ledger::record_outcome(s, audit_id, "reused", None))?;
+            self.stored(move |_, s| ledger::record_outcome(s, audit_id, "reused", None))
+                .await?;
             return Ok(Published {
                 repo: repo.to_string(),
                 number: p.pr_number.unwrap_or_default() as u64,
@@ -155,47 +169,58 @@ impl Host {
             Some(p) if p.state != PublicationState::Failed => p.branch.clone(),
             _ => self.branch_name(&pr.title, now),
         };
-        let mut publication = Publication {
+        let publication = Publication {
             idempotency_key: key,
             repo_key: repo.key(),
             branch: branch.clone(),
-            base: base.clone(),
+            base,
             pr_number: None,
             url: None,
             state: PublicationState::Pushing,
             error: None,
         };
-        self.with_store(|_, s| ledger::publication_pushing(s, &mut publication, now))?;
+        let publication = self
+            .stored(move |_, s| {
+                let mut publication = publication;
+                ledger::publication_pushing(s, &mut publication, now).map(|()| publication)
+            })
+            .await?;
         tracing::info!(repo = %repo, branch = %branch, head = %pr.head, "publication recorded; pushing its branch");
 
         let minted = self
-            .mint_for_step(github, &repo, TokenUse::PullRequest, Some(audit_id), now)
+            .mint_for_step(&github, &repo, TokenUse::PullRequest, Some(audit_id), now)
+            .await
             .map_err(super::push::nothing_pushed)?;
         let token_sha = minted.token().sha256();
-        let result = self.push_and_open(
-            github,
-            minted.token(),
-            (&mirror, &quarantine),
-            &repo,
-            &pr,
-            &mut publication,
+        let opening = Opening {
+            github: &github,
+            token: minted.token(),
+            repo: &repo,
+            pr: &pr,
             draft,
             now,
-        );
-        minted.revoke();
-        let decided = (audit_id, Some(token_sha.as_str()));
-        self.record_publication(
-            &result,
-            &mut publication,
-            decided,
-            (&mirror, quarantine),
-            &pr.head,
-        )?;
+        };
+        let (result, publication) = self
+            .push_and_open(opening, (&mirror, &quarantine), publication)
+            .await;
+        minted.revoke().await;
+        let ended = match &result {
+            Ok(published) => Ok((published.number as i64, published.url.clone())),
+            Err((failure, left_at)) => Err((failure.0.message.clone(), *left_at)),
+        };
+        let head = pr.head.clone();
+        self.blocking(move |host| {
+            let decided = (audit_id, Some(token_sha.as_str()));
+            quarantine
+                .with(|q| host.record_publication(ended, publication, decided, (&mirror, q), &head))
+        })
+        .await?;
         result.map_err(|(failure, _)| failure)
     }
 
     /// The checks of a publication before it is decided: the bundle carries the head, the base
     /// exists at GitHub; returns the facts of the head against the default branch and the base.
+    /// Blocking (git, SQLite).
     fn check_publication(
         &self,
         repo: &RepoName,
@@ -245,24 +270,26 @@ impl Host {
     /// Pushes the publication's branch (leased on what the mirror saw of it) and opens its pull
     /// request, or finds the one an earlier attempt opened. The error carries the state to
     /// record: `Failed` when nothing is left at GitHub (a retry starts afresh), `Pushed` when
-    /// the branch may be there (a retry reuses it).
-    #[allow(clippy::too_many_arguments)]
-    fn push_and_open(
-        &self,
-        github: &GitHub,
-        token: &Token,
-        (mirror, quarantine): (&OpenMirror, &Quarantine),
-        repo: &RepoName,
-        pr: &PrRequest,
-        publication: &mut Publication,
-        draft: bool,
-        now: i64,
-    ) -> Result<Published, (Failure, PublicationState)> {
+    /// the branch may be there (a retry reuses it). The publication comes back as recorded.
+    async fn push_and_open(
+        self: &Arc<Self>,
+        opening: Opening<'_>,
+        (mirror, quarantine): (&OpenMirror, &SharedQuarantine),
+        publication: Publication,
+    ) -> (Result<Published, (Failure, PublicationState)>, Publication) {
+        let Opening {
+            github,
+            token,
+            repo,
+            pr,
+            draft,
+            now,
+        } = opening;
         let (branch, base) = (publication.branch.clone(), publication.base.clone());
         let dst = format!("refs/heads/{branch}");
         let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
         let force = !current.is_empty() && current != pr.head;
-        let (pushed, _route) = block_on(push_leased(
+        let (pushed, _route) = push_leased(
             &mirror.path,
             &mirror.url,
             quarantine,
@@ -275,129 +302,100 @@ impl Host {
             false,
             token,
             true,
-        ));
-        let pushed = pushed.map_err(|m| {
-            (
-                Failure::new(ErrorKind::Internal, m),
-                PublicationState::Failed,
-            )
-        })?;
+        )
+        .await;
+        let pushed = match pushed {
+            Ok(pushed) => pushed,
+            Err(m) => {
+                let failure = Failure::new(ErrorKind::Internal, m);
+                return (Err((failure, PublicationState::Failed)), publication);
+            }
+        };
         if let Some(Err(why)) = pushed.get(&dst) {
             let failure = Failure::new(
                 ErrorKind::Internal,
                 format!("pushing {branch} failed: {why}"),
             );
-            return Err((failure, PublicationState::Failed));
+            return (Err((failure, PublicationState::Failed)), publication);
         }
-        self.with_store(|_, s| ledger::publication_pushed(s, publication, now))
-            .map_err(|e| (Failure::from(e), PublicationState::Pushed))?;
+        let (recorded, publication) = self
+            .stored(move |_, s| {
+                let mut publication = publication;
+                let done = ledger::publication_pushed(s, &mut publication, now);
+                (done, publication)
+            })
+            .await;
+        if let Err(e) = recorded {
+            return (
+                Err((Failure::from(e), PublicationState::Pushed)),
+                publication,
+            );
+        }
         // A pull request from an earlier attempt (a crash after opening it) is reused. If
         // GitHub cannot say, the branch stays: it may carry that pull request.
-        let existing = block_on(github.find_pull(token, repo, &branch))
-            .map_err(|e| (Failure::from_github(e), PublicationState::Pushed))?;
+        let existing = match github.find_pull(token, repo, &branch).await {
+            Ok(existing) => existing,
+            Err(e) => {
+                let failure = Failure::from_github(e);
+                return (Err((failure, PublicationState::Pushed)), publication);
+            }
+        };
         let opened = match existing {
             Some(pull) => pull,
-            None => self.open_or_take_back(
-                github,
-                token,
-                repo,
-                &NewPull {
+            None => {
+                let pull = NewPull {
                     title: pr.title.clone(),
                     head: branch.clone(),
                     base: base.clone(),
                     body: pr.body.clone(),
                     draft,
-                },
-            )?,
+                };
+                match open_or_take_back(github, token, repo, &pull).await {
+                    Ok(opened) => opened,
+                    Err(failed) => return (Err(failed), publication),
+                }
+            }
         };
-        Ok(Published {
+        let published = Published {
             repo: repo.to_string(),
             number: opened.number,
             url: opened.html_url,
-            branch: branch.clone(),
-            base: base.clone(),
+            branch,
+            base,
             draft,
             reused: false,
-        })
+        };
+        (Ok(published), publication)
     }
 
-    /// Records how the publication ended (one ledger transition with the decision's outcome);
-    /// an opened one's objects join the mirror.
+    /// Records how the publication ended — opened (its number and URL) or failed (why, and the
+    /// state it left) — in one ledger transition with the decision's outcome; an opened one's
+    /// objects join the mirror. Blocking (git, SQLite).
     fn record_publication(
         &self,
-        result: &Result<Published, (Failure, PublicationState)>,
-        publication: &mut Publication,
+        ended: Result<(i64, String), (String, PublicationState)>,
+        mut publication: Publication,
         decided: (i64, Option<&str>),
-        (mirror, quarantine): (&OpenMirror, Quarantine),
+        (mirror, quarantine): (&OpenMirror, &Quarantine),
         head: &str,
     ) -> Result<(), Failure> {
         let now = self.now();
-        match &result {
-            Ok(published) => {
+        match ended {
+            Ok((number, url)) => {
                 if let Err(e) = quarantine.adopt(&mirror.path, &[head]) {
                     tracing::warn!(error = %e, "moving a published pack into the mirror failed");
                 }
-                let number = published.number as i64;
                 self.with_store(|_, s| {
-                    ledger::publication_opened(s, publication, number, &published.url, decided, now)
+                    ledger::publication_opened(s, &mut publication, number, &url, decided, now)
                 })?;
             }
-            Err((failure, left_at)) => {
-                let error = failure.0.message.as_str();
+            Err((error, left_at)) => {
                 self.with_store(|_, s| {
-                    ledger::publication_failed(s, publication, *left_at, error, decided, now)
+                    ledger::publication_failed(s, &mut publication, left_at, &error, decided, now)
                 })?;
             }
         }
         Ok(())
-    }
-
-    /// Opens the pull request of a pushed branch. When GitHub does not, it may have opened it
-    /// all the same (its answers lost): a branch with an open pull request is adopted and never
-    /// deleted; only a branch GitHub says carries none is taken back, so nothing is left
-    /// behind. The error carries the state to record: `Failed` when the branch is gone (a
-    /// retry starts afresh), `Pushed` when it may still be there (a retry reuses it).
-    fn open_or_take_back(
-        &self,
-        github: &GitHub,
-        token: &Token,
-        repo: &RepoName,
-        pull: &NewPull,
-    ) -> Result<OpenedPull, (Failure, PublicationState)> {
-        let branch = &pull.head;
-        let error = match block_on(github.open_pull_request(token, repo, pull)) {
-            Ok(opened) => return Ok(opened),
-            Err(e) => e,
-        };
-        let (cleanup, state) = match block_on(github.find_open_pull(token, repo, branch)) {
-            Ok(Some(open)) => {
-                tracing::info!(repo = %repo, number = open.number, branch = %branch, "opening failed but GitHub has the pull request open; adopting it");
-                return Ok(open);
-            }
-            Ok(None) => match block_on(github.delete_branch(token, repo, branch)) {
-                Ok(()) => (
-                    format!("the branch {branch} was deleted again"),
-                    PublicationState::Failed,
-                ),
-                Err(d) => (
-                    format!(
-                        "deleting the branch {branch} failed too ({d}); publishing again reuses it"
-                    ),
-                    PublicationState::Pushed,
-                ),
-            },
-            Err(l) => (
-                format!(
-                    "the branch {branch} is kept, as GitHub could not say whether it carries a pull request ({l}); publishing again reuses it"
-                ),
-                PublicationState::Pushed,
-            ),
-        };
-        let failure = Failure::new(
-            ErrorKind::Internal,
-            format!("GitHub did not open the pull request: {error}; {cleanup}"),
-        );
-        Err((failure, state))
     }
 
     /// `zodex/<yyyymmdd>-<slug>-<6 random>`, the prefix from the configuration.
@@ -412,6 +410,63 @@ impl Host {
             random6()
         )
     }
+}
+
+/// What opening a pull request needs besides the mirror.
+struct Opening<'a> {
+    github: &'a GitHub,
+    token: &'a Token,
+    repo: &'a RepoName,
+    pr: &'a PrRequest,
+    draft: bool,
+    now: i64,
+}
+
+/// Opens the pull request of a pushed branch. When GitHub does not, it may have opened it
+/// all the same (its answers lost): a branch with an open pull request is adopted and never
+/// deleted; only a branch GitHub says carries none is taken back, so nothing is left
+/// behind. The error carries the state to record: `Failed` when the branch is gone (a
+/// retry starts afresh), `Pushed` when it may still be there (a retry reuses it).
+async fn open_or_take_back(
+    github: &GitHub,
+    token: &Token,
+    repo: &RepoName,
+    pull: &NewPull,
+) -> Result<OpenedPull, (Failure, PublicationState)> {
+    let branch = &pull.head;
+    let error = match github.open_pull_request(token, repo, pull).await {
+        Ok(opened) => return Ok(opened),
+        Err(e) => e,
+    };
+    let (cleanup, state) = match github.find_open_pull(token, repo, branch).await {
+        Ok(Some(open)) => {
+            tracing::info!(repo = %repo, number = open.number, branch = %branch, "opening failed but GitHub has the pull request open; adopting it");
+            return Ok(open);
+        }
+        Ok(None) => match github.delete_branch(token, repo, branch).await {
+            Ok(()) => (
+                format!("the branch {branch} was deleted again"),
+                PublicationState::Failed,
+            ),
+            Err(d) => (
+                format!(
+                    "deleting the branch {branch} failed too ({d}); publishing again reuses it"
+                ),
+                PublicationState::Pushed,
+            ),
+        },
+        Err(l) => (
+            format!(
+                "the branch {branch} is kept, as GitHub could not say whether it carries a pull request ({l}); publishing again reuses it"
+            ),
+            PublicationState::Pushed,
+        ),
+    };
+    let failure = Failure::new(
+        ErrorKind::Internal,
+        format!("GitHub did not open the pull request: {error}; {cleanup}"),
+    );
+    Err((failure, state))
 }
 
 /// The same repository, head, base and text make the same key: a retry finds the first attempt.

@@ -10,7 +10,7 @@ impl Host {
     /// Proves the write invariants of the effective set before the daemon serves. Without a
     /// solver the daemon starts, loudly unproven; with one, a property that fails and is not
     /// waived refuses start with its counterexample.
-    pub fn prove_at_start(&self) -> Result<Option<Report>, HostError> {
+    pub async fn prove_at_start(&self) -> Result<Option<Report>, HostError> {
         for waived in &self.waived {
             tracing::warn!(
                 property = %waived,
@@ -23,7 +23,7 @@ impl Host {
             self.set_proof_summary(summary.to_string());
             return Ok(None);
         };
-        let report = self.prove_with(&solver)?;
+        let report = self.prove_with(&solver).await?;
         if !report.all_hold_or_waived() {
             return Err(HostError::PropertiesFail(Box::new(report)));
         }
@@ -37,10 +37,11 @@ impl Host {
     }
 
     /// An operator's `policy prove`: the same proof, answered as a report.
-    pub(super) fn prove_now(&self) -> Result<Report, Failure> {
+    pub(super) async fn prove_now(&self) -> Result<Report, Failure> {
         let solver = SolverCommand::find()
             .ok_or_else(|| Failure::new(ErrorKind::Internal, ProveError::NoSolver.to_string()))?;
         self.prove_with(&solver)
+            .await
             .map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))
     }
 
@@ -57,13 +58,14 @@ impl Host {
         }
     }
 
-    fn prove_with(&self, solver: &SolverCommand) -> Result<Report, HostError> {
+    async fn prove_with(&self, solver: &SolverCommand) -> Result<Report, HostError> {
         let report = prove(
             self.engine.policies(),
             &self.properties,
             &self.waived,
             solver,
-        )?;
+        )
+        .await?;
         let holding = report.verdicts.iter().filter(|v| v.holds()).count();
         self.set_proof_summary(format!(
             "{holding} of {} write invariants hold, {} waived (proven with {} in {} ms)",

@@ -6,7 +6,7 @@
 //! one-repository token revoked right after.
 
 use super::mirror::{MIRROR_REUSE, OpenMirror};
-use super::{Failure, Host, block_on, parse_repo};
+use super::{Failure, Host, parse_repo};
 use crate::engine::ledger;
 use crate::engine::store::AuditEvent;
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
@@ -15,8 +15,9 @@ use crate::protocol::{
 };
 use crate::publisher::github::{GitHub, TokenUse};
 use crate::publisher::publish::upload::{LeasedUpdate, push_leased, update_mirror_ref};
-use crate::publisher::publish::{Quarantine, valid_refname};
+use crate::publisher::publish::{Quarantine, SharedQuarantine, valid_refname};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A bundle body as the daemon spooled it: a private temporary file of exactly `len` bytes.
 #[derive(Debug)]
@@ -35,12 +36,36 @@ pub(super) struct PushMode {
 
 /// What a push's updates were decided against: the repository, its mirror (GitHub's refs as
 /// fetched), the bundle's size and the time of the decisions.
-pub(super) struct DecidedAt<'a> {
-    pub github: &'a GitHub,
-    pub repo: &'a RepoName,
-    pub mirror: &'a OpenMirror,
+#[derive(Clone)]
+pub(super) struct DecidedAt {
+    pub github: Arc<GitHub>,
+    pub repo: RepoName,
+    pub mirror: Arc<OpenMirror>,
     pub bytes: i64,
     pub now: i64,
+}
+
+/// A repository's mirror, fetched (or reused when fresh) under the repository's lock, which
+/// is held until this goes; the clock started with the fetch.
+pub(super) struct LockedMirror {
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+    pub github: Arc<GitHub>,
+    pub repo: RepoName,
+    pub mirror: Arc<OpenMirror>,
+    pub clock: Stages,
+}
+
+impl LockedMirror {
+    /// The ground of decisions taken now on a bundle of `bytes`.
+    pub fn decided_at(&self, bytes: i64, now: i64) -> DecidedAt {
+        DecidedAt {
+            github: self.github.clone(),
+            repo: self.repo.clone(),
+            mirror: self.mirror.clone(),
+            bytes,
+            now,
+        }
+    }
 }
 
 /// What [`Host::admit`] decided before the body: refs already refused (with their answer).
@@ -59,16 +84,21 @@ impl Admission {
 impl Host {
     /// Decides a push or publish on what the request declares — before one bundle byte is
     /// read. `Err` is the answer to send at once.
-    pub fn admit(
-        &self,
+    pub async fn admit(
+        self: &Arc<Self>,
         request: &AgentRequest,
         bundle_len: u64,
     ) -> Result<Admission, Box<Response>> {
         self.admit_inner(request, bundle_len)
+            .await
             .map_err(|f| Box::new(f.into_response()))
     }
 
-    fn admit_inner(&self, request: &AgentRequest, bundle_len: u64) -> Result<Admission, Failure> {
+    async fn admit_inner(
+        self: &Arc<Self>,
+        request: &AgentRequest,
+        bundle_len: u64,
+    ) -> Result<Admission, Failure> {
         let now = self.now();
         let bytes = i64::try_from(bundle_len).unwrap_or(i64::MAX);
         match request {
@@ -77,7 +107,7 @@ impl Host {
                 if updates.is_empty() {
                     return Err(Failure::usage("a push needs at least one ref update"));
                 }
-                self.ensure_coverage(self.github()?, &repo, now)?;
+                self.ensure_coverage(self.github()?, &repo, now).await?;
                 let mut admission = Admission::default();
                 for update in updates {
                     if !valid_refname(&update.dst) {
@@ -105,16 +135,17 @@ impl Host {
                         },
                         bundle_bytes: bytes,
                     };
-                    let (decision, denial) =
-                        self.with_store(|a, s| a.explain(s, &Principal::Agent, &ask, now))?;
+                    let (decision, denial) = self.explain_agent(ask.clone(), now).await?;
                     if let Some(denial) = denial.filter(|_| !decision.allowed) {
-                        self.with_store(|a, s| {
+                        let (dst, new) = (update.dst.clone(), update.new.clone());
+                        self.stored(move |a, s| {
                             a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
-                                e.ref_name = Some(update.dst.clone());
-                                e.new_oid = update.new.clone();
+                                e.ref_name = Some(dst);
+                                e.new_oid = new;
                                 e.bundle_bytes = Some(bytes);
                             })
-                        })?;
+                        })
+                        .await?;
                         admission
                             .refused
                             .insert(update.dst.clone(), refused(&update.dst, denial));
@@ -141,15 +172,17 @@ impl Host {
             } => {
                 let repo = parse_repo(repo)?;
                 require_title(title)?;
-                self.ensure_coverage(self.github()?, &repo, now)?;
+                self.ensure_coverage(self.github()?, &repo, now).await?;
                 let ask = Self::publish_ask(&repo, bytes, title, body, *draft, false);
-                let (ask, decision) = self.explain_publish(ask, now)?;
+                let (ask, decision) = self.explain_publish(ask, now).await?;
                 if !decision.allowed {
-                    let (decision, _) = self.with_store(|a, s| {
-                        a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
-                            e.bundle_bytes = Some(bytes);
+                    let (decision, _) = self
+                        .stored(move |a, s| {
+                            a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                                e.bundle_bytes = Some(bytes);
+                            })
                         })
-                    })?;
+                        .await?;
                     return Err(Failure::denied(&decision, &repo));
                 }
                 Ok(Admission::default())
@@ -159,12 +192,13 @@ impl Host {
     }
 
     /// Handles a push or publish after its body was spooled.
-    pub fn publish(
-        &self,
+    pub async fn publish(
+        self: &Arc<Self>,
         request: AgentRequest,
         admission: Admission,
         bundle: Option<Spooled>,
     ) -> Response {
+        let bundle = bundle.map(Arc::new);
         let result = match request {
             AgentRequest::Push {
                 repo,
@@ -177,8 +211,9 @@ impl Host {
                     updates,
                     PushMode { atomic, dry_run },
                     admission,
-                    bundle.as_ref(),
+                    bundle,
                 )
+                .await
                 .map(Response::ok),
             AgentRequest::PublishPr {
                 repo,
@@ -197,8 +232,9 @@ impl Host {
                         draft,
                         head,
                     },
-                    bundle.as_ref(),
+                    bundle,
                 )
+                .await
                 .map(Response::ok),
             _ => Err(Failure::usage("this request carries no bundle")),
         };
@@ -208,97 +244,101 @@ impl Host {
     /// A direct push, as named steps: open the mirror and import the bundle, decide every
     /// update, send the allowed ones to GitHub with a token for this step only, record what
     /// GitHub said.
-    fn push(
-        &self,
+    async fn push(
+        self: &Arc<Self>,
         repo: &str,
         updates: Vec<PushUpdate>,
         mode: PushMode,
         admission: Admission,
-        bundle: Option<&Spooled>,
+        bundle: Option<Arc<Spooled>>,
     ) -> Result<PushOutcome, Failure> {
-        self.on_locked_mirror(repo, |github, repo, mirror, clock| {
-            let now = self.now();
-            let (quarantine, decided, at) = self.import_and_decide(
-                DecidedAt {
-                    github,
-                    repo,
-                    mirror,
-                    bytes: bundle.map_or(0, |b| i64::try_from(b.len).unwrap_or(i64::MAX)),
-                    now,
-                },
-                updates,
-                admission,
-                bundle,
-                clock,
-            )?;
-            self.send_decided(at, quarantine, decided, mode, clock)
-        })
+        let mut locked = self.lock_mirror(repo).await?;
+        let bytes = bundle
+            .as_ref()
+            .map_or(0, |b| i64::try_from(b.len).unwrap_or(i64::MAX));
+        let at = locked.decided_at(bytes, self.now());
+        let (quarantine, decided) = self
+            .import_and_decide(&at, updates, admission, bundle, &mut locked.clock)
+            .await?;
+        self.send_decided(at, quarantine, decided, mode, &mut locked.clock)
+            .await
     }
 
-    /// Runs `step` on `repo`'s mirror, fetched (or reused when fresh) under the repository's
-    /// lock, which is held until `step` returns; the clock starts with the fetch.
-    pub(super) fn on_locked_mirror<T>(
-        &self,
-        repo: &str,
-        step: impl FnOnce(&GitHub, &RepoName, &OpenMirror, &mut Stages) -> Result<T, Failure>,
-    ) -> Result<T, Failure> {
+    /// `repo`'s mirror, fetched (or reused when fresh) under the repository's lock.
+    pub(super) async fn lock_mirror(self: &Arc<Self>, repo: &str) -> Result<LockedMirror, Failure> {
         let repo = parse_repo(repo)?;
-        let github = self.github()?;
-        let lock = self.mirrors.lock(&repo);
-        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let github = self.github()?.clone();
+        let guard = self.mirrors.lock(&repo).await;
         let mut clock = Stages::start();
         // Usually fetched a moment ago by the same push's `list for-push`.
         let mirror = self
-            .open_mirror(github, &repo, MIRROR_REUSE)
+            .open_mirror(&github, &repo, MIRROR_REUSE)
+            .await
             .map_err(nothing_pushed)?;
         clock.mark("fetch");
-        step(github, &repo, &mirror, &mut clock)
+        Ok(LockedMirror {
+            _guard: guard,
+            github,
+            repo,
+            mirror: Arc::new(mirror),
+            clock,
+        })
     }
 
     /// Imports the bundle (`at.bytes` long) into a quarantine beside the mirror and decides
-    /// every update on it, each audited; the admission's refusals stand.
-    pub(super) fn import_and_decide<'a>(
-        &self,
-        at: DecidedAt<'a>,
+    /// every update on it, each audited; the admission's refusals stand. On a blocking thread
+    /// (git and SQLite).
+    pub(super) async fn import_and_decide(
+        self: &Arc<Self>,
+        at: &DecidedAt,
         updates: Vec<PushUpdate>,
         admission: Admission,
-        bundle: Option<&Spooled>,
+        bundle: Option<Arc<Spooled>>,
         clock: &mut Stages,
-    ) -> Result<(Quarantine, Decided, DecidedAt<'a>), Failure> {
+    ) -> Result<(SharedQuarantine, Decided), Failure> {
+        let at = at.clone();
+        let mut stages = std::mem::replace(clock, Stages::start());
+        let (decided, stages) = self
+            .blocking(move |host| {
+                let decided =
+                    host.import_and_decide_here(&at, updates, admission, bundle, &mut stages);
+                (decided, stages)
+            })
+            .await;
+        *clock = stages;
+        let (quarantine, decided) = decided?;
+        Ok((SharedQuarantine::new(quarantine), decided))
+    }
+
+    fn import_and_decide_here(
+        &self,
+        at: &DecidedAt,
+        updates: Vec<PushUpdate>,
+        admission: Admission,
+        bundle: Option<Arc<Spooled>>,
+        clock: &mut Stages,
+    ) -> Result<(Quarantine, Decided), Failure> {
         let named: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
-        let quarantine = self.quarantine(at.mirror, bundle, &named)?;
+        let quarantine = self.quarantine(&at.mirror, bundle.as_deref(), &named)?;
         clock.mark("import");
-        let decided = self.decide_updates(
-            at.repo,
-            at.mirror,
-            &quarantine,
-            updates,
-            admission,
-            at.bytes,
-            bundle,
-            at.now,
-        )?;
+        let decided =
+            self.decide_updates(at, &quarantine, updates, admission, bundle.as_deref())?;
         clock.mark("decide");
-        Ok((quarantine, decided, at))
+        Ok((quarantine, decided))
     }
 
     /// The end of a push once every update is decided: atomicity and dry runs applied, the
     /// allowed updates sent to GitHub, what it said recorded.
-    pub(super) fn send_decided(
-        &self,
-        at: DecidedAt<'_>,
-        quarantine: Quarantine,
+    pub(super) async fn send_decided(
+        self: &Arc<Self>,
+        at: DecidedAt,
+        quarantine: SharedQuarantine,
         decided: Decided,
         mode: PushMode,
         clock: &mut Stages,
     ) -> Result<PushOutcome, Failure> {
-        let DecidedAt {
-            github,
-            repo,
-            mirror,
-            bytes,
-            now,
-        } = at;
+        let repo = at.repo.clone();
+        let bytes = at.bytes;
         let mut results = decided.refused;
         let mut allowed = decided.allowed;
         if mode.atomic && !results.is_empty() {
@@ -319,48 +359,47 @@ impl Host {
             return finished(results);
         }
         if mode.dry_run {
-            for a in allowed {
-                self.with_store(|_, s| {
-                    ledger::record_outcome(s, a.audit_id, "dry run: not pushed", None)
-                })?;
-                results.push(RefResult::pushed(a.update.dst));
-            }
+            let audit_ids: Vec<i64> = allowed.iter().map(|a| a.audit_id).collect();
+            self.stored(move |_, s| {
+                audit_ids
+                    .into_iter()
+                    .try_for_each(|id| ledger::record_outcome(s, id, "dry run: not pushed", None))
+            })
+            .await?;
+            results.extend(allowed.into_iter().map(|a| RefResult::pushed(a.update.dst)));
             return finished(results);
         }
         // With a ref refused, the pack carries its objects: it is not passed through as it is.
         let whole_request = results.is_empty();
-        let (outcomes, token_sha) = self.send_to_github(
-            github,
-            repo,
-            mirror,
-            &quarantine,
-            &allowed,
-            (mode.atomic, whole_request),
-            decided.workflows,
-            now,
-            clock,
-        )?;
-        results.extend(self.record_pushed(
-            github, repo, mirror, quarantine, allowed, &outcomes, &token_sha,
-        )?);
+        let (outcomes, token_sha) = self
+            .send_to_github(
+                &at,
+                &quarantine,
+                &allowed,
+                (mode.atomic, whole_request),
+                decided.workflows,
+                clock,
+            )
+            .await?;
+        results.extend(
+            self.record_pushed(&at, quarantine, allowed, outcomes, token_sha)
+                .await?,
+        );
         clock.mark("record");
         tracing::info!(repo = %repo, bytes, stages = %clock, "push handled");
         finished(results)
     }
 
     /// Decides every update of a push (each audited); the admission's refusals stand.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn decide_updates(
         &self,
-        repo: &RepoName,
-        mirror: &OpenMirror,
+        at: &DecidedAt,
         quarantine: &Quarantine,
         updates: Vec<PushUpdate>,
         mut admission: Admission,
-        bytes: i64,
         bundle: Option<&Spooled>,
-        now: i64,
     ) -> Result<Decided, Failure> {
+        let (repo, mirror, now) = (&at.repo, &*at.mirror, at.now);
         // A new ref's commits are those the default branch does not have (GitHub's, the same
         // fact the decision uses; unknown: every commit counts).
         let default_tip = self
@@ -374,16 +413,7 @@ impl Host {
             }
             let old = mirror.refs.get(&update.dst).cloned();
             let base = old.as_deref().or(default_tip.as_deref());
-            match self.decide_update(
-                repo,
-                mirror,
-                quarantine,
-                &update,
-                (old.clone(), base),
-                bytes,
-                bundle,
-                now,
-            ) {
+            match self.decide_update(at, quarantine, &update, (old.clone(), base), bundle) {
                 Ok((touches, force, audit_id)) => {
                     decided.workflows |= touches;
                     decided.allowed.push(Allowed {
@@ -401,22 +431,21 @@ impl Host {
 
     /// Sends the allowed updates to GitHub, leased on the values decided, with a token minted
     /// for this step and revoked when it ends. Returns each ref's outcome and the token's hash.
-    #[allow(clippy::too_many_arguments)]
-    fn send_to_github(
-        &self,
-        github: &GitHub,
-        repo: &RepoName,
-        mirror: &OpenMirror,
-        quarantine: &Quarantine,
+    async fn send_to_github(
+        self: &Arc<Self>,
+        at: &DecidedAt,
+        quarantine: &SharedQuarantine,
         allowed: &[Allowed],
         (atomic, whole_request): (bool, bool),
         workflows: bool,
-        now: i64,
         clock: &mut Stages,
     ) -> Result<(Outcomes, String), Failure> {
+        let (repo, mirror) = (&at.repo, &at.mirror);
         let first_audit = allowed.first().map(|a| a.audit_id);
+        let use_ = TokenUse::Push { workflows };
         let minted = self
-            .mint_for_step(github, repo, TokenUse::Push { workflows }, first_audit, now)
+            .mint_for_step(&at.github, repo, use_, first_audit, at.now)
+            .await
             .map_err(nothing_pushed)?;
         clock.mark("mint");
         let token_sha = minted.token().sha256();
@@ -429,7 +458,7 @@ impl Host {
                 expected: a.old.clone().unwrap_or_default(),
             })
             .collect();
-        let (pushed, _route) = block_on(push_leased(
+        let (pushed, _route) = push_leased(
             &mirror.path,
             &mirror.url,
             quarantine,
@@ -437,9 +466,10 @@ impl Host {
             atomic,
             minted.token(),
             whole_request,
-        ));
+        )
+        .await;
         clock.mark("push");
-        minted.revoke();
+        minted.revoke().await;
         clock.mark("revoke");
         let outcomes = match pushed {
             Ok(outcomes) => outcomes,
@@ -458,17 +488,41 @@ impl Host {
 
     /// Records each ref's outcome on its audit row, and keeps the mirror where GitHub is: the
     /// verified pack is adopted when the pushed tips reach all of it, else the mirror fetches.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn record_pushed(
+    pub(super) async fn record_pushed(
+        self: &Arc<Self>,
+        at: &DecidedAt,
+        quarantine: SharedQuarantine,
+        allowed: Vec<Allowed>,
+        outcomes: Outcomes,
+        token_sha: String,
+    ) -> Result<Vec<RefResult>, Failure> {
+        let mirror = at.mirror.clone();
+        let (results, adopted) = self
+            .blocking(move |host| {
+                quarantine
+                    .with(|q| host.record_pushed_here(&mirror, q, allowed, &outcomes, &token_sha))
+            })
+            .await?;
+        if !adopted
+            && let Err(e) = self
+                .open_mirror(&at.github, &at.repo, std::time::Duration::ZERO)
+                .await
+        {
+            tracing::warn!(error = %e.0.message, "fetching the mirror after a push failed; the next request fetches it");
+        }
+        Ok(results)
+    }
+
+    /// [`Host::record_pushed`] on a blocking thread: the audit rows, the pack adopted into the
+    /// mirror (or not: the second value says whether).
+    fn record_pushed_here(
         &self,
-        github: &GitHub,
-        repo: &RepoName,
         mirror: &OpenMirror,
-        quarantine: Quarantine,
+        quarantine: &Quarantine,
         allowed: Vec<Allowed>,
         outcomes: &Outcomes,
         token_sha: &str,
-    ) -> Result<Vec<RefResult>, Failure> {
+    ) -> Result<(Vec<RefResult>, bool), Failure> {
         let pushed: Vec<&str> = allowed
             .iter()
             .filter(|a| matches!(outcomes.get(&a.update.dst), Some(Ok(()))))
@@ -500,26 +554,20 @@ impl Host {
                 Err(why) => RefResult::failed(a.update.dst, why),
             });
         }
-        if !adopted && let Err(e) = self.open_mirror(github, repo, std::time::Duration::ZERO) {
-            tracing::warn!(error = %e.0.message, "fetching the mirror after a push failed; the next request fetches it");
-        }
-        Ok(results)
+        Ok((results, adopted))
     }
 
     /// Establishes one update's facts and decides it (audited). `Ok` carries whether it
     /// touches workflows, whether it is a non-fast-forward, and its audit row.
-    #[allow(clippy::too_many_arguments)]
     fn decide_update(
         &self,
-        repo: &RepoName,
-        mirror: &OpenMirror,
+        at: &DecidedAt,
         quarantine: &Quarantine,
         update: &PushUpdate,
         (old, base): (Option<String>, Option<&str>),
-        bytes: i64,
         bundle: Option<&Spooled>,
-        now: i64,
     ) -> Result<(bool, bool, i64), RefResult> {
+        let (repo, mirror, bytes, now) = (&at.repo, &*at.mirror, at.bytes, at.now);
         let fail = |message: String| RefResult::failed(&update.dst, message);
         if !valid_refname(&update.dst) {
             return Err(fail(format!(

@@ -3,6 +3,7 @@
 //! it; revocation at most once (or, for what a previous run left, unconditionally). The client
 //! returns facts; the host records them here.
 
+use super::SharedStore;
 use crate::engine::RepoName;
 use crate::engine::ledger::{self, RevocationMark};
 use crate::engine::store::{IssuedToken, Store, StoreError};
@@ -61,12 +62,15 @@ pub enum RevokeError {
 /// else revoked or is revoking it.
 pub async fn revoke_once(
     github: &GitHub,
-    store: &std::sync::Mutex<Store>,
+    store: &SharedStore,
     token: &Token,
     now: i64,
 ) -> Result<Option<Revocation>, RevokeError> {
     let sha = token.sha256();
-    let marked = ledger::mark_revoking(&mut lock(store), &sha, now)?;
+    let marking = sha.clone();
+    let marked = store
+        .run(move |s| ledger::mark_revoking(s, &marking, now))
+        .await?;
     if marked == RevocationMark::Already {
         return Ok(None);
     }
@@ -74,7 +78,7 @@ pub async fn revoke_once(
         Ok(outcome) => Ok(Some(outcome)),
         Err(error) => {
             if marked == RevocationMark::First {
-                ledger::unmark_revoked(&mut lock(store), &sha)?;
+                store.run(move |s| ledger::unmark_revoked(s, &sha)).await?;
             }
             Err(error.into())
         }
@@ -86,15 +90,14 @@ pub async fn revoke_once(
 /// just before that run died.
 pub async fn revoke_unconditionally(
     github: &GitHub,
-    store: &std::sync::Mutex<Store>,
+    store: &SharedStore,
     token: &Token,
     now: i64,
 ) -> Result<Revocation, RevokeError> {
     let outcome = github.revoke(token).await?;
-    ledger::mark_revoked(&mut lock(store), &token.sha256(), now)?;
+    let sha = token.sha256();
+    store
+        .run(move |s| ledger::mark_revoked(s, &sha, now))
+        .await?;
     Ok(outcome)
-}
-
-fn lock(store: &std::sync::Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
-    store.lock().unwrap_or_else(|p| p.into_inner())
 }

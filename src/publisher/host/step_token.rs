@@ -1,56 +1,70 @@
 //! A token minted for one step of a request (a push, a publication): it is revoked at GitHub
 //! when the step ends, on every path — success, an error returned with `?`, or a panic —
-//! because the guard that holds it revokes it when it goes.
+//! because the guard that holds it revokes it when it goes (a guard dropped without
+//! [`StepToken::revoke`] hands the revocation to a task of its own: a `Drop` cannot wait).
 
 use super::{Failure, Host};
 use crate::engine::RepoName;
 use crate::publisher::github::{GitHub, MintedToken, Token, TokenUse};
+use std::sync::Arc;
 
-pub(super) struct StepToken<'h> {
-    host: &'h Host,
-    github: &'h GitHub,
+pub(super) struct StepToken {
+    host: Arc<Host>,
+    github: Arc<GitHub>,
     minted: MintedToken,
     revoked: bool,
 }
 
-impl StepToken<'_> {
+impl StepToken {
     pub fn token(&self) -> &Token {
         &self.minted.token
     }
 
     /// Revokes it now (when the step's timing wants it said where).
-    pub fn revoke(mut self) {
-        self.revoke_once();
-    }
-
-    fn revoke_once(&mut self) {
-        if !self.revoked {
-            self.revoked = true;
-            self.host.revoke_now(self.github, &self.minted.token);
-        }
+    pub async fn revoke(mut self) {
+        self.revoked = true;
+        self.host.revoke_now(&self.github, &self.minted.token).await;
     }
 }
 
-impl Drop for StepToken<'_> {
+impl Drop for StepToken {
     fn drop(&mut self) {
-        self.revoke_once();
+        if self.revoked {
+            return;
+        }
+        let (host, github, token) = (
+            self.host.clone(),
+            self.github.clone(),
+            self.minted.token.clone(),
+        );
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { host.revoke_now(&github, &token).await });
+            }
+            Err(_) => tracing::error!(
+                token_sha256 = %token.sha256(),
+                "a push token outlived the runtime and could not be revoked; it lapses at its expiry"
+            ),
+        }
     }
 }
 
 impl Host {
     /// Mints and records a token for one step; see [`StepToken`].
-    pub(super) fn mint_for_step<'h>(
-        &'h self,
-        github: &'h GitHub,
+    pub(super) async fn mint_for_step(
+        self: &Arc<Self>,
+        github: &Arc<GitHub>,
         repo: &RepoName,
         token_use: TokenUse,
         audit_id: Option<i64>,
         now: i64,
-    ) -> Result<StepToken<'h>, Failure> {
-        let minted = self.mint_recorded(github, repo, token_use, None, audit_id, now)?;
+    ) -> Result<StepToken, Failure> {
+        let minted = self
+            .mint_recorded(github, repo, token_use, None, audit_id, now)
+            .await?;
         Ok(StepToken {
-            host: self,
-            github,
+            host: self.clone(),
+            github: github.clone(),
             minted,
             revoked: false,
         })

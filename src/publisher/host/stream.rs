@@ -17,15 +17,16 @@
 //!    ([`Host::send_decided`]) with a token minted for what they need.
 
 use super::mirror::OpenMirror;
-use super::push::{Admission, Decided, DecidedAt, PushMode, Spooled, Stages, each_failed};
+use super::push::{Admission, Decided, DecidedAt, PushMode, Spooled, each_failed};
+use super::step_token::StepToken;
 use super::{Failure, Host};
-use crate::engine::RepoName;
 use crate::protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
-use crate::publisher::github::{GitHub, TokenUse};
-use crate::publisher::publish::Quarantine;
+use crate::publisher::github::TokenUse;
+use crate::publisher::publish::SharedQuarantine;
 use crate::publisher::publish::forward::{Spooling, Verdict, pack_stream};
 use crate::publisher::publish::receive_pack::RefCommand;
-use crate::publisher::publish::upload::{StreamedPush, bases_at_github};
+use crate::publisher::publish::upload::{StreamedPush, bases_at_github_owned};
+use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
 /// A bundle the daemon is still receiving.
@@ -40,8 +41,10 @@ pub struct Incoming {
 
 impl Incoming {
     /// Waits for the whole bundle.
-    fn whole(self) -> Result<Spooled, Failure> {
-        match self.spooled.blocking_recv() {
+    async fn whole(
+        spooled: oneshot::Receiver<Result<Spooled, String>>,
+    ) -> Result<Spooled, Failure> {
+        match spooled.await {
             Ok(Ok(spooled)) => Ok(spooled),
             Ok(Err(message)) => Err(Failure::new(ErrorKind::Usage, message)),
             Err(_) => Err(Failure::new(
@@ -53,9 +56,9 @@ impl Incoming {
 }
 
 /// The pack on its way to GitHub, and the token it goes with.
-struct Forward<'h> {
+struct Forward {
     push: StreamedPush,
-    token: super::step_token::StepToken<'h>,
+    token: StepToken,
     commands: Vec<RefCommand>,
 }
 
@@ -63,8 +66,8 @@ impl Host {
     /// Handles a push or publish whose bundle is still arriving: a push of new ids, not a dry
     /// run, nothing refused on admission, is passed on as it lands; anything else waits for
     /// the whole bundle and is handled as [`Host::publish`] does.
-    pub fn publish_streamed(
-        &self,
+    pub async fn publish_streamed(
+        self: &Arc<Self>,
         request: AgentRequest,
         admission: Admission,
         incoming: Incoming,
@@ -76,49 +79,27 @@ impl Host {
                 atomic,
                 dry_run: false,
             } if admission.refused_none() && updates.iter().all(|u| u.new.is_some()) => self
-                .push_streamed(&repo, updates, atomic, admission, incoming)
+                .push_streamed(&repo, (updates, atomic), admission, incoming)
+                .await
                 .map(Response::ok)
                 .unwrap_or_else(Failure::into_response),
-            request => match incoming.whole() {
-                Ok(spooled) => self.publish(request, admission, Some(spooled)),
+            request => match Incoming::whole(incoming.spooled).await {
+                Ok(spooled) => self.publish(request, admission, Some(spooled)).await,
                 Err(failure) => failure.into_response(),
             },
         }
     }
 
-    fn push_streamed(
-        &self,
+    /// A streamed push: the mirror fetched and locked, the request to GitHub opened while the
+    /// bundle is imported and decided.
+    async fn push_streamed(
+        self: &Arc<Self>,
         repo: &str,
-        updates: Vec<PushUpdate>,
-        atomic: bool,
-        admission: Admission,
-        incoming: Incoming,
-    ) -> Result<PushOutcome, Failure> {
-        self.on_locked_mirror(repo, |github, repo, mirror, clock| {
-            self.stream_on(
-                github,
-                repo,
-                mirror,
-                (updates, atomic),
-                admission,
-                incoming,
-                clock,
-            )
-        })
-    }
-
-    /// A streamed push, its mirror fetched and locked.
-    #[allow(clippy::too_many_arguments)]
-    fn stream_on(
-        &self,
-        github: &GitHub,
-        repo: &RepoName,
-        mirror: &OpenMirror,
         (updates, atomic): (Vec<PushUpdate>, bool),
         admission: Admission,
         incoming: Incoming,
-        clock: &mut Stages,
     ) -> Result<PushOutcome, Failure> {
+        let mut locked = self.lock_mirror(repo).await?;
         let now = self.now();
         // Every return before the verdict drops `verdict` unset: the stream then ends in an
         // error, and GitHub keeps nothing.
@@ -127,112 +108,116 @@ impl Host {
             .file
             .try_clone()
             .map(|file| pack_stream(file, incoming.spooling.clone(), verdict_rx));
-        let runtime = tokio::runtime::Handle::current();
         // Opening the request (a token, GitHub's refs) and importing and deciding the bundle
         // do not wait for each other: a small bundle is whole before the request is open.
-        let (forward, decided) = std::thread::scope(|scope| {
-            let opening = scope.spawn(|| {
-                let _runtime = runtime.enter();
-                let pack = pack.map_err(|e| format!("cannot read the spool file: {e}"))?;
-                self.start_forward(github, repo, mirror, &updates, atomic, pack, now)
-            });
-            let decided = incoming.whole().and_then(|spooled| {
-                let at = DecidedAt {
-                    github,
-                    repo,
-                    mirror,
-                    bytes: i64::try_from(spooled.len).unwrap_or(i64::MAX),
-                    now,
-                };
-                let (quarantine, decided, at) =
-                    self.import_and_decide(at, updates.clone(), admission, Some(&spooled), clock)?;
-                Ok((quarantine, decided, at))
-            });
-            let forward = opening
-                .join()
-                .unwrap_or_else(|_| Err("opening the request failed".to_string()));
-            (forward, decided)
-        });
+        let base = locked.decided_at(0, now);
+        let opening = async {
+            let pack = pack.map_err(|e| format!("cannot read the spool file: {e}"))?;
+            self.start_forward(&base, &updates, atomic, pack).await
+        };
+        let clock = &mut locked.clock;
+        let deciding = async {
+            let spooled = Arc::new(Incoming::whole(incoming.spooled).await?);
+            let at = DecidedAt {
+                bytes: i64::try_from(spooled.len).unwrap_or(i64::MAX),
+                ..base.clone()
+            };
+            let (quarantine, decided) = self
+                .import_and_decide(&at, updates.clone(), admission, Some(spooled), clock)
+                .await?;
+            Ok::<_, Failure>((quarantine, decided, at))
+        };
+        let (forward, decided) = tokio::join!(opening, deciding);
         let (quarantine, decided, at) = decided?;
-        let forward = forward.and_then(|f| match commits(&f, &decided, &quarantine, mirror) {
-            Ok(pack_offset) => Ok((f, pack_offset)),
-            Err(why) => {
-                verdict.send_replace(Verdict::Abort);
-                settle(f);
-                Err(why)
+        let forward = match forward {
+            Ok(f) => {
+                let checked = commits(&f, &decided, &quarantine, &at.mirror).await;
+                self.check_commits(f, checked).await
             }
-        });
+            Err(why) => Err(why),
+        };
+        let clock = &mut locked.clock;
         let (forward, pack_offset) = match forward {
             Ok(ready) => ready,
             Err(why) => {
+                verdict.send_replace(Verdict::Abort);
                 tracing::info!(reason = %why, "the pack was not passed on as it arrived; pushing the decided updates now");
                 let mode = PushMode {
                     atomic,
                     dry_run: false,
                 };
-                return self.send_decided(at, quarantine, decided, mode, clock);
+                return self
+                    .send_decided(at, quarantine, decided, mode, clock)
+                    .await;
             }
         };
         verdict.send_replace(Verdict::Commit { pack_offset });
         let dsts: Vec<&str> = forward.commands.iter().map(|c| c.dst.as_str()).collect();
-        let pushed = forward.push.finish(&runtime, dsts.into_iter());
+        let pushed = forward.push.finish(dsts.into_iter()).await;
         clock.mark("push");
         let token_sha = forward.token.token().sha256();
-        forward.token.revoke();
+        forward.token.revoke().await;
         let outcomes = pushed.unwrap_or_else(|message| each_failed(&decided.allowed, &message));
-        let results = self.record_pushed(
-            github,
-            repo,
-            mirror,
-            quarantine,
-            decided.allowed,
-            &outcomes,
-            &token_sha,
-        )?;
+        let results = self
+            .record_pushed(&at, quarantine, decided.allowed, outcomes, token_sha)
+            .await?;
         clock.mark("record");
-        tracing::info!(repo = %repo, bytes = at.bytes, stages = %clock, "push handled (the pack was passed on as it arrived)");
+        tracing::info!(repo = %at.repo, bytes = at.bytes, stages = %clock, "push handled (the pack was passed on as it arrived)");
         Ok(PushOutcome {
-            repo: repo.to_string(),
+            repo: at.repo.to_string(),
             results,
         })
     }
 
+    /// The verdict on a request already open: `Ok` goes on with it; otherwise it is dropped
+    /// at once (its body ends in an error: the checksum never goes) and its token revoked.
+    async fn check_commits(
+        &self,
+        forward: Forward,
+        checked: Result<u64, String>,
+    ) -> Result<(Forward, u64), String> {
+        match checked {
+            Ok(pack_offset) => Ok((forward, pack_offset)),
+            Err(why) => {
+                forward.push.abandon();
+                forward.token.revoke().await;
+                Err(why)
+            }
+        }
+    }
+
     /// Mints this step's token and opens the receive-pack request, its pack read from the
     /// spool file as it lands. `Err` says why the pack cannot go this way (nothing was sent).
-    #[allow(clippy::too_many_arguments)]
-    fn start_forward<'h>(
-        &'h self,
-        github: &'h GitHub,
-        repo: &RepoName,
-        mirror: &OpenMirror,
+    async fn start_forward(
+        self: &Arc<Self>,
+        at: &DecidedAt,
         updates: &[PushUpdate],
         atomic: bool,
         pack: impl futures_util::Stream<Item = std::io::Result<tokio_util::bytes::Bytes>>
         + Send
         + 'static,
-        now: i64,
-    ) -> Result<Forward<'h>, String> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| "no runtime to pass the pack on with".to_string())?;
+    ) -> Result<Forward, String> {
         let commands: Vec<RefCommand> = updates
             .iter()
             .map(|u| RefCommand {
                 dst: u.dst.clone(),
-                old: mirror.refs.get(&u.dst).cloned(),
+                old: at.mirror.refs.get(&u.dst).cloned(),
                 new: u.new.clone(),
             })
             .collect();
+        let use_ = TokenUse::Push { workflows: false };
         let token = self
-            .mint_for_step(github, repo, TokenUse::Push { workflows: false }, None, now)
+            .mint_for_step(&at.github, &at.repo, use_, None, at.now)
+            .await
             .map_err(|f| f.0.message)?;
         let push = StreamedPush::start(
-            &runtime,
-            &mirror.url,
+            &at.mirror.url,
             token.token(),
             commands.clone(),
             atomic,
             pack,
-        )?;
+        )
+        .await?;
         Ok(Forward {
             push,
             token,
@@ -244,10 +229,10 @@ impl Host {
 /// Whether the pack already on its way may be completed: every update allowed exactly as its
 /// command says, none touching workflows (the token has no `workflows`), every prerequisite of
 /// the bundle at GitHub, and GitHub still listening. `Ok` is where the verified pack starts.
-fn commits(
-    forward: &Forward<'_>,
+async fn commits(
+    forward: &Forward,
     decided: &Decided,
-    quarantine: &Quarantine,
+    quarantine: &SharedQuarantine,
     mirror: &OpenMirror,
 ) -> Result<u64, String> {
     if !decided.refused.is_empty() {
@@ -265,24 +250,26 @@ fn commits(
     if !same {
         return Err("the decided updates are not the commands sent".into());
     }
-    let Some(header) = &quarantine.header else {
+    let Some(header) = quarantine.with(|q| q.header.clone()) else {
         return Err("the bundle has no header".into());
     };
-    if quarantine.pack_file().is_none() {
+    if quarantine.with(|q| q.pack_file().is_none()) {
         return Err("the bundle has no pack".into());
     }
-    let bases: Vec<&str> = header.prerequisites.iter().map(String::as_str).collect();
-    let tips: Vec<&str> = forward.push.advertised.iter().map(String::as_str).collect();
-    bases_at_github(quarantine, &mirror.path, &bases, &tips)?;
+    let pack_offset = header.pack_offset;
+    let (held, at) = (quarantine.clone(), mirror.path.clone());
+    let (bases, tips) = (
+        header.prerequisites.clone(),
+        forward.push.advertised.clone(),
+    );
+    // A walk of the mirror's history: on a blocking thread.
+    tokio::task::spawn_blocking(move || {
+        held.with(|q| bases_at_github_owned(q, &at, &bases, &tips))
+    })
+    .await
+    .map_err(|e| format!("checking the bundle's bases failed: {e}"))??;
     if forward.push.ended_early() {
         return Err("GitHub ended the request before the pack did".into());
     }
-    Ok(header.pack_offset)
-}
-
-/// Drops an aborted request at once (its body ends in an error: the checksum never goes), and
-/// revokes its token.
-fn settle(forward: Forward<'_>) {
-    forward.push.abandon();
-    forward.token.revoke();
+    Ok(pack_offset)
 }

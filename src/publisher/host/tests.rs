@@ -27,79 +27,95 @@ fn serve_refuses_to_run_as_another_uid_than_publisher_uid() {
     );
 }
 
-#[test]
-fn a_request_over_the_reason_limit_is_a_usage_error_naming_the_limit() {
+#[tokio::test]
+async fn a_request_over_the_reason_limit_is_a_usage_error_naming_the_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let host = Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap();
-    let response = host.agent(AgentRequest::RequestPush {
-        repo: "demo/app".into(),
-        ttl: Ttl::Seconds(60),
-        reason: Some("é".repeat(1001)),
-    });
+    let host = std::sync::Arc::new(
+        Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap(),
+    );
+    let response = host
+        .agent(AgentRequest::RequestPush {
+            repo: "demo/app".into(),
+            ttl: Ttl::Seconds(60),
+            reason: Some("é".repeat(1001)),
+        })
+        .await;
     let error = response.error.unwrap();
     assert_eq!(error.kind, ErrorKind::Usage);
     assert!(error.message.contains("at most 1000"), "{}", error.message);
-    let response = host.agent(AgentRequest::RequestPush {
-        repo: "demo/app".into(),
-        ttl: Ttl::Seconds(60),
-        reason: Some("é".repeat(1000)),
-    });
+    let response = host
+        .agent(AgentRequest::RequestPush {
+            repo: "demo/app".into(),
+            ttl: Ttl::Seconds(60),
+            reason: Some("é".repeat(1000)),
+        })
+        .await;
     assert!(response.ok, "{response:?}");
 }
 
-#[test]
-fn lifetimes_left_to_the_publisher_are_its_defaults() {
+#[tokio::test]
+async fn lifetimes_left_to_the_publisher_are_its_defaults() {
     let dir = tempfile::tempdir().unwrap();
-    let host = Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap();
-    let asked = host.agent(AgentRequest::RequestPush {
-        repo: "demo/app".into(),
-        ttl: Ttl::Default,
-        reason: None,
-    });
+    let host = std::sync::Arc::new(
+        Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap(),
+    );
+    let asked = host
+        .agent(AgentRequest::RequestPush {
+            repo: "demo/app".into(),
+            ttl: Ttl::Default,
+            reason: None,
+        })
+        .await;
     assert!(asked.ok, "{asked:?}");
     assert_eq!(
         asked.result.unwrap()["ttl_seconds"],
         DEFAULT_PUSH_TTL_SECONDS
     );
     let operator = Principal::Operator("uid:0".into());
-    let granted = host.admin(
-        &operator,
-        AdminRequest::GrantPush {
-            repo: "demo/lib".into(),
-            ttl: Ttl::Default,
-            allow_workflows: false,
-            via: Default::default(),
-            refs: Vec::new(),
-        },
-    );
+    let granted = host
+        .admin(
+            operator.clone(),
+            AdminRequest::GrantPush {
+                repo: "demo/lib".into(),
+                ttl: Ttl::Default,
+                allow_workflows: false,
+                via: Default::default(),
+                refs: Vec::new(),
+            },
+        )
+        .await;
     assert!(granted.ok, "{granted:?}");
     assert_eq!(
         granted.result.unwrap()["ttl_seconds"],
         DEFAULT_PUSH_TTL_SECONDS
     );
-    let yolo = host.admin(
-        &operator,
-        AdminRequest::Yolo {
-            repos: vec!["demo/lib".into()],
-            ttl: Ttl::Default,
-            allow_workflows: false,
-            refs: Vec::new(),
-        },
-    );
+    let yolo = host
+        .admin(
+            operator,
+            AdminRequest::Yolo {
+                repos: vec!["demo/lib".into()],
+                ttl: Ttl::Default,
+                allow_workflows: false,
+                refs: Vec::new(),
+            },
+        )
+        .await;
     assert!(yolo.ok, "{yolo:?}");
     let scope = &yolo.result.unwrap()[0];
     let lifetime = scope["expires_at"].as_i64().unwrap() - scope["created_at"].as_i64().unwrap();
     assert_eq!(lifetime, DEFAULT_YOLO_TTL_SECONDS, "{scope}");
 }
 
-#[test]
-fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
+#[tokio::test]
+async fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
     let dir = tempfile::tempdir().unwrap();
-    let host = Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap();
+    let host = std::sync::Arc::new(
+        Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap(),
+    );
     let operator = Principal::Operator("uid:0".into());
     let explain = |ref_name: &str| {
         host.admin(
-            &operator,
+            operator.clone(),
             AdminRequest::Explain {
                 repo: "demo/app".into(),
                 ref_name: ref_name.into(),
@@ -111,7 +127,7 @@ fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
             },
         )
     };
-    let branch = explain("feature/x");
+    let branch = explain("feature/x").await;
     assert!(branch.ok, "{branch:?}");
     assert!(
         branch
@@ -122,28 +138,11 @@ fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
         "a bare branch is refs/heads/NAME"
     );
     for bad in ["feature..x", "refs/heads/a b", "x.lock", ""] {
-        let answer = explain(bad);
+        let answer = explain(bad).await;
         assert_eq!(
             answer.error.map(|e| e.kind),
             Some(ErrorKind::Usage),
             "{bad:?}"
         );
     }
-}
-
-#[test]
-fn a_write_token_issued_for_one_repository_never_waits_on_another() {
-    let locks = RepoLocks::default();
-    let app = locks.of("demo/app");
-    let held = app.lock().unwrap();
-    // Another repository's issuance goes ahead while demo/app's is in progress ...
-    assert!(locks.of("demo/lib").try_lock().is_ok());
-    // ... and a second issuance for demo/app waits for the first (one token, not two).
-    assert!(locks.of("demo/app").try_lock().is_err());
-    drop(held);
-    assert!(locks.of("demo/app").try_lock().is_ok());
-    drop(app);
-    // Entries nobody holds are dropped, so the map stays as small as the work in flight.
-    let _ = locks.of("demo/other");
-    assert_eq!(locks.0.lock().unwrap().len(), 1);
 }

@@ -32,7 +32,7 @@ impl DoctorReport {
 /// The tools the MCP endpoint must list, exactly.
 pub const MCP_TOOLS: [&str; 3] = ["apply_patch", "exec_command", "write_stdin"];
 
-pub fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
+pub async fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
     let version = env!("CARGO_PKG_VERSION").to_string();
     let mut findings = Vec::new();
     let record = match InstallRecord::beside(config_path) {
@@ -63,7 +63,7 @@ pub fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
     let states = services::status(&record);
     findings.extend(service_findings(&states, &version));
     findings.push(publisher_health(&config));
-    findings.push(proofs(&config));
+    findings.push(proofs(&config).await);
     findings.push(mcp_health(&record.mcp_listen));
     findings.extend(ground(&record, config_path));
     findings.extend(coverage(&config));
@@ -161,13 +161,13 @@ fn publisher_health(config: &Config) -> Finding {
 
 /// Whether the policies' write invariants were proven at start, and what is waived (setup
 /// reports the same finding, so the two never disagree).
-pub fn proofs(config: &Config) -> Finding {
+pub async fn proofs(config: &Config) -> Finding {
     let status = ask(config, &AdminRequest::Status)
         .ok()
         .filter(|r| r.ok)
         .and_then(|r| r.result);
     let Some(proofs) = status.as_ref().map(|s| &s["proofs"]) else {
-        return proofs_here(config);
+        return proofs_here(config).await;
     };
     let summary = proofs["summary"].as_str().unwrap_or_default();
     let waived: Vec<&str> = proofs["waived"]
@@ -200,7 +200,7 @@ pub fn proofs(config: &Config) -> Finding {
 
 /// The proofs of the configured policies, made here when zodex-prd does not answer: a broken
 /// property is one reason `serve` refuses to start, and then only this says which.
-fn proofs_here(config: &Config) -> Finding {
+async fn proofs_here(config: &Config) -> Finding {
     use crate::publisher::prove::{SolverCommand, Subject};
     let fail = |message: String| Finding::fail("policy-proofs", message);
     let Some(solver) = SolverCommand::find() else {
@@ -208,8 +208,10 @@ fn proofs_here(config: &Config) -> Finding {
             "zodex-prd does not answer and no SMT solver is installed to prove its policies here: install cvc5 (`apt-get install cvc5`)".into(),
         );
     };
-    let proven = Subject::load(config.policy_dir.as_deref(), &config.waive_properties)
-        .and_then(|subject| subject.prove(&solver));
+    let proven = match Subject::load(config.policy_dir.as_deref(), &config.waive_properties) {
+        Ok(subject) => subject.prove(&solver).await,
+        Err(e) => Err(e),
+    };
     match proven {
         Ok(report) if report.all_hold_or_waived() => Finding::ok(
             "policy-proofs",

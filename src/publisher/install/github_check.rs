@@ -63,13 +63,9 @@ pub(super) fn candidate(
     })
 }
 
-/// Every finding about `candidate`, asked of GitHub now (blocking: its own small runtime).
-pub(super) fn check(candidate: &Candidate) -> Result<Vec<Finding>, InstallError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| InstallError::step("cannot start the async runtime", e))?;
-    Ok(runtime.block_on(check_candidate(candidate)))
+/// Every finding about `candidate`, asked of GitHub now.
+pub(super) async fn check(candidate: &Candidate) -> Vec<Finding> {
+    check_candidate(candidate).await
 }
 
 /// Refuses the install, changing nothing, unless every finding holds.

@@ -177,7 +177,7 @@ impl InstallReport {
     }
 }
 
-pub fn run(
+pub async fn run(
     options: &InstallOptions,
     keys: Option<KeyUpload>,
 ) -> Result<InstallReport, InstallError> {
@@ -189,7 +189,7 @@ pub fn run(
     let layout = Layout::under(&options.prefix);
     // New keys, App ids or API URL are proven against GitHub before anything changes.
     if let Some(candidate) = github_check::candidate(options, &layout, keys.as_ref()) {
-        github_check::require(github_check::check(&candidate)?)?;
+        github_check::require(github_check::check(&candidate).await)?;
     }
     let mut steps = Steps::default();
     let accounts = ensure_accounts(options, &layout, &mut steps)?;
@@ -271,7 +271,10 @@ pub fn run(
     } else {
         Vec::new()
     };
-    let proofs = options.start.then(|| doctor::proofs(&config));
+    let proofs = match options.start {
+        true => Some(doctor::proofs(&config).await),
+        false => None,
+    };
     Ok(InstallReport {
         config: layout.config(),
         changed,
@@ -287,13 +290,13 @@ pub fn run(
 /// `install --check-only`: what `run` would check against GitHub before changing anything —
 /// the keys, App ids and API URL given (or installed) — and nothing else; it writes nothing
 /// and needs no root.
-pub fn check_only(
+pub async fn check_only(
     options: &InstallOptions,
     keys: Option<&KeyUpload>,
 ) -> Result<Vec<Finding>, InstallError> {
     let layout = Layout::under(&options.prefix);
     match github_check::candidate(options, &layout, keys) {
-        Some(candidate) => github_check::check(&candidate),
+        Some(candidate) => Ok(github_check::check(&candidate).await),
         None => Err(InstallError::Failed(
             "nothing to check: give --reader-app-id and --writer-app-id with --keys-stdin (or run it on an installed sprite)".into(),
         )),

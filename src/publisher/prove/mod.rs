@@ -183,61 +183,32 @@ impl Subject {
     }
 
     /// Proves every property with `solver`; see [`prove`].
-    pub fn prove(&self, solver: &SolverCommand) -> Result<Report, ProveError> {
-        prove(&self.policies, &self.properties, &self.waived, solver)
+    pub async fn prove(&self, solver: &SolverCommand) -> Result<Report, ProveError> {
+        prove(&self.policies, &self.properties, &self.waived, solver).await
     }
 }
 
-/// Proves every property against `policies` with `solver`. Blocking: it runs the solver on a
-/// runtime of its own, on a thread of its own, so it may be called from anywhere (a plain
-/// command, or a daemon's blocking task).
-pub fn prove(
+/// Proves every property against `policies` with `solver` (a solver process the proof talks
+/// to while it waits).
+pub async fn prove(
     policies: &Policies,
     properties: &Properties,
     waived: &[String],
     solver: &SolverCommand,
 ) -> Result<Report, ProveError> {
-    on_own_runtime(|| prove_async(policies, properties, waived, solver))
+    prove_async(policies, properties, waived, solver).await
 }
 
 /// Does the set decide differently without the policy `id`? For a `permit`: is there a request
 /// only it allows (a permit no request needs is dead, or shadowed by a `forbid`). For a
-/// `forbid`: is there a request only it refuses. Blocking, like [`prove`].
-pub fn changes_decisions(
+/// `forbid`: is there a request only it refuses.
+pub async fn changes_decisions(
     policies: &Policies,
     id: &str,
     solver: &SolverCommand,
 ) -> Result<bool, ProveError> {
-    on_own_runtime(|| async {
-        let mut prover = Prover::start(policies, solver)?;
-        prover.changes_decisions(id).await
-    })
-}
-
-/// Runs `work` on a current-thread runtime on a thread of its own, so that the blocking
-/// callers may be plain commands or a daemon's blocking tasks alike.
-fn on_own_runtime<T, F, Fut>(work: F) -> Result<T, ProveError>
-where
-    T: Send,
-    F: FnOnce() -> Fut + Send,
-    Fut: std::future::Future<Output = Result<T, ProveError>>,
-{
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(ProveError::Runtime)?;
-                runtime.block_on(work())
-            })
-            .join()
-            .unwrap_or_else(|_| {
-                Err(ProveError::Runtime(std::io::Error::other(
-                    "the proof thread panicked",
-                )))
-            })
-    })
+    let mut prover = Prover::start(policies, solver)?;
+    prover.changes_decisions(id).await
 }
 
 async fn prove_async(

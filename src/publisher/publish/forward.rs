@@ -24,18 +24,42 @@ use tokio::sync::watch;
 use tokio_util::bytes::Bytes;
 
 /// A bundle's bytes from `pos` of the spool file, for a blocking reader: a read waits for more
-/// while the bundle arrives, and ends when it is whole; a bundle that fails is an error.
+/// while the bundle arrives, and ends when it is whole; a bundle that fails is an error. The
+/// spooling's progress reaches the blocking thread through a plain channel a small task fills
+/// from the watch (a blocking thread does not wait on a runtime).
 struct Growing {
     file: std::fs::File,
     pos: u64,
-    spooling: watch::Receiver<Spooling>,
-    runtime: tokio::runtime::Handle,
+    /// The latest progress seen.
+    seen: Spooling,
+    progress: std::sync::mpsc::Receiver<Spooling>,
+}
+
+/// Passes every change of `spooling` to a plain channel, until the spooling ends or no one
+/// reads any more.
+fn relay(mut spooling: watch::Receiver<Spooling>) -> std::sync::mpsc::Receiver<Spooling> {
+    let (sender, progress) = std::sync::mpsc::channel();
+    let first = *spooling.borrow_and_update();
+    let _ = sender.send(first);
+    tokio::spawn(async move {
+        while spooling.changed().await.is_ok() {
+            let now = *spooling.borrow_and_update();
+            if sender.send(now).is_err() || !matches!(now, Spooling::Receiving(_)) {
+                return;
+            }
+        }
+    });
+    progress
 }
 
 impl std::io::Read for Growing {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         loop {
-            let (written, complete) = match *self.spooling.borrow_and_update() {
+            // Everything already said, without waiting.
+            while let Ok(next) = self.progress.try_recv() {
+                self.seen = next;
+            }
+            let (written, complete) = match self.seen {
                 Spooling::Failed => return Err(aborted("the bundle did not arrive whole")),
                 Spooling::Receiving(n) => (n, false),
                 Spooling::Complete(n) => (n, true),
@@ -49,8 +73,9 @@ impl std::io::Read for Growing {
             if complete {
                 return Ok(0);
             }
-            if self.runtime.block_on(self.spooling.changed()).is_err() {
-                return Err(aborted("the bundle did not arrive whole"));
+            match self.progress.recv() {
+                Ok(next) => self.seen = next,
+                Err(_) => return Err(aborted("the bundle did not arrive whole")),
             }
         }
     }
@@ -69,8 +94,8 @@ fn walk_entries(
     let growing = Growing {
         file,
         pos: pack_offset,
-        spooling,
-        runtime: tokio::runtime::Handle::current(),
+        seen: Spooling::Receiving(0),
+        progress: relay(spooling),
     };
     tokio::task::spawn_blocking(move || {
         let mut input = std::io::BufReader::with_capacity(64 * 1024, growing);

@@ -361,7 +361,7 @@ impl Quarantine {
     /// reachable from `pushed` (the tips GitHub accepted); otherwise drops it — a fetch brings
     /// what GitHub has. Returns whether the mirror now holds the pushed objects (also when
     /// there was no pack: they were there already).
-    pub fn adopt(self, mirror: &Path, pushed: &[&str]) -> std::io::Result<bool> {
+    pub fn adopt(&self, mirror: &Path, pushed: &[&str]) -> std::io::Result<bool> {
         let Some((data, index)) = &self.pack else {
             return Ok(true);
         };
@@ -376,5 +376,22 @@ impl Quarantine {
             std::fs::rename(path, dest.join(name))?;
         }
         Ok(true)
+    }
+}
+
+/// A quarantine shared between a request's async steps and the blocking threads that read it:
+/// gix's object caches serve one thread at a time, and the lock says whose turn it is (the
+/// steps take turns anyway; the lock is never contended).
+#[derive(Clone)]
+pub struct SharedQuarantine(std::sync::Arc<std::sync::Mutex<Quarantine>>);
+
+impl SharedQuarantine {
+    pub fn new(quarantine: Quarantine) -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new(quarantine)))
+    }
+
+    /// Runs `f` on the quarantine (blocking work: call it on a blocking thread).
+    pub fn with<T>(&self, f: impl FnOnce(&Quarantine) -> T) -> T {
+        f(&self.0.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }

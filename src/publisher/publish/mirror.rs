@@ -7,11 +7,11 @@ use crate::engine::RepoName;
 use crate::publisher::github::Token;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 pub struct Mirrors {
     root: PathBuf,
-    locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    locks: crate::publisher::locks::RepoLocks,
     /// When each mirror was last fetched.
     fetched: Mutex<HashMap<PathBuf, std::time::Instant>>,
 }
@@ -23,15 +23,14 @@ impl Mirrors {
     pub fn new(root: PathBuf) -> Self {
         Self {
             root,
-            locks: Mutex::new(HashMap::new()),
+            locks: Default::default(),
             fetched: Mutex::new(HashMap::new()),
         }
     }
 
     /// The lock serialising work on `repo`'s mirror; hold it for the whole request.
-    pub fn lock(&self, repo: &RepoName) -> Arc<Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
-        locks.entry(repo.key()).or_default().clone()
+    pub async fn lock(&self, repo: &RepoName) -> tokio::sync::OwnedMutexGuard<()> {
+        self.locks.lock(&repo.key()).await
     }
 
     /// Where `repo`'s mirror lives (the lower-cased key: one mirror per GitHub repository).

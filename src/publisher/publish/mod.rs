@@ -14,7 +14,7 @@ pub mod receive_pack;
 pub mod upload;
 pub mod walk;
 
-pub use import::{ImportError, Quarantine, UpdateFacts};
+pub use import::{ImportError, Quarantine, SharedQuarantine, UpdateFacts};
 pub use mirror::{MirrorRef, Mirrors};
 
 /// Whether `name` is a full ref name git accepts (the rules of git-check-ref-format(1)), under

@@ -12,9 +12,9 @@
 //! reachable from a tip GitHub advertised in this same session. Otherwise `git push` packs what
 //! GitHub lacks against what it has.
 
-use super::Quarantine;
 use super::git;
 use super::receive_pack::{RefCommand, Session};
+use super::{Quarantine, SharedQuarantine};
 use crate::protocol::PushUpdate;
 use crate::publisher::github::Token;
 use std::collections::HashMap;
@@ -48,11 +48,10 @@ pub type Pushed = Result<HashMap<String, Result<(), String>>, String>;
 /// is sound (see the module's documentation), else [`git_push`]. `whole_request`: every update
 /// of the request was allowed (none refused), so the pack carries only what these need;
 /// otherwise the pack is held against these updates' tips first.
-#[allow(clippy::too_many_arguments)]
 pub async fn push_leased(
     mirror: &Path,
     url: &str,
-    quarantine: &Quarantine,
+    quarantine: &SharedQuarantine,
     updates: &[LeasedUpdate],
     atomic: bool,
     token: &Token,
@@ -60,8 +59,13 @@ pub async fn push_leased(
 ) -> (Pushed, Route) {
     let started = std::time::Instant::now();
     let fits = whole_request || {
-        let tips: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
-        quarantine.check_reach(&tips).is_ok()
+        let tips: Vec<String> = updates.iter().filter_map(|u| u.new.clone()).collect();
+        let held = quarantine.clone();
+        blocking(move || {
+            let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+            held.with(|q| q.check_reach(&tips).is_ok())
+        })
+        .await
     };
     let session = match fits {
         false => Err("a ref of the request was refused, and the pack carries its objects".into()),
@@ -69,10 +73,15 @@ pub async fn push_leased(
     };
     let (pushed, route) = match session {
         Ok(pushed) => (pushed, Route::PassedThrough),
-        Err(why) => (
-            git_push(mirror, url, quarantine, updates, atomic, token),
-            Route::Repacked(why),
-        ),
+        Err(why) => {
+            let (mirror, url, held) = (mirror.to_path_buf(), url.to_string(), quarantine.clone());
+            let (updates, token) = (updates.to_vec(), token.clone());
+            let pushed = blocking(move || {
+                held.with(|q| git_push(&mirror, &url, q, &updates, atomic, &token))
+            })
+            .await;
+            (pushed, Route::Repacked(why))
+        }
     };
     match &route {
         Route::PassedThrough => tracing::info!(
@@ -93,26 +102,27 @@ pub async fn push_leased(
 async fn pass_through(
     mirror: &Path,
     url: &str,
-    quarantine: &Quarantine,
+    quarantine: &SharedQuarantine,
     updates: &[LeasedUpdate],
     atomic: bool,
     token: &Token,
 ) -> Result<Pushed, String> {
     let session = Session::new(url, token).map_err(|e| e.to_string())?;
     let advertised = session.advertisement().await.map_err(|e| e.to_string())?;
-    let pack = quarantine.pack_file();
+    let (pack, mut bases) = quarantine.with(|q| {
+        let pack = q.pack_file().map(Path::to_path_buf);
+        let prerequisites = q.header.iter().flat_map(|h| h.prerequisites.clone());
+        (pack, prerequisites.collect::<Vec<String>>())
+    });
     let capabilities = capabilities(&advertised, atomic, pack.is_some())?;
     // What GitHub must already have: the bundle's prerequisites, and without a pack the new
     // tips themselves.
-    let mut bases: Vec<&str> = quarantine
-        .header
-        .iter()
-        .flat_map(|h| h.prerequisites.iter().map(String::as_str))
-        .collect();
     if pack.is_none() {
-        bases.extend(updates.iter().filter_map(|u| u.new.as_deref()));
+        bases.extend(updates.iter().filter_map(|u| u.new.clone()));
     }
-    bases_at_github(quarantine, mirror, &bases, &advertised.tips())?;
+    let tips: Vec<String> = advertised.tips().into_iter().map(str::to_string).collect();
+    let (held, at) = (quarantine.clone(), mirror.to_path_buf());
+    blocking(move || held.with(|q| bases_at_github_owned(q, &at, &bases, &tips))).await?;
     let commands: Vec<RefCommand> = updates
         .iter()
         .map(|u| RefCommand {
@@ -121,8 +131,31 @@ async fn pass_through(
             new: u.new.clone(),
         })
         .collect();
-    let report = session.push(&commands, &capabilities, pack).await;
+    let report = session
+        .push(&commands, &capabilities, pack.as_deref())
+        .await;
     Ok(outcomes(report, updates.iter().map(|u| u.dst.as_str())))
+}
+
+/// Runs git or gix work (walks, `git push`) on a blocking thread.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("a blocking push step was cancelled: {e}"),
+    }
+}
+
+/// [`bases_at_github`] on owned lists, for a blocking thread.
+pub fn bases_at_github_owned(
+    quarantine: &Quarantine,
+    mirror: &Path,
+    bases: &[String],
+    advertised: &[String],
+) -> Result<(), String> {
+    let bases: Vec<&str> = bases.iter().map(String::as_str).collect();
+    let advertised: Vec<&str> = advertised.iter().map(String::as_str).collect();
+    bases_at_github(quarantine, mirror, &bases, &advertised)
 }
 
 /// `Ok` when every one of `bases` (what GitHub must already have for the pack to go as it
@@ -212,10 +245,10 @@ pub struct StreamedPush {
 }
 
 impl StreamedPush {
-    /// Opens the session on `runtime`: GitHub's refs and capabilities first (`Err` says why
-    /// the pack cannot go this way; nothing was sent), then the commands and `pack`.
-    pub fn start(
-        runtime: &tokio::runtime::Handle,
+    /// Opens the session: GitHub's refs and capabilities first (`Err` says why the pack
+    /// cannot go this way; nothing was sent), then the commands and `pack`, on a task of
+    /// their own.
+    pub async fn start(
         url: &str,
         token: &Token,
         commands: Vec<RefCommand>,
@@ -225,11 +258,12 @@ impl StreamedPush {
         + 'static,
     ) -> Result<Self, String> {
         let session = Session::new(url, token).map_err(|e| e.to_string())?;
-        let advertised = tokio::task::block_in_place(|| runtime.block_on(session.advertisement()))
-            .map_err(|e| e.to_string())?;
+        let advertised = session.advertisement().await.map_err(|e| e.to_string())?;
         let capabilities = capabilities(&advertised, atomic, true)?;
-        let task = runtime
-            .spawn(async move { session.push_streamed(&commands, &capabilities, pack).await });
+        let task =
+            tokio::spawn(
+                async move { session.push_streamed(&commands, &capabilities, pack).await },
+            );
         Ok(Self {
             task,
             advertised: advertised.tips().into_iter().map(str::to_string).collect(),
@@ -249,13 +283,8 @@ impl StreamedPush {
 
     /// GitHub's answer, once the verdict was given: each ref's outcome on a commit; an error
     /// on an abort (the request was cut before the pack's end).
-    pub fn finish<'a>(
-        self,
-        runtime: &tokio::runtime::Handle,
-        dsts: impl Iterator<Item = &'a str>,
-    ) -> Pushed {
-        let joined = tokio::task::block_in_place(|| runtime.block_on(self.task));
-        match joined {
+    pub async fn finish<'a>(self, dsts: impl Iterator<Item = &'a str>) -> Pushed {
+        match self.task.await {
             Ok(report) => outcomes(report, dsts),
             Err(e) => Err(format!("the push to GitHub failed: {e}; push again")),
         }
