@@ -3,7 +3,7 @@
 //! `grace + len / rate` however it is dripped. A body cut off (too slow, short, long, or not
 //! followed by the client's half-close) leaves no file behind.
 
-use crate::publisher::host::Spooled;
+use crate::publisher::publish::Spooled;
 pub use crate::publisher::publish::forward::Spooling;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};

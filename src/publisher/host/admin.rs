@@ -26,7 +26,7 @@ impl Host {
             }
             *last = Some(now);
         }
-        let limits = self.limits;
+        let limits = self.settings.limits;
         let pruned = self
             .stored(move |a, s| {
                 a.prune_history(
@@ -76,7 +76,7 @@ impl Host {
     ) -> Response {
         // A proof needs no state: it runs without holding the store, so decisions go on.
         if request == AdminRequest::ProvePolicies {
-            return match self.prove_now().await {
+            return match self.proofs.now(self.engine.policies()).await {
                 Ok(report) => Response::ok(report),
                 Err(failure) => failure.into_response(),
             };
@@ -150,7 +150,7 @@ impl Host {
                 AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
                 AdminRequest::Status => Response::ok(StatusAnswer {
                     status: a.status(s, principal, now)?,
-                    proofs: Some(self.proof_status()),
+                    proofs: Some(self.proofs.status()),
                 }),
                 AdminRequest::ProvePolicies | AdminRequest::CheckCoverage { .. } => {
                     unreachable!("answered above, without the store")
@@ -245,7 +245,7 @@ impl Host {
         sha256: &str,
         now: i64,
     ) -> Result<KeyHashStored, Failure> {
-        let Some(path) = &self.mcp_key_hash_file else {
+        let Some(path) = &self.settings.mcp_key_hash_file else {
             return Err(Failure::new(
                 ErrorKind::Conflict,
                 "this sprite's configuration has no `[mcp] key_hash_file`; add one so zodex-agent serve can check the key",

@@ -209,7 +209,8 @@ impl Host {
             .map_err(Failure::from_github)?;
         let under_grant = grant_id.is_some() && token_use != TokenUse::Read;
         if under_grant {
-            self.credentials
+            self.tokens
+                .agent
                 .register_write(&minted.token, minted.expires_at);
         }
         let recording = minted.clone();
@@ -248,7 +249,8 @@ impl Host {
 
         let read_ask = Ask::Read { repo: repo.clone() };
         if let Some(cached) = self
-            .credentials
+            .tokens
+            .agent
             .get(&key)
             .filter(|c| c.kind == Kind::Read && c.fresh(now))
         {
@@ -256,7 +258,7 @@ impl Host {
             if decision.allowed {
                 return Ok(grant_of(&cached));
             }
-            self.credentials.remove(&key);
+            self.tokens.agent.remove(&key);
             return Err(denial
                 .map(|d| AuthorityError::Denied(d).into())
                 .unwrap_or_else(|| Failure::new(ErrorKind::Denied, "Read denied")));
@@ -285,7 +287,7 @@ impl Host {
         repo: &RepoName,
     ) -> Result<Option<CredentialGrant>, Failure> {
         let key = repo.key();
-        let _issuing = self.write_issue.lock(&key).await;
+        let _issuing = self.tokens.issuing(&key).await;
         let now = self.now();
         let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
         let (write, _) = self.explain_agent(write_ask.clone(), now).await?;
@@ -293,7 +295,8 @@ impl Host {
             return Ok(None);
         }
         if let Some(cached) = self
-            .credentials
+            .tokens
+            .agent
             .get(&key)
             .filter(|c| c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now))
         {
@@ -331,8 +334,8 @@ impl Host {
             return Ok(Some(ending_by(answer, ends)));
         }
         let sha = github::Token::new(answer.password.clone()).sha256();
-        self.credentials.take_by_sha(&sha);
-        if let Some(token) = self.credentials.live_write(&sha) {
+        self.tokens.agent.take_by_sha(&sha);
+        if let Some(token) = self.tokens.agent.live_write(&sha) {
             self.revoke_write(github, &token, later).await;
         }
         tracing::info!(token_sha256 = %sha, "the grant ended while its write token was minted; revoked, not handed out");
@@ -393,7 +396,7 @@ impl Host {
             grant_id,
         };
         let answer = grant_of(&cached);
-        if let Some(old) = self.credentials.put(&repo.key(), cached)
+        if let Some(old) = self.tokens.agent.put(&repo.key(), cached)
             && old.kind == Kind::Write
         {
             self.revoke_write(github, &old.token, now).await;
@@ -412,7 +415,7 @@ impl Host {
     ) -> bool {
         match super::record::revoke_once(github, &self.store, token, now).await {
             Ok(Some(_)) => {
-                self.credentials.forget_write(&token.sha256());
+                self.tokens.agent.forget_write(&token.sha256());
                 true
             }
             // Someone else is revoking it; they drop it, or take their mark back on failure.
@@ -437,7 +440,7 @@ impl Host {
     ) -> Result<Response, Failure> {
         let github = self.github_for(host)?;
         let repo = Self::credential_repo(path)?;
-        let removed = self.credentials.remove(&repo.key());
+        let removed = self.tokens.agent.remove(&repo.key());
         if let Some(cached) = &removed
             && cached.kind == Kind::Write
         {
@@ -456,7 +459,7 @@ impl Host {
             return 0;
         };
         let now = self.now();
-        self.credentials.forget_expired(now);
+        self.tokens.agent.forget_expired(now);
         let listed = self
             .stored(move |_, s| s.read(|f| f.tokens_of_ended_grants(now)))
             .await;
@@ -470,8 +473,8 @@ impl Host {
         let mut revoked = 0;
         for row in ended {
             // Never served again, whatever happens below.
-            self.credentials.take_by_sha(&row.token_sha256);
-            match self.credentials.live_write(&row.token_sha256) {
+            self.tokens.agent.take_by_sha(&row.token_sha256);
+            match self.tokens.agent.live_write(&row.token_sha256) {
                 Some(token) => {
                     if self.revoke_write(github, &token, now).await {
                         revoked += 1;

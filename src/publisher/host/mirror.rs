@@ -3,11 +3,11 @@
 //! the ground of every fact about an update — and a quarantine for the request's bundle beside
 //! it. Also the GitHub client's presence and one-shot revocation.
 
-use super::push::Spooled;
 use super::{Failure, Host, parse_repo};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::ErrorKind;
 use crate::publisher::github::{GitHub, Token, TokenUse};
+use crate::publisher::publish::Spooled;
 use crate::publisher::publish::{ImportError, MirrorRef, Quarantine};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -133,8 +133,8 @@ impl Host {
         repo: &RepoName,
     ) -> Result<Token, Failure> {
         let now = self.now();
-        if let Some(cached) = self.own_reads.get(&repo.key()).filter(|c| c.fresh(now)) {
-            return Ok(cached.token);
+        if let Some(token) = self.tokens.own_read(&repo.key(), now) {
+            return Ok(token);
         }
         let ask = Ask::Read { repo: repo.clone() };
         let (decision, audit_id) = self
@@ -150,15 +150,7 @@ impl Host {
         let minted = self
             .mint_recorded(github, repo, TokenUse::Read, None, Some(audit_id), now)
             .await?;
-        self.own_reads.put(
-            &repo.key(),
-            crate::publisher::credentials::Cached {
-                token: minted.token.clone(),
-                expires_at: minted.expires_at,
-                kind: crate::publisher::credentials::Kind::Read,
-                grant_id: None,
-            },
-        );
+        self.tokens.keep_own_read(&repo.key(), &minted);
         Ok(minted.token)
     }
 
@@ -173,9 +165,14 @@ impl Host {
     ) -> Result<Quarantine, Failure> {
         let has_refs = !mirror.refs.is_empty();
         let result = match bundle {
-            Some(b) => Quarantine::import(&mirror.path, has_refs, b.file.path(), &self.tmp_dir)
-                .and_then(|q| q.check_reach(tips).map(|()| q)),
-            None => Quarantine::empty(&mirror.path, has_refs, &self.tmp_dir),
+            Some(b) => Quarantine::import(
+                &mirror.path,
+                has_refs,
+                b.file.path(),
+                self.mirrors.tmp_dir(),
+            )
+            .and_then(|q| q.check_reach(tips).map(|()| q)),
+            None => Quarantine::empty(&mirror.path, has_refs, self.mirrors.tmp_dir()),
         };
         result.map_err(import_failure)
     }

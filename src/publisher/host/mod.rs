@@ -5,14 +5,12 @@
 //! mirror's fetches, the walks) run on blocking threads through [`Host::blocking`]. The host
 //! lives in an `Arc` so that work can take it along.
 
-use super::credentials::Cache;
 use super::github::{GitHub, GithubError};
 use super::prove::{ProveError, Report, Subject};
 use crate::config::Config;
 use crate::config::Limits;
 use crate::engine::authority::{Authority, AuthorityError};
 use crate::engine::policy::PolicyError;
-use crate::engine::properties::Properties;
 use crate::engine::store::{Store, StoreError};
 use crate::engine::{Engine, GrantTerms, Principal, RepoName};
 use crate::protocol::answers::Pong;
@@ -29,8 +27,9 @@ pub mod record;
 mod shared_store;
 mod step_token;
 mod stream;
+mod tokens;
 
-pub use push::{Admission, Spooled};
+pub use push::Admission;
 pub use shared_store::SharedStore;
 pub use stream::Incoming;
 
@@ -58,36 +57,29 @@ pub enum HostError {
     PropertiesFail(Box<Report>),
 }
 
+/// The host: a thin composition of owners, each with its own file — the decisions (`engine`
+/// over `store`, at `clock`'s time), GitHub, the tokens ([`tokens`]), the mirrors, the proofs
+/// ([`proofs`]) and the settings read from the configuration at start.
 pub struct Host {
-    mcp_key_hash_file: Option<std::path::PathBuf>,
     engine: Engine,
     store: SharedStore,
     clock: fn() -> i64,
     github: Option<Arc<GitHub>>,
-    credentials: Cache,
-    /// The publisher's own read tokens (mirror fetches), apart from the agent's.
-    own_reads: Cache,
+    tokens: tokens::Tokens,
+    /// The mirrors, and beside them (same file system) spooled bundles and quarantines.
     mirrors: crate::publisher::publish::Mirrors,
-    /// Spooled bundles and quarantines (inside the state directory: same file system as the
-    /// mirrors, private to the publisher).
-    tmp_dir: std::path::PathBuf,
-    /// Write tokens a previous run left on disk, to revoke at start (also in `credentials`'
-    /// live set until GitHub has revoked them).
-    leftover_tokens: Mutex<Vec<super::github::Token>>,
-    /// Held, per repository, while a credential `get` issues a write token (check the cache,
-    /// decide, mint, record, serve): concurrent gets for one repository share one token instead
-    /// of replacing each other's; another repository's get never waits on GitHub for it.
-    write_issue: crate::publisher::locks::RepoLocks,
+    proofs: proofs::Proofs,
+    settings: Settings,
+    /// When history was last pruned (Unix seconds).
+    last_prune: Mutex<Option<i64>>,
+}
+
+/// What the host takes from the configuration, checked when it opens.
+struct Settings {
+    mcp_key_hash_file: Option<std::path::PathBuf>,
     pr_branch_prefix: String,
     /// Bounds on stored state (pending requests, audit retention).
     limits: Limits,
-    /// When history was last pruned (Unix seconds).
-    last_prune: Mutex<Option<i64>>,
-    /// The write invariants proven of the effective set, and the configuration's waivers.
-    properties: Properties,
-    waived: Vec<String>,
-    /// One line on the proof at start, for `status`.
-    proof_summary: Mutex<String>,
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -126,10 +118,11 @@ impl Host {
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp)
             .map_err(|e| HostError::Config(format!("cannot create {}: {e}", tmp.display())))?;
-        // Read the previous run's write tokens before this run's cache rewrites the file.
-        let write_tokens = config.state_dir.join("write-tokens");
-        let leftover = crate::publisher::credentials::take_persisted(&write_tokens);
-        let limits = config.limits().map_err(HostError::Config)?;
+        let settings = Settings {
+            mcp_key_hash_file: config.mcp_key_hash_file(),
+            pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
+            limits: config.limits().map_err(HostError::Config)?,
+        };
         if let Some(expected) = config.publisher_uid {
             let uid = nix::unistd::geteuid().as_raw();
             if uid != expected {
@@ -138,13 +131,6 @@ impl Host {
                 )));
             }
         }
-        // Still live until GitHub says otherwise: rewritten to the file at once, so a crash
-        // before they are revoked leaves them there for the next start.
-        let credentials = Cache::persisting(write_tokens);
-        for (token, expires_at) in &leftover {
-            credentials.register_write(token, *expires_at);
-        }
-        let leftover = leftover.into_iter().map(|(token, _)| token).collect();
         let Subject {
             policies,
             properties,
@@ -159,23 +145,18 @@ impl Host {
             .transpose()?
             .map(Arc::new);
         Ok(Self {
-            mcp_key_hash_file: config.mcp_key_hash_file(),
             engine: Engine::new(policies, targets),
             store: SharedStore::new(store),
             clock: system_now,
             github,
-            credentials,
-            own_reads: Cache::default(),
-            mirrors: crate::publisher::publish::Mirrors::new(config.state_dir.join("mirrors")),
-            tmp_dir: config.tmp_dir(),
-            leftover_tokens: Mutex::new(leftover),
-            write_issue: Default::default(),
-            pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
-            limits,
+            tokens: tokens::Tokens::open(config.state_dir.join("write-tokens")),
+            mirrors: crate::publisher::publish::Mirrors::new(
+                config.state_dir.join("mirrors"),
+                config.tmp_dir(),
+            ),
+            proofs: proofs::Proofs::new(properties, waived),
+            settings,
             last_prune: Mutex::new(None),
-            properties,
-            waived,
-            proof_summary: Mutex::new("not proven yet".to_string()),
         })
     }
 
@@ -187,7 +168,13 @@ impl Host {
 
     /// Where spooled bundles and quarantines go.
     pub fn tmp_dir(&self) -> std::path::PathBuf {
-        self.tmp_dir.clone()
+        self.mirrors.tmp_dir().to_path_buf()
+    }
+
+    /// Proves the write invariants of the effective set before the daemon serves (see
+    /// [`proofs::Proofs::at_start`]).
+    pub async fn prove_at_start(&self) -> Result<Option<Report>, HostError> {
+        self.proofs.at_start(self.engine.policies()).await
     }
 
     pub fn now(&self) -> i64 {
@@ -227,12 +214,7 @@ impl Host {
     /// Revokes the write tokens a previous run of zodex-prd handed out and could not revoke
     /// (they were only in its memory). Called once at start.
     pub async fn revoke_persisted_tokens(self: &Arc<Self>) -> usize {
-        let tokens: Vec<_> = std::mem::take(
-            &mut *self
-                .leftover_tokens
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+        let tokens = self.tokens.take_leftover();
         let Some(github) = &self.github else {
             return 0;
         };
@@ -241,7 +223,7 @@ impl Host {
         for token in &tokens {
             match record::revoke_unconditionally(github, &self.store, token, now).await {
                 Ok(_) => {
-                    self.credentials.forget_write(&token.sha256());
+                    self.tokens.agent.forget_write(&token.sha256());
                     revoked += 1;
                 }
                 Err(e) => tracing::error!(
@@ -293,7 +275,7 @@ impl Host {
         }
         let now = self.now();
         let agent = Principal::Agent;
-        let cap = self.limits.max_pending_requests;
+        let cap = self.settings.limits.max_pending_requests;
         let result = self.stored(move |a, s| -> Result<Response, Failure> {
             Ok(match request {
                 AgentRequest::Ping => Response::ok(Pong {

@@ -9,13 +9,13 @@
 //! decided on — and a pull request's workflow changes are measured against that branch.
 
 use super::mirror::{OpenMirror, import_failure};
-use super::push::Spooled;
 use super::{Failure, Host, parse_repo};
 use crate::engine::ledger;
 use crate::engine::store::{Publication, PublicationState};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::{ErrorKind, Published};
 use crate::publisher::github::{GitHub, NewPull, OpenedPull, Token, TokenUse};
+use crate::publisher::publish::Spooled;
 use crate::publisher::publish::upload::{LeasedUpdate, push_leased};
 use crate::publisher::publish::{Quarantine, SharedQuarantine, UpdateFacts};
 use sha2::{Digest, Sha256};
@@ -405,7 +405,7 @@ impl Host {
             .format("%Y%m%d");
         format!(
             "{}{date}-{}-{}",
-            self.pr_branch_prefix,
+            self.settings.pr_branch_prefix,
             slug(title),
             random6()
         )

@@ -1,16 +1,35 @@
 //! The proofs as the daemon hosts them: proven once at start (a broken, unwaived property
-//! refuses start), again on an operator's `policy prove`, and summed up in `status`.
+//! refuses start), again on an operator's `policy prove`, and summed up in `status`. Their
+//! own owner: the properties, the configuration's waivers and the last summary.
 
-use super::{Failure, Host, HostError};
+use super::{Failure, HostError};
+use crate::engine::policy::Policies;
+use crate::engine::properties::Properties;
 use crate::protocol::ErrorKind;
 use crate::protocol::answers::ProofStatus;
 use crate::publisher::prove::{ProveError, Report, SolverCommand, prove};
+use std::sync::Mutex;
 
-impl Host {
-    /// Proves the write invariants of the effective set before the daemon serves. Without a
-    /// solver the daemon starts, loudly unproven; with one, a property that fails and is not
-    /// waived refuses start with its counterexample.
-    pub async fn prove_at_start(&self) -> Result<Option<Report>, HostError> {
+pub(super) struct Proofs {
+    properties: Properties,
+    waived: Vec<String>,
+    /// One line on the last proof, for `status`.
+    summary: Mutex<String>,
+}
+
+impl Proofs {
+    pub fn new(properties: Properties, waived: Vec<String>) -> Self {
+        Self {
+            properties,
+            waived,
+            summary: Mutex::new("not proven yet".to_string()),
+        }
+    }
+
+    /// Proves the write invariants of `policies` before the daemon serves. Without a solver
+    /// the daemon starts, loudly unproven; with one, a property that fails and is not waived
+    /// refuses start with its counterexample.
+    pub async fn at_start(&self, policies: &Policies) -> Result<Option<Report>, HostError> {
         for waived in &self.waived {
             tracing::warn!(
                 property = %waived,
@@ -20,10 +39,10 @@ impl Host {
         let Some(solver) = SolverCommand::find() else {
             let summary = "NOT PROVEN: no SMT solver (cvc5 or z3) on zodex-prd's PATH; install cvc5 (`apt-get install cvc5`) and restart";
             tracing::warn!("the policies' write invariants are {summary}");
-            self.set_proof_summary(summary.to_string());
+            self.set_summary(summary.to_string());
             return Ok(None);
         };
-        let report = self.prove_with(&solver).await?;
+        let report = self.prove_with(policies, &solver).await?;
         if !report.all_hold_or_waived() {
             return Err(HostError::PropertiesFail(Box::new(report)));
         }
@@ -37,18 +56,18 @@ impl Host {
     }
 
     /// An operator's `policy prove`: the same proof, answered as a report.
-    pub(super) async fn prove_now(&self) -> Result<Report, Failure> {
+    pub async fn now(&self, policies: &Policies) -> Result<Report, Failure> {
         let solver = SolverCommand::find()
             .ok_or_else(|| Failure::new(ErrorKind::Internal, ProveError::NoSolver.to_string()))?;
-        self.prove_with(&solver)
+        self.prove_with(policies, &solver)
             .await
             .map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))
     }
 
     /// What `status` shows of the proofs: the summary and every waiver.
-    pub(super) fn proof_status(&self) -> ProofStatus {
+    pub fn status(&self) -> ProofStatus {
         let summary = self
-            .proof_summary
+            .summary
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
@@ -58,16 +77,14 @@ impl Host {
         }
     }
 
-    async fn prove_with(&self, solver: &SolverCommand) -> Result<Report, HostError> {
-        let report = prove(
-            self.engine.policies(),
-            &self.properties,
-            &self.waived,
-            solver,
-        )
-        .await?;
+    async fn prove_with(
+        &self,
+        policies: &Policies,
+        solver: &SolverCommand,
+    ) -> Result<Report, HostError> {
+        let report = prove(policies, &self.properties, &self.waived, solver).await?;
         let holding = report.verdicts.iter().filter(|v| v.holds()).count();
-        self.set_proof_summary(format!(
+        self.set_summary(format!(
             "{holding} of {} write invariants hold, {} waived (proven with {} in {} ms)",
             report.verdicts.len(),
             self.waived.len(),
@@ -77,7 +94,7 @@ impl Host {
         Ok(report)
     }
 
-    fn set_proof_summary(&self, summary: String) {
-        *self.proof_summary.lock().unwrap_or_else(|p| p.into_inner()) = summary;
+    fn set_summary(&self, summary: String) {
+        *self.summary.lock().unwrap_or_else(|p| p.into_inner()) = summary;
     }
 }

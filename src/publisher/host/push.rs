@@ -14,18 +14,12 @@ use crate::protocol::{
     AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
 };
 use crate::publisher::github::{GitHub, TokenUse};
-use crate::publisher::publish::upload::{LeasedUpdate, push_leased, update_mirror_ref};
-use crate::publisher::publish::{Quarantine, SharedQuarantine, valid_refname};
+use crate::publisher::publish::upload::{
+    LeasedUpdate, RefOutcomes, push_leased, update_mirror_ref,
+};
+use crate::publisher::publish::{Quarantine, SharedQuarantine, Spooled, valid_refname};
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// A bundle body as the daemon spooled it: a private temporary file of exactly `len` bytes.
-#[derive(Debug)]
-pub struct Spooled {
-    pub file: tempfile::NamedTempFile,
-    pub len: u64,
-    pub sha256: String,
-}
 
 /// How git asked for the push.
 #[derive(Debug, Clone, Copy)]
@@ -439,7 +433,7 @@ impl Host {
         (atomic, whole_request): (bool, bool),
         workflows: bool,
         clock: &mut Stages,
-    ) -> Result<(Outcomes, String), Failure> {
+    ) -> Result<(RefOutcomes, String), Failure> {
         let (repo, mirror) = (&at.repo, &at.mirror);
         let first_audit = allowed.first().map(|a| a.audit_id);
         let use_ = TokenUse::Push { workflows };
@@ -493,7 +487,7 @@ impl Host {
         at: &DecidedAt,
         quarantine: SharedQuarantine,
         allowed: Vec<Allowed>,
-        outcomes: Outcomes,
+        outcomes: RefOutcomes,
         token_sha: String,
     ) -> Result<Vec<RefResult>, Failure> {
         let mirror = at.mirror.clone();
@@ -520,7 +514,7 @@ impl Host {
         mirror: &OpenMirror,
         quarantine: &Quarantine,
         allowed: Vec<Allowed>,
-        outcomes: &Outcomes,
+        outcomes: &RefOutcomes,
         token_sha: &str,
     ) -> Result<(Vec<RefResult>, bool), Failure> {
         let pushed: Vec<&str> = allowed
@@ -664,11 +658,8 @@ pub(super) struct Decided {
     pub workflows: bool,
 }
 
-/// What GitHub said of each ref pushed, by ref name.
-pub(super) type Outcomes = HashMap<String, Result<(), String>>;
-
 /// Every allowed update failed for the one reason `message`.
-pub(super) fn each_failed(allowed: &[Allowed], message: &str) -> Outcomes {
+pub(super) fn each_failed(allowed: &[Allowed], message: &str) -> RefOutcomes {
     allowed
         .iter()
         .map(|a| (a.update.dst.clone(), Err(message.to_string())))

@@ -17,12 +17,13 @@
 //!    ([`Host::send_decided`]) with a token minted for what they need.
 
 use super::mirror::OpenMirror;
-use super::push::{Admission, Decided, DecidedAt, PushMode, Spooled, each_failed};
+use super::push::{Admission, Decided, DecidedAt, PushMode, each_failed};
 use super::step_token::StepToken;
 use super::{Failure, Host};
 use crate::protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
 use crate::publisher::github::TokenUse;
 use crate::publisher::publish::SharedQuarantine;
+use crate::publisher::publish::Spooled;
 use crate::publisher::publish::forward::{Spooling, Verdict, pack_stream};
 use crate::publisher::publish::receive_pack::RefCommand;
 use crate::publisher::publish::upload::{StreamedPush, bases_at_github_owned};

@@ -11,6 +11,9 @@ use std::sync::Mutex;
 
 pub struct Mirrors {
     root: PathBuf,
+    /// Spooled bundles and quarantines: inside the state directory, on the mirrors' file
+    /// system (a verified pack moves into a mirror by rename), private to the publisher.
+    tmp: PathBuf,
     locks: crate::publisher::locks::RepoLocks,
     /// When each mirror was last fetched.
     fetched: Mutex<HashMap<PathBuf, std::time::Instant>>,
@@ -20,9 +23,10 @@ pub struct Mirrors {
 pub use crate::protocol::ListedRef as MirrorRef;
 
 impl Mirrors {
-    pub fn new(root: PathBuf) -> Self {
+    pub fn new(root: PathBuf, tmp: PathBuf) -> Self {
         Self {
             root,
+            tmp,
             locks: Default::default(),
             fetched: Mutex::new(HashMap::new()),
         }
@@ -31,6 +35,11 @@ impl Mirrors {
     /// The lock serialising work on `repo`'s mirror; hold it for the whole request.
     pub async fn lock(&self, repo: &RepoName) -> tokio::sync::OwnedMutexGuard<()> {
         self.locks.lock(&repo.key()).await
+    }
+
+    /// Where spooled bundles and quarantines go.
+    pub fn tmp_dir(&self) -> &Path {
+        &self.tmp
     }
 
     /// Where `repo`'s mirror lives (the lower-cased key: one mirror per GitHub repository).

@@ -73,3 +73,13 @@ mod tests {
         }
     }
 }
+
+/// A bundle body as the daemon spooled it (`daemon::spool` makes it, the host imports it): a
+/// private temporary file of exactly `len` bytes, and its SHA-256 for the audit. Here, below
+/// both, so that neither imports the other.
+#[derive(Debug)]
+pub struct Spooled {
+    pub file: tempfile::NamedTempFile,
+    pub len: u64,
+    pub sha256: String,
+}

@@ -41,8 +41,12 @@ pub enum Route {
     Repacked(String),
 }
 
-/// Each ref's outcome (GitHub's words for a refusal), or one error for all of them.
-pub type Pushed = Result<HashMap<String, Result<(), String>>, String>;
+/// What GitHub said of each ref pushed, by ref name (its words for a refusal). The one name
+/// for per-ref results inside the publisher; `protocol::RefResult` is what the agent is told.
+pub type RefOutcomes = HashMap<String, Result<(), String>>;
+
+/// Each ref's outcome, or one error for all of them.
+pub type Pushed = Result<RefOutcomes, String>;
 
 /// Pushes `updates` leased on the values decided: the verified pack passed through when that
 /// is sound (see the module's documentation), else [`git_push`]. `whole_request`: every update
@@ -300,7 +304,7 @@ pub fn git_push(
     updates: &[LeasedUpdate],
     atomic: bool,
     token: &Token,
-) -> Result<HashMap<String, Result<(), String>>, String> {
+) -> Pushed {
     let mut cmd = git::command(mirror);
     git::with_token(&mut cmd, token);
     cmd.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", quarantine.objects_dir())
