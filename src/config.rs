@@ -57,8 +57,9 @@ pub struct Config {
     /// Audit rows and ended grants older than this many days are deleted (default 90).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_retention_days: Option<u32>,
-    /// At most this many audit rows (and as many ended grants) are kept, the newest
-    /// (default 200,000).
+    /// At most this many of the audit rows the agent makes in bulk (its refusals and push
+    /// requests) are kept, the newest (default 200,000); every other row stays for the
+    /// retention period. As many ended grants are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_max_rows: Option<u64>,
     /// `[agent_limits]`: how much of the daemon one agent connection, one agent process and

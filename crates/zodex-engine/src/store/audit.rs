@@ -3,7 +3,10 @@
 //! Rows are bounded: every text field is cut at [`MAX_AUDIT_TEXT_CHARS`] and the detail at
 //! [`MAX_AUDIT_DETAIL_BYTES`] when written (and again when read, for rows an older version
 //! wrote), so no row — whatever the agent sent — can outgrow a page of the admin answer.
-//! [`Facts::prune_audit`] keeps the log within its age and row limits.
+//! [`Facts::prune_audit`] keeps the log within its age and row limits — and the row limit binds
+//! only what the agent can make in bulk ([`AGENT_BULK`]: its refusals and its push requests),
+//! so a flood by the agent costs its own rows, never the evidence of what was allowed, minted
+//! or decided by an operator.
 
 use super::{Facts, Result};
 use rusqlite::{Row, params};
@@ -47,6 +50,13 @@ pub struct AuditRow {
     pub outcome: Option<String>,
     pub detail: Option<serde_json::Value>,
 }
+
+/// The rows the agent can make in bulk, by asking again and again: its refused requests,
+/// pushes and credentials, and its push requests (each replaces the last). Only these count
+/// against the row limit; everything else — operator actions, allowed writes, minted and
+/// revoked tokens, approvals, the publisher's own events — is kept for the retention period.
+pub const AGENT_BULK: &str =
+    "principal = 'agent' AND (decision = 'deny' OR action = 'RequestPush')";
 
 /// Longest text (characters) an audit field keeps: ref names, outcomes, object ids.
 pub const MAX_AUDIT_TEXT_CHARS: usize = 2048;
@@ -208,8 +218,11 @@ impl Facts<'_> {
             "DELETE FROM issued_tokens WHERE expires_at < ?1 AND grant_id IS NULL",
             [cutoff],
         )?;
-        let doomed = "SELECT id FROM audit_events WHERE at < ?1 OR id <= COALESCE(
-             (SELECT id FROM audit_events ORDER BY id DESC LIMIT 1 OFFSET ?2), -1)";
+        let doomed = format!(
+            "SELECT id FROM audit_events WHERE at < ?1 OR (({AGENT_BULK}) AND id <= COALESCE(
+             (SELECT id FROM audit_events WHERE {AGENT_BULK} ORDER BY id DESC LIMIT 1 OFFSET ?2),
+             -1))"
+        );
         self.conn.execute(
             &format!("UPDATE issued_tokens SET audit_id = NULL WHERE audit_id IN ({doomed})"),
             params![cutoff, keep],
@@ -288,6 +301,53 @@ mod tests {
                 .unwrap()
                 .contains("bytes")
         );
+    }
+
+    #[test]
+    fn a_flood_of_agent_refusals_prunes_only_the_agents_own_rows() {
+        let (_dir, mut store) = temp_store();
+        let row = |principal: &str, action: &str, decision: &str| AuditEvent {
+            principal: principal.into(),
+            action: action.into(),
+            decision: decision.into(),
+            ..Default::default()
+        };
+        // The evidence: an operator's grant and an allowed push, then a flood by the agent.
+        store
+            .write(|f| f.audit(&row("uid:1000", "GrantPush", "event"), 100))
+            .unwrap();
+        store
+            .write(|f| f.audit(&row("agent", "Push", "allow"), 101))
+            .unwrap();
+        for at in 0..50 {
+            let (action, decision) = match at % 3 {
+                0 => ("Push", "deny"),
+                1 => ("RequestPush", "allow"),
+                _ => ("IssueWriteToken", "deny"),
+            };
+            store
+                .write(|f| f.audit(&row("agent", action, decision), 200 + at))
+                .unwrap();
+        }
+        // Nothing is old; the row limit of 10 binds the agent's bulk only.
+        assert_eq!(store.write(|f| f.prune_audit(0, 10)).unwrap(), 40);
+        let left = store
+            .read(|f| f.audit_rows(&AuditFilter::default()))
+            .unwrap();
+        let kept: Vec<(&str, &str)> = left
+            .iter()
+            .filter(|r| r.at < 200)
+            .map(|r| (r.principal.as_str(), r.action.as_str()))
+            .collect();
+        assert_eq!(kept, vec![("uid:1000", "GrantPush"), ("agent", "Push")]);
+        let flood: Vec<i64> = left.iter().filter(|r| r.at >= 200).map(|r| r.at).collect();
+        assert_eq!(
+            flood,
+            (240..250).collect::<Vec<_>>(),
+            "the newest 10 of the flood"
+        );
+        // Age still applies to everything.
+        assert_eq!(store.write(|f| f.prune_audit(201, 10)).unwrap(), 2);
     }
 
     #[test]
