@@ -296,7 +296,8 @@ function upstreamHeadersForProbe() {
 }
 
 /**
- * Wakes the sprite: `GET /health` probes with growing timeouts until one is 2xx. Returns
+ * Wakes the sprite: `GET /health` probes with growing timeouts until one is answered by the
+ * sprite rather than by a cold edge (see `retryable`). Returns
  * whether the sprite answered; the forward happens either way (it is the one that counts).
  * @param {Config} config
  * @param {Effects} fx
@@ -310,7 +311,8 @@ async function wake(config, fx, state, notes) {
     try {
       const answer = await fetchWithTimeout(fx, new Request(`${config.origin}/health`, { method: "GET", headers: upstreamHeadersForProbe() }), timeout);
       await answer.body?.cancel();
-      if (answer.ok) {
+      // Any answer but a cold edge's (408, 425, 429, 5xx) comes from a sprite that is up.
+      if (!retryable(answer.status)) {
         state.awakeUntil = fx.now() + AWAKE_FOR_MS;
         if (attempt > 0) notes.push(`woke the sprite in ${attempt + 1} probes`);
         return true;
@@ -386,6 +388,8 @@ export function rpcOf(body) {
   return { id: id ? JSON.parse(id[1]) : null, method: method ? method[1] : undefined };
 }
 
+/** How much of a refused body is read and dropped before the answer (the sprite's figure). */
+const DRAIN_MAX = 64 * 1024 * 1024;
 /** How much of a refused body is read for its JSON-RPC `id` and `method`. */
 const PREFIX_BYTES = 64 * 1024;
 
@@ -409,7 +413,7 @@ async function readCapped(request) {
       chunks.push(value);
       seen += value.length;
     }
-    await reader.cancel().catch(() => {});
+    await drain(reader, seen);
     return { over: true, seen: declared, prefix: concat(chunks, Math.min(seen, PREFIX_BYTES)) };
   }
   for (;;) {
@@ -417,12 +421,28 @@ async function readCapped(request) {
     if (done) break;
     seen += value.length;
     if (seen > MAX_BODY) {
-      await reader.cancel().catch(() => {});
-      return { over: true, seen, prefix: concat([...chunks, value], Math.min(seen, PREFIX_BYTES)) };
+      const prefix = concat([...chunks, value], Math.min(seen, PREFIX_BYTES));
+      return { over: true, seen: await drain(reader, seen), prefix };
     }
     chunks.push(value);
   }
   return { body: concat(chunks, seen), over: false };
+}
+
+/**
+ * Reads and drops the rest of a refused body (up to `DRAIN_MAX` bytes in all), so that a
+ * client still sending it gets to read the answer; returns the bytes seen.
+ * @param {ReadableStreamDefaultReader<Uint8Array>} reader
+ * @param {number} seen
+ */
+async function drain(reader, seen) {
+  while (seen <= DRAIN_MAX) {
+    const { done, value } = await reader.read();
+    if (done) return seen;
+    seen += value.length;
+  }
+  await reader.cancel().catch(() => {});
+  return seen;
 }
 
 /**
@@ -536,6 +556,6 @@ async function fetchWithTimeout(fx, request, ms) {
 
 /** @param {unknown} e */
 function describe(e) {
-  if (e instanceof Error) return `${e.name === "Error" ? "" : `${e.name}: `}${e.message}`;
-  return String(e);
+  const text = e instanceof Error ? `${e.name === "Error" ? "" : `${e.name}: `}${e.message}` : String(e);
+  return text.replace(/[.\s]+$/, "");
 }
