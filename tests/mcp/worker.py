@@ -58,17 +58,20 @@ def capnp_string(text: str) -> str:
     return json.dumps(text)
 
 
-def start_worker(tmp: Path, origin: str, sprite: str = "test-sprite", build: str = "test-build", version: str = "0.0.0-test") -> Worker:
-    """workerd serving worker/src/ on a free loopback port, in front of `origin`."""
+def start_worker(tmp: Path, origin: str, sprite: str = "test-sprite", build: str = "test-build",
+                 version: str = "0.0.0-test", sources: Path = SOURCES, port: int | None = None,
+                 compatibility_date: str = COMPATIBILITY_DATE, detach: bool = False) -> Worker:
+    """workerd serving the modules of `sources` (default worker/src/) on a loopback port (default
+    a free one), in front of `origin`. With `detach`, it outlives the caller (fake_wrangler.py)."""
     if not WORKERD.exists():
         raise Missing(f"workerd is not installed at {WORKERD} (run scripts/install-worker-peers)")
-    port = free_port()
+    port = port or free_port()
     conf_dir = tmp / f"workerd-{port}"
     conf_dir.mkdir(parents=True)
     modules = ",\n".join(
         f'    (name = {capnp_string(p.name)}, esModule = embed {capnp_string(os.path.relpath(p, conf_dir))})'
         # The first module is the Worker's entry.
-        for p in sorted(SOURCES.glob("*.js"), key=lambda p: (p.name != "index.js", p.name))
+        for p in sorted(sources.glob("*.js"), key=lambda p: (p.name != "index.js", p.name))
     )
     bindings = ",\n".join(
         f"    (name = {capnp_string(k)}, text = {capnp_string(v)})"
@@ -86,7 +89,7 @@ def start_worker(tmp: Path, origin: str, sprite: str = "test-sprite", build: str
         ");\n"
         "const worker :Workerd.Worker = (\n"
         f"  modules = [\n{modules}\n  ],\n"
-        f"  compatibilityDate = \"{COMPATIBILITY_DATE}\",\n"
+        f"  compatibilityDate = \"{compatibility_date}\",\n"
         f"  bindings = [\n{bindings}\n  ],\n"
         "  globalOutbound = \"loopback\",\n"
         ");\n"
@@ -96,6 +99,7 @@ def start_worker(tmp: Path, origin: str, sprite: str = "test-sprite", build: str
         proc = subprocess.Popen(
             [str(WORKERD), "serve", str(conf), "--verbose"],
             cwd=conf_dir, env={**os.environ, "PWD": str(conf_dir)}, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+            start_new_session=detach,
         )
     addr = f"127.0.0.1:{port}"
     wait_listening(addr, proc, log)
