@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -242,3 +244,48 @@ def test_the_generated_wrangler_toml_passes_wranglers_own_dry_run(sprite, op, tm
     for binding in ['env.SPRITE_ORIGIN ("https://s1.example.com")', 'env.SPRITE_NAME ("s1")', "env.ZODEX_BUILD", "env.ZODEX_VERSION"]:
         assert binding in r.stdout, r.stdout
     assert "--dry-run: exiting now." in r.stdout
+
+
+def test_connect_through_the_worker_gives_a_url_a_real_client_uses(op, tmp_path):
+    """The whole walkthrough on a `zodex dev up` sprite: deploy the Worker, `connect` (no --host)
+    makes the key and prints the Worker's MCP URL, a real MCP client runs a command through it,
+    and `verify` passes with the stored key."""
+    from mcp import Client
+
+    from conftest import run
+
+    env = dict(op.env(), PATH=f"{op.bin}:{ZODEX.parent}:/usr/bin:/bin")
+    # A short directory: the sockets' paths must fit in sun_path.
+    dev_dir = tempfile.mkdtemp(prefix="zw-", dir="/tmp")
+    up = op.zodex("dev", "up", "--dir", dev_dir, "--json", env=env)
+    assert up.returncode == 0, up.stderr
+    try:
+        dev_url = json.loads(up.stdout)["result"]["mcp_url"]
+        origin = dev_url.split("/mcp")[0]
+        op.install_fake_wrangler()
+        r = op.zodex("sprite", "proxy", "deploy", "--sprite", "dev", "--origin", origin, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = op.zodex("sprite", "connect", "--sprite", "dev", "--rotate", "--json", env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        url = json.loads(r.stdout)["result"]["url"]
+        assert url.startswith(f"https://127.0.0.1:{op.port}/mcp?key="), url
+        # The Worker here is plain HTTP on loopback; a deployed one is HTTPS.
+        through = url.replace("https://", "http://", 1)
+        ledger = tmp_path / "ran"
+
+        async def body():
+            async with Client(through) as client:
+                assert [t.name for t in (await client.list_tools()).tools] == ["exec_command", "write_stdin", "apply_patch"]
+                result = await client.call_tool("exec_command", {"cmd": f"echo via-worker >> {ledger}; echo done", "workdir": str(tmp_path)})
+                assert not result.is_error and "done" in result.structured_content["output"]
+
+        run(body)
+        assert ledger.read_text() == "via-worker\n"
+        r = op.zodex("sprite", "proxy", "verify", "--sprite", "dev", env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        doctor = op.zodex("sprite", "doctor", "--sprite", "dev", "--json", env=env)
+        findings = json.loads(doctor.stdout)["result"]["findings"]
+        assert any(f["check"] == "worker" and f["ok"] for f in findings), findings
+    finally:
+        op.zodex("dev", "down", "--dir", dev_dir, env=env)
+        shutil.rmtree(dev_dir, ignore_errors=True)
