@@ -401,6 +401,7 @@ fn check_credentials() -> Result<(), WorkerError> {
     let logins = [
         config.join(".wrangler/config/default.toml"),
         home.join(".wrangler/config/default.toml"),
+        home.join("Library/Preferences/.wrangler/config/default.toml"),
     ];
     if logins.iter().any(|p| p.is_file()) {
         return Ok(());
