@@ -2,7 +2,7 @@
 //! MCP contract that `zodex sprite proxy status|verify` check): HTTPS with the system's roots, or
 //! plain HTTP, HTTP/1.1, a timeout on the whole exchange and a cap on the answer's size.
 //!
-//! Not here: what is asked or what the answers mean (`worker.rs`). A URL may carry the MCP key
+//! Not here: what is asked or what the answers mean (`worker/`). A URL may carry the MCP key
 //! (`?key=`): no error of this module names a query.
 
 use axum::body::Bytes;
