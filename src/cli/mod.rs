@@ -15,6 +15,7 @@ pub mod remote_helper;
 pub mod render;
 pub mod serve;
 pub mod sprite_deploy;
+pub mod sprite_proxy;
 pub mod zodex;
 
 use crate::protocol::{ErrorKind, Response};

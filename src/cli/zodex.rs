@@ -86,13 +86,14 @@ enum SpriteCommand {
     },
     /// Forget a sprite (nothing on the sprite changes).
     Remove { name: String },
-    /// Make the sprite's MCP capability key and print its connector URL for ChatGPT.
+    /// Make the sprite's MCP capability key and print its connector URL for ChatGPT (through
+    /// the sprite's edge Worker when one is deployed and current).
     Connect {
         #[command(flatten)]
         target: Target,
-        /// The public host name the sprite's MCP server is reached at.
+        /// The public host name the sprite's MCP server is reached at (default: its Worker).
         #[arg(long)]
-        host: String,
+        host: Option<String>,
         /// Replace an existing key (the old URL stops working).
         #[arg(long)]
         rotate: bool,
@@ -132,6 +133,9 @@ enum SpriteCommand {
         #[arg(long, value_parser = ["zodex-prd", "zodex-agent"])]
         service: Option<String>,
     },
+    /// The edge Worker in front of the sprite (Cloudflare): deploy, status, verify.
+    #[command(subcommand)]
+    Proxy(super::sprite_proxy::ProxyCommand),
     #[command(flatten)]
     Care(super::sprite_deploy::CareCommand),
     /// Replace the sprite's binaries with those in DIR (state kept, migrations run, services
@@ -386,6 +390,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
             match registry.add(SpriteEntry {
                 name: name.clone(),
                 admin_command,
+                worker: None,
             }) {
                 Ok(()) => {
                     println!("Registered sprite `{name}`.");
@@ -420,33 +425,8 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
             target,
             host,
             rotate,
-        } => {
-            let sprite = match registry.choose(target.sprite().as_deref()) {
-                Ok(sprite) => sprite,
-                Err(e) => return print_failure(&e, target.json),
-            };
-            match crate::operator::connect::connect(&sprite, &host, rotate) {
-                Ok(connection) if target.json => super::print_json_ok(&connection),
-                Ok(connection) => {
-                    println!("{}", connection.url);
-                    eprintln!(
-                        "{} MCP key for sprite `{}`; the URL is a secret (kept in {}, mode 0600). Add it in ChatGPT as a connector.",
-                        if connection.new_key {
-                            "New"
-                        } else {
-                            "Existing"
-                        },
-                        connection.sprite,
-                        connection.url_file.display()
-                    );
-                    if let Some(note) = &connection.host_note {
-                        eprintln!("warning: {note}");
-                    }
-                    EXIT_OK
-                }
-                Err(e) => print_failure(&e, target.json),
-            }
-        }
+        } => super::sprite_proxy::connect(&target, host.as_deref(), rotate, registry),
+        SpriteCommand::Proxy(command) => super::sprite_proxy::run(command, registry),
         SpriteCommand::Setup { target, args } => {
             super::sprite_deploy::setup(target.sprite(), target.json, *args, registry)
         }

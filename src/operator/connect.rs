@@ -25,6 +25,8 @@ pub enum ConnectError {
         old_host: String,
         new_host: String,
     },
+    #[error("{0}")]
+    Worker(String),
     #[error("cannot make a key: {0}")]
     Key(String),
     #[error(transparent)]
@@ -54,7 +56,7 @@ pub struct Connection {
 
 /// Has an installed sprite's MCP server accept `host` in `Host` (what a proxy forwards);
 /// `None` when done, else what to do by hand.
-fn allow_host(sprite: &SpriteEntry, host: &str) -> Option<String> {
+pub(super) fn allow_host(sprite: &SpriteEntry, host: &str) -> Option<String> {
     let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
     if matches!(name, "localhost" | "127.0.0.1") {
         return None;
@@ -108,8 +110,35 @@ fn host_of(url: &str) -> Option<&str> {
     url.strip_prefix("https://")?.split('/').next()
 }
 
-/// Creates (or, without `rotate`, reuses) the MCP key of `sprite` for `host`.
-pub fn connect(sprite: &SpriteEntry, host: &str, rotate: bool) -> Result<Connection, ConnectError> {
+/// The URL's host: `--host` as given, else the sprite's edge Worker — only when it runs this
+/// build for this sprite; the sprite then has to accept its own host, not the Worker's.
+pub fn connect_default(
+    sprite: &SpriteEntry,
+    host: Option<&str>,
+    rotate: bool,
+) -> Result<Connection, ConnectError> {
+    match host {
+        Some(host) => connect(sprite, host, host, rotate),
+        None => {
+            let (worker, own) = super::worker::connect_hosts(sprite).map_err(|e| match e {
+                super::worker::WorkerError::NoWorker(_) => ConnectError::Worker(format!(
+                    "{e}; or give the host that serves it: --host HOST"
+                )),
+                e => ConnectError::Worker(e.to_string()),
+            })?;
+            connect(sprite, &worker, &own, rotate)
+        }
+    }
+}
+
+/// Creates (or, without `rotate`, reuses) the MCP key of `sprite` for `host`; has the sprite
+/// accept `accepted` in `Host` (the host itself, or the sprite's own behind a Worker).
+pub fn connect(
+    sprite: &SpriteEntry,
+    host: &str,
+    accepted: &str,
+    rotate: bool,
+) -> Result<Connection, ConnectError> {
     if !valid_host(host) {
         return Err(ConnectError::BadHost(host.to_string()));
     }
@@ -123,7 +152,7 @@ pub fn connect(sprite: &SpriteEntry, host: &str, rotate: bool) -> Result<Connect
                     url: existing,
                     url_file: path,
                     new_key: false,
-                    host_note: allow_host(sprite, host),
+                    host_note: allow_host(sprite, accepted),
                 });
             }
             Some(old) => {
@@ -175,7 +204,7 @@ pub fn connect(sprite: &SpriteEntry, host: &str, rotate: bool) -> Result<Connect
         url,
         url_file: path,
         new_key: true,
-        host_note: allow_host(sprite, host),
+        host_note: allow_host(sprite, accepted),
     })
 }
 

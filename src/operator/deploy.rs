@@ -141,7 +141,10 @@ pub fn setup(
         prd: layout.binary("zodex-prd").display().to_string(),
         config: Some(install.config.display().to_string()),
     };
-    registry.upsert(installed.entry())?;
+    registry.upsert(SpriteEntry {
+        worker: entry.worker.clone(),
+        ..installed.entry()
+    })?;
     let coverage = check_targets(&installed, &options.targets)
         .map_err(setup_step(6, "check the Apps on the targets"))?;
     if let Some(unproven) = install.proofs.as_ref().filter(|f| !f.ok) {
@@ -391,7 +394,8 @@ fn typed<T: DeserializeOwned>(response: &Response) -> Result<T, String> {
 }
 
 /// `zodex sprite doctor`: the sprite's own checks, with the operator's MCP key (if any) on
-/// stdin, plus whether the sprite runs this operator's version.
+/// stdin, plus whether the sprite runs this operator's version and, when the sprite has an
+/// edge Worker, whether it runs this build for this sprite.
 pub fn doctor(entry: &SpriteEntry) -> Result<DoctorReport, DeployError> {
     let reach = Reach::of(entry)?;
     let key = super::connect::stored_key(&entry.name);
@@ -424,6 +428,21 @@ pub fn doctor(entry: &SpriteEntry) -> Result<DoctorReport, DeployError> {
             )
         },
     );
+    if entry.worker.is_some()
+        && let Ok(worker) = super::worker::status(entry)
+    {
+        report.findings.push(if worker.fresh() {
+            Finding::ok(
+                "worker",
+                format!(
+                    "the edge Worker at {} runs this zodex's build for this sprite",
+                    worker.url
+                ),
+            )
+        } else {
+            Finding::fail("worker", worker.problems.join("; "))
+        });
+    }
     Ok(report)
 }
 

@@ -207,6 +207,7 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
     let sprite = SpriteEntry {
         name: DEV_SPRITE.to_string(),
         admin_command: local_admin_command(Some(&config_path)),
+        worker: None,
     };
     wait_ready(&sprite, &log, Duration::from_secs(10))?;
     let (mcp_url, agent_pid) = start_mcp(&dir, &config, &config_path, &sprite)?;

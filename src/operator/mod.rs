@@ -1,7 +1,8 @@
 //! The operator's side: the registry of sprites, the exec transport that carries one admin
 //! request to a sprite's `zodex-prd admin` (`transport`) or runs any sprite-side command with
 //! bytes on stdin (`remote`), deploying and looking after a sprite (`deploy`), the MCP key
-//! (`connect`), and `zodex dev up|down`.
+//! (`connect`), the edge Worker in front of a sprite (`worker`, over `http`), and
+//! `zodex dev up|down`.
 //!
 //! Architecture invariant: nothing here decides; it asks a sprite's `zodex-prd` and reports
 //! the answer.
@@ -9,9 +10,11 @@
 pub mod connect;
 pub mod deploy;
 pub mod dev;
+pub mod http;
 pub mod registry;
 pub mod remote;
 pub mod transport;
+pub mod worker;
 
 /// `$ZODEX_HOME`, else `~/.zodex`: the operator's own files (registry, dev installs, MCP URLs).
 pub fn zodex_home() -> std::path::PathBuf {

@@ -16,6 +16,24 @@ pub struct SpriteEntry {
     /// The full argv that runs `zodex-prd admin` for this sprite. A first element of exactly
     /// `zodex-prd` means the binary beside `zodex` (local sprites).
     pub admin_command: Vec<String>,
+    /// The edge Worker in front of the sprite, once `zodex sprite proxy deploy` deployed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerRecord>,
+}
+
+/// What the registry keeps of a sprite's edge Worker (no credential: Cloudflare's token stays
+/// in the operator's environment or wrangler's own login).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerRecord {
+    /// The Worker's name at Cloudflare (`zodex-SPRITE` unless chosen).
+    pub name: String,
+    /// Where it answers, `https://NAME.SUBDOMAIN.workers.dev` or a custom domain.
+    pub url: String,
+    /// The sprite origin it forwards to, `https://HOST[:PORT]`.
+    pub origin: String,
+    /// The build deployed (`operator::worker::build_id` of the zodex that deployed it).
+    pub build: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -177,6 +195,27 @@ impl Registry {
         })
     }
 
+    /// Records (or, with `None`, forgets) the edge Worker of sprite `name`.
+    pub fn set_worker(
+        &self,
+        name: &str,
+        worker: Option<WorkerRecord>,
+    ) -> Result<(), RegistryError> {
+        self.update(|file| {
+            let known = names(&file.sprites);
+            let entry =
+                file.sprites
+                    .iter_mut()
+                    .find(|s| s.name == name)
+                    .ok_or(RegistryError::Unknown {
+                        name: name.to_string(),
+                        known,
+                    })?;
+            entry.worker = worker;
+            Ok(())
+        })
+    }
+
     /// Picks the sprite: the one named (`--sprite`, else `$ZODEX_SPRITE`, as the command line
     /// read them), else the only one registered. Reads no environment itself, so that what a
     /// caller passes is all that decides.
@@ -221,6 +260,7 @@ mod tests {
         SpriteEntry {
             name: name.into(),
             admin_command: exec_admin_command(&format!("sprite exec -s {name} --"), None).unwrap(),
+            worker: None,
         }
     }
 

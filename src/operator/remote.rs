@@ -80,6 +80,7 @@ impl Reach {
         SpriteEntry {
             name: self.sprite.clone(),
             admin_command,
+            worker: None,
         }
     }
 
@@ -237,6 +238,7 @@ mod tests {
             ]
             .map(String::from)
             .to_vec(),
+            worker: None,
         };
         let reach = Reach::of(&entry).unwrap();
         assert_eq!(reach.prefix, ["sprite", "exec", "-s", "s", "--"]);
@@ -246,6 +248,7 @@ mod tests {
         let local = SpriteEntry {
             name: "l".into(),
             admin_command: vec!["zodex-prd".into(), "admin".into()],
+            worker: None,
         };
         let reach = Reach::of(&local).unwrap();
         assert!(reach.prefix.is_empty() && reach.config.is_none());
@@ -259,6 +262,7 @@ mod tests {
         let odd = SpriteEntry {
             name: "x".into(),
             admin_command: vec!["ssh".into(), "host".into()],
+            worker: None,
         };
         assert!(Reach::of(&odd).is_err());
     }

@@ -1,0 +1,201 @@
+//! `zodex sprite proxy deploy|status|verify` (the edge Worker, `operator::worker`) and
+//! `zodex sprite connect`, which prints the Worker's MCP URL when one is deployed.
+
+use super::zodex::Target;
+use super::{EXIT_FAILURE, EXIT_OK, print_failure, print_json_ok, render};
+use crate::operator::registry::Registry;
+use crate::operator::worker::{self, DeployOptions, WorkerStatus};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub(super) enum ProxyCommand {
+    /// Deploy (or redeploy) the sprite's edge Worker with your `wrangler`: writes a generated
+    /// wrangler.toml into a private directory and runs `wrangler deploy`. Needs wrangler, Node
+    /// >= 22 and CLOUDFLARE_API_TOKEN in the environment (or `wrangler login`).
+    Deploy {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        args: DeployArgs,
+    },
+    /// What the Worker serves (its /status): build, version, sprite origin; stale or not.
+    Status {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Run the MCP contract through the Worker: /health, tools/list (exactly the three tools
+    /// with their required fields, no default workdir) at /mcp and /mcp/, a wrong key refused.
+    Verify {
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+#[derive(Args)]
+pub(super) struct DeployArgs {
+    /// The sprite's public origin, https://HOST[:PORT] (where its host serves zodex-agent);
+    /// needed on the first deploy, remembered after.
+    #[arg(long)]
+    origin: Option<String>,
+    /// The Worker's name at Cloudflare (default: zodex-SPRITE).
+    #[arg(long)]
+    name: Option<String>,
+    /// The URL the Worker answers at, when it is not the workers.dev one wrangler reports
+    /// (a route or custom domain).
+    #[arg(long)]
+    url: Option<String>,
+    /// The wrangler to run (default: `wrangler` on PATH).
+    #[arg(long)]
+    wrangler: Option<PathBuf>,
+}
+
+pub(super) fn run(command: ProxyCommand, registry: &Registry) -> i32 {
+    let target = match &command {
+        ProxyCommand::Deploy { target, .. }
+        | ProxyCommand::Status { target }
+        | ProxyCommand::Verify { target } => target.clone(),
+    };
+    let entry = match registry.choose(target.sprite().as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    match command {
+        ProxyCommand::Deploy { args, .. } => {
+            let options = DeployOptions {
+                origin: args.origin,
+                name: args.name,
+                url: args.url,
+                wrangler: args.wrangler,
+            };
+            match worker::deploy(&entry, &options, registry) {
+                Ok(deployed) if target.json => print_json_ok(&deployed),
+                Ok(deployed) => {
+                    println!(
+                        "Deployed Worker `{}` for sprite `{}` at {} (build {}), forwarding to {}.",
+                        deployed.worker.name,
+                        deployed.sprite,
+                        deployed.worker.url,
+                        deployed.worker.build,
+                        deployed.worker.origin
+                    );
+                    println!("Files: {} (private)", deployed.dir.display());
+                    print_status(&deployed.status);
+                    if let Some(note) = &deployed.host_note {
+                        eprintln!("warning: {}", render::safe(note));
+                    }
+                    println!(
+                        "Next: `zodex sprite connect --sprite {}` prints the MCP URL through it.",
+                        deployed.sprite
+                    );
+                    if deployed.status.fresh() {
+                        EXIT_OK
+                    } else {
+                        EXIT_FAILURE
+                    }
+                }
+                Err(e) => print_failure(&e, target.json),
+            }
+        }
+        ProxyCommand::Status { .. } => match worker::status(&entry) {
+            Ok(status) if target.json => {
+                let fresh = status.fresh();
+                print_json_ok(&status);
+                if fresh { EXIT_OK } else { EXIT_FAILURE }
+            }
+            Ok(status) => {
+                print_status(&status);
+                if status.fresh() {
+                    EXIT_OK
+                } else {
+                    EXIT_FAILURE
+                }
+            }
+            Err(e) => print_failure(&e, target.json),
+        },
+        ProxyCommand::Verify { .. } => match worker::verify(&entry) {
+            Ok(verified) => {
+                let ok = verified.all_ok();
+                if target.json {
+                    print_json_ok(&verified);
+                } else {
+                    for c in &verified.checks {
+                        println!(
+                            "{} {}: {}",
+                            if c.ok { "ok  " } else { "FAIL" },
+                            c.check,
+                            render::safe(&c.message)
+                        );
+                    }
+                    println!(
+                        "{}",
+                        if ok {
+                            format!(
+                                "The Worker at {} serves sprite `{}`'s MCP contract.",
+                                verified.url, verified.sprite
+                            )
+                        } else {
+                            "The Worker does not pass; each FAIL above says its fix.".to_string()
+                        }
+                    );
+                }
+                if ok { EXIT_OK } else { EXIT_FAILURE }
+            }
+            Err(e) => print_failure(&e, target.json),
+        },
+    }
+}
+
+fn print_status(status: &WorkerStatus) {
+    match &status.served {
+        Some(served) => println!(
+            "Worker {}: build {} (zodex {}), sprite `{}` at {}",
+            status.url,
+            render::safe(&served.build),
+            render::safe(&served.version),
+            render::safe(&served.sprite),
+            render::safe(&served.origin)
+        ),
+        None => println!("Worker {}: no answer", status.url),
+    }
+    if status.fresh() {
+        println!("ok   the Worker runs this zodex's build for this sprite");
+    }
+    for problem in &status.problems {
+        println!("FAIL {}", render::safe(problem));
+    }
+}
+
+/// `zodex sprite connect`: the MCP URL, through `--host` or the sprite's edge Worker.
+pub(super) fn connect(
+    target: &Target,
+    host: Option<&str>,
+    rotate: bool,
+    registry: &Registry,
+) -> i32 {
+    let sprite = match registry.choose(target.sprite().as_deref()) {
+        Ok(sprite) => sprite,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    match crate::operator::connect::connect_default(&sprite, host, rotate) {
+        Ok(connection) if target.json => print_json_ok(&connection),
+        Ok(connection) => {
+            println!("{}", connection.url);
+            eprintln!(
+                "{} MCP key for sprite `{}`; the URL is a secret (kept in {}, mode 0600). Add it in ChatGPT as a connector.",
+                if connection.new_key {
+                    "New"
+                } else {
+                    "Existing"
+                },
+                connection.sprite,
+                connection.url_file.display()
+            );
+            if let Some(note) = &connection.host_note {
+                eprintln!("warning: {}", render::safe(note));
+            }
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, target.json),
+    }
+}

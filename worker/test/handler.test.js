@@ -1,0 +1,285 @@
+// The Worker's handler as a pure function, with a scripted sprite in place of `fetch` and a
+// recorded `sleep`: `node --test worker/test/`. What the real runtime adds (workerd, a real
+// sprite, a real MCP client) is tested in tests/mcp/test_worker.py.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { BUILD_HEADER, MAX_BODY, configFrom, freshState, handle, redact } from "../src/handler.js";
+
+const KEY = "s3cret-Key_0123456789abcdefghijkl";
+const CONFIG = configFrom({ SPRITE_ORIGIN: "https://sprite.example.com", SPRITE_NAME: "one", ZODEX_BUILD: "b1d", ZODEX_VERSION: "0.1.0" });
+
+/**
+ * A scripted sprite: `script(request, n)` answers the n-th request to a path (a Response, or
+ * throws). Records every request, every sleep and every log line.
+ */
+function rig(script) {
+  const seen = [];
+  const sleeps = [];
+  const logs = [];
+  const counts = {};
+  let clock = 1_000_000;
+  const fx = {
+    fetch: async (request) => {
+      const path = new URL(request.url).pathname;
+      counts[path] = (counts[path] || 0) + 1;
+      const body = request.body ? await request.text() : "";
+      seen.push({ method: request.method, url: request.url, path, headers: Object.fromEntries(request.headers), body });
+      return script(request, counts[path], path);
+    },
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      clock += ms;
+    },
+    log: (line) => logs.push(line),
+    now: () => clock,
+  };
+  return { fx, seen, sleeps, logs, counts, state: freshState() };
+}
+
+const ok = (body = { status: "ok" }) => new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json" } });
+const status = (code) => new Response(`<html>${code}</html>`, { status: code });
+
+function toolCall(id = 7) {
+  return JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "exec_command", arguments: { cmd: "touch marker", workdir: "/tmp" } } });
+}
+
+function post(path, body, headers = {}) {
+  return new Request(`https://edge.example.workers.dev${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+    body,
+  });
+}
+
+function assertOurHeaders(response) {
+  assert.equal(response.headers.get("cache-control"), "no-store");
+  assert.equal(response.headers.get(BUILD_HEADER), "b1d");
+}
+
+test("a cold sprite answering /health with 502 twice then 200 is retried after 250 and 750 ms", async () => {
+  const r = rig((_req, n) => (n <= 2 ? status(502) : ok()));
+  const response = await handle(new Request("https://edge.example.workers.dev/health"), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 200);
+  assert.deepEqual(await response.json(), { status: "ok" });
+  assert.equal(r.counts["/health"], 3);
+  assert.deepEqual(r.sleeps, [250, 750]);
+  assertOurHeaders(response);
+});
+
+test("/health gives the last answer after four attempts, and retries 408, 425 and 429 too", async () => {
+  for (const code of [408, 425, 429, 500, 503]) {
+    const r = rig(() => status(code));
+    const response = await handle(new Request("https://edge.example.workers.dev/health"), CONFIG, r.fx, r.state);
+    assert.equal(response.status, code);
+    assert.equal(r.counts["/health"], 4, `${code}`);
+    assert.deepEqual(r.sleeps, [250, 750, 1500]);
+  }
+  const r = rig(() => status(404));
+  const response = await handle(new Request("https://edge.example.workers.dev/health"), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 404);
+  assert.equal(r.counts["/health"], 1, "a 404 is not retried");
+});
+
+test("/health with no answer at all is a 502 saying so", async () => {
+  const r = rig(() => {
+    throw new TypeError("connection refused");
+  });
+  const response = await handle(new Request("https://edge.example.workers.dev/health"), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 502);
+  assert.match((await response.json()).error, /did not answer GET \/health after 4 attempts/);
+  assertOurHeaders(response);
+});
+
+test("a tools/call whose upstream times out after receiving it is answered 502 and never sent again", async () => {
+  const r = rig((req, _n, path) => {
+    if (path === "/health") return ok();
+    throw new DOMException("The operation was aborted due to timeout", "TimeoutError");
+  });
+  const response = await handle(post(`/mcp?key=${KEY}`, toolCall(7)), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 502);
+  const body = await response.json();
+  assert.equal(body.jsonrpc, "2.0");
+  assert.equal(body.id, 7);
+  assert.match(body.error.message, /sent to the sprite once and not retried/);
+  assert.equal(body.error.data.retried, false);
+  assert.equal(r.counts["/mcp"], 1, "the tools/call reached the sprite exactly once");
+  assertOurHeaders(response);
+});
+
+test("a tools/call answered 502 by the sprite's edge is not retried either", async () => {
+  const r = rig((_req, _n, path) => (path === "/health" ? ok() : status(502)));
+  const response = await handle(post(`/mcp?key=${KEY}`, toolCall("abc")), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 502);
+  const body = await response.json();
+  assert.equal(body.id, "abc");
+  assert.match(body.error.message, /answered 502.*not retried/);
+  assert.equal(r.counts["/mcp"], 1);
+});
+
+test("the sprite is woken with growing probes, then the request goes once", async () => {
+  const r = rig((_req, n, path) => {
+    if (path === "/health") {
+      if (n === 1) throw new TypeError("connection refused");
+      if (n === 2) return status(503);
+      return ok();
+    }
+    return ok({ jsonrpc: "2.0", id: 1, result: {} });
+  });
+  const response = await handle(post(`/mcp?key=${KEY}`, toolCall(1)), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 200);
+  assert.equal(r.counts["/health"], 3);
+  assert.equal(r.counts["/mcp"], 1);
+  assert.deepEqual(r.sleeps, [250, 250], "a pause after each probe that failed at once");
+  // Awake now: the next request goes straight through.
+  await handle(post(`/mcp?key=${KEY}`, toolCall(2)), CONFIG, r.fx, r.state);
+  assert.equal(r.counts["/health"], 3);
+  assert.equal(r.counts["/mcp"], 2);
+});
+
+test("/mcp and /mcp/ both reach the sprite's /mcp with the query; deeper paths keep theirs", async () => {
+  const r = rig((_req, _n, path) => (path === "/health" ? ok() : ok({ jsonrpc: "2.0", id: 1, result: {} })));
+  for (const path of ["/mcp", "/mcp/"]) {
+    const response = await handle(post(`${path}?key=${KEY}&x=1`, toolCall(1)), CONFIG, r.fx, r.state);
+    assert.equal(response.status, 200);
+  }
+  await handle(post(`/mcp/deeper?key=${KEY}`, toolCall(1)), CONFIG, r.fx, r.state);
+  const forwarded = r.seen.filter((s) => s.path !== "/health").map((s) => s.url);
+  assert.deepEqual(forwarded, [
+    `https://sprite.example.com/mcp?key=${KEY}&x=1`,
+    `https://sprite.example.com/mcp?key=${KEY}&x=1`,
+    `https://sprite.example.com/mcp/deeper?key=${KEY}`,
+  ]);
+  assert.equal(r.seen.at(-1).body, toolCall(1), "the body goes as it came");
+});
+
+test("the forwarded request carries the Worker's name as X-Forwarded-Host, not as Host", async () => {
+  const r = rig((_req, _n, path) => (path === "/health" ? ok() : ok()));
+  await handle(post(`/mcp?key=${KEY}`, toolCall(1), { host: "edge.example.workers.dev", "cf-connecting-ip": "203.0.113.9", "x-forwarded-host": "evil.example", "mcp-session-id": "s1" }), CONFIG, r.fx, r.state);
+  const headers = r.seen.find((s) => s.path === "/mcp").headers;
+  assert.equal(headers.host, undefined);
+  assert.equal(headers["x-forwarded-host"], "edge.example.workers.dev");
+  assert.equal(headers["x-forwarded-proto"], "https");
+  assert.equal(headers["x-forwarded-for"], "203.0.113.9");
+  assert.equal(headers["cf-connecting-ip"], undefined);
+  assert.equal(headers["mcp-session-id"], "s1");
+});
+
+test("the key never appears in a log line or an error, even when the runtime's error names the URL", async () => {
+  const r = rig((req, _n, path) => {
+    if (path === "/health") return ok();
+    throw new TypeError(`fetch failed: ${req.url} (Authorization: Bearer ${KEY})`);
+  });
+  const response = await handle(post(`/mcp?key=${KEY}`, toolCall(3), { authorization: `Bearer ${KEY}` }), CONFIG, r.fx, r.state);
+  const text = await response.text();
+  assert.equal(response.status, 502);
+  assert.ok(!text.includes(KEY), text);
+  assert.match(text, /key=REDACTED/);
+  assert.ok(r.logs.length >= 1);
+  for (const line of r.logs) assert.ok(!line.includes(KEY), line);
+  // And a request that goes well logs the path only.
+  const r2 = rig(() => ok());
+  await handle(post(`/mcp?key=${encodeURIComponent(KEY + "/+")}`, toolCall(4)), CONFIG, r2.fx, r2.state);
+  assert.ok(r2.logs.every((line) => !line.includes(KEY) && !line.includes("key=")), r2.logs.join("\n"));
+});
+
+test("redact removes keys in queries, encoded queries and bearer tokens", () => {
+  assert.equal(redact("GET https://h/mcp?key=abc&x=1"), "GET https://h/mcp?key=REDACTED&x=1");
+  assert.equal(redact("https://h/mcp?x=1&key=abc"), "https://h/mcp?x=1&key=REDACTED");
+  assert.equal(redact("u=%3Fkey%3Dabc"), "u=%3Fkey%3DREDACTED");
+  assert.equal(redact("Authorization: Bearer abc.def"), "Authorization: Bearer REDACTED");
+  assert.equal(redact("the key abcdef leaked", ["abcdef"]), "the key REDACTED leaked");
+});
+
+test("a body over 4 MiB is refused with 413 and never forwarded; exactly 4 MiB goes", async () => {
+  const r = rig(() => ok());
+  const prefix = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"apply_patch","arguments":{"patch":"`;
+  const big = prefix + "x".repeat(MAX_BODY - prefix.length + 10) + `"}}}`;
+  const response = await handle(post(`/mcp?key=${KEY}`, big), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 413);
+  const body = await response.json();
+  assert.equal(body.id, 9);
+  assert.equal(body.result.isError, true);
+  assert.match(body.result.content[0].text, /over the limit of 4194304 bytes/);
+  assert.equal(r.seen.length, 0, "nothing reached the sprite, not even a probe");
+  assertOurHeaders(response);
+  // Streamed without a length, over the cap: refused the same way.
+  const stream = new ReadableStream({
+    start(c) {
+      c.enqueue(new TextEncoder().encode(`{"jsonrpc":"2.0","id":10,"method":"tools/list"`));
+      for (let i = 0; i < 5; i++) c.enqueue(new Uint8Array(1024 * 1024));
+      c.close();
+    },
+  });
+  const streamed = new Request(`https://edge.example.workers.dev/mcp?key=${KEY}`, { method: "POST", body: stream, duplex: "half" });
+  const refused = await handle(streamed, CONFIG, r.fx, r.state);
+  assert.equal(refused.status, 413);
+  assert.equal((await refused.json()).error.data.limit_bytes, MAX_BODY);
+  assert.equal(r.seen.length, 0);
+  const exact = "x".repeat(MAX_BODY);
+  const passed = await handle(post(`/mcp?key=${KEY}`, exact), CONFIG, r.fx, r.state);
+  assert.equal(passed.status, 200);
+  assert.equal(r.seen.find((s) => s.path === "/mcp").body.length, MAX_BODY);
+});
+
+test("an SSE answer streams through: the first event is out before the sprite ends the stream", async () => {
+  let finish;
+  const ended = new Promise((resolve) => (finish = resolve));
+  const r = rig((_req, _n, path) => {
+    if (path === "/health") return ok();
+    const stream = new ReadableStream({
+      async start(c) {
+        c.enqueue(new TextEncoder().encode("id: 1\ndata: {\"first\":true}\n\n"));
+        await ended;
+        c.enqueue(new TextEncoder().encode("id: 2\ndata: {\"last\":true}\n\n"));
+        c.close();
+      },
+    });
+    return new Response(stream, { status: 200, headers: { "content-type": "text/event-stream" } });
+  });
+  const response = await handle(post(`/mcp?key=${KEY}`, toolCall(5)), CONFIG, r.fx, r.state);
+  assert.equal(response.headers.get("content-type"), "text/event-stream");
+  assertOurHeaders(response);
+  const reader = response.body.getReader();
+  const first = await reader.read();
+  assert.match(new TextDecoder().decode(first.value), /first/);
+  finish();
+  let rest = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    rest += new TextDecoder().decode(value);
+  }
+  assert.match(rest, /last/);
+});
+
+test("/status says build, version, sprite and origin; everything else is 404", async () => {
+  const r = rig(() => ok());
+  const response = await handle(new Request(`https://edge.example.workers.dev/status?key=${KEY}`), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 200);
+  const body = await response.json();
+  assert.deepEqual(body, { worker: "zodex", build: "b1d", version: "0.1.0", sprite: "one", origin: "https://sprite.example.com" });
+  assertOurHeaders(response);
+  for (const path of ["/", "/mcpx", "/favicon.ico", "/health/x", "/status/", "/.env"]) {
+    const missing = await handle(new Request(`https://edge.example.workers.dev${path}?key=${KEY}`), CONFIG, r.fx, r.state);
+    assert.equal(missing.status, 404, path);
+    assert.ok(!(await missing.text()).includes(KEY));
+    assertOurHeaders(missing);
+  }
+  assert.equal(r.seen.length, 0, "neither /status nor a 404 reaches the sprite");
+  const post405 = await handle(post("/status", "{}"), CONFIG, r.fx, r.state);
+  assert.equal(post405.status, 405);
+});
+
+test("a Worker without a valid SPRITE_ORIGIN says so and forwards nothing", async () => {
+  for (const origin of [undefined, "not a url", "https://h/path", "ftp://h", "https://u:p@h"]) {
+    const config = configFrom({ SPRITE_ORIGIN: origin, ZODEX_BUILD: "b1d" });
+    assert.ok("error" in config, String(origin));
+    const r = rig(() => ok());
+    const response = await handle(post("/mcp", toolCall(1)), config, r.fx, r.state);
+    assert.equal(response.status, 500);
+    assert.match((await response.json()).error, /SPRITE_ORIGIN/);
+    assert.equal(r.seen.length, 0);
+  }
+  assert.equal(configFrom({ SPRITE_ORIGIN: "https://h:8443/" }).origin, "https://h:8443");
+});
