@@ -230,7 +230,7 @@ def test_bodies_over_4_mib_are_refused_and_not_forwarded(fake, fake_edge):
     head = '{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"apply_patch","arguments":{"workdir":"/tmp","patch":"'
     over = head + "x" * (MAX_BODY - len(head)) + '"}}}'
     status, headers, body = http_post(fake_edge.url(FAKE_KEY), over)
-    assert status == 413, body[:200]
+    assert status == 200, body[:200]
     answer = json.loads(body)
     assert answer["id"] == 12 and answer["result"]["isError"] is True
     assert "4194304 bytes" in answer["result"]["content"][0]["text"]

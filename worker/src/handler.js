@@ -11,7 +11,8 @@
  *   then forwards the request to the sprite EXACTLY ONCE. A `tools/call` is never replayed (a
  *   replayed `exec_command` runs its command twice): when the sprite fails, the answer is a 502
  *   with a JSON-RPC error saying nothing was retried. Streamed (SSE) answers pass through as
- *   they arrive. Bodies over 4 MiB (the sprite's own cap) are refused with 413, not forwarded.
+ *   they arrive. Bodies over 4 MiB (the sprite's own cap) are not forwarded: they are answered as
+ *   the sprite answers them (200, a JSON-RPC answer the model can read, not a bare 413).
  * - `GET /status`: build, version, sprite name and origin. No secret.
  * - anything else: 404.
  *
@@ -479,13 +480,13 @@ async function mcp(request, url, upstreamPath, config, fx, state, notes) {
     notes.push(`body of ${read.seen} bytes over the cap, not forwarded`);
     const message = `this request is ${read.seen} bytes, over the limit of ${MAX_BODY} bytes (4 MiB) per request, so it was not sent to the sprite: nothing was run and no file was changed. Send less per call: split a large patch into several smaller apply_patch calls, and keep exec_command's cmd and write_stdin's chars short.`;
     if (method === "tools/call" && id !== null) {
-      return json(config, 413, {
+      return json(config, 200, {
         jsonrpc: "2.0",
         id,
         result: { content: [{ type: "text", text: message }], structuredContent: { error: message }, isError: true },
       });
     }
-    return rpcError(config, 413, id, -32600, message, { limit_bytes: MAX_BODY });
+    return rpcError(config, 200, id, -32600, message, { limit_bytes: MAX_BODY });
   }
   const body = read.body;
   await wake(config, fx, state, notes);

@@ -191,12 +191,12 @@ test("redact removes keys in queries, encoded queries and bearer tokens", () => 
   assert.equal(redact("the key abcdef leaked", ["abcdef"]), "the key REDACTED leaked");
 });
 
-test("a body over 4 MiB is refused with 413 and never forwarded; exactly 4 MiB goes", async () => {
+test("a body over 4 MiB is answered as the sprite answers it (200, JSON-RPC) and never forwarded; exactly 4 MiB goes", async () => {
   const r = rig(() => ok());
   const prefix = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"apply_patch","arguments":{"patch":"`;
   const big = prefix + "x".repeat(MAX_BODY - prefix.length + 10) + `"}}}`;
   const response = await handle(post(`/mcp?key=${KEY}`, big), CONFIG, r.fx, r.state);
-  assert.equal(response.status, 413);
+  assert.equal(response.status, 200);
   const body = await response.json();
   assert.equal(body.id, 9);
   assert.equal(body.result.isError, true);
@@ -213,7 +213,7 @@ test("a body over 4 MiB is refused with 413 and never forwarded; exactly 4 MiB g
   });
   const streamed = new Request(`https://edge.example.workers.dev/mcp?key=${KEY}`, { method: "POST", body: stream, duplex: "half" });
   const refused = await handle(streamed, CONFIG, r.fx, r.state);
-  assert.equal(refused.status, 413);
+  assert.equal(refused.status, 200);
   assert.equal((await refused.json()).error.data.limit_bytes, MAX_BODY);
   assert.equal(r.seen.length, 0);
   const exact = "x".repeat(MAX_BODY);
