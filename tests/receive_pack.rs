@@ -81,7 +81,7 @@ impl World {
         args.extend_from_slice(refs);
         git_ok(&self.checkout, &args);
         let tmp = self.work.path().join("tmp");
-        SharedQuarantine::new(Quarantine::import(&self.mirror, true, &spool, &tmp).unwrap())
+        SharedQuarantine::new(Quarantine::import(&self.mirror, true, &spool, &tmp, false).unwrap())
     }
 
     fn push(

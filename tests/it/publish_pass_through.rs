@@ -96,3 +96,72 @@ fn a_push_with_a_refused_ref_passes_through_only_when_the_pack_holds_none_of_its
     let probe = support::devhub::git(&rig.bare("app"), &["cat-file", "-e", &rewrite]);
     assert!(!probe.status.success(), "the refused commit reached GitHub");
 }
+
+/// `len` bytes git cannot compress (a fixed pseudo-random sequence).
+fn incompressible(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// The mirror is a partial clone without blobs: after someone else pushed a 4 MiB file straight
+/// to GitHub, the next push through zodex-prd fetches that commit and its tree — what decisions
+/// read — and leaves the blob at GitHub; the mirror stays small.
+#[test]
+fn the_mirror_leaves_other_peoples_blobs_at_github() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    rig.grant_push("demo/app");
+    // Someone else, with plain git and no Zodex, pushes a big file to main.
+    let other = work.path().join("other");
+    let bare = rig.bare("app");
+    support::devhub::git_ok(
+        work.path(),
+        &["clone", "-q", bare.to_str().unwrap(), "other"],
+    );
+    let big = incompressible(4 << 20);
+    commit_file(&other, "big.bin", &big, "a big file");
+    support::devhub::git_ok(&other, &["push", "-q", "origin", "HEAD:main"]);
+    let big_commit = head(&other);
+    let big_blob = support::devhub::rev_parse(&other, "HEAD:big.bin");
+
+    // The agent pushes a small branch through Zodex.
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "small"]);
+    commit_file(&app, "small.txt", b"small\n", "small");
+    let push = rig.agent_git(&app, &["push", "origin", "small"]);
+    assert!(push.status.success(), "{}", rig.log());
+    assert_eq!(rig.remote_sha("app", "refs/heads/small"), Some(head(&app)));
+
+    let mirror = rig.dir.path().join("state/mirrors/demo/app.git");
+    let has = |oid: &str| {
+        std::process::Command::new("git")
+            .args(["-C", mirror.to_str().unwrap(), "cat-file", "-e", oid])
+            .env("GIT_NO_LAZY_FETCH", "1")
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(has(&big_commit), "the mirror follows GitHub's refs");
+    assert!(!has(&big_blob), "the 4 MiB blob stays at GitHub");
+    let size: u64 = walkdir(&mirror.join("objects"));
+    assert!(size < 1 << 20, "the mirror holds {size} bytes of objects");
+}
+
+/// Bytes of the files under `dir`.
+fn walkdir(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| match e.file_type().unwrap().is_dir() {
+            true => walkdir(&e.path()),
+            false => e.metadata().unwrap().len(),
+        })
+        .sum()
+}

@@ -1,5 +1,5 @@
 //! The repository's mirror as a request uses it: locked, fetched with the publisher's own read
-//! token (or reused when `list for-push` fetched it a moment ago) — its refs are GitHub's refs,
+//! token (a partial clone: commits and trees only, so the fetch is cheap) — its refs are GitHub's refs,
 //! the ground of every fact about an update — and a quarantine for the request's bundle beside
 //! it. Also the GitHub client's presence and one-shot revocation.
 
@@ -8,13 +8,11 @@ use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::ErrorKind;
 use crate::publisher::github::{GitHub, Token, TokenUse};
 use crate::publisher::publish::Spooled;
+use crate::publisher::publish::receive_pack::{ReceivePackError, Session};
 use crate::publisher::publish::{ImportError, MirrorRef, Quarantine};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// How long a push may reuse the mirror's last fetch (see [`Host::open_mirror`]).
-pub(super) const MIRROR_REUSE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A repository's mirror, locked and freshly fetched.
 pub(super) struct OpenMirror {
@@ -51,36 +49,54 @@ impl Host {
         })
     }
 
-    /// `list for-push`: the repository's refs, fetched into the mirror just now.
+    /// `list for-push`: the repository's branches and tags as GitHub advertises them now — one
+    /// round trip, no mirror download (the push that follows fetches what its decisions read).
     pub(super) async fn list_refs(self: &Arc<Self>, repo: &str) -> Result<Vec<MirrorRef>, Failure> {
         let repo = parse_repo(repo)?;
         let github = self.github()?;
         self.ensure_coverage(github, &repo, self.now())
             .await
             .map_err(super::push::nothing_pushed)?;
-        let _guard = self.mirrors.lock(&repo).await;
-        // `list for-push` always asks GitHub: git decides on what it answers.
-        let mirror = self
-            .open_mirror(github, &repo, std::time::Duration::ZERO)
+        let token = self
+            .mirror_read_token(github, &repo)
             .await
             .map_err(super::push::nothing_pushed)?;
-        let mut refs: Vec<MirrorRef> = mirror
+        let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
+        let listing = format!("listing the refs of {repo}");
+        let advertised = match Session::new(&url, &token) {
+            Ok(session) => session.refs().await,
+            Err(e) => Err(e),
+        };
+        let advertised = advertised.map_err(|e| match e {
+            ReceivePackError::Server { status, .. } => {
+                Failure::upstream_git(status, &listing, &e.to_string())
+            }
+            other => Failure::new(
+                ErrorKind::Internal,
+                format!("{listing}: {other}; see the zodex-prd log"),
+            ),
+        });
+        let mut refs: Vec<MirrorRef> = advertised
+            .map_err(super::push::nothing_pushed)?
             .refs
             .into_iter()
+            .filter(|(name, _)| {
+                (name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
+                    && !name.ends_with("^{}")
+            })
             .map(|(name, oid)| MirrorRef { name, oid })
             .collect();
         refs.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(refs)
     }
 
-    /// Ensures `repo`'s mirror and fetches it unless it was fetched less than `max_age` ago.
-    /// A slightly stale view is safe: every push is leased on the values decided, so GitHub
-    /// refuses it if a ref moved meanwhile. Call with the mirror's lock held.
+    /// Ensures `repo`'s mirror and fetches GitHub's refs into it, with the commits and trees
+    /// they bring. (Every push is also leased on the values decided, so GitHub refuses it if a
+    /// ref moved after this.) Call with the mirror's lock held.
     pub(super) async fn open_mirror(
         self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
-        max_age: std::time::Duration,
     ) -> Result<OpenMirror, Failure> {
         let internal = |e: &dyn std::fmt::Display| {
             Failure::new(
@@ -89,31 +105,23 @@ impl Host {
             )
         };
         let ensuring = repo.clone();
-        let (path, fresh) = self
-            .blocking(move |host| {
-                let path = host.mirrors.ensure(&ensuring)?;
-                let fresh = host.mirrors.fresh(&path, max_age);
-                Ok::<_, crate::publisher::publish::git::GitError>((path, fresh))
-            })
+        let path = self
+            .blocking(move |host| host.mirrors.ensure(&ensuring))
             .await
             .map_err(|e| internal(&e))?;
         let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
-        if !fresh {
-            let token = self.mirror_read_token(github, repo).await?;
-            let (at, from) = (path.clone(), url.clone());
-            self.blocking(move |host| host.mirrors.fetch(&at, &from, &token))
-                .await
-                .map_err(
-                    |e| match crate::publisher::publish::git::http_status(&e.to_string()) {
-                        Some(status) if status >= 500 => Failure::upstream_git(
-                            status,
-                            &format!("fetching {repo}"),
-                            &e.to_string(),
-                        ),
-                        _ => internal(&e),
-                    },
-                )?;
-        }
+        let token = self.mirror_read_token(github, repo).await?;
+        let (at, from) = (path.clone(), url.clone());
+        self.blocking(move |host| host.mirrors.fetch(&at, &from, &token))
+            .await
+            .map_err(
+                |e| match crate::publisher::publish::git::http_status(&e.to_string()) {
+                    Some(status) if status >= 500 => {
+                        Failure::upstream_git(status, &format!("fetching {repo}"), &e.to_string())
+                    }
+                    _ => internal(&e),
+                },
+            )?;
         let at = path.clone();
         let refs = self
             .blocking(move |host| host.mirrors.refs(&at))
@@ -154,27 +162,60 @@ impl Host {
         Ok(minted.token)
     }
 
-    /// Imports the bundle (or nothing) into a quarantine beside the mirror. A bundle carrying
-    /// an object none of `tips` (the values the request names) reaches is refused. Blocking
-    /// (git): call on a blocking thread.
-    pub(super) fn quarantine(
+    /// Imports the bundle (or nothing) into a quarantine beside the mirror, on a blocking
+    /// thread. A bundle carrying an object none of `tips` (the values the request names)
+    /// reaches is refused. A thin bundle's delta bases the mirror leaves at GitHub (it holds no
+    /// blobs) are fetched, exactly those, and the import made again.
+    pub(super) async fn import_bundle(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        mirror: &Arc<OpenMirror>,
+        bundle: Option<Arc<Spooled>>,
+        tips: Vec<String>,
+    ) -> Result<Quarantine, Failure> {
+        let attempt = |bases_fetched: bool| {
+            let (mirror, bundle, tips) = (mirror.clone(), bundle.clone(), tips.clone());
+            self.blocking(move |host| {
+                host.quarantine(&mirror, bundle.as_deref(), &tips, bases_fetched)
+            })
+        };
+        let imported = match attempt(false).await {
+            Err(ImportError::NeedsBases(oids)) => {
+                let token = self.mirror_read_token(github, repo).await?;
+                let (at, url, count) = (mirror.path.clone(), mirror.url.clone(), oids.len());
+                let fetched = self
+                    .blocking(move |host| host.mirrors.fetch_objects(&at, &url, &token, &oids))
+                    .await;
+                // Not fetched: the import says which base is missing (the pack may carry it).
+                if let Err(e) = fetched {
+                    tracing::warn!(bases = count, error = %e, "fetching a thin bundle's delta bases failed");
+                }
+                attempt(true).await
+            }
+            other => other,
+        };
+        imported.map_err(import_failure)
+    }
+
+    /// [`Host::import_bundle`]'s import, here (blocking: git and gix).
+    fn quarantine(
         &self,
         mirror: &OpenMirror,
         bundle: Option<&Spooled>,
-        tips: &[&str],
-    ) -> Result<Quarantine, Failure> {
+        tips: &[String],
+        bases_fetched: bool,
+    ) -> Result<Quarantine, ImportError> {
         let has_refs = !mirror.refs.is_empty();
-        let result = match bundle {
-            Some(b) => Quarantine::import(
-                &mirror.path,
-                has_refs,
-                b.file.path(),
-                self.mirrors.tmp_dir(),
-            )
-            .and_then(|q| q.check_reach(tips).map(|()| q)),
-            None => Quarantine::empty(&mirror.path, has_refs, self.mirrors.tmp_dir()),
-        };
-        result.map_err(import_failure)
+        let tmp = self.mirrors.tmp_dir();
+        let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+        match bundle {
+            Some(b) => {
+                Quarantine::import(&mirror.path, has_refs, b.file.path(), tmp, bases_fetched)
+                    .and_then(|q| q.check_reach(&tips).map(|()| q))
+            }
+            None => Quarantine::empty(&mirror.path, has_refs, tmp),
+        }
     }
 
     /// GitHub's default branch of `repo` as the last coverage check read it (the one fact

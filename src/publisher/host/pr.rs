@@ -85,26 +85,38 @@ impl Host {
         };
         let _guard = self.mirrors.lock(&repo).await;
         let mirror = Arc::new(
-            self.open_mirror(&github, &repo, std::time::Duration::ZERO)
+            self.open_mirror(&github, &repo)
                 .await
                 .map_err(super::push::nothing_pushed)?,
         );
         let now = self.now();
         let pr = Arc::new(pr);
-        // The bundle imported and checked, the earlier attempt read: git and SQLite.
-        let checking = (repo.clone(), mirror.clone(), bundle.clone(), pr.clone());
-        let checked = self
+        let quarantine = self
+            .import_bundle(
+                &github,
+                &repo,
+                &mirror,
+                Some(bundle.clone()),
+                vec![pr.head.clone()],
+            )
+            .await?;
+        // The bundle checked, the earlier attempt read: git and SQLite.
+        let checking = (repo.clone(), mirror.clone(), pr.clone());
+        let (quarantine, checked) = self
             .blocking(move |host| {
-                let (repo, mirror, bundle, pr) = checking;
-                let quarantine = host.quarantine(&mirror, Some(&bundle), &[pr.head.as_str()])?;
-                let (facts, base) =
-                    host.check_publication(&repo, &mirror, &quarantine, &pr, now)?;
-                let key = idempotency_key(&repo, &pr, &base);
-                let earlier = host.with_store(|_, s| s.read(|f| f.publication(&key)))?;
-                Ok::<_, Failure>((SharedQuarantine::new(quarantine), facts, base, key, earlier))
+                let (repo, mirror, pr) = checking;
+                let checked = host
+                    .check_publication(&repo, &mirror, &quarantine, &pr, now)
+                    .and_then(|(facts, base)| {
+                        let key = idempotency_key(&repo, &pr, &base);
+                        let earlier = host.with_store(|_, s| s.read(|f| f.publication(&key)))?;
+                        Ok((facts, base, key, earlier))
+                    });
+                (quarantine, checked)
             })
             .await;
-        let (quarantine, facts, base, key, earlier) = checked?;
+        let (facts, base, key, earlier) = checked?;
+        let quarantine = SharedQuarantine::new(quarantine);
         // A retry of a publish whose commits went up already is not "nothing to publish".
         if facts.new_commits == 0
             && earlier
@@ -117,37 +129,9 @@ impl Host {
             )));
         }
 
-        let bytes = i64::try_from(bundle.len).unwrap_or(i64::MAX);
-        let asked = Self::publish_ask(
-            &repo,
-            bytes,
-            &pr.title,
-            &pr.body,
-            pr.draft,
-            facts.touches_workflows,
-        );
-        let (ask, _) = self.explain_publish(asked, now).await?;
-        let draft = matches!(ask, Ask::PublishPr { draft: true, .. });
-        let audited = (pr.head.clone(), bundle.sha256.clone(), base.clone());
-        let (decision, audit_id) = self
-            .stored(move |a, s| {
-                let (head, sha256, base) = audited;
-                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
-                    e.new_oid = Some(head);
-                    e.bundle_bytes = Some(bytes);
-                    e.bundle_sha256 = Some(sha256);
-                    e.detail = Some(serde_json::json!({
-                        "base": base,
-                        "draft": draft,
-                        "touches_workflows": facts.touches_workflows,
-                        "new_commits": facts.new_commits,
-                    }));
-                })
-            })
+        let (draft, audit_id) = self
+            .decide_publication(&repo, &pr, &bundle, (&facts, &base), now)
             .await?;
-        if !decision.allowed {
-            return Err(Failure::denied(&decision, &repo));
-        }
 
         if let Some(p) = &earlier
             && p.state == PublicationState::Opened
@@ -216,6 +200,51 @@ impl Host {
         })
         .await?;
         result.map_err(|(failure, _)| failure)
+    }
+
+    /// Decides the publication (audited), as a draft when only a draft may be published.
+    /// `Ok` carries whether it is a draft and its audit row.
+    async fn decide_publication(
+        self: &Arc<Self>,
+        repo: &RepoName,
+        pr: &PrRequest,
+        bundle: &Spooled,
+        (facts, base): (&UpdateFacts, &str),
+        now: i64,
+    ) -> Result<(bool, i64), Failure> {
+        let bytes = i64::try_from(bundle.len).unwrap_or(i64::MAX);
+        let asked = Self::publish_ask(
+            repo,
+            bytes,
+            &pr.title,
+            &pr.body,
+            pr.draft,
+            facts.touches_workflows,
+        );
+        let (ask, _) = self.explain_publish(asked, now).await?;
+        let draft = matches!(ask, Ask::PublishPr { draft: true, .. });
+        let audited = (pr.head.clone(), bundle.sha256.clone(), base.to_string());
+        let (touches_workflows, new_commits) = (facts.touches_workflows, facts.new_commits);
+        let (decision, audit_id) = self
+            .stored(move |a, s| {
+                let (head, sha256, base) = audited;
+                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                    e.new_oid = Some(head);
+                    e.bundle_bytes = Some(bytes);
+                    e.bundle_sha256 = Some(sha256);
+                    e.detail = Some(serde_json::json!({
+                        "base": base,
+                        "draft": draft,
+                        "touches_workflows": touches_workflows,
+                        "new_commits": new_commits,
+                    }));
+                })
+            })
+            .await?;
+        if !decision.allowed {
+            return Err(Failure::denied(&decision, repo));
+        }
+        Ok((draft, audit_id))
     }
 
     /// The checks of a publication before it is decided: the bundle carries the head, the base

@@ -5,7 +5,7 @@
 //! the update brings and their workflow paths, size), and the allowed ones are pushed with a
 //! one-repository token revoked right after.
 
-use super::mirror::{MIRROR_REUSE, OpenMirror};
+use super::mirror::OpenMirror;
 use super::{Failure, Host, parse_repo};
 use crate::engine::ledger;
 use crate::engine::store::AuditEvent;
@@ -39,7 +39,7 @@ pub(super) struct DecidedAt {
     pub now: i64,
 }
 
-/// A repository's mirror, fetched (or reused when fresh) under the repository's lock, which
+/// A repository's mirror, fetched under the repository's lock, which
 /// is held until this goes; the clock started with the fetch.
 pub(super) struct LockedMirror {
     _guard: tokio::sync::OwnedMutexGuard<()>,
@@ -258,15 +258,14 @@ impl Host {
             .await
     }
 
-    /// `repo`'s mirror, fetched (or reused when fresh) under the repository's lock.
+    /// `repo`'s mirror, fetched under the repository's lock.
     pub(super) async fn lock_mirror(self: &Arc<Self>, repo: &str) -> Result<LockedMirror, Failure> {
         let repo = parse_repo(repo)?;
         let github = self.github()?.clone();
         let guard = self.mirrors.lock(&repo).await;
         let mut clock = Stages::start();
-        // Usually fetched a moment ago by the same push's `list for-push`.
         let mirror = self
-            .open_mirror(&github, &repo, MIRROR_REUSE)
+            .open_mirror(&github, &repo)
             .await
             .map_err(nothing_pushed)?;
         clock.mark("fetch");
@@ -280,8 +279,7 @@ impl Host {
     }
 
     /// Imports the bundle (`at.bytes` long) into a quarantine beside the mirror and decides
-    /// every update on it, each audited; the admission's refusals stand. On a blocking thread
-    /// (git and SQLite).
+    /// every update on it, each audited; the admission's refusals stand.
     pub(super) async fn import_and_decide(
         self: &Arc<Self>,
         at: &DecidedAt,
@@ -290,35 +288,21 @@ impl Host {
         bundle: Option<Arc<Spooled>>,
         clock: &mut Stages,
     ) -> Result<(SharedQuarantine, Decided), Failure> {
+        let named: Vec<String> = updates.iter().filter_map(|u| u.new.clone()).collect();
+        let quarantine = self
+            .import_bundle(&at.github, &at.repo, &at.mirror, bundle.clone(), named)
+            .await?;
+        clock.mark("import");
         let at = at.clone();
-        let mut stages = std::mem::replace(clock, Stages::start());
-        let (decided, stages) = self
+        let (quarantine, decided) = self
             .blocking(move |host| {
                 let decided =
-                    host.import_and_decide_here(&at, updates, admission, bundle, &mut stages);
-                (decided, stages)
+                    host.decide_updates(&at, &quarantine, updates, admission, bundle.as_deref());
+                (quarantine, decided)
             })
             .await;
-        *clock = stages;
-        let (quarantine, decided) = decided?;
-        Ok((SharedQuarantine::new(quarantine), decided))
-    }
-
-    fn import_and_decide_here(
-        &self,
-        at: &DecidedAt,
-        updates: Vec<PushUpdate>,
-        admission: Admission,
-        bundle: Option<Arc<Spooled>>,
-        clock: &mut Stages,
-    ) -> Result<(Quarantine, Decided), Failure> {
-        let named: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
-        let quarantine = self.quarantine(&at.mirror, bundle.as_deref(), &named)?;
-        clock.mark("import");
-        let decided =
-            self.decide_updates(at, &quarantine, updates, admission, bundle.as_deref())?;
         clock.mark("decide");
-        Ok((quarantine, decided))
+        Ok((SharedQuarantine::new(quarantine), decided?))
     }
 
     /// The end of a push once every update is decided: atomicity and dry runs applied, the
@@ -497,11 +481,7 @@ impl Host {
                     .with(|q| host.record_pushed_here(&mirror, q, allowed, &outcomes, &token_sha))
             })
             .await?;
-        if !adopted
-            && let Err(e) = self
-                .open_mirror(&at.github, &at.repo, std::time::Duration::ZERO)
-                .await
-        {
+        if !adopted && let Err(e) = self.open_mirror(&at.github, &at.repo).await {
             tracing::warn!(error = %e.0.message, "fetching the mirror after a push failed; the next request fetches it");
         }
         Ok(results)

@@ -23,6 +23,9 @@ pub fn command(dir: &Path) -> Command {
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "/bin/false")
         .env("GIT_PROTOCOL", "version=2")
+        // The mirrors are partial clones: a missing object is an error, never a fetch made
+        // behind our back (see `mirror.rs`).
+        .env("GIT_NO_LAZY_FETCH", "1")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_OBJECT_DIRECTORY")

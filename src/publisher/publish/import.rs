@@ -68,6 +68,10 @@ pub enum ImportError {
     Limit(String),
     #[error("reading objects failed: {0}")]
     Objects(String),
+    /// A thin pack builds on objects of GitHub's the mirror leaves at GitHub (it holds no
+    /// blobs): the caller fetches them and imports again.
+    #[error("the bundle builds on {} objects the mirror does not hold", .0.len())]
+    NeedsBases(Vec<String>),
     #[error(transparent)]
     Git(#[from] GitError),
 }
@@ -172,11 +176,14 @@ impl Quarantine {
     /// walked in constant memory ([`packscan::scan`]), then indexed and verified into the
     /// quarantine by a child process under memory limits ([`indexer::index`]), which also holds
     /// every object's resolved size against [`MAX_BLOB_BYTES`]; then every tip must be there.
+    /// `bases_fetched`: the missing bases of a thin pack were fetched already (see
+    /// [`ImportError::NeedsBases`]); what is still missing is the pack's own business.
     pub fn import(
         mirror: &Path,
         mirror_has_refs: bool,
         spool: &Path,
         tmp_root: &Path,
+        bases_fetched: bool,
     ) -> Result<Self, ImportError> {
         let mut this = Self::create(mirror, mirror_has_refs, tmp_root)?;
         let file = std::fs::File::open(spool).map_err(objects_err)?;
@@ -194,7 +201,20 @@ impl Quarantine {
         drop(input);
         // Bundles made by Zodex are self-contained (OFS-deltas only) and index as a pure
         // stream. REF-deltas may build on the mirror's objects (a thin pack, as `git bundle
-        // create` makes them): gix-pack then keeps the entries in the child's memory.
+        // create` makes them): gix-pack then keeps the entries in the child's memory. Their
+        // bases are GitHub's blobs, which the partial mirror leaves at GitHub: the caller
+        // fetches the missing ones first (a base the pack carries itself is never missing
+        // once fetched-or-not: the indexer decides).
+        let missing: Vec<String> = summary
+            .ref_bases
+            .iter()
+            .map(|b| ObjectId::from_bytes_or_panic(b.as_slice()))
+            .filter(|id| !this.mirror_odb.exists(id))
+            .map(|id| id.to_string())
+            .collect();
+        if !missing.is_empty() && !bases_fetched {
+            return Err(ImportError::NeedsBases(missing));
+        }
         let job = indexer::Job {
             bundle: spool.to_path_buf(),
             pack_offset: header.pack_offset,

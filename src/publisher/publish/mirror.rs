@@ -1,13 +1,18 @@
 //! One persistent bare mirror per repository under the state directory, fetched incrementally
 //! with a read token. Work on one repository is serialised by its lock; different repositories
 //! proceed in parallel.
+//!
+//! A mirror is a partial clone without blobs (`--filter=blob:none`): every decision reads
+//! GitHub's refs, commits and trees — never a blob (the bundle's own blobs are in its
+//! quarantine) — so a push costs what it carries, not what others pushed or the size of the
+//! history. Nothing is fetched lazily (`GIT_NO_LAZY_FETCH`, see `git.rs`): the one case that
+//! needs a blob of GitHub's, a thin bundle's delta bases, fetches exactly those
+//! ([`Mirrors::fetch_objects`]).
 
 use super::git::{self, GitError};
 use crate::engine::RepoName;
 use crate::publisher::github::Token;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 pub struct Mirrors {
     root: PathBuf,
@@ -15,8 +20,6 @@ pub struct Mirrors {
     /// system (a verified pack moves into a mirror by rename), private to the publisher.
     tmp: PathBuf,
     locks: crate::publisher::locks::RepoLocks,
-    /// When each mirror was last fetched.
-    fetched: Mutex<HashMap<PathBuf, std::time::Instant>>,
 }
 
 /// A ref as the mirror holds it (and as `list_refs` answers it).
@@ -28,7 +31,6 @@ impl Mirrors {
             root,
             tmp,
             locks: Default::default(),
-            fetched: Mutex::new(HashMap::new()),
         }
     }
 
@@ -71,40 +73,63 @@ impl Mirrors {
                 git::command(tmp.path()).args(["config", "gc.auto", "0"]),
                 None,
             )?;
+            make_partial(tmp.path())?;
             let made = tmp.keep();
             std::fs::rename(&made, &path).map_err(|e| io_error("creating the mirror", e))?;
         }
+        // A mirror an older version made holds every blob; from now on it fetches none.
+        if !path.join(PARTIAL_MARK).exists() {
+            make_partial(&path)?;
+        }
         remove_temporary_packs(&path);
         Ok(path)
+    }
+
+    /// Fetches the objects `oids` names (GitHub's: a thin bundle's delta bases), nothing else.
+    pub fn fetch_objects(
+        &self,
+        mirror: &Path,
+        url: &str,
+        token: &Token,
+        oids: &[String],
+    ) -> Result<(), GitError> {
+        let mut cmd = git::command(mirror);
+        git::with_token(&mut cmd, token);
+        cmd.args(["-c", &format!("remote.origin.url={url}")])
+            .args(["-c", "fetch.negotiationAlgorithm=noop"])
+            .args([
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--filter=blob:none",
+                "origin",
+            ])
+            .args(oids);
+        let result = git::run("fetch", &mut cmd, Some(token));
+        remove_temporary_packs(mirror);
+        result.map(|_| ())
     }
 
     /// Fetches every branch and tag of `url` into the mirror (deleted refs are pruned).
     pub fn fetch(&self, mirror: &Path, url: &str, token: &Token) -> Result<(), GitError> {
         let mut cmd = git::command(mirror);
         git::with_token(&mut cmd, token);
-        cmd.args([
+        // The promisor remote is `origin`; its URL is given here, never stored.
+        cmd.args(["-c", &format!("remote.origin.url={url}")]).args([
             "fetch",
             "--quiet",
             "--prune",
             "--no-tags",
             "--no-write-fetch-head",
-            url,
+            "--filter=blob:none",
+            "origin",
             "+refs/heads/*:refs/heads/*",
             "+refs/tags/*:refs/tags/*",
         ]);
         let result = git::run("fetch", &mut cmd, Some(token));
         remove_temporary_packs(mirror);
-        if result.is_ok() {
-            let mut fetched = self.fetched.lock().unwrap_or_else(|p| p.into_inner());
-            fetched.insert(mirror.to_path_buf(), std::time::Instant::now());
-        }
         result.map(|_| ())
-    }
-
-    /// Whether the mirror was fetched less than `max_age` ago (by this process).
-    pub fn fresh(&self, mirror: &Path, max_age: std::time::Duration) -> bool {
-        let fetched = self.fetched.lock().unwrap_or_else(|p| p.into_inner());
-        fetched.get(mirror).is_some_and(|at| at.elapsed() < max_age)
     }
 
     /// Every branch and tag of the mirror.
@@ -128,6 +153,28 @@ impl Mirrors {
             })
             .collect())
     }
+}
+
+/// A file in a mirror saying it is configured as a partial clone.
+const PARTIAL_MARK: &str = "zodex-partial";
+
+/// Configures `mirror` as a partial clone of the promisor remote `origin` (its URL comes with
+/// each fetch): blobs are left at GitHub.
+fn make_partial(mirror: &Path) -> Result<(), GitError> {
+    for (key, value) in [
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", "origin"),
+        ("remote.origin.promisor", "true"),
+        ("remote.origin.partialclonefilter", "blob:none"),
+    ] {
+        git::run(
+            "config",
+            git::command(mirror).args(["config", key, value]),
+            None,
+        )?;
+    }
+    std::fs::write(mirror.join(PARTIAL_MARK), "blob:none\n")
+        .map_err(|e| io_error("marking the mirror partial", e))
 }
 
 fn io_error(what: &str, e: std::io::Error) -> GitError {

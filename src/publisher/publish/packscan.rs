@@ -106,12 +106,18 @@ pub enum ScanError {
     Io(String),
 }
 
+/// The most distinct objects a pack's REF-deltas may build on (a thin pack's bases: about one
+/// per file changed).
+pub const MAX_REF_BASES: usize = 65_536;
+
 /// What the walk learned about a pack that passed it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PackSummary {
     pub entries: u32,
     /// REF-delta entries: their bases may be outside the pack (a thin pack).
     pub ref_deltas: u32,
+    /// The distinct bases REF-deltas name (at most [`MAX_REF_BASES`]).
+    pub ref_bases: std::collections::BTreeSet<[u8; 20]>,
     /// All entries' inflated bytes (delta data counted as such, not as results).
     pub inflated_bytes: u64,
 }
@@ -212,6 +218,14 @@ fn walk(
                 let mut base = [0u8; 20];
                 reader.read_exact(&mut base).map_err(|e| e.at(entry))?;
                 summary.ref_deltas += 1;
+                if summary.ref_bases.insert(base) && summary.ref_bases.len() > MAX_REF_BASES {
+                    return Err(corrupt(
+                        entry,
+                        format!(
+                            "its deltas build on more than {MAX_REF_BASES} objects by id; make a self-contained bundle (zodex-agent and git-remote-zodex do)"
+                        ),
+                    ));
+                }
                 Declared::DeltaData
             }
             other => return Err(corrupt(entry, format!("unknown entry type {other}"))),

@@ -124,12 +124,19 @@ fn is_object_id(text: &str) -> bool {
 
 /// Reads an `info/refs` answer for `git-receive-pack` (smart HTTP, protocol v0/v1).
 pub fn parse_advertisement(body: &[u8]) -> Result<Advertisement, String> {
+    parse_advertisement_of("git-receive-pack", body)
+}
+
+/// [`parse_advertisement`] of `service`'s answer (`git-upload-pack`: the refs a read token
+/// sees, in protocol v0, peeled tags as `^{}` entries).
+pub fn parse_advertisement_of(service: &str, body: &[u8]) -> Result<Advertisement, String> {
     let lines = pkt_lines(body)?;
     let mut lines = lines.into_iter().peekable();
-    // `# service=git-receive-pack`, a flush, then the refs (a dumb server sends none of it).
+    // `# service=…`, a flush, then the refs (a dumb server sends none of it).
+    let first = format!("# service={service}");
     match lines.next() {
-        Some(Some(line)) if line == b"# service=git-receive-pack" => {}
-        _ => return Err("no `# service=git-receive-pack` line".into()),
+        Some(Some(line)) if line == first.as_bytes() => {}
+        _ => return Err(format!("no `{first}` line")),
     }
     if lines.next() != Some(None) {
         return Err("no flush after the service line".into());

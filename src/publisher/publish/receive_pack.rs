@@ -186,6 +186,21 @@ impl Session {
         })
     }
 
+    /// `GET info/refs?service=git-upload-pack` (protocol v0): GitHub's refs as a read token
+    /// sees them, in one round trip and without a download.
+    pub async fn refs(&self) -> Result<Advertisement, ReceivePackError> {
+        const WHAT: &str = "reading GitHub's refs";
+        let request = http::Request::get(format!("{}/info/refs?service=git-upload-pack", self.url))
+            .header(ACCEPT, "*/*");
+        let body = self.exchange(WHAT, request, empty_body()).await?;
+        super::pktline::parse_advertisement_of("git-upload-pack", &body).map_err(|message| {
+            ReceivePackError::Protocol {
+                what: WHAT,
+                message,
+            }
+        })
+    }
+
     /// `POST git-receive-pack`: `commands`, then the pack at `pack` (`None`: every command is a
     /// deletion, or an empty pack when one is not). `capabilities` go on the first command.
     pub async fn push(

@@ -308,7 +308,10 @@ pub fn git_push(
     let mut cmd = git::command(mirror);
     git::with_token(&mut cmd, token);
     cmd.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", quarantine.objects_dir())
-        .args(["push", "--porcelain", "--no-verify"]);
+        .args(["push", "--porcelain", "--no-verify"])
+        // Not thin: a thin pack deltas against GitHub's blobs, which the partial mirror does
+        // not hold (and never fetches behind our back); the bundle's objects go whole.
+        .arg("--no-thin");
     if atomic {
         cmd.arg("--atomic");
     }

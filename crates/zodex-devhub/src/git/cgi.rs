@@ -22,6 +22,10 @@ pub async fn run(git: &Git, env: Vec<(String, String)>, body: Body) -> Response 
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        // As GitHub: partial clones (`--filter=blob:none`) are served.
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "uploadpack.allowFilter")
+        .env("GIT_CONFIG_VALUE_0", "true")
         .envs(env)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
