@@ -9,7 +9,11 @@
 //! - a pack bomb (one blob declared and compressed as 2 GiB of zeros, about 2 MiB on the wire)
 //!   sent as `publish_pr` and as a push: the time to refuse it and zodex-prd's peak RSS after it;
 //! - the time to refuse a bundle over the ceiling on its header, for declared sizes from
-//!   128 MiB + 1 to 64 GiB (it must not depend on the size).
+//!   128 MiB + 1 to 64 GiB (it must not depend on the size);
+//! - as a busy repository meets a sprite: pushes of 1 and 32 MiB through zodex interleaved with
+//!   plain pushes of the same size that stay at GitHub (the mirror never sees a quiet
+//!   repository), and a small push right after another client pushed 32 MiB, against a small
+//!   plain push after the same.
 //!
 //! Run: `cargo bench --bench push` (needs git; takes a few minutes).
 
@@ -206,6 +210,7 @@ fn main() {
         child_peaks(&rig.log()).into_iter().max().unwrap_or(0),
         child_peaks(&rig.log()).len()
     );
+    busy_repository(&rig, &app, &plain_url, &mut seed);
     bomb(&rig, work.path());
 
     println!("refusing a bundle over the ceiling on its header (median of 200, p99)");
@@ -244,6 +249,127 @@ fn main() {
 }
 
 /// Drops terminal colour codes (`ESC [ … m`) from a log line.
+/// A push of `branch` (a new ref) with plain git and the writer's token, timed.
+fn plain_push(app: &Path, url: &str, branch: &str) -> (std::process::Output, Duration) {
+    let started = Instant::now();
+    let out = git_command(app)
+        .args(["push", "-q", url, &format!("{branch}:refs/heads/{branch}")])
+        .output()
+        .unwrap();
+    (out, started.elapsed())
+}
+
+/// A push of `branch` through git-remote-zodex and zodex-prd, timed.
+fn zodex_push(rig: &Rig, app: &Path, branch: &str) -> (std::process::Output, Duration) {
+    let started = Instant::now();
+    let out = rig
+        .agent_git_command(app)
+        .args([
+            "push",
+            "-q",
+            "origin",
+            &format!("{branch}:refs/heads/{branch}"),
+        ])
+        .output()
+        .unwrap();
+    (out, started.elapsed())
+}
+
+/// A commit of one small file on a new branch from origin/main.
+fn commit_small(app: &Path, branch: &str) {
+    let run = |args: &[&str]| {
+        let out = git_command(app).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+    };
+    run(&["checkout", "-q", "-B", branch, "origin/main"]);
+    std::fs::write(app.join(format!("{branch}.txt")), format!("{branch}\n")).unwrap();
+    run(&["add", "."]);
+    let commit = [
+        "-c",
+        "user.name=b",
+        "-c",
+        "user.email=b@e",
+        "commit",
+        "-q",
+        "-m",
+        branch,
+    ];
+    run(&commit);
+}
+
+/// Issue 26's busy repository: every plain push stays at GitHub, so each zodex push meets
+/// what others pushed since its last one.
+fn busy_repository(rig: &Rig, app: &Path, plain_url: &str, seed: &mut u64) {
+    println!(
+        "a busy repository: zodex pushes interleaved with plain pushes that stay (median of {ROUNDS})"
+    );
+    for mib in [1usize, 32] {
+        let (mut plain, mut zodex) = (Vec::new(), Vec::new());
+        for round in 0..ROUNDS {
+            let (p, z) = (
+                format!("busy-plain-{mib}-{round}"),
+                format!("busy-zodex-{mib}-{round}"),
+            );
+            commit_change(app, &p, mib, seed);
+            commit_change(app, &z, mib, seed);
+            plain.push(timed(|| plain_push(app, plain_url, &p)));
+            zodex.push(timed(|| zodex_push(rig, app, &z)));
+        }
+        let (p, z) = (median(plain), median(zodex));
+        println!(
+            "{mib:>5} MiB interleaved: plain {:.0} ms, zodex {:.0} ms, {:.2}x, +{:.0} ms",
+            p.as_secs_f64() * 1e3,
+            z.as_secs_f64() * 1e3,
+            z.as_secs_f64() / p.as_secs_f64(),
+            (z.as_secs_f64() - p.as_secs_f64()) * 1e3
+        );
+        let small = mib < 32;
+        bench_line::BenchLine {
+            name: &format!("push_{mib}mib_interleaved_vs_plain_git_push"),
+            unit: "ms",
+            value: z.as_secs_f64() * 1e3,
+            baseline: Some(p.as_secs_f64() * 1e3),
+            max_ratio: Some(1.15),
+            max_value: None,
+            max_added: small.then_some(60.0),
+        }
+        .print();
+    }
+    // Another client pushes 32 MiB; then a small push, plain or through zodex (alternating
+    // which path comes right after the big push).
+    let (mut plain, mut zodex) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        for through_zodex in [round % 2 == 0, round % 2 != 0] {
+            let big = format!("big-{round}-{through_zodex}");
+            commit_change(app, &big, 32, seed);
+            timed(|| plain_push(app, plain_url, &big));
+            let small = format!("small-{round}-{through_zodex}");
+            commit_small(app, &small);
+            match through_zodex {
+                true => zodex.push(timed(|| zodex_push(rig, app, &small))),
+                false => plain.push(timed(|| plain_push(app, plain_url, &small))),
+            }
+        }
+    }
+    let (p, z) = (median(plain), median(zodex));
+    println!(
+        "a small push after another client pushed 32 MiB: plain {:.0} ms, zodex {:.0} ms, {:.2}x",
+        p.as_secs_f64() * 1e3,
+        z.as_secs_f64() * 1e3,
+        z.as_secs_f64() / p.as_secs_f64()
+    );
+    bench_line::BenchLine {
+        name: "small_push_after_a_32mib_push_vs_plain",
+        unit: "ms",
+        value: z.as_secs_f64() * 1e3,
+        baseline: Some(p.as_secs_f64() * 1e3),
+        max_ratio: Some(2.0),
+        max_value: None,
+        max_added: None,
+    }
+    .print();
+}
+
 fn plain(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars();
