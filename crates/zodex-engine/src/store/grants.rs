@@ -307,6 +307,33 @@ impl Facts<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Why `grant` cannot be `done` (approved, denied): it is not pending. A request the agent
+    /// replaced names its replacement, whose terms the operator has not read yet.
+    fn not_pending(&self, grant: &Grant, done: &str) -> Result<StoreError> {
+        let id = grant.id;
+        if grant.ended_by.as_deref() == Some("agent:replaced") {
+            let replacement: Option<i64> = self
+                .conn
+                .query_row(
+                    "SELECT id FROM grants WHERE repo_key = (SELECT repo_key FROM grants WHERE id = ?1)
+                       AND id > ?1 AND created_by = 'agent' ORDER BY id LIMIT 1",
+                    [id],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if let Some(next) = replacement {
+                return Ok(StoreError::Conflict(format!(
+                    "request #{id} was replaced by #{next} (the agent asked again for {}); nothing was {done}; read #{next}'s terms with `zodex sprite github requests`, then approve or deny #{next}",
+                    grant.repo
+                )));
+            }
+        }
+        Ok(StoreError::Conflict(format!(
+            "request #{id} is {}, not pending; only pending requests can be {done}",
+            grant.state.as_str()
+        )))
+    }
+
     /// Ends a pending request because the agent asked again for the same repository.
     pub fn replace_request(&self, id: i64, now: i64) -> Result<Grant> {
         self.end_grant(id, GrantState::Revoked, "agent:replaced", now)?;
@@ -364,10 +391,7 @@ impl Facts<'_> {
     ) -> Result<Grant> {
         let grant = self.grant(id)?;
         if grant.state != GrantState::Pending {
-            return Err(StoreError::Conflict(format!(
-                "request #{id} is {}, not pending; only pending requests can be approved",
-                grant.state.as_str()
-            )));
+            return Err(self.not_pending(&grant, "approved")?);
         }
         let ttl = ttl_seconds.unwrap_or(grant.ttl_seconds);
         self.conn.execute(
@@ -383,10 +407,7 @@ impl Facts<'_> {
     pub fn deny_request(&self, id: i64, by: &str, now: i64) -> Result<Grant> {
         let grant = self.grant(id)?;
         if grant.state != GrantState::Pending {
-            return Err(StoreError::Conflict(format!(
-                "request #{id} is {}, not pending; only pending requests can be denied",
-                grant.state.as_str()
-            )));
+            return Err(self.not_pending(&grant, "denied")?);
         }
         self.end_grant(id, GrantState::Denied, by, now)?;
         self.grant(id)
@@ -563,6 +584,34 @@ mod tests {
                 .len(),
             4
         );
+    }
+
+    #[test]
+    fn approving_a_replaced_request_names_its_replacement() {
+        let (_dir, mut store) = temp_store();
+        let first = store
+            .write(|f| f.insert_grant(&new_grant(false, Some(600)), 1))
+            .unwrap();
+        // The agent asks again for the same repository: #1 is replaced by #2.
+        store.write(|f| f.replace_request(first.id, 2)).unwrap();
+        let second = store
+            .write(|f| f.insert_grant(&new_grant(false, None), 2))
+            .unwrap();
+        for refused in [
+            store.write(|f| f.approve_grant(first.id, "uid:0", None, 3)),
+            store.write(|f| f.deny_request(first.id, "uid:0", 3)),
+        ] {
+            let message = refused.unwrap_err().to_string();
+            assert!(
+                message.contains(&format!("replaced by #{}", second.id)),
+                "{message}"
+            );
+            assert!(!message.contains("revoked"), "{message}");
+        }
+        // Nothing changed: the replacement is still pending, on its own terms.
+        let pending = store.read(|f| f.grant(second.id)).unwrap();
+        assert_eq!(pending.state, GrantState::Pending);
+        assert_eq!(pending.ttl_seconds, None);
     }
 
     #[test]
