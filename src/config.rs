@@ -62,6 +62,11 @@ pub struct Config {
     /// retention period. As many ended grants are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_max_rows: Option<u64>,
+    /// The longest TTL an agent's push request may end in without the operator choosing the
+    /// terms (`4h` when absent): a longer request, or one without a TTL, is refused, and an
+    /// operator grants longer with their own `--ttl`/`--no-ttl`. A TTL such as `2h` or `1d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_ttl: Option<String>,
     /// `[agent_limits]`: how much of the daemon one agent connection, one agent process and
     /// all of them together may hold. Safe defaults when absent ([`AgentLimits::default`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -78,6 +83,7 @@ pub struct Limits {
     pub max_pending_requests: u32,
     pub audit_retention_seconds: i64,
     pub audit_max_rows: u64,
+    pub max_request_ttl_seconds: i64,
 }
 
 /// The `[agent_limits]` table: the agent socket's bounds, so that a slow or hostile agent
@@ -248,10 +254,25 @@ impl Config {
                 "audit_max_rows = {audit_max_rows} is out of range; use 1000 to 100000000 (default 200000)"
             ));
         }
+        let max_request_ttl_seconds = match self.max_request_ttl.as_deref() {
+            None => crate::engine::ttl::DEFAULT_MAX_REQUEST_TTL_SECONDS,
+            Some(text) => {
+                let seconds = crate::engine::ttl::parse_ttl(text)
+                    .map_err(|e| format!("max_request_ttl = {text:?}: {e}"))?
+                    .as_secs();
+                if !(60..=30 * 86_400).contains(&seconds) {
+                    return Err(format!(
+                        "max_request_ttl = {text:?} is out of range; use 1m to 30d (default 4h)"
+                    ));
+                }
+                seconds as i64
+            }
+        };
         Ok(Limits {
             max_pending_requests,
             audit_retention_seconds: i64::from(days) * 24 * 3600,
             audit_max_rows,
+            max_request_ttl_seconds,
         })
     }
 
@@ -396,12 +417,14 @@ mod tests {
                 max_pending_requests: 20,
                 audit_retention_seconds: 90 * 24 * 3600,
                 audit_max_rows: 200_000,
+                max_request_ttl_seconds: 4 * 3600,
             }
         );
         let config: Config = toml::from_str(&format!(
-            "{base}publisher_uid = 7\nmax_pending_requests = 300\naudit_retention_days = 7\naudit_max_rows = 5000\n"
+            "{base}publisher_uid = 7\nmax_pending_requests = 300\naudit_retention_days = 7\naudit_max_rows = 5000\nmax_request_ttl = \"1d\"\n"
         ))
         .unwrap();
+        assert_eq!(config.limits().unwrap().max_request_ttl_seconds, 86_400);
         assert_eq!(config.publisher_uid, Some(7));
         assert_eq!(config.limits().unwrap().max_pending_requests, 300);
         assert_eq!(config.limits().unwrap().audit_retention_seconds, 7 * 86400);
@@ -409,6 +432,8 @@ mod tests {
             "max_pending_requests = 0",
             "audit_retention_days = 0",
             "audit_max_rows = 10",
+            "max_request_ttl = \"31d\"",
+            "max_request_ttl = \"soon\"",
         ] {
             let config: Config = toml::from_str(&format!("{base}{bad}\n")).unwrap();
             let err = config.limits().unwrap_err();

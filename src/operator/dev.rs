@@ -96,6 +96,7 @@ pub fn default_config(dir: &Path) -> Config {
         max_pending_requests: None,
         audit_retention_days: None,
         audit_max_rows: None,
+        max_request_ttl: None,
         agent_limits: None,
     }
 }

@@ -178,7 +178,13 @@ fn any_ask() -> impl Strategy<Value = Ask> {
     prop_oneof![
         repo().prop_map(|repo| Ask::Read { repo }),
         (repo(), any_terms()).prop_map(|(repo, grant)| Ask::RequestPush { repo, grant }),
-        (repo(), any_terms()).prop_map(|(repo, grant)| Ask::GrantPush { repo, grant }),
+        (repo(), any_terms(), any::<bool>()).prop_map(|(repo, grant, agent_terms)| {
+            Ask::GrantPush {
+                repo,
+                grant,
+                agent_terms,
+            }
+        }),
         repo().prop_map(|repo| Ask::RevokePush { repo }),
         (
             proptest::option::of(repo()),

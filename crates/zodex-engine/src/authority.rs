@@ -200,6 +200,7 @@ impl Authority<'_> {
         let ask = Ask::GrantPush {
             repo: repo.clone(),
             grant: terms.clone(),
+            agent_terms: false,
         };
         self.decide_then(store, principal, &ask, now, |facts, _, event| {
             let grant = facts.insert_grant(&new_grant(repo, principal, None, &terms, true), now)?;
@@ -258,6 +259,7 @@ impl Authority<'_> {
         let self_grant = Ask::GrantPush {
             repo: repo.clone(),
             grant: terms.clone(),
+            agent_terms: true,
         };
         store.write(|facts| {
             let decision = self.engine.decide(facts, &principal, &ask, now)?;
@@ -330,6 +332,8 @@ impl Authority<'_> {
                 via: request.via,
                 refs: request.refs.clone(),
             },
+            // Without the operator's own `--ttl`/`--no-ttl` the grant keeps the agent's TTL.
+            agent_terms: ttl_seconds.is_none(),
         };
         self.decide_then(store, principal, &ask, now, |facts, _, event| {
             let grant = facts.approve_grant(id, &principal.label(), ttl_seconds, now)?;
@@ -357,6 +361,8 @@ impl Authority<'_> {
                 via: request.via,
                 refs: request.refs.clone(),
             },
+            // Refusing is always possible, whatever the request asked for.
+            agent_terms: false,
         };
         self.decide_then(store, principal, &ask, now, |facts, _, event| {
             let grant = facts.deny_request(id, &principal.label(), now)?;

@@ -9,6 +9,7 @@ use super::refscope::scopes_of;
 use super::repo::RepoName;
 use super::store::{CoverageFact, Facts, Grant, Result, YoloScope};
 use super::targets::Targets;
+use super::ttl::DEFAULT_MAX_REQUEST_TTL_SECONDS;
 use cedar_policy::{
     Authorizer, Context, Decision as CedarDecision, Entities, Entity, EntityId, EntityTypeName,
     EntityUid, Request, RestrictedExpression,
@@ -95,6 +96,9 @@ pub enum Ask {
     GrantPush {
         repo: RepoName,
         grant: GrantTerms,
+        /// The TTL being granted is the agent's own (its request, or an approval that kept the
+        /// request's TTL): `max_request_ttl` bounds it. False when an operator chose the terms.
+        agent_terms: bool,
     },
     RevokePush {
         repo: RepoName,
@@ -193,6 +197,10 @@ pub struct Decision {
     /// live ones on the repository that cover other refs (empty when there is none at all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub passed_over_refs: Vec<String>,
+    /// The longest TTL an agent's terms may carry (`max_request_ttl`), on a request or grant
+    /// decision: what the unblocking hint quotes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_ttl_seconds: Option<i64>,
 }
 
 /// A repository's attributes as Cedar sees them.
@@ -214,6 +222,8 @@ pub struct RepoFacts {
 /// The decision maker: the validated policies and the sprite's configured targets.
 pub struct Engine {
     policies: Policies,
+    /// The longest TTL an agent's own terms may end in (`max_request_ttl`), in seconds.
+    max_request_ttl_seconds: i64,
     /// The policies each action can meet: what a decision evaluates.
     by_action: ActionIndex,
     targets: Targets,
@@ -299,9 +309,20 @@ impl Engine {
         Self {
             by_action: ActionIndex::build(&policies),
             policies,
+            max_request_ttl_seconds: DEFAULT_MAX_REQUEST_TTL_SECONDS,
             targets,
             authorizer: Authorizer::new(),
         }
+    }
+
+    /// The engine with another `max_request_ttl` (seconds; the configuration checks its range).
+    pub fn with_max_request_ttl(mut self, seconds: i64) -> Self {
+        self.max_request_ttl_seconds = seconds;
+        self
+    }
+
+    pub fn max_request_ttl_seconds(&self) -> i64 {
+        self.max_request_ttl_seconds
     }
 
     pub fn policies(&self) -> &Policies {
@@ -446,7 +467,14 @@ impl Engine {
             }
             _ => uid("Sprite", "sprite"),
         };
-        let context = build_context(ask, repository, grant, yolo, now);
+        let context = build_context(
+            ask,
+            repository,
+            grant,
+            yolo,
+            self.max_request_ttl_seconds,
+            now,
+        );
         let context = Context::from_pairs(context.into_iter().map(|(k, v)| (k.to_string(), v)))
             .map_err(|e| e.to_string())?;
         let action_uid = uid("Action", ask.action().name());
@@ -541,6 +569,8 @@ impl Engine {
                 _ => None,
             },
             passed_over_refs: Vec::new(),
+            max_request_ttl_seconds: matches!(ask, Ask::RequestPush { .. } | Ask::GrantPush { .. })
+                .then_some(self.max_request_ttl_seconds),
         }
     }
 }
@@ -556,6 +586,7 @@ fn deny_with_error(action: Action, repository: Option<RepoFacts>, error: String)
         repository,
         ref_name: None,
         passed_over_refs: Vec::new(),
+        max_request_ttl_seconds: None,
     }
 }
 
@@ -577,21 +608,27 @@ fn build_context(
     repository: Option<&RepoFacts>,
     grant: Option<&Grant>,
     yolo: Option<&YoloScope>,
+    max_request_ttl_seconds: i64,
     now: i64,
 ) -> Vec<(&'static str, RestrictedExpression)> {
     let mut ctx = vec![("now", long(now))];
-    let grant_terms = |ctx: &mut Vec<_>, terms: &GrantTerms| {
+    let grant_terms = |ctx: &mut Vec<_>, terms: &GrantTerms, agent_terms: bool| {
         if let Some(ttl) = terms.ttl_seconds {
             ctx.push(("ttl_seconds", long(ttl)));
         }
         ctx.push(("allow_workflows", boolean(terms.allow_workflows)));
         ctx.push(("via", string(terms.via.as_str())));
         ctx.push(("ref_limited", boolean(!terms.refs.is_empty())));
+        ctx.push(("agent_terms", boolean(agent_terms)));
+        ctx.push(("max_request_ttl_seconds", long(max_request_ttl_seconds)));
     };
     match ask {
-        Ask::RequestPush { grant: terms, .. } | Ask::GrantPush { grant: terms, .. } => {
-            grant_terms(&mut ctx, terms)
-        }
+        Ask::RequestPush { grant: terms, .. } => grant_terms(&mut ctx, terms, true),
+        Ask::GrantPush {
+            grant: terms,
+            agent_terms,
+            ..
+        } => grant_terms(&mut ctx, terms, *agent_terms),
         Ask::SetYolo {
             ttl_seconds,
             allow_workflows,

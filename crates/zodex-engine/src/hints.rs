@@ -95,6 +95,21 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
         "pr-workflow-change" => format!(
             "a pull request may not change .github/workflows/; drop that change, or an operator runs `zodex sprite github grant-push --repo {repo} --allow-workflows` and you push the branch directly"
         ),
+        "agent-terms-within-max-request-ttl" => {
+            let cap = decision
+                .max_request_ttl_seconds
+                .map(|s| super::ttl::format_duration(std::time::Duration::from_secs(s.max(0) as u64)))
+                .unwrap_or_else(|| "max_request_ttl".to_string());
+            if principal_is_agent {
+                format!(
+                    "ask for at most {cap} (`--ttl {cap}` or less; this sprite's max_request_ttl); a longer grant, or one without a TTL, is an operator's to give with `zodex sprite github grant-push --repo {repo} --ttl …`"
+                )
+            } else {
+                format!(
+                    "the request asks for longer than this sprite's max_request_ttl ({cap}), or for no TTL: approve it with `--ttl {cap}` or shorter, or give your own `--ttl`/`--no-ttl` to grant it as asked"
+                )
+            }
+        }
         "pr-title-length" => "shorten the title to 256 characters or fewer".to_string(),
         "pr-body-size" => "shorten the body to 64 KiB or less (link to a file instead)".to_string(),
         other => format!(
@@ -118,6 +133,7 @@ mod tests {
             yolo_id: None,
             ref_name: None,
             passed_over_refs: Vec::new(),
+            max_request_ttl_seconds: None,
             repository: Some(RepoFacts {
                 key: "demo/app".into(),
                 default_branch: None,

@@ -543,7 +543,7 @@ fn request_push_stays_pending_until_an_operator_approves() {
 fn denied_request_never_becomes_active() {
     let mut w = world();
     let request = w
-        .op(|a, s, _| a.request_push(s, &repo("demo/app"), terms(None), None, NOW))
+        .op(|a, s, _| a.request_push(s, &repo("demo/app"), terms(Some(1800)), None, NOW))
         .unwrap();
     let denied = w.op(|a, s, op| a.deny(s, op, request.id, NOW)).unwrap();
     assert_eq!(denied.state, GrantState::Denied);
@@ -557,7 +557,7 @@ fn denied_request_never_becomes_active() {
 fn request_push_for_an_unconfigured_repository_is_denied() {
     let mut w = world();
     let err = w
-        .op(|a, s, _| a.request_push(s, &repo("zeta/x"), terms(None), None, NOW))
+        .op(|a, s, _| a.request_push(s, &repo("zeta/x"), terms(Some(1800)), None, NOW))
         .unwrap_err();
     let AuthorityError::Denied(denial) = err else {
         panic!("{err}")
@@ -580,9 +580,72 @@ fn an_operator_policy_can_permit_self_approval() {
     assert_eq!(short.state, GrantState::Active);
     assert_eq!(short.approved_by.as_deref(), Some("agent"));
     let long = w
-        .op(|a, s, _| a.request_push(s, &repo("demo/lib"), terms(None), None, NOW))
+        .op(|a, s, _| a.request_push(s, &repo("demo/lib"), terms(Some(7200)), None, NOW))
         .unwrap();
     assert_eq!(long.state, GrantState::Pending);
+}
+
+#[test]
+fn an_agents_request_never_ends_in_a_grant_past_max_request_ttl() {
+    let mut w = world();
+    let cap = crate::ttl::DEFAULT_MAX_REQUEST_TTL_SECONDS;
+    assert_eq!(w.engine.max_request_ttl_seconds(), cap);
+    for asked in [Some(cap + 1), None] {
+        let err = w
+            .op(|a, s, _| a.request_push(s, &repo("demo/app"), terms(asked), None, NOW))
+            .unwrap_err();
+        let AuthorityError::Denied(denial) = err else {
+            panic!("{err}")
+        };
+        assert_eq!(denial.policies, vec!["agent-terms-within-max-request-ttl"]);
+        assert!(
+            denial.unblock.contains("ask for at most 4h")
+                && denial.unblock.contains("grant-push --repo demo/app --ttl"),
+            "{}",
+            denial.unblock
+        );
+    }
+    let at_cap = w
+        .op(|a, s, _| a.request_push(s, &repo("demo/app"), terms(Some(cap)), None, NOW))
+        .unwrap();
+    assert_eq!(at_cap.state, GrantState::Pending);
+
+    // The operator lowers the cap to 1h while an 8h request waits (made under a 1d cap).
+    let targets = w.engine.targets().clone();
+    w.engine =
+        Engine::new(Policies::load(None).unwrap(), targets.clone()).with_max_request_ttl(86_400);
+    let eight_hours = w
+        .op(|a, s, _| a.request_push(s, &repo("demo/lib"), terms(Some(8 * 3600)), None, NOW))
+        .unwrap();
+    w.engine = Engine::new(Policies::load(None).unwrap(), targets).with_max_request_ttl(3600);
+    let err = w
+        .op(|a, s, op| a.approve(s, op, eight_hours.id, None, NOW))
+        .unwrap_err();
+    let AuthorityError::Denied(denial) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(denial.policies, vec!["agent-terms-within-max-request-ttl"]);
+    assert!(denial.unblock.contains("--ttl 1h"), "{}", denial.unblock);
+    let still = w.store.read(|f| f.grant(eight_hours.id)).unwrap();
+    assert_eq!(
+        still.state,
+        GrantState::Pending,
+        "a refused approval changes nothing"
+    );
+
+    // The operator's own terms decide past the cap: a TTL of their choosing, or none.
+    let approved = w
+        .op(|a, s, op| a.approve(s, op, eight_hours.id, Some(Some(8 * 3600)), NOW))
+        .unwrap();
+    assert_eq!(approved.state, GrantState::Active);
+    assert_eq!(approved.expires_at, Some(NOW + 8 * 3600));
+    let granted = w
+        .op(|a, s, op| a.grant_push(s, op, &repo("acme/app"), terms(None), NOW))
+        .unwrap();
+    assert_eq!(
+        granted.expires_at, None,
+        "an operator may still grant without a TTL"
+    );
 }
 
 #[test]
@@ -831,6 +894,7 @@ fn every_context_conforms_to_the_schema() {
         Ask::GrantPush {
             repo: repo("demo/app"),
             grant: terms(None),
+            agent_terms: false,
         },
         Ask::RevokePush {
             repo: repo("demo/app"),

@@ -7,6 +7,11 @@ use std::time::Duration;
 /// The accepted forms, shown in every error so the user can correct the input at once.
 pub const TTL_FORMS: &str = "use a number followed by s, m, h or d, e.g. 30s, 45m, 2h, 1d or 1h30m";
 
+/// The longest TTL an agent's request may end in when the operator did not choose the terms
+/// (`max_request_ttl`'s default): four hours covers a long working session, and a grant the
+/// operator approved in passing and forgot is over before the next day's work starts.
+pub const DEFAULT_MAX_REQUEST_TTL_SECONDS: i64 = 4 * 3600;
+
 /// Longest lifetime we accept: ten years. Anything longer is almost certainly a typo, and it
 /// keeps every later `now + ttl` far away from overflow.
 const MAX_SECONDS: u64 = 10 * 366 * 24 * 3600;

@@ -145,7 +145,8 @@ impl Host {
             .transpose()?
             .map(Arc::new);
         Ok(Self {
-            engine: Engine::new(policies, targets),
+            engine: Engine::new(policies, targets)
+                .with_max_request_ttl(settings.limits.max_request_ttl_seconds),
             store: SharedStore::new(store),
             clock: system_now,
             github,

@@ -107,6 +107,35 @@ async fn lifetimes_left_to_the_publisher_are_its_defaults() {
 }
 
 #[tokio::test]
+async fn max_request_ttl_from_the_configuration_bounds_the_agents_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = std::sync::Arc::new(
+        Host::open(&config(
+            dir.path(),
+            "max_request_ttl = \"1h\"\n[[targets]]\nowner = \"demo\"\n",
+        ))
+        .unwrap(),
+    );
+    let ask = |ttl| AgentRequest::RequestPush {
+        repo: "demo/app".into(),
+        ttl,
+        reason: None,
+    };
+    for ttl in [Ttl::Seconds(3601), Ttl::NoTtl] {
+        let refused = host.agent(ask(ttl)).await;
+        let error = refused.error.expect("refused");
+        assert_eq!(error.kind, ErrorKind::Denied, "{error:?}");
+        let unblock = error.unblock.clone().unwrap_or_default();
+        assert!(
+            error.policies == ["agent-terms-within-max-request-ttl"]
+                && unblock.contains("ask for at most 1h"),
+            "{error:?}"
+        );
+    }
+    assert!(host.agent(ask(Ttl::Seconds(3600))).await.ok);
+}
+
+#[tokio::test]
 async fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
     let dir = tempfile::tempdir().unwrap();
     let host = std::sync::Arc::new(

@@ -125,6 +125,7 @@ pub(super) fn sprite_config(
         max_pending_requests: None,
         audit_retention_days: None,
         audit_max_rows: None,
+        max_request_ttl: None,
         agent_limits: None,
     });
     config.state_dir = layout.state_dir.clone();
