@@ -7,7 +7,9 @@ use crate::engine::RepoName;
 use crate::operator::dev;
 use crate::operator::registry::{Registry, SpriteEntry, exec_admin_command, local_admin_command};
 use crate::operator::transport;
-use crate::protocol::answers::{AuditRow, Explanation, Grant, GrantVia, GrantView, YoloScope};
+use crate::protocol::answers::{
+    AuditRow, AuditVerification, Explanation, Grant, GrantVia, GrantView, YoloScope,
+};
 use crate::protocol::{AdminRequest, Ttl};
 use crate::publisher::prove::Report;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -251,6 +253,10 @@ enum GithubCommand {
     Deny { id: i64 },
     /// The audit log (the newest 1,000 rows unless --limit says otherwise).
     Audit {
+        /// Walk the audit's hash chains instead: each chain's head, and the first row that was
+        /// changed, inserted, reordered or removed (exit 1 if any).
+        #[arg(long, conflicts_with_all = ["since", "repo"])]
+        verify: bool,
         /// Only rows newer than this (e.g. 1h, 1d).
         #[arg(long, value_parser = ttl_arg)]
         since: Option<Duration>,
@@ -469,6 +475,26 @@ fn send<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// `audit --verify`: the walk's report, and exit 1 when a chain does not hold.
+fn verify_audit(target: &Target, registry: &Registry) -> i32 {
+    let sprite = match registry.choose(target.sprite().as_deref()) {
+        Ok(sprite) => sprite,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    match transport::call(&sprite, &AdminRequest::AuditVerify) {
+        Ok(response) => {
+            let broken = response
+                .answer::<AuditVerification>()
+                .is_ok_and(|report| !report.ok);
+            match print_response(&response, target.json, render::audit_verification) {
+                0 if broken => EXIT_FAILURE,
+                code => code,
+            }
+        }
+        Err(e) => print_failure(&e, target.json),
+    }
+}
+
 /// Largest page asked of the publisher (its own maximum).
 const PAGE_ROWS: usize = crate::engine::authority::MAX_PAGE_ROWS as usize;
 
@@ -599,7 +625,10 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
         GithubCommand::Deny { id } => {
             send(target, registry, &AdminRequest::Deny { id }, render::denied)
         }
-        GithubCommand::Audit { since, repo, page } => {
+        GithubCommand::Audit { verify: true, .. } => verify_audit(target, registry),
+        GithubCommand::Audit {
+            since, repo, page, ..
+        } => {
             let since_seconds = since.map(|d| d.as_secs() as i64);
             let repo = repo.map(|r| r.to_string());
             list(

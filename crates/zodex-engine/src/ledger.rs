@@ -32,15 +32,19 @@ pub enum LedgerError {
     },
 }
 
-/// Records what happened at GitHub on the audit row written at decision time (and the token
-/// that did it).
+/// Records what happened at GitHub after the decision of audit row `audit_id` (and the token
+/// that did it), as an outcome row of its own.
 pub fn record_outcome(
     store: &mut Store,
     audit_id: i64,
     outcome: &str,
     token_sha256: Option<&str>,
+    now: i64,
 ) -> Result<(), StoreError> {
-    store.write(|f| f.set_audit_outcome(audit_id, outcome, token_sha256))
+    store.write(|f| {
+        f.audit_outcome(audit_id, outcome, token_sha256, now)
+            .map(drop)
+    })
 }
 
 /// Records an event that is not a decision (`decision = "event"`); returns its row id.
@@ -222,7 +226,7 @@ fn transition(
             now,
         )?;
         if let Some((audit_id, outcome, token)) = decided {
-            f.set_audit_outcome(audit_id, outcome, token)?;
+            f.audit_outcome(audit_id, outcome, token, now)?;
         }
         Ok(Ok(()))
     })?

@@ -76,6 +76,8 @@ pub enum AdminRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         before: Option<i64>,
     },
+    /// Walk the audit's hash chains and name the first row that does not hold.
+    AuditVerify,
     /// Store the SHA-256 (hex) of a new MCP capability key; the key itself never travels here.
     SetMcpKeyHash {
         sha256: String,

@@ -15,6 +15,7 @@
 //! | agent `status` | [`Status`] |
 //! | `requests` (paged) | `Vec<`[`GrantView`]`>` |
 //! | `audit` (paged) | `Vec<`[`AuditRow`]`>` |
+//! | `audit_verify` | [`AuditVerification`] |
 //! | `explain` | [`Explanation`] |
 //! | `set_mcp_key_hash` | [`KeyHashStored`] |
 //! | `check_coverage` | [`CoverageAnswer`](super::CoverageAnswer) |
@@ -31,7 +32,9 @@ use std::path::PathBuf;
 pub use zodex_engine::authority::Status;
 pub use zodex_engine::authority::{Denial, GrantView, YoloView};
 pub use zodex_engine::decide::{Decision, RepoFacts};
-pub use zodex_engine::store::{AuditRow, Grant, GrantState, GrantVia, YoloScope};
+pub use zodex_engine::store::{
+    AuditRow, AuditVerification, ChainCheck, ChainHead, Grant, GrantState, GrantVia, YoloScope,
+};
 
 /// The answer to `ping` on either socket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +53,12 @@ pub struct StatusAnswer {
     pub status: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proofs: Option<ProofStatus>,
+    /// The audit chains' heads: what an operator notes to check the log against later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audit_heads: Vec<ChainHead>,
+    /// The longest TTL an agent's request may end in (`max_request_ttl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_ttl_seconds: Option<i64>,
 }
 
 /// The last proof run, in one line, and the properties the configuration waives.

@@ -6,8 +6,8 @@ use super::{left, safe, time};
 use crate::engine::ttl::format_duration;
 use crate::protocol::Published;
 use crate::protocol::answers::{
-    AuditRow, Explanation, Grant, GrantState, GrantVia, GrantView, Status, StatusAnswer, YoloScope,
-    YoloView,
+    AuditRow, AuditVerification, ChainHead, Explanation, Grant, GrantState, GrantVia, GrantView,
+    Status, StatusAnswer, YoloScope, YoloView,
 };
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -282,6 +282,77 @@ pub fn operator_status(v: &StatusAnswer) -> String {
     if let Some(proofs) = &v.proofs {
         out.push_str(&crate::cli::proofs::status(proofs));
     }
+    if let Some(cap) = v.max_request_ttl_seconds {
+        let _ = writeln!(
+            out,
+            "Agent requests: at most {} (max_request_ttl); longer only with your own --ttl on approve",
+            duration(cap)
+        );
+    }
+    if !v.audit_heads.is_empty() {
+        let heads: Vec<String> = v.audit_heads.iter().map(chain_head).collect();
+        let _ = writeln!(
+            out,
+            "Audit heads (note them; `zodex sprite github audit --verify` checks the log): {}",
+            heads.join(", ")
+        );
+    }
+    out
+}
+
+fn duration(seconds: i64) -> String {
+    crate::engine::ttl::format_duration(std::time::Duration::from_secs(seconds.max(0) as u64))
+}
+
+fn chain_head(head: &ChainHead) -> String {
+    format!(
+        "{} #{} {}",
+        head.chain.as_str(),
+        head.head_seq,
+        safe(head.head_link.get(..16).unwrap_or(&head.head_link))
+    )
+}
+
+/// `audit --verify`: one line per chain, then the rows that belong to none.
+pub fn audit_verification(v: &AuditVerification) -> String {
+    let mut out = String::new();
+    for check in &v.chains {
+        let pruned = match check.head.pruned_rows {
+            0 => String::new(),
+            n => format!(", {n} pruned before #{}", check.head.base_seq + 1),
+        };
+        let _ = match &check.problem {
+            None => writeln!(
+                out,
+                "ok    {}: {} rows hold from #{} to head #{} {}{pruned}",
+                check.head.chain.as_str(),
+                check.rows,
+                check.head.base_seq + 1,
+                check.head.head_seq,
+                safe(&check.head.head_link),
+            ),
+            Some(problem) => writeln!(
+                out,
+                "FAIL  {}: {} (checked {} rows before it)",
+                check.head.chain.as_str(),
+                safe(problem),
+                check.rows
+            ),
+        };
+    }
+    if !v.unlinked_rows.is_empty() {
+        let ids: Vec<String> = v.unlinked_rows.iter().map(i64::to_string).collect();
+        let _ = writeln!(
+            out,
+            "FAIL  rows that belong to no chain (inserted by hand): {}",
+            ids.join(", ")
+        );
+    }
+    out.push_str(if v.ok {
+        "The audit log holds: no row was changed, inserted, reordered or removed since its base.\n"
+    } else {
+        "The audit log was tampered with at the row named above; the rows after it are unverified.\n"
+    });
     out
 }
 
@@ -490,6 +561,8 @@ mod tests {
                 summary: evil.into(),
                 waived: vec![evil.into()],
             }),
+            audit_heads: Vec::new(),
+            max_request_ttl_seconds: Some(3600),
         }));
         check(yolo(&[scope]));
         let row: AuditRow = serde_json::from_value(json!({

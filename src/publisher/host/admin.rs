@@ -151,7 +151,10 @@ impl Host {
                 AdminRequest::Status => Response::ok(StatusAnswer {
                     status: a.status(s, principal, now)?,
                     proofs: Some(self.proofs.status()),
+                    audit_heads: a.audit_heads(s, principal, now)?,
+                    max_request_ttl_seconds: Some(self.engine.max_request_ttl_seconds()),
                 }),
+                AdminRequest::AuditVerify => Response::ok(a.verify_audit(s, principal, now)?),
                 AdminRequest::ProvePolicies | AdminRequest::CheckCoverage { .. } => {
                     unreachable!("answered above, without the store")
                 }

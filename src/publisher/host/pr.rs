@@ -136,7 +136,7 @@ impl Host {
         if let Some(p) = &earlier
             && p.state == PublicationState::Opened
         {
-            self.stored(move |_, s| ledger::record_outcome(s, audit_id, "reused", None))
+            self.stored(move |_, s| ledger::record_outcome(s, audit_id, "reused", None, now))
                 .await?;
             return Ok(Published {
                 repo: repo.to_string(),

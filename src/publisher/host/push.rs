@@ -338,10 +338,11 @@ impl Host {
         }
         if mode.dry_run {
             let audit_ids: Vec<i64> = allowed.iter().map(|a| a.audit_id).collect();
+            let now = self.now();
             self.stored(move |_, s| {
-                audit_ids
-                    .into_iter()
-                    .try_for_each(|id| ledger::record_outcome(s, id, "dry run: not pushed", None))
+                audit_ids.into_iter().try_for_each(|id| {
+                    ledger::record_outcome(s, id, "dry run: not pushed", None, now)
+                })
             })
             .await?;
             results.extend(allowed.into_iter().map(|a| RefResult::pushed(a.update.dst)));
@@ -519,7 +520,9 @@ impl Host {
                 Ok(_) => "pushed".to_string(),
                 Err(why) => format!("failed: {why}"),
             };
-            self.with_store(|_, s| ledger::record_outcome(s, a.audit_id, &text, Some(token_sha)))?;
+            self.with_store(|_, s| {
+                ledger::record_outcome(s, a.audit_id, &text, Some(token_sha), self.now())
+            })?;
             if outcome.is_ok() && adopted {
                 update_mirror_ref(&mirror.path, &a.update);
             }

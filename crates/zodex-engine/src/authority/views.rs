@@ -5,7 +5,8 @@
 use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WARNING, YoloView};
 use crate::decide::{Ask, Principal};
 use crate::store::{
-    App, AuditEvent, AuditFilter, AuditRow, Facts, Grant, GrantState, GrantVia, Store, StoreError,
+    App, AuditEvent, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant,
+    GrantState, GrantVia, Store, StoreError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -184,6 +185,34 @@ impl Authority<'_> {
         Ok(store.read(|facts| facts.audit_rows(filter))?)
     }
 
+    /// Walks the audit's hash chains (operators only): each chain's head and the first row
+    /// that was changed, inserted, reordered or removed.
+    pub fn verify_audit(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        now: i64,
+    ) -> Outcome<AuditVerification> {
+        self.allowed_to(store, principal, &Ask::ViewAudit, now)?;
+        Ok(store.read(|facts| facts.verify_audit())?)
+    }
+
+    /// The audit chains' heads (operators only): what `status` shows for an operator to note.
+    pub fn audit_heads(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        now: i64,
+    ) -> Outcome<Vec<ChainHead>> {
+        self.allowed_to(store, principal, &Ask::ViewAudit, now)?;
+        Ok(store.read(|facts| {
+            Chain::ALL
+                .into_iter()
+                .map(|c| facts.chain_head(c))
+                .collect()
+        })?)
+    }
+
     /// One page of audit rows (operators only): the newest rows below `page.before` that match
     /// `filter`, shown oldest first.
     pub fn audit_page(
@@ -218,9 +247,18 @@ impl Authority<'_> {
     ) -> Outcome<(usize, usize)> {
         let cutoff = now.saturating_sub(max_age_seconds);
         Ok(store.write(|facts| {
-            let rows = facts.prune_audit(cutoff, max_rows)?;
+            let rows = facts.prune_audit(cutoff, max_rows, now)?;
             let grants = facts.prune_ended_grants(cutoff, max_rows, now)?;
             if rows + grants > 0 {
+                // The checkpoint, in the evidence chain itself: where each chain now starts.
+                let mut bases = serde_json::Map::new();
+                for chain in Chain::ALL {
+                    let head = facts.chain_head(chain)?;
+                    bases.insert(
+                        chain.as_str().to_string(),
+                        serde_json::json!({ "seq": head.base_seq, "link": head.base_link }),
+                    );
+                }
                 let event = AuditEvent {
                     principal: "zodex-prd".to_string(),
                     action: "PruneHistory".to_string(),
@@ -230,6 +268,7 @@ impl Authority<'_> {
                         "ended_grants": grants,
                         "older_than": cutoff,
                         "max_rows": max_rows,
+                        "chain_bases": bases,
                     })),
                     ..Default::default()
                 };

@@ -4,12 +4,13 @@
 //! [`MAX_AUDIT_DETAIL_BYTES`] when written (and again when read, for rows an older version
 //! wrote), so no row — whatever the agent sent — can outgrow a page of the admin answer.
 //! [`Facts::prune_audit`] keeps the log within its age and row limits — and the row limit binds
-//! only what the agent can make in bulk ([`AGENT_BULK`]: its refusals and its push requests),
+//! only what the agent can make in bulk ([`Chain::Bulk`]: its refusals and its push requests),
 //! so a flood by the agent costs its own rows, never the evidence of what was allowed, minted
 //! or decided by an operator.
 
+use super::audit_chain::{Chain, StoredRow};
 use super::{Facts, Result};
-use rusqlite::{Row, params};
+use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
 /// An audit row about to be written.
@@ -50,13 +51,6 @@ pub struct AuditRow {
     pub outcome: Option<String>,
     pub detail: Option<serde_json::Value>,
 }
-
-/// The rows the agent can make in bulk, by asking again and again: its refused requests,
-/// pushes and credentials, and its push requests (each replaces the last). Only these count
-/// against the row limit; everything else — operator actions, allowed writes, minted and
-/// revoked tokens, approvals, the publisher's own events — is kept for the retention period.
-pub const AGENT_BULK: &str =
-    "principal = 'agent' AND (decision = 'deny' OR action = 'RequestPush')";
 
 /// Longest text (characters) an audit field keeps: ref names, outcomes, object ids.
 pub const MAX_AUDIT_TEXT_CHARS: usize = 2048;
@@ -160,41 +154,84 @@ pub struct AuditFilter {
 }
 
 impl Facts<'_> {
-    /// Appends an audit row; returns its id.
+    /// Appends an audit row to its chain ([`Chain::of`]); returns its id.
     pub fn audit(&self, event: &AuditEvent, now: i64) -> Result<i64> {
+        self.audit_row(event, None, now)
+    }
+
+    /// Records what happened at GitHub after the decision of row `of` (and the token that did
+    /// it) as a row of its own: rows are never updated, so the chain stays checkable. Lists
+    /// show the newest outcome on the decision's row.
+    pub fn audit_outcome(
+        &self,
+        of: i64,
+        outcome: &str,
+        token_sha256: Option<&str>,
+        now: i64,
+    ) -> Result<i64> {
+        let (repo_key, ref_name) = self
+            .conn
+            .query_row(
+                "SELECT repo_key, ref_name FROM audit_events WHERE id = ?1",
+                [of],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .unwrap_or((None, None));
+        let event = AuditEvent {
+            principal: "zodex-prd".into(),
+            action: "Outcome".into(),
+            repo_key,
+            ref_name,
+            decision: "event".into(),
+            token_sha256: token_sha256.map(str::to_string),
+            outcome: Some(outcome.to_string()),
+            ..Default::default()
+        };
+        self.audit_row(&event, Some(of), now)
+    }
+
+    fn audit_row(&self, event: &AuditEvent, outcome_of: Option<i64>, now: i64) -> Result<i64> {
         let event = event.bounded();
-        self.conn
-            .prepare_cached(
-                "INSERT INTO audit_events (at, principal, action, repo_key, ref_name, old_oid, new_oid,
-                     bundle_bytes, bundle_sha256, decision, policies, token_sha256, outcome, detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            )?
-            .execute(params![
-                now,
-                event.principal,
-                event.action,
-                event.repo_key,
-                event.ref_name,
-                event.old_oid,
-                event.new_oid,
-                event.bundle_bytes,
-                event.bundle_sha256,
-                event.decision,
-                serde_json::to_string(&event.policies).unwrap_or_else(|_| "[]".into()),
-                event.token_sha256,
-                event.outcome,
-                event.detail.as_ref().map(|d| d.to_string()),
-            ])?;
-        Ok(self.conn.last_insert_rowid())
+        let row = StoredRow {
+            at: now,
+            principal: event.principal.clone(),
+            action: event.action.clone(),
+            repo_key: event.repo_key.clone(),
+            ref_name: event.ref_name.clone(),
+            old_oid: event.old_oid.clone(),
+            new_oid: event.new_oid.clone(),
+            bundle_bytes: event.bundle_bytes,
+            bundle_sha256: event.bundle_sha256.clone(),
+            decision: event.decision.clone(),
+            policies: serde_json::to_string(&event.policies).unwrap_or_else(|_| "[]".into()),
+            token_sha256: event.token_sha256.clone(),
+            outcome: event.outcome.clone(),
+            detail: event.detail.as_ref().map(|d| d.to_string()),
+            outcome_of,
+            ..Default::default()
+        };
+        self.append_linked(row, Chain::of(&event))
     }
 
     /// Audit rows matching the filter, oldest first.
     pub fn audit_rows(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT * FROM (
-                SELECT * FROM audit_events
-                WHERE at >= ?1 AND (?2 IS NULL OR repo_key = ?2) AND id < ?4
-                ORDER BY id DESC LIMIT ?3
+                SELECT e.id, e.at, e.principal, e.action, e.repo_key, e.ref_name, e.old_oid,
+                       e.new_oid, e.bundle_bytes, e.bundle_sha256, e.decision, e.policies,
+                       e.detail,
+                       COALESCE((SELECT outcome FROM audit_events
+                                 WHERE outcome_of = e.id ORDER BY id DESC LIMIT 1),
+                                e.outcome) AS outcome,
+                       COALESCE((SELECT token_sha256 FROM audit_events
+                                 WHERE outcome_of = e.id AND token_sha256 IS NOT NULL
+                                 ORDER BY id DESC LIMIT 1),
+                                e.token_sha256) AS token_sha256
+                FROM audit_events e
+                WHERE e.outcome_of IS NULL AND e.at >= ?1 AND (?2 IS NULL OR e.repo_key = ?2)
+                      AND e.id < ?4
+                ORDER BY e.id DESC LIMIT ?3
              ) ORDER BY id ASC",
         )?;
         let rows = stmt.query_map(
@@ -209,28 +246,33 @@ impl Facts<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Deletes audit rows written before `cutoff`, and all but the newest `keep` rows.
-    /// Tokens recorded by a deleted row lose the link (they keep their own row until they are
-    /// long dead: those are deleted with the rows of their time). Returns how many rows went.
-    pub fn prune_audit(&self, cutoff: i64, keep: u64) -> Result<usize> {
+    /// Deletes audit rows written before `cutoff`, and all but the newest `keep` rows of the
+    /// agent's bulk ([`Chain::Bulk`]); each chain only from its start (a row is kept while an
+    /// older row of its chain is), so what stays is checkable from the recorded base. Tokens
+    /// recorded by a deleted row lose the link (they keep their own row until they are long
+    /// dead: those are deleted with the rows of their time). Returns how many rows went.
+    pub fn prune_audit(&self, cutoff: i64, keep: u64, now: i64) -> Result<usize> {
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
         self.conn.execute(
             "DELETE FROM issued_tokens WHERE expires_at < ?1 AND grant_id IS NULL",
             [cutoff],
         )?;
-        let doomed = format!(
-            "SELECT id FROM audit_events WHERE at < ?1 OR (({AGENT_BULK}) AND id <= COALESCE(
-             (SELECT id FROM audit_events WHERE {AGENT_BULK} ORDER BY id DESC LIMIT 1 OFFSET ?2),
-             -1))"
-        );
-        self.conn.execute(
-            &format!("UPDATE issued_tokens SET audit_id = NULL WHERE audit_id IN ({doomed})"),
-            params![cutoff, keep],
-        )?;
-        Ok(self.conn.execute(
-            &format!("DELETE FROM audit_events WHERE id IN ({doomed})"),
-            params![cutoff, keep],
-        )?)
+        let mut gone = 0;
+        for chain in Chain::ALL {
+            // The rows before the chain's first row young enough to keep.
+            let young: Option<i64> = self.conn.query_row(
+                "SELECT MIN(seq) FROM audit_events WHERE chain = ?1 AND at >= ?2",
+                params![chain.as_str(), cutoff],
+                |r| r.get(0),
+            )?;
+            let head = self.chain_head(chain)?.head_seq;
+            let mut through = young.map_or(head, |seq| seq - 1);
+            if chain == Chain::Bulk {
+                through = through.max(head.saturating_sub(keep));
+            }
+            gone += self.prune_chain(chain, through, now)?;
+        }
+        Ok(gone)
     }
 }
 
@@ -330,7 +372,7 @@ mod tests {
                 .unwrap();
         }
         // Nothing is old; the row limit of 10 binds the agent's bulk only.
-        assert_eq!(store.write(|f| f.prune_audit(0, 10)).unwrap(), 40);
+        assert_eq!(store.write(|f| f.prune_audit(0, 10, 300)).unwrap(), 40);
         let left = store
             .read(|f| f.audit_rows(&AuditFilter::default()))
             .unwrap();
@@ -347,7 +389,7 @@ mod tests {
             "the newest 10 of the flood"
         );
         // Age still applies to everything.
-        assert_eq!(store.write(|f| f.prune_audit(201, 10)).unwrap(), 2);
+        assert_eq!(store.write(|f| f.prune_audit(201, 10, 300)).unwrap(), 2);
     }
 
     #[test]
@@ -363,7 +405,7 @@ mod tests {
             store.write(|f| f.audit(&event, at * 10)).unwrap();
         }
         // Older than 25: rows at 0, 10, 20; then only the newest 5 of the rest stay.
-        assert_eq!(store.write(|f| f.prune_audit(25, 5)).unwrap(), 5);
+        assert_eq!(store.write(|f| f.prune_audit(25, 5, 300)).unwrap(), 5);
         let left: Vec<i64> = store
             .read(|f| f.audit_rows(&AuditFilter::default()))
             .unwrap()

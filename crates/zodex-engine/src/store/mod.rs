@@ -4,6 +4,7 @@
 //! half-written row, and every decision reads its facts from one snapshot.
 
 mod audit;
+mod audit_chain;
 mod coverage;
 mod decision_facts;
 mod grants;
@@ -12,6 +13,7 @@ mod tokens;
 mod yolo;
 
 pub use audit::{AuditEvent, AuditFilter, AuditRow};
+pub use audit_chain::{AuditVerification, Chain, ChainCheck, ChainHead, GENESIS};
 pub use coverage::{App, CoverageFact};
 pub use decision_facts::DecisionFacts;
 pub use grants::{Grant, GrantState, GrantVia, NewGrant};
@@ -23,10 +25,15 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The schema version that added the audit's hash chains: rows written before it are linked
+/// when it is applied.
+const AUDIT_CHAIN_VERSION: usize = 3;
+
 /// The migrations, in order. Their position (1-based) is the schema version they bring.
 const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0001_initial.sql"),
     include_str!("../../../../migrations/0002_ref_patterns.sql"),
+    include_str!("../../../../migrations/0003_audit_chain.sql"),
 ];
 
 /// How long a writer waits for another writer before SQLite reports `SQLITE_BUSY`.
@@ -119,8 +126,11 @@ impl Store {
                 known,
             });
         }
-        for sql in &MIGRATIONS[found as usize..] {
+        for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             tx.execute_batch(sql)?;
+            if version + 1 == AUDIT_CHAIN_VERSION {
+                audit_chain::link_existing_rows(&tx)?;
+            }
         }
         tx.pragma_update(None, "user_version", known)?;
         tx.commit()?;

@@ -103,21 +103,6 @@ impl Facts<'_> {
             ])?;
         Ok(())
     }
-
-    /// Records what happened at GitHub on an audit row written at decision time.
-    pub fn set_audit_outcome(
-        &self,
-        audit_id: i64,
-        outcome: &str,
-        token_sha256: Option<&str>,
-    ) -> Result<()> {
-        self.conn.execute(
-            "UPDATE audit_events SET outcome = ?2, token_sha256 = COALESCE(?3, token_sha256)
-             WHERE id = ?1",
-            params![audit_id, outcome, token_sha256],
-        )?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -163,7 +148,7 @@ mod tests {
             })
             .unwrap();
         store
-            .write(|f| f.set_audit_outcome(id, "pushed", Some("abc")))
+            .write(|f| f.audit_outcome(id, "pushed", Some("abc"), 2))
             .unwrap();
         let rows = store
             .read(|f| f.audit_rows(&AuditFilter::default()))

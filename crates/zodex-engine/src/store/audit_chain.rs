@@ -1,0 +1,610 @@
+//! Tamper evidence for the audit log: every row is a link of a hash chain.
+//!
+//! A row's `link` is the SHA-256 of the previous row's link and the row's own stored content,
+//! its chain name and its sequence number included. Rows are never updated (a later outcome is
+//! a row of its own), so [`Facts::verify_audit`] can recompute every link and name the first
+//! row that was changed, inserted, reordered or removed.
+//!
+//! There are two chains, because they are pruned differently: `evidence` (what must outlive the
+//! agent: operator actions, allowed writes, tokens, approvals, outcomes) is pruned by age only;
+//! `bulk` (what the agent can make over and over: its refusals and push requests) also has a
+//! row budget. Each chain is pruned only from its start, and the last pruned row's sequence
+//! number and link are recorded as the chain's base, so what stays is checkable from there.
+//! The heads (`status` shows them) are what an operator notes, or what the audit sinks carry
+//! off the machine: a chain rewritten from its base on would end in another head.
+
+use super::audit::AuditEvent;
+use super::{Facts, Result};
+use rusqlite::{OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The link before a chain's first row.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Which chain a row belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Chain {
+    Evidence,
+    Bulk,
+}
+
+impl Chain {
+    pub const ALL: [Chain; 2] = [Chain::Evidence, Chain::Bulk];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Chain::Evidence => "evidence",
+            Chain::Bulk => "bulk",
+        }
+    }
+
+    /// The agent's bulk: its refused requests, pushes and credentials, and its push requests
+    /// (each replaces the last). Everything else is evidence.
+    pub fn of(event: &AuditEvent) -> Self {
+        if event.principal == "agent" && (event.decision == "deny" || event.action == "RequestPush")
+        {
+            Chain::Bulk
+        } else {
+            Chain::Evidence
+        }
+    }
+}
+
+/// A chain's recorded state: its newest link and where its kept part starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainHead {
+    pub chain: Chain,
+    pub head_seq: i64,
+    pub head_link: String,
+    /// The last pruned row's sequence number and link (0 and [`GENESIS`] before any pruning).
+    pub base_seq: i64,
+    pub base_link: String,
+    pub pruned_rows: i64,
+}
+
+/// What walking one chain found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainCheck {
+    #[serde(flatten)]
+    pub head: ChainHead,
+    /// Rows checked (from the base to the head).
+    pub rows: i64,
+    /// The first problem, in words naming the row; `None` when every link holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// What `audit --verify` answers: each chain's walk, and rows that belong to no chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditVerification {
+    pub ok: bool,
+    pub chains: Vec<ChainCheck>,
+    /// Rows carrying no link (none is ever written without one): inserted by hand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlinked_rows: Vec<i64>,
+}
+
+/// The columns a link covers, in the order they are hashed, then the link.
+const COLUMNS: &str = "id, chain, seq, at, principal, action, repo_key, ref_name, old_oid, \
+     new_oid, bundle_bytes, bundle_sha256, decision, policies, token_sha256, outcome, detail, \
+     outcome_of, link";
+
+/// One row exactly as stored (texts unclamped: the link is over what is in the file).
+#[derive(Debug, Clone, Default)]
+pub(super) struct StoredRow {
+    pub id: i64,
+    pub chain: Option<String>,
+    pub seq: Option<i64>,
+    pub at: i64,
+    pub principal: String,
+    pub action: String,
+    pub repo_key: Option<String>,
+    pub ref_name: Option<String>,
+    pub old_oid: Option<String>,
+    pub new_oid: Option<String>,
+    pub bundle_bytes: Option<i64>,
+    pub bundle_sha256: Option<String>,
+    pub decision: String,
+    pub policies: String,
+    pub token_sha256: Option<String>,
+    pub outcome: Option<String>,
+    pub detail: Option<String>,
+    pub outcome_of: Option<i64>,
+    pub link: Option<String>,
+}
+
+impl StoredRow {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            chain: row.get(1)?,
+            seq: row.get(2)?,
+            at: row.get(3)?,
+            principal: row.get(4)?,
+            action: row.get(5)?,
+            repo_key: row.get(6)?,
+            ref_name: row.get(7)?,
+            old_oid: row.get(8)?,
+            new_oid: row.get(9)?,
+            bundle_bytes: row.get(10)?,
+            bundle_sha256: row.get(11)?,
+            decision: row.get(12)?,
+            policies: row.get(13)?,
+            token_sha256: row.get(14)?,
+            outcome: row.get(15)?,
+            detail: row.get(16)?,
+            outcome_of: row.get(17)?,
+            link: row.get(18)?,
+        })
+    }
+
+    /// SHA-256 (hex) of `previous` and this row's content: a JSON array of every column but
+    /// the link, so no two different rows encode alike.
+    pub fn link_after(&self, previous: &str) -> String {
+        let content = serde_json::json!([
+            self.id,
+            self.chain,
+            self.seq,
+            self.at,
+            self.principal,
+            self.action,
+            self.repo_key,
+            self.ref_name,
+            self.old_oid,
+            self.new_oid,
+            self.bundle_bytes,
+            self.bundle_sha256,
+            self.decision,
+            self.policies,
+            self.token_sha256,
+            self.outcome,
+            self.detail,
+            self.outcome_of,
+        ]);
+        let mut hash = Sha256::new();
+        hash.update(previous.as_bytes());
+        hash.update(b"\n");
+        hash.update(content.to_string().as_bytes());
+        hex::encode(hash.finalize())
+    }
+}
+
+impl Facts<'_> {
+    /// Appends `row` (its id, chain, sequence number and link filled in here) to its chain.
+    pub(super) fn append_linked(&self, mut row: StoredRow, chain: Chain) -> Result<i64> {
+        let head = self.chain_head(chain)?;
+        row.id = self.conn.query_row(
+            "SELECT COALESCE(MAX(id), 0) + 1 FROM audit_events",
+            [],
+            |r| r.get(0),
+        )?;
+        row.chain = Some(chain.as_str().to_string());
+        row.seq = Some(head.head_seq + 1);
+        let link = row.link_after(&head.head_link);
+        self.conn
+            .prepare_cached(&format!(
+                "INSERT INTO audit_events ({COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+            ))?
+            .execute(params![
+                row.id,
+                row.chain,
+                row.seq,
+                row.at,
+                row.principal,
+                row.action,
+                row.repo_key,
+                row.ref_name,
+                row.old_oid,
+                row.new_oid,
+                row.bundle_bytes,
+                row.bundle_sha256,
+                row.decision,
+                row.policies,
+                row.token_sha256,
+                row.outcome,
+                row.detail,
+                row.outcome_of,
+                link,
+            ])?;
+        self.conn
+            .prepare_cached(
+                "UPDATE audit_chains SET head_seq = ?2, head_link = ?3 WHERE chain = ?1",
+            )?
+            .execute(params![chain.as_str(), row.seq, link])?;
+        Ok(row.id)
+    }
+
+    /// A chain's recorded head and base.
+    pub fn chain_head(&self, chain: Chain) -> Result<ChainHead> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT head_seq, head_link, base_seq, base_link, pruned_rows
+                 FROM audit_chains WHERE chain = ?1",
+            )?
+            .query_row([chain.as_str()], |r| {
+                Ok(ChainHead {
+                    chain,
+                    head_seq: r.get(0)?,
+                    head_link: r.get(1)?,
+                    base_seq: r.get(2)?,
+                    base_link: r.get(3)?,
+                    pruned_rows: r.get(4)?,
+                })
+            })?)
+    }
+
+    /// Deletes the first rows of `chain` up to sequence number `through`, recording the last
+    /// deleted row as the chain's new base. Returns how many rows went.
+    pub(super) fn prune_chain(&self, chain: Chain, through: i64, now: i64) -> Result<usize> {
+        let last: Option<(i64, String)> = self
+            .conn
+            .query_row(
+                "SELECT seq, link FROM audit_events WHERE chain = ?1 AND seq <= ?2
+                 ORDER BY seq DESC LIMIT 1",
+                params![chain.as_str(), through],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let Some((seq, link)) = last else {
+            return Ok(0);
+        };
+        self.conn.execute(
+            "UPDATE issued_tokens SET audit_id = NULL WHERE audit_id IN
+             (SELECT id FROM audit_events WHERE chain = ?1 AND seq <= ?2)",
+            params![chain.as_str(), seq],
+        )?;
+        let gone = self.conn.execute(
+            "DELETE FROM audit_events WHERE chain = ?1 AND seq <= ?2",
+            params![chain.as_str(), seq],
+        )?;
+        self.conn.execute(
+            "UPDATE audit_chains SET base_seq = ?2, base_link = ?3,
+                 pruned_rows = pruned_rows + ?4, pruned_at = ?5 WHERE chain = ?1",
+            params![chain.as_str(), seq, link, gone as i64, now],
+        )?;
+        Ok(gone)
+    }
+
+    /// Walks both chains from their bases and names the first row of each that does not hold.
+    pub fn verify_audit(&self) -> Result<AuditVerification> {
+        let mut chains = Vec::new();
+        for chain in Chain::ALL {
+            chains.push(self.verify_chain(chain)?);
+        }
+        let unlinked_rows: Vec<i64> = self
+            .conn
+            .prepare("SELECT id FROM audit_events WHERE chain IS NULL OR link IS NULL OR seq IS NULL ORDER BY id LIMIT 100")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(AuditVerification {
+            ok: unlinked_rows.is_empty() && chains.iter().all(|c| c.problem.is_none()),
+            chains,
+            unlinked_rows,
+        })
+    }
+
+    fn verify_chain(&self, chain: Chain) -> Result<ChainCheck> {
+        let head = self.chain_head(chain)?;
+        let mut statement = self.conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM audit_events WHERE chain = ?1 AND seq IS NOT NULL ORDER BY id"
+        ))?;
+        let mut rows = statement.query([chain.as_str()])?;
+        let (mut expected, mut previous) = (head.base_seq + 1, head.base_link.clone());
+        let mut last_id: Option<i64> = None;
+        let mut checked = 0;
+        let mut problem = None;
+        while let Some(row) = rows.next()? {
+            let row = StoredRow::from_row(row)?;
+            let seq = row.seq.unwrap_or_default();
+            let after = last_id.map_or("the chain's base".to_string(), |id| format!("row {id}"));
+            if seq > expected {
+                let moved: Option<i64> = self
+                    .conn
+                    .query_row(
+                        "SELECT id FROM audit_events WHERE chain = ?1 AND seq = ?2 AND id > ?3",
+                        params![chain.as_str(), expected, row.id],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if let Some(moved) = moved {
+                    problem = Some(format!(
+                        "rows {} and {moved} are out of order: sequence {seq} comes before {expected} (rows reordered)",
+                        row.id
+                    ));
+                    break;
+                }
+                problem = Some(format!(
+                    "{} row(s) were removed between {after} and row {} (sequence {expected}..{} missing)",
+                    seq - expected,
+                    row.id,
+                    seq - 1
+                ));
+                break;
+            }
+            if seq < expected {
+                problem = Some(format!(
+                    "row {} is out of place: sequence {seq} after {} (inserted, or rows reordered)",
+                    row.id,
+                    expected - 1
+                ));
+                break;
+            }
+            let link = row.link_after(&previous);
+            if row.link.as_deref() != Some(link.as_str()) {
+                problem = Some(format!(
+                    "row {} was changed: its content does not match its link (sequence {seq})",
+                    row.id
+                ));
+                break;
+            }
+            checked += 1;
+            expected += 1;
+            previous = link;
+            last_id = Some(row.id);
+        }
+        if problem.is_none() {
+            let last = expected - 1;
+            if last != head.head_seq || previous != head.head_link {
+                problem = Some(if last < head.head_seq {
+                    format!(
+                        "{} row(s) were removed after {} (the head is sequence {}, the last row found is {last})",
+                        head.head_seq - last,
+                        last_id.map_or("the chain's base".to_string(), |id| format!("row {id}")),
+                        head.head_seq
+                    )
+                } else {
+                    format!(
+                        "the recorded head (sequence {}) is not where the rows end (sequence {last}): the head was changed",
+                        head.head_seq
+                    )
+                });
+            }
+        }
+        Ok(ChainCheck {
+            head,
+            rows: checked,
+            problem,
+        })
+    }
+}
+
+/// Links the rows an older version wrote (no chain yet), in id order: run once, by the
+/// migration that added the chains, so every row from then on is checkable.
+pub(super) fn link_existing_rows(conn: &rusqlite::Connection) -> Result<()> {
+    let mut heads = std::collections::HashMap::from([
+        (Chain::Evidence, (0i64, GENESIS.to_string())),
+        (Chain::Bulk, (0i64, GENESIS.to_string())),
+    ]);
+    let rows: Vec<StoredRow> = conn
+        .prepare(&format!(
+            "SELECT {COLUMNS} FROM audit_events WHERE chain IS NULL ORDER BY id"
+        ))?
+        .query_map([], StoredRow::from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    for mut row in rows {
+        let chain = Chain::of(&AuditEvent {
+            principal: row.principal.clone(),
+            action: row.action.clone(),
+            decision: row.decision.clone(),
+            ..Default::default()
+        });
+        let (seq, previous): &mut (i64, String) = heads.get_mut(&chain).expect("both chains");
+        *seq += 1;
+        row.chain = Some(chain.as_str().to_string());
+        row.seq = Some(*seq);
+        let link = row.link_after(previous);
+        conn.execute(
+            "UPDATE audit_events SET chain = ?2, seq = ?3, link = ?4 WHERE id = ?1",
+            params![row.id, row.chain, row.seq, link],
+        )?;
+        *previous = link;
+    }
+    for (chain, (seq, link)) in heads {
+        conn.execute(
+            "UPDATE audit_chains SET head_seq = ?2, head_link = ?3 WHERE chain = ?1",
+            params![chain.as_str(), seq, link],
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::temp_store;
+    use super::super::{AuditFilter, Store};
+    use super::*;
+
+    fn event(principal: &str, action: &str, decision: &str) -> AuditEvent {
+        AuditEvent {
+            principal: principal.into(),
+            action: action.into(),
+            decision: decision.into(),
+            repo_key: Some("demo/app".into()),
+            ..Default::default()
+        }
+    }
+
+    /// An operator's grant, then agent refusals and allowed pushes interleaved: ids 1..=9.
+    fn log() -> (tempfile::TempDir, Store) {
+        let (dir, mut store) = temp_store();
+        store
+            .write(|f| f.audit(&event("uid:0", "GrantPush", "allow"), 10))
+            .unwrap();
+        for at in 0..4 {
+            store
+                .write(|f| f.audit(&event("agent", "Push", "deny"), 20 + at))
+                .unwrap();
+            store
+                .write(|f| f.audit(&event("agent", "Push", "allow"), 20 + at))
+                .unwrap();
+        }
+        (dir, store)
+    }
+
+    fn problems(store: &mut Store) -> Vec<String> {
+        let report = store.read(|f| f.verify_audit()).unwrap();
+        let mut found: Vec<String> = report
+            .chains
+            .into_iter()
+            .filter_map(|c| c.problem)
+            .collect();
+        found.extend(
+            report
+                .unlinked_rows
+                .iter()
+                .map(|id| format!("unlinked {id}")),
+        );
+        found
+    }
+
+    fn sql(store: &mut Store, statement: &str) {
+        store.conn.execute_batch(statement).unwrap();
+    }
+
+    #[test]
+    fn an_untouched_log_verifies_and_each_chain_counts_its_rows() {
+        let (_dir, mut store) = log();
+        let report = store.read(|f| f.verify_audit()).unwrap();
+        assert!(report.ok, "{report:?}");
+        let rows: Vec<(Chain, i64)> = report
+            .chains
+            .iter()
+            .map(|c| (c.head.chain, c.rows))
+            .collect();
+        assert_eq!(rows, vec![(Chain::Evidence, 5), (Chain::Bulk, 4)]);
+    }
+
+    #[test]
+    fn an_edited_row_is_named() {
+        let (_dir, mut store) = log();
+        sql(
+            &mut store,
+            "UPDATE audit_events SET decision = 'allow' WHERE id = 4",
+        );
+        assert_eq!(
+            problems(&mut store),
+            vec!["row 4 was changed: its content does not match its link (sequence 2)"]
+        );
+    }
+
+    #[test]
+    fn a_deleted_row_is_named_by_its_neighbours() {
+        let (_dir, mut store) = log();
+        sql(&mut store, "DELETE FROM audit_events WHERE id = 5");
+        let found = problems(&mut store);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("1 row(s) were removed between row 3 and row 7"),
+            "{found:?}"
+        );
+        // The newest row of a chain: the recorded head says it existed.
+        let (_dir, mut store) = log();
+        sql(&mut store, "DELETE FROM audit_events WHERE id = 9");
+        let found = problems(&mut store);
+        assert!(
+            found[0].contains("1 row(s) were removed after row 7"),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_reordered_pair_and_an_inserted_row_are_named() {
+        let (_dir, mut store) = log();
+        sql(
+            &mut store,
+            "UPDATE audit_events SET id = -1 WHERE id = 3;
+             UPDATE audit_events SET id = 3 WHERE id = 5;
+             UPDATE audit_events SET id = 5 WHERE id = -1;",
+        );
+        assert_eq!(
+            problems(&mut store),
+            vec!["rows 3 and 5 are out of order: sequence 3 comes before 2 (rows reordered)"]
+        );
+
+        let (_dir, mut store) = log();
+        sql(
+            &mut store,
+            "INSERT INTO audit_events (id, at, principal, action, decision, policies)
+             VALUES (100, 30, 'uid:0', 'GrantPush', 'allow', '[]')",
+        );
+        assert_eq!(problems(&mut store), vec!["unlinked 100"]);
+    }
+
+    #[test]
+    fn pruning_keeps_what_stays_checkable_and_never_touches_evidence_for_bulk() {
+        let (_dir, mut store) = log();
+        // Keep 1 of the agent's 4 refusals; nothing is old enough to go by age.
+        assert_eq!(store.write(|f| f.prune_audit(0, 1, 50)).unwrap(), 3);
+        let report = store.read(|f| f.verify_audit()).unwrap();
+        assert!(report.ok, "{report:?}");
+        let bulk = &report.chains[1];
+        assert_eq!(
+            (bulk.head.base_seq, bulk.head.pruned_rows, bulk.rows),
+            (3, 3, 1)
+        );
+        assert_eq!(report.chains[0].rows, 5, "the evidence is whole");
+        // By age: everything before 22 goes, from the start of each chain only.
+        store.write(|f| f.prune_audit(22, 1_000, 60)).unwrap();
+        assert!(store.read(|f| f.verify_audit()).unwrap().ok);
+        // A row removed after pruning is still found.
+        sql(
+            &mut store,
+            "DELETE FROM audit_events WHERE id = (SELECT MIN(id) FROM audit_events WHERE chain = 'evidence')",
+        );
+        assert!(problems(&mut store)[0].contains("were removed between the chain's base and row"));
+    }
+
+    #[test]
+    fn an_outcome_is_a_row_of_its_own_shown_on_its_decision() {
+        let (_dir, mut store) = log();
+        store
+            .write(|f| f.audit_outcome(3, "pushed", Some("abc"), 40))
+            .unwrap();
+        store
+            .write(|f| f.audit_outcome(3, "failed: later", None, 41))
+            .unwrap();
+        let rows = store
+            .read(|f| f.audit_rows(&AuditFilter::default()))
+            .unwrap();
+        assert_eq!(rows.len(), 9, "outcome rows are not listed on their own");
+        let pushed = rows.iter().find(|r| r.id == 3).unwrap();
+        assert_eq!(pushed.outcome.as_deref(), Some("failed: later"));
+        assert_eq!(pushed.token_sha256.as_deref(), Some("abc"));
+        assert!(store.read(|f| f.verify_audit()).unwrap().ok);
+        sql(
+            &mut store,
+            "UPDATE audit_events SET outcome = 'pushed' WHERE id = 11",
+        );
+        assert!(problems(&mut store)[0].contains("row 11 was changed"));
+    }
+
+    #[test]
+    fn rows_an_older_version_wrote_are_linked_by_the_migration() {
+        let (_dir, mut store) = temp_store();
+        sql(
+            &mut store,
+            "INSERT INTO audit_events (id, at, principal, action, decision, policies, outcome)
+             VALUES (1, 5, 'agent', 'Push', 'deny', '[]', NULL),
+                    (2, 6, 'agent', 'Push', 'allow', '[]', 'pushed'),
+                    (3, 7, 'uid:0', 'GrantPush', 'allow', '[]', NULL)",
+        );
+        assert_eq!(
+            problems(&mut store),
+            vec!["unlinked 1", "unlinked 2", "unlinked 3"]
+        );
+        link_existing_rows(&store.conn).unwrap();
+        let report = store.read(|f| f.verify_audit()).unwrap();
+        assert!(report.ok, "{report:?}");
+        assert_eq!(report.chains[0].head.head_seq, 2);
+        assert_eq!(report.chains[1].head.head_seq, 1);
+        // New rows continue the chains.
+        store
+            .write(|f| f.audit(&event("uid:0", "RevokePush", "allow"), 8))
+            .unwrap();
+        assert!(store.read(|f| f.verify_audit()).unwrap().ok);
+    }
+}
