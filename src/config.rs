@@ -67,10 +67,132 @@ pub struct Config {
     /// operator grants longer with their own `--ttl`/`--no-ttl`. A TTL such as `2h` or `1d`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_request_ttl: Option<String>,
+    /// `[[audit_sinks]]`: where every audit row is also sent as it is written (a JSON Lines
+    /// file, syslog, a signed webhook); see docs/audit.md. None when absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audit_sinks: Vec<SinkConfig>,
     /// `[agent_limits]`: how much of the daemon one agent connection, one agent process and
     /// all of them together may hold. Safe defaults when absent ([`AgentLimits::default`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_limits: Option<AgentLimits>,
+}
+
+/// One `[[audit_sinks]]` entry. Secrets (a webhook's signing key, a URL that is itself a
+/// secret, as Slack's are) live in files only the publisher reads, never in `zodex.toml`, which
+/// the agent can read.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SinkConfig {
+    /// One JSON object per line, appended; rotated to `PATH.1` … `PATH.KEEP` past `max_mib`.
+    Jsonl {
+        /// The sink's name: the key of where it has got to (`[a-z0-9_-]`, at most 64).
+        name: String,
+        path: std::path::PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_mib: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        keep: Option<u32>,
+    },
+    /// RFC 5424 messages: `tcp:HOST:PORT` (octet-counted frames) or `unix:/PATH` (datagrams,
+    /// as `/dev/log` takes them).
+    Syslog { name: String, address: String },
+    /// An HTTP(S) POST per row, signed with HMAC-SHA256 over `TIMESTAMP.BODY` when
+    /// `secret_file` is set; `format = "slack"` sends `{"text": …}` for a Slack-style hook.
+    Webhook {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url_file: Option<std::path::PathBuf>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secret_file: Option<std::path::PathBuf>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        format: Option<String>,
+    },
+}
+
+impl SinkConfig {
+    /// The sink's name: the key of where it has got to.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Jsonl { name, .. } | Self::Syslog { name, .. } | Self::Webhook { name, .. } => {
+                name
+            }
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let name = self.name();
+        let name_ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !name_ok {
+            return Err(format!(
+                "audit sink name {name:?}: use 1 to 64 of a-z, 0-9, - and _"
+            ));
+        }
+        match self {
+            Self::Jsonl {
+                path,
+                max_mib,
+                keep,
+                ..
+            } => {
+                if !path.is_absolute() {
+                    return Err(format!("audit sink {name}: path must be absolute"));
+                }
+                if max_mib.is_some_and(|m| m == 0) || keep.is_some_and(|k| !(1..=100).contains(&k))
+                {
+                    return Err(format!(
+                        "audit sink {name}: max_mib must be at least 1 and keep 1 to 100"
+                    ));
+                }
+            }
+            Self::Syslog { address, .. } => {
+                let ok = address.strip_prefix("tcp:").is_some_and(|a| {
+                    a.rsplit_once(':')
+                        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+                }) || address
+                    .strip_prefix("unix:")
+                    .is_some_and(|p| p.starts_with('/'));
+                if !ok {
+                    return Err(format!(
+                        "audit sink {name}: address {address:?}: use tcp:HOST:PORT or unix:/PATH"
+                    ));
+                }
+            }
+            Self::Webhook {
+                url,
+                url_file,
+                format,
+                ..
+            } => {
+                if url.is_some() == url_file.is_some() {
+                    return Err(format!(
+                        "audit sink {name}: give exactly one of url and url_file (url_file when the URL is itself a secret)"
+                    ));
+                }
+                if let Some(url) = url
+                    && !(url.starts_with("https://") || url.starts_with("http://"))
+                {
+                    return Err(format!(
+                        "audit sink {name}: url must start with https:// or http://"
+                    ));
+                }
+                if format
+                    .as_deref()
+                    .is_some_and(|f| f != "json" && f != "slack")
+                {
+                    return Err(format!(
+                        "audit sink {name}: format is json (the default) or slack"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Defaults of the bounds on stored state.
@@ -227,6 +349,20 @@ impl Config {
                 path: path.to_path_buf(),
                 message,
             })?;
+        let mut names = std::collections::HashSet::new();
+        for sink in &config.audit_sinks {
+            sink.check()
+                .and_then(|()| {
+                    names
+                        .insert(sink.name().to_string())
+                        .then_some(())
+                        .ok_or_else(|| format!("audit sink name {:?} is used twice", sink.name()))
+                })
+                .map_err(|message| ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    message,
+                })?;
+        }
         Ok(config)
     }
 

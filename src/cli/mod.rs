@@ -4,6 +4,7 @@
 //! the same everywhere: 0 ok, 2 usage, 3 denied by policy, 1 anything else.
 
 pub mod agent;
+pub mod audit;
 pub mod credential_helper;
 pub mod local;
 pub mod pipe;

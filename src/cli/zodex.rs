@@ -7,9 +7,7 @@ use crate::engine::RepoName;
 use crate::operator::dev;
 use crate::operator::registry::{Registry, SpriteEntry, exec_admin_command, local_admin_command};
 use crate::operator::transport;
-use crate::protocol::answers::{
-    AuditRow, AuditVerification, Explanation, Grant, GrantVia, GrantView, YoloScope,
-};
+use crate::protocol::answers::{AuditRow, Explanation, Grant, GrantVia, GrantView, YoloScope};
 use crate::protocol::{AdminRequest, Ttl};
 use crate::publisher::prove::Report;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -475,26 +473,6 @@ fn send<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// `audit --verify`: the walk's report, and exit 1 when a chain does not hold.
-fn verify_audit(target: &Target, registry: &Registry) -> i32 {
-    let sprite = match registry.choose(target.sprite().as_deref()) {
-        Ok(sprite) => sprite,
-        Err(e) => return print_failure(&e, target.json),
-    };
-    match transport::call(&sprite, &AdminRequest::AuditVerify) {
-        Ok(response) => {
-            let broken = response
-                .answer::<AuditVerification>()
-                .is_ok_and(|report| !report.ok);
-            match print_response(&response, target.json, render::audit_verification) {
-                0 if broken => EXIT_FAILURE,
-                code => code,
-            }
-        }
-        Err(e) => print_failure(&e, target.json),
-    }
-}
-
 /// Largest page asked of the publisher (its own maximum).
 const PAGE_ROWS: usize = crate::engine::authority::MAX_PAGE_ROWS as usize;
 
@@ -625,7 +603,9 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
         GithubCommand::Deny { id } => {
             send(target, registry, &AdminRequest::Deny { id }, render::denied)
         }
-        GithubCommand::Audit { verify: true, .. } => verify_audit(target, registry),
+        GithubCommand::Audit { verify: true, .. } => {
+            super::audit::verify(target.sprite().as_deref(), target.json, registry)
+        }
         GithubCommand::Audit {
             since, repo, page, ..
         } => {

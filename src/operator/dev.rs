@@ -97,6 +97,7 @@ pub fn default_config(dir: &Path) -> Config {
         audit_retention_days: None,
         audit_max_rows: None,
         max_request_ttl: None,
+        audit_sinks: Vec::new(),
         agent_limits: None,
     }
 }

@@ -86,6 +86,9 @@ pub async fn serve(config: Config) -> Result<(), DaemonError> {
         "zodex-prd serving"
     );
 
+    // Every audit row also leaves the sprite as it is written (`[[audit_sinks]]`).
+    crate::publisher::sinks::spawn_all(&host, &config.audit_sinks);
+
     let expiry_host = host.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));

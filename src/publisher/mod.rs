@@ -11,4 +11,5 @@ pub mod install;
 pub mod locks;
 pub mod prove;
 pub mod publish;
+pub mod sinks;
 pub mod sockets;

@@ -18,6 +18,7 @@ mod apply_patch_corpus;
 mod attack;
 mod attack_limits_and_races;
 mod audit_evidence;
+mod audit_sinks;
 mod closed_stdout;
 mod credential_helper;
 mod deploy;

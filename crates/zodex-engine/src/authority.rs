@@ -298,12 +298,14 @@ impl Authority<'_> {
             }
             let approved = self.engine.decide(facts, &principal, &self_grant, now)?;
             let grant = facts.insert_grant(
-                &new_grant(repo, &principal, reason, &terms, approved.allowed),
+                &new_grant(repo, &principal, reason.clone(), &terms, approved.allowed),
                 now,
             )?;
             event.detail = Some(serde_json::json!({
                 "grant": grant.id,
                 "change": if approved.allowed { "self-approved" } else { "requested" },
+                "reason": reason,
+                "ttl_seconds": terms.ttl_seconds,
                 "self_approval_policies": approved.policies,
                 "replaced": replaced,
             }));

@@ -12,7 +12,8 @@
 //! the outcome).
 
 use super::store::{
-    App, AuditEvent, CoverageFact, IssuedToken, Publication, PublicationState, Store, StoreError,
+    App, AuditEvent, AuditRecord, CoverageFact, IssuedToken, Publication, PublicationState,
+    SinkCursor, Store, StoreError,
 };
 
 /// The principal of the rows the publisher writes about its own steps.
@@ -45,6 +46,35 @@ pub fn record_outcome(
         f.audit_outcome(audit_id, outcome, token_sha256, now)
             .map(drop)
     })
+}
+
+/// The audit sink `sink`'s cursor and up to `limit` rows after it (a new sink starts at the
+/// newest row).
+pub fn sink_batch(
+    store: &mut Store,
+    sink: &str,
+    limit: u32,
+) -> Result<(SinkCursor, Vec<AuditRecord>), StoreError> {
+    store.write(|f| {
+        let cursor = f.sink_cursor(sink)?;
+        let rows = f.audit_records_after(cursor.delivered_id, limit)?;
+        Ok((cursor, rows))
+    })
+}
+
+/// The audit sink `sink` delivered every row up to `id`.
+pub fn sink_delivered(store: &mut Store, sink: &str, id: i64, now: i64) -> Result<(), StoreError> {
+    store.write(|f| f.sink_delivered(sink, id, now))
+}
+
+/// The audit sink `sink` failed with `error`.
+pub fn sink_failed(store: &mut Store, sink: &str, error: &str, now: i64) -> Result<(), StoreError> {
+    store.write(|f| f.sink_failed(sink, error, now))
+}
+
+/// Where each of the named audit sinks has got to (what `status` shows).
+pub fn sink_states(store: &mut Store, sinks: &[String]) -> Result<Vec<SinkCursor>, StoreError> {
+    store.write(|f| sinks.iter().map(|name| f.sink_cursor(name)).collect())
 }
 
 /// Records an event that is not a decision (`decision = "event"`); returns its row id.

@@ -33,7 +33,8 @@ pub use zodex_engine::authority::Status;
 pub use zodex_engine::authority::{Denial, GrantView, YoloView};
 pub use zodex_engine::decide::{Decision, RepoFacts};
 pub use zodex_engine::store::{
-    AuditRow, AuditVerification, ChainCheck, ChainHead, Grant, GrantState, GrantVia, YoloScope,
+    AuditRow, AuditVerification, ChainCheck, ChainHead, Grant, GrantState, GrantVia, SinkCursor,
+    YoloScope,
 };
 
 /// The answer to `ping` on either socket.
@@ -59,6 +60,9 @@ pub struct StatusAnswer {
     /// The longest TTL an agent's request may end in (`max_request_ttl`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_request_ttl_seconds: Option<i64>,
+    /// Where each configured audit sink has got to, and its last error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audit_sinks: Vec<SinkCursor>,
 }
 
 /// The last proof run, in one line, and the properties the configuration waives.

@@ -289,6 +289,24 @@ pub fn operator_status(v: &StatusAnswer) -> String {
             duration(cap)
         );
     }
+    for sink in &v.audit_sinks {
+        let _ = match &sink.last_error {
+            Some(error) if sink.failures > 0 => writeln!(
+                out,
+                "Audit sink {}: FAILING ({} attempts, {} rows waiting): {}",
+                safe(&sink.sink),
+                sink.failures,
+                sink.pending,
+                safe(error)
+            ),
+            _ => writeln!(
+                out,
+                "Audit sink {}: ok, {} rows waiting",
+                safe(&sink.sink),
+                sink.pending
+            ),
+        };
+    }
     if !v.audit_heads.is_empty() {
         let heads: Vec<String> = v.audit_heads.iter().map(chain_head).collect();
         let _ = writeln!(
@@ -563,6 +581,15 @@ mod tests {
             }),
             audit_heads: Vec::new(),
             max_request_ttl_seconds: Some(3600),
+            audit_sinks: vec![crate::protocol::answers::SinkCursor {
+                sink: evil.into(),
+                delivered_id: 1,
+                delivered_at: None,
+                failures: 3,
+                last_error: Some(evil.into()),
+                last_attempt: None,
+                pending: 2,
+            }],
         }));
         check(yolo(&[scope]));
         let row: AuditRow = serde_json::from_value(json!({

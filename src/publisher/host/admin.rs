@@ -153,6 +153,7 @@ impl Host {
                     proofs: Some(self.proofs.status()),
                     audit_heads: a.audit_heads(s, principal, now)?,
                     max_request_ttl_seconds: Some(self.engine.max_request_ttl_seconds()),
+                    audit_sinks: crate::engine::ledger::sink_states(s, &self.settings.sinks)?,
                 }),
                 AdminRequest::AuditVerify => Response::ok(a.verify_audit(s, principal, now)?),
                 AdminRequest::ProvePolicies | AdminRequest::CheckCoverage { .. } => {

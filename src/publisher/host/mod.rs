@@ -80,6 +80,8 @@ struct Settings {
     pr_branch_prefix: String,
     /// Bounds on stored state (pending requests, audit retention).
     limits: Limits,
+    /// The names of the configured audit sinks, whose state `status` shows.
+    sinks: Vec<String>,
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -122,6 +124,11 @@ impl Host {
             mcp_key_hash_file: config.mcp_key_hash_file(),
             pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
             limits: config.limits().map_err(HostError::Config)?,
+            sinks: config
+                .audit_sinks
+                .iter()
+                .map(|s| s.name().to_string())
+                .collect(),
         };
         if let Some(expected) = config.publisher_uid {
             let uid = nix::unistd::geteuid().as_raw();

@@ -126,6 +126,7 @@ pub(super) fn sprite_config(
         audit_retention_days: None,
         audit_max_rows: None,
         max_request_ttl: None,
+        audit_sinks: Vec::new(),
         agent_limits: None,
     });
     config.state_dir = layout.state_dir.clone();

@@ -372,6 +372,21 @@ impl Facts<'_> {
     }
 }
 
+/// Up to `limit` stored rows after id `after`, oldest first.
+pub(super) fn stored_rows_after(
+    facts: &Facts<'_>,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<StoredRow>> {
+    Ok(facts
+        .conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM audit_events WHERE id > ?1 ORDER BY id LIMIT ?2"
+        ))?
+        .query_map(params![after, limit], StoredRow::from_row)?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
 /// Links the rows an older version wrote (no chain yet), in id order: run once, by the
 /// migration that added the chains, so every row from then on is checkable.
 pub(super) fn link_existing_rows(conn: &rusqlite::Connection) -> Result<()> {

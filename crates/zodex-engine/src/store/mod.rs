@@ -5,6 +5,7 @@
 
 mod audit;
 mod audit_chain;
+mod audit_export;
 mod coverage;
 mod decision_facts;
 mod grants;
@@ -14,6 +15,7 @@ mod yolo;
 
 pub use audit::{AuditEvent, AuditFilter, AuditRow};
 pub use audit_chain::{AuditVerification, Chain, ChainCheck, ChainHead, GENESIS};
+pub use audit_export::{AuditRecord, SinkCursor};
 pub use coverage::{App, CoverageFact};
 pub use decision_facts::DecisionFacts;
 pub use grants::{Grant, GrantState, GrantVia, NewGrant};
@@ -34,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0001_initial.sql"),
     include_str!("../../../../migrations/0002_ref_patterns.sql"),
     include_str!("../../../../migrations/0003_audit_chain.sql"),
+    include_str!("../../../../migrations/0004_audit_sinks.sql"),
 ];
 
 /// How long a writer waits for another writer before SQLite reports `SQLITE_BUSY`.

@@ -1,0 +1,136 @@
+//! The audit rows as the sinks carry them off the machine, and how far each sink has got.
+//!
+//! The audit table is the outbox: a sink reads the rows after its cursor in id order, delivers
+//! them, then moves its cursor. A restart loses nothing pending, a failing sink falls behind
+//! without holding up a decision, and the rows reach each sink in the order they were written.
+
+use super::audit_chain::StoredRow;
+use super::{Facts, Result};
+use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+/// One audit row with its chain link, every column as stored: what a sink sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub id: i64,
+    pub at: i64,
+    pub principal: String,
+    pub action: String,
+    pub repo_key: Option<String>,
+    pub ref_name: Option<String>,
+    pub old_oid: Option<String>,
+    pub new_oid: Option<String>,
+    pub bundle_bytes: Option<i64>,
+    pub bundle_sha256: Option<String>,
+    pub decision: String,
+    pub policies: Vec<String>,
+    pub token_sha256: Option<String>,
+    pub outcome: Option<String>,
+    pub detail: Option<serde_json::Value>,
+    /// The decision row an outcome row completes.
+    pub outcome_of: Option<i64>,
+    pub chain: Option<String>,
+    pub seq: Option<i64>,
+    pub link: Option<String>,
+}
+
+impl From<StoredRow> for AuditRecord {
+    fn from(row: StoredRow) -> Self {
+        Self {
+            id: row.id,
+            at: row.at,
+            principal: row.principal,
+            action: row.action,
+            repo_key: row.repo_key,
+            ref_name: row.ref_name,
+            old_oid: row.old_oid,
+            new_oid: row.new_oid,
+            bundle_bytes: row.bundle_bytes,
+            bundle_sha256: row.bundle_sha256,
+            decision: row.decision,
+            policies: serde_json::from_str(&row.policies).unwrap_or_default(),
+            token_sha256: row.token_sha256,
+            outcome: row.outcome,
+            detail: row.detail.and_then(|d| serde_json::from_str(&d).ok()),
+            outcome_of: row.outcome_of,
+            chain: row.chain,
+            seq: row.seq,
+            link: row.link,
+        }
+    }
+}
+
+/// Where a sink has got to, and how its last attempt went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkCursor {
+    pub sink: String,
+    /// The last row delivered.
+    pub delivered_id: i64,
+    pub delivered_at: Option<i64>,
+    /// Attempts that failed since the last delivery.
+    pub failures: i64,
+    pub last_error: Option<String>,
+    pub last_attempt: Option<i64>,
+    /// Rows written after the cursor, not delivered yet.
+    pub pending: i64,
+}
+
+impl Facts<'_> {
+    /// Up to `limit` rows after `after`, oldest first.
+    pub fn audit_records_after(&self, after: i64, limit: u32) -> Result<Vec<AuditRecord>> {
+        let rows = super::audit_chain::stored_rows_after(self, after, limit)?;
+        Ok(rows.into_iter().map(AuditRecord::from).collect())
+    }
+
+    /// `sink`'s cursor; a sink seen for the first time starts after the newest row.
+    pub fn sink_cursor(&self, sink: &str) -> Result<SinkCursor> {
+        self.conn.execute(
+            "INSERT INTO audit_sink_cursors (sink, delivered_id)
+             VALUES (?1, (SELECT COALESCE(MAX(id), 0) FROM audit_events))
+             ON CONFLICT (sink) DO NOTHING",
+            [sink],
+        )?;
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT sink, delivered_id, delivered_at, failures, last_error, last_attempt,
+                        (SELECT COUNT(*) FROM audit_events WHERE id > c.delivered_id)
+                 FROM audit_sink_cursors c WHERE sink = ?1",
+                [sink],
+                |r| {
+                    Ok(SinkCursor {
+                        sink: r.get(0)?,
+                        delivered_id: r.get(1)?,
+                        delivered_at: r.get(2)?,
+                        failures: r.get(3)?,
+                        last_error: r.get(4)?,
+                        last_attempt: r.get(5)?,
+                        pending: r.get(6)?,
+                    })
+                },
+            )
+            .optional()?
+            .expect("inserted above"))
+    }
+
+    /// `sink` delivered every row up to `id`.
+    pub fn sink_delivered(&self, sink: &str, id: i64, now: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE audit_sink_cursors SET delivered_id = MAX(delivered_id, ?2), delivered_at = ?3,
+                 failures = 0, last_error = NULL, last_attempt = ?3 WHERE sink = ?1",
+            params![sink, id, now],
+        )?;
+        Ok(())
+    }
+
+    /// `sink`'s delivery failed with `error` (kept short; it names no secret).
+    pub fn sink_failed(&self, sink: &str, error: &str, now: i64) -> Result<()> {
+        let error = super::audit::clamp_text(error, 512);
+        self.conn.execute(
+            "UPDATE audit_sink_cursors SET failures = failures + 1, last_error = ?2,
+                 last_attempt = ?3 WHERE sink = ?1",
+            params![sink, error, now],
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,301 @@
+//! The audit leaves the sprite as it is written (issue 24), through a real `zodex-prd`: a JSON
+//! Lines file read back with `jq`, a syslog receiver on TCP, and a webhook receiver that checks
+//! every signature and is down for a while — the rows reach it after it comes back, across a
+//! restart of the publisher, in order and once each.
+
+use crate::support;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::rig::Rig;
+use zodex::agent::client::call;
+use zodex::protocol::{AgentRequest, Ttl};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const SECRET: &str = "a webhook secret";
+
+/// A webhook receiver on a fixed port: it keeps each delivery whose signature holds.
+struct Hook {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Debug, Clone)]
+struct Delivery {
+    id: i64,
+    event: Value,
+    signed: bool,
+}
+
+impl Hook {
+    fn start(port: u16, got: Arc<Mutex<Vec<Delivery>>>) -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => receive(stream, &got),
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap();
+    }
+}
+
+fn receive(stream: TcpStream, got: &Mutex<Vec<Delivery>>) {
+    stream.set_nonblocking(false).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut headers = std::collections::HashMap::new();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("POST /zodex "), "{line}");
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':').unwrap();
+        headers.insert(name.trim().to_lowercase(), value.trim().to_string());
+    }
+    let length: usize = headers["content-length"].parse().unwrap();
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET.as_bytes());
+    let timestamp = &headers["x-zodex-timestamp"];
+    let signed = headers
+        .get("x-zodex-signature-256")
+        .and_then(|s| s.strip_prefix("sha256="))
+        .and_then(|s| hex::decode(s).ok())
+        .is_some_and(|tag| {
+            let message = [timestamp.as_bytes(), b".", &body].concat();
+            ring::hmac::verify(&key, &message, &tag).is_ok()
+        });
+    let event: Value = serde_json::from_slice(&body).unwrap();
+    got.lock().unwrap().push(Delivery {
+        id: headers["x-zodex-delivery"].parse().unwrap(),
+        event,
+        signed,
+    });
+    let mut stream = reader.into_inner();
+    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+/// Octet-counted RFC 5424 frames from one TCP connection at a time.
+fn syslog_receiver(frames: Arc<Mutex<Vec<String>>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let mut reader = BufReader::new(stream);
+            loop {
+                let mut length = Vec::new();
+                if reader.read_until(b' ', &mut length).unwrap_or(0) == 0 {
+                    break;
+                }
+                let n: usize = String::from_utf8_lossy(&length).trim().parse().unwrap();
+                let mut frame = vec![0; n];
+                reader.read_exact(&mut frame).unwrap();
+                frames
+                    .lock()
+                    .unwrap()
+                    .push(String::from_utf8(frame).unwrap());
+            }
+        }
+    });
+    port
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The `id`s of the JSON Lines file, as `jq` reads them.
+fn jq_ids(file: &Path) -> Vec<i64> {
+    let out = std::process::Command::new("jq")
+        .args(["-r", ".id"])
+        .arg(file)
+        .output()
+        .expect("jq (Debian's jq package) reads the JSON Lines sink back in this test");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+fn sink_state(rig: &Rig, name: &str) -> Value {
+    let status = rig.admin(r#"{"op":"status"}"#);
+    status["result"]["audit_sinks"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["sink"] == name).cloned())
+        .unwrap_or_else(|| panic!("no sink {name} in status: {status}"))
+}
+
+#[test]
+fn every_row_reaches_each_sink_in_order_and_once_though_the_webhook_was_down() {
+    let out = tempfile::tempdir().unwrap();
+    let jsonl = out.path().join("audit.jsonl");
+    let secret = out.path().join("hook.secret");
+    std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
+    let hook_port = free_port();
+    let frames = Arc::new(Mutex::new(Vec::new()));
+    let syslog_port = syslog_receiver(frames.clone());
+    let extra = format!(
+        r#"
+[[audit_sinks]]
+name = "file"
+kind = "jsonl"
+path = "{jsonl}"
+
+[[audit_sinks]]
+name = "hook"
+kind = "webhook"
+url = "http://127.0.0.1:{hook_port}/zodex"
+secret_file = "{secret}"
+
+[[audit_sinks]]
+name = "siem"
+kind = "syslog"
+address = "tcp:127.0.0.1:{syslog_port}"
+"#,
+        jsonl = jsonl.display(),
+        secret = secret.display(),
+    );
+    let mut rig = Rig::start_with(HOUR, &extra);
+    let socket = rig.dir.path().join("agent.sock");
+    let ask = |repo: &str, reason: &str| {
+        call(
+            &socket,
+            &AgentRequest::RequestPush {
+                repo: repo.into(),
+                ttl: Ttl::Seconds(1800),
+                reason: Some(reason.into()),
+            },
+        )
+        .unwrap()
+    };
+
+    // The webhook receiver is down: its sink fails and says so; the others deliver.
+    rig.grant_push("demo/app");
+    assert!(ask("demo/lib", "ship the <fix> & more").ok);
+    assert!(!ask("zeta/x", "not a target").ok);
+    wait_until("the file has the three rows", || {
+        jsonl.exists() && jq_ids(&jsonl).len() >= 3
+    });
+    wait_until("status shows the webhook failing", || {
+        sink_state(&rig, "hook")["failures"].as_i64() > Some(0)
+    });
+    let failing = sink_state(&rig, "hook");
+    assert!(failing["pending"].as_i64() >= Some(3), "{failing}");
+    let error = failing["last_error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("http://127.0.0.1:{hook_port}")),
+        "{error}"
+    );
+    assert!(
+        !error.contains("/zodex"),
+        "the URL's path stays out: {error}"
+    );
+
+    // It comes back: what waited arrives, in order, once each, signed.
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let hook = Hook::start(hook_port, got.clone());
+    let written = jq_ids(&jsonl);
+    wait_until("the webhook has every row", || {
+        got.lock().unwrap().len() >= written.len()
+    });
+    hook.stop();
+    // Down again, across a restart of the publisher: nothing pending is lost.
+    rig.admin(r#"{"op":"revoke_push","repo":"demo/app"}"#);
+    rig.restart();
+    assert!(!ask("zeta/y", "after the restart").ok);
+    wait_until("the file has the refusal made after the restart", || {
+        std::fs::read_to_string(&jsonl).is_ok_and(|t| t.contains("\"zeta/y\""))
+    });
+    let hook = Hook::start(hook_port, got.clone());
+    let written = jq_ids(&jsonl);
+    wait_until("the webhook has the rows written while it was down", || {
+        got.lock().unwrap().len() >= written.len()
+    });
+    hook.stop();
+    let written = jq_ids(&jsonl);
+    let delivered = got.lock().unwrap().clone();
+    let ids: Vec<i64> = delivered.iter().map(|d| d.id).collect();
+    assert_eq!(ids, written, "every row, in order, once each");
+    assert!(
+        delivered.iter().all(|d| d.signed),
+        "every delivery is signed"
+    );
+    assert!(
+        delivered
+            .iter()
+            .all(|d| d.event["schema"] == 1 && d.event["id"].as_i64() == Some(d.id))
+    );
+    let request = delivered
+        .iter()
+        .find(|d| d.event["action"] == "RequestPush" && d.event["decision"] == "allow")
+        .expect("the agent's request");
+    assert_eq!(request.event["detail"]["reason"], "ship the <fix> & more");
+    assert_eq!(request.event["repo"], "demo/lib");
+    assert!(
+        delivered
+            .iter()
+            .any(|d| d.event["decision"] == "deny" && d.event["repo"] == "zeta/y"),
+        "the refusal made after the restart"
+    );
+    wait_until("the hook's sink is healthy again", || {
+        sink_state(&rig, "hook")["failures"] == 0
+    });
+
+    // syslog got the same rows, each an RFC 5424 message naming its row.
+    wait_until("syslog has every row", || {
+        frames.lock().unwrap().len() >= written.len()
+    });
+    let frames = frames.lock().unwrap().clone();
+    for (frame, id) in frames.iter().zip(&written) {
+        assert!(frame.starts_with('<') && frame.contains(">1 "), "{frame}");
+        assert!(
+            frame.contains(&format!("[zodex@32473 id=\"{id}\" ")),
+            "{frame}"
+        );
+    }
+    assert_eq!(frames.len(), written.len(), "once each");
+}
