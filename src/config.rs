@@ -67,6 +67,9 @@ pub struct Config {
     /// operator grants longer with their own `--ttl`/`--no-ttl`. A TTL such as `2h` or `1d`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_request_ttl: Option<String>,
+    /// Refuse writes while no `[[audit_sinks]]` entry can take their record (off by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_required: Option<bool>,
     /// `[[audit_sinks]]`: where every audit row is also sent as it is written (a JSON Lines
     /// file, syslog, a signed webhook); see docs/audit.md. None when absent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -98,6 +98,7 @@ pub fn default_config(dir: &Path) -> Config {
         audit_max_rows: None,
         max_request_ttl: None,
         audit_sinks: Vec::new(),
+        audit_required: None,
         agent_limits: None,
     }
 }

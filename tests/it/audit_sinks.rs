@@ -299,3 +299,62 @@ address = "tcp:127.0.0.1:{syslog_port}"
     }
     assert_eq!(frames.len(), written.len(), "once each");
 }
+
+#[test]
+fn with_audit_required_no_write_is_made_while_no_sink_can_take_its_record() {
+    let out = tempfile::tempdir().unwrap();
+    let secret = out.path().join("hook.secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let hook_port = free_port();
+    let extra = format!(
+        r#"audit_required = true
+
+[[audit_sinks]]
+name = "hook"
+kind = "webhook"
+url = "http://127.0.0.1:{hook_port}/zodex"
+secret_file = "{secret}"
+"#,
+        secret = secret.display(),
+    );
+    let rig = Rig::start_with(HOUR, &extra);
+    rig.grant_push("demo/app");
+    wait_until("the webhook's sink is failing", || {
+        sink_state(&rig, "hook")["failures"].as_i64() > Some(0)
+    });
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    support::devhub::commit_file(&app, "r.txt", b"recorded\n", "recorded");
+    let refused = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/recorded"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("audit_required is on and no audit sink can take the record"),
+        "{stderr}"
+    );
+    assert_eq!(
+        rig.remote_sha("app", "refs/heads/recorded"),
+        None,
+        "nothing reached GitHub"
+    );
+
+    // The receiver is back: the sink catches up, and the same push goes through.
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let hook = Hook::start(hook_port, got.clone());
+    wait_until("the webhook's sink is healthy", || {
+        sink_state(&rig, "hook")["failures"] == 0
+    });
+    let pushed = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/recorded"]);
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    wait_until("the push's record reached the webhook", || {
+        got.lock()
+            .unwrap()
+            .iter()
+            .any(|d| d.event["ref"] == "refs/heads/recorded" && d.event["decision"] == "allow")
+    });
+    hook.stop();
+}

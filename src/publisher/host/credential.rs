@@ -294,6 +294,7 @@ impl Host {
         if !write.allowed {
             return Ok(None);
         }
+        self.audit_gate().await?;
         if let Some(cached) = self
             .tokens
             .agent

@@ -18,6 +18,7 @@ use crate::protocol::{AgentRequest, ErrorKind, Response, Ttl, WireError};
 use std::sync::{Arc, Mutex};
 
 mod admin;
+mod audit_gate;
 mod credential;
 mod mirror;
 mod pr;
@@ -82,6 +83,8 @@ struct Settings {
     limits: Limits,
     /// The names of the configured audit sinks, whose state `status` shows.
     sinks: Vec<String>,
+    /// Writes wait for an audit sink that works (`audit_required`).
+    audit_required: bool,
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -129,6 +132,7 @@ impl Host {
                 .iter()
                 .map(|s| s.name().to_string())
                 .collect(),
+            audit_required: config.audit_required.unwrap_or(false),
         };
         if let Some(expected) = config.publisher_uid {
             let uid = nix::unistd::geteuid().as_raw();

@@ -192,6 +192,9 @@ impl Host {
         admission: Admission,
         bundle: Option<Spooled>,
     ) -> Response {
+        if let Err(refused) = self.audit_gate().await {
+            return refused.into_response();
+        }
         let bundle = bundle.map(Arc::new);
         let result = match request {
             AgentRequest::Push {

@@ -73,6 +73,9 @@ impl Host {
         admission: Admission,
         incoming: Incoming,
     ) -> Response {
+        if let Err(refused) = self.audit_gate().await {
+            return refused.into_response();
+        }
         match request {
             AgentRequest::Push {
                 repo,

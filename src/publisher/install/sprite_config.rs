@@ -127,6 +127,7 @@ pub(super) fn sprite_config(
         audit_max_rows: None,
         max_request_ttl: None,
         audit_sinks: Vec::new(),
+        audit_required: None,
         agent_limits: None,
     });
     config.state_dir = layout.state_dir.clone();
