@@ -64,6 +64,7 @@ pub async fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
     findings.extend(service_findings(&states, &version));
     findings.push(publisher_health(&config));
     findings.push(proofs(&config).await);
+    findings.extend(audit_sinks(&config));
     findings.push(mcp_health(&record.mcp_listen));
     findings.extend(ground(&record, config_path));
     findings.extend(coverage(&config));
@@ -157,6 +158,45 @@ fn publisher_health(config: &Config) -> Finding {
             ),
         ),
     }
+}
+
+/// Whether every configured audit sink delivers (none configured: no finding).
+fn audit_sinks(config: &Config) -> Option<Finding> {
+    let status = ask(config, &AdminRequest::Status)
+        .ok()
+        .filter(|r| r.ok)
+        .and_then(|r| r.answer::<crate::protocol::answers::StatusAnswer>().ok())?;
+    if status.audit_sinks.is_empty() {
+        return None;
+    }
+    let failing: Vec<String> = status
+        .audit_sinks
+        .iter()
+        .filter(|s| s.failures > 0)
+        .map(|s| {
+            format!(
+                "{} ({} failed attempts, {} rows waiting): {}",
+                s.sink,
+                s.failures,
+                s.pending,
+                s.last_error.as_deref().unwrap_or("failing")
+            )
+        })
+        .collect();
+    Some(if failing.is_empty() {
+        Finding::ok(
+            "audit-sinks",
+            format!("{} audit sink(s) deliver", status.audit_sinks.len()),
+        )
+    } else {
+        Finding::fail(
+            "audit-sinks",
+            format!(
+                "audit sink {}; the rows wait and are delivered once it works (fix the receiver or the [[audit_sinks]] entry)",
+                failing.join("; ")
+            ),
+        )
+    })
 }
 
 /// Whether the policies' write invariants were proven at start, and what is waived (setup
