@@ -394,3 +394,42 @@ fn serve_refuses_a_socket_directory_others_can_write() {
     );
     assert!(!run.join("admin.sock").exists());
 }
+
+/// An agent's request cannot end in a grant past `max_request_ttl` (4h by default): a longer
+/// or unlimited request is refused with the way out, and the operator's own terms decide
+/// past it.
+#[test]
+fn a_request_past_max_request_ttl_is_refused_and_the_operator_grants_longer() {
+    let dev = Dev::up();
+    for ttl in [&["--ttl", "5h"][..], &["--no-ttl"][..]] {
+        let mut args = vec!["github", "request-push", "--repo", "demo/app"];
+        args.extend_from_slice(ttl);
+        let refused = dev.agent(&args).code(3);
+        assert!(
+            refused
+                .stderr
+                .contains("agent-terms-within-max-request-ttl")
+                && refused.stderr.contains("ask for at most 4h"),
+            "{}",
+            refused.stderr
+        );
+    }
+    let asked = dev.agent(&[
+        "github",
+        "request-push",
+        "--repo",
+        "demo/app",
+        "--ttl",
+        "4h",
+        "--json",
+    ]);
+    let id = asked.ok().json()["result"]["id"].as_i64().unwrap();
+    let approved = dev.github_json(&["approve", &id.to_string(), "--ttl", "8h"]);
+    assert_eq!(approved["result"]["ttl_seconds"], 8 * 3600, "{approved}");
+    let status = dev.zodex(&["sprite", "github", "status"]).ok();
+    assert!(
+        status.stdout.contains("at most 4h (max_request_ttl)"),
+        "{}",
+        status.stdout
+    );
+}
