@@ -35,19 +35,34 @@ impl Steps {
     }
 }
 
-fn tool(program: &str, args: &[&str]) -> Result<(), InstallError> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|e| InstallError::step(format!("cannot run {program}"), e))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(InstallError::Failed(format!(
-            "{program} {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
+pub(super) fn tool(program: &str, args: &[&str]) -> Result<(), InstallError> {
+    // The account tools lock /etc/passwd and /etc/group and give up at once when another
+    // program holds the lock (exit 10: a package's postinst adding its user, a second setup):
+    // they are tried again for up to 15 s before setup says so.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let out = Command::new(program)
+            .args(args)
+            .output()
+            .map_err(|e| InstallError::step(format!("cannot run {program}"), e))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let locked = out.status.code() == Some(10) || stderr.contains("cannot lock");
+        if !locked || std::time::Instant::now() >= deadline {
+            return Err(InstallError::Failed(format!(
+                "{program} {} failed: {}{}",
+                args.join(" "),
+                stderr.trim(),
+                if locked {
+                    " (another program held the account files for 15 s; run setup again)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
 

@@ -136,27 +136,14 @@ pub fn uninstall(record: &InstallRecord, purge: bool) -> Result<UninstallReport,
 /// publisher's is the state directory, removed above).
 fn remove_accounts(record: &InstallRecord, report: &mut UninstallReport) {
     for user in [&record.agent_user, &record.publisher_user] {
-        let out = Command::new("userdel").arg(user).output();
-        match out {
-            Ok(out) if out.status.success() => report.removed.push(format!("user {user}")),
-            Ok(out) => report.kept.push(format!(
-                "user {user} (userdel: {})",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )),
-            Err(e) => report
-                .kept
-                .push(format!("user {user} (cannot run userdel: {e})")),
+        match super::system::tool("userdel", &[user.as_str()]) {
+            Ok(()) => report.removed.push(format!("user {user}")),
+            Err(e) => report.kept.push(format!("user {user} ({e})")),
         }
     }
     let group = &record.socket_group;
-    match Command::new("groupdel").arg(group).output() {
-        Ok(out) if out.status.success() => report.removed.push(format!("group {group}")),
-        Ok(out) => report.kept.push(format!(
-            "group {group} (groupdel: {})",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
-        Err(e) => report
-            .kept
-            .push(format!("group {group} (cannot run groupdel: {e})")),
+    match super::system::tool("groupdel", &[group.as_str()]) {
+        Ok(()) => report.removed.push(format!("group {group}")),
+        Err(e) => report.kept.push(format!("group {group} ({e})")),
     }
 }
