@@ -5,15 +5,12 @@
 use crate::support;
 
 use serde_json::Value;
+use serde_json::json;
 use std::path::Path;
 use std::process::Command;
 use support::dev::Dev;
-use support::devhub::commit_file;
-use support::rig::Rig;
-use zodex::agent::client::call;
-use zodex::protocol::{AgentRequest, Ttl};
-
-const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
+use support::routines::Frame;
+use support::sprite::Sprite;
 
 /// `sqlite3 DB SQL`, as a person with the database file would change it.
 fn sqlite(db: &Path, sql: &str) {
@@ -40,48 +37,41 @@ fn problems(report: &Value) -> Vec<String> {
     found
 }
 
+/// As a real agent user on a two-user sprite (the attack suites' harness).
 #[test]
+#[ignore = "needs root"]
 fn a_flood_by_the_agent_erases_no_evidence_and_the_chain_still_verifies() {
-    let mut rig = Rig::start_with(HOUR, "audit_max_rows = 1000\n");
-    // The evidence: an operator's grant and an allowed push.
-    rig.grant_push("demo/app");
-    let work = tempfile::tempdir().unwrap();
-    let app = rig.clone(work.path(), "app");
-    commit_file(&app, "e.txt", b"evidence\n", "evidence");
-    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/evidence"]);
-    assert!(
-        push.status.success(),
-        "{}",
-        String::from_utf8_lossy(&push.stderr)
-    );
+    let mut sprite = Sprite::deploy_as_root_with("audit_max_rows = 1000");
+    // The evidence: an operator's grant and an allowed push by the agent.
+    sprite.grant_push("demo/app");
+    let app = sprite.clone("app");
+    sprite.agent_commit(&app, "e.txt", b"evidence\n", "evidence");
+    sprite.agent_git_ok(&app, &["push", "origin", "HEAD:refs/heads/evidence"]);
 
-    // The flood: 2,500 refused requests through the agent socket, then a prune (at start).
-    let socket = rig.dir.path().join("agent.sock");
-    for i in 0..2_500 {
-        let answer = call(
-            &socket,
-            &AgentRequest::RequestPush {
-                repo: format!("zeta/flood{i}"),
-                ttl: Ttl::Seconds(600),
-                reason: None,
-            },
-        )
-        .unwrap();
-        assert!(
-            !answer.ok,
-            "a request for a repository no target covers is refused"
-        );
-    }
-    rig.restart();
-    let rows = |rig: &Rig| -> Vec<Value> {
+    // The flood: 2,500 refused requests on the agent socket, then a prune (at start).
+    let flood: Vec<Frame> = (0..2_500)
+        .map(|i| {
+            Frame::request(
+                &json!({"op": "request_push", "repo": format!("zeta/flood{i}"),
+                "ttl": {"seconds": 600}}),
+            )
+        })
+        .collect();
+    let answers = sprite.frames(flood);
+    assert!(
+        answers.iter().all(|a| a["ok"] != true),
+        "every request is refused"
+    );
+    sprite.restart_publisher();
+    let rows = |sprite: &Sprite| -> Vec<Value> {
         let mut all = Vec::new();
         let mut before: Option<i64> = None;
         loop {
-            let request = match before {
-                Some(b) => format!(r#"{{"op":"audit","limit":500,"before":{b}}}"#),
-                None => r#"{"op":"audit","limit":500}"#.to_string(),
-            };
-            let page = rig.admin(&request);
+            let mut request = json!({"op": "audit", "limit": 500});
+            if let Some(b) = before {
+                request["before"] = json!(b);
+            }
+            let page = sprite.admin_ok(request);
             let mut items = page["result"].as_array().cloned().unwrap_or_default();
             items.append(&mut all);
             all = items;
@@ -92,16 +82,16 @@ fn a_flood_by_the_agent_erases_no_evidence_and_the_chain_still_verifies() {
         }
     };
     // The daemon's sweeper prunes within a second of its start.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let kept = loop {
-        let kept = rows(&rig);
+        let kept = rows(&sprite);
         if kept.iter().any(|r| r["action"] == "PruneHistory") {
             break kept;
         }
         assert!(
             std::time::Instant::now() < deadline,
             "no prune after the restart: {}",
-            rig.log()
+            sprite.log()
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
@@ -122,13 +112,16 @@ fn a_flood_by_the_agent_erases_no_evidence_and_the_chain_still_verifies() {
         .iter()
         .find(|r| r["action"] == "Push" && r["ref_name"] == "refs/heads/evidence")
         .expect("the allowed push survived the flood");
-    assert_eq!(pushed["decision"], "allow");
-    assert_eq!(pushed["outcome"], "pushed");
+    assert_eq!(
+        (&pushed["decision"], &pushed["outcome"]),
+        (&json!("allow"), &json!("pushed"))
+    );
     let pruning = kept
         .iter()
         .find(|r| r["action"] == "PruneHistory")
         .expect("the prune is recorded in the evidence");
-    let report = rig.admin(r#"{"op":"audit_verify"}"#);
+
+    let report = sprite.admin_ok(json!({"op": "audit_verify"}));
     assert_eq!(report["result"]["ok"], true, "{report}");
     let bulk = &report["result"]["chains"][1];
     let pruned = bulk["pruned_rows"].as_i64().unwrap();
@@ -144,29 +137,24 @@ fn a_flood_by_the_agent_erases_no_evidence_and_the_chain_still_verifies() {
         "no evidence was pruned"
     );
 
-    // By hand, each change on a fresh copy of the log: the first row it breaks is named.
-    let db = rig.dir.path().join("state/state.db");
+    // By hand, each change on a consistent copy of the log (SQLite's backup): the first row it
+    // breaks is named.
+    let db = sprite.state.join("state.db");
     let evidence: Vec<i64> = kept
         .iter()
         .filter(|r| r["principal"] != "agent" || r["decision"] == "allow")
         .map(|r| r["id"].as_i64().unwrap())
         .collect();
     let (a, b) = (evidence[0], evidence[1]);
-    rig.kill9();
+    let work = tempfile::tempdir().unwrap();
     let copy = work.path().join("copy.db");
     let tampered = |sql: &str| -> Vec<String> {
-        // The daemon was killed: what it wrote last may still be in the write-ahead log.
-        std::fs::copy(&db, &copy).unwrap();
-        let wal = db.with_extension("db-wal");
-        let _ = std::fs::remove_file(copy.with_extension("db-wal"));
-        let _ = std::fs::remove_file(copy.with_extension("db-shm"));
-        if wal.exists() {
-            std::fs::copy(&wal, copy.with_extension("db-wal")).unwrap();
-        }
+        let _ = std::fs::remove_file(&copy);
+        sqlite(&db, &format!(".backup '{}'", copy.display()));
         sqlite(&copy, sql);
         let mut store = zodex::engine::store::Store::open(&copy).unwrap();
         let report = store.read(|f| f.verify_audit()).unwrap();
-        problems(&serde_json::json!({ "result": report }))
+        problems(&json!({ "result": report }))
     };
     let edited = tampered(&format!(
         "UPDATE audit_events SET decision = 'deny' WHERE id = {a}"

@@ -358,3 +358,95 @@ secret_file = "{secret}"
     });
     hook.stop();
 }
+
+/// rsyslogd (Debian's rsyslog) listening on TCP, writing what it parsed of each message.
+struct Rsyslog {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Rsyslog {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Rsyslog {
+    fn start(dir: &Path, port: u16) -> Self {
+        let log = dir.join("zodex.log");
+        let conf = dir.join("rsyslog.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                r#"global(workDirectory="{dir}")
+module(load="imtcp")
+template(name="parsed" type="string" string="%syslogfacility-text%.%syslogseverity-text% %app-name% %msgid% %structured-data% %msg%\n")
+ruleset(name="zodex") {{ action(type="omfile" file="{log}" template="parsed") }}
+input(type="imtcp" address="127.0.0.1" port="{port}" ruleset="zodex")
+"#,
+                dir = dir.display(),
+                log = log.display(),
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("/usr/sbin/rsyslogd")
+            .args(["-n", "-i"])
+            .arg(dir.join("rsyslogd.pid"))
+            .arg("-f")
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("rsyslogd (Debian's rsyslog package) receives the syslog sink in this test");
+        wait_until("rsyslogd listens", || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        Self { child, log }
+    }
+}
+
+#[test]
+fn rsyslog_parses_every_row_as_rfc_5424_with_its_structured_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let rsyslog = Rsyslog::start(dir.path(), port);
+    let extra = format!(
+        "\n[[audit_sinks]]\nname = \"siem\"\nkind = \"syslog\"\naddress = \"tcp:127.0.0.1:{port}\"\n"
+    );
+    let rig = Rig::start_with(HOUR, &extra);
+    rig.grant_push("demo/app");
+    let socket = rig.dir.path().join("agent.sock");
+    let refused = call(
+        &socket,
+        &AgentRequest::RequestPush {
+            repo: "zeta/x".into(),
+            ttl: Ttl::Seconds(600),
+            reason: None,
+        },
+    )
+    .unwrap();
+    assert!(!refused.ok);
+    let lines = || std::fs::read_to_string(&rsyslog.log).unwrap_or_default();
+    wait_until("rsyslog wrote the grant and the refusal", || {
+        let text = lines();
+        text.contains(" GrantPush ") && text.contains(" RequestPush ")
+    });
+    let text = lines();
+    let grant = text.lines().find(|l| l.contains(" GrantPush ")).unwrap();
+    assert!(
+        grant.starts_with("authpriv.notice zodex-prd GrantPush [zodex@32473 id=\""),
+        "{grant}"
+    );
+    let denial = text.lines().find(|l| l.contains(" RequestPush ")).unwrap();
+    assert!(
+        denial.starts_with("authpriv.warning zodex-prd RequestPush "),
+        "{denial}"
+    );
+    let json = &denial[denial.find('{').unwrap()..];
+    let event: Value = serde_json::from_str(json).unwrap();
+    assert_eq!(
+        (event["decision"].as_str(), event["repo"].as_str()),
+        (Some("deny"), Some("zeta/x"))
+    );
+}

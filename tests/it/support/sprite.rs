@@ -166,6 +166,11 @@ fn link(from: &Path, to: &Path) {
 impl Sprite {
     /// Deploys a sprite; `None` when not root (the caller prints the skip line).
     pub fn deploy() -> Option<Self> {
+        Self::deploy_with("")
+    }
+
+    /// [`Sprite::deploy`] with `extra` top-level settings in its `zodex.toml`.
+    pub fn deploy_with(extra: &str) -> Option<Self> {
         let users = Users::create()?;
         let dir = tempfile::Builder::new()
             .prefix("zx-sprite-")
@@ -217,6 +222,7 @@ admin_socket = "{run}/admin.sock"
 agent_socket = "{run}/agent.sock"
 agent_uid = {agent_uid}
 publisher_uid = {publisher_uid}
+{extra}
 
 [[targets]]
 owner = "demo"
@@ -248,21 +254,7 @@ private_key_file = "{keys}/writer.pem"
         .unwrap();
         chmod(&config, 0o644);
 
-        let log = std::fs::File::create(root.join("prd.log")).unwrap();
-        let mut prd = Command::new(bin.join("zodex-prd"));
-        prd.args(["serve", "--config"])
-            .arg(&config)
-            .env_clear()
-            .env("PATH", search_path(&bin))
-            .env("HOME", &publisher_home)
-            .env("LANG", "C.UTF-8")
-            .env("ZODEX_LOG", "info")
-            .current_dir(&publisher_home)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        run_as(&mut prd, publisher, &[]);
-        let prd = prd.spawn().unwrap();
+        let prd = spawn_prd(&root, &bin, &config, &publisher_home, publisher);
         let sprite = Sprite {
             demo,
             root: dir,
@@ -279,6 +271,16 @@ private_key_file = "{keys}/writer.pem"
         };
         sprite.wait_ready();
         Some(sprite)
+    }
+
+    /// Kills zodex-prd (SIGKILL) and starts it again on the same state, as its user.
+    pub fn restart_publisher(&mut self) {
+        let _ = self.prd.kill();
+        let _ = self.prd.wait();
+        let root = self.root.path().to_path_buf();
+        let home = root.join("publisher-home");
+        self.prd = spawn_prd(&root, &self.bin, &self.config, &home, &self.users.publisher);
+        self.wait_ready();
     }
 
     fn wait_ready(&self) {
@@ -336,6 +338,29 @@ private_key_file = "{keys}/writer.pem"
 }
 
 /// Our `bin/` first, then this process's search path (the same git the devhub runs).
+/// `zodex-prd serve` as the publisher user, its log appended to `ROOT/prd.log`.
+fn spawn_prd(root: &Path, bin: &Path, config: &Path, home: &Path, publisher: &SystemUser) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("prd.log"))
+        .unwrap();
+    let mut prd = Command::new(bin.join("zodex-prd"));
+    prd.args(["serve", "--config"])
+        .arg(config)
+        .env_clear()
+        .env("PATH", search_path(bin))
+        .env("HOME", home)
+        .env("LANG", "C.UTF-8")
+        .env("ZODEX_LOG", "info")
+        .current_dir(home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    run_as(&mut prd, publisher, &[]);
+    prd.spawn().unwrap()
+}
+
 fn search_path(bin: &Path) -> String {
     format!(
         "{}:{}",
@@ -624,8 +649,13 @@ impl Sprite {
 
     /// A deployed sprite; fails the test when not root (see `users::require_root`).
     pub fn deploy_as_root() -> Self {
+        Self::deploy_as_root_with("")
+    }
+
+    /// [`Sprite::deploy_as_root`] with `extra` top-level settings in its `zodex.toml`.
+    pub fn deploy_as_root_with(extra: &str) -> Self {
         super::users::require_root();
-        Self::deploy().expect("root can create the sprite's users")
+        Self::deploy_with(extra).expect("root can create the sprite's users")
     }
 
     /// Sends raw frames on the agent socket as the agent; one answer per frame.
