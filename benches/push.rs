@@ -4,8 +4,12 @@
 //! - wall time for changes of 1 MiB, 32 MiB and 120 MiB (random, incompressible data in 1 MiB
 //!   files), median of `ROUNDS` rounds, each round pushing fresh commits on both paths in
 //!   alternating order; the ratio zodex/plain and the added milliseconds;
-//! - zodex-prd's peak RSS (VmHWM) after the 120 MiB pushes, anonymous and file-backed pages
-//!   sampled apart, and the peak of the child processes that indexed the packs (from the log);
+//! - CPU seconds (user + system, the kernel's accounting) per MiB pushed: zodex-prd with the
+//!   children it waited for (its indexing child, git), beside this process's waited children
+//!   over the plain pushes (client git and devhub's receiving git);
+//! - zodex-prd's peak RSS (VmHWM) after the 120 MiB pushes (the daemon itself: ≤ 64 MiB),
+//!   anonymous and file-backed pages sampled apart, and, apart, the peak of the child processes
+//!   that indexed the packs (from the log);
 //! - a pack bomb (one blob declared and compressed as 2 GiB of zeros, about 2 MiB on the wire)
 //!   sent as `publish_pr` and as a push: the time to refuse it and zodex-prd's peak RSS after it;
 //! - the time to refuse a bundle over the ceiling on its header, for declared sizes from
@@ -21,6 +25,10 @@
 mod bench_line;
 #[path = "support/changes.rs"]
 mod changes;
+#[path = "support/cpu.rs"]
+mod cpu;
+#[path = "support/log_figures.rs"]
+mod log_figures;
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 
@@ -119,18 +127,22 @@ fn main() {
     for mib in sizes {
         let mut plain = Vec::new();
         let mut zodex = Vec::new();
+        // CPU seconds: the publisher (with its children) over the zodex pushes; this process's
+        // children — client git and devhub's receiving git — over the plain pushes.
+        let (mut publisher_cpu, mut plain_cpu) = (0.0, 0.0);
         for round in 0..ROUNDS {
             let p = format!("plain-{mib}-{round}");
             let z = format!("zodex-{mib}-{round}");
             commit_change(&app, &p, mib, &mut seed);
             commit_change(&app, &z, mib, &mut seed);
-            let push_plain = || {
-                let started = Instant::now();
+            let mut push_plain = || {
+                let (started, cpu) = (Instant::now(), cpu::waited_children());
                 let out = git_command(&app)
                     .args(["push", "-q", &plain_url, &format!("{p}:refs/heads/{p}")])
                     .output()
                     .unwrap();
                 let took = started.elapsed();
+                plain_cpu += cpu::waited_children() - cpu;
                 // Untimed: take the branch away again, so that the zodex path does not fetch
                 // the plain path's data into its mirror (each path meets a quiet repository).
                 git_command(&app)
@@ -145,21 +157,40 @@ fn main() {
                     cmd.env("GIT_TRACE", trace)
                         .env("GIT_TRACE_PERFORMANCE", "1");
                 }
-                let started = Instant::now();
+                let (started, cpu) = (Instant::now(), cpu::process_and_children(rig.prd_pid()));
                 let out = cmd
                     .args(["push", "-q", "origin", &format!("{z}:refs/heads/{z}")])
                     .output()
                     .unwrap();
-                (out, started.elapsed())
+                let took = started.elapsed();
+                publisher_cpu += cpu::process_and_children(rig.prd_pid()) - cpu;
+                (out, took)
             };
+            let mut push_zodex = push_zodex;
             if round % 2 == 0 {
-                plain.push(timed(push_plain));
-                zodex.push(timed(push_zodex));
+                plain.push(timed(&mut push_plain));
+                zodex.push(timed(&mut push_zodex));
             } else {
-                zodex.push(timed(push_zodex));
-                plain.push(timed(push_plain));
+                zodex.push(timed(&mut push_zodex));
+                plain.push(timed(&mut push_plain));
             }
         }
+        let pushed = (mib * ROUNDS) as f64;
+        println!(
+            "        CPU per MiB pushed: zodex-prd and its children {:.3} s; plain push (client and receiving git) {:.3} s",
+            publisher_cpu / pushed,
+            plain_cpu / pushed
+        );
+        bench_line::BenchLine {
+            name: &format!("publisher_cpu_s_per_mib_{mib}mib_vs_plain_git"),
+            unit: "s/MiB",
+            value: publisher_cpu / pushed,
+            baseline: Some(plain_cpu / pushed),
+            max_ratio: None,
+            max_value: None,
+            max_added: None,
+        }
+        .print();
         let (p, z) = (median(plain), median(zodex));
         println!(
             "{:>5} MiB {:>12.0} {:>12.0} {:>8.2} {:>10.0}",
@@ -195,21 +226,33 @@ fn main() {
     println!(
         "zodex-prd peak RSS (VmHWM) over the pushes: {peak} KiB; sampled peaks: anonymous {anon} KiB, file-backed {file} KiB"
     );
+    // Issue 26: the daemon itself ≤ 64 MiB over the pushes (its indexing child apart).
     bench_line::BenchLine {
-        name: "publisher_peak_rss_over_pushes",
+        name: "publisher_daemon_peak_rss_over_pushes",
         unit: "KiB",
         value: peak as f64,
+        baseline: None,
+        max_ratio: None,
+        max_value: Some(65_536.0),
+        max_added: None,
+    }
+    .print();
+    let children = log_figures::child_peaks(&rig.log());
+    let child_peak = children.iter().copied().max().unwrap_or(0);
+    println!(
+        "indexing children's peak RSS (wait4 ru_maxrss): max {child_peak} KiB over {} packs",
+        children.len()
+    );
+    bench_line::BenchLine {
+        name: "publisher_indexing_child_peak_rss",
+        unit: "KiB",
+        value: child_peak as f64,
         baseline: None,
         max_ratio: None,
         max_value: None,
         max_added: None,
     }
     .print();
-    println!(
-        "indexing children's peak RSS (wait4 ru_maxrss): max {} KiB over {} packs",
-        child_peaks(&rig.log()).into_iter().max().unwrap_or(0),
-        child_peaks(&rig.log()).len()
-    );
     busy_repository(&rig, &app, &plain_url, &mut seed);
     bomb(&rig, work.path());
 
@@ -248,7 +291,6 @@ fn main() {
     }
 }
 
-/// Drops terminal colour codes (`ESC [ … m`) from a log line.
 /// A push of `branch` (a new ref) with plain git and the writer's token, timed.
 fn plain_push(app: &Path, url: &str, branch: &str) -> (std::process::Output, Duration) {
     let started = Instant::now();
@@ -368,38 +410,6 @@ fn busy_repository(rig: &Rig, app: &Path, plain_url: &str, seed: &mut u64) {
         max_added: None,
     }
     .print();
-}
-
-fn plain(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c == 'm' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// `child_peak_kib` of every "pack indexed in a child process" line of the log.
-fn child_peaks(log: &str) -> Vec<u64> {
-    log.lines()
-        .filter(|l| l.contains("pack indexed in a child process"))
-        .filter_map(|l| {
-            let l = plain(l);
-            let rest = &l[l.find("child_peak_kib=")? + "child_peak_kib=".len()..];
-            rest.split(|c: char| !c.is_ascii_digit())
-                .next()?
-                .parse()
-                .ok()
-        })
-        .collect()
 }
 
 /// A blob declared (and compressed) as 2 GiB of zeros, sent as `publish_pr` and as a push.

@@ -1,0 +1,34 @@
+//! Figures the publisher writes in its log, read back by the benches.
+
+/// Drops terminal colour codes (`ESC [ … m`) from a log line.
+fn plain(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `child_peak_kib` of every "pack indexed in a child process" line of the log.
+pub fn child_peaks(log: &str) -> Vec<u64> {
+    log.lines()
+        .filter(|l| l.contains("pack indexed in a child process"))
+        .filter_map(|l| {
+            let l = plain(l);
+            let rest = &l[l.find("child_peak_kib=")? + "child_peak_kib=".len()..];
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
