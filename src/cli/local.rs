@@ -60,12 +60,15 @@ pub enum LocalCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The board: a live page of the tool calls the local server runs.
+    Watch(super::watch::WatchArgs),
 }
 
 /// Runs one `zodex local` command; returns the exit code.
 impl LocalCommand {
     fn json(&self) -> bool {
         match self {
+            Self::Watch(_) => false,
             Self::Start { json, .. }
             | Self::Stop { json }
             | Self::Status { json }
@@ -99,6 +102,7 @@ pub fn run(command: LocalCommand) -> anyhow::Result<i32> {
 fn run_inner(command: LocalCommand) -> anyhow::Result<i32> {
     let paths = LocalPaths::from_env()?;
     match command {
+        LocalCommand::Watch(args) => Ok(super::watch::local(&args, paths.history())),
         LocalCommand::Start {
             path,
             ttl,

@@ -16,6 +16,7 @@ pub mod render;
 pub mod serve;
 pub mod sprite_deploy;
 pub mod sprite_proxy;
+pub mod watch;
 pub mod zodex;
 
 use crate::protocol::{ErrorKind, Response};

@@ -12,3 +12,4 @@ pub mod locks;
 pub mod prove;
 pub mod publish;
 pub mod sockets;
+pub mod watch;

@@ -17,6 +17,7 @@ mod agent_socket;
 mod apply_patch_corpus;
 mod attack;
 mod attack_limits_and_races;
+mod board;
 mod closed_stdout;
 mod credential_helper;
 mod deploy;

@@ -32,8 +32,23 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     is_error     INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS tool_calls_at ON tool_calls(at);
-PRAGMA user_version = 1;
 ";
+
+/// Version 2: what the operator's board shows of a call — how long it took, the session it
+/// belongs to (a handle's first characters, as in the summary), the tail of the output it
+/// returned, and an `apply_patch`'s text (each bounded).
+const SCHEMA_2: &str = "
+ALTER TABLE tool_calls ADD COLUMN duration_ms INTEGER;
+ALTER TABLE tool_calls ADD COLUMN session TEXT;
+ALTER TABLE tool_calls ADD COLUMN output_tail TEXT;
+ALTER TABLE tool_calls ADD COLUMN patch TEXT;
+PRAGMA user_version = 2;
+";
+
+/// Longest output tail kept per call (characters, the end of what the call returned).
+pub const MAX_OUTPUT_TAIL: usize = 4000;
+/// Longest patch text kept per call (characters).
+pub const MAX_PATCH: usize = 16_000;
 
 /// One recorded tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,6 +64,25 @@ pub struct HistoryEntry {
     /// How it ended: `exit 0`, `running`, `signal`, `A 2, M 1`, `error: …`.
     pub outcome: String,
     pub is_error: bool,
+    /// How long the call took (milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<i64>,
+    /// The session a command runs in: its handle's first 6 characters (never the whole
+    /// handle, a capability).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The end of the output the call returned, at most [`MAX_OUTPUT_TAIL`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tail: Option<String>,
+    /// An `apply_patch`'s patch text, at most [`MAX_PATCH`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+}
+
+/// The last `max` characters of `text`.
+pub fn tail(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    text.chars().skip(count.saturating_sub(max)).collect()
 }
 
 impl HistoryEntry {
@@ -69,6 +103,10 @@ impl HistoryEntry {
             summary: one_line(summary, MAX_SUMMARY),
             outcome: one_line(outcome, MAX_SUMMARY),
             is_error,
+            duration_ms: None,
+            session: None,
+            output_tail: None,
+            patch: None,
         }
     }
 }
@@ -136,14 +174,19 @@ fn open_rw(path: &Path) -> anyhow::Result<Connection> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.execute_batch(SCHEMA)?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if version < 2 {
+        conn.execute_batch(SCHEMA_2)?;
+    }
     Ok(conn)
 }
 
 fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>) {
     while let Ok(entry) = receiver.recv() {
         let result = conn.execute(
-            "INSERT INTO tool_calls (at, conversation, tool, workdir, summary, outcome, is_error)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO tool_calls (at, conversation, tool, workdir, summary, outcome, is_error,
+                 duration_ms, session, output_tail, patch)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 entry.at,
                 entry.conversation,
@@ -151,7 +194,17 @@ fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>) {
                 entry.workdir,
                 entry.summary,
                 entry.outcome,
-                entry.is_error
+                entry.is_error,
+                entry.duration_ms,
+                entry.session,
+                entry
+                    .output_tail
+                    .as_deref()
+                    .map(|t| tail(t, MAX_OUTPUT_TAIL)),
+                entry
+                    .patch
+                    .as_deref()
+                    .map(|p| p.chars().take(MAX_PATCH).collect::<String>()),
             ],
         );
         if let Err(e) = result {
@@ -175,22 +228,93 @@ pub fn read_history(
     let since = since
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
         .unwrap_or_default();
-    let mut stmt = conn.prepare(
-        "SELECT at, conversation, tool, workdir, summary, outcome, is_error
-         FROM tool_calls WHERE at >= ?1 ORDER BY at, id",
-    )?;
-    let rows = stmt.query_map(params![since], |row| {
-        Ok(HistoryEntry {
-            at: row.get(0)?,
-            conversation: row.get(1)?,
-            tool: row.get(2)?,
-            workdir: row.get(3)?,
-            summary: row.get(4)?,
-            outcome: row.get(5)?,
-            is_error: row.get(6)?,
-        })
+    let old = version(&conn)? < 2;
+    let mut stmt = conn.prepare(if old {
+        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error
+         FROM tool_calls WHERE at >= ?1 ORDER BY at, id"
+    } else {
+        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error,
+             duration_ms, session, output_tail, patch
+         FROM tool_calls WHERE at >= ?1 ORDER BY at, id"
     })?;
+    let rows = stmt.query_map(params![since], |row| entry_of(row, old))?;
+    Ok(rows
+        .map(|r| r.map(|n| n.entry))
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+/// A recorded call with its row id (the cursor of a reader that follows the history).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NumberedEntry {
+    pub id: i64,
+    #[serde(flatten)]
+    pub entry: HistoryEntry,
+}
+
+/// At most `limit` rows with an id above `after`, oldest first (a reader following the
+/// history, such as the operator's board). A missing store is an empty history.
+pub fn read_history_after(
+    path: &Path,
+    after: i64,
+    limit: u32,
+) -> anyhow::Result<Vec<NumberedEntry>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let old = version(&conn)? < 2;
+    let mut stmt = conn.prepare(if old {
+        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error
+         FROM tool_calls WHERE id > ?1 ORDER BY id LIMIT ?2"
+    } else {
+        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error,
+             duration_ms, session, output_tail, patch
+         FROM tool_calls WHERE id > ?1 ORDER BY id LIMIT ?2"
+    })?;
+    let rows = stmt.query_map(params![after, limit], |row| entry_of(row, old))?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The newest row's id (0 for an empty or missing history).
+pub fn newest_id(path: &Path) -> anyhow::Result<i64> {
+    if !path.exists() {
+        return Ok(0);
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    Ok(
+        conn.query_row("SELECT COALESCE(MAX(id), 0) FROM tool_calls", [], |row| {
+            row.get(0)
+        })?,
+    )
+}
+
+fn version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// A row of either schema (an older store has no board columns).
+fn entry_of(row: &rusqlite::Row<'_>, old: bool) -> rusqlite::Result<NumberedEntry> {
+    let extra =
+        |i: usize| -> rusqlite::Result<Option<String>> { if old { Ok(None) } else { row.get(i) } };
+    Ok(NumberedEntry {
+        id: row.get(0)?,
+        entry: HistoryEntry {
+            at: row.get(1)?,
+            conversation: row.get(2)?,
+            tool: row.get(3)?,
+            workdir: row.get(4)?,
+            summary: row.get(5)?,
+            outcome: row.get(6)?,
+            is_error: row.get(7)?,
+            duration_ms: if old { None } else { row.get(8)? },
+            session: extra(9)?,
+            output_tail: extra(10)?,
+            patch: extra(11)?,
+        },
+    })
 }
 
 /// The default history file inside a state directory.
