@@ -60,7 +60,7 @@ function duration(seconds) {
 
 function when(epoch) {
   const date = new Date(epoch * 1000);
-  return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  return date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
 }
 
 let toastTimer = null;
@@ -411,7 +411,7 @@ function decisionRow(row) {
       hint.textContent = !answer.ok ? failure(answer)
         : denial ? denial.unblock || denial.message : "a push there would be allowed now";
     });
-    decision.append(" ", why, hint);
+    outcome.append(why, hint);
   }
   return el("tr", { class: state.fresh.has(row.id) ? "fresh" : "", "data-id": String(row.id) },
     el("td", { text: row.id }),
