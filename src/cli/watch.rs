@@ -14,6 +14,9 @@ pub struct WatchArgs {
     /// The loopback port to listen on (default: any free one).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// Show the board in this terminal instead (no page, no port).
+    #[arg(long, conflicts_with_all = ["no_open", "port"])]
+    tui: bool,
 }
 
 impl WatchArgs {
@@ -44,6 +47,15 @@ pub fn sprite(sprite: Option<String>, args: &WatchArgs, registry: &Registry) -> 
         Ok(entry) => entry,
         Err(e) => return print_failure(&e, false),
     };
+    if args.tui {
+        return match board::tui::run(entry) {
+            Ok(()) => super::EXIT_OK,
+            Err(e) => {
+                eprintln!("error: {e}");
+                EXIT_FAILURE
+            }
+        };
+    }
     match board::run(Source::Sprite(entry), args.options(), announce) {
         Ok(()) => super::EXIT_OK,
         Err(e) => {

@@ -6,7 +6,8 @@
 //! through the exec transport, resumed by cursor; in local mode, the tool-call history);
 //! `server` serves the embedded page (`page/`), its server-sent events and its actions, every
 //! request through `guard` (Host, capability, CSRF, no-store); `actions` maps a button to the
-//! admin request the CLI sends for it.
+//! admin request the CLI sends for it; `tui` the same feed and actions in the terminal
+//! (`--tui`).
 //!
 //! Architecture invariant: the board holds no authority and decides nothing — an action is the
 //! operator's own admin request, carried by the same transport; everything the agent wrote is
@@ -17,6 +18,7 @@ pub mod actions;
 pub mod feed;
 pub mod guard;
 pub mod server;
+pub mod tui;
 
 use crate::operator::registry::SpriteEntry;
 use feed::Feed;
