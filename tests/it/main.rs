@@ -26,6 +26,7 @@ mod engine_concurrency;
 mod github_client;
 mod github_facts;
 mod json_envelope;
+mod local_board;
 mod mcp_http;
 mod operator_bounds;
 mod operator_cli;

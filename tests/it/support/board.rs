@@ -23,8 +23,12 @@ impl Board {
     pub fn start(dev: &Dev, args: &[&str]) -> Board {
         let mut all = args.to_vec();
         all.push("--no-open");
-        let mut child = dev
-            .zodex_command(&all)
+        Board::spawn(dev.zodex_command(&all))
+    }
+
+    /// Starts a board command (with `--no-open`) and waits for the URL it prints.
+    pub fn spawn(mut command: std::process::Command) -> Board {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 
+use super::retention::{self, Retention};
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OpenFlags, params};
 use serde::Serialize;
@@ -118,13 +119,20 @@ pub struct History {
 }
 
 impl History {
-    /// Opens (creating) the store at `path` and starts its writer thread.
+    /// Opens (creating) the store at `path` with the default retention.
     pub fn open(path: &Path) -> anyhow::Result<History> {
+        History::open_with(path, Retention::default())
+    }
+
+    /// Opens (creating) the store at `path`, prunes what `retention` does not keep, and starts
+    /// its writer thread (which prunes again every [`retention::PRUNE_EVERY`] rows).
+    pub fn open_with(path: &Path, retention: Retention) -> anyhow::Result<History> {
         let conn = open_rw(path)?;
+        retention::prune(&conn, retention, Utc::now())?;
         let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE);
         let writer = std::thread::Builder::new()
             .name("zodex-history".into())
-            .spawn(move || write_loop(conn, receiver))?;
+            .spawn(move || write_loop(conn, receiver, retention))?;
         Ok(History {
             sender: Some(sender),
             writer: Some(writer),
@@ -181,8 +189,15 @@ fn open_rw(path: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
-fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>) {
+fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>, retention: Retention) {
+    let mut written: u64 = 0;
     while let Ok(entry) = receiver.recv() {
+        written += 1;
+        if written.is_multiple_of(retention::PRUNE_EVERY)
+            && let Err(e) = retention::prune(&conn, retention, Utc::now())
+        {
+            tracing::warn!("pruning the history failed: {e}");
+        }
         let result = conn.execute(
             "INSERT INTO tool_calls (at, conversation, tool, workdir, summary, outcome, is_error,
                  duration_ms, session, output_tail, patch)
@@ -275,6 +290,63 @@ pub fn read_history_after(
     })?;
     let rows = stmt.query_map(params![after, limit], |row| entry_of(row, old))?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Which calls `zodex local history` lists.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryFilter {
+    /// Only calls at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Only the newest this many.
+    pub last: Option<u32>,
+    /// Only calls of a conversation whose label contains this (`openai:…`, `mcp:…`).
+    pub agent: Option<String>,
+    /// Only calls in this workdir or below it.
+    pub workdir: Option<String>,
+    /// Only this call.
+    pub id: Option<i64>,
+}
+
+/// The calls `filter` picks, oldest first (the newest `last` of them).
+pub fn read_filtered(path: &Path, filter: &HistoryFilter) -> anyhow::Result<Vec<NumberedEntry>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let old = version(&conn)? < 2;
+    let columns = if old {
+        "id, at, conversation, tool, workdir, summary, outcome, is_error"
+    } else {
+        "id, at, conversation, tool, workdir, summary, outcome, is_error, duration_ms, session, \
+         output_tail, patch"
+    };
+    let sql = format!(
+        "SELECT {columns} FROM tool_calls
+         WHERE at >= ?1 AND (?2 IS NULL OR instr(conversation, ?2) > 0)
+           AND (?3 IS NULL OR workdir = ?3 OR substr(workdir, 1, length(?3) + 1) = ?3 || '/')
+           AND (?4 IS NULL OR id = ?4)
+         ORDER BY id DESC LIMIT ?5"
+    );
+    let since = filter
+        .since
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        .unwrap_or_default();
+    let workdir = filter
+        .workdir
+        .as_deref()
+        .map(|w| w.trim_end_matches('/').to_string())
+        .map(|w| if w.is_empty() { "/".to_string() } else { w });
+    let limit = filter.last.map_or(-1, i64::from);
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map(
+        params![since, filter.agent, workdir, filter.id, limit],
+        |row| entry_of(row, old),
+    )?;
+    let mut rows = rows.collect::<Result<Vec<_>, _>>()?;
+    rows.reverse();
+    Ok(rows)
 }
 
 /// The newest row's id (0 for an empty or missing history).
