@@ -48,7 +48,7 @@ pub fn sprite(sprite: Option<String>, args: &WatchArgs, registry: &Registry) -> 
         Err(e) => return print_failure(&e, false),
     };
     if args.tui {
-        return match board::tui::run(entry) {
+        return match board::tui::run(Source::Sprite(entry)) {
             Ok(()) => super::EXIT_OK,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -67,6 +67,15 @@ pub fn sprite(sprite: Option<String>, args: &WatchArgs, registry: &Registry) -> 
 
 /// `zodex local watch`: this machine's tool calls.
 pub fn local(args: &WatchArgs, history: std::path::PathBuf) -> i32 {
+    if args.tui {
+        return match board::tui::run(Source::Local { history }) {
+            Ok(()) => super::EXIT_OK,
+            Err(e) => {
+                eprintln!("error: {e}");
+                EXIT_FAILURE
+            }
+        };
+    }
     match board::run(Source::Local { history }, args.options(), announce) {
         Ok(()) => super::EXIT_OK,
         Err(e) => {

@@ -32,13 +32,23 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Runs the terminal view until `q`.
-pub fn run(sprite: SpriteEntry) -> Result<(), TuiError> {
+/// Runs the terminal view until `q` (local mode: tool calls only, no actions).
+pub fn run(source: super::Source) -> Result<(), TuiError> {
     let feed = Feed::new();
-    let (follow, entry) = (feed.clone(), sprite.clone());
-    std::thread::spawn(move || super::feed::follow_sprite(follow, entry));
+    let follow = feed.clone();
+    let sprite = match source {
+        super::Source::Sprite(sprite) => {
+            let entry = sprite.clone();
+            std::thread::spawn(move || super::feed::follow_sprite(follow, entry));
+            Some(sprite)
+        }
+        super::Source::Local { history } => {
+            std::thread::spawn(move || super::feed::follow_history(follow, history));
+            None
+        }
+    };
     let mut terminal = ratatui::try_init()?;
-    let result = event_loop(&mut terminal, &feed, &sprite);
+    let result = event_loop(&mut terminal, &feed, sprite.as_ref());
     ratatui::restore();
     result
 }
@@ -46,7 +56,7 @@ pub fn run(sprite: SpriteEntry) -> Result<(), TuiError> {
 fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     feed: &Arc<Feed>,
-    sprite: &SpriteEntry,
+    sprite: Option<&SpriteEntry>,
 ) -> Result<(), TuiError> {
     let (backlog, mut live) = feed.subscribe(None);
     let mut model = Model {
@@ -80,7 +90,7 @@ fn take(model: &mut Model, json: &str) {
 }
 
 /// One key; false to quit.
-fn press(model: &mut Model, key: KeyCode, sprite: &SpriteEntry) -> bool {
+fn press(model: &mut Model, key: KeyCode, sprite: Option<&SpriteEntry>) -> bool {
     let selected = model.requests.get(model.selected).cloned();
     match key {
         KeyCode::Char('q') | KeyCode::Esc => return false,
@@ -128,7 +138,16 @@ fn press(model: &mut Model, key: KeyCode, sprite: &SpriteEntry) -> bool {
     true
 }
 
-fn act(model: &mut Model, sprite: &SpriteEntry, action: Action, done: impl FnOnce() -> String) {
+fn act(
+    model: &mut Model,
+    sprite: Option<&SpriteEntry>,
+    action: Action,
+    done: impl FnOnce() -> String,
+) {
+    let Some(sprite) = sprite else {
+        model.message = "local mode has no publisher: nothing to approve here".into();
+        return;
+    };
     let answer = forward(sprite, action);
     model.message = if answer.ok {
         done()
