@@ -266,3 +266,31 @@ fn the_watch_resumes_after_its_cursor_and_writes_no_row_twice() {
     unique.dedup();
     assert_eq!(unique, ids);
 }
+
+#[test]
+fn a_browser_that_reconnects_gets_only_what_it_missed() {
+    let dev = Dev::up();
+    let board = Board::start(&dev, &["sprite", "watch"]);
+    let events = board.events(None);
+    dev.agent(&["github", "request-push", "--repo", "demo/app"])
+        .ok();
+    let seen = wait_for(&events, Duration::from_secs(10), "the request's row", |e| {
+        e["kind"] == "audit" && e["row"]["action"] == "RequestPush"
+    });
+    let seq = seen["seq"].as_u64().unwrap();
+    dev.agent(&["github", "request-push", "--repo", "demo/lib"])
+        .ok();
+    wait_for(&events, Duration::from_secs(10), "the second row", |e| {
+        e["kind"] == "audit" && e["row"]["repo_key"] == "demo/lib"
+    });
+    // A new connection that saw up to `seq`: the latest snapshots, then only later events.
+    let again = board.events(Some(seq));
+    let mut audit = Vec::new();
+    while let Ok(event) = again.recv_timeout(Duration::from_millis(500)) {
+        if event["kind"] == "audit" {
+            assert!(event["seq"].as_u64().unwrap() > seq, "{event}");
+            audit.push(event["row"]["repo_key"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(audit, ["demo/lib"]);
+}

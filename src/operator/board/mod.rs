@@ -161,8 +161,13 @@ fn open_in_browser(url: &str) -> Result<(), String> {
         .stderr(std::process::Stdio::null())
         .spawn()
         .map(|mut child| {
-            // Reaped when the opener returns (it hands the page to the browser and exits).
-            std::thread::spawn(move || child.wait());
+            // Reaped when the opener returns (it hands the page to the browser and exits); the
+            // file with the capability goes a little later, once the browser has read it.
+            std::thread::spawn(move || {
+                let _ = child.wait();
+                std::thread::sleep(std::time::Duration::from_secs(30));
+                let _ = std::fs::remove_file(&path);
+            });
         })
         .map_err(|e| format!("cannot run {opener}: {e}"))
 }
