@@ -159,9 +159,11 @@ fn watch(
             last
         }
     };
+    // The daemon's version and schema: the health the board shows (the full doctor needs root).
+    let pong = ask(options, "ping", &AdminRequest::Ping)?.result;
     emit(
         out,
-        &json!({"kind": "hello", "cursor": cursor, "web_url": options.web_url}),
+        &json!({"kind": "hello", "cursor": cursor, "web_url": options.web_url, "publisher": pong}),
     )?;
     emit_status(options, out)?;
     let mut last_status = Instant::now();

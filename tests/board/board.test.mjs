@@ -93,6 +93,8 @@ test("a push request appears within a second and approving it for 45m makes the 
   const grant = status.grants.find((g) => g.repo === "demo/app");
   assert.ok(grant, JSON.stringify(status));
   assert.ok(grant.seconds_left > 2600 && grant.seconds_left <= 2700, JSON.stringify(grant));
+  assert.match(await page.locator("#health").textContent(), /^zodex-prd \d/);
+  assert.match(await page.locator("#proofs").textContent(), /write invariants hold/);
   await shot("authority.png");
 });
 

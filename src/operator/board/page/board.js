@@ -113,9 +113,14 @@ function receive(event) {
   let message;
   try { message = JSON.parse(event.data); } catch { return; }
   switch (message.kind) {
-    case "hello":
+    case "hello": {
       state.webUrl = typeof message.web_url === "string" ? message.web_url : null;
+      const p = message.publisher || {};
+      $("health").textContent = p.version
+        ? `zodex-prd ${p.version}, state schema ${p.schema_version ?? "?"}, answering`
+        : "–";
       break;
+    }
     case "audit":
     case "outcome":
       noteRow(message.row, message.kind === "audit");
