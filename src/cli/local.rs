@@ -1,4 +1,4 @@
-//! `zodex local start|stop|status|history`: clap definitions and output (human by default,
+//! `zodex local start|stop|status|history|config|watch`: clap definitions and output (human by default,
 //! `--json` for scripts, in the one envelope of docs/json.md, errors included). The lifecycle
 //! lives in `tools::server::local`; this file only parses, prints and maps errors to exit codes
 //! (0 ok, 2 usage, 1 other).
@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use crate::engine::ttl::{format_duration, parse_ttl};
 use crate::protocol::{ErrorKind, Response};
+use crate::tools::server::history::{HistoryFilter, NumberedEntry};
 use crate::tools::server::local::{self, LocalPaths, Running, StartOptions};
+use crate::tools::server::local_config::{self, LocalConfig};
 use crate::tools::server::{self, UsageError};
 
 /// Run the MCP server on this machine, as you, with your login shell's environment.
@@ -52,11 +54,45 @@ pub enum LocalCommand {
         #[arg(long)]
         json: bool,
     },
-    /// List the tool calls the local server recorded.
+    /// List the tool calls the local server recorded (oldest first).
     History {
         /// Only calls from this long ago onwards (e.g. 1h, 2d).
         #[arg(long, value_name = "D")]
         since: Option<String>,
+        /// Only the newest N calls.
+        #[arg(long, value_name = "N")]
+        last: Option<u32>,
+        /// Only calls of conversations whose label contains TEXT (e.g. an `openai/session` id).
+        #[arg(long, value_name = "TEXT")]
+        agent: Option<String>,
+        /// Only calls in this workdir or below it.
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<String>,
+        /// Only the call with this id, with its output tail and patch.
+        #[arg(long)]
+        id: Option<i64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Local mode's settings: the `zodex_context` parts and how much history is kept.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// The board: a live page of the tool calls the local server runs.
+    Watch(super::watch::WatchArgs),
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ConfigCommand {
+    /// Print one setting's value, or every setting.
+    Get {
+        key: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change one setting (read at the next `zodex local start`).
+    Set {
+        key: String,
+        value: String,
         #[arg(long)]
         json: bool,
     },
@@ -66,6 +102,10 @@ pub enum LocalCommand {
 impl LocalCommand {
     fn json(&self) -> bool {
         match self {
+            Self::Watch(_) => false,
+            Self::Config(ConfigCommand::Get { json, .. } | ConfigCommand::Set { json, .. }) => {
+                *json
+            }
             Self::Start { json, .. }
             | Self::Stop { json }
             | Self::Status { json }
@@ -99,6 +139,7 @@ pub fn run(command: LocalCommand) -> anyhow::Result<i32> {
 fn run_inner(command: LocalCommand) -> anyhow::Result<i32> {
     let paths = LocalPaths::from_env()?;
     match command {
+        LocalCommand::Watch(args) => Ok(super::watch::local(&args, paths.history())),
         LocalCommand::Start {
             path,
             ttl,
@@ -168,29 +209,100 @@ fn run_inner(command: LocalCommand) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        LocalCommand::History { since, json } => {
+        LocalCommand::History {
+            since,
+            last,
+            agent,
+            workdir,
+            id,
+            json,
+        } => {
             let since = since.as_deref().map(parse_duration).transpose()?;
-            let entries = local::history(&paths, since)?;
+            let filter = HistoryFilter {
+                last,
+                agent,
+                workdir,
+                id,
+                ..HistoryFilter::default()
+            };
+            let detail = filter.id.is_some();
+            let entries = local::history(&paths, since, filter)?;
             if json {
                 super::print_json_ok(&entries);
             } else if entries.is_empty() {
                 println!("No tool calls recorded.");
             } else {
-                for e in entries {
-                    println!(
-                        "{}  {:<12} {:<22} {}  [{}]  in {}",
-                        e.at,
-                        e.tool,
-                        e.outcome,
-                        e.summary,
-                        e.conversation,
-                        e.workdir.as_deref().unwrap_or("-"),
-                    );
+                for e in &entries {
+                    print_call(e, detail);
                 }
             }
             Ok(0)
         }
+        LocalCommand::Config(command) => config(&paths, command),
     }
+}
+
+fn print_call(call: &NumberedEntry, detail: bool) {
+    let e = &call.entry;
+    println!(
+        "#{} {}  {:<12} {:<22} {}  [{}]  in {}",
+        call.id,
+        e.at,
+        e.tool,
+        super::render::safe(&e.outcome),
+        super::render::safe(&e.summary),
+        super::render::safe(&e.conversation),
+        super::render::safe(e.workdir.as_deref().unwrap_or("-")),
+    );
+    if !detail {
+        return;
+    }
+    if let Some(ms) = e.duration_ms {
+        println!("  took {:.1} s", ms as f64 / 1000.0);
+    }
+    for (title, text) in [("patch", &e.patch), ("output (tail)", &e.output_tail)] {
+        if let Some(text) = text {
+            println!("  {title}:");
+            for line in text.lines() {
+                println!("    {}", super::render::safe(line));
+            }
+        }
+    }
+}
+
+fn config(paths: &LocalPaths, command: ConfigCommand) -> anyhow::Result<i32> {
+    match command {
+        ConfigCommand::Get { key, json } => {
+            let config = LocalConfig::load(&paths.config())?;
+            let values: Vec<(&str, String)> = match &key {
+                Some(key) => vec![(key.as_str(), config.get(key)?)],
+                None => config.values(),
+            };
+            if json {
+                let map: serde_json::Map<String, serde_json::Value> = values
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.clone())))
+                    .collect();
+                super::print_json_ok(&map);
+            } else if key.is_some() {
+                println!("{}", values[0].1);
+            } else {
+                for (k, v) in values {
+                    println!("{k} = {v}");
+                }
+            }
+        }
+        ConfigCommand::Set { key, value, json } => {
+            let config = local_config::set(&paths.config(), &key, &value)?;
+            let now = config.get(&key)?;
+            if json {
+                super::print_json_ok(serde_json::json!({ key.clone(): now }));
+            } else {
+                println!("{key} = {now} (read at the next `zodex local start`)");
+            }
+        }
+    }
+    Ok(0)
 }
 
 fn parse_duration(text: &str) -> anyhow::Result<Duration> {

@@ -46,6 +46,8 @@ enum Command {
     Admin {
         #[arg(long)]
         config: Option<PathBuf>,
+        #[command(subcommand)]
+        watch: Option<AdminWatch>,
     },
     /// Install or repair a two-user deployment on this machine (root): users, layout, keys
     /// (from stdin), binaries, services, and a self-check as the agent user. Idempotent.
@@ -152,6 +154,23 @@ enum PolicyCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum AdminWatch {
+    /// Write the audit rows as they are made, and status snapshots, as JSON lines until stdout
+    /// closes (the operator's board reads this through the exec transport).
+    Watch {
+        /// The last audit id already seen: start right after it.
+        #[arg(long)]
+        after: Option<i64>,
+        /// The last tool call already seen: start right after it.
+        #[arg(long)]
+        after_call: Option<i64>,
+        /// Without --after: how many of the newest rows to start with.
+        #[arg(long, default_value_t = 1000)]
+        backlog: usize,
+    },
+}
+
 pub fn main() -> i32 {
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve { .. }) {
@@ -160,7 +179,19 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Serve { config } => serve(config),
         Command::CheckGround { config, json } => check_ground(config, json),
-        Command::Admin { config } => admin(config),
+        Command::Admin {
+            config,
+            watch: None,
+        } => admin(config),
+        Command::Admin {
+            config,
+            watch:
+                Some(AdminWatch::Watch {
+                    after,
+                    after_call,
+                    backlog,
+                }),
+        } => admin_watch(config, after, after_call, backlog),
         Command::Install(args) => super::prd_install::install(*args),
         Command::Doctor {
             config,
@@ -354,6 +385,63 @@ fn admin(config: Option<PathBuf>) -> i32 {
                         .unwrap_or("")
                 )
             );
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// The tool calls this sprite's MCP server records (`[mcp] state_dir`), for the watch.
+struct ToolCalls(PathBuf);
+
+impl crate::publisher::watch::Follow for ToolCalls {
+    fn newest(&mut self) -> Result<i64, String> {
+        crate::tools::server::history::newest_id(&self.0).map_err(|e| e.to_string())
+    }
+
+    fn after(&mut self, after: i64, limit: u32) -> Result<Vec<serde_json::Value>, String> {
+        let rows = crate::tools::server::history::read_history_after(&self.0, after, limit)
+            .map_err(|e| e.to_string())?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| serde_json::to_value(row).ok())
+            .collect())
+    }
+}
+
+fn admin_watch(
+    config: Option<PathBuf>,
+    after: Option<i64>,
+    after_call: Option<i64>,
+    backlog: usize,
+) -> i32 {
+    let config = match load(config) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let options = crate::publisher::watch::WatchOptions {
+        admin_socket: config.admin_socket.clone(),
+        publisher_uid: config.publisher_uid,
+        after,
+        backlog,
+        interval: std::time::Duration::from_millis(200),
+        heartbeat: std::time::Duration::from_secs(5),
+        web_url: config.github.as_ref().map(|g| g.git_url.clone()),
+        after_call,
+    };
+    let history = config
+        .mcp
+        .as_ref()
+        .and_then(|mcp| mcp.get("state_dir"))
+        .and_then(|dir| dir.as_str())
+        .map(|dir| ToolCalls(crate::tools::server::history::history_path(dir.as_ref())));
+    let mut history = history;
+    let calls = history
+        .as_mut()
+        .map(|h| h as &mut dyn crate::publisher::watch::Follow);
+    match crate::publisher::watch::run(&options, calls, &mut std::io::stdout().lock()) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("error: {}", render::safe(&e.to_string()));
             EXIT_FAILURE
         }
     }

@@ -153,6 +153,13 @@ enum SpriteCommand {
         #[command(subcommand)]
         command: GithubCommand,
     },
+    /// The operator's board: a live page of requests, authority, decisions and tool calls.
+    Watch {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        args: super::watch::WatchArgs,
+    },
     /// Policy questions.
     Policy {
         #[command(flatten)]
@@ -327,6 +334,10 @@ impl Command {
                 | Self::Dev {
                     command: DevCommand::Devhub { .. }
                 }
+                | Self::Sprite {
+                    command: SpriteCommand::Watch { .. }
+                }
+                | Self::Local(super::local::LocalCommand::Watch(_))
         )
     }
 }
@@ -454,6 +465,9 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
         }
         SpriteCommand::Github { target, command } => github(&target, command, registry),
         SpriteCommand::Policy { target, command } => policy(&target, command, registry),
+        SpriteCommand::Watch { target, args } => {
+            super::watch::sprite(target.sprite(), &args, registry)
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! Architecture invariant: nothing here decides; it asks a sprite's `zodex-prd` and reports
 //! the answer.
 
+pub mod board;
 pub mod connect;
 pub mod deploy;
 pub mod dev;

@@ -73,3 +73,36 @@ pub fn call(sprite: &SpriteEntry, request: &AdminRequest) -> Result<Response, Tr
         }
     }
 }
+
+/// Starts the sprite's `zodex-prd admin watch` (one long-lived process through the same exec
+/// transport): its stdout is the stream of JSON lines, from just after `after` when given.
+pub fn watch(
+    sprite: &SpriteEntry,
+    after: Option<i64>,
+    after_call: Option<i64>,
+) -> Result<std::process::Child, TransportError> {
+    let mut argv = sprite.admin_command.clone();
+    if argv.first().map(String::as_str) == Some("zodex-prd") {
+        argv[0] = super::sibling_binary("zodex-prd").display().to_string();
+    }
+    argv.push("watch".into());
+    if let Some(after) = after {
+        argv.push("--after".into());
+        argv.push(after.to_string());
+    }
+    if let Some(after) = after_call {
+        argv.push("--after-call".into());
+        argv.push(after.to_string());
+    }
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| TransportError::Spawn {
+            sprite: sprite.name.clone(),
+            command: argv.join(" "),
+            source,
+        })
+}

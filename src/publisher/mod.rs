@@ -13,3 +13,4 @@ pub mod prove;
 pub mod publish;
 pub mod sinks;
 pub mod sockets;
+pub mod watch;

@@ -100,6 +100,11 @@ impl Dev {
             .unwrap_or_else(|| self.dir.join("zodex.toml"))
     }
 
+    /// `zodex ARGS` as the operator, not started (for long-lived commands such as the board).
+    pub fn zodex_command(&self, args: &[&str]) -> Command {
+        self.command(ZODEX, args)
+    }
+
     /// Runs `zodex ARGS` as the operator.
     pub fn zodex(&self, args: &[&str]) -> Run {
         Run::from(self.command(ZODEX, args).output().unwrap())

@@ -1,4 +1,5 @@
 //! The one harness of the end-to-end tests and benchmarks:
+//! - `board`: the operator's board (`zodex sprite watch`) and a raw HTTP client for it;
 //! - `dev`: a `zodex dev up` installation in a temporary directory and the real binaries run
 //!   against it;
 //! - `devhub`: a seeded devhub on a background runtime, App JWTs, tokens, git with controlled
@@ -16,6 +17,7 @@
 //! Each test crate compiles all of it and uses a part.
 #![allow(dead_code)]
 
+pub mod board;
 pub mod child;
 pub mod deployment;
 pub mod dev;

@@ -53,6 +53,11 @@ struct Outcome {
     workdir: Option<String>,
     summary: String,
     result: String,
+    /// For the history: how long the call took, and an `apply_patch`'s text.
+    took_ms: Option<i64>,
+    patch: Option<String>,
+    /// The session a `write_stdin` spoke to (its handle's first 6 characters).
+    session: Option<String>,
 }
 
 impl Outcome {
@@ -62,6 +67,9 @@ impl Outcome {
         Outcome {
             structured,
             result: format!("error: {message}"),
+            took_ms: None,
+            patch: None,
+            session: None,
             text: message,
             is_error: true,
             context_workdir: None,
@@ -160,9 +168,15 @@ impl ZodexHandler {
                     .and_then(|v| v.get("cwd"))
                     .and_then(Value::as_str)
                     .map(str::to_string);
-                session_outcome(value, out.render_text(), cwd, summary, false)
+                let mut outcome = session_outcome(value, out.render_text(), cwd, summary, false);
+                outcome.session = Some(handle);
+                outcome
             }
-            Err(e) => Outcome::error(e.to_string(), None, summary),
+            Err(e) => {
+                let mut outcome = Outcome::error(e.to_string(), None, summary);
+                outcome.session = Some(handle);
+                outcome
+            }
         }
     }
 
@@ -202,6 +216,9 @@ impl ZodexHandler {
                 workdir: Some(workdir),
                 summary,
                 result: done.counts,
+                took_ms: None,
+                patch: None,
+                session: None,
             },
             Ok(Err(e)) => Outcome::error(e.to_string(), Some(workdir), summary),
             Err(join) => Outcome::error(
@@ -215,14 +232,29 @@ impl ZodexHandler {
     }
 
     fn finish(&self, conversation: &str, tool: &str, mut outcome: Outcome) -> CallToolResult {
-        self.core.history.record(HistoryEntry::now(
+        let mut entry = HistoryEntry::now(
             conversation,
             tool,
             outcome.workdir.as_deref(),
             &outcome.summary,
             &outcome.result,
             outcome.is_error,
-        ));
+        );
+        let text = |key: &str| outcome.structured.get(key).and_then(Value::as_str);
+        entry.session = outcome
+            .session
+            .take()
+            .or_else(|| text("session_handle").map(|h| h.chars().take(6).collect()));
+        entry.output_tail = text("output")
+            .filter(|o| !o.is_empty())
+            .map(|o| super::history::tail(o, super::history::MAX_OUTPUT_TAIL));
+        entry.duration_ms = outcome
+            .structured
+            .get("wall_time_ms")
+            .and_then(Value::as_i64)
+            .or(outcome.took_ms);
+        entry.patch = outcome.patch.take();
+        self.core.history.record(entry);
         let context = self
             .core
             .context
@@ -293,6 +325,9 @@ fn session_outcome(
         workdir,
         summary,
         result,
+        took_ms: None,
+        patch: None,
+        session: None,
     }
 }
 
@@ -377,7 +412,8 @@ impl ServerHandler for ZodexHandler {
     ) -> Result<CallToolResponse, McpError> {
         let conversation = self.conversation(&request, &context);
         let arguments = request.arguments.as_ref();
-        let outcome = match request.name.as_ref() {
+        let started = std::time::Instant::now();
+        let mut outcome = match request.name.as_ref() {
             EXEC_COMMAND => self.exec_command(arguments).await,
             WRITE_STDIN => self.write_stdin(arguments).await,
             APPLY_PATCH => self.apply_patch(arguments).await,
@@ -391,6 +427,13 @@ impl ServerHandler for ZodexHandler {
                 ));
             }
         };
+        outcome.took_ms = Some(started.elapsed().as_millis() as i64);
+        if request.name == APPLY_PATCH {
+            outcome.patch = arguments
+                .and_then(|a| a.get("patch"))
+                .and_then(Value::as_str)
+                .map(|p| p.chars().take(super::history::MAX_PATCH).collect());
+        }
         Ok(self.finish(&conversation, &request.name, outcome).into())
     }
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 
+use super::retention::{self, Retention};
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OpenFlags, params};
 use serde::Serialize;
@@ -32,8 +33,23 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     is_error     INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS tool_calls_at ON tool_calls(at);
-PRAGMA user_version = 1;
 ";
+
+/// Version 2: what the operator's board shows of a call — how long it took, the session it
+/// belongs to (a handle's first characters, as in the summary), the tail of the output it
+/// returned, and an `apply_patch`'s text (each bounded).
+const SCHEMA_2: &str = "
+ALTER TABLE tool_calls ADD COLUMN duration_ms INTEGER;
+ALTER TABLE tool_calls ADD COLUMN session TEXT;
+ALTER TABLE tool_calls ADD COLUMN output_tail TEXT;
+ALTER TABLE tool_calls ADD COLUMN patch TEXT;
+PRAGMA user_version = 2;
+";
+
+/// Longest output tail kept per call (characters, the end of what the call returned).
+pub const MAX_OUTPUT_TAIL: usize = 4000;
+/// Longest patch text kept per call (characters).
+pub const MAX_PATCH: usize = 16_000;
 
 /// One recorded tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,6 +65,25 @@ pub struct HistoryEntry {
     /// How it ended: `exit 0`, `running`, `signal`, `A 2, M 1`, `error: …`.
     pub outcome: String,
     pub is_error: bool,
+    /// How long the call took (milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<i64>,
+    /// The session a command runs in: its handle's first 6 characters (never the whole
+    /// handle, a capability).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The end of the output the call returned, at most [`MAX_OUTPUT_TAIL`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tail: Option<String>,
+    /// An `apply_patch`'s patch text, at most [`MAX_PATCH`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+}
+
+/// The last `max` characters of `text`.
+pub fn tail(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    text.chars().skip(count.saturating_sub(max)).collect()
 }
 
 impl HistoryEntry {
@@ -69,6 +104,10 @@ impl HistoryEntry {
             summary: one_line(summary, MAX_SUMMARY),
             outcome: one_line(outcome, MAX_SUMMARY),
             is_error,
+            duration_ms: None,
+            session: None,
+            output_tail: None,
+            patch: None,
         }
     }
 }
@@ -80,13 +119,20 @@ pub struct History {
 }
 
 impl History {
-    /// Opens (creating) the store at `path` and starts its writer thread.
+    /// Opens (creating) the store at `path` with the default retention.
     pub fn open(path: &Path) -> anyhow::Result<History> {
+        History::open_with(path, Retention::default())
+    }
+
+    /// Opens (creating) the store at `path`, prunes what `retention` does not keep, and starts
+    /// its writer thread (which prunes again every [`retention::PRUNE_EVERY`] rows).
+    pub fn open_with(path: &Path, retention: Retention) -> anyhow::Result<History> {
         let conn = open_rw(path)?;
+        retention::prune(&conn, retention, Utc::now())?;
         let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE);
         let writer = std::thread::Builder::new()
             .name("zodex-history".into())
-            .spawn(move || write_loop(conn, receiver))?;
+            .spawn(move || write_loop(conn, receiver, retention))?;
         Ok(History {
             sender: Some(sender),
             writer: Some(writer),
@@ -136,14 +182,26 @@ fn open_rw(path: &Path) -> anyhow::Result<Connection> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.execute_batch(SCHEMA)?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if version < 2 {
+        conn.execute_batch(SCHEMA_2)?;
+    }
     Ok(conn)
 }
 
-fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>) {
+fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>, retention: Retention) {
+    let mut written: u64 = 0;
     while let Ok(entry) = receiver.recv() {
+        written += 1;
+        if written.is_multiple_of(retention::PRUNE_EVERY)
+            && let Err(e) = retention::prune(&conn, retention, Utc::now())
+        {
+            tracing::warn!("pruning the history failed: {e}");
+        }
         let result = conn.execute(
-            "INSERT INTO tool_calls (at, conversation, tool, workdir, summary, outcome, is_error)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO tool_calls (at, conversation, tool, workdir, summary, outcome, is_error,
+                 duration_ms, session, output_tail, patch)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 entry.at,
                 entry.conversation,
@@ -151,7 +209,17 @@ fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>) {
                 entry.workdir,
                 entry.summary,
                 entry.outcome,
-                entry.is_error
+                entry.is_error,
+                entry.duration_ms,
+                entry.session,
+                entry
+                    .output_tail
+                    .as_deref()
+                    .map(|t| tail(t, MAX_OUTPUT_TAIL)),
+                entry
+                    .patch
+                    .as_deref()
+                    .map(|p| p.chars().take(MAX_PATCH).collect::<String>()),
             ],
         );
         if let Err(e) = result {
@@ -175,22 +243,150 @@ pub fn read_history(
     let since = since
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
         .unwrap_or_default();
-    let mut stmt = conn.prepare(
-        "SELECT at, conversation, tool, workdir, summary, outcome, is_error
-         FROM tool_calls WHERE at >= ?1 ORDER BY at, id",
-    )?;
-    let rows = stmt.query_map(params![since], |row| {
-        Ok(HistoryEntry {
-            at: row.get(0)?,
-            conversation: row.get(1)?,
-            tool: row.get(2)?,
-            workdir: row.get(3)?,
-            summary: row.get(4)?,
-            outcome: row.get(5)?,
-            is_error: row.get(6)?,
-        })
+    let old = version(&conn)? < 2;
+    let mut stmt = conn.prepare(if old {
+        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error
+         FROM tool_calls WHERE at >= ?1 ORDER BY at, id"
+    } else {
+        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error,
+             duration_ms, session, output_tail, patch
+         FROM tool_calls WHERE at >= ?1 ORDER BY at, id"
     })?;
+    let rows = stmt.query_map(params![since], |row| entry_of(row, old))?;
+    Ok(rows
+        .map(|r| r.map(|n| n.entry))
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+/// A recorded call with its row id (the cursor of a reader that follows the history).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NumberedEntry {
+    pub id: i64,
+    #[serde(flatten)]
+    pub entry: HistoryEntry,
+}
+
+/// At most `limit` rows with an id above `after`, oldest first (a reader following the
+/// history, such as the operator's board). A missing store is an empty history.
+pub fn read_history_after(
+    path: &Path,
+    after: i64,
+    limit: u32,
+) -> anyhow::Result<Vec<NumberedEntry>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let old = version(&conn)? < 2;
+    let mut stmt = conn.prepare(if old {
+        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error
+         FROM tool_calls WHERE id > ?1 ORDER BY id LIMIT ?2"
+    } else {
+        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error,
+             duration_ms, session, output_tail, patch
+         FROM tool_calls WHERE id > ?1 ORDER BY id LIMIT ?2"
+    })?;
+    let rows = stmt.query_map(params![after, limit], |row| entry_of(row, old))?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Which calls `zodex local history` lists.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryFilter {
+    /// Only calls at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Only the newest this many.
+    pub last: Option<u32>,
+    /// Only calls of a conversation whose label contains this (`openai:…`, `mcp:…`).
+    pub agent: Option<String>,
+    /// Only calls in this workdir or below it.
+    pub workdir: Option<String>,
+    /// Only this call.
+    pub id: Option<i64>,
+}
+
+/// The calls `filter` picks, oldest first (the newest `last` of them).
+pub fn read_filtered(path: &Path, filter: &HistoryFilter) -> anyhow::Result<Vec<NumberedEntry>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let old = version(&conn)? < 2;
+    let columns = if old {
+        "id, at, conversation, tool, workdir, summary, outcome, is_error"
+    } else {
+        "id, at, conversation, tool, workdir, summary, outcome, is_error, duration_ms, session, \
+         output_tail, patch"
+    };
+    let sql = format!(
+        "SELECT {columns} FROM tool_calls
+         WHERE at >= ?1 AND (?2 IS NULL OR instr(conversation, ?2) > 0)
+           AND (?3 IS NULL OR workdir = ?3 OR substr(workdir, 1, length(?3) + 1) = ?3 || '/')
+           AND (?4 IS NULL OR id = ?4)
+         ORDER BY id DESC LIMIT ?5"
+    );
+    let since = filter
+        .since
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        .unwrap_or_default();
+    let workdir = filter
+        .workdir
+        .as_deref()
+        .map(|w| w.trim_end_matches('/').to_string())
+        .map(|w| if w.is_empty() { "/".to_string() } else { w });
+    let limit = filter.last.map_or(-1, i64::from);
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map(
+        params![since, filter.agent, workdir, filter.id, limit],
+        |row| entry_of(row, old),
+    )?;
+    let mut rows = rows.collect::<Result<Vec<_>, _>>()?;
+    rows.reverse();
+    Ok(rows)
+}
+
+/// The newest row's id (0 for an empty or missing history).
+pub fn newest_id(path: &Path) -> anyhow::Result<i64> {
+    if !path.exists() {
+        return Ok(0);
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    Ok(
+        conn.query_row("SELECT COALESCE(MAX(id), 0) FROM tool_calls", [], |row| {
+            row.get(0)
+        })?,
+    )
+}
+
+fn version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+}
+
+/// A row of either schema (an older store has no board columns).
+fn entry_of(row: &rusqlite::Row<'_>, old: bool) -> rusqlite::Result<NumberedEntry> {
+    let extra =
+        |i: usize| -> rusqlite::Result<Option<String>> { if old { Ok(None) } else { row.get(i) } };
+    Ok(NumberedEntry {
+        id: row.get(0)?,
+        entry: HistoryEntry {
+            at: row.get(1)?,
+            conversation: row.get(2)?,
+            tool: row.get(3)?,
+            workdir: row.get(4)?,
+            summary: row.get(5)?,
+            outcome: row.get(6)?,
+            is_error: row.get(7)?,
+            duration_ms: if old { None } else { row.get(8)? },
+            session: extra(9)?,
+            output_tail: extra(10)?,
+            patch: extra(11)?,
+        },
+    })
 }
 
 /// The default history file inside a state directory.

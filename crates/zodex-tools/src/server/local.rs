@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::context::{ContextConfig, ContextSources};
+use super::context::ContextSources;
 use super::deps::session::Shell;
-use super::history::{HistoryEntry, read_history};
+use super::history::{HistoryFilter, NumberedEntry, read_filtered};
 use super::http::HttpOptions;
 use super::{CoreSettings, UsageError, build_core, key};
 
@@ -64,6 +64,10 @@ impl LocalPaths {
     }
     pub fn history(&self) -> PathBuf {
         super::history::history_path(&self.dir)
+    }
+    /// Local mode's settings (`zodex local config`).
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("config.toml")
     }
 }
 
@@ -220,12 +224,14 @@ pub async fn run_foreground(
     super::create_private_dir(&paths.dir)?;
     let shell = Shell::capture_login_env()
         .map_err(|e| anyhow::anyhow!("cannot capture the login shell environment: {e}"))?;
+    let config = super::local_config::LocalConfig::load(&paths.config())?;
     let settings = CoreSettings {
         state_dir: paths.dir.clone(),
         shell,
         start_dir: Some(start_dir.clone()),
-        context: ContextConfig::default(),
+        context: config.context,
         context_sources: ContextSources::from_env(),
+        retention: config.history,
     };
     let ttl = options.ttl;
     let stop = async move {
@@ -348,10 +354,14 @@ pub fn stop(paths: &LocalPaths) -> anyhow::Result<Stopped> {
     })
 }
 
-/// `zodex local history`: the calls recorded at or after `since` ago.
-pub fn history(paths: &LocalPaths, since: Option<Duration>) -> anyhow::Result<Vec<HistoryEntry>> {
-    let since = since.map(|d| Utc::now() - chrono::Duration::from_std(d).unwrap_or_default());
-    read_history(&paths.history(), since)
+/// `zodex local history`: the calls `filter` picks (its `since` a time ago), oldest first.
+pub fn history(
+    paths: &LocalPaths,
+    since: Option<Duration>,
+    mut filter: HistoryFilter,
+) -> anyhow::Result<Vec<NumberedEntry>> {
+    filter.since = since.map(|d| Utc::now() - chrono::Duration::from_std(d).unwrap_or_default());
+    read_filtered(&paths.history(), &filter)
 }
 
 /// The running server described by the state files, if its process is alive.

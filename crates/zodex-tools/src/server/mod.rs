@@ -26,8 +26,10 @@ pub mod history;
 pub mod http;
 pub mod key;
 pub mod local;
+pub mod local_config;
 mod patch_result;
 pub mod replay;
+pub mod retention;
 pub mod schema;
 
 /// The session and patch engines this server drives.
@@ -64,6 +66,8 @@ pub struct CoreSettings {
     pub start_dir: Option<PathBuf>,
     pub context: ContextConfig,
     pub context_sources: ContextSources,
+    /// How much tool-call history is kept.
+    pub retention: retention::Retention,
 }
 
 /// Builds the shared core: session manager, context tracker, history.
@@ -71,7 +75,10 @@ pub fn build_core(settings: CoreSettings) -> anyhow::Result<Arc<Core>> {
     create_private_dir(&settings.state_dir)?;
     let mut session_config = SessionConfig::new(settings.state_dir.join("spill"));
     session_config.shell = settings.shell;
-    let history = History::open(&history::history_path(&settings.state_dir))?;
+    let history = History::open_with(
+        &history::history_path(&settings.state_dir),
+        settings.retention,
+    )?;
     let start_dir = settings.start_dir.as_ref().map(|d| d.display().to_string());
     Ok(Arc::new(Core {
         sessions: SessionManager::new(session_config),
@@ -187,6 +194,7 @@ pub async fn run_serve(options: ServeOptions) -> anyhow::Result<()> {
         start_dir: None,
         context: config.context.clone(),
         context_sources: ContextSources::from_env(),
+        retention: retention::Retention::default(),
     };
     if options.stdio {
         let core = build_core(settings)?;
