@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod audit;
 pub mod credential_helper;
+pub mod dev;
 pub mod local;
 pub mod pipe;
 pub mod prd;

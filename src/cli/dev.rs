@@ -1,0 +1,123 @@
+//! `zodex dev up|down`: the local installation on embedded defaults, and what it prints.
+
+use super::{EXIT_OK, print_failure};
+use crate::operator::dev;
+use crate::operator::registry::Registry;
+use clap::Subcommand;
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum DevCommand {
+    /// Start everything locally, as the current user.
+    Up {
+        /// Where to keep the installation (default: $ZODEX_HOME/dev, ZODEX_HOME defaulting to ~/.zodex).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the local GitHub stand-in in the foreground (what `dev up` starts in the background).
+    #[command(hide = true)]
+    Devhub {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        api_port: u16,
+        #[arg(long, default_value_t = 0)]
+        git_port: u16,
+    },
+    /// Stop what `dev up` started.
+    Down {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
+    match command {
+        DevCommand::Up { dir, json } => {
+            let dir = dir.unwrap_or_else(dev::default_dir);
+            match dev::up(&dir, registry) {
+                Ok(install) if json => super::print_json_ok(&install),
+                Ok(install) => {
+                    println!("{}", render_dev_up(&install));
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
+        DevCommand::Devhub {
+            dir,
+            api_port,
+            git_port,
+        } => match dev::serve_devhub(dir, api_port, git_port) {
+            Ok(()) => EXIT_OK,
+            Err(e) => print_failure(&e, false),
+        },
+        DevCommand::Down { dir, json } => {
+            let dir = dir.unwrap_or_else(dev::default_dir);
+            match dev::down(&dir, registry) {
+                Ok(down) if json => super::print_json_ok(&down),
+                Ok(down) => {
+                    if down.stopped_pids.is_empty() {
+                        println!("Nothing was running in {}.", down.dir.display());
+                    } else {
+                        println!(
+                            "Stopped zodex-prd and zodex-agent serve in {}.",
+                            down.dir.display()
+                        );
+                    }
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
+    }
+}
+
+fn render_dev_up(install: &dev::DevInstall) -> String {
+    let dir = install.dir.display();
+    format!(
+        "Zodex dev installation {state} in {dir} (sprite `{sprite}`, zodex-prd pid {pid}).\n\
+         MCP server (zodex-agent serve, pid {agent_pid}): {mcp_url}\n\
+         Local GitHub (devhub, pid {devhub_pid}): API {devhub_api}, git {devhub_git}\n\
+         \x20 (a secret: whoever holds this URL runs commands here; also in {dir}/mcp-url)\n\
+         \n\
+         Walk through it (agent lines in a shell that ran `source {env}`):\n\
+         \x20 agent:    git clone https://github.com/demo/app && cd app   # a read token from zodex-prd\n\
+         \x20 agent:    echo hi > hi.txt && git add hi.txt && git commit -m 'Say hi'\n\
+         \x20 agent:    zodex-agent github publish-pr --repo demo/app --title 'Say hi'   # review-first PR\n\
+         \x20 operator: zodex sprite github grant-push --repo demo/app --ttl 30m\n\
+         \x20 agent:    git push origin HEAD:refs/heads/hi          # through git-remote-zodex and zodex-prd\n\
+         \x20 operator: zodex sprite github revoke-push --repo demo/app\n\
+         \x20 agent:    git push origin HEAD:refs/heads/hi-again    # denied; the message names request-push\n\
+         \n\
+         More: zodex sprite github status | yolo --ttl 1h | default | requests | approve ID\n\
+         \x20     zodex sprite policy explain --action push --repo demo/app --ref main --force\n\
+         \x20     zodex-agent github request-push --repo demo/app --reason 'try it' --wait\n\
+         \x20     git clone https://github.com/demo/other   # readable; the writer App is not installed there\n\
+         Audit: zodex sprite github audit --since 1h    Log: {log}\n\
+         Stop:  zodex dev down{dir_flag}",
+        state = if install.started {
+            "started"
+        } else {
+            "already running"
+        },
+        sprite = install.sprite,
+        pid = install.publisher_pid,
+        agent_pid = install.agent_pid,
+        devhub_pid = install.devhub_pid,
+        devhub_api = install.devhub_api_url,
+        devhub_git = install.devhub_git_url,
+        mcp_url = install.mcp_url,
+        env = install.env_file.display(),
+        log = install.log.display(),
+        dir_flag = if install.dir == dev::default_dir() {
+            String::new()
+        } else {
+            format!(" --dir {dir}")
+        },
+    )
+}
