@@ -228,18 +228,27 @@ fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>, retention: Ret
     }
 }
 
+/// The history store opened read-only for a reader beside the writing server, or `None` when
+/// it does not exist yet (a missing store is an empty history).
+fn open_read_only(path: &Path) -> anyhow::Result<Option<Connection>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(Some(conn))
+}
+
 /// Reads the rows at or after `since` (all when `None`), oldest first. A missing store is an
 /// empty history.
 pub fn read_history(
     path: &Path,
     since: Option<DateTime<Utc>>,
 ) -> anyhow::Result<Vec<HistoryEntry>> {
-    if !path.exists() {
+    let Some(conn) = open_read_only(path)? else {
         return Ok(Vec::new());
-    }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    };
     let since = since
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
         .unwrap_or_default();
@@ -273,12 +282,9 @@ pub fn read_history_after(
     after: i64,
     limit: u32,
 ) -> anyhow::Result<Vec<NumberedEntry>> {
-    if !path.exists() {
+    let Some(conn) = open_read_only(path)? else {
         return Ok(Vec::new());
-    }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    };
     let old = version(&conn)? < 2;
     let mut stmt = conn.prepare(if old {
         "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error
@@ -309,12 +315,9 @@ pub struct HistoryFilter {
 
 /// The calls `filter` picks, oldest first (the newest `last` of them).
 pub fn read_filtered(path: &Path, filter: &HistoryFilter) -> anyhow::Result<Vec<NumberedEntry>> {
-    if !path.exists() {
+    let Some(conn) = open_read_only(path)? else {
         return Ok(Vec::new());
-    }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    };
     let old = version(&conn)? < 2;
     let columns = if old {
         "id, at, conversation, tool, workdir, summary, outcome, is_error"
@@ -351,11 +354,9 @@ pub fn read_filtered(path: &Path, filter: &HistoryFilter) -> anyhow::Result<Vec<
 
 /// The newest row's id (0 for an empty or missing history).
 pub fn newest_id(path: &Path) -> anyhow::Result<i64> {
-    if !path.exists() {
+    let Some(conn) = open_read_only(path)? else {
         return Ok(0);
-    }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|e| anyhow::anyhow!("cannot open history {}: {e}", path.display()))?;
+    };
     Ok(
         conn.query_row("SELECT COALESCE(MAX(id), 0) FROM tool_calls", [], |row| {
             row.get(0)
