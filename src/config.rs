@@ -435,6 +435,32 @@ impl Config {
             .map(PathBuf::from)
     }
 
+    /// The MCP endpoint's OAuth settings (`[mcp] public_url` and `oauth_file`; optional
+    /// `oauth_cimd_private_hosts`): `None` when `oauth_file` is not set (OAuth off).
+    pub fn mcp_oauth(&self) -> Result<Option<(String, PathBuf, Vec<String>)>, String> {
+        let Some(mcp) = self.mcp.as_ref() else {
+            return Ok(None);
+        };
+        let Some(file) = mcp.get("oauth_file") else {
+            return Ok(None);
+        };
+        let file = file
+            .as_str()
+            .ok_or("[mcp] oauth_file must be a path (a string)")?;
+        let url = mcp
+            .get("public_url")
+            .and_then(|v| v.as_str())
+            .ok_or("[mcp] oauth_file is set but public_url is not: OAuth needs the MCP endpoint's public URL (https://HOST/mcp)")?;
+        let hosts = match mcp.get("oauth_cimd_private_hosts") {
+            None => Vec::new(),
+            Some(v) => v
+                .as_array()
+                .and_then(|a| a.iter().map(|h| h.as_str().map(str::to_string)).collect())
+                .ok_or("[mcp] oauth_cimd_private_hosts must be a list of host names")?,
+        };
+        Ok(Some((url.to_string(), PathBuf::from(file), hosts)))
+    }
+
     /// Where spooled bundles and quarantines live (private, beside the mirrors).
     pub fn tmp_dir(&self) -> PathBuf {
         self.state_dir.join("tmp")

@@ -17,6 +17,7 @@ pub mod remote_helper;
 pub mod render;
 pub mod serve;
 pub mod sprite_deploy;
+pub mod sprite_mcp;
 pub mod sprite_proxy;
 pub mod watch;
 pub mod zodex;

@@ -3,7 +3,11 @@
 
 use std::path::PathBuf;
 
-use crate::tools::server::{self, ServeOptions, UsageError};
+use std::sync::Arc;
+
+use crate::protocol::{AgentRequest, OAuthHttpReply, OAuthHttpRequest};
+use crate::tools::server::oauth::{ForwardReply, ForwardRequest, OAuthForward};
+use crate::tools::server::{self, Forwarder, ServeOptions, UsageError};
 
 /// Serve the three MCP tools (sprite mode: the capability key is required).
 #[derive(Debug, Clone, clap::Args)]
@@ -29,17 +33,50 @@ pub struct ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     server::init_logging();
     let runtime = tokio::runtime::Runtime::new()?;
+    // OAuth's endpoints are the publisher's: found through the same configuration the agent's
+    // other commands use. Resolved per request, so a publisher started later is found.
+    let forward = Forwarder(Arc::new(PublisherForward {
+        config: args.config.clone(),
+    }));
     let options = ServeOptions {
         listen: args.listen,
         stdio: args.stdio,
         config: args.config,
         key_hash_file: args.key_hash_file,
         allowed_hosts: args.allowed_hosts,
+        oauth_forward: Some(forward),
     };
     Ok(match runtime.block_on(server::run_serve(options)) {
         Ok(()) => 0,
         Err(e) => report(&e),
     })
+}
+
+/// Passes OAuth requests to zodex-prd on the agent socket (`mcp_oauth`).
+struct PublisherForward {
+    config: Option<PathBuf>,
+}
+
+impl OAuthForward for PublisherForward {
+    fn forward(&self, request: ForwardRequest) -> Result<ForwardReply, String> {
+        let socket = crate::agent::client::agent_socket(self.config.as_deref())
+            .map_err(|e| e.to_string())?;
+        let request = AgentRequest::McpOauth(OAuthHttpRequest {
+            method: request.method,
+            path: request.path,
+            query: request.query,
+            content_type: request.content_type,
+            authorization: request.authorization,
+            body: request.body,
+        });
+        let response = crate::agent::client::call(&socket, &request).map_err(|e| e.to_string())?;
+        let reply: OAuthHttpReply = response.answer().map_err(|e| e.to_string())?;
+        Ok(ForwardReply {
+            status: reply.status,
+            headers: reply.headers,
+            body: reply.body,
+        })
+    }
 }
 
 /// Prints an error and returns its exit code: 2 for usage mistakes, 1 otherwise.

@@ -160,6 +160,13 @@ enum SpriteCommand {
         #[command(flatten)]
         args: super::watch::WatchArgs,
     },
+    /// OAuth for the MCP endpoint: approve a connection, clients, revoke, key URL off/on.
+    Mcp {
+        #[command(flatten)]
+        target: Target,
+        #[command(subcommand)]
+        command: super::sprite_mcp::McpCommand,
+    },
     /// Policy questions.
     Policy {
         #[command(flatten)]
@@ -436,13 +443,16 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
         }
         SpriteCommand::Github { target, command } => github(&target, command, registry),
         SpriteCommand::Policy { target, command } => policy(&target, command, registry),
+        SpriteCommand::Mcp { target, command } => {
+            super::sprite_mcp::run(&target, command, registry)
+        }
         SpriteCommand::Watch { target, args } => {
             super::watch::sprite(target.sprite(), &args, registry)
         }
     }
 }
 
-fn send<T: serde::de::DeserializeOwned>(
+pub(super) fn send<T: serde::de::DeserializeOwned>(
     target: &Target,
     registry: &Registry,
     request: &AdminRequest,

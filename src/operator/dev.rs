@@ -103,8 +103,8 @@ pub fn default_config(dir: &Path) -> Config {
     }
 }
 
-/// The `[mcp]` table for `zodex-agent serve`: loopback on a free port, state and the key's hash
-/// inside the installation directory.
+/// The `[mcp]` table for `zodex-agent serve`: loopback on a free port, state, the key's hash
+/// and OAuth's public file inside the installation directory.
 fn mcp_table(dir: &Path) -> toml::Table {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -119,6 +119,16 @@ fn mcp_table(dir: &Path) -> toml::Table {
     table.insert(
         "key_hash_file".into(),
         dir.join("mcp-key.sha256").display().to_string().into(),
+    );
+    // OAuth beside the key URL: the publisher is the authorization server for this loopback
+    // endpoint and publishes its public half here.
+    table.insert(
+        "public_url".into(),
+        format!("http://127.0.0.1:{port}/mcp").into(),
+    );
+    table.insert(
+        "oauth_file".into(),
+        dir.join("mcp-oauth.json").display().to_string().into(),
     );
     table
 }

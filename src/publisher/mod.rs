@@ -9,6 +9,7 @@ pub mod ground;
 pub mod host;
 pub mod install;
 pub mod locks;
+pub mod oauth;
 pub mod prove;
 pub mod publish;
 pub mod sinks;

@@ -82,6 +82,24 @@ pub enum AdminRequest {
     SetMcpKeyHash {
         sha256: String,
     },
+    /// Approve the MCP client's authorization whose page shows `code` (OAuth consent).
+    McpApprove {
+        code: String,
+    },
+    /// Refuse the MCP client's authorization whose page shows `code`.
+    McpDeny {
+        code: String,
+    },
+    /// The MCP endpoint's OAuth clients, their live grants and the authorizations waiting.
+    McpClients,
+    /// End every grant of an OAuth client; its tokens stop working at once.
+    McpRevoke {
+        client: String,
+    },
+    /// Turn the `?key=` capability URL on or off.
+    McpKeyUrl {
+        enabled: bool,
+    },
     /// A what-if `Push` decision for the agent; no side effects.
     Explain {
         repo: String,
@@ -99,6 +117,20 @@ pub enum AdminRequest {
     },
 }
 
+impl AdminRequest {
+    /// The MCP endpoint's OAuth commands (answered by the authorization server).
+    pub fn is_mcp_oauth(&self) -> bool {
+        matches!(
+            self,
+            Self::McpApprove { .. }
+                | Self::McpDeny { .. }
+                | Self::McpClients
+                | Self::McpRevoke { .. }
+                | Self::McpKeyUrl { .. }
+        )
+    }
+}
+
 /// The answer to [`AdminRequest::CheckCoverage`]: what GitHub said just now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoverageAnswer {
@@ -107,6 +139,61 @@ pub struct CoverageAnswer {
     pub writer_installed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_branch: Option<String>,
+}
+
+/// An authorization as the operator sees it before and after approving it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpAuthorizationView {
+    pub code: String,
+    pub client_id: String,
+    pub client_name: String,
+    pub redirect_uri: String,
+    pub scope: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    /// `waiting`, `approved`, `denied` or `expired`.
+    pub state: String,
+}
+
+/// One OAuth client and its live grants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpClientView {
+    pub client_id: String,
+    /// `dcr` (registered) or `cimd` (metadata document).
+    pub kind: String,
+    pub name: String,
+    pub redirect_uris: Vec<String>,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+    /// Grants (refresh-token families) not revoked or expired.
+    pub live_grants: u32,
+}
+
+/// The answer to [`AdminRequest::McpClients`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpClientsAnswer {
+    /// Whether this sprite's publisher serves OAuth (`[mcp] oauth_file` configured).
+    pub oauth: bool,
+    /// Whether `?key=` still opens the MCP endpoint.
+    pub key_url: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    pub clients: Vec<McpClientView>,
+    pub waiting: Vec<McpAuthorizationView>,
+}
+
+/// The answer to [`AdminRequest::McpRevoke`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpRevoked {
+    pub client_id: String,
+    pub grants_revoked: u32,
+}
+
+/// The answer to [`AdminRequest::McpKeyUrl`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpKeyUrlState {
+    pub key_url: bool,
 }
 
 #[cfg(test)]

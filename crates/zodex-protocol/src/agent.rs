@@ -64,6 +64,11 @@ pub enum AgentRequest {
         /// The commit to publish (the bundle's tip).
         head: String,
     },
+    /// One HTTP request to the MCP endpoint's OAuth authorization server (its metadata,
+    /// `/oauth/authorize`, `/oauth/token`, `/oauth/register`), passed on by `zodex-agent serve`
+    /// as it arrived: the publisher alone decides it and holds what it needs. Answered with
+    /// an [`OAuthHttpReply`].
+    McpOauth(OAuthHttpRequest),
 }
 
 impl AgentRequest {
@@ -178,4 +183,53 @@ impl std::fmt::Debug for CredentialGrant {
 pub struct ListedRef {
     pub name: String,
     pub oid: String,
+}
+
+/// An HTTP request for the OAuth authorization server, as `zodex-agent serve` received it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthHttpRequest {
+    pub method: String,
+    /// The path, e.g. `/oauth/token`.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// `Authorization` (a client's `client_secret_basic` credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<String>,
+    /// The body (UTF-8: forms and JSON), at most [`OAUTH_MAX_BODY`] bytes.
+    #[serde(default)]
+    pub body: String,
+}
+
+/// The largest OAuth request body passed on (a registration or token request is far smaller).
+pub const OAUTH_MAX_BODY: usize = 64 * 1024;
+
+impl std::fmt::Debug for OAuthHttpRequest {
+    // Bodies and queries carry codes, verifiers and refresh tokens: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthHttpRequest")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the authorization server answers: the HTTP response `zodex-agent serve` sends back.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthHttpReply {
+    pub status: u16,
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+    #[serde(default)]
+    pub body: String,
+}
+
+impl std::fmt::Debug for OAuthHttpReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthHttpReply")
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
 }

@@ -25,6 +25,11 @@
 //! | agent `list_refs` | `Vec<`[`ListedRef`](super::ListedRef)`>` |
 //! | agent `push` | [`PushOutcome`](super::PushOutcome) |
 //! | agent `publish_pr` | [`Published`](super::Published) |
+//! | agent `mcp_oauth` | [`OAuthHttpReply`](super::OAuthHttpReply) |
+//! | `mcp_approve`, `mcp_deny` | [`McpAuthorizationView`](super::McpAuthorizationView) |
+//! | `mcp_clients` | [`McpClientsAnswer`](super::McpClientsAnswer) |
+//! | `mcp_revoke` | [`McpRevoked`](super::McpRevoked) |
+//! | `mcp_key_url` | [`McpKeyUrlState`](super::McpKeyUrlState) |
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

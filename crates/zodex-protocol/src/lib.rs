@@ -21,10 +21,13 @@ pub mod frame;
 pub mod response;
 pub mod ttl;
 
-pub use admin::{AdminRequest, CoverageAnswer};
+pub use admin::{
+    AdminRequest, CoverageAnswer, McpAuthorizationView, McpClientView, McpClientsAnswer,
+    McpKeyUrlState, McpRevoked,
+};
 pub use agent::{
-    AgentRequest, CredentialGrant, ListedRef, Published, PushOutcome, PushUpdate, RefResult,
-    ZERO_OID,
+    AgentRequest, CredentialGrant, ListedRef, OAUTH_MAX_BODY, OAuthHttpReply, OAuthHttpRequest,
+    Published, PushOutcome, PushUpdate, RefResult, ZERO_OID,
 };
 pub use frame::{
     AGENT_HEADER_LEN, AGENT_MAGIC, AGENT_VERSION, AgentHeader, MAX_BUNDLE_BYTES, MAX_CHUNK_BYTES,

@@ -92,6 +92,9 @@ impl Host {
                 Err(failure) => failure.into_response(),
             };
         }
+        if request.is_mcp_oauth() {
+            return self.mcp_admin(principal, request, now).await;
+        }
         // A what-if is answered on what GitHub says now, not on "never checked".
         if let AdminRequest::Explain { repo, ref_name, .. } = &request
             && let Err(failure) = self
@@ -156,7 +159,13 @@ impl Host {
                     audit_sinks: crate::engine::ledger::sink_states(s, &self.settings.sinks)?,
                 }),
                 AdminRequest::AuditVerify => Response::ok(a.verify_audit(s, principal, now)?),
-                AdminRequest::ProvePolicies | AdminRequest::CheckCoverage { .. } => {
+                AdminRequest::ProvePolicies
+                | AdminRequest::CheckCoverage { .. }
+                | AdminRequest::McpApprove { .. }
+                | AdminRequest::McpDeny { .. }
+                | AdminRequest::McpClients
+                | AdminRequest::McpRevoke { .. }
+                | AdminRequest::McpKeyUrl { .. } => {
                     unreachable!("answered above, without the store")
                 }
                 AdminRequest::Requests { limit, before } => {
@@ -219,6 +228,53 @@ impl Host {
 }
 
 impl Host {
+    /// The operator's OAuth commands (`zodex sprite mcp …`), answered by the authorization
+    /// server; without one, `clients` says OAuth is off and the rest say how to turn it on.
+    async fn mcp_admin(&self, principal: Principal, request: AdminRequest, now: i64) -> Response {
+        use crate::publisher::oauth::AdminError;
+        let Some(oauth) = &self.oauth else {
+            if request == AdminRequest::McpClients {
+                return Response::ok(crate::protocol::McpClientsAnswer {
+                    oauth: false,
+                    key_url: true,
+                    issuer: None,
+                    clients: Vec::new(),
+                    waiting: Vec::new(),
+                });
+            }
+            return Failure::new(
+                ErrorKind::Conflict,
+                "this sprite serves no OAuth: set [mcp] oauth_file (and public_url) in its zodex.toml, then restart the publisher",
+            )
+            .into_response();
+        };
+        let who = principal.label();
+        let answer = match request {
+            AdminRequest::McpApprove { code } => {
+                oauth.decide(who, &code, true, now).await.map(Response::ok)
+            }
+            AdminRequest::McpDeny { code } => {
+                oauth.decide(who, &code, false, now).await.map(Response::ok)
+            }
+            AdminRequest::McpClients => oauth.clients(now).await.map(Response::ok),
+            AdminRequest::McpRevoke { client } => {
+                oauth.revoke(who, &client, now).await.map(Response::ok)
+            }
+            AdminRequest::McpKeyUrl { enabled } => {
+                oauth.set_key_url(who, enabled, now).await.map(Response::ok)
+            }
+            _ => unreachable!("only the MCP OAuth requests come here"),
+        };
+        answer.unwrap_or_else(|e| {
+            let kind = match &e {
+                AdminError::NotFound(_) => ErrorKind::NotFound,
+                AdminError::Conflict(_) => ErrorKind::Conflict,
+                AdminError::Store(_) | AdminError::Publish(_) => ErrorKind::Internal,
+            };
+            Failure::new(kind, e.to_string()).into_response()
+        })
+    }
+
     /// Refreshes unknown or stale coverage of `repo` before a what-if is explained.
     async fn refresh_for_explain(
         self: &Arc<Self>,

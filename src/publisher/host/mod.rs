@@ -73,6 +73,8 @@ pub struct Host {
     settings: Settings,
     /// When history was last pruned (Unix seconds).
     last_prune: Mutex<Option<i64>>,
+    /// The MCP endpoint's OAuth authorization server, when `[mcp] oauth_file` is set.
+    oauth: Option<Arc<crate::publisher::oauth::OAuth>>,
 }
 
 /// What the host takes from the configuration, checked when it opens.
@@ -148,7 +150,19 @@ impl Host {
             waived,
         } = Subject::load(config.policy_dir.as_deref(), &config.waive_properties)?;
         let targets = config.targets().map_err(HostError::Config)?;
-        let store = Store::open(&config.state_db())?;
+        let store = SharedStore::new(Store::open(&config.state_db())?);
+        let oauth = match config.mcp_oauth().map_err(HostError::Config)? {
+            None => None,
+            Some((public_url, file, private_hosts)) => {
+                let settings =
+                    crate::publisher::oauth::OAuthSettings::new(&public_url, file, private_hosts)
+                        .map_err(HostError::Config)?;
+                Some(Arc::new(
+                    crate::publisher::oauth::OAuth::open(settings, store.clone(), system_now())
+                        .map_err(HostError::Config)?,
+                ))
+            }
+        };
         let github = config
             .github
             .as_ref()
@@ -158,7 +172,7 @@ impl Host {
         Ok(Self {
             engine: Engine::new(policies, targets)
                 .with_max_request_ttl(settings.limits.max_request_ttl_seconds),
-            store: SharedStore::new(store),
+            store,
             clock: system_now,
             github,
             tokens: tokens::Tokens::open(config.state_dir.join("write-tokens")),
@@ -169,6 +183,7 @@ impl Host {
             proofs: proofs::Proofs::new(properties, waived),
             settings,
             last_prune: Mutex::new(None),
+            oauth,
         })
     }
 
@@ -283,6 +298,16 @@ impl Host {
                 return Failure::usage("pushes and publishes go through the daemon's bundle path")
                     .into_response();
             }
+            AgentRequest::McpOauth(request) => {
+                return match &self.oauth {
+                    Some(oauth) => Response::ok(oauth.handle(request, self.now()).await),
+                    None => Failure::new(
+                        ErrorKind::NotFound,
+                        "this sprite's publisher serves no OAuth: set [mcp] oauth_file and public_url in zodex.toml",
+                    )
+                    .into_response(),
+                };
+            }
             _ => {}
         }
         let now = self.now();
@@ -322,7 +347,8 @@ impl Host {
                 | AgentRequest::CredentialErase { .. }
                 | AgentRequest::ListRefs { .. }
                 | AgentRequest::Push { .. }
-                | AgentRequest::PublishPr { .. } => unreachable!("handled above"),
+                | AgentRequest::PublishPr { .. }
+                | AgentRequest::McpOauth(_) => unreachable!("handled above"),
             })
         });
         result.await.unwrap_or_else(Failure::into_response)

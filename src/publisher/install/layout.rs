@@ -92,6 +92,11 @@ impl Layout {
         self.mcp_dir.join("mcp-key.sha256")
     }
 
+    /// OAuth's public file (keys, revocations, key URL on/off), written by the publisher.
+    pub fn mcp_oauth(&self) -> PathBuf {
+        self.mcp_dir.join("mcp-oauth.json")
+    }
+
     pub fn binary(&self, name: &str) -> PathBuf {
         self.bin_dir.join(name)
     }

@@ -108,6 +108,12 @@ pub(super) fn sprite_config(
     );
     if let Some(url) = &options.public_url {
         mcp.insert("public_url".into(), url.clone().into());
+        // With a public URL the publisher serves OAuth for it (`zodex sprite mcp`); the key URL
+        // keeps working until the operator turns it off.
+        mcp.insert(
+            "oauth_file".into(),
+            layout.mcp_oauth().display().to_string().into(),
+        );
     }
     let mut config = existing.unwrap_or(Config {
         state_dir: PathBuf::new(),

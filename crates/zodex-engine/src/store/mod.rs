@@ -9,6 +9,7 @@ mod audit_export;
 mod coverage;
 mod decision_facts;
 mod grants;
+mod oauth;
 mod publications;
 mod tokens;
 mod yolo;
@@ -19,6 +20,9 @@ pub use audit_export::{AuditRecord, SinkCursor};
 pub use coverage::{App, CoverageFact};
 pub use decision_facts::DecisionFacts;
 pub use grants::{Grant, GrantState, GrantVia, NewGrant};
+pub use oauth::{
+    NewAuthorization, OAuthAuthorization, OAuthClient, OAuthFamily, OAuthRefresh, SigningKey,
+};
 pub use publications::{Publication, PublicationState};
 pub use tokens::IssuedToken;
 pub use yolo::{NewYolo, YoloScope};
@@ -37,6 +41,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0002_ref_patterns.sql"),
     include_str!("../../../../migrations/0003_audit_chain.sql"),
     include_str!("../../../../migrations/0004_audit_sinks.sql"),
+    include_str!("../../../../migrations/0005_mcp_oauth.sql"),
 ];
 
 /// How long a writer waits for another writer before SQLite reports `SQLITE_BUSY`.

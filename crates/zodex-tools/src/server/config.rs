@@ -6,6 +6,7 @@
 //! public_url = "https://my-sprite.example.com/mcp"   # its host is accepted in `Host`
 //! allowed_hosts = ["other.example.com"]              # more hosts; "*" turns the check off
 //! key_hash_file = "/etc/zodex/mcp-key.sha256"        # hex SHA-256 of the capability key
+//! oauth_file = "/etc/zodex/mcp-oauth.json"           # OAuth's public file (the publisher writes it)
 //! state_dir = "/var/lib/zodex/agent"                 # history.sqlite and spill/
 //!
 //! [mcp.context]                                      # zodex_context parts (all on by default)
@@ -37,6 +38,11 @@ pub struct McpConfig {
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
     pub key_hash_file: Option<PathBuf>,
+    /// The OAuth public file the publisher writes (`oauth.rs`); unset: OAuth is off.
+    pub oauth_file: Option<PathBuf>,
+    /// Read by the publisher (metadata documents it may fetch from private addresses).
+    #[serde(default)]
+    pub oauth_cimd_private_hosts: Vec<String>,
     pub state_dir: Option<PathBuf>,
     #[serde(default)]
     pub context: ContextConfig,

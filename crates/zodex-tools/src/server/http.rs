@@ -38,6 +38,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use super::body::read_capped;
 use super::handler::{Core, ZodexHandler, health_json};
 use super::key::{KeySource, presented_key, strip_key_param};
+use super::oauth::{ForwardRequest, MAX_FORWARD_BODY, OAuthGate, looks_like_jwt};
 use super::replay::{ReplayLimits, ReplayStore};
 
 /// Identifies one TCP connection: the last-resort conversation label for `zodex_context`.
@@ -71,6 +72,16 @@ pub struct HttpOptions {
     pub key: Arc<KeySource>,
     /// Accepted `Host` values (names or `name:port`); empty accepts any host.
     pub allowed_hosts: Vec<String>,
+    /// OAuth (`oauth.rs`): access tokens accepted beside the key, `/oauth/…` and the
+    /// well-known metadata passed on to the authorization server.
+    pub oauth: Option<Arc<OAuthGate>>,
+}
+
+/// What opens `/mcp`: the capability key (unless turned off) or an OAuth access token.
+#[derive(Clone)]
+struct Door {
+    key: Arc<KeySource>,
+    oauth: Option<Arc<OAuthGate>>,
 }
 
 /// The default `Host` allow-list: loopback names, plus the host of the public URL if any,
@@ -145,14 +156,24 @@ pub fn router(core: Arc<Core>, options: HttpOptions) -> Router {
         stateful,
         stateless,
     });
-    let key = options.key;
+    let door = Door {
+        key: options.key,
+        oauth: options.oauth.clone(),
+    };
     let mcp_routes = Router::new()
         .route("/mcp", any(route_mcp).with_state(mcp))
-        .layer(middleware::from_fn_with_state(key, require_key));
-    Router::new()
+        .layer(middleware::from_fn_with_state(door, require_key));
+    let mut router = Router::new()
         .route("/health", get(health))
-        .merge(mcp_routes)
-        .layer(middleware::from_fn(access_log))
+        .merge(mcp_routes);
+    if let Some(gate) = options.oauth.filter(|g| g.forwarder().is_some()) {
+        let oauth_routes = Router::new()
+            .route("/oauth/{*rest}", any(forward_oauth))
+            .route("/.well-known/{*rest}", any(forward_oauth))
+            .with_state(gate);
+        router = router.merge(oauth_routes);
+    }
+    router.layer(middleware::from_fn(access_log))
 }
 
 /// Sends a request to the stateful service when it belongs to a live handshake session (or is
@@ -271,20 +292,34 @@ async fn health() -> impl IntoResponse {
     axum::Json(health_json())
 }
 
-/// 401 with no detail unless the request presents the key; then scrubs the key from it.
-async fn require_key(
-    State(key): State<Arc<KeySource>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// Lets a request through when it presents the key (`?key=` or a bearer key, while the key URL
+/// is on) or a valid OAuth access token (`Authorization: Bearer`, never a query string); then
+/// scrubs the credential from it. Otherwise a 401 that names the protected-resource metadata
+/// when OAuth is configured (RFC 9728 §5.1).
+async fn require_key(State(door): State<Door>, mut request: Request, next: Next) -> Response {
     let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
+    let key_url = door.oauth.as_ref().is_none_or(|g| g.key_url_enabled());
     let presented = presented_key(request.uri().query(), authorization);
-    let ok = presented.as_deref().is_some_and(|k| key.verify(k));
-    if !ok {
-        return unauthorized();
+    let from_query = request
+        .uri()
+        .query()
+        .is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "key"));
+    let verdict = match (&presented, &door.oauth) {
+        (None, _) => Err(None),
+        (Some(token), Some(gate)) if !from_query && looks_like_jwt(token) => gate
+            .verify(token, chrono::Utc::now().timestamp())
+            .map_err(|refusal| Some(refusal.describe())),
+        (Some(key), _) if key_url && door.key.verify(key) => Ok(()),
+        (Some(_), _) if !key_url => Err(Some(
+            "the key URL is turned off on this sprite: connect with OAuth",
+        )),
+        (Some(_), _) => Err(Some("the key or token is not valid")),
+    };
+    if let Err(why) = verdict {
+        return unauthorized(door.oauth.as_deref(), why);
     }
     request.headers_mut().remove(header::AUTHORIZATION);
     if let Some(query) = request.uri().query() {
@@ -303,8 +338,100 @@ async fn require_key(
     next.run(request).await
 }
 
-fn unauthorized() -> Response {
+/// 401. With OAuth configured it carries the challenge that starts a client's flow: where the
+/// protected-resource metadata is, and why a presented token was refused.
+fn unauthorized(oauth: Option<&OAuthGate>, why: Option<&str>) -> Response {
     let mut response = (StatusCode::UNAUTHORIZED, "").into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(metadata) = oauth.and_then(OAuthGate::resource_metadata_url) {
+        let mut challenge = format!("Bearer resource_metadata=\"{metadata}\"");
+        if let Some(why) = why {
+            challenge.push_str(&format!(
+                ", error=\"invalid_token\", error_description=\"{why}\""
+            ));
+        }
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            headers.insert(header::WWW_AUTHENTICATE, value);
+        }
+    }
+    response
+}
+
+/// `/oauth/…` and `/.well-known/…`: passed on to the authorization server as they came (body
+/// at most 64 KiB), its answer sent back as it is.
+async fn forward_oauth(State(gate): State<Arc<OAuthGate>>, request: Request) -> Response {
+    let Some(forwarder) = gate.forwarder().cloned() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let (parts, body) = request.into_parts();
+    let header_text = |name: header::HeaderName| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let bytes = match axum::body::to_bytes(body, MAX_FORWARD_BODY).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return oauth_failure(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request",
+                "the request body is larger than 64 KiB",
+            );
+        }
+    };
+    let Ok(body) = String::from_utf8(bytes.to_vec()) else {
+        return oauth_failure(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the request body is not UTF-8",
+        );
+    };
+    let forwarded = ForwardRequest {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().map(str::to_string),
+        content_type: header_text(header::CONTENT_TYPE),
+        authorization: header_text(header::AUTHORIZATION),
+        body,
+    };
+    let answer = tokio::task::spawn_blocking(move || forwarder.forward(forwarded)).await;
+    let reply = match answer {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(why)) => {
+            tracing::warn!(error = %why, "the authorization server could not be asked");
+            return oauth_failure(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "the sprite's authorization server (its publisher) is not answering; try again in a minute",
+            );
+        }
+        Err(_) => {
+            return oauth_failure(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "the request could not be passed on",
+            );
+        }
+    };
+    let mut response = Response::new(Body::from(reply.body));
+    *response.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    for (name, value) in reply.headers {
+        if let (Ok(name), Ok(value)) = (
+            header::HeaderName::try_from(name.as_str()),
+            HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
+
+fn oauth_failure(status: StatusCode, error: &str, description: &str) -> Response {
+    let body = serde_json::json!({ "error": error, "error_description": description });
+    let mut response = (status, axum::Json(body)).into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

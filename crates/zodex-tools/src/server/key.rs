@@ -91,7 +91,7 @@ pub struct KeyFile {
 
 /// What tells one version of a file from another without reading it.
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
+pub(crate) struct FileStamp {
     dev: u64,
     ino: u64,
     len: u64,
@@ -100,7 +100,7 @@ struct FileStamp {
 }
 
 impl FileStamp {
-    fn of(path: &Path) -> Option<FileStamp> {
+    pub(crate) fn of(path: &Path) -> Option<FileStamp> {
         use std::os::unix::fs::MetadataExt;
         let m = std::fs::metadata(path).ok()?;
         Some(FileStamp {

@@ -307,6 +307,7 @@ pub async fn run_foreground(
             options.public_url.as_deref(),
             &options.allowed_hosts,
         ),
+        oauth: None,
     };
     let result = super::serve_http(core, listener, options, stop).await;
     remove_own_files(&paths);

@@ -27,6 +27,7 @@ pub mod http;
 pub mod key;
 pub mod local;
 pub mod local_config;
+pub mod oauth;
 mod patch_result;
 pub mod replay;
 pub mod retention;
@@ -169,6 +170,16 @@ pub fn init_logging() {
 }
 
 /// Options of `zodex-agent serve`.
+/// The way to the authorization server, supplied by the binary (it knows the publisher).
+#[derive(Clone)]
+pub struct Forwarder(pub std::sync::Arc<dyn oauth::OAuthForward>);
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Forwarder(..)")
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ServeOptions {
     pub listen: Option<String>,
@@ -176,6 +187,8 @@ pub struct ServeOptions {
     pub config: Option<PathBuf>,
     pub key_hash_file: Option<PathBuf>,
     pub allowed_hosts: Vec<String>,
+    /// Where `/oauth/…` and the well-known metadata go (with `[mcp] oauth_file` set).
+    pub oauth_forward: Option<Forwarder>,
 }
 
 /// `zodex-agent serve`: sprite mode, until SIGTERM/SIGINT (or stdin closes, with `--stdio`).
@@ -230,17 +243,29 @@ pub async fn run_serve(options: ServeOptions) -> anyhow::Result<()> {
     let mut extra_hosts = config.allowed_hosts.clone();
     extra_hosts.extend(options.allowed_hosts.iter().cloned());
     let allowed_hosts = http::allowed_hosts(config.public_url.as_deref(), &extra_hosts);
+    let oauth = config.oauth_file.clone().map(|file| {
+        std::sync::Arc::new(oauth::OAuthGate::new(
+            file,
+            options.oauth_forward.as_ref().map(|f| f.0.clone()),
+            config.public_url.as_deref(),
+        ))
+    });
     let core = build_core(settings)?;
     let listener = bind(&listen).await?;
     tracing::info!(
         addr = %listener.local_addr()?,
         version = env!("CARGO_PKG_VERSION"),
-        "zodex-agent serve: MCP on /mcp (key required), health on /health"
+        oauth = oauth.is_some(),
+        "zodex-agent serve: MCP on /mcp (key or OAuth token required), health on /health"
     );
     serve_http(
         core,
         listener,
-        HttpOptions { key, allowed_hosts },
+        HttpOptions {
+            key,
+            allowed_hosts,
+            oauth,
+        },
         termination_signal(),
     )
     .await

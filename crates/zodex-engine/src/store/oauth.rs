@@ -1,0 +1,534 @@
+//! The MCP endpoint's OAuth state, as rows: the signing key, clients, authorizations (consent
+//! and code), refresh-token families and their tokens, and the operator's switches.
+//!
+//! Storage only: what a code, a token or a client may do is decided by the publisher's
+//! authorization server (`publisher::oauth`). Secrets are stored by their SHA-256, except the
+//! signing key, which lives here because only the publisher user can read this file.
+
+use super::{Facts, Result};
+use rusqlite::{OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+
+/// The key access tokens are signed with.
+#[derive(Clone)]
+pub struct SigningKey {
+    pub kid: String,
+    pub pkcs8: Vec<u8>,
+    pub public_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A registered (or metadata-document) client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthClient {
+    pub client_id: String,
+    /// `dcr` or `cimd`.
+    pub kind: String,
+    pub name: String,
+    pub redirect_uris: Vec<String>,
+    /// `none`, `client_secret_post` or `client_secret_basic`.
+    pub auth_method: String,
+    #[serde(skip)]
+    pub secret_sha256: Option<String>,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// One authorization request, from consent to code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthAuthorization {
+    pub id: i64,
+    pub user_code: String,
+    pub client_id: String,
+    pub redirect_uri: String,
+    pub state: Option<String>,
+    pub code_challenge: String,
+    pub scope: String,
+    pub resource: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub approved_at: Option<i64>,
+    pub denied_at: Option<i64>,
+    pub code_sha256: Option<String>,
+    pub code_expires_at: Option<i64>,
+    pub code_used_at: Option<i64>,
+    pub family: Option<String>,
+}
+
+/// What a new authorization request holds (see [`OAuthAuthorization`]).
+#[derive(Debug, Clone)]
+pub struct NewAuthorization<'a> {
+    pub user_code: &'a str,
+    pub browser_sha256: &'a str,
+    pub client_id: &'a str,
+    pub redirect_uri: &'a str,
+    pub state: Option<&'a str>,
+    pub code_challenge: &'a str,
+    pub scope: &'a str,
+    pub resource: &'a str,
+    pub created_at: i64,
+    pub expires_at: i64,
+}
+
+/// A refresh-token family: every token issued from one approved authorization.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthFamily {
+    pub family: String,
+    pub client_id: String,
+    pub scope: String,
+    pub resource: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+    pub revoked_why: Option<String>,
+}
+
+/// A refresh token, by its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthRefresh {
+    pub family: String,
+    pub issued_at: i64,
+    pub used_at: Option<i64>,
+}
+
+const CLIENT_COLUMNS: &str = "client_id, kind, name, redirect_uris, auth_method, secret_sha256, created_at, last_used_at, revoked_at";
+
+fn client_row(row: &Row<'_>) -> rusqlite::Result<OAuthClient> {
+    let uris: String = row.get(3)?;
+    Ok(OAuthClient {
+        client_id: row.get(0)?,
+        kind: row.get(1)?,
+        name: row.get(2)?,
+        redirect_uris: serde_json::from_str(&uris).unwrap_or_default(),
+        auth_method: row.get(4)?,
+        secret_sha256: row.get(5)?,
+        created_at: row.get(6)?,
+        last_used_at: row.get(7)?,
+        revoked_at: row.get(8)?,
+    })
+}
+
+const AUTHORIZATION_COLUMNS: &str = "id, user_code, client_id, redirect_uri, state, code_challenge, scope, resource, created_at, expires_at, approved_at, denied_at, code_sha256, code_expires_at, code_used_at, family";
+
+fn authorization_row(row: &Row<'_>) -> rusqlite::Result<OAuthAuthorization> {
+    Ok(OAuthAuthorization {
+        id: row.get(0)?,
+        user_code: row.get(1)?,
+        client_id: row.get(2)?,
+        redirect_uri: row.get(3)?,
+        state: row.get(4)?,
+        code_challenge: row.get(5)?,
+        scope: row.get(6)?,
+        resource: row.get(7)?,
+        created_at: row.get(8)?,
+        expires_at: row.get(9)?,
+        approved_at: row.get(10)?,
+        denied_at: row.get(11)?,
+        code_sha256: row.get(12)?,
+        code_expires_at: row.get(13)?,
+        code_used_at: row.get(14)?,
+        family: row.get(15)?,
+    })
+}
+
+const FAMILY_COLUMNS: &str = "family, client_id, scope, resource, created_at, expires_at, last_used_at, revoked_at, revoked_why";
+
+fn family_row(row: &Row<'_>) -> rusqlite::Result<OAuthFamily> {
+    Ok(OAuthFamily {
+        family: row.get(0)?,
+        client_id: row.get(1)?,
+        scope: row.get(2)?,
+        resource: row.get(3)?,
+        created_at: row.get(4)?,
+        expires_at: row.get(5)?,
+        last_used_at: row.get(6)?,
+        revoked_at: row.get(7)?,
+        revoked_why: row.get(8)?,
+    })
+}
+
+impl Facts<'_> {
+    /// The current signing key, if one was made.
+    pub fn oauth_signing_key(&self) -> Result<Option<SigningKey>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT kid, pkcs8, public_key FROM mcp_oauth_keys WHERE retired_at IS NULL
+                 ORDER BY created_at DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(SigningKey {
+                        kid: r.get(0)?,
+                        pkcs8: r.get(1)?,
+                        public_key: r.get(2)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    pub fn insert_oauth_signing_key(&self, key: &SigningKey, now: i64) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO mcp_oauth_keys (kid, pkcs8, public_key, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![key.kid, key.pkcs8, key.public_key, now],
+        )?;
+        Ok(())
+    }
+
+    pub fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {CLIENT_COLUMNS} FROM mcp_oauth_clients WHERE client_id = ?1"),
+                [client_id],
+                client_row,
+            )
+            .optional()?)
+    }
+
+    /// Records a client, or refreshes a metadata-document client's name and redirect URIs
+    /// (its document may change); a revoked client stays revoked.
+    pub fn upsert_oauth_client(&self, client: &OAuthClient) -> Result<()> {
+        let uris = serde_json::to_string(&client.redirect_uris).unwrap_or_else(|_| "[]".into());
+        self.conn.execute(
+            "INSERT INTO mcp_oauth_clients (client_id, kind, name, redirect_uris, auth_method,
+                                            secret_sha256, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (client_id) DO UPDATE SET name = excluded.name,
+                 redirect_uris = excluded.redirect_uris",
+            params![
+                client.client_id,
+                client.kind,
+                client.name,
+                uris,
+                client.auth_method,
+                client.secret_sha256,
+                client.created_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn touch_oauth_client(&self, client_id: &str, now: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE mcp_oauth_clients SET last_used_at = ?2 WHERE client_id = ?1",
+            params![client_id, now],
+        )?;
+        Ok(())
+    }
+
+    /// Every client, the most recently used first.
+    pub fn oauth_clients(&self) -> Result<Vec<OAuthClient>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {CLIENT_COLUMNS} FROM mcp_oauth_clients
+             ORDER BY COALESCE(last_used_at, created_at) DESC LIMIT 500"
+        ))?;
+        Ok(stmt
+            .query_map([], client_row)?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn count_oauth_clients(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("SELECT count(*) FROM mcp_oauth_clients", [], |r| r.get(0))?)
+    }
+
+    /// Forgets dynamically registered clients never authorized and registered before `before`
+    /// (registration is open, so unused registrations must not pile up).
+    pub fn prune_unused_oauth_clients(&self, before: i64) -> Result<usize> {
+        Ok(self.conn.execute(
+            "DELETE FROM mcp_oauth_clients
+             WHERE kind = 'dcr' AND last_used_at IS NULL AND created_at < ?1
+               AND client_id NOT IN (SELECT client_id FROM mcp_oauth_authorizations)
+               AND client_id NOT IN (SELECT client_id FROM mcp_oauth_families)",
+            [before],
+        )?)
+    }
+
+    /// Marks a client revoked and revokes its families; returns how many families ended, or
+    /// `None` when there is no such client.
+    pub fn revoke_oauth_client(&self, client_id: &str, now: i64) -> Result<Option<usize>> {
+        let found = self.conn.execute(
+            "UPDATE mcp_oauth_clients SET revoked_at = COALESCE(revoked_at, ?2) WHERE client_id = ?1",
+            params![client_id, now],
+        )?;
+        if found == 0 {
+            return Ok(None);
+        }
+        let families = self.conn.execute(
+            "UPDATE mcp_oauth_families SET revoked_at = ?2, revoked_why = 'revoked by the operator'
+             WHERE client_id = ?1 AND revoked_at IS NULL",
+            params![client_id, now],
+        )?;
+        // Authorizations still waiting for consent or for their code exchange end too.
+        self.conn.execute(
+            "UPDATE mcp_oauth_authorizations SET denied_at = ?2
+             WHERE client_id = ?1 AND denied_at IS NULL AND code_used_at IS NULL",
+            params![client_id, now],
+        )?;
+        Ok(Some(families))
+    }
+
+    pub fn insert_oauth_authorization(&self, a: &NewAuthorization<'_>) -> Result<i64> {
+        self.conn.execute(
+            "INSERT INTO mcp_oauth_authorizations (user_code, browser_sha256, client_id,
+                 redirect_uri, state, code_challenge, scope, resource, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                a.user_code,
+                a.browser_sha256,
+                a.client_id,
+                a.redirect_uri,
+                a.state,
+                a.code_challenge,
+                a.scope,
+                a.resource,
+                a.created_at,
+                a.expires_at
+            ],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    fn oauth_authorization_where(
+        &self,
+        clause: &str,
+        value: &str,
+    ) -> Result<Option<OAuthAuthorization>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {AUTHORIZATION_COLUMNS} FROM mcp_oauth_authorizations WHERE {clause} = ?1"
+                ),
+                [value],
+                authorization_row,
+            )
+            .optional()?)
+    }
+
+    pub fn oauth_authorization_by_user_code(
+        &self,
+        user_code: &str,
+    ) -> Result<Option<OAuthAuthorization>> {
+        self.oauth_authorization_where("user_code", user_code)
+    }
+
+    pub fn oauth_authorization_by_browser(
+        &self,
+        browser_sha256: &str,
+    ) -> Result<Option<OAuthAuthorization>> {
+        self.oauth_authorization_where("browser_sha256", browser_sha256)
+    }
+
+    pub fn oauth_authorization_by_code(
+        &self,
+        code_sha256: &str,
+    ) -> Result<Option<OAuthAuthorization>> {
+        self.oauth_authorization_where("code_sha256", code_sha256)
+    }
+
+    /// Authorizations waiting for the operator (not approved, denied or expired).
+    pub fn pending_oauth_authorizations(&self, now: i64) -> Result<Vec<OAuthAuthorization>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {AUTHORIZATION_COLUMNS} FROM mcp_oauth_authorizations
+             WHERE approved_at IS NULL AND denied_at IS NULL AND expires_at > ?1
+             ORDER BY id DESC LIMIT 50"
+        ))?;
+        Ok(stmt
+            .query_map([now], authorization_row)?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn count_pending_oauth_authorizations(&self, now: i64) -> Result<i64> {
+        Ok(self.conn.query_row(
+            "SELECT count(*) FROM mcp_oauth_authorizations
+             WHERE approved_at IS NULL AND denied_at IS NULL AND expires_at > ?1",
+            [now],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Approves a waiting authorization; false when it was not waiting any more.
+    pub fn approve_oauth_authorization(&self, id: i64, by: &str, now: i64) -> Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE mcp_oauth_authorizations SET approved_at = ?2, approved_by = ?3
+             WHERE id = ?1 AND approved_at IS NULL AND denied_at IS NULL AND expires_at > ?2",
+            params![id, now, by],
+        )? == 1)
+    }
+
+    /// Denies an authorization not yet exchanged for tokens; false when there was none.
+    pub fn deny_oauth_authorization(&self, id: i64, now: i64) -> Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE mcp_oauth_authorizations SET denied_at = ?2
+             WHERE id = ?1 AND denied_at IS NULL AND code_used_at IS NULL",
+            params![id, now],
+        )? == 1)
+    }
+
+    /// Attaches the one code of an approved authorization; false when it already has one.
+    pub fn set_oauth_code(&self, id: i64, code_sha256: &str, expires_at: i64) -> Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE mcp_oauth_authorizations SET code_sha256 = ?2, code_expires_at = ?3
+             WHERE id = ?1 AND code_sha256 IS NULL AND approved_at IS NOT NULL AND denied_at IS NULL",
+            params![id, code_sha256, expires_at],
+        )? == 1)
+    }
+
+    /// Marks a code used and names the family its tokens belong to; false when it was used.
+    pub fn use_oauth_code(&self, id: i64, family: &str, now: i64) -> Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE mcp_oauth_authorizations SET code_used_at = ?2, family = ?3
+             WHERE id = ?1 AND code_used_at IS NULL",
+            params![id, now, family],
+        )? == 1)
+    }
+
+    pub fn insert_oauth_family(&self, f: &OAuthFamily) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO mcp_oauth_families (family, client_id, scope, resource, created_at,
+                                             expires_at, last_used_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?5)",
+            params![
+                f.family,
+                f.client_id,
+                f.scope,
+                f.resource,
+                f.created_at,
+                f.expires_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn oauth_family(&self, family: &str) -> Result<Option<OAuthFamily>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {FAMILY_COLUMNS} FROM mcp_oauth_families WHERE family = ?1"),
+                [family],
+                family_row,
+            )
+            .optional()?)
+    }
+
+    /// Families not revoked and not expired, the most recently used first.
+    pub fn live_oauth_families(&self, now: i64) -> Result<Vec<OAuthFamily>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {FAMILY_COLUMNS} FROM mcp_oauth_families
+             WHERE revoked_at IS NULL AND expires_at > ?1
+             ORDER BY last_used_at DESC LIMIT 500"
+        ))?;
+        Ok(stmt
+            .query_map([now], family_row)?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Families revoked at or after `since` (their access tokens may still be unexpired).
+    pub fn recently_revoked_oauth_families(&self, since: i64) -> Result<Vec<String>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT family FROM mcp_oauth_families WHERE revoked_at >= ?1 ORDER BY family",
+        )?;
+        Ok(stmt
+            .query_map([since], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Revokes a family; false when it already was.
+    pub fn revoke_oauth_family(&self, family: &str, why: &str, now: i64) -> Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE mcp_oauth_families SET revoked_at = ?2, revoked_why = ?3
+             WHERE family = ?1 AND revoked_at IS NULL",
+            params![family, now, why],
+        )? == 1)
+    }
+
+    pub fn touch_oauth_family(&self, family: &str, now: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE mcp_oauth_families SET last_used_at = ?2 WHERE family = ?1",
+            params![family, now],
+        )?;
+        Ok(())
+    }
+
+    pub fn insert_oauth_refresh(&self, token_sha256: &str, family: &str, now: i64) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO mcp_oauth_refresh_tokens (token_sha256, family, issued_at) VALUES (?1, ?2, ?3)",
+            params![token_sha256, family, now],
+        )?;
+        Ok(())
+    }
+
+    pub fn oauth_refresh(&self, token_sha256: &str) -> Result<Option<OAuthRefresh>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT family, issued_at, used_at FROM mcp_oauth_refresh_tokens WHERE token_sha256 = ?1",
+                [token_sha256],
+                |r| {
+                    Ok(OAuthRefresh {
+                        family: r.get(0)?,
+                        issued_at: r.get(1)?,
+                        used_at: r.get(2)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Marks a refresh token used; false when it already was (a replay).
+    pub fn use_oauth_refresh(&self, token_sha256: &str, now: i64) -> Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE mcp_oauth_refresh_tokens SET used_at = ?2 WHERE token_sha256 = ?1 AND used_at IS NULL",
+            params![token_sha256, now],
+        )? == 1)
+    }
+
+    pub fn oauth_setting(&self, name: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT value FROM mcp_oauth_settings WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    pub fn set_oauth_setting(&self, name: &str, value: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO mcp_oauth_settings (name, value) VALUES (?1, ?2)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            params![name, value],
+        )?;
+        Ok(())
+    }
+
+    /// Forgets authorizations that ended before `before` and the used refresh tokens of
+    /// families that ended before it.
+    pub fn prune_oauth(&self, before: i64) -> Result<()> {
+        self.conn.execute(
+            "DELETE FROM mcp_oauth_authorizations
+             WHERE expires_at < ?1 AND (code_used_at IS NOT NULL OR code_sha256 IS NULL)",
+            [before],
+        )?;
+        self.conn.execute(
+            "DELETE FROM mcp_oauth_refresh_tokens WHERE family IN
+               (SELECT family FROM mcp_oauth_families
+                WHERE expires_at < ?1 OR revoked_at < ?1)",
+            [before],
+        )?;
+        Ok(())
+    }
+}

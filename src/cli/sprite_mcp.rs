@@ -1,0 +1,164 @@
+//! `zodex sprite mcp …`: OAuth for the sprite's MCP endpoint, from the operator's side —
+//! approve or deny the connection a consent page shows, list the clients, revoke one, and
+//! turn the `?key=` URL off once OAuth works. Each is one admin request; the publisher
+//! decides, audits and publishes the change.
+
+use clap::{Subcommand, ValueEnum};
+
+use super::zodex::{Target, send};
+use crate::operator::registry::Registry;
+use crate::protocol::{
+    AdminRequest, McpAuthorizationView, McpClientsAnswer, McpKeyUrlState, McpRevoked,
+};
+
+#[derive(Subcommand)]
+pub(super) enum McpCommand {
+    /// Approve the connection whose consent page shows CODE (e.g. ABCD-EFGH): the page then
+    /// returns to its client with an authorization code.
+    Approve { code: String },
+    /// Refuse the connection whose consent page shows CODE.
+    Deny { code: String },
+    /// OAuth clients (last use, live grants) and connections waiting for approval.
+    Clients,
+    /// End every grant of a client (its tokens stop at once, its refresh tokens too).
+    Revoke { client: String },
+    /// Turn the `?key=` capability URL off (OAuth only) or back on.
+    Key {
+        #[arg(value_enum)]
+        state: OnOff,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(super) enum OnOff {
+    On,
+    Off,
+}
+
+pub(super) fn run(target: &Target, command: McpCommand, registry: &Registry) -> i32 {
+    match command {
+        McpCommand::Approve { code } => send(
+            target,
+            registry,
+            &AdminRequest::McpApprove { code },
+            |v: &McpAuthorizationView| {
+                format!(
+                    "Approved {}: {} ({}) may use this sprite's MCP tools; its page returns to {}.\nRevoke it with `zodex sprite mcp revoke {}`.",
+                    v.code,
+                    shown(&v.client_name),
+                    shown(&v.client_id),
+                    shown(&v.redirect_uri),
+                    shown(&v.client_id)
+                )
+            },
+        ),
+        McpCommand::Deny { code } => send(
+            target,
+            registry,
+            &AdminRequest::McpDeny { code },
+            |v: &McpAuthorizationView| {
+                format!(
+                    "Denied {}: {} ({}) gets access_denied.",
+                    v.code,
+                    shown(&v.client_name),
+                    shown(&v.client_id)
+                )
+            },
+        ),
+        McpCommand::Clients => send(target, registry, &AdminRequest::McpClients, render_clients),
+        McpCommand::Revoke { client } => send(
+            target,
+            registry,
+            &AdminRequest::McpRevoke { client },
+            |v: &McpRevoked| {
+                format!(
+                    "Revoked {}: {} grant(s) ended; its tokens are refused from the next request.",
+                    shown(&v.client_id),
+                    v.grants_revoked
+                )
+            },
+        ),
+        McpCommand::Key { state } => send(
+            target,
+            registry,
+            &AdminRequest::McpKeyUrl {
+                enabled: matches!(state, OnOff::On),
+            },
+            |v: &McpKeyUrlState| {
+                if v.key_url {
+                    "The key URL works again (?key= and a bearer key open /mcp).".to_string()
+                } else {
+                    "The key URL is off: /mcp opens only with an OAuth access token. `zodex sprite mcp key on` undoes it.".to_string()
+                }
+            },
+        ),
+    }
+}
+
+/// Text a client chose, made safe for a terminal (no control or bidi characters).
+fn shown(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control()
+                || ('\u{202A}'..='\u{202E}').contains(&c)
+                || ('\u{2066}'..='\u{2069}').contains(&c)
+            {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+fn when(at: Option<i64>) -> String {
+    at.and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|| "never".into())
+}
+
+fn render_clients(answer: &McpClientsAnswer) -> String {
+    if !answer.oauth {
+        return "OAuth is off on this sprite: set [mcp] oauth_file and public_url in its zodex.toml and restart the publisher. The key URL is the only way in.".into();
+    }
+    let mut out = format!(
+        "OAuth issuer {}; key URL {}.\n",
+        answer.issuer.as_deref().unwrap_or("?"),
+        if answer.key_url { "on" } else { "off" }
+    );
+    if answer.waiting.is_empty() {
+        out.push_str("No connection waits for approval.\n");
+    } else {
+        out.push_str("Waiting for approval:\n");
+        for w in &answer.waiting {
+            out.push_str(&format!(
+                "  {}  {} ({}) → {}  until {}\n",
+                w.code,
+                shown(&w.client_name),
+                shown(&w.client_id),
+                shown(&w.redirect_uri),
+                when(Some(w.expires_at))
+            ));
+        }
+    }
+    if answer.clients.is_empty() {
+        out.push_str("No client has connected.");
+    } else {
+        out.push_str("Clients:\n");
+        for c in &answer.clients {
+            let state = match c.revoked_at {
+                Some(t) => format!("revoked {}", when(Some(t))),
+                None => format!("{} live grant(s)", c.live_grants),
+            };
+            out.push_str(&format!(
+                "  {}  {} [{}]  last used {}  {}\n",
+                shown(&c.client_id),
+                shown(&c.name),
+                c.kind,
+                when(c.last_used_at),
+                state
+            ));
+        }
+    }
+    out.trim_end().to_string()
+}

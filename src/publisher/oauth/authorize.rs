@@ -1,0 +1,345 @@
+//! `/oauth/authorize`: the consent page, and its status poll.
+//!
+//! Opening the page grants nothing. It shows which client asks (name, client id, redirect
+//! host) and a code; only the operator, from their own machine, approves that code
+//! (`zodex sprite mcp approve CODE`, the admin socket). The page holds a secret of its own
+//! and polls `/oauth/authorize/status` with it; once approved, that poll — and only that
+//! poll — gets the one authorization code, in the redirect back to the client.
+
+use std::collections::HashMap;
+
+use super::reply::{self, escape, with_query};
+use super::{AUTHORIZATION_SECONDS, CODE_SECONDS, MAX_WAITING, OAuth, SCOPE, crypto, form};
+use crate::engine::store::{NewAuthorization, OAuthClient};
+use crate::protocol::{OAuthHttpReply, OAuthHttpRequest};
+
+/// The style of every page the server renders (nonce'd in each).
+pub const PAGE_CSS: &str = "body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2430}\
+main{max-width:40rem;margin:3rem auto;background:#fff;border:1px solid #d8dde5;border-radius:8px;padding:1.5rem 2rem}\
+h1{font-size:1.3rem;margin-top:0}.code{font:700 2rem/1.2 ui-monospace,monospace;letter-spacing:.15em;padding:.5rem 0}\
+pre{background:#eef1f5;padding:.6rem .8rem;border-radius:6px;overflow-x:auto}dt{font-weight:600}dd{margin:0 0 .6rem 0;word-break:break-all}\
+#status{font-weight:600}.muted{color:#5b6573}";
+
+impl OAuth {
+    /// `GET /oauth/authorize?…`: checks the request and shows the consent page.
+    pub(super) async fn authorize(&self, query: Option<&str>, now: i64) -> OAuthHttpReply {
+        let params = match form(query.unwrap_or_default()) {
+            Ok(p) => p,
+            Err(e) => return reply::error_page(400, "This authorization request is malformed", &e),
+        };
+        let Some(client_id) = params.get("client_id").filter(|c| !c.is_empty()) else {
+            return reply::error_page(
+                400,
+                "This authorization request names no client",
+                "The request has no client_id. Start the connection again from your MCP client.",
+            );
+        };
+        let client = match self.client_for_authorization(client_id, now).await {
+            Ok(client) => client,
+            Err(page) => return page,
+        };
+        let redirect_uri = match params.get("redirect_uri") {
+            Some(uri) if client.redirect_uris.iter().any(|r| r == uri) => uri.clone(),
+            Some(_) => {
+                return reply::error_page(
+                    400,
+                    "The redirect URI is not this client's",
+                    "The redirect_uri does not exactly match any URI the client registered, so \
+                     nothing is sent back to it. Start the connection again from your MCP client.",
+                );
+            }
+            None if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
+            None => {
+                return reply::error_page(
+                    400,
+                    "The request names no redirect URI",
+                    "This client registered several redirect URIs; the request must name one.",
+                );
+            }
+        };
+        // From here on, errors go back to the client (RFC 6749 §4.1.2.1).
+        let state = params.get("state").cloned();
+        let back = |error: &str, description: &str| {
+            let mut p = vec![("error", error), ("error_description", description)];
+            if let Some(state) = &state {
+                p.push(("state", state));
+            }
+            p.push(("iss", &self.settings.issuer));
+            reply::redirect(&with_query(&redirect_uri, &p))
+        };
+        if params.get("response_type").map(String::as_str) != Some("code") {
+            return back(
+                "unsupported_response_type",
+                "only the authorization code flow (response_type=code) is served",
+            );
+        }
+        let challenge = params.get("code_challenge").map(String::as_str);
+        let method = params.get("code_challenge_method").map(String::as_str);
+        if method != Some("S256") || !challenge.is_some_and(crypto::is_s256_challenge) {
+            return back(
+                "invalid_request",
+                "PKCE is required: send code_challenge (43 characters of base64url) with code_challenge_method=S256",
+            );
+        }
+        if let Some(resource) = params.get("resource")
+            && resource.trim_end_matches('/') != self.settings.resource
+        {
+            return back(
+                "invalid_target",
+                &format!(
+                    "this server issues tokens only for {}",
+                    self.settings.resource
+                ),
+            );
+        }
+        let user_code = crypto::user_code();
+        let browser_secret = crypto::random_token();
+        let challenge = challenge.unwrap_or_default().to_string();
+        let resource = self.settings.resource.clone();
+        let (client_id, browser_sha256) = (
+            client.client_id.clone(),
+            crypto::sha256_hex(&browser_secret),
+        );
+        let state_for_row = state.clone();
+        let redirect_for_row = redirect_uri.clone();
+        let code_for_row = user_code.clone();
+        let stored = self
+            .store
+            .run(move |s| {
+                s.write(|f| {
+                    if f.count_pending_oauth_authorizations(now)? >= MAX_WAITING {
+                        return Ok(None);
+                    }
+                    f.insert_oauth_authorization(&NewAuthorization {
+                        user_code: &code_for_row,
+                        browser_sha256: &browser_sha256,
+                        client_id: &client_id,
+                        redirect_uri: &redirect_for_row,
+                        state: state_for_row.as_deref(),
+                        code_challenge: &challenge,
+                        scope: SCOPE,
+                        resource: &resource,
+                        created_at: now,
+                        expires_at: now + AUTHORIZATION_SECONDS,
+                    })
+                    .map(Some)
+                })
+            })
+            .await;
+        match stored {
+            Ok(Some(_)) => {
+                self.consent_page(&client, &redirect_uri, &user_code, &browser_secret, now)
+            }
+            Ok(None) => reply::error_page(
+                429,
+                "Too many connections are waiting for approval",
+                "Twenty authorizations already wait for the operator. Deny the ones you do not \
+                 know (`zodex sprite mcp clients` lists them), or wait ten minutes for them to expire.",
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "storing an OAuth authorization failed");
+                reply::error_page(500, "The authorization could not be stored", "Try again.")
+            }
+        }
+    }
+
+    /// The client an authorization names: a registered one, or a metadata document fetched
+    /// now. Any failure is an error page (never a redirect to an unchecked URI).
+    async fn client_for_authorization(
+        &self,
+        client_id: &str,
+        now: i64,
+    ) -> Result<OAuthClient, OAuthHttpReply> {
+        let stored = {
+            let id = client_id.to_string();
+            self.store
+                .run(move |s| s.read(|f| f.oauth_client(&id)))
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "reading an OAuth client failed");
+                    reply::error_page(500, "The client could not be read", "Try again.")
+                })?
+        };
+        if let Some(client) = &stored
+            && client.revoked_at.is_some()
+        {
+            return Err(reply::error_page(
+                403,
+                "This client was revoked",
+                "The operator revoked this client. It cannot be authorized again under the same client id.",
+            ));
+        }
+        if client_id.starts_with("https://") {
+            let document = self.cimd.fetch(client_id).await.map_err(|e| {
+                reply::error_page(
+                    400,
+                    "The client's metadata document was refused",
+                    &format!("{e}. Nothing was authorized."),
+                )
+            })?;
+            let client = OAuthClient {
+                client_id: client_id.to_string(),
+                kind: "cimd".into(),
+                name: document.client_name,
+                redirect_uris: document.redirect_uris,
+                auth_method: "none".into(),
+                secret_sha256: None,
+                created_at: now,
+                last_used_at: None,
+                revoked_at: None,
+            };
+            let row = client.clone();
+            self.store
+                .run(move |s| s.write(|f| f.upsert_oauth_client(&row)))
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "storing an OAuth client failed");
+                    reply::error_page(500, "The client could not be stored", "Try again.")
+                })?;
+            return Ok(client);
+        }
+        stored.ok_or_else(|| {
+            reply::error_page(
+                400,
+                "This client is not registered here",
+                "The client_id is unknown to this sprite (its registration may have been \
+                 forgotten). Remove the connector and add it again so it registers anew.",
+            )
+        })
+    }
+
+    fn consent_page(
+        &self,
+        client: &OAuthClient,
+        redirect_uri: &str,
+        user_code: &str,
+        browser_secret: &str,
+        now: i64,
+    ) -> OAuthHttpReply {
+        let nonce = crypto::random_token();
+        let redirect_host = redirect_uri
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.authority().map(|a| a.to_string()))
+            .unwrap_or_else(|| redirect_uri.to_string());
+        let expires = chrono::DateTime::from_timestamp(now + AUTHORIZATION_SECONDS, 0)
+            .map(|t| t.format("%H:%M UTC").to_string())
+            .unwrap_or_default();
+        let status_url = format!(
+            "{}/authorize/status",
+            self.settings
+                .issuer
+                .strip_prefix(self.settings.origin())
+                .unwrap_or("/oauth")
+        );
+        let body = format!(
+            r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>Zodex: approve a connection</title><style nonce="{nonce}">{css}</style></head>
+<body><main>
+<h1>An MCP client asks to use this sprite's tools</h1>
+<dl>
+<dt>Client</dt><dd id="client-name">{name}</dd>
+<dt>Client id</dt><dd id="client-id">{client_id}</dd>
+<dt>Sends you back to</dt><dd id="redirect-host">{redirect_host}</dd>
+<dt>Access</dt><dd>run commands and edit files on this sprite as its agent user (scope <code>{scope}</code>)</dd>
+</dl>
+<p>Opening this page grants nothing. If you started this connection, approve it from your own machine:</p>
+<div class="code" id="user-code">{code}</div>
+<pre>zodex sprite mcp approve {code}</pre>
+<p class="muted">Not you? <code>zodex sprite mcp deny {code}</code>, or just close this page. It expires at {expires}.</p>
+<p id="status" data-request="{secret}" data-status-url="{status_url}">Waiting for the operator…</p>
+</main>
+<script nonce="{nonce}">
+(function () {{
+  var el = document.getElementById("status");
+  var body = "request=" + encodeURIComponent(el.dataset.request);
+  function poll() {{
+    fetch(el.dataset.statusUrl, {{method: "POST", headers: {{"Content-Type": "application/x-www-form-urlencoded"}}, body: body, cache: "no-store"}})
+      .then(function (r) {{ return r.json(); }})
+      .then(function (s) {{
+        if (s.location) {{ el.textContent = s.state === "approved" ? "Approved: returning to the client…" : "Denied: returning to the client…"; window.location.replace(s.location); return; }}
+        if (s.state === "waiting") {{ setTimeout(poll, 1000); return; }}
+        el.textContent = s.message || ("This authorization is " + s.state + ". Start the connection again from your MCP client.");
+      }})
+      .catch(function () {{ setTimeout(poll, 2000); }});
+  }}
+  poll();
+}})();
+</script></body></html>"#,
+            css = PAGE_CSS,
+            name = escape(&client.name),
+            client_id = escape(&client.client_id),
+            redirect_host = escape(&redirect_host),
+            scope = SCOPE,
+            code = escape(user_code),
+            secret = escape(browser_secret),
+            status_url = escape(&status_url),
+        );
+        reply::html(200, body, &nonce)
+    }
+
+    /// `POST /oauth/authorize/status` (`request=<the page's secret>`): the page's state, and
+    /// once approved, the redirect carrying its one code.
+    pub(super) async fn authorization_status(
+        &self,
+        request: &OAuthHttpRequest,
+        now: i64,
+    ) -> OAuthHttpReply {
+        let params: HashMap<String, String> = form(&request.body).unwrap_or_default();
+        let Some(secret) = params.get("request").filter(|s| !s.is_empty()) else {
+            return reply::oauth_error("invalid_request", "send request=<the page's secret>");
+        };
+        let browser = crypto::sha256_hex(secret);
+        let issuer = self.settings.issuer.clone();
+        let answer = self
+            .store
+            .run(move |s| -> Result<serde_json::Value, crate::engine::store::StoreError> {
+                s.write(|f| {
+                    let Some(a) = f.oauth_authorization_by_browser(&browser)? else {
+                        return Ok(serde_json::json!({"state": "unknown", "message": "No such authorization: start the connection again from your MCP client."}));
+                    };
+                    let mut back: Vec<(&str, &str)> = Vec::new();
+                    if let Some(state) = &a.state {
+                        back.push(("state", state));
+                    }
+                    back.push(("iss", &issuer));
+                    if a.denied_at.is_some() {
+                        let mut p = vec![
+                            ("error", "access_denied"),
+                            ("error_description", "the operator refused this connection"),
+                        ];
+                        p.extend(back);
+                        return Ok(serde_json::json!({"state": "denied", "location": with_query(&a.redirect_uri, &p)}));
+                    }
+                    if a.approved_at.is_none() {
+                        return Ok(if a.expires_at <= now {
+                            serde_json::json!({"state": "expired"})
+                        } else {
+                            serde_json::json!({"state": "waiting"})
+                        });
+                    }
+                    if a.code_sha256.is_some() {
+                        return Ok(serde_json::json!({"state": "used", "message": "This approval's code was already handed out. Start the connection again if it did not complete."}));
+                    }
+                    let code = crypto::random_token();
+                    if !f.set_oauth_code(a.id, &crypto::sha256_hex(&code), now + CODE_SECONDS)? {
+                        return Ok(serde_json::json!({"state": "used"}));
+                    }
+                    let mut p = vec![("code", code.as_str())];
+                    p.extend(back);
+                    Ok(serde_json::json!({"state": "approved", "location": with_query(&a.redirect_uri, &p)}))
+                })
+            })
+            .await;
+        match answer {
+            Ok(body) => reply::json(200, &body),
+            Err(e) => {
+                tracing::error!(error = %e, "reading an OAuth authorization failed");
+                reply::oauth_error(
+                    "server_error",
+                    "the authorization could not be read; try again",
+                )
+            }
+        }
+    }
+}

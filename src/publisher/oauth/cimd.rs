@@ -1,0 +1,306 @@
+//! Client ID Metadata Documents: a client whose id is an `https` URL is described by the JSON
+//! document at that URL. Fetching a URL a stranger names is a server-side request the stranger
+//! steers, so it is bounded: `https` only, every address the name resolves to must be public
+//! (checked on the very addresses connected to, so DNS rebinding cannot slip past), no
+//! redirects, 5 s, 16 KiB, and the document must name itself as `client_id`.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::dns::Name;
+use serde::Deserialize;
+
+/// The largest document read.
+pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024;
+/// How long a fetch may take, connection included.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What this server reads of a metadata document.
+#[derive(Debug, Deserialize)]
+pub struct Document {
+    pub client_id: String,
+    #[serde(default)]
+    pub client_name: String,
+    #[serde(default)]
+    pub redirect_uris: Vec<String>,
+    #[serde(default)]
+    pub token_endpoint_auth_method: Option<String>,
+    #[serde(default)]
+    pub client_secret: Option<String>,
+}
+
+type Client = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<HttpConnector<PublicResolver>>,
+    Empty<Bytes>,
+>;
+
+pub struct Fetcher {
+    client: Client,
+    private_hosts: Arc<Vec<String>>,
+}
+
+impl Fetcher {
+    pub fn new(private_hosts: Vec<String>) -> Result<Self, String> {
+        let private_hosts = Arc::new(
+            private_hosts
+                .into_iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect::<Vec<_>>(),
+        );
+        let mut http = HttpConnector::new_with_resolver(PublicResolver {
+            private_hosts: private_hosts.clone(),
+        });
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(FETCH_TIMEOUT));
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_native_roots(provider)
+            .map_err(|e| format!("loading the system's TLS roots: {e}"))?
+            .https_only()
+            .enable_http1()
+            .wrap_connector(http);
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(connector);
+        Ok(Self {
+            client,
+            private_hosts,
+        })
+    }
+
+    /// Fetches and checks the document at `url` (the client id).
+    pub async fn fetch(&self, url: &str) -> Result<Document, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|_| "the client id is not a URL".to_string())?;
+        if uri.scheme_str() != Some("https") || matches!(uri.path(), "" | "/") {
+            return Err("a client id URL must be https with a path".into());
+        }
+        let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
+        // An address literal is connected to without asking the resolver: check it here.
+        if let Ok(ip) = host.parse::<IpAddr>()
+            && !is_public(ip)
+            && !self.private_hosts.iter().any(|h| h == host)
+        {
+            return Err(format!(
+                "the client's metadata document is at a private address ({ip})"
+            ));
+        }
+        let request = http::Request::get(uri.clone())
+            .header(http::header::ACCEPT, "application/json")
+            .header(
+                http::header::USER_AGENT,
+                concat!("zodex-prd/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(Empty::new())
+            .map_err(|e| format!("building the request: {e}"))?;
+        let fetched = tokio::time::timeout(FETCH_TIMEOUT, async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| format!("fetching the client's metadata document failed: {}", chain(&e)))?;
+            let status = response.status();
+            if status.is_redirection() {
+                return Err(format!(
+                    "the client's metadata document answered {status} (a redirect): redirects are not followed"
+                ));
+            }
+            if !status.is_success() {
+                return Err(format!("the client's metadata document answered {status}"));
+            }
+            let body = Limited::new(response.into_body(), MAX_DOCUMENT_BYTES)
+                .collect()
+                .await
+                .map_err(|_| {
+                    format!("the client's metadata document is larger than {MAX_DOCUMENT_BYTES} bytes")
+                })?
+                .to_bytes();
+            Ok(body)
+        })
+        .await
+        .map_err(|_| {
+            format!(
+                "the client's metadata document did not arrive within {} s",
+                FETCH_TIMEOUT.as_secs()
+            )
+        })??;
+        let document: Document = serde_json::from_slice(&fetched).map_err(|e| {
+            format!("the client's metadata document is not valid JSON metadata: {e}")
+        })?;
+        if document.client_id != url {
+            return Err(format!(
+                "the client's metadata document names another client_id ({:?})",
+                document.client_id
+            ));
+        }
+        if document.client_secret.is_some()
+            || document
+                .token_endpoint_auth_method
+                .as_deref()
+                .is_some_and(|m| m != "none")
+        {
+            return Err(
+                "a metadata-document client must be public (token_endpoint_auth_method none, no secret)"
+                    .into(),
+            );
+        }
+        if document.redirect_uris.is_empty() {
+            return Err("the client's metadata document has no redirect_uris".into());
+        }
+        for uri in &document.redirect_uris {
+            super::register::check_redirect_uri(uri)?;
+        }
+        Ok(Document {
+            client_name: document
+                .client_name
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(100)
+                .collect(),
+            ..document
+        })
+    }
+}
+
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// A resolver that returns only public addresses (or any address of a host the configuration
+/// lets through), and fails when none is left.
+#[derive(Clone)]
+pub struct PublicResolver {
+    private_hosts: Arc<Vec<String>>,
+}
+
+impl tower_service::Service<Name> for PublicResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = std::io::Error;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let private_ok = self
+            .private_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(name.as_str()));
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0))
+                .await?
+                .filter(|a| private_ok || is_public(a.ip()))
+                .collect();
+            if addrs.is_empty() {
+                return Err(std::io::Error::other(format!(
+                    "{} resolves to no public address (private, loopback and link-local addresses are refused)",
+                    name.as_str()
+                )));
+            }
+            Ok(addrs.into_iter())
+        })
+    }
+}
+
+/// True for an address on the public internet: not loopback, private, link-local, shared,
+/// multicast, documentation, benchmarking or otherwise reserved.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            !(v4.is_unspecified()
+                || v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 192 && b == 0 && c == 0)
+                || (a == 198 && (b == 18 || b == 19))
+                || a >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            !(v6.is_unspecified()
+                || v6.is_loopback()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
+                || (s[0] == 0x64 && s[1] == 0xff9b))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_and_special_addresses_are_not_public() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "224.0.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["1.1.1.1", "140.82.112.3", "2606:4700::1111"] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_document_at_a_private_address_is_never_fetched() {
+        let fetcher = Fetcher::new(Vec::new()).unwrap();
+        let err = fetcher
+            .fetch("https://127.0.0.1:1/client.json")
+            .await
+            .unwrap_err();
+        assert!(err.contains("private address"), "{err}");
+        let err = fetcher
+            .fetch("https://localhost:1/client.json")
+            .await
+            .unwrap_err();
+        assert!(err.contains("no public address"), "{err}");
+        let err = fetcher
+            .fetch("http://c.example/client.json")
+            .await
+            .unwrap_err();
+        assert!(err.contains("https"), "{err}");
+    }
+}

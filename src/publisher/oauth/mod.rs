@@ -1,0 +1,303 @@
+//! OAuth for the MCP endpoint: the authorization server of this sprite's operator.
+//!
+//! `zodex-agent serve` is the resource server: it passes every request for `/oauth/…` and the
+//! well-known metadata to this module unchanged (agent socket, `mcp_oauth`) and checks access
+//! tokens itself with the public key alone. Everything that can mint, extend or refresh a
+//! token — the Ed25519 signing key, clients, codes, refresh-token families — is here, in
+//! state.db, which only the publisher user can read.
+//!
+//! - `authorize.rs`: `/oauth/authorize` (the consent page: client, redirect host and the code
+//!   the operator approves with `zodex sprite mcp approve CODE`) and its status poll, which
+//!   hands the approved page its one authorization code;
+//! - `token.rs`: `/oauth/token` (code exchange with PKCE S256, refresh with rotation; a
+//!   replayed code or refresh token revokes its family);
+//! - `register.rs`: dynamic client registration (RFC 7591) and the checks of redirect URIs;
+//! - `cimd.rs`: client ID metadata documents, fetched with bounded size and time and never
+//!   from a private address;
+//! - `published.rs`: the public file the resource server reads (keys, revocations, key URL);
+//! - `admin.rs`: the operator's commands (approve, deny, clients, revoke, key URL on/off);
+//! - `crypto.rs`, `reply.rs`: secrets and HTTP answers.
+//!
+//! Every approval, denial, token issue and revocation is audited.
+
+mod admin;
+mod authorize;
+mod cimd;
+mod crypto;
+mod published;
+mod register;
+mod reply;
+mod token;
+
+use std::path::PathBuf;
+
+use crate::engine::store::{AuditEvent, Store};
+use crate::protocol::{OAuthHttpReply, OAuthHttpRequest};
+use crate::publisher::host::SharedStore;
+
+pub use admin::AdminError;
+pub use published::PublishedAuth;
+
+/// An access token's lifetime.
+pub const ACCESS_TOKEN_SECONDS: i64 = 3600;
+/// A refresh-token family's lifetime from its approval (rotation does not extend it).
+pub const FAMILY_SECONDS: i64 = 30 * 24 * 3600;
+/// How long a consent page waits for the operator.
+pub const AUTHORIZATION_SECONDS: i64 = 600;
+/// How long an authorization code may wait for its exchange.
+pub const CODE_SECONDS: i64 = 60;
+/// Authorizations waiting for the operator at once; past it, new ones are refused.
+pub const MAX_WAITING: i64 = 20;
+/// Clients kept at once (registration is open to anyone who reaches the endpoint).
+pub const MAX_CLIENTS: i64 = 1000;
+/// The one scope: the MCP tools of this sprite.
+pub const SCOPE: &str = "mcp";
+
+/// What the authorization server is, from the sprite's `[mcp]` table.
+#[derive(Debug, Clone)]
+pub struct OAuthSettings {
+    /// The issuer: the public origin with `/oauth` (a path keeps its string form exact).
+    pub issuer: String,
+    /// The protected resource: `[mcp] public_url`, the MCP endpoint's URL as clients use it.
+    pub resource: String,
+    /// Where the public half is published for `zodex-agent serve` (`[mcp] oauth_file`).
+    pub public_file: PathBuf,
+    /// Hosts whose metadata documents may be fetched from private addresses (tests,
+    /// intranets); empty by default.
+    pub cimd_private_hosts: Vec<String>,
+}
+
+impl OAuthSettings {
+    /// The settings from `public_url` and `oauth_file`; an error says what to fix.
+    pub fn new(
+        public_url: &str,
+        public_file: PathBuf,
+        cimd_private_hosts: Vec<String>,
+    ) -> Result<Self, String> {
+        let uri: http::Uri = public_url
+            .parse()
+            .map_err(|_| format!("[mcp] public_url {public_url:?} is not a URL"))?;
+        let scheme = uri.scheme_str().unwrap_or_default();
+        let host = uri.host().unwrap_or_default();
+        let loopback = matches!(host, "127.0.0.1" | "localhost" | "[::1]" | "::1");
+        if scheme != "https" && !(scheme == "http" && loopback) {
+            return Err(format!(
+                "[mcp] public_url {public_url:?} must be https (plain http only on loopback) for OAuth"
+            ));
+        }
+        if uri.query().is_some() {
+            return Err("[mcp] public_url must not have a query for OAuth".into());
+        }
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        Ok(Self {
+            issuer: format!("{scheme}://{authority}/oauth"),
+            resource: public_url.trim_end_matches('/').to_string(),
+            public_file,
+            cimd_private_hosts,
+        })
+    }
+
+    fn origin(&self) -> &str {
+        self.issuer.trim_end_matches("/oauth")
+    }
+
+    /// The protected-resource metadata's URL, path-inserted (RFC 9728 §3.1).
+    pub fn resource_metadata_url(&self) -> String {
+        let path = self
+            .resource
+            .strip_prefix(self.origin())
+            .unwrap_or_default();
+        format!(
+            "{}/.well-known/oauth-protected-resource{path}",
+            self.origin()
+        )
+    }
+}
+
+/// The authorization server: settings, the state it shares with the host, and the
+/// metadata-document fetcher.
+pub struct OAuth {
+    settings: OAuthSettings,
+    store: SharedStore,
+    cimd: cimd::Fetcher,
+}
+
+impl OAuth {
+    /// Opens the server: makes the signing key on first use and publishes the public file.
+    pub fn open(settings: OAuthSettings, store: SharedStore, now: i64) -> Result<Self, String> {
+        let cimd = cimd::Fetcher::new(settings.cimd_private_hosts.clone())?;
+        let server = Self {
+            settings,
+            store,
+            cimd,
+        };
+        server.store.with(|s| -> Result<(), String> {
+            let key = s
+                .read(|f| f.oauth_signing_key())
+                .map_err(|e| e.to_string())?;
+            if key.is_none() {
+                let key = crypto::new_signing_key()?;
+                s.write(|f| f.insert_oauth_signing_key(&key, now))
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })?;
+        server.store.with(|s| server.publish(s, now))?;
+        Ok(server)
+    }
+
+    pub fn settings(&self) -> &OAuthSettings {
+        &self.settings
+    }
+
+    /// Answers one forwarded HTTP request.
+    pub async fn handle(&self, request: OAuthHttpRequest, now: i64) -> OAuthHttpReply {
+        let path = request.path.trim_end_matches('/');
+        let method = request.method.to_ascii_uppercase();
+        match (method.as_str(), path) {
+            ("GET", p) if is_as_metadata_path(p) => reply::json(200, &self.metadata()),
+            ("GET", p) if p.starts_with("/.well-known/oauth-protected-resource") => {
+                reply::json(200, &self.resource_metadata())
+            }
+            ("GET", "/oauth/authorize") => self.authorize(request.query.as_deref(), now).await,
+            ("POST", "/oauth/authorize/status") => self.authorization_status(&request, now).await,
+            ("POST", "/oauth/token") => self.token(&request, now).await,
+            ("POST", "/oauth/register") => self.register(&request, now).await,
+            (_, "/oauth/authorize" | "/oauth/token" | "/oauth/register") => reply::json(
+                405,
+                &serde_json::json!({"error": "invalid_request", "error_description": format!("{method} is not served here")}),
+            ),
+            _ => reply::json(
+                404,
+                &serde_json::json!({"error": "not_found", "error_description": "no such OAuth endpoint"}),
+            ),
+        }
+    }
+
+    /// RFC 8414 authorization-server metadata.
+    fn metadata(&self) -> serde_json::Value {
+        let issuer = &self.settings.issuer;
+        serde_json::json!({
+            "issuer": issuer,
+            "authorization_endpoint": format!("{issuer}/authorize"),
+            "token_endpoint": format!("{issuer}/token"),
+            "registration_endpoint": format!("{issuer}/register"),
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_post", "client_secret_basic"],
+            "scopes_supported": [SCOPE],
+            "client_id_metadata_document_supported": true,
+            "authorization_response_iss_parameter_supported": true,
+        })
+    }
+
+    /// RFC 9728 protected-resource metadata.
+    fn resource_metadata(&self) -> serde_json::Value {
+        serde_json::json!({
+            "resource": self.settings.resource,
+            "authorization_servers": [self.settings.issuer],
+            "bearer_methods_supported": ["header"],
+            "scopes_supported": [SCOPE],
+            "resource_name": "Zodex MCP tools",
+        })
+    }
+
+    /// Records an audit row in the caller's transaction.
+    fn audit(
+        f: &crate::engine::store::Facts<'_>,
+        principal: &str,
+        action: &str,
+        decision: &str,
+        outcome: Option<&str>,
+        detail: serde_json::Value,
+        now: i64,
+    ) -> Result<i64, crate::engine::store::StoreError> {
+        f.audit(
+            &AuditEvent {
+                principal: principal.into(),
+                action: action.into(),
+                decision: decision.into(),
+                outcome: outcome.map(str::to_string),
+                detail: Some(detail),
+                ..Default::default()
+            },
+            now,
+        )
+    }
+
+    /// Writes the public file from the current state.
+    fn publish(&self, s: &mut Store, now: i64) -> Result<(), String> {
+        Self::publish_with(&self.settings, s, now)
+    }
+
+    fn publish_with(settings: &OAuthSettings, s: &mut Store, now: i64) -> Result<(), String> {
+        let key_url = key_url_enabled(s)?;
+        let (key, families, clients) = s
+            .read(|f| {
+                Ok((
+                    f.oauth_signing_key()?,
+                    f.recently_revoked_oauth_families(now - ACCESS_TOKEN_SECONDS - 60)?,
+                    f.oauth_clients()?,
+                ))
+            })
+            .map_err(|e| e.to_string())?;
+        let published = PublishedAuth {
+            issuer: settings.issuer.clone(),
+            resource: settings.resource.clone(),
+            resource_metadata: settings.resource_metadata_url(),
+            keys: key
+                .iter()
+                .map(|k| published::PublishedKey {
+                    kid: k.kid.clone(),
+                    x: crypto::public_x(k),
+                })
+                .collect(),
+            key_url,
+            revoked_families: families,
+            revoked_clients: clients
+                .into_iter()
+                .filter(|c| c.revoked_at.is_some())
+                .map(|c| c.client_id)
+                .collect(),
+        };
+        published.write(&settings.public_file)
+    }
+}
+
+/// Whether `?key=` still opens /mcp (on until the operator turns it off).
+fn key_url_enabled(s: &mut Store) -> Result<bool, String> {
+    let value = s
+        .read(|f| f.oauth_setting("key_url"))
+        .map_err(|e| e.to_string())?;
+    Ok(value.as_deref() != Some("off"))
+}
+
+/// The paths RFC 8414 and OpenID discovery put the metadata at, for the issuer `…/oauth`.
+fn is_as_metadata_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/.well-known/oauth-authorization-server/oauth"
+            | "/.well-known/oauth-authorization-server"
+            | "/.well-known/openid-configuration/oauth"
+            | "/oauth/.well-known/openid-configuration"
+            | "/oauth/.well-known/oauth-authorization-server"
+            | "/.well-known/openid-configuration"
+    )
+}
+
+/// The form fields of a query or an `application/x-www-form-urlencoded` body. A field given
+/// twice is an error (RFC 6749 §3.1), said by name.
+fn form(text: &str) -> Result<std::collections::HashMap<String, String>, String> {
+    let mut out = std::collections::HashMap::new();
+    for (k, v) in form_urlencoded::parse(text.as_bytes()) {
+        if out.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(format!("the parameter {k} is given more than once"));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;
