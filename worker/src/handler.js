@@ -13,17 +13,43 @@
  *   with a JSON-RPC error saying nothing was retried. Streamed (SSE) answers pass through as
  *   they arrive. Bodies over 4 MiB (the sprite's own cap) are not forwarded: they are answered as
  *   the sprite answers them (200, a JSON-RPC answer the model can read, not a bare 413).
+ * - OAuth 2.1 (the MCP authorization spec, served by the sprite): every path under `/oauth/`
+ *   (`GET /oauth/authorize`, the consent page; `POST /oauth/authorize/status`, its poll;
+ *   `POST /oauth/token`; `POST /oauth/register`; `/oauth/.well-known/...`) and the metadata
+ *   paths starting with `/.well-known/oauth-protected-resource` (RFC 9728),
+ *   `/.well-known/oauth-authorization-server` or `/.well-known/openid-configuration` (RFC 8414,
+ *   OIDC discovery); any other `/.well-known/` path is a 404. Like `/mcp`: the sprite is woken,
+ *   then the request goes EXACTLY ONCE, path and query as they came (a `POST /oauth/token` is
+ *   never replayed: its authorization code or refresh token is single-use, and a replay revokes
+ *   the grant). Redirects are not followed (`redirect: "manual"`): a 303 from `/oauth/authorize`
+ *   reaches the browser as a 303 with its `Location`. Status, headers (`Location`,
+ *   `WWW-Authenticate`) and body pass through. Bodies over 64 KiB (the sprite's cap for these
+ *   paths) are a 413 `invalid_request` and are not forwarded; a sprite that cannot be reached
+ *   (no answer, or its host's non-JSON 502, 503 or 504) is a 502 `temporarily_unavailable`
+ *   saying nothing was retried.
  * - `GET /status`: build, version, sprite name and origin. No secret.
  * - anything else: 404.
  *
- * What it does not do: check the capability key (the sprite does, in constant time), keep
- * anything between requests but the time the sprite last answered, or log a query string. The
- * key (`?key=`, `Authorization`) never appears in a log line or in an answer the Worker writes:
- * every text that may hold a URL goes through `redact`.
+ * A 401 from the sprite (`WWW-Authenticate: Bearer resource_metadata="..."`, which starts a
+ * client's OAuth flow) passes through untouched, as every header of a forwarded answer does; the
+ * Worker adds `Cache-Control: no-store` and its build header to every answer.
+ *
+ * What it does not do: check the capability key or an access token (the sprite does), keep
+ * anything between requests but the time the sprite last answered, or log a query string or a
+ * request body. A log line carries the method, the path, the status and notes. The key
+ * (`?key=`), the `Authorization` header (a bearer JWT, Basic client credentials), query values
+ * (`/oauth/authorize`'s `state`, `code_challenge`, `redirect_uri`) and the values of a form body
+ * (an authorization code, a refresh token, a status poll's secret) never appear in a log line or
+ * in an answer the Worker writes: every text that may hold a URL goes through `withoutQueries`
+ * and `redact`.
  */
 
 /** Largest request body forwarded: the sprite's own cap (`body.rs`, `MAX_BODY`). */
 export const MAX_BODY = 4 * 1024 * 1024;
+/** Largest OAuth request body forwarded: the sprite's cap (`server/oauth.rs`, `MAX_FORWARD_BODY`). */
+export const MAX_OAUTH_BODY = 64 * 1024;
+/** The `/.well-known/` prefixes forwarded to the sprite (OAuth and OIDC metadata); others are 404s. */
+export const OAUTH_WELL_KNOWN = ["/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"];
 /** Sleeps before each `/health` attempt. */
 export const HEALTH_BACKOFF_MS = [0, 250, 750, 1500];
 /** Each `/health` attempt's own timeout. */
@@ -100,7 +126,7 @@ export function configFrom(env) {
 export function redact(text, secrets = []) {
   let out = String(text)
     .replace(/([?&;]|%3[fF]|%26)key(=|%3[dD])[^&\s"'<>#]*/g, "$1key$2REDACTED")
-    .replace(/(bearer\s+)[^\s"',;]+/gi, "$1REDACTED");
+    .replace(/((?:bearer|basic)\s+)[^\s"',;]+/gi, "$1REDACTED");
   for (const secret of secrets) {
     if (secret && secret.length >= 4) {
       out = out.split(secret).join("REDACTED");
@@ -112,16 +138,45 @@ export function redact(text, secrets = []) {
 }
 
 /**
- * The secrets a request carries: its `key` query values and its bearer token.
+ * Replaces the query of every URL or path in `text` with `REDACTED`: a log line carries paths,
+ * never queries.
+ * @param {string} text
+ */
+export function withoutQueries(text) {
+  return String(text).replace(/(\/[^\s?#"'<>]*)\?[^\s#"'<>]*/g, "$1?REDACTED");
+}
+
+/** Query and form values shorter than this are not taken for secrets (`code`, `S256`, `mcp`). */
+const SECRET_MIN = 8;
+
+/**
+ * The secrets a request carries: its `key` query values, its other query values (a log line
+ * never carries a query) and the credentials of its `Authorization` header, whatever the scheme.
  * @param {URL} url
  * @param {Headers} headers
  */
 function secretsOf(url, headers) {
   const secrets = url.searchParams.getAll("key");
-  const auth = headers.get("authorization") || "";
-  const bearer = /^\s*bearer\s+(\S+)/i.exec(auth);
-  if (bearer) secrets.push(bearer[1]);
+  for (const [name, value] of url.searchParams) {
+    if (name !== "key" && value.length >= SECRET_MIN) secrets.push(value);
+  }
+  const auth = (headers.get("authorization") || "").trim();
+  const credentials = /^\S+\s+(\S+)/.exec(auth);
+  if (credentials) secrets.push(credentials[1]);
+  else if (auth) secrets.push(auth);
   return secrets;
+}
+
+/**
+ * The values of a form body (an authorization code, a code verifier, a refresh token, a client
+ * secret, a status poll's secret): never in a log line.
+ * @param {Headers} headers
+ * @param {Uint8Array | null} body
+ */
+function formSecrets(headers, body) {
+  if (!body || !body.length || !/application\/x-www-form-urlencoded/i.test(headers.get("content-type") || "")) return [];
+  const values = [...new URLSearchParams(new TextDecoder().decode(body)).values()];
+  return values.filter((value) => value.length >= SECRET_MIN);
 }
 
 /**
@@ -168,7 +223,7 @@ function rpcError(config, status, id, code, message, data) {
 /**
  * The route of a path: what the Worker does with it.
  * @param {string} pathname
- * @returns {{kind: "health"} | {kind: "status"} | {kind: "mcp", upstreamPath: string} | {kind: "none"}}
+ * @returns {{kind: "health"} | {kind: "status"} | {kind: "mcp", upstreamPath: string} | {kind: "oauth"} | {kind: "none"}}
  */
 export function route(pathname) {
   if (pathname === "/health") return { kind: "health" };
@@ -176,6 +231,8 @@ export function route(pathname) {
   // `/mcp/` is what some clients and edges make of `/mcp`; the sprite serves `/mcp` only.
   if (pathname === "/mcp" || pathname === "/mcp/") return { kind: "mcp", upstreamPath: "/mcp" };
   if (pathname.startsWith("/mcp/")) return { kind: "mcp", upstreamPath: pathname };
+  if (pathname.startsWith("/oauth/")) return { kind: "oauth" };
+  if (OAUTH_WELL_KNOWN.some((prefix) => pathname.startsWith(prefix))) return { kind: "oauth" };
   return { kind: "none" };
 }
 
@@ -202,7 +259,7 @@ export async function handle(request, config, fx, state) {
     response = json(config, 500, { error: "the Worker failed; see its log" });
   }
   const line = `${request.method} ${url.pathname} -> ${response.status} in ${Math.round(fx.now() - started)} ms${notes.length ? `; ${notes.join("; ")}` : ""}`;
-  fx.log(redact(line, secrets));
+  fx.log(redact(withoutQueries(line), secrets));
   return response;
 }
 
@@ -218,7 +275,7 @@ export async function handle(request, config, fx, state) {
 async function dispatch(request, url, config, fx, state, notes) {
   const which = route(url.pathname);
   if (which.kind === "none") {
-    return json(config, 404, { error: `not found: this Worker serves /mcp, /health and /status only` });
+    return json(config, 404, { error: `not found: this Worker serves /mcp, /oauth/, the OAuth metadata under /.well-known/, /health and /status only` });
   }
   if (which.kind === "status") {
     if (request.method !== "GET" && request.method !== "HEAD") return methodNotAllowed(config);
@@ -239,6 +296,7 @@ async function dispatch(request, url, config, fx, state, notes) {
     if (request.method !== "GET" && request.method !== "HEAD") return methodNotAllowed(config);
     return health(config, fx, state, notes);
   }
+  if (which.kind === "oauth") return oauth(request, url, config, fx, state, notes);
   return mcp(request, url, which.upstreamPath, config, fx, state, notes);
 }
 
@@ -395,18 +453,19 @@ const DRAIN_MAX = 64 * 1024 * 1024;
 const PREFIX_BYTES = 64 * 1024;
 
 /**
- * Reads a request body up to `MAX_BODY` bytes; `null` with the bytes seen when it is larger.
+ * Reads a request body up to `max` bytes; `null` with the bytes seen when it is larger.
  * @param {Request} request
+ * @param {number} max
  * @returns {Promise<{body: Uint8Array<ArrayBuffer> | null, over: false} | {over: true, seen: number, prefix: Uint8Array}>}
  */
-async function readCapped(request) {
+async function readCapped(request, max) {
   if (!request.body) return { body: null, over: false };
   const declared = Number(request.headers.get("content-length") || "NaN");
   const reader = request.body.getReader();
   /** @type {Uint8Array[]} */
   const chunks = [];
   let seen = 0;
-  if (Number.isFinite(declared) && declared > MAX_BODY) {
+  if (Number.isFinite(declared) && declared > max) {
     // Declared too large: read only the start (for the JSON-RPC id), never the rest.
     while (seen < PREFIX_BYTES) {
       const { done, value } = await reader.read();
@@ -421,7 +480,7 @@ async function readCapped(request) {
     const { done, value } = await reader.read();
     if (done) break;
     seen += value.length;
-    if (seen > MAX_BODY) {
+    if (seen > max) {
       const prefix = concat([...chunks, value], Math.min(seen, PREFIX_BYTES));
       return { over: true, seen: await drain(reader, seen), prefix };
     }
@@ -474,7 +533,7 @@ function concat(chunks, length) {
  */
 async function mcp(request, url, upstreamPath, config, fx, state, notes) {
   const hasBody = request.method !== "GET" && request.method !== "HEAD";
-  const read = hasBody ? await readCapped(request) : { body: null, over: /** @type {const} */ (false) };
+  const read = hasBody ? await readCapped(request, MAX_BODY) : { body: null, over: /** @type {const} */ (false) };
   if (read.over) {
     const { id, method } = rpcOf(read.prefix);
     notes.push(`body of ${read.seen} bytes over the cap, not forwarded`);
@@ -530,6 +589,75 @@ async function mcp(request, url, upstreamPath, config, fx, state, notes) {
 function notForwardedAgain(config, id, why) {
   const message = `${why}. The request was sent to the sprite once and not retried, so a tool call may or may not have run: check its effect (for example with a read-only command) before running it again.`;
   return rpcError(config, 502, id, -32000, message, { retried: false, sprite: config.sprite });
+}
+
+/**
+ * `/oauth/...` and the OAuth `/.well-known/...` metadata: wake, then forward exactly once, path
+ * and query as they came, redirects not followed; the answer passes through as it is.
+ * @param {Request} request
+ * @param {URL} url
+ * @param {Config} config
+ * @param {Effects} fx
+ * @param {State} state
+ * @param {string[]} notes
+ */
+async function oauth(request, url, config, fx, state, notes) {
+  const hasBody = request.method !== "GET" && request.method !== "HEAD";
+  const read = hasBody ? await readCapped(request, MAX_OAUTH_BODY) : { body: null, over: /** @type {const} */ (false) };
+  if (read.over) {
+    notes.push(`body of ${read.seen} bytes over the OAuth cap, not forwarded`);
+    return json(config, 413, {
+      error: "invalid_request",
+      error_description: `the request body is ${read.seen} bytes, over the limit of ${MAX_OAUTH_BODY} bytes (64 KiB) for OAuth requests, so it was not sent to the sprite`,
+    });
+  }
+  const body = read.body;
+  const secrets = [...secretsOf(url, request.headers), ...formSecrets(request.headers, body)];
+  await wake(config, fx, state, notes);
+  const forwarded = new Request(`${config.origin}${url.pathname}${url.search}`, {
+    method: request.method,
+    headers: forwardHeaders(request, url),
+    body: body && body.length ? body : hasBody ? "" : undefined,
+    // A 303 from /oauth/authorize is the browser's to follow, not the Worker's.
+    redirect: "manual",
+  });
+  /** @type {Response} */
+  let answer;
+  try {
+    answer = await fetchWithTimeout(fx, forwarded, FORWARD_HEADERS_TIMEOUT_MS);
+  } catch (e) {
+    state.awakeUntil = 0;
+    const why = redact(withoutQueries(describe(e)), secrets);
+    notes.push(`forward failed: ${why}`);
+    return oauthNotForwardedAgain(config, `the sprite did not answer (${why})`);
+  }
+  const type = answer.headers.get("content-type") || "";
+  if ((answer.status === 502 || answer.status === 503 || answer.status === 504) && !/json/i.test(type)) {
+    // The sprite's edge (a cold host, a restart), not the sprite: its page is no OAuth answer.
+    // A JSON 503 is the sprite's own (`temporarily_unavailable`: its publisher is away) and
+    // passes through.
+    state.awakeUntil = 0;
+    await answer.body?.cancel();
+    notes.push(`sprite answered ${answer.status}`);
+    return oauthNotForwardedAgain(config, `the sprite's host answered ${answer.status}`);
+  }
+  // Any answer but a cold edge's (a 303, a 400, a 401 included) comes from a sprite that is up.
+  if (!retryable(answer.status)) state.awakeUntil = fx.now() + AWAKE_FOR_MS;
+  const headers = baseHeaders(config, answer.headers);
+  return new Response(answer.body, { status: answer.status, statusText: answer.statusText, headers });
+}
+
+/**
+ * The 502 of an OAuth forward that failed: an OAuth error (RFC 6749 section 5.2) saying the
+ * request went once and was not retried.
+ * @param {Config} config
+ * @param {string} why
+ */
+function oauthNotForwardedAgain(config, why) {
+  return json(config, 502, {
+    error: "temporarily_unavailable",
+    error_description: `${why}. The request was sent to the sprite once, so an authorization code or refresh token in it may be spent; nothing was retried`,
+  });
 }
 
 /**

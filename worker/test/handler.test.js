@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { BUILD_HEADER, MAX_BODY, configFrom, freshState, handle, redact } from "../src/handler.js";
+import { BUILD_HEADER, MAX_BODY, MAX_OAUTH_BODY, configFrom, freshState, handle, redact, withoutQueries } from "../src/handler.js";
 
 const KEY = "s3cret-Key_0123456789abcdefghijkl";
 const CONFIG = configFrom({ SPRITE_ORIGIN: "https://sprite.example.com", SPRITE_NAME: "one", ZODEX_BUILD: "b1d", ZODEX_VERSION: "0.1.0" });
@@ -24,7 +24,7 @@ function rig(script) {
       const path = new URL(request.url).pathname;
       counts[path] = (counts[path] || 0) + 1;
       const body = request.body ? await request.text() : "";
-      seen.push({ method: request.method, url: request.url, path, headers: Object.fromEntries(request.headers), body });
+      seen.push({ method: request.method, url: request.url, path, redirect: request.redirect, headers: Object.fromEntries(request.headers), body });
       return script(request, counts[path], path);
     },
     sleep: async (ms) => {
@@ -282,4 +282,237 @@ test("a Worker without a valid SPRITE_ORIGIN says so and forwards nothing", asyn
     assert.equal(r.seen.length, 0);
   }
   assert.equal(configFrom({ SPRITE_ORIGIN: "https://h:8443/" }).origin, "https://h:8443");
+});
+
+// --- OAuth 2.1 (the MCP authorization spec): /oauth/... and the /.well-known metadata -------
+
+const JWT = "eyJhbGciOiJFZERTQSIsInR5cCI6ImF0K2p3dCJ9.eyJzdWIiOiJvcGVyYXRvciIsImF1ZCI6Im1jcCJ9.c2lnbmF0dXJlLXNpZ25hdHVyZQ";
+const CODE = "auth-code-SjK29dLq0wPz7vB3nM5x";
+const VERIFIER = "verifier-dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+const REFRESH = "refresh-tok-7f3a9c2e1b4d6f8a0c2e4b6d8f0a2c4e";
+const CLIENT_SECRET = "client-secret-Qw3rTy8UiOp0As2Df";
+const STATE = "state-af0ifjsldkj-0123456789";
+const CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+const BASIC = Buffer.from(`client-1:${CLIENT_SECRET}`).toString("base64");
+
+function form(path, fields, headers = {}) {
+  return new Request(`https://edge.example.workers.dev${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+    body: new URLSearchParams(fields).toString(),
+  });
+}
+
+const tokenForm = { grant_type: "authorization_code", code: CODE, code_verifier: VERIFIER, redirect_uri: "http://localhost:33418/callback", client_id: "client-1" };
+const authorizeQuery = `?response_type=code&client_id=client-1&redirect_uri=${encodeURIComponent("http://localhost:33418/callback")}&state=${STATE}&code_challenge=${CHALLENGE}&code_challenge_method=S256&resource=${encodeURIComponent("https://edge.example.workers.dev/mcp")}`;
+
+function assertNoSecrets(lines, secrets = [JWT, CODE, VERIFIER, REFRESH, CLIENT_SECRET, BASIC, STATE, CHALLENGE, KEY]) {
+  for (const line of lines) {
+    for (const secret of secrets) assert.ok(!line.includes(secret), `${secret} in ${line}`);
+    assert.ok(!/code_challenge|state=|code=|refresh_token=|client_secret/.test(line), line);
+  }
+}
+
+test("every OAuth path and the OAuth /.well-known metadata go to the sprite, path and query as they came", async () => {
+  const r = rig((_req, _n, path) => (path === "/health" ? ok() : ok({ path })));
+  const paths = [
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-authorization-server/oauth",
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/openid-configuration/oauth",
+    "/.well-known/openid-configuration",
+    "/oauth/.well-known/openid-configuration",
+    "/oauth/.well-known/oauth-authorization-server",
+    "/oauth/authorize",
+  ];
+  for (const path of paths) {
+    const response = await handle(new Request(`https://edge.example.workers.dev${path}?x=1`), CONFIG, r.fx, r.state);
+    assert.equal(response.status, 200, path);
+    assert.deepEqual(await response.json(), { path });
+    assertOurHeaders(response);
+  }
+  const forwarded = r.seen.filter((s) => s.path !== "/health");
+  assert.deepEqual(forwarded.map((s) => s.url), paths.map((p) => `https://sprite.example.com${p}?x=1`));
+  assert.ok(forwarded.every((s) => s.method === "GET" && s.redirect === "manual"));
+  assert.equal(r.counts["/health"], 1, "one wake probe, then the sprite counts as awake");
+  for (const [path, body] of [["/oauth/token", tokenForm], ["/oauth/authorize/status", { request: "page-secret-0123456789" }]]) {
+    const response = await handle(form(path, body), CONFIG, r.fx, r.state);
+    assert.equal(response.status, 200, path);
+    const seen = r.seen.at(-1);
+    assert.equal(seen.method, "POST");
+    assert.equal(seen.body, new URLSearchParams(body).toString(), "the form goes as it came");
+    assert.equal(seen.headers["content-type"], "application/x-www-form-urlencoded");
+  }
+  const register = await handle(post("/oauth/register", JSON.stringify({ redirect_uris: ["http://localhost:1/cb"] })), CONFIG, r.fx, r.state);
+  assert.equal(register.status, 200);
+  assert.equal(r.seen.at(-1).body, JSON.stringify({ redirect_uris: ["http://localhost:1/cb"] }));
+});
+
+test("other /.well-known paths, /oauth itself and look-alikes are 404s and reach nothing", async () => {
+  const r = rig(() => ok());
+  for (const path of ["/.well-known/", "/.well-known/security.txt", "/.well-known/acme-challenge/x", "/.well-known/openid", "/.well-known/oauth", "/oauth", "/oauthx/token", "/x/oauth/token", "/x/.well-known/openid-configuration"]) {
+    const response = await handle(new Request(`https://edge.example.workers.dev${path}`), CONFIG, r.fx, r.state);
+    assert.equal(response.status, 404, path);
+    assertOurHeaders(response);
+    const posted = await handle(form(path, tokenForm), CONFIG, r.fx, r.state);
+    assert.equal(posted.status, 404, path);
+  }
+  assert.equal(r.seen.length, 0);
+});
+
+test("a token request is sent once and never replayed: no answer, or the host's 502/503/504, is a 502 temporarily_unavailable", async () => {
+  const failures = [
+    () => {
+      throw new DOMException("The operation was aborted due to timeout", "TimeoutError");
+    },
+    () => {
+      throw new TypeError(`fetch failed: https://sprite.example.com/oauth/token?x=${CODE} (Authorization: Basic ${BASIC}) body code=${CODE}&refresh_token=${REFRESH}`);
+    },
+    () => status(502),
+    () => status(503),
+    () => status(504),
+  ];
+  for (const [i, fail] of failures.entries()) {
+    const r = rig((_req, _n, path) => (path === "/health" ? ok() : fail()));
+    const grant = i % 2 ? { grant_type: "refresh_token", refresh_token: REFRESH, client_id: "client-1" } : tokenForm;
+    const response = await handle(form("/oauth/token", grant, { authorization: `Basic ${BASIC}` }), CONFIG, r.fx, r.state);
+    assert.equal(response.status, 502, `failure ${i}`);
+    assert.equal(response.headers.get("content-type"), "application/json");
+    assertOurHeaders(response);
+    const body = await response.json();
+    assert.equal(body.error, "temporarily_unavailable");
+    assert.match(body.error_description, /sent to the sprite once.*nothing was retried$/);
+    assert.equal(r.counts["/oauth/token"], 1, `failure ${i}: the token request reached the sprite exactly once`);
+    assert.equal(r.seen.find((s) => s.path === "/oauth/token").headers.authorization, `Basic ${BASIC}`, "the client's credentials reach the sprite");
+    assertNoSecrets([JSON.stringify(body), ...r.logs]);
+    assert.match(r.logs.at(-1), /^POST \/oauth\/token -> 502/);
+    assert.equal(r.state.awakeUntil, 0, "the next request probes the sprite again");
+  }
+});
+
+test("the sprite's own answers pass through as they are: its JSON 503, its 400, its 401", async () => {
+  const answers = [
+    new Response(JSON.stringify({ error: "temporarily_unavailable", error_description: "the publisher is away" }), { status: 503, headers: { "content-type": "application/json", "retry-after": "60" } }),
+    new Response(JSON.stringify({ error: "invalid_grant", error_description: "the code was used" }), { status: 400, headers: { "content-type": "application/json", "cache-control": "no-store", pragma: "no-cache" } }),
+    new Response(JSON.stringify({ error: "invalid_client" }), { status: 401, headers: { "content-type": "application/json", "www-authenticate": 'Basic realm="oauth"' } }),
+  ];
+  for (const answer of answers) {
+    const expected = await answer.clone().text();
+    const r = rig((_req, _n, path) => (path === "/health" ? ok() : answer));
+    const response = await handle(form("/oauth/token", tokenForm), CONFIG, r.fx, r.state);
+    assert.equal(response.status, answer.status);
+    assert.equal(await response.text(), expected);
+    for (const [name, value] of answer.headers) if (name !== "cache-control") assert.equal(response.headers.get(name), value, name);
+    assertOurHeaders(response);
+    assert.equal(r.counts["/oauth/token"], 1);
+  }
+});
+
+test("a 303 from /oauth/authorize reaches the browser as a 303 with its Location, not followed", async () => {
+  const location = `https://client.example/callback?code=${CODE}&state=${STATE}&iss=${encodeURIComponent("https://edge.example.workers.dev/oauth")}`;
+  const r = rig((_req, _n, path) => {
+    if (path === "/health") return ok();
+    if (path === "/oauth/authorize") return new Response(null, { status: 303, headers: { location, "cache-control": "no-store" } });
+    return ok({ followed: path });
+  });
+  const response = await handle(new Request(`https://edge.example.workers.dev/oauth/authorize${authorizeQuery}`, { redirect: "manual" }), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 303);
+  assert.equal(response.headers.get("location"), location);
+  assertOurHeaders(response);
+  assert.deepEqual(r.seen.map((s) => s.path), ["/health", "/oauth/authorize"], "the Location was not fetched");
+  const seen = r.seen[1];
+  assert.equal(seen.redirect, "manual");
+  assert.equal(seen.url, `https://sprite.example.com/oauth/authorize${authorizeQuery}`);
+  // The log line carries the path, never the query.
+  assert.deepEqual(r.logs.length, 1);
+  assert.match(r.logs[0], /^GET \/oauth\/authorize -> 303 in \d+ ms$/);
+  assertNoSecrets(r.logs);
+  // A 302 and a 307 from the consent page's status poll pass through the same way.
+  for (const code of [302, 307]) {
+    const r2 = rig((_req, _n, path) => (path === "/health" ? ok() : new Response(null, { status: code, headers: { location: "https://sprite.example.com/elsewhere" } })));
+    const answer = await handle(form("/oauth/authorize/status", { request: "page-secret-0123456789" }), CONFIG, r2.fx, r2.state);
+    assert.equal(answer.status, code);
+    assert.equal(answer.headers.get("location"), "https://sprite.example.com/elsewhere");
+    assert.equal(r2.counts["/elsewhere"], undefined);
+    assert.equal(r2.counts["/oauth/authorize/status"], 1);
+    assert.ok(r2.logs.every((line) => !line.includes("page-secret-0123456789")), r2.logs.join("\n"));
+  }
+});
+
+test("/mcp does not follow redirects either, and its 401 challenge passes through untouched", async () => {
+  const challenge = 'Bearer resource_metadata="https://edge.example.workers.dev/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="the token expired"';
+  const r = rig((_req, _n, path) => (path === "/health" ? ok() : new Response("", { status: 401, headers: { "www-authenticate": challenge, "cache-control": "no-store" } })));
+  const response = await handle(post("/mcp", toolCall(1), { authorization: `Bearer ${JWT}` }), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 401);
+  assert.equal(response.headers.get("www-authenticate"), challenge);
+  assertOurHeaders(response);
+  const seen = r.seen.find((s) => s.path === "/mcp");
+  assert.equal(seen.redirect, "manual");
+  assert.equal(seen.headers.authorization, `Bearer ${JWT}`, "the access token reaches the sprite, which checks it");
+  assert.equal(r.counts["/mcp"], 1);
+  assertNoSecrets(r.logs);
+  assert.match(r.logs[0], /^POST \/mcp -> 401/);
+});
+
+test("OAuth bodies over 64 KiB are a 413 invalid_request and reach nothing; exactly 64 KiB goes", async () => {
+  const r = rig((_req, _n, path) => (path === "/health" ? ok() : ok({ client_id: "c" })));
+  const head = '{"redirect_uris":["http://localhost:1/cb"],"client_name":"';
+  const over = head + "x".repeat(MAX_OAUTH_BODY - head.length - 1) + '"}';
+  assert.equal(over.length, MAX_OAUTH_BODY + 1);
+  const response = await handle(post("/oauth/register", over), CONFIG, r.fx, r.state);
+  assert.equal(response.status, 413);
+  assertOurHeaders(response);
+  assert.equal(response.headers.get("content-type"), "application/json");
+  const body = await response.json();
+  assert.equal(body.error, "invalid_request");
+  assert.match(body.error_description, /65537 bytes, over the limit of 65536 bytes/);
+  assert.equal(r.seen.length, 0, "nothing reached the sprite, not even a probe");
+  // Streamed without a length, over the cap: refused the same way.
+  const stream = new ReadableStream({
+    start(c) {
+      c.enqueue(new TextEncoder().encode("grant_type=authorization_code&code="));
+      c.enqueue(new Uint8Array(MAX_OAUTH_BODY));
+      c.close();
+    },
+  });
+  const streamed = new Request("https://edge.example.workers.dev/oauth/token", { method: "POST", body: stream, duplex: "half", headers: { "content-type": "application/x-www-form-urlencoded" } });
+  const refused = await handle(streamed, CONFIG, r.fx, r.state);
+  assert.equal(refused.status, 413);
+  assert.equal((await refused.json()).error, "invalid_request");
+  assert.equal(r.seen.length, 0);
+  const exact = head + "y".repeat(MAX_OAUTH_BODY - head.length - 2) + '"}';
+  assert.equal(exact.length, MAX_OAUTH_BODY);
+  const passed = await handle(post("/oauth/register", exact), CONFIG, r.fx, r.state);
+  assert.equal(passed.status, 200);
+  assert.equal(r.seen.find((s) => s.path === "/oauth/register").body.length, MAX_OAUTH_BODY);
+});
+
+test("no log line carries an Authorization header, a query or a token body, even when the runtime's error names them", async () => {
+  const r = rig((req, _n, path) => {
+    if (path === "/health") return ok();
+    throw new TypeError(`fetch failed: ${req.url} with Authorization: ${req.headers.get("authorization")}`);
+  });
+  await handle(new Request(`https://edge.example.workers.dev/oauth/authorize${authorizeQuery}`, { headers: { authorization: `Bearer ${JWT}` } }), CONFIG, r.fx, r.state);
+  await handle(form("/oauth/token", { grant_type: "refresh_token", refresh_token: REFRESH, client_secret: CLIENT_SECRET }, { authorization: `Basic ${BASIC}` }), CONFIG, r.fx, r.state);
+  await handle(form("/oauth/token", tokenForm, { authorization: `DPoP ${JWT}` }), CONFIG, r.fx, r.state);
+  await handle(post(`/mcp?key=${KEY}`, toolCall(2), { authorization: `Bearer ${JWT}` }), CONFIG, r.fx, r.state);
+  assert.equal(r.logs.length, 4);
+  assertNoSecrets(r.logs);
+  assert.match(r.logs[0], /^GET \/oauth\/authorize -> 502 .*forward failed/);
+  assert.match(r.logs[1], /^POST \/oauth\/token -> 502/);
+  // And with a sprite that answers, the lines are method, path, status and time.
+  const r2 = rig(() => ok());
+  await handle(new Request(`https://edge.example.workers.dev/.well-known/oauth-protected-resource/mcp?x=${STATE}`), CONFIG, r2.fx, r2.state);
+  await handle(form("/oauth/token", tokenForm, { authorization: `Basic ${BASIC}` }), CONFIG, r2.fx, r2.state);
+  assert.match(r2.logs[0], /^GET \/\.well-known\/oauth-protected-resource\/mcp -> 200 in \d+ ms$/);
+  assert.match(r2.logs[1], /^POST \/oauth\/token -> 200 in \d+ ms$/);
+  assertNoSecrets(r2.logs);
+});
+
+test("withoutQueries and redact keep paths and drop queries and credentials", () => {
+  assert.equal(withoutQueries("fetch failed: https://h/oauth/authorize?state=abc&code_challenge=x (x)"), "fetch failed: https://h/oauth/authorize?REDACTED (x)");
+  assert.equal(withoutQueries("GET /oauth/authorize?state=abc -> 502"), "GET /oauth/authorize?REDACTED -> 502");
+  assert.equal(withoutQueries("no query here: /oauth/token"), "no query here: /oauth/token");
+  assert.equal(redact("Authorization: Basic Y2xpZW50OnNlY3JldA=="), "Authorization: Basic REDACTED");
 });
