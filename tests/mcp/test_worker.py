@@ -9,16 +9,24 @@ In front of a fake sprite (tests/mcp/worker.py), for what a real sprite does not
 `/health` retried through a cold start, a `tools/call` whose connection is cut or answered 502
 reaching the sprite exactly once, an SSE answer passed on before it ends, the 4 MiB cap, the
 headers the sprite gets, `/status`, 404s, and the key absent from every answer and log line.
+
+In front of a fake OAuth sprite (below): the OAuth metadata and `/oauth/authorize` answered as
+the sprite answers them (a 303 with its `Location`, not followed by the Worker), the 401's
+`WWW-Authenticate` challenge passed through, a token request whose connection is cut reaching the
+sprite exactly once, and no query, token or code in the Worker's log.
 """
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
 import socket
 import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -95,6 +103,11 @@ def test_a_wrong_key_is_the_sprites_401_and_health_and_status_answer(sprite, edg
     assert status == 401, body
     assert_our_headers(headers, "real-build")
     assert b"not-the-key" not in body
+    # Whatever challenge the sprite's 401 carries (OAuth's `Bearer resource_metadata=...` when it
+    # is configured), the Worker passes it on as it is.
+    _, direct, _ = http_post(f"{sprite.base}/mcp?key=not-the-key", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    challenge = lambda h: {k.lower(): v for k, v in h.items()}.get("www-authenticate")  # noqa: E731
+    assert challenge(headers) == challenge(direct), (headers, direct)
     status, headers, body = http_get(f"{edge.base}/health")
     assert status == 200 and json.loads(body)["status"] == "ok", body
     assert_our_headers(headers, "real-build")
@@ -268,3 +281,140 @@ def test_the_key_is_in_no_log_line(fake, fake_edge):
     assert re.search(r"POST /mcp -> 502", log), log[-2000:]
     assert re.search(r"POST /mcp -> 200", log), log[-2000:]
     assert FAKE_KEY not in log
+
+
+# --- in front of a fake OAuth sprite --------------------------------------------------------
+
+OAUTH_STATE = "state-af0ifjsldkj-0123456789"
+OAUTH_CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+OAUTH_CODE = "auth-code-SjK29dLq0wPz7vB3nM5x"
+OAUTH_JWT = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJvcGVyYXRvciJ9.c2lnbmF0dXJlLXNpZ25hdHVyZQ"
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def raw(url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    """A request that does not follow redirects; (status, lower-cased headers, body)."""
+    opener = urllib.request.build_opener(_NoRedirect)
+    req = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data is not None else "GET")
+    try:
+        with opener.open(req, timeout=30) as resp:
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+@pytest.fixture(scope="module")
+def oauth_sprite():
+    """A sprite's OAuth side, scripted: metadata, a consent page that answers 303 to its own
+    `/callback` (a Worker that followed it would hit `/callback`), a 401 with the challenge on
+    `/mcp`, and a `/oauth/token` that cuts its connection after reading the request."""
+    requests: list = []
+    lock = threading.Lock()
+    holder: dict = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # quiet
+            pass
+
+        def send(self, status: int, body: bytes, headers: dict) -> None:
+            self.send_response(status)
+            for k, v in {"content-length": str(len(body)), "cache-control": "no-store", **headers}.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def handle_one(self):
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length) if length else b""
+            path = self.path.split("?")[0]
+            with lock:
+                requests.append({"method": self.command, "path": path, "target": self.path, "body": body,
+                                 "authorization": self.headers.get("authorization")})
+            origin = holder["origin"]
+            if path == "/health":
+                self.send(200, b'{"status":"ok"}', {"content-type": "application/json"})
+            elif path.startswith("/.well-known/oauth-protected-resource"):
+                meta = {"resource": f"{origin}/mcp", "authorization_servers": [f"{origin}/oauth"]}
+                self.send(200, json.dumps(meta).encode(), {"content-type": "application/json"})
+            elif path == "/oauth/authorize":
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                location = f"{origin}/callback?code={OAUTH_CODE}&state={query['state'][0]}"
+                self.send(303, b"", {"location": location})
+            elif path == "/oauth/token":
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+            elif path == "/mcp":
+                challenge = f'Bearer resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="the token expired"'
+                self.send(401, b"", {"www-authenticate": challenge})
+            else:
+                self.send(200 if path == "/callback" else 404, b"{}", {"content-type": "application/json"})
+
+        do_GET = handle_one
+        do_POST = handle_one
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    host, port = server.server_address[:2]
+    holder["origin"] = f"http://{host}:{port}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server.requests = requests  # type: ignore[attr-defined]
+    server.origin = holder["origin"]  # type: ignore[attr-defined]
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_oauth_paths_pass_through_the_worker_unchanged_and_a_token_request_goes_once(oauth_sprite, tmp_path):
+    edge = started(w.start_worker, tmp_path, oauth_sprite.origin, build="oauth-build")
+    try:
+        authorize = (f"/oauth/authorize?response_type=code&client_id=c1&state={OAUTH_STATE}"
+                     f"&code_challenge={OAUTH_CHALLENGE}&code_challenge_method=S256"
+                     f"&redirect_uri={urllib.parse.quote('http://localhost:1/cb', safe='')}")
+        for path in ["/.well-known/oauth-protected-resource/mcp", authorize]:
+            direct = raw(f"{oauth_sprite.origin}{path}")
+            through = raw(f"{edge.base}{path}")
+            assert through[0] == direct[0], (path, through)
+            assert through[1].get("location") == direct[1].get("location"), (path, through[1])
+            assert through[2] == direct[2], path
+            assert_our_headers(through[1], "oauth-build")
+        status, headers, _ = raw(f"{edge.base}{authorize}")
+        assert status == 303 and headers["location"].startswith(f"{oauth_sprite.origin}/callback?code={OAUTH_CODE}&state={OAUTH_STATE}")
+        assert not any(r["path"] == "/callback" for r in oauth_sprite.requests), "the Worker followed the 303"
+        assert [r["target"] for r in oauth_sprite.requests if r["path"] == "/oauth/authorize"][-1] == authorize
+        # The 401's challenge, as the sprite wrote it.
+        _, direct, _ = raw(f"{oauth_sprite.origin}/mcp", b"{}", {"Content-Type": "application/json"})
+        status, headers, _ = raw(f"{edge.base}/mcp", b"{}", {"Content-Type": "application/json", "Authorization": f"Bearer {OAUTH_JWT}"})
+        assert status == 401
+        assert headers["www-authenticate"] == direct["www-authenticate"]
+        assert [r["authorization"] for r in oauth_sprite.requests if r["path"] == "/mcp"][-1] == f"Bearer {OAUTH_JWT}"
+        # A token request whose connection is cut: a 502 OAuth error, sent once, never again.
+        before = sum(1 for r in oauth_sprite.requests if r["path"] == "/oauth/token")
+        form = urllib.parse.urlencode({"grant_type": "authorization_code", "code": OAUTH_CODE, "code_verifier": "v" * 43}).encode()
+        status, headers, body = raw(f"{edge.base}/oauth/token", form, {"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 502, body
+        answer = json.loads(body)
+        assert answer["error"] == "temporarily_unavailable" and answer["error_description"].endswith("nothing was retried"), answer
+        assert_our_headers(headers, "oauth-build")
+        time.sleep(0.5)
+        assert sum(1 for r in oauth_sprite.requests if r["path"] == "/oauth/token") == before + 1
+        # Over 64 KiB: a 413, and nothing reaches the sprite.
+        count = len(oauth_sprite.requests)
+        status, _, body = raw(f"{edge.base}/oauth/register", b"{" + b" " * (64 * 1024) + b"}", {"Content-Type": "application/json"})
+        assert status == 413 and json.loads(body)["error"] == "invalid_request"
+        assert len(oauth_sprite.requests) == count
+        status, _, _ = raw(f"{edge.base}/.well-known/security.txt")
+        assert status == 404
+        assert len(oauth_sprite.requests) == count
+    finally:
+        edge.stop()
+    log = edge.log_text()
+    assert re.search(r"GET /oauth/authorize -> 303", log), log[-2000:]
+    assert re.search(r"POST /oauth/token -> 502", log), log[-2000:]
+    for secret in [OAUTH_STATE, OAUTH_CHALLENGE, OAUTH_CODE, OAUTH_JWT, "code_challenge"]:
+        assert secret not in log, secret

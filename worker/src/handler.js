@@ -167,6 +167,9 @@ function secretsOf(url, headers) {
   return secrets;
 }
 
+/** Form fields whose values are the protocol's vocabulary (`refresh_token`), not secrets. */
+const FORM_VOCABULARY = new Set(["grant_type", "token_type_hint", "client_assertion_type"]);
+
 /**
  * The values of a form body (an authorization code, a code verifier, a refresh token, a client
  * secret, a status poll's secret): never in a log line.
@@ -175,8 +178,12 @@ function secretsOf(url, headers) {
  */
 function formSecrets(headers, body) {
   if (!body || !body.length || !/application\/x-www-form-urlencoded/i.test(headers.get("content-type") || "")) return [];
-  const values = [...new URLSearchParams(new TextDecoder().decode(body)).values()];
-  return values.filter((value) => value.length >= SECRET_MIN);
+  /** @type {string[]} */
+  const secrets = [];
+  for (const [name, value] of new URLSearchParams(new TextDecoder().decode(body))) {
+    if (!FORM_VOCABULARY.has(name) && value.length >= SECRET_MIN) secrets.push(value);
+  }
+  return secrets;
 }
 
 /**

@@ -36,7 +36,7 @@ use crate::protocol::{OAuthHttpReply, OAuthHttpRequest};
 use crate::publisher::host::SharedStore;
 
 pub use admin::AdminError;
-pub use published::PublishedAuth;
+pub use published::{PublishedAuth, PublishedKey};
 
 /// An access token's lifetime.
 pub const ACCESS_TOKEN_SECONDS: i64 = 3600;

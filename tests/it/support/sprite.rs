@@ -169,7 +169,8 @@ impl Sprite {
         Self::deploy_with("")
     }
 
-    /// [`Sprite::deploy`] with `extra` top-level settings in its `zodex.toml`.
+    /// [`Sprite::deploy`] with `extra` top-level settings in its `zodex.toml` (`@ROOT@` in
+    /// them stands for the sprite's directory).
     pub fn deploy_with(extra: &str) -> Option<Self> {
         let users = Users::create()?;
         let dir = tempfile::Builder::new()
@@ -177,6 +178,7 @@ impl Sprite {
             .tempdir()
             .unwrap();
         let root = dir.path().to_path_buf();
+        let extra = extra.replace("@ROOT@", &root.display().to_string());
         chmod(&root, 0o755);
 
         let seed_dir = tempfile::tempdir().unwrap();
