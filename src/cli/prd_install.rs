@@ -54,7 +54,8 @@ pub struct InstallArgs {
     /// the installed address, else 127.0.0.1:8080).
     #[arg(long)]
     mcp_listen: Option<String>,
-    /// The public HTTPS URL of the MCP endpoint (its host is accepted in `Host`).
+    /// The public HTTPS URL of the MCP endpoint, as clients use it (its host is accepted in
+    /// `Host`, and the publisher serves OAuth for it).
     #[arg(long)]
     public_url: Option<String>,
     /// How the services run (default: the installed manager, else systemd when booted with it

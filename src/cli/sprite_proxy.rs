@@ -171,12 +171,36 @@ pub(super) fn connect(
     target: &Target,
     host: Option<&str>,
     rotate: bool,
+    oauth: bool,
     registry: &Registry,
 ) -> i32 {
     let sprite = match registry.choose(target.sprite().as_deref()) {
         Ok(sprite) => sprite,
         Err(e) => return print_failure(&e, target.json),
     };
+    if oauth {
+        return match crate::operator::connect::connect_oauth(&sprite, host) {
+            Ok(connection) if target.json => print_json_ok(&connection),
+            Ok(connection) => {
+                println!("{}", connection.url);
+                eprintln!(
+                    "Add this URL in ChatGPT as a connector with OAuth: it holds no secret. When the consent page shows a code, approve it here: `zodex sprite mcp approve CODE --sprite {}`.",
+                    connection.sprite
+                );
+                if connection.key_url {
+                    eprintln!(
+                        "The key URL still works too; once OAuth works, `zodex sprite mcp key off --sprite {}` turns it off.",
+                        connection.sprite
+                    );
+                }
+                if let Some(note) = &connection.host_note {
+                    eprintln!("warning: {}", render::safe(note));
+                }
+                EXIT_OK
+            }
+            Err(e) => print_failure(&e, target.json),
+        };
+    }
     match crate::operator::connect::connect_default(&sprite, host, rotate) {
         Ok(connection) if target.json => print_json_ok(&connection),
         Ok(connection) => {

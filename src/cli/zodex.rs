@@ -95,8 +95,13 @@ enum SpriteCommand {
         #[arg(long)]
         host: Option<String>,
         /// Replace an existing key (the old URL stops working).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "oauth")]
         rotate: bool,
+        /// Print the URL for an OAuth connector instead (no key in it): the client discovers
+        /// the sprite's authorization server and the operator approves with `zodex sprite mcp
+        /// approve CODE`.
+        #[arg(long)]
+        oauth: bool,
     },
     /// Install Zodex on a registered sprite through its transport (two users, keys over stdin,
     /// services, a self-check as the agent), then check both Apps on every target. Resumable.
@@ -418,7 +423,8 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
             target,
             host,
             rotate,
-        } => super::sprite_proxy::connect(&target, host.as_deref(), rotate, registry),
+            oauth,
+        } => super::sprite_proxy::connect(&target, host.as_deref(), rotate, oauth, registry),
         SpriteCommand::Proxy(command) => super::sprite_proxy::run(command, registry),
         SpriteCommand::Setup { target, args } => {
             super::sprite_deploy::setup(target.sprite(), target.json, *args, registry)

@@ -33,6 +33,18 @@ pub enum ConnectError {
     Transport(#[from] transport::TransportError),
     #[error("sprite `{sprite}` refused the key: {message}")]
     Refused { sprite: String, message: String },
+    #[error(
+        "sprite `{sprite}` serves no OAuth: set [mcp] public_url = \"https://{host}/mcp\" and oauth_file in its zodex.toml (`zodex sprite setup -- --public-url https://{host}/mcp` does both), restart its publisher, then connect again"
+    )]
+    NoOAuth { sprite: String, host: String },
+    #[error(
+        "sprite `{sprite}` issues OAuth tokens for {issuer}, not for https://{host}: set its [mcp] public_url to https://{host}/mcp (the URL clients use) and restart its publisher"
+    )]
+    OtherIssuer {
+        sprite: String,
+        host: String,
+        issuer: String,
+    },
     #[error("cannot store the MCP URL in {path}: {source}")]
     Store {
         path: PathBuf,
@@ -52,6 +64,67 @@ pub struct Connection {
     /// `zodex sprite setup`): what the operator should do instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_note: Option<String>,
+}
+
+/// The connector URL for OAuth: no secret in it. The client discovers the sprite's
+/// authorization server from its first 401; the operator approves the connection with
+/// `zodex sprite mcp approve CODE`.
+#[derive(Debug, Clone, Serialize)]
+pub struct OAuthConnection {
+    pub sprite: String,
+    /// `https://HOST/mcp`.
+    pub url: String,
+    pub issuer: String,
+    /// Whether `?key=` still works beside OAuth.
+    pub key_url: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_note: Option<String>,
+}
+
+/// The OAuth connector URL of `sprite` at `host` (as [`connect_default`] picks it), checked
+/// against what the sprite's authorization server issues tokens for.
+pub fn connect_oauth(
+    sprite: &SpriteEntry,
+    host: Option<&str>,
+) -> Result<OAuthConnection, ConnectError> {
+    let (host, accepted) = match host {
+        Some(host) => (host.to_string(), host.to_string()),
+        None => super::worker::connect_hosts(sprite).map_err(|e| match e {
+            super::worker::WorkerError::NoWorker(_) => {
+                ConnectError::Worker(format!("{e}; or give the host that serves it: --host HOST"))
+            }
+            e => ConnectError::Worker(e.to_string()),
+        })?,
+    };
+    if !valid_host(&host) {
+        return Err(ConnectError::BadHost(host));
+    }
+    let response = transport::call(sprite, &AdminRequest::McpClients)?;
+    let answer: crate::protocol::McpClientsAnswer =
+        response.answer().map_err(|e| ConnectError::Refused {
+            sprite: sprite.name.clone(),
+            message: e.to_string(),
+        })?;
+    let Some(issuer) = answer.issuer.filter(|_| answer.oauth) else {
+        return Err(ConnectError::NoOAuth {
+            sprite: sprite.name.clone(),
+            host,
+        });
+    };
+    if issuer != format!("https://{host}/oauth") {
+        return Err(ConnectError::OtherIssuer {
+            sprite: sprite.name.clone(),
+            host,
+            issuer,
+        });
+    }
+    Ok(OAuthConnection {
+        sprite: sprite.name.clone(),
+        url: format!("https://{host}/mcp"),
+        issuer,
+        key_url: answer.key_url,
+        host_note: allow_host(sprite, &accepted),
+    })
 }
 
 /// Has an installed sprite's MCP server accept `host` in `Host` (what a proxy forwards);
