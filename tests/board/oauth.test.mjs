@@ -3,13 +3,13 @@
 // opens in Chromium, and only the operator's `zodex sprite mcp approve|deny CODE` sends the
 // browser back to the client (a small local HTTP server here), whose code then opens /mcp.
 // Run by scripts/board-check (needs scripts/install-board-peers and the debug binaries).
-// The consent page's screenshot goes to $ZODEX_BOARD_SHOTS (default target/board-shots/) and,
-// when docs/board/ exists, to docs/board/oauth-consent.png.
+// The consent page's screenshot goes to $ZODEX_BOARD_SHOTS (default target/board-shots/);
+// docs/board/oauth-consent.png is a copy of one, made by hand like the board's.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
 import { join, resolve } from "node:path";
@@ -264,8 +264,6 @@ test("the consent page cannot be framed and runs no foreign script", async () =>
 
   mkdirSync(shots, { recursive: true });
   await page.screenshot({ path: join(shots, "oauth-consent.png"), fullPage: true });
-  const docs = join(root, "docs/board");
-  if (existsSync(docs)) copyFileSync(join(shots, "oauth-consent.png"), join(docs, "oauth-consent.png"));
   await page.close();
 
   // Another site's page that frames it gets nothing of it.
