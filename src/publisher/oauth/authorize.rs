@@ -107,6 +107,9 @@ impl OAuth {
             .store
             .run(move |s| {
                 s.write(|f| {
+                    // One waiting page per client: a reopened page replaces the last, so a
+                    // client retrying never fills the operator's list.
+                    f.supersede_waiting_oauth(&client_id, now)?;
                     if f.count_pending_oauth_authorizations(now)? >= MAX_WAITING {
                         return Ok(None);
                     }
@@ -133,8 +136,8 @@ impl OAuth {
             Ok(None) => reply::error_page(
                 429,
                 "Too many connections are waiting for approval",
-                "Twenty authorizations already wait for the operator. Deny the ones you do not \
-                 know (`zodex sprite mcp clients` lists them), or wait ten minutes for them to expire.",
+                "Fifty clients already wait for the operator. Deny the ones you do not know \
+                 (`zodex sprite mcp clients` lists them), or wait ten minutes for them to expire.",
             ),
             Err(e) => {
                 tracing::error!(error = %e, "storing an OAuth authorization failed");

@@ -46,8 +46,9 @@ pub const FAMILY_SECONDS: i64 = 30 * 24 * 3600;
 pub const AUTHORIZATION_SECONDS: i64 = 600;
 /// How long an authorization code may wait for its exchange.
 pub const CODE_SECONDS: i64 = 60;
-/// Authorizations waiting for the operator at once; past it, new ones are refused.
-pub const MAX_WAITING: i64 = 20;
+/// Authorizations waiting for the operator at once (one per client); past it, new ones are
+/// refused until some expire or are denied.
+pub const MAX_WAITING: i64 = 50;
 /// Clients kept at once (registration is open to anyone who reaches the endpoint).
 pub const MAX_CLIENTS: i64 = 1000;
 /// The one scope: the MCP tools of this sprite.

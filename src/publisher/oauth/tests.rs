@@ -426,6 +426,14 @@ async fn the_consent_page_grants_nothing_and_shows_the_client_escaped() {
             .unwrap()
             .contains("error=access_denied")
     );
+    // A client reopening its page replaces the waiting one: the old page is told so.
+    let first = f.consent(&client, REDIRECT).await;
+    let (_, first_secret) = page_code_and_secret(&first.body);
+    let second = f.consent(&client, REDIRECT).await;
+    let (_, second_secret) = page_code_and_secret(&second.body);
+    assert_eq!(f.status(&first_secret, NOW + 1).await["state"], "denied");
+    assert_eq!(f.status(&second_secret, NOW + 1).await["state"], "waiting");
+    assert_eq!(f.oauth.clients(NOW + 1).await.unwrap().waiting.len(), 1);
     // An expired authorization cannot be approved.
     let late = f
         .oauth

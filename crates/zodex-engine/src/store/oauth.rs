@@ -359,6 +359,16 @@ impl Facts<'_> {
         )?)
     }
 
+    /// Ends the authorizations of `client_id` still waiting for the operator (a client that
+    /// opens a new consent page replaces its last one); returns how many.
+    pub fn supersede_waiting_oauth(&self, client_id: &str, now: i64) -> Result<usize> {
+        Ok(self.conn.execute(
+            "UPDATE mcp_oauth_authorizations SET denied_at = ?2
+             WHERE client_id = ?1 AND approved_at IS NULL AND denied_at IS NULL AND expires_at > ?2",
+            params![client_id, now],
+        )?)
+    }
+
     /// Approves a waiting authorization; false when it was not waiting any more.
     pub fn approve_oauth_authorization(&self, id: i64, by: &str, now: i64) -> Result<bool> {
         Ok(self.conn.execute(
