@@ -17,6 +17,7 @@ pub use repo::RepoName;
 pub mod authority;
 pub mod hints;
 pub mod ledger;
+pub mod mcp_oauth;
 
 pub use authority::{Authority, AuthorityError, Denial, Status, YoloTerms};
 

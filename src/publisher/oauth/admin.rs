@@ -1,8 +1,9 @@
 //! The operator's side of OAuth (admin socket): approve or deny a waiting authorization by
-//! its code, list clients, revoke one, turn the key URL off and on. Each change is audited as
-//! the operator and republishes the public file at once.
+//! its code, list clients, revoke one, turn the key URL off and on. Each change is the
+//! engine's audited transition (`engine::mcp_oauth`), then the public file is written again.
 
 use super::{OAuth, crypto};
+use crate::engine::mcp_oauth::{self, DecideRefusal, authorization_state};
 use crate::engine::store::{OAuthAuthorization, OAuthClient, StoreError};
 use crate::protocol::{
     McpAuthorizationView, McpClientView, McpClientsAnswer, McpKeyUrlState, McpRevoked,
@@ -22,15 +23,6 @@ pub enum AdminError {
 }
 
 fn view(a: &OAuthAuthorization, client: Option<&OAuthClient>, now: i64) -> McpAuthorizationView {
-    let state = if a.denied_at.is_some() {
-        "denied"
-    } else if a.approved_at.is_some() {
-        "approved"
-    } else if a.expires_at <= now {
-        "expired"
-    } else {
-        "waiting"
-    };
     McpAuthorizationView {
         code: a.user_code.clone(),
         client_id: a.client_id.clone(),
@@ -39,7 +31,7 @@ fn view(a: &OAuthAuthorization, client: Option<&OAuthClient>, now: i64) -> McpAu
         scope: a.scope.clone(),
         created_at: a.created_at,
         expires_at: a.expires_at,
-        state: state.into(),
+        state: authorization_state(a, now).into(),
     }
 }
 
@@ -53,53 +45,20 @@ impl OAuth {
         now: i64,
     ) -> Result<McpAuthorizationView, AdminError> {
         let code = crypto::normalise_user_code(code);
-        self.store
-            .run(move |s| {
-                s.write(|f| {
-                    let Some(a) = f.oauth_authorization_by_user_code(&code)? else {
-                        return Ok(Err(AdminError::NotFound(format!(
-                            "no authorization shows the code {code}: check it on the consent page (`zodex sprite mcp clients` lists those waiting)"
-                        ))));
-                    };
-                    let client = f.oauth_client(&a.client_id)?;
-                    let current = view(&a, client.as_ref(), now);
-                    if current.state != "waiting" {
-                        return Ok(Err(AdminError::Conflict(format!(
-                            "the authorization {code} is {}, not waiting: start the connection again from the MCP client",
-                            current.state
-                        ))));
-                    }
-                    let changed = if approve {
-                        f.approve_oauth_authorization(a.id, &principal, now)?
-                    } else {
-                        f.deny_oauth_authorization(a.id, now)?
-                    };
-                    if !changed {
-                        return Ok(Err(AdminError::Conflict(format!(
-                            "the authorization {code} changed meanwhile; list it again"
-                        ))));
-                    }
-                    OAuth::audit(
-                        f,
-                        &principal,
-                        if approve { "McpOAuthApprove" } else { "McpOAuthDeny" },
-                        "event",
-                        None,
-                        serde_json::json!({
-                            "client_id": a.client_id,
-                            "client_name": current.client_name,
-                            "redirect_uri": a.redirect_uri,
-                            "scope": a.scope,
-                        }),
-                        now,
-                    )?;
-                    let a = f
-                        .oauth_authorization_by_user_code(&code)?
-                        .unwrap_or(a);
-                    Ok(Ok(view(&a, client.as_ref(), now)))
-                })
-            })
-            .await?
+        let typed = code.clone();
+        let decided = self
+            .store
+            .run(move |s| mcp_oauth::decide(s, &principal, &typed, approve, now))
+            .await?;
+        match decided {
+            Ok((a, client)) => Ok(view(&a, client.as_ref(), now)),
+            Err(DecideRefusal::NoSuchCode) => Err(AdminError::NotFound(format!(
+                "no authorization shows the code {code}: check it on the consent page (`zodex sprite mcp clients` lists those waiting)"
+            ))),
+            Err(DecideRefusal::NotWaiting(state)) => Err(AdminError::Conflict(format!(
+                "the authorization {code} is {state}, not waiting: start the connection again from the MCP client"
+            ))),
+        }
     }
 
     /// Clients with their live grants, and the authorizations waiting.
@@ -108,8 +67,8 @@ impl OAuth {
         let answer = self
             .store
             .run(move |s| -> Result<McpClientsAnswer, StoreError> {
-                let key_url = super::key_url_enabled(s).unwrap_or(true);
                 s.read(|f| {
+                    let key_url = mcp_oauth::key_url_enabled(f)?;
                     let families = f.live_oauth_families(now)?;
                     let clients = f.oauth_clients()?;
                     let waiting = f
@@ -120,23 +79,21 @@ impl OAuth {
                             view(a, client, now)
                         })
                         .collect();
+                    let live = |id: &str| families.iter().filter(|f| f.client_id == id).count();
                     let clients = clients
-                        .into_iter()
+                        .iter()
                         // Registrations never authorized are noise until they are used.
                         .filter(|c| {
                             c.last_used_at.is_some()
                                 || c.revoked_at.is_some()
-                                || families.iter().any(|f| f.client_id == c.client_id)
+                                || live(&c.client_id) > 0
                         })
                         .map(|c| McpClientView {
-                            live_grants: families
-                                .iter()
-                                .filter(|f| f.client_id == c.client_id)
-                                .count() as u32,
-                            client_id: c.client_id,
-                            kind: c.kind,
-                            name: c.name,
-                            redirect_uris: c.redirect_uris,
+                            live_grants: live(&c.client_id) as u32,
+                            client_id: c.client_id.clone(),
+                            kind: c.kind.clone(),
+                            name: c.name.clone(),
+                            redirect_uris: c.redirect_uris.clone(),
                             created_at: c.created_at,
                             last_used_at: c.last_used_at,
                             revoked_at: c.revoked_at,
@@ -166,22 +123,7 @@ impl OAuth {
         let settings = self.settings.clone();
         self.store
             .run(move |s| -> Result<McpRevoked, AdminError> {
-                let revoked = s.write(|f| {
-                    let Some(n) = f.revoke_oauth_client(&client_id, now)? else {
-                        return Ok(None);
-                    };
-                    OAuth::audit(
-                        f,
-                        &principal,
-                        "McpOAuthRevoke",
-                        "event",
-                        None,
-                        serde_json::json!({"client_id": client_id, "grants_revoked": n}),
-                        now,
-                    )?;
-                    Ok(Some(n))
-                })?;
-                let Some(n) = revoked else {
+                let Some(n) = mcp_oauth::revoke_client(s, &principal, &client_id, now)? else {
                     return Err(AdminError::NotFound(format!(
                         "no client {client_id}: `zodex sprite mcp clients` lists them"
                     )));
@@ -205,18 +147,7 @@ impl OAuth {
         let settings = self.settings.clone();
         self.store
             .run(move |s| -> Result<McpKeyUrlState, AdminError> {
-                s.write(|f| {
-                    f.set_oauth_setting("key_url", if enabled { "on" } else { "off" })?;
-                    OAuth::audit(
-                        f,
-                        &principal,
-                        "McpKeyUrl",
-                        "event",
-                        Some(if enabled { "on" } else { "off" }),
-                        serde_json::json!({"key_url": enabled}),
-                        now,
-                    )
-                })?;
+                mcp_oauth::set_key_url(s, &principal, enabled, now)?;
                 OAuth::publish_with(&settings, s, now).map_err(AdminError::Publish)?;
                 Ok(McpKeyUrlState { key_url: enabled })
             })

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use super::reply::{self, escape, with_query};
 use super::{AUTHORIZATION_SECONDS, CODE_SECONDS, MAX_WAITING, OAuth, SCOPE, crypto, form};
+use crate::engine::mcp_oauth::{self, Poll};
 use crate::engine::store::{NewAuthorization, OAuthClient};
 use crate::protocol::{OAuthHttpReply, OAuthHttpRequest};
 
@@ -106,34 +107,24 @@ impl OAuth {
         let stored = self
             .store
             .run(move |s| {
-                s.write(|f| {
-                    // One waiting page per client: a reopened page replaces the last, so a
-                    // client retrying never fills the operator's list.
-                    f.supersede_waiting_oauth(&client_id, now)?;
-                    if f.count_pending_oauth_authorizations(now)? >= MAX_WAITING {
-                        return Ok(None);
-                    }
-                    f.insert_oauth_authorization(&NewAuthorization {
-                        user_code: &code_for_row,
-                        browser_sha256: &browser_sha256,
-                        client_id: &client_id,
-                        redirect_uri: &redirect_for_row,
-                        state: state_for_row.as_deref(),
-                        code_challenge: &challenge,
-                        scope: SCOPE,
-                        resource: &resource,
-                        created_at: now,
-                        expires_at: now + AUTHORIZATION_SECONDS,
-                    })
-                    .map(Some)
-                })
+                let new = NewAuthorization {
+                    user_code: &code_for_row,
+                    browser_sha256: &browser_sha256,
+                    client_id: &client_id,
+                    redirect_uri: &redirect_for_row,
+                    state: state_for_row.as_deref(),
+                    code_challenge: &challenge,
+                    scope: SCOPE,
+                    resource: &resource,
+                    created_at: now,
+                    expires_at: now + AUTHORIZATION_SECONDS,
+                };
+                mcp_oauth::open_authorization(s, &new, MAX_WAITING)
             })
             .await;
         match stored {
-            Ok(Some(_)) => {
-                self.consent_page(&client, &redirect_uri, &user_code, &browser_secret, now)
-            }
-            Ok(None) => reply::error_page(
+            Ok(true) => self.consent_page(&client, &redirect_uri, &user_code, &browser_secret, now),
+            Ok(false) => reply::error_page(
                 429,
                 "Too many connections are waiting for approval",
                 "Fifty clients already wait for the operator. Deny the ones you do not know \
@@ -193,7 +184,7 @@ impl OAuth {
             };
             let row = client.clone();
             self.store
-                .run(move |s| s.write(|f| f.upsert_oauth_client(&row)))
+                .run(move |s| mcp_oauth::record_client(s, &row))
                 .await
                 .map_err(|e| {
                     tracing::error!(error = %e, "storing an OAuth client failed");
@@ -293,47 +284,31 @@ impl OAuth {
             return reply::oauth_error("invalid_request", "send request=<the page's secret>");
         };
         let browser = crypto::sha256_hex(secret);
-        let issuer = self.settings.issuer.clone();
-        let answer = self
+        let code = crypto::random_token();
+        let code_sha256 = crypto::sha256_hex(&code);
+        let polled = self
             .store
-            .run(move |s| -> Result<serde_json::Value, crate::engine::store::StoreError> {
-                s.write(|f| {
-                    let Some(a) = f.oauth_authorization_by_browser(&browser)? else {
-                        return Ok(serde_json::json!({"state": "unknown", "message": "No such authorization: start the connection again from your MCP client."}));
-                    };
-                    let mut back: Vec<(&str, &str)> = Vec::new();
-                    if let Some(state) = &a.state {
-                        back.push(("state", state));
-                    }
-                    back.push(("iss", &issuer));
-                    if a.denied_at.is_some() {
-                        let mut p = vec![
-                            ("error", "access_denied"),
-                            ("error_description", "the operator refused this connection"),
-                        ];
-                        p.extend(back);
-                        return Ok(serde_json::json!({"state": "denied", "location": with_query(&a.redirect_uri, &p)}));
-                    }
-                    if a.approved_at.is_none() {
-                        return Ok(if a.expires_at <= now {
-                            serde_json::json!({"state": "expired"})
-                        } else {
-                            serde_json::json!({"state": "waiting"})
-                        });
-                    }
-                    if a.code_sha256.is_some() {
-                        return Ok(serde_json::json!({"state": "used", "message": "This approval's code was already handed out. Start the connection again if it did not complete."}));
-                    }
-                    let code = crypto::random_token();
-                    if !f.set_oauth_code(a.id, &crypto::sha256_hex(&code), now + CODE_SECONDS)? {
-                        return Ok(serde_json::json!({"state": "used"}));
-                    }
-                    let mut p = vec![("code", code.as_str())];
-                    p.extend(back);
-                    Ok(serde_json::json!({"state": "approved", "location": with_query(&a.redirect_uri, &p)}))
-                })
+            .run(move |s| {
+                mcp_oauth::poll_authorization(s, &browser, &code_sha256, now + CODE_SECONDS, now)
             })
             .await;
+        let issuer = &self.settings.issuer;
+        let back = |a: &crate::engine::store::OAuthAuthorization, first: &[(&str, &str)]| {
+            let mut p: Vec<(&str, &str)> = first.to_vec();
+            if let Some(state) = &a.state {
+                p.push(("state", state));
+            }
+            p.push(("iss", issuer));
+            with_query(&a.redirect_uri, &p)
+        };
+        let answer = polled.map(|poll| match poll {
+            Poll::Unknown => serde_json::json!({"state": "unknown", "message": "No such authorization: start the connection again from your MCP client."}),
+            Poll::Waiting => serde_json::json!({"state": "waiting"}),
+            Poll::Expired => serde_json::json!({"state": "expired"}),
+            Poll::Used => serde_json::json!({"state": "used", "message": "This approval's code was already handed out. Start the connection again if it did not complete."}),
+            Poll::Denied(a) => serde_json::json!({"state": "denied", "location": back(&a, &[("error", "access_denied"), ("error_description", "the operator refused this connection")])}),
+            Poll::Approved(a) => serde_json::json!({"state": "approved", "location": back(&a, &[("code", &code)])}),
+        });
         match answer {
             Ok(body) => reply::json(200, &body),
             Err(e) => {

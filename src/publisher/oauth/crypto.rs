@@ -16,6 +16,13 @@ pub fn random_token() -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// 128 random bits as hex: ids of families and tokens (not secrets).
+pub fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the system's randomness");
+    hex::encode(bytes)
+}
+
 /// The hex SHA-256 a secret is stored as.
 pub fn sha256_hex(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))

@@ -31,7 +31,7 @@ mod token;
 
 use std::path::PathBuf;
 
-use crate::engine::store::{AuditEvent, Store};
+use crate::engine::store::Store;
 use crate::protocol::{OAuthHttpReply, OAuthHttpRequest};
 use crate::publisher::host::SharedStore;
 
@@ -132,17 +132,11 @@ impl OAuth {
             store,
             cimd,
         };
-        server.store.with(|s| -> Result<(), String> {
-            let key = s
-                .read(|f| f.oauth_signing_key())
-                .map_err(|e| e.to_string())?;
-            if key.is_none() {
-                let key = crypto::new_signing_key()?;
-                s.write(|f| f.insert_oauth_signing_key(&key, now))
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        })?;
+        let fresh = crypto::new_signing_key()?;
+        server
+            .store
+            .with(|s| crate::engine::mcp_oauth::ensure_signing_key(s, fresh, now))
+            .map_err(|e| e.to_string())?;
         server.store.with(|s| server.publish(s, now))?;
         Ok(server)
     }
@@ -205,39 +199,16 @@ impl OAuth {
         })
     }
 
-    /// Records an audit row in the caller's transaction.
-    fn audit(
-        f: &crate::engine::store::Facts<'_>,
-        principal: &str,
-        action: &str,
-        decision: &str,
-        outcome: Option<&str>,
-        detail: serde_json::Value,
-        now: i64,
-    ) -> Result<i64, crate::engine::store::StoreError> {
-        f.audit(
-            &AuditEvent {
-                principal: principal.into(),
-                action: action.into(),
-                decision: decision.into(),
-                outcome: outcome.map(str::to_string),
-                detail: Some(detail),
-                ..Default::default()
-            },
-            now,
-        )
-    }
-
     /// Writes the public file from the current state.
     fn publish(&self, s: &mut Store, now: i64) -> Result<(), String> {
         Self::publish_with(&self.settings, s, now)
     }
 
     fn publish_with(settings: &OAuthSettings, s: &mut Store, now: i64) -> Result<(), String> {
-        let key_url = key_url_enabled(s)?;
-        let (key, families, clients) = s
+        let (key_url, key, families, clients) = s
             .read(|f| {
                 Ok((
+                    crate::engine::mcp_oauth::key_url_enabled(f)?,
                     f.oauth_signing_key()?,
                     f.recently_revoked_oauth_families(now - ACCESS_TOKEN_SECONDS - 60)?,
                     f.oauth_clients()?,
@@ -265,14 +236,6 @@ impl OAuth {
         };
         published.write(&settings.public_file)
     }
-}
-
-/// Whether `?key=` still opens /mcp (on until the operator turns it off).
-fn key_url_enabled(s: &mut Store) -> Result<bool, String> {
-    let value = s
-        .read(|f| f.oauth_setting("key_url"))
-        .map_err(|e| e.to_string())?;
-    Ok(value.as_deref() != Some("off"))
 }
 
 /// The paths RFC 8414 and OpenID discovery put the metadata at, for the issuer `…/oauth`.

@@ -67,14 +67,7 @@ impl OAuth {
         let stored = self
             .store
             .run(move |s| {
-                s.write(|f| {
-                    f.prune_unused_oauth_clients(now - 24 * 3600)?;
-                    if f.count_oauth_clients()? >= MAX_CLIENTS {
-                        return Ok(false);
-                    }
-                    f.upsert_oauth_client(&row)?;
-                    Ok(true)
-                })
+                crate::engine::mcp_oauth::register_client(s, &row, MAX_CLIENTS, now - 24 * 3600)
             })
             .await;
         match stored {

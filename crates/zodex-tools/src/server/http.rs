@@ -338,7 +338,7 @@ async fn require_key(State(door): State<Door>, mut request: Request, next: Next)
     next.run(request).await
 }
 
-/// 401. With OAuth configured it carries the challenge that starts a client's flow: where the
+/// Answers 401. With OAuth configured it carries the challenge that starts a client's flow: where the
 /// protected-resource metadata is, and why a presented token was refused.
 fn unauthorized(oauth: Option<&OAuthGate>, why: Option<&str>) -> Response {
     let mut response = (StatusCode::UNAUTHORIZED, "").into_response();

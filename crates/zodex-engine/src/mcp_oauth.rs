@@ -1,0 +1,545 @@
+//! The MCP endpoint's OAuth as state transitions: every change the authorization server
+//! (`publisher::oauth`) makes is one named operation here, in one transaction, audited in it.
+//!
+//! What comes in are values the publisher made: hashes of secrets it generated, the ids of new
+//! families, `now`, and the PKCE check as a function (hashing is the publisher's). What goes
+//! out are outcomes; signing a token, rendering a page and fetching a metadata document are
+//! the publisher's. As everywhere in the engine: no network, no clock, no randomness.
+
+use crate::store::{
+    AuditEvent, Facts, NewAuthorization, OAuthAuthorization, OAuthClient, OAuthFamily, SigningKey,
+    Store, StoreError,
+};
+
+/// The setting that turns the `?key=` URL off (`off`) or on.
+const KEY_URL: &str = "key_url";
+
+fn audit(
+    f: &Facts<'_>,
+    principal: &str,
+    action: &str,
+    decision: &str,
+    outcome: Option<&str>,
+    detail: serde_json::Value,
+    now: i64,
+) -> Result<i64, StoreError> {
+    f.audit(
+        &AuditEvent {
+            principal: principal.into(),
+            action: action.into(),
+            decision: decision.into(),
+            outcome: outcome.map(str::to_string),
+            detail: Some(detail),
+            ..Default::default()
+        },
+        now,
+    )
+}
+
+/// The current signing key, `fresh` recorded first when there is none.
+pub fn ensure_signing_key(
+    store: &mut Store,
+    fresh: SigningKey,
+    now: i64,
+) -> Result<SigningKey, StoreError> {
+    store.write(|f| {
+        if let Some(key) = f.oauth_signing_key()? {
+            return Ok(key);
+        }
+        f.insert_oauth_signing_key(&fresh, now)?;
+        Ok(fresh)
+    })
+}
+
+/// Records a metadata-document client as its document says now (a revoked one stays revoked).
+pub fn record_client(store: &mut Store, client: &OAuthClient) -> Result<(), StoreError> {
+    store.write(|f| f.upsert_oauth_client(client))
+}
+
+/// Records a dynamically registered client, first forgetting registrations never used since
+/// `prune_before`; false when `max_clients` are kept already.
+pub fn register_client(
+    store: &mut Store,
+    client: &OAuthClient,
+    max_clients: i64,
+    prune_before: i64,
+) -> Result<bool, StoreError> {
+    store.write(|f| {
+        f.prune_unused_oauth_clients(prune_before)?;
+        if f.count_oauth_clients()? >= max_clients {
+            return Ok(false);
+        }
+        f.upsert_oauth_client(client)?;
+        Ok(true)
+    })
+}
+
+/// Opens an authorization for the operator to approve; the client's waiting one, if any, is
+/// replaced. False when `max_waiting` wait already.
+pub fn open_authorization(
+    store: &mut Store,
+    new: &NewAuthorization<'_>,
+    max_waiting: i64,
+) -> Result<bool, StoreError> {
+    store.write(|f| {
+        f.supersede_waiting_oauth(new.client_id, new.created_at)?;
+        if f.count_pending_oauth_authorizations(new.created_at)? >= max_waiting {
+            return Ok(false);
+        }
+        f.insert_oauth_authorization(new)?;
+        Ok(true)
+    })
+}
+
+/// Where a consent page stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Poll {
+    Unknown,
+    Waiting,
+    Expired,
+    Denied(OAuthAuthorization),
+    /// Its code was handed out already.
+    Used,
+    /// Approved: the code whose hash was offered is now its code.
+    Approved(OAuthAuthorization),
+}
+
+/// The page holding `browser_sha256` asks where it stands. Once approved, the code whose hash
+/// is `code_sha256` becomes its one code (valid until `code_expires_at`); asked again, it is
+/// `Used`.
+pub fn poll_authorization(
+    store: &mut Store,
+    browser_sha256: &str,
+    code_sha256: &str,
+    code_expires_at: i64,
+    now: i64,
+) -> Result<Poll, StoreError> {
+    store.write(|f| {
+        let Some(a) = f.oauth_authorization_by_browser(browser_sha256)? else {
+            return Ok(Poll::Unknown);
+        };
+        if a.denied_at.is_some() {
+            return Ok(Poll::Denied(a));
+        }
+        if a.approved_at.is_none() {
+            return Ok(if a.expires_at <= now {
+                Poll::Expired
+            } else {
+                Poll::Waiting
+            });
+        }
+        if a.code_sha256.is_some() || !f.set_oauth_code(a.id, code_sha256, code_expires_at)? {
+            return Ok(Poll::Used);
+        }
+        Ok(Poll::Approved(a))
+    })
+}
+
+/// Why the operator's approval or denial did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecideRefusal {
+    NoSuchCode,
+    /// The authorization is `approved`, `denied` or `expired`.
+    NotWaiting(&'static str),
+}
+
+/// An authorization's state as the operator sees it.
+pub fn authorization_state(a: &OAuthAuthorization, now: i64) -> &'static str {
+    if a.denied_at.is_some() {
+        "denied"
+    } else if a.approved_at.is_some() {
+        "approved"
+    } else if a.expires_at <= now {
+        "expired"
+    } else {
+        "waiting"
+    }
+}
+
+/// The operator approves (or denies) the authorization showing `user_code`, audited.
+pub fn decide(
+    store: &mut Store,
+    principal: &str,
+    user_code: &str,
+    approve: bool,
+    now: i64,
+) -> Result<Result<(OAuthAuthorization, Option<OAuthClient>), DecideRefusal>, StoreError> {
+    store.write(|f| {
+        let Some(a) = f.oauth_authorization_by_user_code(user_code)? else {
+            return Ok(Err(DecideRefusal::NoSuchCode));
+        };
+        let state = authorization_state(&a, now);
+        let changed = state == "waiting"
+            && if approve {
+                f.approve_oauth_authorization(a.id, principal, now)?
+            } else {
+                f.deny_oauth_authorization(a.id, now)?
+            };
+        if !changed {
+            return Ok(Err(DecideRefusal::NotWaiting(state)));
+        }
+        let client = f.oauth_client(&a.client_id)?;
+        audit(
+            f,
+            principal,
+            if approve {
+                "McpOAuthApprove"
+            } else {
+                "McpOAuthDeny"
+            },
+            "event",
+            None,
+            serde_json::json!({
+                "client_id": a.client_id,
+                "client_name": client.as_ref().map(|c| c.name.clone()),
+                "redirect_uri": a.redirect_uri,
+                "scope": a.scope,
+            }),
+            now,
+        )?;
+        let a = f.oauth_authorization_by_user_code(user_code)?.unwrap_or(a);
+        Ok(Ok((a, client)))
+    })
+}
+
+/// A token request, as the publisher parsed it.
+pub struct TokenAsk<'a> {
+    pub client_id: &'a str,
+    /// The SHA-256 of the secret the client presented, if it presented one.
+    pub secret_sha256: Option<String>,
+    pub grant: Grant<'a>,
+    /// The `resource` parameter, if sent.
+    pub resource: Option<&'a str>,
+    /// The id a new family gets (a code exchange).
+    pub new_family: &'a str,
+    /// The SHA-256 of the refresh token issued if the request succeeds.
+    pub new_refresh_sha256: &'a str,
+    /// The id of the access token issued if the request succeeds (audited).
+    pub jti: &'a str,
+    /// The access token's expiry, audited.
+    pub access_expires_at: i64,
+    /// A new family's lifetime.
+    pub family_seconds: i64,
+    pub now: i64,
+}
+
+pub enum Grant<'a> {
+    Code {
+        code_sha256: String,
+        redirect_uri: Option<&'a str>,
+        /// Does the code verifier sent hash to this code challenge (PKCE S256)?
+        pkce: &'a dyn Fn(&str) -> bool,
+    },
+    Refresh {
+        refresh_sha256: String,
+    },
+    Unsupported(String),
+    Missing,
+}
+
+/// What a token request came to.
+#[derive(Debug, Clone)]
+pub enum TokenOutcome {
+    /// Sign an access token of `family` with `key`; the refresh token offered is recorded.
+    Issued {
+        family: OAuthFamily,
+        key: SigningKey,
+    },
+    /// The OAuth error and why; `revoked` when a family was revoked on the way (a replay), so
+    /// the public file must be written again.
+    Refused {
+        error: &'static str,
+        why: String,
+        revoked: bool,
+    },
+}
+
+fn refused(error: &'static str, why: impl Into<String>) -> TokenOutcome {
+    TokenOutcome::Refused {
+        error,
+        why: why.into(),
+        revoked: false,
+    }
+}
+
+/// Compares two hex hashes without an early exit.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// A token request: the client authenticated, the grant checked (a code or refresh token used
+/// twice revokes its family), the new refresh token recorded and the issue audited — one
+/// transaction, whatever the outcome.
+pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, StoreError> {
+    store.write(|f| {
+        let outcome = token_in(f, ask)?;
+        match &outcome {
+            TokenOutcome::Refused { error, why, .. } => {
+                audit(
+                    f,
+                    "agent",
+                    "McpOAuthToken",
+                    "deny",
+                    Some(error),
+                    serde_json::json!({"client_id": ask.client_id, "why": why}),
+                    ask.now,
+                )?;
+            }
+            TokenOutcome::Issued { family, .. } => {
+                f.touch_oauth_client(ask.client_id, ask.now)?;
+                f.insert_oauth_refresh(ask.new_refresh_sha256, &family.family, ask.now)?;
+                audit(
+                    f,
+                    "agent",
+                    "McpOAuthToken",
+                    "event",
+                    Some("issued"),
+                    serde_json::json!({
+                        "client_id": family.client_id,
+                        "family": family.family,
+                        "grant_type": match ask.grant { Grant::Code { .. } => "authorization_code", _ => "refresh_token" },
+                        "jti": ask.jti,
+                        "expires_at": ask.access_expires_at,
+                    }),
+                    ask.now,
+                )?;
+            }
+        }
+        Ok(outcome)
+    })
+}
+
+fn token_in(f: &Facts<'_>, ask: &TokenAsk<'_>) -> Result<TokenOutcome, StoreError> {
+    let Some(client) = f.oauth_client(ask.client_id)? else {
+        return Ok(refused("invalid_client", "unknown client: register again"));
+    };
+    if client.revoked_at.is_some() {
+        return Ok(refused(
+            "invalid_client",
+            "this client was revoked by the operator",
+        ));
+    }
+    let authenticated = match (&client.secret_sha256, &ask.secret_sha256) {
+        (None, None) => true,
+        (Some(stored), Some(given)) => same(stored, given),
+        _ => false,
+    };
+    if !authenticated {
+        return Ok(refused(
+            "invalid_client",
+            "the client's credentials do not match its registration",
+        ));
+    }
+    let Some(key) = f.oauth_signing_key()? else {
+        return Ok(refused("server_error", "no signing key"));
+    };
+    let family = match &ask.grant {
+        Grant::Code {
+            code_sha256,
+            redirect_uri,
+            pkce,
+        } => match exchange_code(f, ask, &client, code_sha256, *redirect_uri, *pkce)? {
+            Ok(family) => family,
+            Err(outcome) => return Ok(outcome),
+        },
+        Grant::Refresh { refresh_sha256 } => match refresh(f, ask, &client, refresh_sha256)? {
+            Ok(family) => family,
+            Err(outcome) => return Ok(outcome),
+        },
+        Grant::Unsupported(grant) => {
+            return Ok(refused(
+                "unsupported_grant_type",
+                format!(
+                    "grant_type {grant} is not served: use authorization_code or refresh_token"
+                ),
+            ));
+        }
+        Grant::Missing => return Ok(refused("invalid_request", "grant_type is missing")),
+    };
+    Ok(TokenOutcome::Issued { family, key })
+}
+
+fn exchange_code(
+    f: &Facts<'_>,
+    ask: &TokenAsk<'_>,
+    client: &OAuthClient,
+    code_sha256: &str,
+    redirect_uri: Option<&str>,
+    pkce: &dyn Fn(&str) -> bool,
+) -> Result<Result<OAuthFamily, TokenOutcome>, StoreError> {
+    let Some(a) = f.oauth_authorization_by_code(code_sha256)? else {
+        return Ok(Err(refused("invalid_grant", "unknown authorization code")));
+    };
+    if a.code_used_at.is_some() {
+        // RFC 6749 §4.1.2: a code used twice revokes what was issued from it.
+        let revoked = match &a.family {
+            Some(family) => {
+                f.revoke_oauth_family(family, "authorization code used twice", ask.now)?
+            }
+            None => false,
+        };
+        return Ok(Err(TokenOutcome::Refused {
+            error: "invalid_grant",
+            why: "this authorization code was already used; the tokens issued from it are revoked"
+                .into(),
+            revoked,
+        }));
+    }
+    // One attempt per code, whatever its outcome.
+    f.use_oauth_code(a.id, ask.new_family, ask.now)?;
+    if a.client_id != client.client_id {
+        return Ok(Err(refused(
+            "invalid_grant",
+            "this code was issued to another client",
+        )));
+    }
+    if a.denied_at.is_some() || a.code_expires_at.is_none_or(|t| t <= ask.now) {
+        return Ok(Err(refused(
+            "invalid_grant",
+            "this authorization code expired or was revoked",
+        )));
+    }
+    if redirect_uri != Some(a.redirect_uri.as_str()) {
+        return Ok(Err(refused(
+            "invalid_grant",
+            "redirect_uri must be the one of the authorization request, exactly",
+        )));
+    }
+    if !pkce(&a.code_challenge) {
+        return Ok(Err(refused(
+            "invalid_grant",
+            "the code_verifier does not match the code_challenge (PKCE S256)",
+        )));
+    }
+    if let Some(resource) = ask.resource
+        && resource.trim_end_matches('/') != a.resource
+    {
+        return Ok(Err(refused(
+            "invalid_target",
+            format!("tokens are issued only for {}", a.resource),
+        )));
+    }
+    let family = OAuthFamily {
+        family: ask.new_family.to_string(),
+        client_id: client.client_id.clone(),
+        scope: a.scope.clone(),
+        resource: a.resource.clone(),
+        created_at: ask.now,
+        expires_at: ask.now + ask.family_seconds,
+        last_used_at: None,
+        revoked_at: None,
+        revoked_why: None,
+    };
+    f.insert_oauth_family(&family)?;
+    Ok(Ok(family))
+}
+
+fn refresh(
+    f: &Facts<'_>,
+    ask: &TokenAsk<'_>,
+    client: &OAuthClient,
+    refresh_sha256: &str,
+) -> Result<Result<OAuthFamily, TokenOutcome>, StoreError> {
+    let Some(row) = f.oauth_refresh(refresh_sha256)? else {
+        return Ok(Err(refused("invalid_grant", "unknown refresh token")));
+    };
+    let Some(family) = f.oauth_family(&row.family)? else {
+        return Ok(Err(refused("invalid_grant", "unknown refresh token")));
+    };
+    if family.client_id != client.client_id {
+        return Ok(Err(refused(
+            "invalid_grant",
+            "this refresh token was issued to another client",
+        )));
+    }
+    if row.used_at.is_some() || !f.use_oauth_refresh(refresh_sha256, ask.now)? {
+        // Rotation: a refresh token works once. A second use means two holders: end them all.
+        let revoked = f.revoke_oauth_family(&family.family, "refresh token used twice", ask.now)?;
+        return Ok(Err(TokenOutcome::Refused {
+            error: "invalid_grant",
+            why: "this refresh token was already used; every token of its grant is revoked \
+                  (connect again and approve)"
+                .into(),
+            revoked,
+        }));
+    }
+    if family.revoked_at.is_some() {
+        return Ok(Err(refused(
+            "invalid_grant",
+            "this grant was revoked: connect again and approve",
+        )));
+    }
+    if family.expires_at <= ask.now {
+        return Ok(Err(refused(
+            "invalid_grant",
+            "this grant expired: connect again and approve",
+        )));
+    }
+    if let Some(resource) = ask.resource
+        && resource.trim_end_matches('/') != family.resource
+    {
+        return Ok(Err(refused(
+            "invalid_target",
+            format!("tokens are issued only for {}", family.resource),
+        )));
+    }
+    f.touch_oauth_family(&family.family, ask.now)?;
+    Ok(Ok(family))
+}
+
+/// The operator revokes a client and its families, audited; `None` when there is no such
+/// client, else how many families ended.
+pub fn revoke_client(
+    store: &mut Store,
+    principal: &str,
+    client_id: &str,
+    now: i64,
+) -> Result<Option<usize>, StoreError> {
+    store.write(|f| {
+        let Some(n) = f.revoke_oauth_client(client_id, now)? else {
+            return Ok(None);
+        };
+        audit(
+            f,
+            principal,
+            "McpOAuthRevoke",
+            "event",
+            None,
+            serde_json::json!({"client_id": client_id, "grants_revoked": n}),
+            now,
+        )?;
+        Ok(Some(n))
+    })
+}
+
+/// The operator turns the key URL on or off, audited.
+pub fn set_key_url(
+    store: &mut Store,
+    principal: &str,
+    enabled: bool,
+    now: i64,
+) -> Result<(), StoreError> {
+    let value = if enabled { "on" } else { "off" };
+    store.write(|f| {
+        f.set_oauth_setting(KEY_URL, value)?;
+        audit(
+            f,
+            principal,
+            "McpKeyUrl",
+            "event",
+            Some(value),
+            serde_json::json!({"key_url": enabled}),
+            now,
+        )?;
+        Ok(())
+    })
+}
+
+/// Whether `?key=` still opens /mcp (on until the operator turns it off).
+pub fn key_url_enabled(f: &Facts<'_>) -> Result<bool, StoreError> {
+    Ok(f.oauth_setting(KEY_URL)?.as_deref() != Some("off"))
+}
