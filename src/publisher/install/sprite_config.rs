@@ -109,11 +109,22 @@ pub(super) fn sprite_config(
     if let Some(url) = &options.public_url {
         mcp.insert("public_url".into(), url.clone().into());
         // With a public URL the publisher serves OAuth for it (`zodex sprite mcp`); the key URL
-        // keeps working until the operator turns it off.
-        mcp.insert(
-            "oauth_file".into(),
-            layout.mcp_oauth().display().to_string().into(),
-        );
+        // keeps working until the operator turns it off. A URL OAuth cannot serve (plain http
+        // off loopback) leaves OAuth off rather than the publisher unable to start.
+        let oauth =
+            crate::publisher::oauth::OAuthSettings::new(url, layout.mcp_oauth(), Vec::new());
+        match oauth {
+            Ok(_) => {
+                mcp.insert(
+                    "oauth_file".into(),
+                    layout.mcp_oauth().display().to_string().into(),
+                );
+            }
+            Err(why) => {
+                mcp.remove("oauth_file");
+                eprintln!("zodex-prd install: OAuth stays off: {why}");
+            }
+        }
     }
     let mut config = existing.unwrap_or(Config {
         state_dir: PathBuf::new(),
