@@ -218,8 +218,22 @@ pub(super) fn connect(
             if let Some(note) = &connection.host_note {
                 eprintln!("warning: {}", render::safe(note));
             }
+            if key_url_off(&sprite) {
+                eprintln!(
+                    "warning: the key URL is turned off on sprite `{}`: this URL is refused until `zodex sprite mcp key on --sprite {}` (or connect with --oauth)",
+                    connection.sprite, connection.sprite
+                );
+            }
             EXIT_OK
         }
         Err(e) => print_failure(&e, target.json),
     }
+}
+
+/// True when the sprite serves OAuth and its operator turned the key URL off.
+fn key_url_off(sprite: &crate::operator::registry::SpriteEntry) -> bool {
+    crate::operator::transport::call(sprite, &crate::protocol::AdminRequest::McpClients)
+        .ok()
+        .and_then(|r| r.answer::<crate::protocol::McpClientsAnswer>().ok())
+        .is_some_and(|a| a.oauth && !a.key_url)
 }
