@@ -73,17 +73,51 @@ fn status_kib(pid: u32, field: &str) -> u64 {
 struct RssSampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<(u64, u64)>>,
+    /// The largest file-backed mappings when file-backed pages peaked: what they are.
+    at_peak: std::sync::Arc<std::sync::Mutex<Vec<(u64, String)>>>,
+}
+
+/// The mappings of `pid` by resident KiB, largest first (`/proc/PID/smaps`).
+fn largest_mappings(pid: u32, n: usize) -> Vec<(u64, String)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut out: Vec<(u64, String)> = Vec::new();
+    let mut name = String::new();
+    for line in text.lines() {
+        let first = line.split_whitespace().next().unwrap_or_default();
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            name = line
+                .split_whitespace()
+                .nth(5)
+                .unwrap_or("[anon]")
+                .to_string();
+        } else if let Some(v) = line.strip_prefix("Rss:") {
+            let kib: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+            match out.iter_mut().find(|(_, n)| *n == name) {
+                Some(entry) => entry.0 += kib,
+                None => out.push((kib, name.clone())),
+            }
+        }
+    }
+    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.truncate(n);
+    out
 }
 
 impl RssSampler {
     fn start(pid: u32) -> Self {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = stop.clone();
+        let at_peak = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let peak_map = at_peak.clone();
         let thread = std::thread::spawn(move || {
             let (mut anon, mut file) = (0, 0);
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
                 anon = anon.max(status_kib(pid, "RssAnon:"));
-                file = file.max(status_kib(pid, "RssFile:"));
+                let now = status_kib(pid, "RssFile:");
+                if now > file + 1024 {
+                    *peak_map.lock().unwrap() = largest_mappings(pid, 6);
+                }
+                file = file.max(now);
                 std::thread::sleep(Duration::from_millis(5));
             }
             (anon, file)
@@ -91,7 +125,19 @@ impl RssSampler {
         Self {
             stop,
             thread: Some(thread),
+            at_peak,
         }
+    }
+
+    /// The largest mappings at the file-backed peak, one line.
+    fn mappings(&self) -> String {
+        self.at_peak
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(kib, name)| format!("{name} {kib} KiB"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     fn finish(mut self) -> (u64, u64) {
@@ -221,11 +267,13 @@ fn main() {
             println!("  {line}");
         }
     }
+    let mappings = sampler.mappings();
     let (anon, file) = sampler.finish();
     let peak = status_kib(rig.prd_pid(), "VmHWM:");
     println!(
         "zodex-prd peak RSS (VmHWM) over the pushes: {peak} KiB; sampled peaks: anonymous {anon} KiB, file-backed {file} KiB"
     );
+    println!("  largest mappings at the file-backed peak: {mappings}");
     // Issue 26: the daemon itself ≤ 64 MiB over the pushes (its indexing child apart).
     bench_line::BenchLine {
         name: "publisher_daemon_peak_rss_over_pushes",

@@ -17,7 +17,7 @@
 use super::git::{self, GitError};
 use super::import::ImportError;
 use gix::hash::ObjectId;
-use gix::objs::{Exists, Find};
+use gix::objs::{Exists, Find, FindHeader};
 use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
@@ -211,6 +211,17 @@ pub fn unreached_in_pack(
             continue;
         }
         reached[word] |= bit;
+        // The kind first, from the entry's header: a blob is reached but never read, so its
+        // bytes are neither inflated nor paged in (a pack of large files would otherwise be
+        // resident in the daemon in full, and inflated for nothing).
+        let kind = odb
+            .try_header(&id)
+            .map_err(|e| objects(&e))?
+            .ok_or_else(|| ImportError::Missing(id.to_string()))?
+            .kind;
+        if kind == gix::objs::Kind::Blob {
+            continue;
+        }
         let data = odb
             .try_find(&id, &mut buf)
             .map_err(|e| objects(&e))?
