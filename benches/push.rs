@@ -98,7 +98,7 @@ fn largest_mappings(pid: u32, n: usize) -> Vec<(u64, String)> {
             }
         }
     }
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|e| std::cmp::Reverse(e.0));
     out.truncate(n);
     out
 }
