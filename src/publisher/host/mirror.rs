@@ -14,6 +14,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// How long `list for-push`'s reading of GitHub's refs stands for the push that follows it.
+const ADVERTISEMENT_FRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A repository's mirror, locked and freshly fetched.
 pub(super) struct OpenMirror {
     pub path: PathBuf,
@@ -87,7 +90,27 @@ impl Host {
             .map(|(name, oid)| MirrorRef { name, oid })
             .collect();
         refs.sort_by(|a, b| a.name.cmp(&b.name));
+        let kept = refs
+            .iter()
+            .map(|r| (r.name.clone(), r.oid.clone()))
+            .collect();
+        self.advertised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(repo.key(), (std::time::Instant::now(), kept));
         Ok(refs)
+    }
+
+    /// The refs `list for-push` read from GitHub for `repo` moments ago, taken once: the push
+    /// that follows decides on them (and is leased on them, so GitHub refuses it if a ref
+    /// moved since) instead of asking GitHub again.
+    fn take_advertised(&self, repo: &RepoName) -> Option<Vec<(String, String)>> {
+        let (at, refs) = self
+            .advertised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&repo.key())?;
+        (at.elapsed() < ADVERTISEMENT_FRESH).then_some(refs)
     }
 
     /// Ensures `repo`'s mirror and fetches GitHub's refs into it, with the commits and trees
@@ -98,6 +121,25 @@ impl Host {
         github: &GitHub,
         repo: &RepoName,
     ) -> Result<OpenMirror, Failure> {
+        self.open_mirror_with(github, repo, false).await
+    }
+
+    /// [`Host::open_mirror`] for the push that follows `list for-push`: with `listed`, GitHub's
+    /// refs are the ones that listing read just now, and only the tips the mirror lacks are
+    /// fetched, by id — one round trip fewer, the same refs and the same objects (every
+    /// advertised tip is in the mirror after it, as after a fetch).
+    pub(super) async fn open_mirror_with(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        listed: bool,
+    ) -> Result<OpenMirror, Failure> {
+        if listed
+            && let Some(refs) = self.take_advertised(repo)
+            && let Some(mirror) = self.open_mirror_listed(github, repo, refs).await
+        {
+            return Ok(mirror);
+        }
         let internal = |e: &dyn std::fmt::Display| {
             Failure::new(
                 ErrorKind::Internal,
@@ -131,6 +173,61 @@ impl Host {
             .map(|r| (r.name, r.oid))
             .collect();
         Ok(OpenMirror { path, refs, url })
+    }
+
+    /// The mirror on the listed refs: the tips it lacks fetched by id. `None` when that did not
+    /// work out (the caller fetches the ordinary way).
+    async fn open_mirror_listed(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        refs: Vec<(String, String)>,
+    ) -> Option<OpenMirror> {
+        let ensuring = repo.clone();
+        let path = self
+            .blocking(move |host| host.mirrors.ensure(&ensuring))
+            .await
+            .ok()?;
+        let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
+        let (at, tips): (PathBuf, Vec<String>) = (
+            path.clone(),
+            refs.iter().map(|(_, oid)| oid.clone()).collect(),
+        );
+        let missing = self
+            .blocking(move |host| {
+                let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+                host.mirrors.missing(&at, &tips)
+            })
+            .await
+            .ok()?;
+        if !missing.is_empty() {
+            let token = self.mirror_read_token(github, repo).await.ok()?;
+            let (at, from, wanted) = (path.clone(), url.clone(), missing.clone());
+            let fetched = self
+                .blocking(move |host| host.mirrors.fetch_objects(&at, &from, &token, &wanted))
+                .await;
+            if let Err(e) = fetched {
+                tracing::info!(error = %e, "fetching the listed tips by id failed; fetching every ref");
+                return None;
+            }
+            let at = path.clone();
+            let tips: Vec<String> = missing;
+            let still = self
+                .blocking(move |host| {
+                    let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+                    host.mirrors.missing(&at, &tips)
+                })
+                .await
+                .ok()?;
+            if !still.is_empty() {
+                return None;
+            }
+        }
+        Some(OpenMirror {
+            path,
+            refs: refs.into_iter().collect(),
+            url,
+        })
     }
 
     /// A read token for the publisher's own fetches (decided as `Read`, cached like the

@@ -69,6 +69,9 @@ pub struct Host {
     tokens: tokens::Tokens,
     /// The mirrors, and beside them (same file system) spooled bundles and quarantines.
     mirrors: crate::publisher::publish::Mirrors,
+    /// Each repository's refs as `list for-push` last read them from GitHub, and when: the
+    /// push that follows it takes them instead of asking GitHub again (`mirror.rs`).
+    advertised: Mutex<std::collections::HashMap<String, Listed>>,
     proofs: proofs::Proofs,
     settings: Settings,
     /// When history was last pruned (Unix seconds).
@@ -76,6 +79,9 @@ pub struct Host {
     /// The MCP endpoint's OAuth authorization server, when `[mcp] oauth_file` is set.
     oauth: Option<Arc<crate::publisher::oauth::OAuth>>,
 }
+
+/// A repository's refs as `list for-push` read them (name, id), and when.
+type Listed = (std::time::Instant, Vec<(String, String)>);
 
 /// What the host takes from the configuration, checked when it opens.
 struct Settings {
@@ -183,6 +189,7 @@ impl Host {
             proofs: proofs::Proofs::new(properties, waived),
             settings,
             last_prune: Mutex::new(None),
+            advertised: Mutex::new(std::collections::HashMap::new()),
             oauth,
         })
     }

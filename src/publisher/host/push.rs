@@ -268,7 +268,7 @@ impl Host {
         let guard = self.mirrors.lock(&repo).await;
         let mut clock = Stages::start();
         let mirror = self
-            .open_mirror(&github, &repo)
+            .open_mirror_with(&github, &repo, true)
             .await
             .map_err(nothing_pushed)?;
         clock.mark("fetch");

@@ -132,6 +132,23 @@ impl Mirrors {
         result.map(|_| ())
     }
 
+    /// Which of `oids` the mirror does not hold (an id that does not parse counts as missing).
+    pub fn missing(&self, mirror: &Path, oids: &[&str]) -> Result<Vec<String>, GitError> {
+        use gix::objs::Exists;
+        let odb =
+            gix::odb::at(mirror.join("objects"), gix::hash::Kind::Sha1).map_err(|e| GitError {
+                what: "opening the mirror's objects".into(),
+                message: e.to_string(),
+            })?;
+        Ok(oids
+            .iter()
+            .filter(|oid| {
+                gix::hash::ObjectId::from_hex(oid.as_bytes()).map_or(true, |id| !odb.exists(&id))
+            })
+            .map(|oid| oid.to_string())
+            .collect())
+    }
+
     /// Every branch and tag of the mirror.
     pub fn refs(&self, mirror: &Path) -> Result<Vec<MirrorRef>, GitError> {
         let out = git::run(
@@ -195,5 +212,46 @@ pub fn remove_temporary_packs(mirror: &Path) {
         if name.starts_with("tmp_") || name.starts_with(".tmp") {
             let _ = std::fs::remove_file(entry.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_names_exactly_the_objects_the_mirror_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mirror = dir.path().join("m.git");
+        let git = |args: &[&str]| {
+            let out = git::command(dir.path())
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@e")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@e")
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        git(&["init", "-q", "--bare", mirror.to_str().unwrap()]);
+        let tree = git(&["--git-dir", mirror.to_str().unwrap(), "mktree"]);
+        let commit = git(&[
+            "--git-dir",
+            mirror.to_str().unwrap(),
+            "commit-tree",
+            &tree,
+            "-m",
+            "c",
+        ]);
+        let absent = "0123456789abcdef0123456789abcdef01234567";
+        let mirrors = Mirrors::new(dir.path().join("root"), dir.path().join("tmp"));
+        assert_eq!(
+            mirrors
+                .missing(&mirror, &[commit.as_str(), absent, "not-an-id"])
+                .unwrap(),
+            vec![absent.to_string(), "not-an-id".to_string()]
+        );
     }
 }
