@@ -543,3 +543,13 @@ pub fn set_key_url(
 pub fn key_url_enabled(f: &Facts<'_>) -> Result<bool, StoreError> {
     Ok(f.oauth_setting(KEY_URL)?.as_deref() != Some("off"))
 }
+
+/// How long an ended authorization is kept (a code replayed within it still revokes what it
+/// was exchanged for).
+pub const ENDED_KEPT_SECONDS: i64 = 24 * 3600;
+
+/// Forgets what ended more than [`ENDED_KEPT_SECONDS`] ago: authorizations (every consent page
+/// opened adds one) and the refresh tokens of ended families.
+pub fn prune(store: &mut Store, now: i64) -> Result<(), StoreError> {
+    store.write(|f| f.prune_oauth(now - ENDED_KEPT_SECONDS))
+}

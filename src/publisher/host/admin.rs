@@ -26,6 +26,9 @@ impl Host {
             }
             *last = Some(now);
         }
+        if let Some(oauth) = &self.oauth {
+            oauth.prune(now).await;
+        }
         let limits = self.settings.limits;
         let pruned = self
             .stored(move |a, s| {

@@ -141,6 +141,17 @@ impl OAuth {
         Ok(server)
     }
 
+    /// Forgets ended authorizations and refresh tokens (the host's sweeper, once a minute).
+    pub async fn prune(&self, now: i64) {
+        let pruned = self
+            .store
+            .run(move |s| crate::engine::mcp_oauth::prune(s, now))
+            .await;
+        if let Err(e) = pruned {
+            tracing::error!(error = %e, "pruning ended MCP OAuth authorizations failed");
+        }
+    }
+
     pub fn settings(&self) -> &OAuthSettings {
         &self.settings
     }

@@ -555,3 +555,19 @@ fn the_issuer_and_metadata_urls_follow_the_public_url() {
     assert!(OAuthSettings::new("http://s.example/mcp", "/x".into(), Vec::new()).is_err());
     assert!(OAuthSettings::new("http://127.0.0.1:9/mcp", "/x".into(), Vec::new()).is_ok());
 }
+
+#[tokio::test]
+async fn ended_authorizations_are_forgotten_after_a_day() {
+    let f = fixture();
+    let client = f.register().await;
+    let page = f.consent(&client, REDIRECT).await;
+    let (_, secret) = page_code_and_secret(&page.body);
+    f.oauth.prune(NOW + AUTHORIZATION_SECONDS + 60).await;
+    assert_eq!(
+        f.status(&secret, NOW + AUTHORIZATION_SECONDS + 60).await["state"],
+        "expired"
+    );
+    let day = crate::engine::mcp_oauth::ENDED_KEPT_SECONDS;
+    f.oauth.prune(NOW + AUTHORIZATION_SECONDS + day + 1).await;
+    assert_eq!(f.status(&secret, NOW).await["state"], "unknown");
+}

@@ -525,12 +525,12 @@ impl Facts<'_> {
         Ok(())
     }
 
-    /// Forgets authorizations that ended before `before` and the used refresh tokens of
-    /// families that ended before it.
+    /// Forgets authorizations whose page and code both ended before `before`, and the refresh
+    /// tokens of families that ended before it.
     pub fn prune_oauth(&self, before: i64) -> Result<()> {
         self.conn.execute(
             "DELETE FROM mcp_oauth_authorizations
-             WHERE expires_at < ?1 AND (code_used_at IS NOT NULL OR code_sha256 IS NULL)",
+             WHERE expires_at < ?1 AND (code_expires_at IS NULL OR code_expires_at < ?1)",
             [before],
         )?;
         self.conn.execute(
