@@ -16,7 +16,7 @@ use serde_json::json;
 use std::path::PathBuf;
 use support::devhub::{AppKind, Demo, commit_file, git_ok, rev_parse};
 use zodex::publisher::github::Token;
-use zodex::publisher::publish::upload::{LeasedUpdate, Pushed, Route, push_leased};
+use zodex::publisher::publish::upload::{LeasedUpdate, Pushed, Route, Target, push_leased};
 use zodex::publisher::publish::{Quarantine, SharedQuarantine};
 
 /// A devhub, a writer token for `demo/app`, a mirror of it (as the publisher keeps one) and a
@@ -92,9 +92,15 @@ impl World {
         whole: bool,
     ) -> (Pushed, Route) {
         let runtime = tokio::runtime::Runtime::new().unwrap();
+        let listed = git_ok(&self.mirror, &["for-each-ref", "--format=%(objectname)"]);
+        let url = self.url();
+        let target = Target {
+            mirror: &self.mirror,
+            url: &url,
+            github_tips: listed.lines().map(String::from).collect(),
+        };
         runtime.block_on(push_leased(
-            &self.mirror,
-            &self.url(),
+            &target,
             quarantine,
             updates,
             atomic,

@@ -154,6 +154,59 @@ fn the_mirror_leaves_other_peoples_blobs_at_github() {
     assert!(size < 1 << 20, "the mirror holds {size} bytes of objects");
 }
 
+/// The mirror is treeless and keeps no blob: after someone else pushed a deep directory and a
+/// big file, and the agent pushed a big file of its own through Zodex, the mirror holds both
+/// commits, the agent's trees (the next decision on that branch reads them), neither blob and
+/// none of the other person's subtrees — no decision read them. The next push builds on it.
+#[test]
+fn the_mirror_keeps_no_blob_and_only_the_trees_decisions_read() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    rig.grant_push("demo/app");
+    let other = work.path().join("other");
+    let bare = rig.bare("app");
+    support::devhub::git_ok(
+        work.path(),
+        &["clone", "-q", bare.to_str().unwrap(), "other"],
+    );
+    commit_file(&other, "deep/er/notes.txt", b"notes\n", "a deep directory");
+    commit_file(&other, "theirs.bin", &incompressible(1 << 20), "their big file");
+    support::devhub::git_ok(&other, &["push", "-q", "origin", "HEAD:main"]);
+    let their_deep = support::devhub::rev_parse(&other, "HEAD:deep");
+    let their_blob = support::devhub::rev_parse(&other, "HEAD:theirs.bin");
+
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "own"]);
+    commit_file(&app, "src/big/own.bin", &incompressible(2 << 20), "our big file");
+    let push = rig.agent_git(&app, &["push", "origin", "own"]);
+    assert!(push.status.success(), "{}", rig.log());
+    assert_eq!(rig.remote_sha("app", "refs/heads/own"), Some(head(&app)));
+
+    let mirror = rig.dir.path().join("state/mirrors/demo/app.git");
+    let has = |oid: &str| {
+        std::process::Command::new("git")
+            .args(["-C", mirror.to_str().unwrap(), "cat-file", "-e", oid])
+            .env("GIT_NO_LAZY_FETCH", "1")
+            .status()
+            .unwrap()
+            .success()
+    };
+    let ours = |rev: &str| support::devhub::rev_parse(&app, rev);
+    assert!(has(&ours("HEAD")), "the pushed commit is kept");
+    assert!(has(&ours("HEAD:src/big")), "the pushed trees are kept");
+    assert!(!has(&ours("HEAD:src/big/own.bin")), "the pushed blob is not");
+    assert!(!has(&their_blob), "their blob stays at GitHub");
+    assert!(!has(&their_deep), "their subtree stays at GitHub");
+    let size = walkdir(&mirror.join("objects"));
+    assert!(size < 256 << 10, "the mirror holds {size} bytes of objects");
+
+    // The next push on the branch decides on what the mirror kept.
+    commit_file(&app, "src/big/more.txt", b"more\n", "more");
+    let push = rig.agent_git(&app, &["push", "origin", "own"]);
+    assert!(push.status.success(), "{}", rig.log());
+    assert_eq!(rig.remote_sha("app", "refs/heads/own"), Some(head(&app)));
+}
+
 /// Bytes of the files under `dir`.
 fn walkdir(dir: &Path) -> u64 {
     std::fs::read_dir(dir)

@@ -1,5 +1,5 @@
 //! The repository's mirror as a request uses it: locked, fetched with the publisher's own read
-//! token (a partial clone: commits and trees only, so the fetch is cheap) — its refs are GitHub's refs,
+//! token (a treeless partial clone: commits, and the few trees decisions read) — its refs are GitHub's refs,
 //! the ground of every fact about an update — and a quarantine for the request's bundle beside
 //! it. Also the GitHub client's presence and one-shot revocation.
 
@@ -293,6 +293,58 @@ impl Host {
             other => other,
         };
         imported.map_err(import_failure)
+    }
+
+    /// Fetches, by id, the trees the workflow fact of each `(new, base)` update reads that the
+    /// treeless mirror lacks: the roots of the commits an update brings and of their parents,
+    /// then the `.github` trees in them — a few small objects, once per commit. Whatever goes
+    /// wrong here is left to the facts, which name the object they miss.
+    pub(super) async fn fetch_workflow_trees(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        mirror: &Arc<OpenMirror>,
+        mut quarantine: Quarantine,
+        updates: Vec<(String, Option<String>)>,
+    ) -> Quarantine {
+        let updates = Arc::new(updates);
+        // Two levels: a root must be here before its `.github` entry can be read.
+        for _ in 0..2 {
+            let (at, pairs) = (mirror.path.clone(), updates.clone());
+            let (held, missing) = self
+                .blocking(move |_| {
+                    let mut missing = Vec::new();
+                    let found = pairs.iter().try_for_each(|(new, base)| {
+                        missing.extend(quarantine.missing_workflow_trees(
+                            &at,
+                            new,
+                            base.as_deref(),
+                        )?);
+                        Ok::<_, ImportError>(())
+                    });
+                    (quarantine, found.map(|()| missing))
+                })
+                .await;
+            quarantine = held;
+            let mut missing = match missing {
+                Ok(missing) if !missing.is_empty() => missing,
+                _ => break,
+            };
+            missing.sort();
+            missing.dedup();
+            let Ok(token) = self.mirror_read_token(github, repo).await else {
+                break;
+            };
+            let (at, url, count) = (mirror.path.clone(), mirror.url.clone(), missing.len());
+            let fetched = self
+                .blocking(move |host| host.mirrors.fetch_objects(&at, &url, &token, &missing))
+                .await;
+            if let Err(e) = fetched {
+                tracing::warn!(trees = count, error = %e, "fetching the trees the workflow fact reads failed");
+                break;
+            }
+        }
+        quarantine
     }
 
     /// [`Host::import_bundle`]'s import, here (blocking: git and gix).

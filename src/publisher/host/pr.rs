@@ -16,7 +16,7 @@ use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::{ErrorKind, Published};
 use crate::publisher::github::{GitHub, NewPull, OpenedPull, Token, TokenUse};
 use crate::publisher::publish::Spooled;
-use crate::publisher::publish::upload::{LeasedUpdate, push_leased};
+use crate::publisher::publish::upload::{LeasedUpdate, Target, push_leased};
 use crate::publisher::publish::{Quarantine, SharedQuarantine, UpdateFacts};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -100,6 +100,24 @@ impl Host {
                 vec![pr.head.clone()],
             )
             .await?;
+        // The trees the workflow fact reads, measured against the default branch as below.
+        let default_tip = {
+            let (repo, mirror) = (repo.clone(), mirror.clone());
+            self.blocking(move |host| {
+                let branch = host.default_branch(&repo, now).ok().flatten()?;
+                mirror.branch_tip(&branch).map(str::to_string)
+            })
+            .await
+        };
+        let quarantine = self
+            .fetch_workflow_trees(
+                &github,
+                &repo,
+                &mirror,
+                quarantine,
+                vec![(pr.head.clone(), default_tip)],
+            )
+            .await;
         // The bundle checked, the earlier attempt read: git and SQLite.
         let checking = (repo.clone(), mirror.clone(), pr.clone());
         let (quarantine, checked) = self
@@ -318,9 +336,13 @@ impl Host {
         let dst = format!("refs/heads/{branch}");
         let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
         let force = !current.is_empty() && current != pr.head;
+        let target = Target {
+            mirror: &mirror.path,
+            url: &mirror.url,
+            github_tips: mirror.tips().into_iter().map(str::to_string).collect(),
+        };
         let (pushed, _route) = push_leased(
-            &mirror.path,
-            &mirror.url,
+            &target,
             quarantine,
             &[LeasedUpdate {
                 dst: dst.clone(),

@@ -15,7 +15,7 @@ use crate::protocol::{
 };
 use crate::publisher::github::{GitHub, TokenUse};
 use crate::publisher::publish::upload::{
-    LeasedUpdate, RefOutcomes, push_leased, update_mirror_ref,
+    LeasedUpdate, RefOutcomes, Target, push_leased, update_mirror_ref,
 };
 use crate::publisher::publish::{Quarantine, SharedQuarantine, Spooled, valid_refname};
 use std::collections::HashMap;
@@ -296,6 +296,15 @@ impl Host {
             .import_bundle(&at.github, &at.repo, &at.mirror, bundle.clone(), named)
             .await?;
         clock.mark("import");
+        let bases = {
+            let (host, at, updates) = (self.clone(), at.clone(), updates.clone());
+            self.blocking(move |_| host.update_bases(&at, &updates))
+                .await?
+        };
+        let quarantine = self
+            .fetch_workflow_trees(&at.github, &at.repo, &at.mirror, quarantine, bases)
+            .await;
+        clock.mark("trees");
         let at = at.clone();
         let (quarantine, decided) = self
             .blocking(move |host| {
@@ -372,6 +381,31 @@ impl Host {
         finished(results)
     }
 
+    /// A new ref's commits are those the default branch does not have (GitHub's, the same
+    /// fact the decision uses; unknown: every commit counts). Blocking (SQLite).
+    fn default_tip(&self, at: &DecidedAt) -> Result<Option<String>, Failure> {
+        Ok(self
+            .default_branch(&at.repo, at.now)?
+            .and_then(|b| at.mirror.branch_tip(&b).map(str::to_string)))
+    }
+
+    /// Each update's new value and what its commits are measured against (see
+    /// [`Host::decide_updates`]); deletions have none. Blocking (SQLite).
+    fn update_bases(
+        &self,
+        at: &DecidedAt,
+        updates: &[PushUpdate],
+    ) -> Result<Vec<(String, Option<String>)>, Failure> {
+        let default_tip = self.default_tip(at)?;
+        Ok(updates
+            .iter()
+            .filter_map(|u| {
+                let base = at.mirror.refs.get(&u.dst).or(default_tip.as_ref());
+                Some((u.new.clone()?, base.cloned()))
+            })
+            .collect())
+    }
+
     /// Decides every update of a push (each audited); the admission's refusals stand.
     pub(super) fn decide_updates(
         &self,
@@ -381,12 +415,8 @@ impl Host {
         mut admission: Admission,
         bundle: Option<&Spooled>,
     ) -> Result<Decided, Failure> {
-        let (repo, mirror, now) = (&at.repo, &*at.mirror, at.now);
-        // A new ref's commits are those the default branch does not have (GitHub's, the same
-        // fact the decision uses; unknown: every commit counts).
-        let default_tip = self
-            .default_branch(repo, now)?
-            .and_then(|b| mirror.branch_tip(&b).map(str::to_string));
+        let mirror = &*at.mirror;
+        let default_tip = self.default_tip(at)?;
         let mut decided = Decided::default();
         for update in updates {
             if let Some(refused) = admission.refused.remove(&update.dst) {
@@ -440,9 +470,13 @@ impl Host {
                 expected: a.old.clone().unwrap_or_default(),
             })
             .collect();
+        let target = Target {
+            mirror: &mirror.path,
+            url: &mirror.url,
+            github_tips: mirror.tips().into_iter().map(str::to_string).collect(),
+        };
         let (pushed, _route) = push_leased(
-            &mirror.path,
-            &mirror.url,
+            &target,
             quarantine,
             &refspecs,
             atomic,

@@ -65,6 +65,38 @@ pub fn run(what: &str, cmd: &mut Command, token: Option<&Token>) -> Result<Outpu
     })
 }
 
+/// [`run`] with `input` on git's standard input (fed from a thread: git may fill its stdout
+/// before it has read all of it).
+pub fn run_with_input(
+    what: &str,
+    cmd: &mut Command,
+    input: Vec<u8>,
+    token: Option<&Token>,
+) -> Result<Output, GitError> {
+    use std::io::Write;
+    let failed = |e: std::io::Error| GitError {
+        what: what.to_string(),
+        message: format!("cannot run git: {e}; install git"),
+    };
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(failed)?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let feeder = std::thread::spawn(move || stdin.write_all(&input));
+    let output = child.wait_with_output().map_err(failed)?;
+    let _ = feeder.join();
+    if output.status.success() {
+        return Ok(output);
+    }
+    Err(GitError {
+        what: what.to_string(),
+        message: scrub(&String::from_utf8_lossy(&output.stderr), token),
+    })
+}
+
 /// The HTTP status git reports for a failed request to GitHub (`The requested URL returned
 /// error: 502`), if its message names one.
 pub fn http_status(message: &str) -> Option<u16> {

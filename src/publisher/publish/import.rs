@@ -289,6 +289,56 @@ impl Quarantine {
         Ok(facts)
     }
 
+    /// The trees the workflow fact of updating a ref to `new` reads (see [`Quarantine::facts`],
+    /// whose `base` this takes) that are not here yet: the caller fetches them by id and asks
+    /// again until none is missing (twice at most: roots, then their `.github` trees).
+    pub fn missing_workflow_trees(
+        &self,
+        mirror: &Path,
+        new: &str,
+        base: Option<&str>,
+    ) -> Result<Vec<String>, ImportError> {
+        let objects = self.objects_dir();
+        let walk = self.walk(mirror, &objects);
+        let hidden: Vec<&str> = base.into_iter().collect();
+        let commits = walk.commits(&[new], &hidden, None)?;
+        walk.missing_workflow_trees(&commits)
+    }
+
+    /// The root trees of the commits `tips`' new commits build on (their parents outside the
+    /// walk from `tips` to `github`): what `git push` reads, with every tree beneath, to leave
+    /// out the objects GitHub has. All of them, present or not: a root fetched alone for the
+    /// workflow fact does not bring the trees beneath it.
+    pub fn edge_trees(
+        &self,
+        mirror: &Path,
+        tips: &[&str],
+        github: &[&str],
+    ) -> Result<Vec<String>, ImportError> {
+        use gix::objs::FindExt;
+        let objects = self.objects_dir();
+        let walk = self.walk(mirror, &objects);
+        let commits = walk.commits(tips, github, None)?;
+        let inside: std::collections::HashSet<ObjectId> = commits.iter().map(|c| c.id).collect();
+        let mut trees = Vec::new();
+        let mut buf = Vec::new();
+        for parent in commits.iter().flat_map(|c| &c.parents) {
+            if inside.contains(parent) {
+                continue;
+            }
+            let tree = self
+                .odb
+                .find_commit_iter(parent, &mut buf)
+                .map_err(|_| ImportError::Missing(parent.to_string()))?
+                .tree_id()
+                .map_err(objects_err)?;
+            trees.push(tree.to_string());
+        }
+        trees.sort();
+        trees.dedup();
+        Ok(trees)
+    }
+
     /// The verified pack's data file, as it is sent to GitHub (`None`: no objects came).
     pub fn pack_file(&self) -> Option<&Path> {
         self.pack.as_ref().map(|(data, _)| data.as_path())
@@ -377,10 +427,12 @@ impl Quarantine {
         self.walk(mirror, &objects).reachable(old, &[new])
     }
 
-    /// After a push: moves the verified pack into the mirror when every object in it is
-    /// reachable from `pushed` (the tips GitHub accepted); otherwise drops it — a fetch brings
-    /// what GitHub has. Returns whether the mirror now holds the pushed objects (also when
-    /// there was no pack: they were there already).
+    /// After a push: keeps what the verified pack adds to what decisions read — its commits,
+    /// trees and tags, never a blob — in the mirror, when every object in it is reachable from
+    /// `pushed` (the tips GitHub accepted); otherwise keeps nothing — a fetch brings what GitHub
+    /// has. Returns whether the mirror now holds the pushed commits (also when there was no
+    /// pack: they were there already). The pack kept is marked as GitHub's (`.promisor`): the
+    /// blobs its trees name are at GitHub, as for any object fetched.
     pub fn adopt(&self, mirror: &Path, pushed: &[&str]) -> std::io::Result<bool> {
         let Some((data, index)) = &self.pack else {
             return Ok(true);
@@ -389,13 +441,53 @@ impl Quarantine {
             tracing::info!(reason = %e, "the pushed pack is not adopted into the mirror");
             return Ok(false);
         }
+        let (kept, all) = self.metadata_objects(index)?;
         let dest = mirror.join("objects/pack");
-        // The index last: a pack is only seen once its index is there.
-        for path in [data, index] {
-            let name = path.file_name().expect("pack files have names");
-            std::fs::rename(path, dest.join(name))?;
+        if kept.len() == all {
+            // Nothing to leave out: the pack moves in as it is, its index last (a pack is only
+            // seen once its index is there).
+            let name = |p: &Path| p.file_name().expect("pack files have names").to_owned();
+            std::fs::write(dest.join(name(data)).with_extension("promisor"), "")?;
+            for path in [data, index] {
+                std::fs::rename(path, dest.join(name(path)))?;
+            }
+            return Ok(true);
         }
+        // `git pack-objects` writes the new pack's index last, too.
+        let mut cmd = super::git::command(mirror);
+        cmd.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", self.objects_dir())
+            .args(["pack-objects", "-q"])
+            .arg(dest.join("pack"));
+        let input = kept
+            .iter()
+            .flat_map(|id| [id.to_hex().to_string().into_bytes(), b"\n".to_vec()].concat())
+            .collect();
+        let out = super::git::run_with_input("pack-objects", &mut cmd, input, None)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let hash = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        std::fs::write(dest.join(format!("pack-{hash}.promisor")), "")?;
         Ok(true)
+    }
+
+    /// The commits, trees and tags of the pack at `index` (read from each entry's header: no
+    /// blob is inflated), and how many objects it holds in all.
+    fn metadata_objects(&self, index: &Path) -> std::io::Result<(Vec<ObjectId>, usize)> {
+        use gix::objs::FindHeader;
+        let other = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
+        let index =
+            gix_pack::index::File::at(index, gix::hash::Kind::Sha1).map_err(|e| other(&e))?;
+        let mut kept = Vec::new();
+        for entry in index.iter() {
+            let header = self
+                .odb
+                .try_header(&entry.oid)
+                .map_err(|e| other(&e))?
+                .ok_or_else(|| other(&format!("{} is not in its own pack", entry.oid)))?;
+            if header.kind != gix::objs::Kind::Blob {
+                kept.push(entry.oid);
+            }
+        }
+        Ok((kept, index.num_objects() as usize))
     }
 }
 

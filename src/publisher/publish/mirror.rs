@@ -2,12 +2,14 @@
 //! with a read token. Work on one repository is serialised by its lock; different repositories
 //! proceed in parallel.
 //!
-//! A mirror is a partial clone without blobs (`--filter=blob:none`): every decision reads
-//! GitHub's refs, commits and trees — never a blob (the bundle's own blobs are in its
-//! quarantine) — so a push costs what it carries, not what others pushed or the size of the
-//! history. Nothing is fetched lazily (`GIT_NO_LAZY_FETCH`, see `git.rs`): the one case that
-//! needs a blob of GitHub's, a thin bundle's delta bases, fetches exactly those
-//! ([`Mirrors::fetch_objects`]).
+//! A mirror is a treeless partial clone (`--filter=tree:0`): GitHub's refs and commits, and of
+//! the trees only those a decision reads. Decisions read refs, commit ancestry and, for the
+//! workflow fact, two levels of a commit's tree (its root and `.github`) — never a blob (the
+//! bundle's own blobs are in its quarantine) — so a push costs what it carries, not what others
+//! pushed or the size of the history. Nothing is fetched lazily (`GIT_NO_LAZY_FETCH`, see
+//! `git.rs`): what a step needs beyond commits is fetched by id, exactly those objects
+//! ([`Mirrors::fetch_objects`]: a thin bundle's delta bases, the trees the workflow fact reads),
+//! or with every tree beneath ([`fetch_trees_whole`]: the `git push` fallback).
 
 use super::git::{self, GitError};
 use crate::engine::RepoName;
@@ -85,7 +87,9 @@ impl Mirrors {
         Ok(path)
     }
 
-    /// Fetches the objects `oids` names (GitHub's: a thin bundle's delta bases), nothing else.
+    /// Fetches the objects `oids` names (GitHub's: a thin bundle's delta bases, the trees the
+    /// workflow fact reads), nothing else: an object asked for by id is sent whatever the
+    /// filter, and the filter keeps out what it would bring along.
     pub fn fetch_objects(
         &self,
         mirror: &Path,
@@ -93,22 +97,7 @@ impl Mirrors {
         token: &Token,
         oids: &[String],
     ) -> Result<(), GitError> {
-        let mut cmd = git::command(mirror);
-        git::with_token(&mut cmd, token);
-        cmd.args(["-c", &format!("remote.origin.url={url}")])
-            .args(["-c", "fetch.negotiationAlgorithm=noop"])
-            .args([
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--filter=blob:none",
-                "origin",
-            ])
-            .args(oids);
-        let result = git::run("fetch", &mut cmd, Some(token));
-        remove_temporary_packs(mirror);
-        result.map(|_| ())
+        fetch_by_id(mirror, url, token, oids, FILTER)
     }
 
     /// Fetches every branch and tag of `url` into the mirror (deleted refs are pruned).
@@ -122,7 +111,7 @@ impl Mirrors {
             "--prune",
             "--no-tags",
             "--no-write-fetch-head",
-            "--filter=blob:none",
+            &format!("--filter={FILTER}"),
             "origin",
             "+refs/heads/*:refs/heads/*",
             "+refs/tags/*:refs/tags/*",
@@ -172,17 +161,66 @@ impl Mirrors {
     }
 }
 
+/// Fetches the trees `oids` names with every tree beneath them, no blob: what `git push`
+/// reads to leave out what GitHub has (the fallback, when a pack cannot pass through).
+pub fn fetch_trees_whole(
+    mirror: &Path,
+    url: &str,
+    token: &Token,
+    oids: &[String],
+) -> Result<(), GitError> {
+    fetch_by_id(mirror, url, token, oids, "blob:none")
+}
+
+/// A fetch by id (no negotiation: the mirror's commits do not mean it holds their trees).
+fn fetch_by_id(
+    mirror: &Path,
+    url: &str,
+    token: &Token,
+    oids: &[String],
+    filter: &str,
+) -> Result<(), GitError> {
+    if oids.is_empty() {
+        return Ok(());
+    }
+    let mut cmd = git::command(mirror);
+    git::with_token(&mut cmd, token);
+    cmd.args(["-c", &format!("remote.origin.url={url}")])
+        .args(["-c", "fetch.negotiationAlgorithm=noop"])
+        .args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            &format!("--filter={filter}"),
+            // The ids on stdin: there may be more than a command line holds.
+            "--stdin",
+            "origin",
+        ]);
+    let input = oids
+        .iter()
+        .flat_map(|o| [o.as_bytes(), b"\n"].concat())
+        .collect();
+    let result = git::run_with_input("fetch", &mut cmd, input, Some(token));
+    remove_temporary_packs(mirror);
+    result.map(|_| ())
+}
+
 /// A file in a mirror saying it is configured as a partial clone.
 const PARTIAL_MARK: &str = "zodex-partial";
 
+/// What a mirror's fetches leave at GitHub: every tree and blob not asked for by id. (Mirrors
+/// an older version made as `blob:none` clones keep the trees they have; they fetch like any.)
+const FILTER: &str = "tree:0";
+
 /// Configures `mirror` as a partial clone of the promisor remote `origin` (its URL comes with
-/// each fetch): blobs are left at GitHub.
+/// each fetch): trees and blobs are left at GitHub.
 fn make_partial(mirror: &Path) -> Result<(), GitError> {
     for (key, value) in [
         ("core.repositoryformatversion", "1"),
         ("extensions.partialClone", "origin"),
         ("remote.origin.promisor", "true"),
-        ("remote.origin.partialclonefilter", "blob:none"),
+        ("remote.origin.partialclonefilter", FILTER),
     ] {
         git::run(
             "config",
@@ -190,7 +228,7 @@ fn make_partial(mirror: &Path) -> Result<(), GitError> {
             None,
         )?;
     }
-    std::fs::write(mirror.join(PARTIAL_MARK), "blob:none\n")
+    std::fs::write(mirror.join(PARTIAL_MARK), format!("{FILTER}\n"))
         .map_err(|e| io_error("marking the mirror partial", e))
 }
 

@@ -48,19 +48,27 @@ pub type RefOutcomes = HashMap<String, Result<(), String>>;
 /// Each ref's outcome, or one error for all of them.
 pub type Pushed = Result<RefOutcomes, String>;
 
+/// Where a push goes: the mirror it is made from, GitHub's URL, and GitHub's ref values the
+/// decisions saw (what the commits pushed are new against).
+pub struct Target<'a> {
+    pub mirror: &'a Path,
+    pub url: &'a str,
+    pub github_tips: Vec<String>,
+}
+
 /// Pushes `updates` leased on the values decided: the verified pack passed through when that
 /// is sound (see the module's documentation), else [`git_push`]. `whole_request`: every update
 /// of the request was allowed (none refused), so the pack carries only what these need;
 /// otherwise the pack is held against these updates' tips first.
 pub async fn push_leased(
-    mirror: &Path,
-    url: &str,
+    target: &Target<'_>,
     quarantine: &SharedQuarantine,
     updates: &[LeasedUpdate],
     atomic: bool,
     token: &Token,
     whole_request: bool,
 ) -> (Pushed, Route) {
+    let (mirror, url) = (target.mirror, target.url);
     let started = std::time::Instant::now();
     let fits = whole_request || {
         let tips: Vec<String> = updates.iter().filter_map(|u| u.new.clone()).collect();
@@ -80,8 +88,12 @@ pub async fn push_leased(
         Err(why) => {
             let (mirror, url, held) = (mirror.to_path_buf(), url.to_string(), quarantine.clone());
             let (updates, token) = (updates.to_vec(), token.clone());
+            let github = target.github_tips.clone();
             let pushed = blocking(move || {
-                held.with(|q| git_push(&mirror, &url, q, &updates, atomic, &token))
+                held.with(|q| {
+                    fetch_edge_trees(&mirror, &url, q, &updates, &github, &token);
+                    git_push(&mirror, &url, q, &updates, atomic, &token)
+                })
             })
             .await;
             (pushed, Route::Repacked(why))
@@ -355,6 +367,30 @@ pub fn git_push(
         ));
     }
     Ok(outcomes)
+}
+
+/// `git push` leaves out what GitHub has by reading the trees of the commits the pushed ones
+/// build on, whole; the treeless mirror fetches them first (no blob). A failure is logged and
+/// left to `git push`, which names what it misses.
+fn fetch_edge_trees(
+    mirror: &Path,
+    url: &str,
+    quarantine: &Quarantine,
+    updates: &[LeasedUpdate],
+    github: &[String],
+    token: &Token,
+) {
+    let tips: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
+    let github: Vec<&str> = github.iter().map(String::as_str).collect();
+    let fetched = quarantine
+        .edge_trees(mirror, &tips, &github)
+        .map_err(|e| e.to_string())
+        .and_then(|trees| {
+            super::mirror::fetch_trees_whole(mirror, url, token, &trees).map_err(|e| e.to_string())
+        });
+    if let Err(e) = fetched {
+        tracing::warn!(error = %e, "fetching the trees git push reads failed");
+    }
 }
 
 /// Keeps the mirror's ref where GitHub now has it (the next fetch would too).

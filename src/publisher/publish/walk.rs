@@ -164,6 +164,58 @@ impl Walk<'_> {
         Ok(false)
     }
 
+    /// The trees [`Walk::changes_workflows`] reads for `commits` — each commit's and each
+    /// parent's root tree, and the `.github` tree in it — that neither the quarantine nor the
+    /// mirror holds (the mirror is treeless: they are fetched by id before the facts). A root
+    /// must be present before its `.github` entry can be read: call again after fetching.
+    pub fn missing_workflow_trees(&self, commits: &[Commit]) -> Result<Vec<String>, ImportError> {
+        use gix::objs::FindExt;
+        let dir = WORKFLOWS.split('/').next().expect("a path");
+        let mut seen = std::collections::HashSet::new();
+        let mut missing = Vec::new();
+        let mut buf = Vec::new();
+        for id in commits
+            .iter()
+            .flat_map(|c| std::iter::once(&c.id).chain(&c.parents))
+        {
+            if !seen.insert(*id) {
+                continue;
+            }
+            let tree = self
+                .odb
+                .find_commit_iter(id, &mut buf)
+                .map_err(|_| ImportError::Missing(id.to_string()))?
+                .tree_id()
+                .map_err(|e| ImportError::Objects(e.to_string()))?;
+            let Some(root) = self
+                .odb
+                .try_find(&tree, &mut buf)
+                .map_err(|e| ImportError::Objects(e.to_string()))?
+            else {
+                missing.push(tree.to_string());
+                continue;
+            };
+            if root.kind != gix::objs::Kind::Tree {
+                return Err(ImportError::Objects(format!(
+                    "{tree}, the tree of commit {id}, is a {}",
+                    root.kind
+                )));
+            }
+            for entry in root.try_into_tree_iter().expect("kind checked") {
+                let entry = entry.map_err(|e| ImportError::Objects(e.to_string()))?;
+                if entry.filename == dir.as_bytes() {
+                    if entry.mode.is_tree() && !self.odb.exists(entry.oid) {
+                        missing.push(entry.oid.to_string());
+                    }
+                    break;
+                }
+            }
+        }
+        missing.sort();
+        missing.dedup();
+        Ok(missing)
+    }
+
     /// The id of `commit`'s `.github/workflows` tree, if it has one.
     fn workflows_of(&self, commit: &ObjectId) -> Result<Option<ObjectId>, ImportError> {
         use gix::objs::FindExt;
