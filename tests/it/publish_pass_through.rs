@@ -171,13 +171,23 @@ fn the_mirror_keeps_no_blob_and_only_the_trees_decisions_read() {
         &["clone", "-q", bare.to_str().unwrap(), "other"],
     );
     commit_file(&other, "deep/er/notes.txt", b"notes\n", "a deep directory");
-    commit_file(&other, "theirs.bin", &incompressible(1 << 20), "their big file");
+    commit_file(
+        &other,
+        "theirs.bin",
+        &incompressible(1 << 20),
+        "their big file",
+    );
     support::devhub::git_ok(&other, &["push", "-q", "origin", "HEAD:main"]);
     let their_deep = support::devhub::rev_parse(&other, "HEAD:deep");
     let their_blob = support::devhub::rev_parse(&other, "HEAD:theirs.bin");
 
     support::devhub::git_ok(&app, &["checkout", "-q", "-b", "own"]);
-    commit_file(&app, "src/big/own.bin", &incompressible(2 << 20), "our big file");
+    commit_file(
+        &app,
+        "src/big/own.bin",
+        &incompressible(2 << 20),
+        "our big file",
+    );
     let push = rig.agent_git(&app, &["push", "origin", "own"]);
     assert!(push.status.success(), "{}", rig.log());
     assert_eq!(rig.remote_sha("app", "refs/heads/own"), Some(head(&app)));
@@ -194,7 +204,10 @@ fn the_mirror_keeps_no_blob_and_only_the_trees_decisions_read() {
     let ours = |rev: &str| support::devhub::rev_parse(&app, rev);
     assert!(has(&ours("HEAD")), "the pushed commit is kept");
     assert!(has(&ours("HEAD:src/big")), "the pushed trees are kept");
-    assert!(!has(&ours("HEAD:src/big/own.bin")), "the pushed blob is not");
+    assert!(
+        !has(&ours("HEAD:src/big/own.bin")),
+        "the pushed blob is not"
+    );
     assert!(!has(&their_blob), "their blob stays at GitHub");
     assert!(!has(&their_deep), "their subtree stays at GitHub");
     let size = walkdir(&mirror.join("objects"));
@@ -205,6 +218,95 @@ fn the_mirror_keeps_no_blob_and_only_the_trees_decisions_read() {
     let push = rig.agent_git(&app, &["push", "origin", "own"]);
     assert!(push.status.success(), "{}", rig.log());
     assert_eq!(rig.remote_sha("app", "refs/heads/own"), Some(head(&app)));
+}
+
+/// Every fetch and kept push adds a pack to the mirror; once there are more than a few dozen,
+/// zodex-prd puts them into one after the push, and the next push decides on it as before.
+#[test]
+fn a_mirror_of_many_packs_is_repacked_after_a_push() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    rig.grant_push("demo/app");
+    support::devhub::git_ok(&app, &["checkout", "-q", "-b", "many"]);
+    commit_file(&app, "one.txt", b"one\n", "one");
+    let push = rig.agent_git(&app, &["push", "origin", "many"]);
+    assert!(push.status.success(), "{}", rig.log());
+    let mirror = rig.dir.path().join("state/mirrors/demo/app.git");
+    let packs = || {
+        std::fs::read_dir(mirror.join("objects/pack"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "pack")
+            })
+            .count()
+    };
+    // Fifty more packs, one commit object each (as fifty fetches would leave them).
+    let tree = support::devhub::rev_parse(&app, "HEAD^{tree}");
+    for i in 0..50 {
+        let commit = support::devhub::git_ok(
+            &mirror,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@e",
+                "commit-tree",
+                &tree,
+                "-m",
+                &format!("pack {i}"),
+            ],
+        );
+        let mut pack = std::process::Command::new("git")
+            .args([
+                "-C",
+                mirror.to_str().unwrap(),
+                "pack-objects",
+                "-q",
+                "objects/pack/pack",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        pack.stdin
+            .take()
+            .unwrap()
+            .write_all(commit.as_bytes())
+            .unwrap();
+        assert!(pack.wait().unwrap().success());
+    }
+    for dir in std::fs::read_dir(mirror.join("objects")).unwrap() {
+        let dir = dir.unwrap().path();
+        if dir.file_name().unwrap().len() == 2 {
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+    assert!(packs() > 50);
+
+    commit_file(&app, "two.txt", b"two\n", "two");
+    let push = rig.agent_git(&app, &["push", "origin", "many"]);
+    assert!(push.status.success(), "{}", rig.log());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !rig.log().contains("the mirror was repacked into one pack") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no repack: {}",
+            rig.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(packs(), 1);
+
+    commit_file(&app, "three.txt", b"three\n", "three");
+    let push = rig.agent_git(&app, &["push", "origin", "many"]);
+    assert!(push.status.success(), "{}", rig.log());
+    assert_eq!(rig.remote_sha("app", "refs/heads/many"), Some(head(&app)));
 }
 
 /// Bytes of the files under `dir`.

@@ -204,7 +204,7 @@ impl Host {
             let token = self.mirror_read_token(github, repo).await.ok()?;
             let (at, from, wanted) = (path.clone(), url.clone(), missing.clone());
             let fetched = self
-                .blocking(move |host| host.mirrors.fetch_objects(&at, &from, &token, &wanted))
+                .blocking(move |host| host.mirrors.fetch_tips(&at, &from, &token, &wanted))
                 .await;
             if let Err(e) = fetched {
                 tracing::info!(error = %e, "fetching the listed tips by id failed; fetching every ref");

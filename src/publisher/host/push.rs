@@ -522,7 +522,30 @@ impl Host {
         if !adopted && let Err(e) = self.open_mirror(&at.github, &at.repo).await {
             tracing::warn!(error = %e.0.message, "fetching the mirror after a push failed; the next request fetches it");
         }
+        self.repack_later(&at.repo, &at.mirror.path);
         Ok(results)
+    }
+
+    /// Every fetch and kept push adds a pack to the mirror; past a few dozen, they are put into
+    /// one once this request has let go of the mirror (the next request on it waits for that).
+    fn repack_later(self: &Arc<Self>, repo: &RepoName, mirror: &std::path::Path) {
+        if !self.mirrors.scattered(mirror) {
+            return;
+        }
+        let (host, repo, mirror) = (self.clone(), repo.clone(), mirror.to_path_buf());
+        tokio::spawn(async move {
+            let _guard = host.mirrors.lock(&repo).await;
+            let started = std::time::Instant::now();
+            let at = mirror.clone();
+            match host.blocking(move |host| host.mirrors.repack(&at)).await {
+                Ok(()) => {
+                    tracing::info!(repo = %repo, elapsed_ms = started.elapsed().as_millis() as u64, "the mirror was repacked into one pack")
+                }
+                Err(e) => {
+                    tracing::warn!(repo = %repo, error = %e, "repacking the mirror failed; it goes on with many packs")
+                }
+            }
+        });
     }
 
     /// [`Host::record_pushed`] on a blocking thread: the audit rows, the pack adopted into the

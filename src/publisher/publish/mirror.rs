@@ -97,7 +97,50 @@ impl Mirrors {
         token: &Token,
         oids: &[String],
     ) -> Result<(), GitError> {
-        fetch_by_id(mirror, url, token, oids, FILTER)
+        fetch_by_id(mirror, url, token, oids, FILTER, false)
+    }
+
+    /// Fetches the commits `tips` names (GitHub's ref values, read moments ago) with what the
+    /// mirror lacks of their history — negotiated, so only commits the mirror does not have
+    /// come, and no tree (the filter).
+    pub fn fetch_tips(
+        &self,
+        mirror: &Path,
+        url: &str,
+        token: &Token,
+        tips: &[String],
+    ) -> Result<(), GitError> {
+        fetch_by_id(mirror, url, token, tips, FILTER, true)
+    }
+
+    /// Whether `mirror` holds so many packs that finding an object costs a lookup in each:
+    /// every fetch and every kept push adds one.
+    pub fn scattered(&self, mirror: &Path) -> bool {
+        pack_count(mirror) > MAX_PACKS
+    }
+
+    /// Puts every object of `mirror` into one pack (call under the lock). Every pack is marked
+    /// as GitHub's first — they all are, fetched or pushed — so git keeps the objects whose
+    /// trees and blobs are at GitHub without looking for them.
+    pub fn repack(&self, mirror: &Path) -> Result<(), GitError> {
+        let pack_dir = mirror.join("objects/pack");
+        let entries = std::fs::read_dir(&pack_dir).map_err(|e| io_error("reading the packs", e))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "pack") {
+                let mark = path.with_extension("promisor");
+                if !mark.exists() {
+                    std::fs::write(&mark, "").map_err(|e| io_error("marking a pack", e))?;
+                }
+            }
+        }
+        let result = git::run(
+            "repack",
+            git::command(mirror).args(["repack", "-a", "-d", "-q"]),
+            None,
+        );
+        remove_temporary_packs(mirror);
+        result.map(|_| ())
     }
 
     /// Fetches every branch and tag of `url` into the mirror (deleted refs are pruned).
@@ -169,34 +212,39 @@ pub fn fetch_trees_whole(
     token: &Token,
     oids: &[String],
 ) -> Result<(), GitError> {
-    fetch_by_id(mirror, url, token, oids, "blob:none")
+    fetch_by_id(mirror, url, token, oids, "blob:none", false)
 }
 
-/// A fetch by id (no negotiation: the mirror's commits do not mean it holds their trees).
+/// A fetch by id. `negotiate`: tell GitHub which commits the mirror has, so it sends only the
+/// history the mirror lacks — right for commits, wrong for trees (the mirror's commits do not
+/// mean it holds their trees: GitHub would leave out the very trees asked for).
 fn fetch_by_id(
     mirror: &Path,
     url: &str,
     token: &Token,
     oids: &[String],
     filter: &str,
+    negotiate: bool,
 ) -> Result<(), GitError> {
     if oids.is_empty() {
         return Ok(());
     }
     let mut cmd = git::command(mirror);
     git::with_token(&mut cmd, token);
-    cmd.args(["-c", &format!("remote.origin.url={url}")])
-        .args(["-c", "fetch.negotiationAlgorithm=noop"])
-        .args([
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            &format!("--filter={filter}"),
-            // The ids on stdin: there may be more than a command line holds.
-            "--stdin",
-            "origin",
-        ]);
+    cmd.args(["-c", &format!("remote.origin.url={url}")]);
+    if !negotiate {
+        cmd.args(["-c", "fetch.negotiationAlgorithm=noop"]);
+    }
+    cmd.args([
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        &format!("--filter={filter}"),
+        // The ids on stdin: there may be more than a command line holds.
+        "--stdin",
+        "origin",
+    ]);
     let input = oids
         .iter()
         .flat_map(|o| [o.as_bytes(), b"\n"].concat())
@@ -204,6 +252,18 @@ fn fetch_by_id(
     let result = git::run_with_input("fetch", &mut cmd, input, Some(token));
     remove_temporary_packs(mirror);
     result.map(|_| ())
+}
+
+/// More packs than this and the mirror is repacked into one (after a push, off its path).
+const MAX_PACKS: usize = 48;
+
+fn pack_count(mirror: &Path) -> usize {
+    std::fs::read_dir(mirror.join("objects/pack"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+        .count()
 }
 
 /// A file in a mirror saying it is configured as a partial clone.
@@ -256,6 +316,76 @@ pub fn remove_temporary_packs(mirror: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fifty fetches leave fifty packs; the repack leaves one, with every commit and ref, and
+    /// the mirror fetches on from it.
+    #[test]
+    fn a_scattered_mirror_is_repacked_into_one_pack() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |at: &Path, args: &[&str]| {
+            let out = git::command(at)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@e")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@e")
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        let origin = dir.path().join("origin");
+        std::fs::create_dir_all(&origin).unwrap();
+        git(&origin, &["init", "-q", "-b", "main", "."]);
+        git(&origin, &["config", "uploadpack.allowFilter", "true"]);
+        let mirror = dir.path().join("m.git");
+        git(dir.path(), &["init", "-q", "--bare", "m.git"]);
+        make_partial(&mirror).unwrap();
+        let url = format!("file://{}", origin.display());
+        let fetch = || {
+            let filter = format!("--filter={FILTER}");
+            git(
+                &mirror,
+                &[
+                    "-c",
+                    &format!("remote.origin.url={url}"),
+                    "fetch",
+                    "-q",
+                    &filter,
+                    "origin",
+                    "+refs/heads/*:refs/heads/*",
+                ],
+            )
+        };
+        let mut commits = Vec::new();
+        for i in 0..50 {
+            std::fs::write(origin.join("f.txt"), format!("{i}\n")).unwrap();
+            git(&origin, &["add", "f.txt"]);
+            git(&origin, &["commit", "-q", "-m", &i.to_string()]);
+            commits.push(git(&origin, &["rev-parse", "HEAD"]));
+            fetch();
+        }
+        let mirrors = Mirrors::new(dir.path().join("root"), dir.path().join("tmp"));
+        assert_eq!(pack_count(&mirror), 50);
+        assert!(mirrors.scattered(&mirror));
+        mirrors.repack(&mirror).unwrap();
+        assert_eq!(pack_count(&mirror), 1);
+        assert!(!mirrors.scattered(&mirror));
+        let ids: Vec<&str> = commits.iter().map(String::as_str).collect();
+        assert!(mirrors.missing(&mirror, &ids).unwrap().is_empty());
+        assert_eq!(git(&mirror, &["rev-parse", "refs/heads/main"]), commits[49]);
+        std::fs::write(origin.join("f.txt"), "after\n").unwrap();
+        git(&origin, &["commit", "-q", "-am", "after"]);
+        fetch();
+        assert_eq!(
+            git(&mirror, &["rev-list", "--count", "refs/heads/main"]),
+            "51"
+        );
+    }
 
     #[test]
     fn missing_names_exactly_the_objects_the_mirror_lacks() {

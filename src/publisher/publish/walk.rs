@@ -391,6 +391,79 @@ mod tests {
         ));
     }
 
+    /// On a treeless clone, the trees the workflow fact reads are named level by level (the
+    /// roots, then the `.github` trees in them), none once fetched, and the fact is then the
+    /// same as on a full repository.
+    #[test]
+    fn the_trees_the_workflow_fact_reads_are_named_until_fetched() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("full");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main", "."]);
+        git(&repo, &["config", "uploadpack.allowFilter", "true"]);
+        git(&repo, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
+        commit(&repo, "src/deep/a.txt", "one");
+        let ci = commit(&repo, ".github/workflows/ci.yml", "two");
+        let url = format!("file://{}", repo.display());
+        let mirror = dir.path().join("mirror.git");
+        git(
+            dir.path(),
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                "--filter=tree:0",
+                &url,
+                "mirror.git",
+            ],
+        );
+        let empty = tempfile::tempdir().unwrap();
+        let fetch = |ids: &[String]| {
+            let mut args = vec!["fetch", "-q", "--filter=tree:0", "origin"];
+            args.extend(ids.iter().map(String::as_str));
+            git(&mirror, &args);
+        };
+        let rev = |r: &str| git(&repo, &["rev-parse", r]);
+        let commits = || {
+            let odb = gix::odb::at(mirror.join("objects"), gix::hash::Kind::Sha1).unwrap();
+            let walk = Walk {
+                mirror: &mirror,
+                quarantine_objects: empty.path(),
+                odb: &odb,
+            };
+            let commits = walk.commits(&[&ci], &[], None).unwrap();
+            let missing = walk.missing_workflow_trees(&commits).unwrap();
+            let changes = missing
+                .is_empty()
+                .then(|| walk.changes_workflows(&commits[0]).unwrap());
+            (missing, changes)
+        };
+        let (roots, _) = commits();
+        let mut want = vec![rev("HEAD^{tree}"), rev("HEAD~1^{tree}")];
+        want.sort();
+        assert_eq!(roots, want, "first the root trees");
+        fetch(&roots);
+        let (github, _) = commits();
+        assert_eq!(
+            github,
+            vec![rev("HEAD:.github")],
+            "then .github, never src/"
+        );
+        fetch(&github);
+        let (none, changes) = commits();
+        assert!(none.is_empty());
+        assert_eq!(changes, Some(true), "the workflow commit is seen as one");
+        let has = |r: &str| {
+            let odb = gix::odb::at(mirror.join("objects"), gix::hash::Kind::Sha1).unwrap();
+            odb.exists(&ObjectId::from_hex(rev(r).as_bytes()).unwrap())
+        };
+        assert!(!has("HEAD:src"), "no tree the fact does not read");
+        assert!(
+            !has("HEAD:.github/workflows"),
+            "not even the workflows tree"
+        );
+    }
+
     #[test]
     fn a_pack_object_no_tip_reaches_is_found() {
         let dir = tempfile::tempdir().unwrap();
