@@ -98,7 +98,71 @@ impl Host {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(repo.key(), (std::time::Instant::now(), kept));
+        self.prefetch_listed(github, &repo, refs.iter().map(|r| r.oid.clone()).collect());
         Ok(refs)
+    }
+
+    /// Starts fetching the listed tips the mirror lacks while git prepares the push that follows
+    /// `list for-push`: the push takes the mirror's lock after this and finds them there (a
+    /// cold mirror's first fetch of a long history overlaps git's packing instead of
+    /// following it).
+    fn prefetch_listed(self: &Arc<Self>, github: &Arc<GitHub>, repo: &RepoName, tips: Vec<String>) {
+        let (host, github, repo) = (self.clone(), github.clone(), repo.clone());
+        tokio::spawn(async move {
+            let _guard = host.mirrors.lock(&repo).await;
+            let ensuring = repo.clone();
+            let Ok(path) = host
+                .blocking(move |host| host.mirrors.ensure(&ensuring))
+                .await
+            else {
+                return;
+            };
+            let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
+            host.fetch_missing_tips(&github, &repo, &path, &url, tips)
+                .await;
+        });
+    }
+
+    /// Fetches the `tips` the mirror at `path` lacks (negotiated: only the commits it does not
+    /// have). Whether every tip is there afterwards.
+    async fn fetch_missing_tips(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        path: &std::path::Path,
+        url: &str,
+        tips: Vec<String>,
+    ) -> bool {
+        let at = path.to_path_buf();
+        let missing = self
+            .blocking(move |host| {
+                let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+                host.mirrors.missing(&at, &tips)
+            })
+            .await;
+        let missing = match missing {
+            Ok(missing) if missing.is_empty() => return true,
+            Ok(missing) => missing,
+            Err(_) => return false,
+        };
+        let Ok(token) = self.mirror_read_token(github, repo).await else {
+            return false;
+        };
+        let (at, from, wanted) = (path.to_path_buf(), url.to_string(), missing.clone());
+        let fetched = self
+            .blocking(move |host| host.mirrors.fetch_tips(&at, &from, &token, &wanted))
+            .await;
+        if let Err(e) = fetched {
+            tracing::info!(error = %e, "fetching the listed tips by id failed");
+            return false;
+        }
+        let at = path.to_path_buf();
+        self.blocking(move |host| {
+            let tips: Vec<&str> = missing.iter().map(String::as_str).collect();
+            host.mirrors.missing(&at, &tips)
+        })
+        .await
+        .is_ok_and(|still| still.is_empty())
     }
 
     /// The refs `list for-push` read from GitHub for `repo` moments ago, taken once: the push
@@ -189,39 +253,13 @@ impl Host {
             .await
             .ok()?;
         let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
-        let (at, tips): (PathBuf, Vec<String>) = (
-            path.clone(),
-            refs.iter().map(|(_, oid)| oid.clone()).collect(),
-        );
-        let missing = self
-            .blocking(move |host| {
-                let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
-                host.mirrors.missing(&at, &tips)
-            })
+        let tips = refs.iter().map(|(_, oid)| oid.clone()).collect();
+        if !self
+            .fetch_missing_tips(github, repo, &path, &url, tips)
             .await
-            .ok()?;
-        if !missing.is_empty() {
-            let token = self.mirror_read_token(github, repo).await.ok()?;
-            let (at, from, wanted) = (path.clone(), url.clone(), missing.clone());
-            let fetched = self
-                .blocking(move |host| host.mirrors.fetch_tips(&at, &from, &token, &wanted))
-                .await;
-            if let Err(e) = fetched {
-                tracing::info!(error = %e, "fetching the listed tips by id failed; fetching every ref");
-                return None;
-            }
-            let at = path.clone();
-            let tips: Vec<String> = missing;
-            let still = self
-                .blocking(move |host| {
-                    let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
-                    host.mirrors.missing(&at, &tips)
-                })
-                .await
-                .ok()?;
-            if !still.is_empty() {
-                return None;
-            }
+        {
+            tracing::info!("the listed tips are not all in the mirror; fetching every ref");
+            return None;
         }
         Some(OpenMirror {
             path,
