@@ -448,6 +448,17 @@ fn busy_repository(rig: &Rig, app: &Path, plain_url: &str, seed: &mut u64) {
         z.as_secs_f64() * 1e3,
         z.as_secs_f64() / p.as_secs_f64()
     );
+    if std::env::var_os("ZODEX_BENCH_STAGES").is_some() {
+        let handled: Vec<String> = rig
+            .log()
+            .lines()
+            .filter(|l| l.contains("push handled"))
+            .map(str::to_string)
+            .collect();
+        for line in &handled[handled.len().saturating_sub(ROUNDS)..] {
+            println!("  {line}");
+        }
+    }
     bench_line::BenchLine {
         name: "small_push_after_a_32mib_push_vs_plain",
         unit: "ms",
