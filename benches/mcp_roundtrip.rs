@@ -47,7 +47,7 @@ fn main() {
         .unwrap_or(300);
     let server = Server::start(
         std::path::Path::new(env!("CARGO_BIN_EXE_zodex-agent")),
-        &[("RUST_LOG", "warn,zodex::tools::server=info")],
+        &[("RUST_LOG", "warn,zodex_tools::server=info")],
     );
     let workdir = tempfile::tempdir().unwrap();
     let path = format!("/mcp?key={}", server.key);
