@@ -352,8 +352,11 @@ fn plain_push(app: &Path, url: &str, branch: &str) -> (std::process::Output, Dur
 /// A push of `branch` through git-remote-zodex and zodex-prd, timed.
 fn zodex_push(rig: &Rig, app: &Path, branch: &str) -> (std::process::Output, Duration) {
     let started = Instant::now();
-    let out = rig
-        .agent_git_command(app)
+    let mut cmd = rig.agent_git_command(app);
+    if let Some(trace) = std::env::var_os("ZODEX_BENCH_GIT_TRACE") {
+        cmd.env("GIT_TRACE2_PERF", trace);
+    }
+    let out = cmd
         .args([
             "push",
             "-q",
@@ -452,10 +455,10 @@ fn busy_repository(rig: &Rig, app: &Path, plain_url: &str, seed: &mut u64) {
         let handled: Vec<String> = rig
             .log()
             .lines()
-            .filter(|l| l.contains("push handled"))
+            .filter(|l| l.contains("push handled") || l.contains("listed tips"))
             .map(str::to_string)
             .collect();
-        for line in &handled[handled.len().saturating_sub(ROUNDS)..] {
+        for line in &handled[handled.len().saturating_sub(2 * ROUNDS)..] {
             println!("  {line}");
         }
     }

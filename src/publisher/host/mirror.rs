@@ -149,6 +149,7 @@ impl Host {
             return false;
         };
         let (at, from, wanted) = (path.to_path_buf(), url.to_string(), missing.clone());
+        let started = std::time::Instant::now();
         let fetched = self
             .blocking(move |host| host.mirrors.fetch_tips(&at, &from, &token, &wanted))
             .await;
@@ -156,6 +157,12 @@ impl Host {
             tracing::info!(error = %e, "fetching the listed tips by id failed");
             return false;
         }
+        tracing::info!(
+            repo = %repo,
+            tips = missing.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "fetched the listed tips the mirror lacked"
+        );
         let at = path.to_path_buf();
         self.blocking(move |host| {
             let tips: Vec<&str> = missing.iter().map(String::as_str).collect();

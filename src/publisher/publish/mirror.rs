@@ -148,17 +148,19 @@ impl Mirrors {
         let mut cmd = git::command(mirror);
         git::with_token(&mut cmd, token);
         // The promisor remote is `origin`; its URL is given here, never stored.
-        cmd.args(["-c", &format!("remote.origin.url={url}")]).args([
-            "fetch",
-            "--quiet",
-            "--prune",
-            "--no-tags",
-            "--no-write-fetch-head",
-            &format!("--filter={FILTER}"),
-            "origin",
-            "+refs/heads/*:refs/heads/*",
-            "+refs/tags/*:refs/tags/*",
-        ]);
+        cmd.args(["-c", &format!("remote.origin.url={url}")])
+            .args(NO_AUTO_MAINTENANCE)
+            .args([
+                "fetch",
+                "--quiet",
+                "--prune",
+                "--no-tags",
+                "--no-write-fetch-head",
+                &format!("--filter={FILTER}"),
+                "origin",
+                "+refs/heads/*:refs/heads/*",
+                "+refs/tags/*:refs/tags/*",
+            ]);
         let result = git::run("fetch", &mut cmd, Some(token));
         remove_temporary_packs(mirror);
         result.map(|_| ())
@@ -231,7 +233,8 @@ fn fetch_by_id(
     }
     let mut cmd = git::command(mirror);
     git::with_token(&mut cmd, token);
-    cmd.args(["-c", &format!("remote.origin.url={url}")]);
+    cmd.args(["-c", &format!("remote.origin.url={url}")])
+        .args(NO_AUTO_MAINTENANCE);
     if !negotiate {
         cmd.args(["-c", "fetch.negotiationAlgorithm=noop"]);
     }
@@ -253,6 +256,10 @@ fn fetch_by_id(
     remove_temporary_packs(mirror);
     result.map(|_| ())
 }
+
+/// A fetch would start `git maintenance run --auto` after it (a process per fetch, on the
+/// push's path); the mirror's upkeep is [`Mirrors::repack`], after the push.
+const NO_AUTO_MAINTENANCE: [&str; 2] = ["-c", "maintenance.auto=false"];
 
 /// More packs than this and the mirror is repacked into one (after a push, off its path).
 const MAX_PACKS: usize = 48;
