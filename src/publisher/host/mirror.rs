@@ -172,6 +172,15 @@ impl Host {
         .is_ok_and(|still| still.is_empty())
     }
 
+    /// The refs `list for-push` read from GitHub for `repo` moments ago, left in place for the
+    /// push that follows (which opens its request to GitHub on them while the mirror is still
+    /// fetching; [`Host::take_advertised`] then takes them for the decisions).
+    pub(super) fn peek_advertised(&self, repo: &RepoName) -> Option<HashMap<String, String>> {
+        let listed = self.advertised.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, refs) = listed.get(&repo.key())?;
+        (at.elapsed() < ADVERTISEMENT_FRESH).then(|| refs.iter().cloned().collect())
+    }
+
     /// The refs `list for-push` read from GitHub for `repo` moments ago, taken once: the push
     /// that follows decides on them (and is leased on them, so GitHub refuses it if a ref
     /// moved since) instead of asking GitHub again.

@@ -4,9 +4,10 @@
 //!
 //! The order of a streamed push, and why it is safe:
 //! 1. The request was admitted on what it declares, like any push ([`Host::admit`]).
-//! 2. The mirror is fetched (GitHub's refs: each command's old id), a token is minted for
-//!    this step without `workflows`, and the receive-pack request opens with one command per
-//!    update, `old` = the mirror's value (GitHub refuses a ref that moved since).
+//! 2. A token is minted for this step without `workflows`, and the receive-pack request opens
+//!    with one command per update, `old` = GitHub's value (GitHub refuses a ref that moved
+//!    since): the value `list for-push` read moments ago — the request then opens while the
+//!    mirror fetches what the decisions read — else the value of the mirror, fetched first.
 //! 3. The pack follows as it lands, all but its 20-byte checksum.
 //! 4. Once the bundle is whole it is imported and verified, and every update decided on it,
 //!    exactly as for a bundle that was spooled first.
@@ -20,13 +21,16 @@ use super::mirror::OpenMirror;
 use super::push::{Admission, Decided, DecidedAt, PushMode, each_failed};
 use super::step_token::StepToken;
 use super::{Failure, Host};
+use crate::engine::RepoName;
 use crate::protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
+use crate::publisher::github::GitHub;
 use crate::publisher::github::TokenUse;
 use crate::publisher::publish::SharedQuarantine;
 use crate::publisher::publish::Spooled;
 use crate::publisher::publish::forward::{Spooling, Verdict, pack_stream};
 use crate::publisher::publish::receive_pack::RefCommand;
 use crate::publisher::publish::upload::{StreamedPush, bases_at_github_owned};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
@@ -54,6 +58,15 @@ impl Incoming {
             )),
         }
     }
+}
+
+/// Where a streamed pack goes, on which of GitHub's ref values (each command's old id).
+struct ForwardTo<'a> {
+    github: &'a Arc<GitHub>,
+    repo: &'a RepoName,
+    url: String,
+    refs: &'a HashMap<String, String>,
+    now: i64,
 }
 
 /// The pack on its way to GitHub, and the token it goes with.
@@ -103,21 +116,57 @@ impl Host {
         admission: Admission,
         incoming: Incoming,
     ) -> Result<PushOutcome, Failure> {
-        let mut locked = self.lock_mirror(repo).await?;
         let now = self.now();
         // Every return before the verdict drops `verdict` unset: the stream then ends in an
         // error, and GitHub keeps nothing.
         let (verdict, verdict_rx) = watch::channel(Verdict::Pending);
-        let pack = incoming
-            .file
-            .try_clone()
-            .map(|file| pack_stream(file, incoming.spooling.clone(), verdict_rx));
-        // Opening the request (a token, GitHub's refs) and importing and deciding the bundle
-        // do not wait for each other: a small bundle is whole before the request is open.
+        let mut pack = Some(
+            incoming
+                .file
+                .try_clone()
+                .map(|file| pack_stream(file, incoming.spooling.clone(), verdict_rx)),
+        );
+        let name = super::parse_repo(repo)?;
+        let github = self.github()?.clone();
+        // On the refs `list for-push` just read, the request to GitHub opens while the mirror
+        // is still fetching what the decisions read (a cold mirror's first fetch of a long
+        // history, the commits another client pushed); without them, once it is fetched.
+        let (mut locked, early) = match self.peek_advertised(&name) {
+            Some(refs) => {
+                let target = ForwardTo {
+                    github: &github,
+                    repo: &name,
+                    url: format!("{}/{}/{}.git", github.git_url(), name.owner(), name.name()),
+                    refs: &refs,
+                    now,
+                };
+                let pack = pack.take().expect("the pack is opened once");
+                let opening = async {
+                    let pack = pack.map_err(|e| format!("cannot read the spool file: {e}"))?;
+                    self.start_forward(&target, &updates, atomic, pack).await
+                };
+                let (locked, forward) = tokio::join!(self.lock_mirror(repo), opening);
+                (locked?, Some(forward))
+            }
+            None => (self.lock_mirror(repo).await?, None),
+        };
         let base = locked.decided_at(0, now);
+        let pack = pack.take();
         let opening = async {
+            let pack = match (early, pack) {
+                (Some(forward), _) => return forward,
+                (None, Some(pack)) => pack,
+                (None, None) => unreachable!("the pack goes with the early request when taken"),
+            };
             let pack = pack.map_err(|e| format!("cannot read the spool file: {e}"))?;
-            self.start_forward(&base, &updates, atomic, pack).await
+            let target = ForwardTo {
+                github: &base.github,
+                repo: &base.repo,
+                url: base.mirror.url.clone(),
+                refs: &base.mirror.refs,
+                now,
+            };
+            self.start_forward(&target, &updates, atomic, pack).await
         };
         let clock = &mut locked.clock;
         let deciding = async {
@@ -194,7 +243,7 @@ impl Host {
     /// spool file as it lands. `Err` says why the pack cannot go this way (nothing was sent).
     async fn start_forward(
         self: &Arc<Self>,
-        at: &DecidedAt,
+        at: &ForwardTo<'_>,
         updates: &[PushUpdate],
         atomic: bool,
         pack: impl futures_util::Stream<Item = std::io::Result<tokio_util::bytes::Bytes>>
@@ -205,23 +254,17 @@ impl Host {
             .iter()
             .map(|u| RefCommand {
                 dst: u.dst.clone(),
-                old: at.mirror.refs.get(&u.dst).cloned(),
+                old: at.refs.get(&u.dst).cloned(),
                 new: u.new.clone(),
             })
             .collect();
         let use_ = TokenUse::Push { workflows: false };
         let token = self
-            .mint_for_step(&at.github, &at.repo, use_, None, at.now)
+            .mint_for_step(at.github, at.repo, use_, None, at.now)
             .await
             .map_err(|f| f.0.message)?;
-        let push = StreamedPush::start(
-            &at.mirror.url,
-            token.token(),
-            commands.clone(),
-            atomic,
-            pack,
-        )
-        .await?;
+        let push =
+            StreamedPush::start(&at.url, token.token(), commands.clone(), atomic, pack).await?;
         Ok(Forward {
             push,
             token,
