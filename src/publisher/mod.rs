@@ -4,6 +4,7 @@
 
 pub mod credentials;
 pub mod daemon;
+mod error_text;
 pub mod github;
 pub mod ground;
 pub mod host;

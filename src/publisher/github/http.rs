@@ -6,6 +6,7 @@
 use super::jwt::AppKey;
 use super::token::Token;
 use super::{GitHub, GithubError};
+use crate::publisher::error_text::error_chain;
 use http::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, USER_AGENT};
 use http::{Method, Request};
 use http_body_util::BodyExt;
@@ -84,22 +85,6 @@ impl Reply {
     fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
-}
-
-/// An error and its causes on one line (octocrab's own text, "client error (Connect)", hides
-/// the cause an operator can act on, such as "Connection refused").
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The 401 messages GitHub gives for a JWT whose `exp`/`iat` disagree with its clock.

@@ -4,6 +4,7 @@
 //! (checked on the very addresses connected to, so DNS rebinding cannot slip past), no
 //! redirects, 5 s, 16 KiB, and the document must name itself as `client_id`.
 
+use crate::publisher::error_text::error_chain;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -108,7 +109,7 @@ impl Fetcher {
                 .client
                 .request(request)
                 .await
-                .map_err(|e| format!("fetching the client's metadata document failed: {}", chain(&e)))?;
+                .map_err(|e| format!("fetching the client's metadata document failed: {}", error_chain(&e)))?;
             let status = response.status();
             if status.is_redirection() {
                 return Err(format!(
@@ -170,17 +171,6 @@ impl Fetcher {
             ..document
         })
     }
-}
-
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// A resolver that returns only public addresses (or any address of a host the configuration

@@ -16,6 +16,7 @@
 
 pub use super::pktline::{Advertisement, RefCommand, Report, ZERO_ID};
 use super::pktline::{command_lines, parse_advertisement, parse_report};
+use crate::publisher::error_text::error_chain;
 use crate::publisher::github::Token;
 use base64::Engine as _;
 use futures_util::StreamExt as _;
@@ -293,22 +294,6 @@ fn full_body(bytes: Vec<u8>) -> Body {
     BodyExt::boxed_unsync(
         http_body_util::Full::new(Bytes::from(bytes)).map_err(|never| match never {}),
     )
-}
-
-/// An error and its causes on one line (hyper's own text hides the cause, "Connection
-/// refused").
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! `X-Zodex-Delivery` carries the row's id for deduplication. Any 2xx is a delivery.
 
 use crate::engine::store::AuditRecord;
+use crate::publisher::error_text::error_chain;
 use bytes::Bytes;
 use http_body_util::Full;
 use std::path::Path;
@@ -118,16 +119,4 @@ impl WebhookSink {
             Err(format!("{} answered {}", self.shown(), answer.status()))
         }
     }
-}
-
-/// An error with its causes, which name what failed (refused, DNS, TLS), never the URL's path.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
