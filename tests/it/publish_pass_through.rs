@@ -139,15 +139,8 @@ fn the_mirror_leaves_other_peoples_blobs_at_github() {
     assert!(push.status.success(), "{}", rig.log());
     assert_eq!(rig.remote_sha("app", "refs/heads/small"), Some(head(&app)));
 
-    let mirror = rig.dir.path().join("state/mirrors/demo/app.git");
-    let has = |oid: &str| {
-        std::process::Command::new("git")
-            .args(["-C", mirror.to_str().unwrap(), "cat-file", "-e", oid])
-            .env("GIT_NO_LAZY_FETCH", "1")
-            .status()
-            .unwrap()
-            .success()
-    };
+    let mirror = app_mirror(&rig);
+    let has = |oid: &str| mirror_has(&mirror, oid);
     assert!(has(&big_commit), "the mirror follows GitHub's refs");
     assert!(!has(&big_blob), "the 4 MiB blob stays at GitHub");
     let size: u64 = walkdir(&mirror.join("objects"));
@@ -192,15 +185,8 @@ fn the_mirror_keeps_no_blob_and_only_the_trees_decisions_read() {
     assert!(push.status.success(), "{}", rig.log());
     assert_eq!(rig.remote_sha("app", "refs/heads/own"), Some(head(&app)));
 
-    let mirror = rig.dir.path().join("state/mirrors/demo/app.git");
-    let has = |oid: &str| {
-        std::process::Command::new("git")
-            .args(["-C", mirror.to_str().unwrap(), "cat-file", "-e", oid])
-            .env("GIT_NO_LAZY_FETCH", "1")
-            .status()
-            .unwrap()
-            .success()
-    };
+    let mirror = app_mirror(&rig);
+    let has = |oid: &str| mirror_has(&mirror, oid);
     let ours = |rev: &str| support::devhub::rev_parse(&app, rev);
     assert!(has(&ours("HEAD")), "the pushed commit is kept");
     assert!(has(&ours("HEAD:src/big")), "the pushed trees are kept");
@@ -232,7 +218,7 @@ fn a_mirror_of_many_packs_is_repacked_after_a_push() {
     commit_file(&app, "one.txt", b"one\n", "one");
     let push = rig.agent_git(&app, &["push", "origin", "many"]);
     assert!(push.status.success(), "{}", rig.log());
-    let mirror = rig.dir.path().join("state/mirrors/demo/app.git");
+    let mirror = app_mirror(&rig);
     let packs = || {
         std::fs::read_dir(mirror.join("objects/pack"))
             .unwrap()
@@ -307,6 +293,21 @@ fn a_mirror_of_many_packs_is_repacked_after_a_push() {
     let push = rig.agent_git(&app, &["push", "origin", "many"]);
     assert!(push.status.success(), "{}", rig.log());
     assert_eq!(rig.remote_sha("app", "refs/heads/many"), Some(head(&app)));
+}
+
+/// zodex-prd's mirror of demo/app.
+fn app_mirror(rig: &Rig) -> std::path::PathBuf {
+    rig.dir.path().join("state/mirrors/demo/app.git")
+}
+
+/// Whether `mirror` holds `oid` (asked without fetching anything).
+fn mirror_has(mirror: &Path, oid: &str) -> bool {
+    std::process::Command::new("git")
+        .args(["-C", mirror.to_str().unwrap(), "cat-file", "-e", oid])
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .status()
+        .unwrap()
+        .success()
 }
 
 /// Bytes of the files under `dir`.

@@ -64,7 +64,7 @@ impl Host {
             .mirror_read_token(github, &repo)
             .await
             .map_err(super::push::nothing_pushed)?;
-        let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
+        let url = repo_url(github, &repo);
         let listing = format!("listing the refs of {repo}");
         let advertised = match Session::new(&url, &token) {
             Ok(session) => session.refs().await,
@@ -117,7 +117,7 @@ impl Host {
             else {
                 return;
             };
-            let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
+            let url = repo_url(&github, &repo);
             host.fetch_missing_tips(&github, &repo, &path, &url, tips)
                 .await;
         });
@@ -231,7 +231,7 @@ impl Host {
             .blocking(move |host| host.mirrors.ensure(&ensuring))
             .await
             .map_err(|e| internal(&e))?;
-        let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
+        let url = repo_url(github, repo);
         let token = self.mirror_read_token(github, repo).await?;
         let (at, from) = (path.clone(), url.clone());
         self.blocking(move |host| host.mirrors.fetch(&at, &from, &token))
@@ -268,7 +268,7 @@ impl Host {
             .blocking(move |host| host.mirrors.ensure(&ensuring))
             .await
             .ok()?;
-        let url = format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name());
+        let url = repo_url(github, repo);
         let tips = refs.iter().map(|(_, oid)| oid.clone()).collect();
         if !self
             .fetch_missing_tips(github, repo, &path, &url, tips)
@@ -440,6 +440,11 @@ impl Host {
             tracing::error!(token_sha256 = %token.sha256(), error = %e, "revoking a push token failed; it lapses at its expiry");
         }
     }
+}
+
+/// The git URL of `repo` at GitHub.
+pub(super) fn repo_url(github: &GitHub, repo: &RepoName) -> String {
+    format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name())
 }
 
 pub(super) fn import_failure(e: ImportError) -> Failure {

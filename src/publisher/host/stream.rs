@@ -136,7 +136,7 @@ impl Host {
                 let target = ForwardTo {
                     github: &github,
                     repo: &name,
-                    url: format!("{}/{}/{}.git", github.git_url(), name.owner(), name.name()),
+                    url: super::mirror::repo_url(&github, &name),
                     refs: &refs,
                     now,
                 };

@@ -120,6 +120,26 @@ pub fn scrub(text: &str, token: Option<&Token>) -> String {
     }
 }
 
+/// For tests: runs git in `dir` as [`command`] does, with a fixed author; must succeed;
+/// returns its trimmed output.
+#[cfg(test)]
+pub(crate) fn test_git(dir: &Path, args: &[&str]) -> String {
+    let out = command(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@e")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@e")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

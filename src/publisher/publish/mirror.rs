@@ -329,22 +329,7 @@ mod tests {
     #[test]
     fn a_scattered_mirror_is_repacked_into_one_pack() {
         let dir = tempfile::tempdir().unwrap();
-        let git = |at: &Path, args: &[&str]| {
-            let out = git::command(at)
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@e")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@e")
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap().trim().to_string()
-        };
+        let git = git::test_git;
         let origin = dir.path().join("origin");
         std::fs::create_dir_all(&origin).unwrap();
         git(&origin, &["init", "-q", "-b", "main", "."]);
@@ -398,18 +383,7 @@ mod tests {
     fn missing_names_exactly_the_objects_the_mirror_lacks() {
         let dir = tempfile::tempdir().unwrap();
         let mirror = dir.path().join("m.git");
-        let git = |args: &[&str]| {
-            let out = git::command(dir.path())
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@e")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@e")
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{args:?}");
-            String::from_utf8(out.stdout).unwrap().trim().to_string()
-        };
+        let git = |args: &[&str]| git::test_git(dir.path(), args);
         git(&["init", "-q", "--bare", mirror.to_str().unwrap()]);
         let tree = git(&["--git-dir", mirror.to_str().unwrap(), "mktree"]);
         let commit = git(&[

@@ -320,22 +320,7 @@ pub fn unreached_in_pack(
 mod tests {
     use super::*;
 
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = git::command(dir)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@e")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@e")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
+    use super::git::test_git as git;
 
     fn commit(dir: &Path, path: &str, message: &str) -> String {
         let file = dir.join(path);
