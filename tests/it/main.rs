@@ -42,4 +42,5 @@ mod publish_streamed;
 mod publish_wire;
 mod serve_ground;
 mod setup_safety;
+mod shallow_mirror;
 mod tidy;

@@ -34,6 +34,11 @@ impl OpenMirror {
         tips
     }
 
+    /// [`OpenMirror::tips`], owned (for a blocking thread).
+    pub fn tips_owned(&self) -> Vec<String> {
+        self.tips().into_iter().map(str::to_string).collect()
+    }
+
     /// The tip of `branch` at GitHub, if it exists.
     pub fn branch_tip(&self, branch: &str) -> Option<&str> {
         self.refs
@@ -331,22 +336,32 @@ impl Host {
                 host.quarantine(&mirror, bundle.as_deref(), &tips, bases_fetched)
             })
         };
-        let imported = match attempt(false).await {
-            Err(ImportError::NeedsBases(oids)) => {
-                let token = self.mirror_read_token(github, repo).await?;
-                let (at, url, count) = (mirror.path.clone(), mirror.url.clone(), oids.len());
-                let fetched = self
-                    .blocking(move |host| host.mirrors.fetch_objects(&at, &url, &token, &oids))
-                    .await;
-                // Not fetched: the import says which base is missing (the pack may carry it).
-                if let Err(e) = fetched {
-                    tracing::warn!(bases = count, error = %e, "fetching a thin bundle's delta bases failed");
+        let (mut bases_fetched, mut deepened) = (false, false);
+        loop {
+            match attempt(bases_fetched).await {
+                Err(ImportError::NeedsBases(oids)) if !bases_fetched => {
+                    let token = self.mirror_read_token(github, repo).await?;
+                    let (at, url, count) = (mirror.path.clone(), mirror.url.clone(), oids.len());
+                    let fetched = self
+                        .blocking(move |host| host.mirrors.fetch_objects(&at, &url, &token, &oids))
+                        .await;
+                    // Not fetched: the import says which base is missing (the pack may carry it).
+                    if let Err(e) = fetched {
+                        tracing::warn!(bases = count, error = %e, "fetching a thin bundle's delta bases failed");
+                    }
+                    bases_fetched = true;
                 }
-                attempt(true).await
+                // The bundle builds on a commit beneath the shallow mirror's cut.
+                Err(ImportError::HistoryCut(commit)) if !deepened => {
+                    tracing::info!(repo = %repo, %commit, "deepening the mirror: the bundle builds on a commit beneath its cut");
+                    if let Err(e) = self.deepen(github, repo, mirror).await {
+                        tracing::warn!(repo = %repo, error = %e, "deepening the mirror failed");
+                    }
+                    deepened = true;
+                }
+                imported => return imported.map_err(import_failure),
             }
-            other => other,
-        };
-        imported.map_err(import_failure)
+        }
     }
 
     /// Fetches, by id, the trees the workflow fact of each `(new, base)` update reads that the
@@ -453,7 +468,9 @@ pub(super) fn import_failure(e: ImportError) -> Failure {
         | ImportError::Unrelated(_)
         | ImportError::Unreachable(_)
         | ImportError::BlobTooLarge { .. } => ErrorKind::Denied,
-        ImportError::Objects(_) | ImportError::Git(_) => ErrorKind::Internal,
+        ImportError::Objects(_) | ImportError::Git(_) | ImportError::HistoryCut(_) => {
+            ErrorKind::Internal
+        }
         _ => ErrorKind::Usage,
     };
     Failure::new(kind, e.to_string())

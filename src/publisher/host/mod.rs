@@ -25,6 +25,7 @@ mod pr;
 mod proofs;
 mod push;
 pub mod record;
+mod shallow;
 mod shared_store;
 mod step_token;
 mod stream;

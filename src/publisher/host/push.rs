@@ -14,6 +14,7 @@ use crate::protocol::{
     AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
 };
 use crate::publisher::github::{GitHub, TokenUse};
+use crate::publisher::publish::shallow::UpdateCheck;
 use crate::publisher::publish::upload::{
     LeasedUpdate, RefOutcomes, Target, push_leased, update_mirror_ref,
 };
@@ -296,15 +297,24 @@ impl Host {
             .import_bundle(&at.github, &at.repo, &at.mirror, bundle.clone(), named)
             .await?;
         clock.mark("import");
-        let bases = {
+        let checks = {
             let (host, at, updates) = (self.clone(), at.clone(), updates.clone());
-            self.blocking(move |_| host.update_bases(&at, &updates))
-                .await?
+            Arc::new(
+                self.blocking(move |_| host.update_checks(&at, &updates))
+                    .await?,
+            )
         };
+        let bases = checks
+            .iter()
+            .map(|c| (c.new.clone(), c.base.clone()))
+            .collect();
         let quarantine = self
             .fetch_workflow_trees(&at.github, &at.repo, &at.mirror, quarantine, bases)
             .await;
         clock.mark("trees");
+        let quarantine = self
+            .settle_shallow(&at.github, &at.repo, &at.mirror, quarantine, checks)
+            .await;
         let at = at.clone();
         let (quarantine, decided) = self
             .blocking(move |host| {
@@ -389,19 +399,25 @@ impl Host {
             .and_then(|b| at.mirror.branch_tip(&b).map(str::to_string)))
     }
 
-    /// Each update's new value and what its commits are measured against (see
-    /// [`Host::decide_updates`]); deletions have none. Blocking (SQLite).
-    fn update_bases(
+    /// Each update's new value, what its commits are measured against (see
+    /// [`Host::decide_updates`]) and what the ref holds at GitHub; deletions have none.
+    /// Blocking (SQLite).
+    fn update_checks(
         &self,
         at: &DecidedAt,
         updates: &[PushUpdate],
-    ) -> Result<Vec<(String, Option<String>)>, Failure> {
+    ) -> Result<Vec<UpdateCheck>, Failure> {
         let default_tip = self.default_tip(at)?;
         Ok(updates
             .iter()
             .filter_map(|u| {
-                let base = at.mirror.refs.get(&u.dst).or(default_tip.as_ref());
-                Some((u.new.clone()?, base.cloned()))
+                let old = at.mirror.refs.get(&u.dst).cloned();
+                let base = old.clone().or(default_tip.clone());
+                Some(UpdateCheck {
+                    new: u.new.clone()?,
+                    base,
+                    old,
+                })
             })
             .collect())
     }
@@ -522,6 +538,7 @@ impl Host {
         if !adopted && let Err(e) = self.open_mirror(&at.github, &at.repo).await {
             tracing::warn!(error = %e.0.message, "fetching the mirror after a push failed; the next request fetches it");
         }
+        self.deepen_later(&at.github, &at.repo, &at.mirror);
         self.repack_later(&at.repo, &at.mirror.path);
         Ok(results)
     }

@@ -42,6 +42,12 @@ pub enum ImportError {
         "object {0} is neither in the bundle nor in the target repository; the bundle is incomplete"
     )]
     Missing(String),
+    /// The mirror's history is cut (a first fetch takes only the tips) where this needs it:
+    /// the caller deepens the mirror and tries again.
+    #[error(
+        "zodex-prd's copy of the repository's history stops at commit {0} and could not be completed from GitHub; push again (the zodex-prd log says why)"
+    )]
+    HistoryCut(String),
     #[error(
         "the bundle carries object {0}, which no ref of this request reaches; nothing was stored; bundle only what the refs you push need (git-remote-zodex and zodex-agent do)"
     )]
@@ -192,7 +198,10 @@ impl Quarantine {
         let header = bundle::read_header(&mut input)?;
         for prerequisite in &header.prerequisites {
             if !this.mirror_odb.exists(&parse_oid(prerequisite)?) {
-                return Err(ImportError::ForeignOrigin(prerequisite.clone()));
+                return Err(match super::shallow::is_shallow(mirror) {
+                    true => ImportError::HistoryCut(prerequisite.clone()),
+                    false => ImportError::ForeignOrigin(prerequisite.clone()),
+                });
             }
         }
         // Before anything is inflated whole: what each entry declares, and what it inflates to.
@@ -227,7 +236,10 @@ impl Quarantine {
         this.odb = open_odb(&this.dir.path().join("objects"))?;
         for (oid, name) in &header.refs {
             if !this.odb.exists(&parse_oid(oid)?) {
-                return Err(ImportError::Missing(format!("{oid} (the tip of {name})")));
+                return Err(match super::shallow::is_shallow(mirror) {
+                    true => ImportError::HistoryCut(oid.clone()),
+                    false => ImportError::Missing(format!("{oid} (the tip of {name})")),
+                });
             }
         }
         this.header = Some(header);
@@ -246,7 +258,7 @@ impl Quarantine {
     }
 
     /// A walker over the mirror at `mirror` with this quarantine's objects visible.
-    fn walk<'a>(&'a self, mirror: &'a Path, objects: &'a Path) -> Walk<'a> {
+    pub(super) fn walk<'a>(&'a self, mirror: &'a Path, objects: &'a Path) -> Walk<'a> {
         Walk {
             mirror,
             quarantine_objects: objects,
@@ -273,7 +285,14 @@ impl Quarantine {
         let walk = self.walk(mirror, &objects);
         walk.peel_to_commit(&parse_oid(new)?, "the new tip")?;
         let mut facts = UpdateFacts::default();
+        // A cut commit looks parentless to git: never decide on one (see `shallow.rs`).
+        let cut = super::shallow::cut_commits(mirror)?;
+        let whole = |commit: &super::walk::Commit| match cut.contains(&commit.id) {
+            true => Err(ImportError::HistoryCut(commit.id.to_string())),
+            false => Ok(()),
+        };
         for commit in walk.commits(&[new], github, None)? {
+            whole(&commit)?;
             if commit.parents.is_empty() && self.mirror_has_refs {
                 return Err(ImportError::Unrelated(commit.id.to_string()));
             }
@@ -281,6 +300,7 @@ impl Quarantine {
         }
         let hidden: Vec<&str> = base.into_iter().collect();
         for commit in walk.commits(&[new], &hidden, None)? {
+            whole(&commit)?;
             if walk.changes_workflows(&commit)? {
                 facts.touches_workflows = true;
                 break;

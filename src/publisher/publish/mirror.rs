@@ -84,6 +84,7 @@ impl Mirrors {
             make_partial(&path)?;
         }
         remove_temporary_packs(&path);
+        super::shallow::remove_stale(&path);
         Ok(path)
     }
 
@@ -97,12 +98,14 @@ impl Mirrors {
         token: &Token,
         oids: &[String],
     ) -> Result<(), GitError> {
-        fetch_by_id(mirror, url, token, oids, FILTER, false)
+        fetch_by_id(mirror, url, token, oids, FILTER, (false, None))
     }
 
     /// Fetches the commits `tips` names (GitHub's ref values, read moments ago) with what the
     /// mirror lacks of their history — negotiated, so only commits the mirror does not have
-    /// come, and no tree (the filter).
+    /// come, and no tree (the filter). Into a mirror that holds nothing yet, the tips alone
+    /// (`--depth=1`): decisions on it stand only where the whole history would give the same
+    /// (see [`super::shallow`]).
     pub fn fetch_tips(
         &self,
         mirror: &Path,
@@ -110,7 +113,8 @@ impl Mirrors {
         token: &Token,
         tips: &[String],
     ) -> Result<(), GitError> {
-        fetch_by_id(mirror, url, token, tips, FILTER, true)
+        let depth = super::shallow::holds_nothing(mirror).then_some(1);
+        fetch_by_id(mirror, url, token, tips, FILTER, (true, depth))
     }
 
     /// Whether `mirror` holds so many packs that finding an object costs a lookup in each:
@@ -143,8 +147,10 @@ impl Mirrors {
         result.map(|_| ())
     }
 
-    /// Fetches every branch and tag of `url` into the mirror (deleted refs are pruned).
+    /// Fetches every branch and tag of `url` into the mirror (deleted refs are pruned), with
+    /// their whole commit history (a shallow mirror is deepened first).
     pub fn fetch(&self, mirror: &Path, url: &str, token: &Token) -> Result<(), GitError> {
+        super::shallow::deepen(mirror, url, token)?;
         let mut cmd = git::command(mirror);
         git::with_token(&mut cmd, token);
         // The promisor remote is `origin`; its URL is given here, never stored.
@@ -214,19 +220,20 @@ pub fn fetch_trees_whole(
     token: &Token,
     oids: &[String],
 ) -> Result<(), GitError> {
-    fetch_by_id(mirror, url, token, oids, "blob:none", false)
+    fetch_by_id(mirror, url, token, oids, "blob:none", (false, None))
 }
 
 /// A fetch by id. `negotiate`: tell GitHub which commits the mirror has, so it sends only the
 /// history the mirror lacks — right for commits, wrong for trees (the mirror's commits do not
-/// mean it holds their trees: GitHub would leave out the very trees asked for).
+/// mean it holds their trees: GitHub would leave out the very trees asked for). `depth`: how
+/// many commits of each one's history (`None`: all the mirror lacks).
 fn fetch_by_id(
     mirror: &Path,
     url: &str,
     token: &Token,
     oids: &[String],
     filter: &str,
-    negotiate: bool,
+    (negotiate, depth): (bool, Option<u32>),
 ) -> Result<(), GitError> {
     if oids.is_empty() {
         return Ok(());
@@ -246,8 +253,11 @@ fn fetch_by_id(
         &format!("--filter={filter}"),
         // The ids on stdin: there may be more than a command line holds.
         "--stdin",
-        "origin",
     ]);
+    if let Some(depth) = depth {
+        cmd.arg(format!("--depth={depth}"));
+    }
+    cmd.arg("origin");
     let input = oids
         .iter()
         .flat_map(|o| [o.as_bytes(), b"\n"].concat())
@@ -259,7 +269,7 @@ fn fetch_by_id(
 
 /// A fetch would start `git maintenance run --auto` after it (a process per fetch, on the
 /// push's path); the mirror's upkeep is [`Mirrors::repack`], after the push.
-const NO_AUTO_MAINTENANCE: [&str; 2] = ["-c", "maintenance.auto=false"];
+pub(super) const NO_AUTO_MAINTENANCE: [&str; 2] = ["-c", "maintenance.auto=false"];
 
 /// More packs than this and the mirror is repacked into one (after a push, off its path).
 const MAX_PACKS: usize = 48;
@@ -278,11 +288,11 @@ const PARTIAL_MARK: &str = "zodex-partial";
 
 /// What a mirror's fetches leave at GitHub: every tree and blob not asked for by id. (Mirrors
 /// an older version made as `blob:none` clones keep the trees they have; they fetch like any.)
-const FILTER: &str = "tree:0";
+pub(super) const FILTER: &str = "tree:0";
 
 /// Configures `mirror` as a partial clone of the promisor remote `origin` (its URL comes with
 /// each fetch): trees and blobs are left at GitHub.
-fn make_partial(mirror: &Path) -> Result<(), GitError> {
+pub(super) fn make_partial(mirror: &Path) -> Result<(), GitError> {
     for (key, value) in [
         ("core.repositoryformatversion", "1"),
         ("extensions.partialClone", "origin"),

@@ -11,6 +11,7 @@ pub mod mirror;
 pub mod packscan;
 pub mod pktline;
 pub mod receive_pack;
+pub mod shallow;
 pub mod upload;
 pub mod walk;
 

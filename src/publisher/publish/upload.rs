@@ -91,6 +91,10 @@ pub async fn push_leased(
             let github = target.github_tips.clone();
             let pushed = blocking(move || {
                 held.with(|q| {
+                    // `git push` from a shallow mirror would read the cut as the history's end.
+                    if let Err(e) = super::shallow::deepen(&mirror, &url, &token) {
+                        tracing::warn!(error = %e, "deepening the mirror before git push failed");
+                    }
                     fetch_edge_trees(&mirror, &url, q, &updates, &github, &token);
                     git_push(&mirror, &url, q, &updates, atomic, &token)
                 })
