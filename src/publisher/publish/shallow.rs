@@ -106,6 +106,8 @@ pub fn deepen(mirror: &Path, url: &str, token: &Token) -> Result<bool, GitError>
     git::with_token(&mut cmd, token);
     cmd.args(["-c", &format!("remote.origin.url={url}")])
         .args(NO_AUTO_MAINTENANCE)
+        // What comes is kept as a pack, never loose: packs are what is moved into the mirror.
+        .args(["-c", "fetch.unpackLimit=1"])
         .args([
             "fetch",
             "--quiet",
