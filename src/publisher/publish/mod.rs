@@ -6,6 +6,7 @@
 pub mod forward;
 pub mod git;
 pub mod import;
+mod import_error;
 pub mod indexer;
 pub mod mirror;
 pub mod packscan;
