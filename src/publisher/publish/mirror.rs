@@ -60,23 +60,7 @@ impl Mirrors {
         if !path.join("objects").is_dir() {
             let parent = path.parent().expect("mirror paths have a parent");
             std::fs::create_dir_all(parent).map_err(|e| io_error("creating the mirror", e))?;
-            let tmp = tempfile::Builder::new()
-                .prefix(".init-")
-                .tempdir_in(parent)
-                .map_err(|e| io_error("creating the mirror", e))?;
-            git::run(
-                "init --bare",
-                git::command(tmp.path()).args(["init", "--bare", "--quiet", "."]),
-                None,
-            )?;
-            // Objects from quarantines are moved in as packs; keep gc from pruning them early.
-            git::run(
-                "config",
-                git::command(tmp.path()).args(["config", "gc.auto", "0"]),
-                None,
-            )?;
-            make_partial(tmp.path())?;
-            let made = tmp.keep();
+            let made = init_beside(parent, ".init-")?.keep();
             std::fs::rename(&made, &path).map_err(|e| io_error("creating the mirror", e))?;
         }
         // A mirror an older version made holds every blob; from now on it fetches none.
@@ -151,25 +135,9 @@ impl Mirrors {
     /// their whole commit history (a shallow mirror is deepened first).
     pub fn fetch(&self, mirror: &Path, url: &str, token: &Token) -> Result<(), GitError> {
         super::shallow::deepen(mirror, url, token)?;
-        let mut cmd = git::command(mirror);
-        git::with_token(&mut cmd, token);
-        // The promisor remote is `origin`; its URL is given here, never stored.
-        cmd.args(["-c", &format!("remote.origin.url={url}")])
-            .args(NO_AUTO_MAINTENANCE)
-            .args([
-                "fetch",
-                "--quiet",
-                "--prune",
-                "--no-tags",
-                "--no-write-fetch-head",
-                &format!("--filter={FILTER}"),
-                "origin",
-                "+refs/heads/*:refs/heads/*",
-                "+refs/tags/*:refs/tags/*",
-            ]);
-        let result = git::run("fetch", &mut cmd, Some(token));
+        let result = fetch_refs(mirror, url, token, "fetch");
         remove_temporary_packs(mirror);
-        result.map(|_| ())
+        result
     }
 
     /// Which of `oids` the mirror does not hold (an id that does not parse counts as missing).
@@ -221,6 +189,52 @@ pub fn fetch_trees_whole(
     oids: &[String],
 ) -> Result<(), GitError> {
     fetch_by_id(mirror, url, token, oids, "blob:none", (false, None))
+}
+
+/// A new bare repository configured as a mirror, in a temporary directory named `prefix…`
+/// under `parent` (the mirrors' file system: it is moved into place, or its packs are).
+pub(super) fn init_beside(parent: &Path, prefix: &str) -> Result<tempfile::TempDir, GitError> {
+    let made = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(parent)
+        .map_err(|e| io_error("creating a repository for the mirror", e))?;
+    git::run(
+        "init --bare",
+        git::command(made.path()).args(["init", "--bare", "--quiet", "."]),
+        None,
+    )?;
+    // Objects from quarantines are moved in as packs; keep gc from pruning them early.
+    git::run(
+        "config",
+        git::command(made.path()).args(["config", "gc.auto", "0"]),
+        None,
+    )?;
+    make_partial(made.path())?;
+    Ok(made)
+}
+
+/// Fetches every branch and tag of `url` into the repository at `dir` with their commits (no
+/// tree, no blob), pruning what GitHub deleted; `what` names it in an error.
+pub(super) fn fetch_refs(dir: &Path, url: &str, token: &Token, what: &str) -> Result<(), GitError> {
+    let mut cmd = git::command(dir);
+    git::with_token(&mut cmd, token);
+    // The promisor remote is `origin`; its URL is given here, never stored.
+    cmd.args(["-c", &format!("remote.origin.url={url}")])
+        .args(NO_AUTO_MAINTENANCE)
+        // Kept as a pack however small, never loose: a deepening moves the packs it fetched.
+        .args(["-c", "fetch.unpackLimit=1"])
+        .args([
+            "fetch",
+            "--quiet",
+            "--prune",
+            "--no-tags",
+            "--no-write-fetch-head",
+            &format!("--filter={FILTER}"),
+            "origin",
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
+        ]);
+    git::run(what, &mut cmd, Some(token)).map(|_| ())
 }
 
 /// A fetch by id. `negotiate`: tell GitHub which commits the mirror has, so it sends only the

@@ -19,7 +19,7 @@
 
 use super::git::{self, GitError};
 use super::import::{ImportError, Quarantine};
-use super::mirror::{FILTER, NO_AUTO_MAINTENANCE, make_partial};
+use super::mirror::{NO_AUTO_MAINTENANCE, fetch_refs, init_beside};
 use crate::publisher::github::Token;
 use gix::hash::ObjectId;
 use std::collections::HashSet;
@@ -92,33 +92,8 @@ pub fn deepen(mirror: &Path, url: &str, token: &Token) -> Result<bool, GitError>
         message: e.to_string(),
     };
     let parent = mirror.parent().expect("mirror paths have a parent");
-    let beside = tempfile::Builder::new()
-        .prefix(&beside_prefix(mirror))
-        .tempdir_in(parent)
-        .map_err(|e| io("deepening the mirror", e))?;
-    git::run(
-        "init --bare",
-        git::command(beside.path()).args(["init", "--bare", "--quiet", "."]),
-        None,
-    )?;
-    make_partial(beside.path())?;
-    let mut cmd = git::command(beside.path());
-    git::with_token(&mut cmd, token);
-    cmd.args(["-c", &format!("remote.origin.url={url}")])
-        .args(NO_AUTO_MAINTENANCE)
-        // What comes is kept as a pack, never loose: packs are what is moved into the mirror.
-        .args(["-c", "fetch.unpackLimit=1"])
-        .args([
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            &format!("--filter={FILTER}"),
-            "origin",
-            "+refs/heads/*:refs/heads/*",
-            "+refs/tags/*:refs/tags/*",
-        ]);
-    git::run("fetch (deepening the mirror)", &mut cmd, Some(token))?;
+    let beside = init_beside(parent, &beside_prefix(mirror))?;
+    fetch_refs(beside.path(), url, token, "fetch (deepening the mirror)")?;
     // The index last: git finds a pack by its index, so a pack is never seen half moved.
     let from = beside.path().join("objects/pack");
     let to = mirror.join("objects/pack");
@@ -303,6 +278,7 @@ impl Quarantine {
 
 #[cfg(test)]
 mod tests {
+    use super::super::mirror::{FILTER, make_partial};
     use super::*;
     use crate::publisher::publish::git::test_git as git;
 
