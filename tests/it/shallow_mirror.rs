@@ -225,3 +225,37 @@ fn a_bundle_building_beneath_the_cut_deepens_the_mirror_first() {
     assert!(log.contains("builds on a commit beneath its cut"), "{log}");
     assert!(!mirror(&rig).join("shallow").exists());
 }
+
+/// `publish-pr` into a repository the mirror has never fetched: decided on the tips, the pull
+/// request opened, and the mirror whole afterwards.
+#[test]
+fn a_first_pull_request_decides_on_the_tips_too() {
+    let rig = Rig::start(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    deeper_history(&rig, work.path());
+    let app = rig.clone(work.path(), "app");
+    rig.grant_push("demo/app");
+    commit_file(&app, "pr.txt", b"pr\n", "for a pull request");
+    let publish = rig.agent(
+        &app,
+        &["publish-pr", "--repo", "demo/app", "--title", "Shallow"],
+    );
+    assert!(
+        publish.status.success(),
+        "{}\n{}",
+        text(&publish),
+        rig.log()
+    );
+    assert_eq!(rig.pulls("app").len(), 1);
+    assert_eq!(
+        rig.log().matches(DECIDED_SHALLOW).count(),
+        1,
+        "{}",
+        rig.log()
+    );
+    rig.wait_for_log(DEEPENED);
+    assert!(
+        !mirror(&rig).join("shallow").exists(),
+        "the mirror is still cut"
+    );
+}

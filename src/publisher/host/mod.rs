@@ -22,6 +22,8 @@ mod audit_gate;
 mod credential;
 mod mirror;
 mod pr;
+mod pr_names;
+mod pr_open;
 mod proofs;
 mod push;
 pub mod record;

@@ -9,16 +9,18 @@
 //! decided on — and a pull request's workflow changes are measured against that branch.
 
 use super::mirror::{OpenMirror, import_failure};
+use super::pr_names::{idempotency_key, random6, slug};
+use super::pr_open::open_or_take_back;
 use super::{Failure, Host, parse_repo};
 use crate::engine::ledger;
 use crate::engine::store::{Publication, PublicationState};
 use crate::engine::{Ask, Principal, RepoName};
 use crate::protocol::{ErrorKind, Published};
-use crate::publisher::github::{GitHub, NewPull, OpenedPull, Token, TokenUse};
+use crate::publisher::github::{GitHub, NewPull, Token, TokenUse};
 use crate::publisher::publish::Spooled;
+use crate::publisher::publish::shallow::UpdateCheck;
 use crate::publisher::publish::upload::{LeasedUpdate, Target, push_leased};
 use crate::publisher::publish::{Quarantine, SharedQuarantine, UpdateFacts};
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 pub(super) struct PrRequest {
@@ -89,6 +91,7 @@ impl Host {
                 .await
                 .map_err(super::push::nothing_pushed)?,
         );
+        self.deepen_later(&github, &repo, &mirror);
         let now = self.now();
         let pr = Arc::new(pr);
         let quarantine = self
@@ -100,23 +103,8 @@ impl Host {
                 vec![pr.head.clone()],
             )
             .await?;
-        // The trees the workflow fact reads, measured against the default branch as below.
-        let default_tip = {
-            let (repo, mirror) = (repo.clone(), mirror.clone());
-            self.blocking(move |host| {
-                let branch = host.default_branch(&repo, now).ok().flatten()?;
-                mirror.branch_tip(&branch).map(str::to_string)
-            })
-            .await
-        };
         let quarantine = self
-            .fetch_workflow_trees(
-                &github,
-                &repo,
-                &mirror,
-                quarantine,
-                vec![(pr.head.clone(), default_tip)],
-            )
+            .ready_for_facts(&github, &repo, &mirror, quarantine, &pr.head, now)
             .await;
         // The bundle checked, the earlier attempt read: git and SQLite.
         let checking = (repo.clone(), mirror.clone(), pr.clone());
@@ -218,6 +206,39 @@ impl Host {
         })
         .await?;
         result.map_err(|(failure, _)| failure)
+    }
+
+    /// What the facts of a publication read, in the mirror: the trees the workflow fact reads
+    /// (measured against the default branch, as [`Host::check_publication`] does) and, on a
+    /// shallow mirror, the whole history where the cut one would not give the same.
+    async fn ready_for_facts(
+        self: &Arc<Self>,
+        github: &Arc<GitHub>,
+        repo: &RepoName,
+        mirror: &Arc<OpenMirror>,
+        quarantine: Quarantine,
+        head: &str,
+        now: i64,
+    ) -> Quarantine {
+        let default_tip = {
+            let (repo, mirror) = (repo.clone(), mirror.clone());
+            self.blocking(move |host| {
+                let branch = host.default_branch(&repo, now).ok().flatten()?;
+                mirror.branch_tip(&branch).map(str::to_string)
+            })
+            .await
+        };
+        let updates = vec![(head.to_string(), default_tip.clone())];
+        let quarantine = self
+            .fetch_workflow_trees(github, repo, mirror, quarantine, updates)
+            .await;
+        let check = UpdateCheck {
+            new: head.to_string(),
+            base: default_tip,
+            old: None,
+        };
+        self.settle_shallow(github, repo, mirror, quarantine, Arc::new(vec![check]))
+            .await
     }
 
     /// Decides the publication (audited), as a draft when only a draft may be published.
@@ -471,107 +492,4 @@ struct Opening<'a> {
     pr: &'a PrRequest,
     draft: bool,
     now: i64,
-}
-
-/// Opens the pull request of a pushed branch. When GitHub does not, it may have opened it
-/// all the same (its answers lost): a branch with an open pull request is adopted and never
-/// deleted; only a branch GitHub says carries none is taken back, so nothing is left
-/// behind. The error carries the state to record: `Failed` when the branch is gone (a
-/// retry starts afresh), `Pushed` when it may still be there (a retry reuses it).
-async fn open_or_take_back(
-    github: &GitHub,
-    token: &Token,
-    repo: &RepoName,
-    pull: &NewPull,
-) -> Result<OpenedPull, (Failure, PublicationState)> {
-    let branch = &pull.head;
-    let error = match github.open_pull_request(token, repo, pull).await {
-        Ok(opened) => return Ok(opened),
-        Err(e) => e,
-    };
-    let (cleanup, state) = match github.find_open_pull(token, repo, branch).await {
-        Ok(Some(open)) => {
-            tracing::info!(repo = %repo, number = open.number, branch = %branch, "opening failed but GitHub has the pull request open; adopting it");
-            return Ok(open);
-        }
-        Ok(None) => match github.delete_branch(token, repo, branch).await {
-            Ok(()) => (
-                format!("the branch {branch} was deleted again"),
-                PublicationState::Failed,
-            ),
-            Err(d) => (
-                format!(
-                    "deleting the branch {branch} failed too ({d}); publishing again reuses it"
-                ),
-                PublicationState::Pushed,
-            ),
-        },
-        Err(l) => (
-            format!(
-                "the branch {branch} is kept, as GitHub could not say whether it carries a pull request ({l}); publishing again reuses it"
-            ),
-            PublicationState::Pushed,
-        ),
-    };
-    let failure = Failure::new(
-        ErrorKind::Internal,
-        format!("GitHub did not open the pull request: {error}; {cleanup}"),
-    );
-    Err((failure, state))
-}
-
-/// The same repository, head, base and text make the same key: a retry finds the first attempt.
-fn idempotency_key(repo: &RepoName, pr: &PrRequest, base: &str) -> String {
-    let mut hash = Sha256::new();
-    for part in [repo.key().as_str(), &pr.head, base, &pr.title, &pr.body] {
-        hash.update(part.as_bytes());
-        hash.update([0]);
-    }
-    hash.update([pr.draft as u8]);
-    hex::encode(hash.finalize())
-}
-
-/// Lower-case words of the title joined by `-`, at most 40 bytes.
-pub fn slug(title: &str) -> String {
-    let mut out = String::new();
-    for word in title
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        if out.len() + word.len() + 1 > 40 {
-            break;
-        }
-        if !out.is_empty() {
-            out.push('-');
-        }
-        out.push_str(&word.to_ascii_lowercase());
-    }
-    if out.is_empty() { "change".into() } else { out }
-}
-
-fn random6() -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut bytes = [0u8; 6];
-    getrandom::fill(&mut bytes).expect("the OS random source works");
-    bytes
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slugs_are_short_lowercase_words() {
-        assert_eq!(
-            slug("Fix the Parser: handle CRLF!"),
-            "fix-the-parser-handle-crlf"
-        );
-        assert_eq!(slug("ünïcode only"), "n-code-only");
-        assert_eq!(slug("!!!"), "change");
-        assert!(slug(&"word ".repeat(50)).len() <= 40);
-        assert_eq!(random6().len(), 6);
-    }
 }

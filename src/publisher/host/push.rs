@@ -273,11 +273,13 @@ impl Host {
             .await
             .map_err(nothing_pushed)?;
         clock.mark("fetch");
+        let mirror = Arc::new(mirror);
+        self.deepen_later(&github, &repo, &mirror);
         Ok(LockedMirror {
             _guard: guard,
             github,
             repo,
-            mirror: Arc::new(mirror),
+            mirror,
             clock,
         })
     }
@@ -538,7 +540,6 @@ impl Host {
         if !adopted && let Err(e) = self.open_mirror(&at.github, &at.repo).await {
             tracing::warn!(error = %e.0.message, "fetching the mirror after a push failed; the next request fetches it");
         }
-        self.deepen_later(&at.github, &at.repo, &at.mirror);
         self.repack_later(&at.repo, &at.mirror.path);
         Ok(results)
     }

@@ -123,8 +123,9 @@ impl Host {
         Ok(())
     }
 
-    /// After a push on a shallow mirror: deepens it once the push has let go of it (the next
-    /// request on the repository waits for that, then decides on the whole history).
+    /// For a request on a shallow mirror: deepens it once the request has let go of it, however
+    /// the request ends (the next one on the repository waits for that, then decides on the
+    /// whole history). Call with the mirror's lock held.
     pub(super) fn deepen_later(
         self: &Arc<Self>,
         github: &Arc<GitHub>,
@@ -138,6 +139,10 @@ impl Host {
             (self.clone(), github.clone(), repo.clone(), mirror.clone());
         tokio::spawn(async move {
             let _guard = host.mirrors.lock(&repo).await;
+            // The request may have deepened it already (to decide).
+            if !shallow::is_shallow(&mirror.path) {
+                return;
+            }
             if let Err(e) = host.deepen(&github, &repo, &mirror).await {
                 tracing::warn!(repo = %repo, error = %e, "deepening the mirror after a push failed; the next push decides on its shallow history where it can");
             }

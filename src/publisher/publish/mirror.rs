@@ -132,10 +132,20 @@ impl Mirrors {
     }
 
     /// Fetches every branch and tag of `url` into the mirror (deleted refs are pruned), with
-    /// their whole commit history (a shallow mirror is deepened first).
+    /// their whole commit history (a shallow mirror is deepened first) — or, into a mirror that
+    /// holds nothing yet, their tips alone (see [`super::shallow`]).
     pub fn fetch(&self, mirror: &Path, url: &str, token: &Token) -> Result<(), GitError> {
-        super::shallow::deepen(mirror, url, token)?;
-        let result = fetch_refs(mirror, url, token, "fetch");
+        let depth = super::shallow::holds_nothing(mirror).then_some(1);
+        if depth.is_none() {
+            super::shallow::deepen(mirror, url, token)?;
+        }
+        let result = match depth {
+            // Some servers refuse a shallow fetch where there is nothing to fetch (an empty
+            // repository); the whole one is what was always done.
+            Some(_) => fetch_refs(mirror, url, token, "fetch", depth)
+                .or_else(|_| fetch_refs(mirror, url, token, "fetch", None)),
+            None => fetch_refs(mirror, url, token, "fetch", None),
+        };
         remove_temporary_packs(mirror);
         result
     }
@@ -214,8 +224,15 @@ pub(super) fn init_beside(parent: &Path, prefix: &str) -> Result<tempfile::TempD
 }
 
 /// Fetches every branch and tag of `url` into the repository at `dir` with their commits (no
-/// tree, no blob), pruning what GitHub deleted; `what` names it in an error.
-pub(super) fn fetch_refs(dir: &Path, url: &str, token: &Token, what: &str) -> Result<(), GitError> {
+/// tree, no blob; `depth`: that many of each one's history), pruning what GitHub deleted;
+/// `what` names it in an error.
+pub(super) fn fetch_refs(
+    dir: &Path,
+    url: &str,
+    token: &Token,
+    what: &str,
+    depth: Option<u32>,
+) -> Result<(), GitError> {
     let mut cmd = git::command(dir);
     git::with_token(&mut cmd, token);
     // The promisor remote is `origin`; its URL is given here, never stored.
@@ -230,10 +247,15 @@ pub(super) fn fetch_refs(dir: &Path, url: &str, token: &Token, what: &str) -> Re
             "--no-tags",
             "--no-write-fetch-head",
             &format!("--filter={FILTER}"),
-            "origin",
-            "+refs/heads/*:refs/heads/*",
-            "+refs/tags/*:refs/tags/*",
         ]);
+    if let Some(depth) = depth {
+        cmd.arg(format!("--depth={depth}"));
+    }
+    cmd.args([
+        "origin",
+        "+refs/heads/*:refs/heads/*",
+        "+refs/tags/*:refs/tags/*",
+    ]);
     git::run(what, &mut cmd, Some(token)).map(|_| ())
 }
 

@@ -93,7 +93,13 @@ pub fn deepen(mirror: &Path, url: &str, token: &Token) -> Result<bool, GitError>
     };
     let parent = mirror.parent().expect("mirror paths have a parent");
     let beside = init_beside(parent, &beside_prefix(mirror))?;
-    fetch_refs(beside.path(), url, token, "fetch (deepening the mirror)")?;
+    fetch_refs(
+        beside.path(),
+        url,
+        token,
+        "fetch (deepening the mirror)",
+        None,
+    )?;
     // The index last: git finds a pack by its index, so a pack is never seen half moved.
     let from = beside.path().join("objects/pack");
     let to = mirror.join("objects/pack");
