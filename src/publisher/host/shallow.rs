@@ -1,7 +1,8 @@
-//! A shallow mirror as a push meets it (see `publish/shallow.rs`): the decisions of a push on
-//! a mirror whose first fetch took only the tips stand when they are the whole history's;
-//! otherwise the mirror is deepened first. After the push it is deepened in any case, off the
-//! push's path, so the next one decides on the whole history without asking.
+//! A shallow mirror as a request meets it (see `publish/shallow.rs`): the decisions of a push
+//! or a publication on a mirror whose first fetch took only the tips stand when they are the
+//! whole history's; otherwise the mirror is deepened first. Once the request has let go of it,
+//! it is deepened in any case, off the request's path, so the next one decides on the whole
+//! history without asking.
 
 use super::Host;
 use super::mirror::OpenMirror;
