@@ -388,6 +388,28 @@ mod tests {
         assert_eq!(git(&mirror, &["rev-list", "--count", &main[4]]), "5");
     }
 
+    /// What a deepening cut short left beside a mirror goes when the mirror is next opened;
+    /// another mirror's (a name that merely starts the same way) stays.
+    #[test]
+    fn a_cut_short_deepening_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let mirror = dir.path().join("app.git");
+        std::fs::create_dir_all(&mirror).unwrap();
+        let ours = dir.path().join(format!("{}x1y2z3", beside_prefix(&mirror)));
+        let theirs = dir.path().join(format!(
+            "{}x1y2z3",
+            beside_prefix(&dir.path().join("app.git-2.git"))
+        ));
+        for left in [&ours, &theirs] {
+            std::fs::create_dir_all(left.join("objects/pack")).unwrap();
+            std::fs::write(left.join("objects/pack/tmp_pack_1"), "half").unwrap();
+        }
+        remove_stale(&mirror);
+        assert!(!ours.exists(), "the cut-short deepening is still there");
+        assert!(theirs.exists(), "another mirror's deepening was removed");
+        assert!(mirror.exists());
+    }
+
     /// GitHub acknowledges the commits it has, and only those.
     #[test]
     fn github_names_the_commits_it_has() {
