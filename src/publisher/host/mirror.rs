@@ -9,6 +9,7 @@ use crate::protocol::ErrorKind;
 use crate::publisher::github::{GitHub, Token, TokenUse};
 use crate::publisher::publish::Spooled;
 use crate::publisher::publish::receive_pack::{ReceivePackError, Session};
+use crate::publisher::publish::shallow::UpdateCheck;
 use crate::publisher::publish::{ImportError, MirrorRef, Quarantine};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -364,7 +365,7 @@ impl Host {
         }
     }
 
-    /// Fetches, by id, the trees the workflow fact of each `(new, base)` update reads that the
+    /// Fetches, by id, the trees the workflow fact of each update (its new value against its base) reads that the
     /// treeless mirror lacks: the roots of the commits an update brings and of their parents,
     /// then the `.github` trees in them — a few small objects, once per commit. Whatever goes
     /// wrong here is left to the facts, which name the object they miss.
@@ -374,20 +375,19 @@ impl Host {
         repo: &RepoName,
         mirror: &Arc<OpenMirror>,
         mut quarantine: Quarantine,
-        updates: Vec<(String, Option<String>)>,
+        updates: Arc<Vec<UpdateCheck>>,
     ) -> Quarantine {
-        let updates = Arc::new(updates);
         // Two levels: a root must be here before its `.github` entry can be read.
         for _ in 0..2 {
             let (at, pairs) = (mirror.path.clone(), updates.clone());
             let (held, missing) = self
                 .blocking(move |_| {
                     let mut missing = Vec::new();
-                    let found = pairs.iter().try_for_each(|(new, base)| {
+                    let found = pairs.iter().try_for_each(|update| {
                         missing.extend(quarantine.missing_workflow_trees(
                             &at,
-                            new,
-                            base.as_deref(),
+                            &update.new,
+                            update.base.as_deref(),
                         )?);
                         Ok::<_, ImportError>(())
                     });

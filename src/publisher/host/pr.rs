@@ -228,16 +228,15 @@ impl Host {
             })
             .await
         };
-        let updates = vec![(head.to_string(), default_tip.clone())];
-        let quarantine = self
-            .fetch_workflow_trees(github, repo, mirror, quarantine, updates)
-            .await;
-        let check = UpdateCheck {
+        let checks = Arc::new(vec![UpdateCheck {
             new: head.to_string(),
             base: default_tip,
             old: None,
-        };
-        self.settle_shallow(github, repo, mirror, quarantine, Arc::new(vec![check]))
+        }]);
+        let quarantine = self
+            .fetch_workflow_trees(github, repo, mirror, quarantine, checks.clone())
+            .await;
+        self.settle_shallow(github, repo, mirror, quarantine, checks)
             .await
     }
 

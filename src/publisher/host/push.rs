@@ -306,12 +306,8 @@ impl Host {
                     .await?,
             )
         };
-        let bases = checks
-            .iter()
-            .map(|c| (c.new.clone(), c.base.clone()))
-            .collect();
         let quarantine = self
-            .fetch_workflow_trees(&at.github, &at.repo, &at.mirror, quarantine, bases)
+            .fetch_workflow_trees(&at.github, &at.repo, &at.mirror, quarantine, checks.clone())
             .await;
         clock.mark("trees");
         let quarantine = self

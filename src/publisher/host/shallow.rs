@@ -59,11 +59,7 @@ impl Host {
             tracing::warn!(repo = %repo, error = %e, "deepening the mirror failed; what touches its cut is refused");
             return quarantine;
         }
-        let bases = checks
-            .iter()
-            .map(|c| (c.new.clone(), c.base.clone()))
-            .collect();
-        self.fetch_workflow_trees(github, repo, mirror, quarantine, bases)
+        self.fetch_workflow_trees(github, repo, mirror, quarantine, checks)
             .await
     }
 
