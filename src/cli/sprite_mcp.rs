@@ -18,7 +18,7 @@ pub(super) enum McpCommand {
     Approve { code: String },
     /// Refuse the connection whose consent page shows CODE.
     Deny { code: String },
-    /// OAuth clients (last use, live grants) and connections waiting for approval.
+    /// OAuth clients the operator let in (last use, live grants).
     Clients,
     /// End every grant of a client (its tokens stop at once, its refresh tokens too).
     Revoke { client: String },
@@ -43,10 +43,11 @@ pub(super) fn run(target: &Target, command: McpCommand, registry: &Registry) -> 
             &AdminRequest::McpApprove { code },
             |v: &McpAuthorizationView| {
                 format!(
-                    "Approved {}: {} ({}) may use this sprite's MCP tools; its page returns to {}.\nRevoke it with `zodex sprite mcp revoke {}`.",
+                    "Approved {}: {} ({}) may use this sprite's MCP tools; its page returns to {} ({}).\nNot what you started? Revoke it at once: `zodex sprite mcp revoke {}`.",
                     v.code,
                     shown(&v.client_name),
                     shown(&v.client_id),
+                    shown(&v.redirect_host),
                     shown(&v.redirect_uri),
                     shown(&v.client_id)
                 )
@@ -57,12 +58,20 @@ pub(super) fn run(target: &Target, command: McpCommand, registry: &Registry) -> 
             registry,
             &AdminRequest::McpDeny { code },
             |v: &McpAuthorizationView| {
-                format!(
-                    "Denied {}: {} ({}) gets access_denied.",
-                    v.code,
-                    shown(&v.client_name),
-                    shown(&v.client_id)
-                )
+                if v.client_id.is_empty() {
+                    format!(
+                        "Denied {}: the page showing it gets access_denied when it next asks.",
+                        v.code
+                    )
+                } else {
+                    format!(
+                        "Denied {}: {} ({}) gets access_denied; its page returns to {}.",
+                        v.code,
+                        shown(&v.client_name),
+                        shown(&v.client_id),
+                        shown(&v.redirect_host)
+                    )
+                }
             },
         ),
         McpCommand::Clients => send(target, registry, &AdminRequest::McpClients, render_clients),
@@ -126,20 +135,14 @@ fn render_clients(answer: &McpClientsAnswer) -> String {
         answer.issuer.as_deref().unwrap_or("?"),
         if answer.key_url { "on" } else { "off" }
     );
-    if answer.waiting.is_empty() {
-        out.push_str("No connection waits for approval.\n");
-    } else {
-        out.push_str("Waiting for approval:\n");
-        for w in &answer.waiting {
-            out.push_str(&format!(
-                "  {}  {} ({}) → {}  until {}\n",
-                w.code,
-                shown(&w.client_name),
-                shown(&w.client_id),
-                shown(&w.redirect_uri),
-                when(Some(w.expires_at))
-            ));
-        }
+    // Consent pages are not stored (anyone may open one): approve the code your own page
+    // shows. What can wait here is an approval its page has not collected yet.
+    for w in &answer.waiting {
+        out.push_str(&format!(
+            "  {}  approved, not yet collected by its page (until {})\n",
+            w.code,
+            when(Some(w.expires_at))
+        ));
     }
     if answer.clients.is_empty() {
         out.push_str("No client has connected.");

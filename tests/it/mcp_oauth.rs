@@ -178,6 +178,51 @@ async fn the_gate_accepts_what_the_publisher_issued_and_nothing_else() {
     assert_eq!(gate.verify("k3yk3y", now), Err(Refusal::Malformed));
 }
 
+/// The token `access` re-signed with the sprite's own key after `change` edits its claims: what
+/// only a holder of the signing key (or a bug in the issuer) could present.
+fn resigned(
+    dir: &std::path::Path,
+    access: &str,
+    change: impl Fn(&mut serde_json::Value),
+) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let pkcs8: Vec<u8> = rusqlite::Connection::open(dir.join("state.db"))
+        .unwrap()
+        .query_row("SELECT pkcs8 FROM mcp_oauth_keys", [], |r| r.get(0))
+        .unwrap();
+    let header = jsonwebtoken::decode_header(access).unwrap();
+    let mut claims: serde_json::Value =
+        serde_json::from_slice(&b64.decode(access.split('.').nth(1).unwrap()).unwrap()).unwrap();
+    change(&mut claims);
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_ed_der(&pkcs8),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_token_not_valid_yet_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let oauth = open(dir.path(), RESOURCE, "mcp-oauth.json");
+    let gate = OAuthGate::new(dir.path().join("mcp-oauth.json"), None, Some(RESOURCE));
+    let now = chrono::Utc::now().timestamp();
+    let (_, tokens) = issue(&oauth, now).await;
+    let access = tokens["access_token"].as_str().unwrap();
+    // The re-signing itself is sound: the same claims are accepted.
+    assert_eq!(
+        gate.verify(&resigned(dir.path(), access, |_| {}), now),
+        Ok(())
+    );
+    let later = resigned(dir.path(), access, |c| c["nbf"] = (now + 600).into());
+    assert_eq!(gate.verify(&later, now), Err(Refusal::NotYetValid));
+    assert_eq!(gate.verify(&later, now + 600), Ok(()));
+    let odd = resigned(dir.path(), access, |c| c["nbf"] = "soon".into());
+    assert_eq!(gate.verify(&odd, now), Err(Refusal::Malformed));
+}
+
 #[test]
 fn the_public_file_reads_back_as_it_was_written() {
     let dir = tempfile::tempdir().unwrap();

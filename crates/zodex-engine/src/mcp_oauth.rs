@@ -7,7 +7,7 @@
 //! the publisher's. As everywhere in the engine: no network, no clock, no randomness.
 
 use crate::store::{
-    AuditEvent, Facts, NewAuthorization, OAuthAuthorization, OAuthClient, OAuthFamily, SigningKey,
+    AuditEvent, Facts, NewAuthorization, OAuthClient, OAuthDecision, OAuthFamily, SigningKey,
     Store, StoreError,
 };
 
@@ -51,160 +51,186 @@ pub fn ensure_signing_key(
     })
 }
 
-/// Records a metadata-document client as its document says now (a revoked one stays revoked).
-pub fn record_client(store: &mut Store, client: &OAuthClient) -> Result<(), StoreError> {
-    store.write(|f| f.upsert_oauth_client(client))
-}
-
-/// Records a dynamically registered client, first forgetting registrations never used since
-/// `prune_before`; false when `max_clients` are kept already.
-pub fn register_client(
-    store: &mut Store,
-    client: &OAuthClient,
-    max_clients: i64,
-    prune_before: i64,
-) -> Result<bool, StoreError> {
-    store.write(|f| {
-        f.prune_unused_oauth_clients(prune_before)?;
-        if f.count_oauth_clients()? >= max_clients {
-            return Ok(false);
-        }
-        f.upsert_oauth_client(client)?;
-        Ok(true)
-    })
-}
-
-/// Opens an authorization for the operator to approve; the client's waiting one, if any, is
-/// replaced. False when `max_waiting` wait already.
-pub fn open_authorization(
-    store: &mut Store,
-    new: &NewAuthorization<'_>,
-    max_waiting: i64,
-) -> Result<bool, StoreError> {
-    store.write(|f| {
-        f.supersede_waiting_oauth(new.client_id, new.created_at)?;
-        if f.count_pending_oauth_authorizations(new.created_at)? >= max_waiting {
-            return Ok(false);
-        }
-        f.insert_oauth_authorization(new)?;
-        Ok(true)
-    })
-}
-
-/// Where a consent page stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Poll {
-    Unknown,
-    Waiting,
-    Expired,
-    Denied(OAuthAuthorization),
-    /// Its code was handed out already.
-    Used,
-    /// Approved: the code whose hash was offered is now its code.
-    Approved(OAuthAuthorization),
-}
-
-/// The page holding `browser_sha256` asks where it stands. Once approved, the code whose hash
-/// is `code_sha256` becomes its one code (valid until `code_expires_at`); asked again, it is
-/// `Used`.
-pub fn poll_authorization(
-    store: &mut Store,
-    browser_sha256: &str,
-    code_sha256: &str,
-    code_expires_at: i64,
-    now: i64,
-) -> Result<Poll, StoreError> {
-    store.write(|f| {
-        let Some(a) = f.oauth_authorization_by_browser(browser_sha256)? else {
-            return Ok(Poll::Unknown);
-        };
-        if a.denied_at.is_some() {
-            return Ok(Poll::Denied(a));
-        }
-        if a.approved_at.is_none() {
-            return Ok(if a.expires_at <= now {
-                Poll::Expired
-            } else {
-                Poll::Waiting
-            });
-        }
-        if a.code_sha256.is_some() || !f.set_oauth_code(a.id, code_sha256, code_expires_at)? {
-            return Ok(Poll::Used);
-        }
-        Ok(Poll::Approved(a))
-    })
-}
-
-/// Why the operator's approval or denial did not happen.
+/// Why the operator's decision was not recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecideRefusal {
-    NoSuchCode,
-    /// The authorization is `approved`, `denied` or `expired`.
-    NotWaiting(&'static str),
+    /// A decision on this code is in force already: `approved` (a page collected it),
+    /// `being approved` (another `approve` waits for the page) or `denied`.
+    AlreadyDecided(&'static str),
 }
 
-/// An authorization's state as the operator sees it.
-pub fn authorization_state(a: &OAuthAuthorization, now: i64) -> &'static str {
-    if a.denied_at.is_some() {
-        "denied"
-    } else if a.approved_at.is_some() {
-        "approved"
-    } else if a.expires_at <= now {
-        "expired"
-    } else {
-        "waiting"
-    }
-}
-
-/// The operator approves (or denies) the authorization showing `user_code`, audited.
+/// The operator approves or denies the consent page showing `user_code`, in force until
+/// `expires_at`. A denial is audited here; an approval when a page claims it
+/// ([`poll_page`]), because only then is it known which client it let in.
 pub fn decide(
     store: &mut Store,
     principal: &str,
     user_code: &str,
     approve: bool,
+    expires_at: i64,
     now: i64,
-) -> Result<Result<(OAuthAuthorization, Option<OAuthClient>), DecideRefusal>, StoreError> {
+) -> Result<Result<(), DecideRefusal>, StoreError> {
     store.write(|f| {
-        let Some(a) = f.oauth_authorization_by_user_code(user_code)? else {
-            return Ok(Err(DecideRefusal::NoSuchCode));
-        };
-        let state = authorization_state(&a, now);
-        let changed = state == "waiting"
-            && if approve {
-                f.approve_oauth_authorization(a.id, principal, now)?
-            } else {
-                f.deny_oauth_authorization(a.id, now)?
-            };
-        if !changed {
-            return Ok(Err(DecideRefusal::NotWaiting(state)));
+        if let Some(d) = f.oauth_decision(user_code)?
+            && d.live(now)
+        {
+            return Ok(Err(DecideRefusal::AlreadyDecided(
+                match (d.approve, d.claimed_at) {
+                    (true, Some(_)) => "approved",
+                    (true, None) => "being approved",
+                    (false, _) => "denied",
+                },
+            )));
         }
-        let client = f.oauth_client(&a.client_id)?;
+        if f.oauth_user_code_taken(user_code)? {
+            return Ok(Err(DecideRefusal::AlreadyDecided("approved")));
+        }
+        f.put_oauth_decision(user_code, approve, principal, now, expires_at)?;
+        if !approve {
+            audit(
+                f,
+                principal,
+                "McpOAuthDeny",
+                "event",
+                None,
+                serde_json::json!({ "user_code": user_code }),
+                now,
+            )?;
+        }
+        Ok(Ok(()))
+    })
+}
+
+/// The operator's `approve` gave up waiting for the page: the approval is withdrawn unless a
+/// page claimed it meanwhile. Returns the decision as it stands.
+pub fn withdraw_approval(
+    store: &mut Store,
+    user_code: &str,
+    now: i64,
+) -> Result<Option<OAuthDecision>, StoreError> {
+    store.write(|f| {
+        f.withdraw_oauth_decision(user_code, now)?;
+        f.oauth_decision(user_code)
+    })
+}
+
+/// The decision on `user_code`, if any.
+pub fn decision(store: &mut Store, user_code: &str) -> Result<Option<OAuthDecision>, StoreError> {
+    store.read(|f| f.oauth_decision(user_code))
+}
+
+/// A consent page asking where it stands: what its sealed request says, checked by the
+/// publisher, and the code it would be handed.
+pub struct PagePoll<'a> {
+    pub user_code: &'a str,
+    /// The SHA-256 of the page's nonce: which page claimed an approval.
+    pub page_sha256: &'a str,
+    /// The client the page was opened for; recorded (a revoked one stays revoked) when the
+    /// page claims an approval.
+    pub client: &'a OAuthClient,
+    pub redirect_uri: &'a str,
+    pub code_challenge: &'a str,
+    pub scope: &'a str,
+    pub resource: &'a str,
+    pub created_at: i64,
+    pub expires_at: i64,
+    /// The hash of the authorization code handed out if the page claims an approval now.
+    pub code_sha256: &'a str,
+    pub code_expires_at: i64,
+    pub now: i64,
+}
+
+/// Where a consent page stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Poll {
+    /// No decision on its code yet.
+    Waiting,
+    Denied,
+    /// Approved, and this page has just claimed it: the code offered is its one code.
+    Approved,
+    /// This page claimed the approval before: its code was handed out already.
+    Used,
+    /// Another page claimed the approval of this code, or the client was revoked.
+    Refused(&'static str),
+}
+
+/// The page asks; an approval in force that no page claimed yet becomes this page's: its
+/// client recorded, its authorization and code stored, the approval audited with the client
+/// it let in — one transaction.
+pub fn poll_page(store: &mut Store, page: &PagePoll<'_>) -> Result<Poll, StoreError> {
+    store.write(|f| {
+        let Some(d) = f.oauth_decision(page.user_code)? else {
+            return Ok(Poll::Waiting);
+        };
+        if !d.live(page.now) {
+            return Ok(Poll::Waiting);
+        }
+        if !d.approve {
+            return Ok(Poll::Denied);
+        }
+        if let Some(claimed_by) = &d.page_sha256 {
+            return Ok(if claimed_by == page.page_sha256 {
+                Poll::Used
+            } else {
+                Poll::Refused("another page showing this code collected its approval")
+            });
+        }
+        if f.oauth_client(&page.client.client_id)?
+            .is_some_and(|c| c.revoked_at.is_some())
+        {
+            return Ok(Poll::Refused("the operator revoked this client"));
+        }
+        if !f.claim_oauth_decision(
+            page.user_code,
+            page.page_sha256,
+            &page.client.client_id,
+            &page.client.name,
+            page.redirect_uri,
+            page.now,
+        )? {
+            return Ok(Poll::Waiting);
+        }
+        f.upsert_oauth_client(page.client)?;
+        f.insert_oauth_authorization(&NewAuthorization {
+            user_code: page.user_code,
+            page_sha256: page.page_sha256,
+            client_id: &page.client.client_id,
+            redirect_uri: page.redirect_uri,
+            code_challenge: page.code_challenge,
+            scope: page.scope,
+            resource: page.resource,
+            created_at: page.created_at,
+            expires_at: page.expires_at,
+            approved_at: page.now,
+            approved_by: &d.decided_by,
+            code_sha256: page.code_sha256,
+            code_expires_at: page.code_expires_at,
+        })?;
         audit(
             f,
-            principal,
-            if approve {
-                "McpOAuthApprove"
-            } else {
-                "McpOAuthDeny"
-            },
+            &d.decided_by,
+            "McpOAuthApprove",
             "event",
             None,
             serde_json::json!({
-                "client_id": a.client_id,
-                "client_name": client.as_ref().map(|c| c.name.clone()),
-                "redirect_uri": a.redirect_uri,
-                "scope": a.scope,
+                "user_code": page.user_code,
+                "client_id": page.client.client_id,
+                "client_name": page.client.name,
+                "redirect_uri": page.redirect_uri,
+                "scope": page.scope,
             }),
-            now,
+            page.now,
         )?;
-        let a = f.oauth_authorization_by_user_code(user_code)?.unwrap_or(a);
-        Ok(Ok((a, client)))
+        Ok(Poll::Approved)
     })
 }
 
 /// A token request, as the publisher parsed it.
 pub struct TokenAsk<'a> {
     pub client_id: &'a str,
+    /// The client as its sealed id describes it (a registration the publisher checked), used
+    /// when no row holds `client_id` yet.
+    pub sealed_client: Option<&'a OAuthClient>,
     /// The SHA-256 of the secret the client presented, if it presented one.
     pub secret_sha256: Option<String>,
     pub grant: Grant<'a>,
@@ -278,7 +304,10 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
     store.write(|f| {
         let outcome = token_in(f, ask)?;
         match &outcome {
-            TokenOutcome::Refused { error, why, .. } => {
+            // A refusal is evidence only for a client the operator let in once: anyone may
+            // name a client that never was (or a registration never approved), and a row per
+            // such request would let strangers grow the audit at will.
+            TokenOutcome::Refused { error, why, .. } if f.oauth_client(ask.client_id)?.is_some() => {
                 audit(
                     f,
                     "agent",
@@ -289,6 +318,7 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
                     ask.now,
                 )?;
             }
+            TokenOutcome::Refused { .. } => {}
             TokenOutcome::Issued { family, .. } => {
                 f.touch_oauth_client(ask.client_id, ask.now)?;
                 f.insert_oauth_refresh(ask.new_refresh_sha256, &family.family, ask.now)?;
@@ -314,7 +344,10 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
 }
 
 fn token_in(f: &Facts<'_>, ask: &TokenAsk<'_>) -> Result<TokenOutcome, StoreError> {
-    let Some(client) = f.oauth_client(ask.client_id)? else {
+    let Some(client) = f
+        .oauth_client(ask.client_id)?
+        .or_else(|| ask.sealed_client.cloned())
+    else {
         return Ok(refused("invalid_client", "unknown client: register again"));
     };
     if client.revoked_at.is_some() {

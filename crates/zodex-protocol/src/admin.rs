@@ -148,6 +148,9 @@ pub struct McpAuthorizationView {
     pub client_id: String,
     pub client_name: String,
     pub redirect_uri: String,
+    /// The host (and port) `redirect_uri` sends the browser to — never its user part.
+    #[serde(default)]
+    pub redirect_host: String,
     pub scope: String,
     pub created_at: i64,
     pub expires_at: i64,

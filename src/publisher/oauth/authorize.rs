@@ -1,17 +1,22 @@
 //! `/oauth/authorize`: the consent page, and its status poll.
 //!
-//! Opening the page grants nothing. It shows which client asks (name, client id, redirect
-//! host) and a code; only the operator, from their own machine, approves that code
-//! (`zodex sprite mcp approve CODE`, the admin socket). The page holds a secret of its own
-//! and polls `/oauth/authorize/status` with it; once approved, that poll — and only that
-//! poll — gets the one authorization code, in the redirect back to the client.
+//! Opening the page grants nothing and stores nothing. It shows which client asks (name,
+//! client id, redirect host) and a code; only the operator, from their own machine, approves
+//! that code (`zodex sprite mcp approve CODE`, the admin socket). The page holds its own
+//! request, sealed (`pages.rs`), and its code is derived from it; it polls
+//! `/oauth/authorize/status` with that request, and once approved, the first poll of that
+//! page — and only that page — gets the one authorization code, in the redirect back to the
+//! client. No request can end, replace or shadow another caller's page (issue 37).
 
 use std::collections::HashMap;
 
+use super::cimd::{self, Lookup};
+use super::pages::{PageClient, PageRequest, ShownPage};
 use super::reply::{self, escape, with_query};
-use super::{AUTHORIZATION_SECONDS, CODE_SECONDS, MAX_WAITING, OAuth, SCOPE, crypto, form};
-use crate::engine::mcp_oauth::{self, Poll};
-use crate::engine::store::{NewAuthorization, OAuthClient};
+use super::seal::Purpose;
+use super::{AUTHORIZATION_SECONDS, CODE_SECONDS, OAuth, SCOPE, crypto, form};
+use crate::engine::mcp_oauth::{self, PagePoll, Poll};
+use crate::engine::store::OAuthClient;
 use crate::protocol::{OAuthHttpReply, OAuthHttpRequest};
 
 /// The style of every page the server renders (nonce'd in each).
@@ -21,10 +26,22 @@ h1{font-size:1.3rem;margin-top:0}.code{font:700 2rem/1.2 ui-monospace,monospace;
 pre{background:#eef1f5;padding:.6rem .8rem;border-radius:6px;overflow-x:auto}dt{font-weight:600}dd{margin:0 0 .6rem 0;word-break:break-all}\
 #status{font-weight:600}.muted{color:#5b6573}";
 
+/// The longest authorization request read (its query), and the longest `state` carried.
+pub const MAX_QUERY_BYTES: usize = 16 * 1024;
+pub const MAX_STATE_CHARS: usize = 2048;
+
 impl OAuth {
     /// `GET /oauth/authorize?…`: checks the request and shows the consent page.
     pub(super) async fn authorize(&self, query: Option<&str>, now: i64) -> OAuthHttpReply {
-        let params = match form(query.unwrap_or_default()) {
+        let query = query.unwrap_or_default();
+        if query.len() > MAX_QUERY_BYTES {
+            return reply::error_page(
+                414,
+                "This authorization request is too long",
+                "The request is longer than 16 KiB. Start the connection again from your MCP client.",
+            );
+        }
+        let params = match form(query) {
             Ok(p) => p,
             Err(e) => return reply::error_page(400, "This authorization request is malformed", &e),
         };
@@ -35,7 +52,7 @@ impl OAuth {
                 "The request has no client_id. Start the connection again from your MCP client.",
             );
         };
-        let client = match self.client_for_authorization(client_id, now).await {
+        let client = match self.client_for_authorization(client_id).await {
             Ok(client) => client,
             Err(page) => return page,
         };
@@ -58,16 +75,36 @@ impl OAuth {
                 );
             }
         };
+        // Registered before the check existed, or stored by an older version: checked again.
+        if let Err(why) = super::register::check_redirect_uri(&redirect_uri) {
+            return reply::error_page(
+                400,
+                "The redirect URI is refused",
+                &format!("{why}. Nothing is sent back to it."),
+            );
+        }
         // From here on, errors go back to the client (RFC 6749 §4.1.2.1).
         let state = params.get("state").cloned();
         let back = |error: &str, description: &str| {
             let mut p = vec![("error", error), ("error_description", description)];
-            if let Some(state) = &state {
+            if let Some(state) = state
+                .as_ref()
+                .filter(|s| s.chars().count() <= MAX_STATE_CHARS)
+            {
                 p.push(("state", state));
             }
             p.push(("iss", &self.settings.issuer));
             reply::redirect(&with_query(&redirect_uri, &p))
         };
+        if state
+            .as_ref()
+            .is_some_and(|s| s.chars().count() > MAX_STATE_CHARS)
+        {
+            return back(
+                "invalid_request",
+                &format!("state is longer than {MAX_STATE_CHARS} characters"),
+            );
+        }
         if params.get("response_type").map(String::as_str) != Some("code") {
             return back(
                 "unsupported_response_type",
@@ -93,68 +130,40 @@ impl OAuth {
                 ),
             );
         }
-        let user_code = crypto::user_code();
-        let browser_secret = crypto::random_token();
-        let challenge = challenge.unwrap_or_default().to_string();
-        let resource = self.settings.resource.clone();
-        let (client_id, browser_sha256) = (
-            client.client_id.clone(),
-            crypto::sha256_hex(&browser_secret),
-        );
-        let state_for_row = state.clone();
-        let redirect_for_row = redirect_uri.clone();
-        let code_for_row = user_code.clone();
-        let stored = self
-            .store
-            .run(move |s| {
-                let new = NewAuthorization {
-                    user_code: &code_for_row,
-                    browser_sha256: &browser_sha256,
-                    client_id: &client_id,
-                    redirect_uri: &redirect_for_row,
-                    state: state_for_row.as_deref(),
-                    code_challenge: &challenge,
-                    scope: SCOPE,
-                    resource: &resource,
-                    created_at: now,
-                    expires_at: now + AUTHORIZATION_SECONDS,
-                };
-                mcp_oauth::open_authorization(s, &new, MAX_WAITING)
-            })
-            .await;
-        match stored {
-            Ok(true) => self.consent_page(&client, &redirect_uri, &user_code, &browser_secret, now),
-            Ok(false) => reply::error_page(
-                429,
-                "Too many connections are waiting for approval",
-                "Fifty clients already wait for the operator. Deny the ones you do not know \
-                 (`zodex sprite mcp clients` lists them), or wait ten minutes for them to expire.",
-            ),
-            Err(e) => {
-                tracing::error!(error = %e, "storing an OAuth authorization failed");
-                reply::error_page(500, "The authorization could not be stored", "Try again.")
-            }
+        let mut page_client = PageClient::of(&client);
+        if client.kind == "cimd" {
+            // The document is fetched again at each authorization: the page keeps only the
+            // redirect it uses.
+            page_client.uris = vec![redirect_uri.clone()];
         }
+        let request = PageRequest {
+            n: crypto::random_token(),
+            client: page_client,
+            r: redirect_uri.clone(),
+            st: state,
+            ch: challenge.unwrap_or_default().to_string(),
+            rs: self.settings.resource.clone(),
+            t: now,
+            x: now + AUTHORIZATION_SECONDS,
+        };
+        let sealed = self.sealer.seal(Purpose::Page, &request);
+        let user_code = self.sealer.user_code(&sealed);
+        self.shown.saw(&user_code, shown_page(&request));
+        self.consent_page(&client, &redirect_uri, &user_code, &sealed, now)
     }
 
-    /// The client an authorization names: a registered one, or a metadata document fetched
-    /// now. Any failure is an error page (never a redirect to an unchecked URI).
+    /// The client an authorization names: a stored or sealed one, or a metadata document
+    /// fetched in the background. Any failure is an error page (never a redirect to an
+    /// unchecked URI); a document still on its way is a page that reloads.
     async fn client_for_authorization(
         &self,
         client_id: &str,
-        now: i64,
     ) -> Result<OAuthClient, OAuthHttpReply> {
-        let stored = {
-            let id = client_id.to_string();
-            self.store
-                .run(move |s| s.read(|f| f.oauth_client(&id)))
-                .await
-                .map_err(|e| {
-                    tracing::error!(error = %e, "reading an OAuth client failed");
-                    reply::error_page(500, "The client could not be read", "Try again.")
-                })?
-        };
-        if let Some(client) = &stored
+        let known = self.known_client(client_id).await.map_err(|e| {
+            tracing::error!(error = %e, "reading an OAuth client failed");
+            reply::error_page(500, "The client could not be read", "Try again.")
+        })?;
+        if let Some(client) = &known
             && client.revoked_at.is_some()
         {
             return Err(reply::error_page(
@@ -164,40 +173,37 @@ impl OAuth {
             ));
         }
         if client_id.starts_with("https://") {
-            let document = self.cimd.fetch(client_id).await.map_err(|e| {
-                reply::error_page(
-                    400,
-                    "The client's metadata document was refused",
-                    &format!("{e}. Nothing was authorized."),
-                )
-            })?;
-            let client = OAuthClient {
+            let document = match self.documents.lookup(client_id, cimd::INLINE_WAIT).await {
+                Lookup::Ready(Ok(document)) => document,
+                Lookup::Ready(Err(e)) => {
+                    return Err(reply::error_page(
+                        400,
+                        "The client's metadata document was refused",
+                        &format!("{e}. Nothing was authorized."),
+                    ));
+                }
+                Lookup::Pending => return Err(reply::checking_page(client_id, 1)),
+                Lookup::Busy => return Err(reply::checking_page(client_id, 3)),
+            };
+            return Ok(OAuthClient {
                 client_id: client_id.to_string(),
                 kind: "cimd".into(),
                 name: document.client_name,
                 redirect_uris: document.redirect_uris,
                 auth_method: "none".into(),
                 secret_sha256: None,
-                created_at: now,
+                created_at: known.map_or(0, |c| c.created_at),
                 last_used_at: None,
                 revoked_at: None,
-            };
-            let row = client.clone();
-            self.store
-                .run(move |s| mcp_oauth::record_client(s, &row))
-                .await
-                .map_err(|e| {
-                    tracing::error!(error = %e, "storing an OAuth client failed");
-                    reply::error_page(500, "The client could not be stored", "Try again.")
-                })?;
-            return Ok(client);
+            });
         }
-        stored.ok_or_else(|| {
+        known.ok_or_else(|| {
             reply::error_page(
                 400,
                 "This client is not registered here",
-                "The client_id is unknown to this sprite (its registration may have been \
-                 forgotten). Remove the connector and add it again so it registers anew.",
+                "The client_id is unknown to this sprite (it was not issued here, or the \
+                 sprite's signing key changed since). Remove the connector and add it again so \
+                 it registers anew.",
             )
         })
     }
@@ -211,10 +217,7 @@ impl OAuth {
         now: i64,
     ) -> OAuthHttpReply {
         let nonce = crypto::random_token();
-        let redirect_host = redirect_uri
-            .parse::<http::Uri>()
-            .ok()
-            .and_then(|u| u.authority().map(|a| a.to_string()))
+        let redirect_host = super::register::redirect_host(redirect_uri)
             .unwrap_or_else(|| redirect_uri.to_string());
         let expires = chrono::DateTime::from_timestamp(now + AUTHORIZATION_SECONDS, 0)
             .map(|t| t.format("%H:%M UTC").to_string())
@@ -272,42 +275,73 @@ impl OAuth {
         reply::html(200, body, &nonce)
     }
 
-    /// `POST /oauth/authorize/status` (`request=<the page's secret>`): the page's state, and
-    /// once approved, the redirect carrying its one code.
+    /// `POST /oauth/authorize/status` (`request=<the page's sealed request>`): the page's
+    /// state, and once approved, the redirect carrying its one code.
     pub(super) async fn authorization_status(
         &self,
         request: &OAuthHttpRequest,
         now: i64,
     ) -> OAuthHttpReply {
         let params: HashMap<String, String> = form(&request.body).unwrap_or_default();
-        let Some(secret) = params.get("request").filter(|s| !s.is_empty()) else {
-            return reply::oauth_error("invalid_request", "send request=<the page's secret>");
+        let Some(sealed) = params.get("request").filter(|s| !s.is_empty()) else {
+            return reply::oauth_error("invalid_request", "send request=<the page's request>");
         };
-        let browser = crypto::sha256_hex(secret);
+        let Some(page) = self.sealer.open::<PageRequest>(Purpose::Page, sealed) else {
+            return reply::json(
+                200,
+                &serde_json::json!({"state": "unknown", "message": "No such authorization: start the connection again from your MCP client."}),
+            );
+        };
+        if page.x <= now {
+            return reply::json(200, &serde_json::json!({"state": "expired"}));
+        }
+        let user_code = self.sealer.user_code(sealed);
+        self.shown.saw(&user_code, shown_page(&page));
         let code = crypto::random_token();
-        let code_sha256 = crypto::sha256_hex(&code);
-        let polled = self
-            .store
-            .run(move |s| {
-                mcp_oauth::poll_authorization(s, &browser, &code_sha256, now + CODE_SECONDS, now)
-            })
-            .await;
+        let polled = {
+            let (page, user_code, code_sha256) =
+                (page.clone(), user_code.clone(), crypto::sha256_hex(&code));
+            self.store
+                .run(move |s| {
+                    let client = page.client.client();
+                    mcp_oauth::poll_page(
+                        s,
+                        &PagePoll {
+                            user_code: &user_code,
+                            page_sha256: &crypto::sha256_hex(&page.n),
+                            client: &client,
+                            redirect_uri: &page.r,
+                            code_challenge: &page.ch,
+                            scope: SCOPE,
+                            resource: &page.rs,
+                            created_at: page.t,
+                            expires_at: page.x,
+                            code_sha256: &code_sha256,
+                            code_expires_at: now + CODE_SECONDS,
+                            now,
+                        },
+                    )
+                })
+                .await
+        };
+        if matches!(polled, Ok(Poll::Approved)) {
+            self.claimed.notify_waiters();
+        }
         let issuer = &self.settings.issuer;
-        let back = |a: &crate::engine::store::OAuthAuthorization, first: &[(&str, &str)]| {
+        let back = |first: &[(&str, &str)]| {
             let mut p: Vec<(&str, &str)> = first.to_vec();
-            if let Some(state) = &a.state {
+            if let Some(state) = &page.st {
                 p.push(("state", state));
             }
             p.push(("iss", issuer));
-            with_query(&a.redirect_uri, &p)
+            with_query(&page.r, &p)
         };
         let answer = polled.map(|poll| match poll {
-            Poll::Unknown => serde_json::json!({"state": "unknown", "message": "No such authorization: start the connection again from your MCP client."}),
             Poll::Waiting => serde_json::json!({"state": "waiting"}),
-            Poll::Expired => serde_json::json!({"state": "expired"}),
             Poll::Used => serde_json::json!({"state": "used", "message": "This approval's code was already handed out. Start the connection again if it did not complete."}),
-            Poll::Denied(a) => serde_json::json!({"state": "denied", "location": back(&a, &[("error", "access_denied"), ("error_description", "the operator refused this connection")])}),
-            Poll::Approved(a) => serde_json::json!({"state": "approved", "location": back(&a, &[("code", &code)])}),
+            Poll::Refused(why) => serde_json::json!({"state": "refused", "message": format!("Not approved: {why}. Start the connection again from your MCP client.")}),
+            Poll::Denied => serde_json::json!({"state": "denied", "location": back(&[("error", "access_denied"), ("error_description", "the operator refused this connection")])}),
+            Poll::Approved => serde_json::json!({"state": "approved", "location": back(&[("code", &code)])}),
         });
         match answer {
             Ok(body) => reply::json(200, &body),
@@ -319,5 +353,17 @@ impl OAuth {
                 )
             }
         }
+    }
+}
+
+/// What `approve` names for a page.
+fn shown_page(page: &PageRequest) -> ShownPage {
+    ShownPage {
+        page: crypto::sha256_hex(&page.n),
+        client_id: page.client.id.clone(),
+        client_name: page.client.name.clone(),
+        redirect_uri: page.r.clone(),
+        created_at: page.t,
+        expires_at: page.x,
     }
 }

@@ -3,6 +3,12 @@
 //! steers, so it is bounded: `https` only, every address the name resolves to must be public
 //! (checked on the very addresses connected to, so DNS rebinding cannot slip past), no
 //! redirects, 5 s, 16 KiB, and the document must name itself as `client_id`.
+//!
+//! A stranger also steers how long a fetch takes (a host that accepts and never answers), so
+//! no request waits for one (issue 37): [`Documents`] runs each fetch as a task of its own —
+//! at most [`MAX_FETCHES`] at once and [`MAX_FETCHES_PER_HOST`] per host — keeps what it found
+//! for a while, and lets the consent page wait at most [`INLINE_WAIT`] before it answers "still
+//! checking" and reloads. The token path never meets a fetch.
 
 use crate::publisher::error_text::error_chain;
 use std::future::Future;
@@ -23,8 +29,19 @@ pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024;
 /// How long a fetch may take, connection included.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Fetches running at once, and per host.
+pub const MAX_FETCHES: usize = 16;
+pub const MAX_FETCHES_PER_HOST: usize = 2;
+/// How long an authorization request waits for a fetch before it answers "still checking".
+pub const INLINE_WAIT: Duration = Duration::from_millis(300);
+/// How long a fetched document (and a refusal) is kept.
+const KEEP_DOCUMENT: Duration = Duration::from_secs(300);
+const KEEP_REFUSAL: Duration = Duration::from_secs(30);
+/// Documents and refusals kept at once (each at most [`MAX_DOCUMENT_BYTES`] as read).
+pub const MAX_KEPT: usize = 256;
+
 /// What this server reads of a metadata document.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct Document {
     pub client_id: String,
     #[serde(default)]
@@ -35,6 +52,127 @@ pub struct Document {
     pub token_endpoint_auth_method: Option<String>,
     #[serde(default)]
     pub client_secret: Option<String>,
+}
+
+/// Where a document stands for an authorization request.
+#[derive(Debug, Clone)]
+pub enum Lookup {
+    /// Fetched (or refused) recently.
+    Ready(Result<Document, String>),
+    /// Being fetched: ask again in a moment.
+    Pending,
+    /// Too many fetches run (in all or for this host): ask again in a moment.
+    Busy,
+}
+
+type Done = (std::time::Instant, Result<Document, String>);
+
+#[derive(Default)]
+struct Kept {
+    done: std::collections::HashMap<String, Done>,
+    /// Insertion order of `done`, oldest first (evicted first).
+    order: std::collections::VecDeque<String>,
+    running: std::collections::HashMap<String, tokio::sync::watch::Receiver<bool>>,
+    per_host: std::collections::HashMap<String, usize>,
+}
+
+/// Metadata documents as authorization requests see them: fetched in the background, bounded
+/// in number, time and memory, kept for a while.
+pub struct Documents {
+    fetcher: Arc<Fetcher>,
+    kept: Arc<std::sync::Mutex<Kept>>,
+}
+
+impl Documents {
+    pub fn new(fetcher: Fetcher) -> Self {
+        Self {
+            fetcher: Arc::new(fetcher),
+            kept: Arc::default(),
+        }
+    }
+
+    /// The document at `url`, waiting for a fetch at most `wait`.
+    pub async fn lookup(&self, url: &str, wait: Duration) -> Lookup {
+        let running = {
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(found) = kept.fresh(url) {
+                return Lookup::Ready(found);
+            }
+            match kept.running.get(url) {
+                Some(rx) => rx.clone(),
+                None => match self.start(&mut kept, url) {
+                    Some(rx) => rx,
+                    None => return Lookup::Busy,
+                },
+            }
+        };
+        let mut running = running;
+        let _ = tokio::time::timeout(wait, running.wait_for(|done| *done)).await;
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.fresh(url).map_or(Lookup::Pending, Lookup::Ready)
+    }
+
+    /// Starts fetching `url` unless the limits are reached.
+    fn start(&self, kept: &mut Kept, url: &str) -> Option<tokio::sync::watch::Receiver<bool>> {
+        let host = url
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.host().map(str::to_ascii_lowercase))
+            .unwrap_or_default();
+        let of_host = kept.per_host.get(&host).copied().unwrap_or(0);
+        if kept.running.len() >= MAX_FETCHES || of_host >= MAX_FETCHES_PER_HOST {
+            return None;
+        }
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        kept.running.insert(url.to_string(), rx.clone());
+        *kept.per_host.entry(host.clone()).or_default() += 1;
+        let (fetcher, shared, url) = (self.fetcher.clone(), self.kept.clone(), url.to_string());
+        tokio::spawn(async move {
+            // The fetch is bounded by FETCH_TIMEOUT inside.
+            let found = fetcher.fetch(&url).await;
+            let mut kept = shared.lock().unwrap_or_else(|p| p.into_inner());
+            kept.running.remove(&url);
+            if let Some(n) = kept.per_host.get_mut(&host) {
+                *n -= 1;
+                if *n == 0 {
+                    kept.per_host.remove(&host);
+                }
+            }
+            kept.keep(url, found);
+            let _ = tx.send(true);
+        });
+        Some(rx)
+    }
+}
+
+impl Kept {
+    /// What was found for `url`, while it is kept. A stale entry stays until it is fetched
+    /// again or evicted, so `order` names each entry of `done` exactly once.
+    fn fresh(&self, url: &str) -> Option<Result<Document, String>> {
+        let (at, found) = self.done.get(url)?;
+        let keep = if found.is_ok() {
+            KEEP_DOCUMENT
+        } else {
+            KEEP_REFUSAL
+        };
+        (at.elapsed() < keep).then(|| found.clone())
+    }
+
+    fn keep(&mut self, url: String, found: Result<Document, String>) {
+        while self.done.len() >= MAX_KEPT {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            self.done.remove(&oldest);
+        }
+        if self
+            .done
+            .insert(url.clone(), (std::time::Instant::now(), found))
+            .is_none()
+        {
+            self.order.push_back(url);
+        }
+    }
 }
 
 type Client = hyper_util::client::legacy::Client<
@@ -234,14 +372,19 @@ pub fn is_public(ip: IpAddr) -> bool {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_public(IpAddr::V4(v4));
             }
+            // Only global unicast (2000::/3) reaches the public internet; everything else —
+            // IPv4-compatible (::/96), NAT64 (64:ff9b::/96, 64:ff9b:1::/48), discard (100::/64),
+            // unique-local, link- and site-local, multicast — is refused outright. Inside
+            // 2000::/3, the ranges that lead to another network or none: the IETF protocol
+            // assignments (2001::/23, Teredo's 2001::/32 among them), documentation
+            // (2001:db8::/32, 3fff::/20) and 6to4 (2002::/16), which tunnels to any IPv4
+            // address, private ones included.
             let s = v6.segments();
-            !(v6.is_unspecified()
-                || v6.is_loopback()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-                || (s[0] == 0x2001 && s[1] == 0x0db8)
-                || (s[0] == 0x64 && s[1] == 0xff9b))
+            let global_unicast = (s[0] & 0xe000) == 0x2000;
+            let ietf_assignments = s[0] == 0x2001 && s[1] < 0x0200;
+            let documentation = (s[0] == 0x2001 && s[1] == 0x0db8) || (s[0] & 0xfff0) == 0x3ff0;
+            let six_to_four = s[0] == 0x2002;
+            global_unicast && !ietf_assignments && !documentation && !six_to_four
         }
     }
 }
@@ -266,10 +409,35 @@ mod tests {
             "fe80::1",
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
+            // IPv4-compatible, NAT64 (well-known and local-use), 6to4, Teredo, site-local,
+            // discard-only, documentation, ORCHIDv2, unspecified-ish.
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::8.8.8.8",
+            "64:ff9b::7f00:1",
+            "64:ff9b::a00:1",
+            "64:ff9b:1::a00:1",
+            "2002:7f00:1::1",
+            "2002:a00:1::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "fec0::1",
+            "feff::1",
+            "100::1",
+            "2001:db8::1",
+            "3fff::1",
+            "2001:20::1",
+            "ff02::1",
+            "::",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["1.1.1.1", "140.82.112.3", "2606:4700::1111"] {
+        for ip in [
+            "1.1.1.1",
+            "140.82.112.3",
+            "2606:4700::1111",
+            "2a00:1450:4001::200e",
+            "::ffff:1.1.1.1",
+        ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
     }

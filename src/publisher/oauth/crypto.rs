@@ -34,20 +34,26 @@ pub fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
-/// The code the operator approves: eight characters from an alphabet without look-alikes
-/// (no 0/O, 1/I/L), shown as `ABCD-EFGH`.
-pub fn user_code() -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+/// Compares two byte strings in constant time.
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+/// The letters of a user code: no look-alikes (no 0/O, 1/I/L).
+const USER_CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+
+/// The code the operator approves, made from `bytes` (at least eight; a MAC): eight
+/// characters of [`USER_CODE_ALPHABET`], shown as `ABCD-EFGH`.
+pub fn user_code_from(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(9);
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the system's randomness");
-    for (i, b) in bytes.iter().enumerate() {
+    for (i, b) in bytes.iter().take(8).enumerate() {
         if i == 4 {
             out.push('-');
         }
         // 256 % 31 leaves a bias of under 1%: irrelevant for a code that lives ten minutes and
         // must also be approved by the operator.
-        out.push(ALPHABET[*b as usize % ALPHABET.len()] as char);
+        out.push(USER_CODE_ALPHABET[*b as usize % USER_CODE_ALPHABET.len()] as char);
     }
     out
 }
@@ -150,7 +156,7 @@ mod tests {
 
     #[test]
     fn user_codes_are_typed_back_whatever_their_case() {
-        let code = user_code();
+        let code = user_code_from(&[7, 200, 31, 255, 0, 62, 93, 124]);
         assert_eq!(code.len(), 9);
         assert_eq!(normalise_user_code(&code.to_lowercase()), code);
         assert_eq!(normalise_user_code(&code.replace('-', " ")), code);

@@ -8,25 +8,36 @@
 //!
 //! - `authorize.rs`: `/oauth/authorize` (the consent page: client, redirect host and the code
 //!   the operator approves with `zodex sprite mcp approve CODE`) and its status poll, which
-//!   hands the approved page its one authorization code;
+//!   hands the approved page its one authorization code; `pages.rs`: the page's sealed
+//!   request and the bounded memory of which code each page showed;
 //! - `token.rs`: `/oauth/token` (code exchange with PKCE S256, refresh with rotation; a
 //!   replayed code or refresh token revokes its family);
 //! - `register.rs`: dynamic client registration (RFC 7591) and the checks of redirect URIs;
-//! - `cimd.rs`: client ID metadata documents, fetched with bounded size and time and never
-//!   from a private address;
+//!   `clients.rs`: a client from its row or its sealed id;
+//! - `cimd.rs`: client ID metadata documents, fetched in the background with bounded size,
+//!   time and number, and never from a private address;
+//! - `seal.rs`: what anonymous callers carry instead of rows (client ids, consent pages);
 //! - `published.rs`: the public file the resource server reads (keys, revocations, key URL);
 //! - `admin.rs`: the operator's commands (approve, deny, clients, revoke, key URL on/off);
 //! - `crypto.rs`, `reply.rs`: secrets and HTTP answers.
 //!
 //! Every approval, denial, token issue and revocation is audited.
+//!
+//! The endpoints face the whole internet, so nothing an anonymous request does is stored
+//! (registration and consent pages are sealed, not rows), held long (metadata documents are
+//! fetched off the request) or able to end another caller's page; rows appear only when the
+//! operator approves or denies. docs/mcp-server.md lists the bounds.
 
 mod admin;
 mod authorize;
 mod cimd;
+mod clients;
 mod crypto;
+mod pages;
 mod published;
 mod register;
 mod reply;
+mod seal;
 mod token;
 
 use std::path::PathBuf;
@@ -46,11 +57,9 @@ pub const FAMILY_SECONDS: i64 = 30 * 24 * 3600;
 pub const AUTHORIZATION_SECONDS: i64 = 600;
 /// How long an authorization code may wait for its exchange.
 pub const CODE_SECONDS: i64 = 60;
-/// Authorizations waiting for the operator at once (one per client); past it, new ones are
-/// refused until some expire or are denied.
-pub const MAX_WAITING: i64 = 50;
-/// Clients kept at once (registration is open to anyone who reaches the endpoint).
-pub const MAX_CLIENTS: i64 = 1000;
+/// How long `approve` waits for the page showing its code to ask, when this process has not
+/// seen that page (a live page asks every second).
+pub const APPROVAL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The one scope: the MCP tools of this sprite.
 pub const SCOPE: &str = "mcp";
 
@@ -120,29 +129,41 @@ impl OAuthSettings {
 pub struct OAuth {
     settings: OAuthSettings,
     store: SharedStore,
-    cimd: cimd::Fetcher,
+    documents: cimd::Documents,
+    sealer: seal::Sealer,
+    shown: pages::ShownPages,
+    /// Woken when a page collects an approval (`approve` waits on it).
+    claimed: tokio::sync::Notify,
+    /// [`APPROVAL_WAIT`]; shorter in tests.
+    approval_wait: std::time::Duration,
 }
 
 impl OAuth {
     /// Opens the server: makes the signing key on first use and publishes the public file.
     pub fn open(settings: OAuthSettings, store: SharedStore, now: i64) -> Result<Self, String> {
-        let cimd = cimd::Fetcher::new(settings.cimd_private_hosts.clone())?;
+        let documents =
+            cimd::Documents::new(cimd::Fetcher::new(settings.cimd_private_hosts.clone())?);
+        let fresh = crypto::new_signing_key()?;
+        let key = store
+            .with(|s| crate::engine::mcp_oauth::ensure_signing_key(s, fresh, now))
+            .map_err(|e| e.to_string())?;
         let server = Self {
             settings,
             store,
-            cimd,
+            documents,
+            sealer: seal::Sealer::new(&key),
+            shown: pages::ShownPages::default(),
+            claimed: tokio::sync::Notify::new(),
+            approval_wait: APPROVAL_WAIT,
         };
-        let fresh = crypto::new_signing_key()?;
-        server
-            .store
-            .with(|s| crate::engine::mcp_oauth::ensure_signing_key(s, fresh, now))
-            .map_err(|e| e.to_string())?;
         server.store.with(|s| server.publish(s, now))?;
         Ok(server)
     }
 
-    /// Forgets ended authorizations and refresh tokens (the host's sweeper, once a minute).
+    /// Forgets ended authorizations, decisions and refresh tokens, and expired pages (the
+    /// host's sweeper, once a minute).
     pub async fn prune(&self, now: i64) {
+        self.shown.forget_expired(now);
         let pruned = self
             .store
             .run(move |s| crate::engine::mcp_oauth::prune(s, now))
@@ -274,5 +295,7 @@ fn form(text: &str) -> Result<std::collections::HashMap<String, String>, String>
     Ok(out)
 }
 
+#[cfg(test)]
+mod flood_tests;
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,13 @@
 //! `/oauth/register`: dynamic client registration (RFC 7591). Registration is open — it grants
-//! nothing until the operator approves an authorization — so it is bounded: at most
-//! [`MAX_CLIENTS`] clients, registrations never used forgotten after a day.
+//! nothing until the operator approves an authorization — so it stores nothing: the client id
+//! is the registration, sealed (`clients.rs`), and no flood of registrations can fill a table,
+//! close registration or put a stranger's client in `zodex sprite mcp clients`.
 
 use serde::Deserialize;
 
+use super::clients::{MAX_CLIENT_ID_CHARS, SealedClient};
 use super::reply;
-use super::{MAX_CLIENTS, OAuth, crypto};
-use crate::engine::store::OAuthClient;
+use super::{OAuth, crypto};
 use crate::protocol::{OAuthHttpReply, OAuthHttpRequest};
 
 /// The longest client name kept (it is shown to the operator).
@@ -52,48 +53,28 @@ impl OAuth {
             }
         };
         let secret = (checked.auth_method != "none").then(crypto::random_token);
-        let client = OAuthClient {
-            client_id: format!("zc_{}", &crypto::random_token()[..24]),
-            kind: "dcr".into(),
-            name: checked.name,
-            redirect_uris: checked.redirect_uris,
-            auth_method: checked.auth_method,
-            secret_sha256: secret.as_deref().map(crypto::sha256_hex),
-            created_at: now,
-            last_used_at: None,
-            revoked_at: None,
+        let sealed = SealedClient {
+            n: checked.name,
+            u: checked.redirect_uris,
+            a: checked.auth_method,
+            s: secret.as_deref().map(crypto::sha256_hex),
+            t: now,
         };
-        let row = client.clone();
-        let stored = self
-            .store
-            .run(move |s| {
-                crate::engine::mcp_oauth::register_client(s, &row, MAX_CLIENTS, now - 24 * 3600)
-            })
-            .await;
-        match stored {
-            Ok(true) => {}
-            Ok(false) => {
-                return reply::json(
-                    400,
-                    &serde_json::json!({"error": "invalid_client_metadata", "error_description": "this sprite keeps 1000 clients at most; the operator can revoke unused ones (`zodex sprite mcp clients`)"}),
-                );
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "storing an OAuth client failed");
-                return reply::oauth_error(
-                    "server_error",
-                    "the client could not be stored; try again",
-                );
-            }
+        let client_id = self.seal_client(&sealed);
+        if client_id.len() > MAX_CLIENT_ID_CHARS {
+            return reply::json(
+                400,
+                &serde_json::json!({"error": "invalid_client_metadata", "error_description": format!("this registration is too large to serve: keep the client name and redirect URIs under about {} characters in all", MAX_CLIENT_ID_CHARS * 3 / 4 - 100)}),
+            );
         }
         let mut body = serde_json::json!({
-            "client_id": client.client_id,
+            "client_id": client_id,
             "client_id_issued_at": now,
-            "client_name": client.name,
-            "redirect_uris": client.redirect_uris,
+            "client_name": sealed.n,
+            "redirect_uris": sealed.u,
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
-            "token_endpoint_auth_method": client.auth_method,
+            "token_endpoint_auth_method": sealed.a,
         });
         if let Some(secret) = secret {
             body["client_secret"] = secret.into();
@@ -176,6 +157,16 @@ pub(super) fn check_redirect_uri(uri: &str) -> Result<(), String> {
     if uri.contains('#') {
         return Err(format!("the redirect URI {uri:?} has a fragment"));
     }
+    // `https://chatgpt.com@evil.example/` goes to evil.example: a user part only serves to make
+    // the host look like another, and a backslash is read as a slash by browsers, not by us.
+    if uri.contains('\\') {
+        return Err(format!("the redirect URI {uri:?} has a backslash"));
+    }
+    if authority_of(uri).is_some_and(|a| a.contains('@')) {
+        return Err(format!(
+            "the redirect URI {uri:?} has a user part (user@host): name the host alone"
+        ));
+    }
     // A private-use scheme (RFC 8252 §7.1): a reverse domain name, e.g. `com.example.app:/cb`.
     if let Some((scheme, rest)) = uri.split_once(':')
         && scheme.contains('.')
@@ -212,6 +203,24 @@ pub(super) fn check_redirect_uri(uri: &str) -> Result<(), String> {
     }
 }
 
+/// The authority of an absolute `scheme://authority/…` URI as written (before any parsing).
+fn authority_of(uri: &str) -> Option<&str> {
+    let rest = uri.split_once("://")?.1;
+    Some(rest.split(['/', '?']).next().unwrap_or(rest))
+}
+
+/// The host (and port, when one is given) a redirect URI sends the browser to: what the
+/// consent page and the operator are shown. Never the user part; `None` when there is no host
+/// (a private-use scheme).
+pub(super) fn redirect_host(uri: &str) -> Option<String> {
+    let parsed: http::Uri = uri.parse().ok()?;
+    let host = parsed.host()?;
+    Some(match parsed.port_u16() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +237,31 @@ mod tests {
         assert!(check_redirect_uri("https://c.example/cb#frag").is_err());
         assert!(check_redirect_uri("javascript:alert(1)").is_err());
         assert!(check_redirect_uri("relative/path").is_err());
+        // A user part makes a host look like another: `…chatgpt.com@evil.example` is evil.example.
+        for deceptive in [
+            "https://chatgpt.com@evil.example/cb",
+            "https://chatgpt.com:x@evil.example/cb",
+            "https://@evil.example/cb",
+            "http://localhost@evil.example/cb",
+            "https://evil.example\\@chatgpt.com/cb",
+        ] {
+            assert!(check_redirect_uri(deceptive).is_err(), "{deceptive}");
+        }
+        // An `@` later in the URI is not a user part.
+        assert!(check_redirect_uri("https://c.example/cb?to=a@b").is_ok());
+    }
+
+    #[test]
+    fn the_host_shown_is_where_the_browser_goes() {
+        assert_eq!(
+            redirect_host("https://chatgpt.com/connector_platform_oauth_redirect").as_deref(),
+            Some("chatgpt.com")
+        );
+        assert_eq!(
+            redirect_host("http://127.0.0.1:4242/callback").as_deref(),
+            Some("127.0.0.1:4242")
+        );
+        assert_eq!(redirect_host("com.example.app:/oauth"), None);
     }
 
     #[test]

@@ -112,6 +112,31 @@ pub fn error_page(status: u16, title: &str, detail: &str) -> OAuthHttpReply {
     html(status, body, &nonce)
 }
 
+/// The page shown while a client's metadata document is being fetched: it reloads itself (the
+/// same authorization request) after `seconds`. Nothing waits on the server meanwhile.
+pub fn checking_page(client_id: &str, seconds: u32) -> OAuthHttpReply {
+    let nonce = super::crypto::random_token();
+    let host = client_id
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(str::to_string))
+        .unwrap_or_default();
+    let body = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"{seconds}\"><title>Zodex: checking the client</title>\
+         <style nonce=\"{nonce}\">{css}</style></head><body><main><h1>Checking the client</h1>\
+         <p id=\"checking\">Reading the client's metadata document from {h}. This page reloads by itself.</p>\
+         </main></body></html>",
+        h = escape(&host),
+        css = super::authorize::PAGE_CSS,
+    );
+    let mut reply = html(200, body, &nonce);
+    reply
+        .headers
+        .push(("Retry-After".into(), seconds.to_string()));
+    reply
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,36 +5,45 @@ use super::*;
 use crate::engine::store::Store;
 use base64::Engine as _;
 
-const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
-const REDIRECT: &str = "http://127.0.0.1:4242/callback";
-const NOW: i64 = 1_800_000_000;
+pub(super) const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+pub(super) const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+pub(super) const REDIRECT: &str = "http://127.0.0.1:4242/callback";
+pub(super) const NOW: i64 = 1_800_000_000;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    oauth: OAuth,
+pub(super) struct Fixture {
+    pub(super) _dir: tempfile::TempDir,
+    pub(super) oauth: OAuth,
     public_file: std::path::PathBuf,
 }
 
-fn fixture() -> Fixture {
+pub(super) fn fixture() -> Fixture {
+    fixture_with(Vec::new())
+}
+
+/// A server whose metadata documents may come from `private_hosts` (loopback in tests).
+pub(super) fn fixture_with(private_hosts: Vec<String>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = SharedStore::new(Store::open(&dir.path().join("state.db")).unwrap());
-    let public_file = dir.path().join("mcp-oauth.json");
-    let settings = OAuthSettings::new(
-        "https://sprite.example/mcp",
-        public_file.clone(),
-        Vec::new(),
-    )
-    .unwrap();
-    let oauth = OAuth::open(settings, store, NOW).unwrap();
+    let oauth = open_beside(dir.path(), private_hosts);
     Fixture {
+        public_file: dir.path().join("mcp-oauth.json"),
         _dir: dir,
         oauth,
-        public_file,
     }
 }
 
-fn get(path: &str, query: &str) -> OAuthHttpRequest {
+/// A server on the state in `dir` (a second one on the same directory is a second process).
+pub(super) fn open_beside(dir: &std::path::Path, private_hosts: Vec<String>) -> OAuth {
+    let store = SharedStore::new(Store::open(&dir.join("state.db")).unwrap());
+    let settings = OAuthSettings::new(
+        "https://sprite.example/mcp",
+        dir.join("mcp-oauth.json"),
+        private_hosts,
+    )
+    .unwrap();
+    OAuth::open(settings, store, NOW).unwrap()
+}
+
+pub(super) fn get(path: &str, query: &str) -> OAuthHttpRequest {
     OAuthHttpRequest {
         method: "GET".into(),
         path: path.into(),
@@ -45,7 +54,7 @@ fn get(path: &str, query: &str) -> OAuthHttpRequest {
     }
 }
 
-fn post(path: &str, content_type: &str, body: String) -> OAuthHttpRequest {
+pub(super) fn post(path: &str, content_type: &str, body: String) -> OAuthHttpRequest {
     OAuthHttpRequest {
         method: "POST".into(),
         path: path.into(),
@@ -56,7 +65,7 @@ fn post(path: &str, content_type: &str, body: String) -> OAuthHttpRequest {
     }
 }
 
-fn form_body(pairs: &[(&str, &str)]) -> String {
+pub(super) fn form_body(pairs: &[(&str, &str)]) -> String {
     let mut s = form_urlencoded::Serializer::new(String::new());
     for (k, v) in pairs {
         s.append_pair(k, v);
@@ -64,11 +73,11 @@ fn form_body(pairs: &[(&str, &str)]) -> String {
     s.finish()
 }
 
-fn body_json(reply: &OAuthHttpReply) -> serde_json::Value {
+pub(super) fn body_json(reply: &OAuthHttpReply) -> serde_json::Value {
     serde_json::from_str(&reply.body).unwrap_or(serde_json::Value::Null)
 }
 
-fn header<'a>(reply: &'a OAuthHttpReply, name: &str) -> Option<&'a str> {
+pub(super) fn header<'a>(reply: &'a OAuthHttpReply, name: &str) -> Option<&'a str> {
     reply
         .headers
         .iter()
@@ -77,7 +86,7 @@ fn header<'a>(reply: &'a OAuthHttpReply, name: &str) -> Option<&'a str> {
 }
 
 impl Fixture {
-    async fn register(&self) -> String {
+    pub(super) async fn register(&self) -> String {
         let reply = self
             .oauth
             .handle(
@@ -94,7 +103,7 @@ impl Fixture {
     }
 
     /// Opens the consent page; returns (user code, page secret).
-    async fn consent(&self, client_id: &str, redirect: &str) -> OAuthHttpReply {
+    pub(super) async fn consent(&self, client_id: &str, redirect: &str) -> OAuthHttpReply {
         let query = form_body(&[
             ("response_type", "code"),
             ("client_id", client_id),
@@ -109,7 +118,7 @@ impl Fixture {
             .await
     }
 
-    async fn status(&self, secret: &str, now: i64) -> serde_json::Value {
+    pub(super) async fn status(&self, secret: &str, now: i64) -> serde_json::Value {
         let reply = self
             .oauth
             .handle(
@@ -124,7 +133,7 @@ impl Fixture {
         body_json(&reply)
     }
 
-    async fn token(&self, pairs: &[(&str, &str)], now: i64) -> OAuthHttpReply {
+    pub(super) async fn token(&self, pairs: &[(&str, &str)], now: i64) -> OAuthHttpReply {
         self.oauth
             .handle(
                 post(
@@ -138,7 +147,7 @@ impl Fixture {
     }
 
     /// Registration, consent, approval, the page's poll: an authorization code.
-    async fn approved_code(&self) -> (String, String) {
+    pub(super) async fn approved_code(&self) -> (String, String) {
         let client = self.register().await;
         let page = self.consent(&client, REDIRECT).await;
         assert_eq!(page.status, 200, "{}", page.body);
@@ -161,12 +170,20 @@ impl Fixture {
         (client, params["code"].clone())
     }
 
+    /// Rows of an OAuth table, read beside the server as an operator with sqlite3 would.
+    pub(super) fn rows(&self, table: &str) -> i64 {
+        rusqlite::Connection::open(self._dir.path().join("state.db"))
+            .unwrap()
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
     fn published(&self) -> PublishedAuth {
         serde_json::from_slice(&std::fs::read(&self.public_file).unwrap()).unwrap()
     }
 }
 
-fn page_code_and_secret(html: &str) -> (String, String) {
+pub(super) fn page_code_and_secret(html: &str) -> (String, String) {
     let between = |start: &str, end: &str| {
         let from = html.find(start).unwrap() + start.len();
         html[from..from + html[from..].find(end).unwrap()].to_string()
@@ -426,14 +443,15 @@ async fn the_consent_page_grants_nothing_and_shows_the_client_escaped() {
             .unwrap()
             .contains("error=access_denied")
     );
-    // A client reopening its page replaces the waiting one: the old page is told so.
+    // Anyone may open a page for a (public) client id: a second page ends nothing, both
+    // wait, and nothing is stored for either.
     let first = f.consent(&client, REDIRECT).await;
     let (_, first_secret) = page_code_and_secret(&first.body);
     let second = f.consent(&client, REDIRECT).await;
     let (_, second_secret) = page_code_and_secret(&second.body);
-    assert_eq!(f.status(&first_secret, NOW + 1).await["state"], "denied");
+    assert_eq!(f.status(&first_secret, NOW + 1).await["state"], "waiting");
     assert_eq!(f.status(&second_secret, NOW + 1).await["state"], "waiting");
-    assert_eq!(f.oauth.clients(NOW + 1).await.unwrap().waiting.len(), 1);
+    assert!(f.oauth.clients(NOW + 1).await.unwrap().waiting.is_empty());
     // An expired authorization cannot be approved.
     let late = f
         .oauth
@@ -557,17 +575,15 @@ fn the_issuer_and_metadata_urls_follow_the_public_url() {
 }
 
 #[tokio::test]
-async fn ended_authorizations_are_forgotten_after_a_day() {
+async fn ended_decisions_and_authorizations_are_forgotten_after_a_day() {
     let f = fixture();
-    let client = f.register().await;
-    let page = f.consent(&client, REDIRECT).await;
-    let (_, secret) = page_code_and_secret(&page.body);
+    f.approved_code().await;
+    assert_eq!(f.rows("mcp_oauth_decisions"), 1);
+    assert_eq!(f.rows("mcp_oauth_authorizations"), 1);
     f.oauth.prune(NOW + AUTHORIZATION_SECONDS + 60).await;
-    assert_eq!(
-        f.status(&secret, NOW + AUTHORIZATION_SECONDS + 60).await["state"],
-        "expired"
-    );
+    assert_eq!(f.rows("mcp_oauth_authorizations"), 1);
     let day = crate::engine::mcp_oauth::ENDED_KEPT_SECONDS;
     f.oauth.prune(NOW + AUTHORIZATION_SECONDS + day + 1).await;
-    assert_eq!(f.status(&secret, NOW).await["state"], "unknown");
+    assert_eq!(f.rows("mcp_oauth_decisions"), 0);
+    assert_eq!(f.rows("mcp_oauth_authorizations"), 0);
 }

@@ -48,6 +48,7 @@ impl OAuth {
         let refresh = crypto::random_token();
         let jti = crypto::random_id();
         let settings = self.settings.clone();
+        let sealed_client = self.unsealed_client(&client_id);
         let outcome = {
             let (family, refresh_sha256, jti) =
                 (family.clone(), crypto::sha256_hex(&refresh), jti.clone());
@@ -78,6 +79,7 @@ impl OAuth {
                     };
                     let ask = TokenAsk {
                         client_id: &client_id,
+                        sealed_client: sealed_client.as_ref(),
                         secret_sha256: secret.as_deref().map(crypto::sha256_hex),
                         grant,
                         resource: params.get("resource").map(String::as_str),

@@ -21,7 +21,8 @@ pub use coverage::{App, CoverageFact};
 pub use decision_facts::DecisionFacts;
 pub use grants::{Grant, GrantState, GrantVia, NewGrant};
 pub use oauth::{
-    NewAuthorization, OAuthAuthorization, OAuthClient, OAuthFamily, OAuthRefresh, SigningKey,
+    NewAuthorization, OAuthAuthorization, OAuthClient, OAuthDecision, OAuthFamily, OAuthRefresh,
+    SigningKey,
 };
 pub use publications::{Publication, PublicationState};
 pub use tokens::IssuedToken;
@@ -42,6 +43,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0003_audit_chain.sql"),
     include_str!("../../../../migrations/0004_audit_sinks.sql"),
     include_str!("../../../../migrations/0005_mcp_oauth.sql"),
+    include_str!("../../../../migrations/0006_mcp_oauth_decisions.sql"),
 ];
 
 /// How long a writer waits for another writer before SQLite reports `SQLITE_BUSY`.

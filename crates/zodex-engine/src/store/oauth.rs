@@ -63,19 +63,65 @@ pub struct OAuthAuthorization {
     pub family: Option<String>,
 }
 
-/// What a new authorization request holds (see [`OAuthAuthorization`]).
+/// An authorization the operator approved and a consent page claimed: recorded with its one
+/// code (by hash) at the moment the page collects it.
 #[derive(Debug, Clone)]
 pub struct NewAuthorization<'a> {
     pub user_code: &'a str,
-    pub browser_sha256: &'a str,
+    /// The SHA-256 of the claiming page's nonce.
+    pub page_sha256: &'a str,
     pub client_id: &'a str,
     pub redirect_uri: &'a str,
-    pub state: Option<&'a str>,
     pub code_challenge: &'a str,
     pub scope: &'a str,
     pub resource: &'a str,
     pub created_at: i64,
     pub expires_at: i64,
+    pub approved_at: i64,
+    pub approved_by: &'a str,
+    pub code_sha256: &'a str,
+    pub code_expires_at: i64,
+}
+
+/// The operator's approval or denial of the consent page showing `user_code`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthDecision {
+    pub user_code: String,
+    pub approve: bool,
+    pub decided_by: String,
+    pub decided_at: i64,
+    pub expires_at: i64,
+    pub withdrawn_at: Option<i64>,
+    pub page_sha256: Option<String>,
+    pub claimed_at: Option<i64>,
+    pub client_id: Option<String>,
+    pub client_name: Option<String>,
+    pub redirect_uri: Option<String>,
+}
+
+impl OAuthDecision {
+    /// Still in force at `now`: not withdrawn, not expired, or claimed (a claim is final).
+    pub fn live(&self, now: i64) -> bool {
+        self.claimed_at.is_some() || (self.withdrawn_at.is_none() && self.expires_at > now)
+    }
+}
+
+const DECISION_COLUMNS: &str = "user_code, approve, decided_by, decided_at, expires_at, withdrawn_at, page_sha256, claimed_at, client_id, client_name, redirect_uri";
+
+fn decision_row(row: &Row<'_>) -> rusqlite::Result<OAuthDecision> {
+    Ok(OAuthDecision {
+        user_code: row.get(0)?,
+        approve: row.get::<_, i64>(1)? == 1,
+        decided_by: row.get(2)?,
+        decided_at: row.get(3)?,
+        expires_at: row.get(4)?,
+        withdrawn_at: row.get(5)?,
+        page_sha256: row.get(6)?,
+        claimed_at: row.get(7)?,
+        client_id: row.get(8)?,
+        client_name: row.get(9)?,
+        redirect_uri: row.get(10)?,
+    })
 }
 
 /// A refresh-token family: every token issued from one approved authorization.
@@ -282,118 +328,128 @@ impl Facts<'_> {
     pub fn insert_oauth_authorization(&self, a: &NewAuthorization<'_>) -> Result<i64> {
         self.conn.execute(
             "INSERT INTO mcp_oauth_authorizations (user_code, browser_sha256, client_id,
-                 redirect_uri, state, code_challenge, scope, resource, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 redirect_uri, code_challenge, scope, resource, created_at, expires_at,
+                 approved_at, approved_by, code_sha256, code_expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 a.user_code,
-                a.browser_sha256,
+                a.page_sha256,
                 a.client_id,
                 a.redirect_uri,
-                a.state,
                 a.code_challenge,
                 a.scope,
                 a.resource,
                 a.created_at,
-                a.expires_at
+                a.expires_at,
+                a.approved_at,
+                a.approved_by,
+                a.code_sha256,
+                a.code_expires_at
             ],
         )?;
         Ok(self.conn.last_insert_rowid())
-    }
-
-    fn oauth_authorization_where(
-        &self,
-        clause: &str,
-        value: &str,
-    ) -> Result<Option<OAuthAuthorization>> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!(
-                    "SELECT {AUTHORIZATION_COLUMNS} FROM mcp_oauth_authorizations WHERE {clause} = ?1"
-                ),
-                [value],
-                authorization_row,
-            )
-            .optional()?)
-    }
-
-    pub fn oauth_authorization_by_user_code(
-        &self,
-        user_code: &str,
-    ) -> Result<Option<OAuthAuthorization>> {
-        self.oauth_authorization_where("user_code", user_code)
-    }
-
-    pub fn oauth_authorization_by_browser(
-        &self,
-        browser_sha256: &str,
-    ) -> Result<Option<OAuthAuthorization>> {
-        self.oauth_authorization_where("browser_sha256", browser_sha256)
     }
 
     pub fn oauth_authorization_by_code(
         &self,
         code_sha256: &str,
     ) -> Result<Option<OAuthAuthorization>> {
-        self.oauth_authorization_where("code_sha256", code_sha256)
+        Ok(self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {AUTHORIZATION_COLUMNS} FROM mcp_oauth_authorizations WHERE code_sha256 = ?1"
+                ),
+                [code_sha256],
+                authorization_row,
+            )
+            .optional()?)
     }
 
-    /// Authorizations waiting for the operator (not approved, denied or expired).
-    pub fn pending_oauth_authorizations(&self, now: i64) -> Result<Vec<OAuthAuthorization>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {AUTHORIZATION_COLUMNS} FROM mcp_oauth_authorizations
-             WHERE approved_at IS NULL AND denied_at IS NULL AND expires_at > ?1
-             ORDER BY id DESC LIMIT 50"
-        ))?;
-        Ok(stmt
-            .query_map([now], authorization_row)?
-            .collect::<rusqlite::Result<_>>()?)
-    }
-
-    pub fn count_pending_oauth_authorizations(&self, now: i64) -> Result<i64> {
+    /// Whether an authorization (an earlier page's) already holds `user_code`.
+    pub fn oauth_user_code_taken(&self, user_code: &str) -> Result<bool> {
         Ok(self.conn.query_row(
-            "SELECT count(*) FROM mcp_oauth_authorizations
-             WHERE approved_at IS NULL AND denied_at IS NULL AND expires_at > ?1",
-            [now],
+            "SELECT EXISTS (SELECT 1 FROM mcp_oauth_authorizations WHERE user_code = ?1)",
+            [user_code],
             |r| r.get(0),
         )?)
     }
 
-    /// Ends the authorizations of `client_id` still waiting for the operator (a client that
-    /// opens a new consent page replaces its last one); returns how many.
-    pub fn supersede_waiting_oauth(&self, client_id: &str, now: i64) -> Result<usize> {
-        Ok(self.conn.execute(
-            "UPDATE mcp_oauth_authorizations SET denied_at = ?2
-             WHERE client_id = ?1 AND approved_at IS NULL AND denied_at IS NULL AND expires_at > ?2",
-            params![client_id, now],
-        )?)
+    pub fn oauth_decision(&self, user_code: &str) -> Result<Option<OAuthDecision>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {DECISION_COLUMNS} FROM mcp_oauth_decisions WHERE user_code = ?1"),
+                [user_code],
+                decision_row,
+            )
+            .optional()?)
     }
 
-    /// Approves a waiting authorization; false when it was not waiting any more.
-    pub fn approve_oauth_authorization(&self, id: i64, by: &str, now: i64) -> Result<bool> {
+    /// Records the operator's decision on `user_code`, replacing one no longer in force.
+    pub fn put_oauth_decision(
+        &self,
+        user_code: &str,
+        approve: bool,
+        by: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO mcp_oauth_decisions
+                 (user_code, approve, decided_by, decided_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![user_code, approve as i64, by, now, expires_at],
+        )?;
+        Ok(())
+    }
+
+    /// The page `page_sha256` claims the approval of `user_code`; false when it is not an
+    /// approval in force and unclaimed.
+    pub fn claim_oauth_decision(
+        &self,
+        user_code: &str,
+        page_sha256: &str,
+        client_id: &str,
+        client_name: &str,
+        redirect_uri: &str,
+        now: i64,
+    ) -> Result<bool> {
         Ok(self.conn.execute(
-            "UPDATE mcp_oauth_authorizations SET approved_at = ?2, approved_by = ?3
-             WHERE id = ?1 AND approved_at IS NULL AND denied_at IS NULL AND expires_at > ?2",
-            params![id, now, by],
+            "UPDATE mcp_oauth_decisions SET page_sha256 = ?2, claimed_at = ?6, client_id = ?3,
+                 client_name = ?4, redirect_uri = ?5
+             WHERE user_code = ?1 AND approve = 1 AND claimed_at IS NULL
+               AND withdrawn_at IS NULL AND expires_at > ?6",
+            params![
+                user_code,
+                page_sha256,
+                client_id,
+                client_name,
+                redirect_uri,
+                now
+            ],
         )? == 1)
     }
 
-    /// Denies an authorization not yet exchanged for tokens; false when there was none.
-    pub fn deny_oauth_authorization(&self, id: i64, now: i64) -> Result<bool> {
+    /// Withdraws an approval no page claimed; false when a page claimed it first.
+    pub fn withdraw_oauth_decision(&self, user_code: &str, now: i64) -> Result<bool> {
         Ok(self.conn.execute(
-            "UPDATE mcp_oauth_authorizations SET denied_at = ?2
-             WHERE id = ?1 AND denied_at IS NULL AND code_used_at IS NULL",
-            params![id, now],
+            "UPDATE mcp_oauth_decisions SET withdrawn_at = ?2
+             WHERE user_code = ?1 AND claimed_at IS NULL AND withdrawn_at IS NULL",
+            params![user_code, now],
         )? == 1)
     }
 
-    /// Attaches the one code of an approved authorization; false when it already has one.
-    pub fn set_oauth_code(&self, id: i64, code_sha256: &str, expires_at: i64) -> Result<bool> {
-        Ok(self.conn.execute(
-            "UPDATE mcp_oauth_authorizations SET code_sha256 = ?2, code_expires_at = ?3
-             WHERE id = ?1 AND code_sha256 IS NULL AND approved_at IS NOT NULL AND denied_at IS NULL",
-            params![id, code_sha256, expires_at],
-        )? == 1)
+    /// Approvals a page has not claimed yet (the operator's `approve` is waiting on them).
+    pub fn unclaimed_oauth_approvals(&self, now: i64) -> Result<Vec<OAuthDecision>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {DECISION_COLUMNS} FROM mcp_oauth_decisions
+             WHERE approve = 1 AND claimed_at IS NULL AND withdrawn_at IS NULL AND expires_at > ?1
+             ORDER BY decided_at DESC LIMIT 50"
+        ))?;
+        Ok(stmt
+            .query_map([now], decision_row)?
+            .collect::<rusqlite::Result<_>>()?)
     }
 
     /// Marks a code used and names the family its tokens belong to; false when it was used.
@@ -525,9 +581,13 @@ impl Facts<'_> {
         Ok(())
     }
 
-    /// Forgets authorizations whose page and code both ended before `before`, and the refresh
+    /// Forgets decisions and authorizations that ended before `before`, and the refresh
     /// tokens of families that ended before it.
     pub fn prune_oauth(&self, before: i64) -> Result<()> {
+        self.conn.execute(
+            "DELETE FROM mcp_oauth_decisions WHERE expires_at < ?1",
+            [before],
+        )?;
         self.conn.execute(
             "DELETE FROM mcp_oauth_authorizations
              WHERE expires_at < ?1 AND (code_expires_at IS NULL OR code_expires_at < ?1)",

@@ -38,7 +38,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use super::body::read_capped;
 use super::handler::{Core, ZodexHandler, health_json};
 use super::key::{KeySource, presented_key, strip_key_param};
-use super::oauth::{ForwardRequest, MAX_FORWARD_BODY, OAuthGate, looks_like_jwt};
+use super::oauth::{ForwardClass, ForwardRequest, MAX_FORWARD_BODY, OAuthGate, looks_like_jwt};
 use super::replay::{ReplayLimits, ReplayStore};
 
 /// Identifies one TCP connection: the last-resort conversation label for `zodex_context`.
@@ -397,7 +397,22 @@ async fn forward_oauth(State(gate): State<Arc<OAuthGate>>, request: Request) -> 
         authorization: header_text(header::AUTHORIZATION),
         body,
     };
-    let answer = tokio::task::spawn_blocking(move || forwarder.forward(forwarded)).await;
+    let class = ForwardClass::of(forwarded.method.as_str(), &forwarded.path);
+    let Some(slot) = gate.forward_slot(class).await else {
+        let mut busy = oauth_failure(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "temporarily_unavailable",
+            "the authorization server is busy with other requests of this kind; try again in a few seconds",
+        );
+        busy.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return busy;
+    };
+    let answer = tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        forwarder.forward(forwarded)
+    })
+    .await;
     let reply = match answer {
         Ok(Ok(reply)) => reply,
         Ok(Err(why)) => {

@@ -73,6 +73,65 @@ pub trait OAuthForward: Send + Sync + 'static {
 /// The largest OAuth request body passed on.
 pub const MAX_FORWARD_BODY: usize = 64 * 1024;
 
+/// Which requests share a pool of connections to the authorization server. The publisher
+/// gives this process 8 connections (`[agent_limits] connections_per_process`); the pools
+/// together hold 7, so a flood of one kind of anonymous request can take only its own pool:
+/// a token refresh never waits behind consent pages or registrations (issue 37).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardClass {
+    /// `POST /oauth/token`: what a connected client needs to stay connected.
+    Token,
+    /// `GET /oauth/authorize`: may wait (briefly) on a client's metadata document.
+    Authorize,
+    /// Everything else: metadata, registration, the consent page's poll.
+    Other,
+}
+
+impl ForwardClass {
+    pub fn of(method: &str, path: &str) -> Self {
+        match (method, path.trim_end_matches('/')) {
+            ("POST", "/oauth/token") => ForwardClass::Token,
+            ("GET", "/oauth/authorize") => ForwardClass::Authorize,
+            _ => ForwardClass::Other,
+        }
+    }
+
+    /// Connections the class may hold at once.
+    pub fn slots(self) -> usize {
+        match self {
+            ForwardClass::Token => 2,
+            ForwardClass::Authorize => 3,
+            ForwardClass::Other => 2,
+        }
+    }
+
+    /// How long a request waits for a connection of its pool before it is answered 503.
+    pub fn patience(self) -> std::time::Duration {
+        std::time::Duration::from_secs(match self {
+            ForwardClass::Token => 20,
+            ForwardClass::Authorize | ForwardClass::Other => 5,
+        })
+    }
+}
+
+/// The pools of [`ForwardClass`].
+struct ForwardSlots {
+    token: Arc<tokio::sync::Semaphore>,
+    authorize: Arc<tokio::sync::Semaphore>,
+    other: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for ForwardSlots {
+    fn default() -> Self {
+        let pool = |c: ForwardClass| Arc::new(tokio::sync::Semaphore::new(c.slots()));
+        Self {
+            token: pool(ForwardClass::Token),
+            authorize: pool(ForwardClass::Authorize),
+            other: pool(ForwardClass::Other),
+        }
+    }
+}
+
 /// Why a presented token was refused (said in the 401's `error_description`, never logged
 /// with the token).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +141,8 @@ pub enum Refusal {
     BadSignature,
     WrongAudience,
     Expired,
+    /// Its `nbf` (not before) is still ahead.
+    NotYetValid,
     Revoked,
 }
 
@@ -93,6 +154,7 @@ impl Refusal {
             Refusal::BadSignature => "the token's signature or issuer is not this server's",
             Refusal::WrongAudience => "the token was issued for another resource",
             Refusal::Expired => "the token expired",
+            Refusal::NotYetValid => "the token is not valid yet (its nbf is in the future)",
             Refusal::Revoked => "the token's grant was revoked",
         }
     }
@@ -103,6 +165,7 @@ pub struct OAuthGate {
     path: PathBuf,
     last: Mutex<Option<(FileStamp, Option<Arc<Published>>)>>,
     forward: Option<Arc<dyn OAuthForward>>,
+    slots: ForwardSlots,
     /// The protected-resource metadata URL to name before the file exists.
     fallback_metadata: Option<String>,
 }
@@ -126,6 +189,7 @@ impl OAuthGate {
             path,
             last: Mutex::new(None),
             forward,
+            slots: ForwardSlots::default(),
             fallback_metadata,
         }
     }
@@ -155,6 +219,23 @@ impl OAuthGate {
 
     pub fn forwarder(&self) -> Option<&Arc<dyn OAuthForward>> {
         self.forward.as_ref()
+    }
+
+    /// A connection of `class`'s pool, waiting at most its patience; `None` when the pool
+    /// stayed full.
+    pub async fn forward_slot(
+        &self,
+        class: ForwardClass,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let pool = match class {
+            ForwardClass::Token => &self.slots.token,
+            ForwardClass::Authorize => &self.slots.authorize,
+            ForwardClass::Other => &self.slots.other,
+        };
+        tokio::time::timeout(class.patience(), pool.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()
     }
 
     /// The protected-resource metadata URL the 401 names.
@@ -205,6 +286,16 @@ impl OAuthGate {
             .ok_or(Refusal::Malformed)?;
         if exp <= now {
             return Err(Refusal::Expired);
+        }
+        // `jsonwebtoken` checks `nbf` only when asked, and then with its own clock and leeway:
+        // checked here against `now`, as `exp` is. A malformed `nbf` is a malformed token.
+        match data.claims.get("nbf") {
+            None => {}
+            Some(nbf) => match nbf.as_i64() {
+                Some(nbf) if nbf > now => return Err(Refusal::NotYetValid),
+                Some(_) => {}
+                None => return Err(Refusal::Malformed),
+            },
         }
         let claims: Claims = serde_json::from_value(data.claims).map_err(|_| Refusal::Malformed)?;
         if published.revoked_families.contains(&claims.fam)
