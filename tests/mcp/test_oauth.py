@@ -43,6 +43,17 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 OPENER = urllib.request.build_opener(NoRedirect)
 
 
+def open_page(url: str) -> tuple[int, dict, bytes]:
+    """GET a consent page as a browser does: while the server is still reading the client's
+    metadata document it answers a page that reloads itself; follow it, as a browser would."""
+    for _ in range(30):
+        status, headers, body = request("GET", url)
+        if b'http-equiv="refresh"' not in body:
+            return status, headers, body
+        time.sleep(int(headers.get("retry-after", "1")))
+    return status, headers, body
+
+
 def request(method: str, url: str, data: bytes | None = None, headers: dict | None = None) -> tuple[int, dict, bytes]:
     req = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
     try:
@@ -112,7 +123,7 @@ class Sprite:
                 "resource": self.mcp,
             }
         )
-        status, headers, body = request("GET", f"{self.base}/oauth/authorize?{query}")
+        status, headers, body = open_page(f"{self.base}/oauth/authorize?{query}")
         return status, headers, body.decode(errors="replace")
 
     def poll(self, secret: str) -> dict:
@@ -219,7 +230,7 @@ def sdk_session(sprite: Sprite, ledger: Path, client_metadata_url: str | None = 
         seen["authorize_url"] = url
 
         def browser_and_operator() -> str:
-            status, _, body = request("GET", url)
+            status, _, body = open_page(url)
             html = body.decode()
             assert status == 200, html
             seen["page"] = html

@@ -317,6 +317,54 @@ pub fn looks_like_jwt(token: &str) -> bool {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_flood_of_consent_pages_leaves_the_token_path_its_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = OAuthGate::new(dir.path().join("mcp-oauth.json"), None, None);
+        assert_eq!(
+            ForwardClass::of("POST", "/oauth/token"),
+            ForwardClass::Token
+        );
+        assert_eq!(
+            ForwardClass::of("GET", "/oauth/authorize/"),
+            ForwardClass::Authorize
+        );
+        assert_eq!(
+            ForwardClass::of("POST", "/oauth/register"),
+            ForwardClass::Other
+        );
+        let pools = [
+            ForwardClass::Token,
+            ForwardClass::Authorize,
+            ForwardClass::Other,
+        ];
+        // Together they stay under the publisher's 8 connections per process.
+        assert!(pools.iter().map(|c| c.slots()).sum::<usize>() < 8);
+        // Every authorize connection held (a tarpit), and every "other" one too …
+        let mut held = Vec::new();
+        for class in [ForwardClass::Authorize, ForwardClass::Other] {
+            for _ in 0..class.slots() {
+                held.push(gate.forward_slot(class).await.unwrap());
+            }
+        }
+        // … a refresh still gets its connection at once.
+        let token = tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            gate.forward_slot(ForwardClass::Token),
+        )
+        .await
+        .expect("the token pool is its own");
+        assert!(token.is_some());
+        // The full pool makes its own kind wait (and, past its patience, answers 503).
+        let more = tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            gate.forward_slot(ForwardClass::Authorize),
+        )
+        .await;
+        assert!(more.is_err(), "a full pool handed out one more connection");
+        drop(held);
+    }
+
     #[test]
     fn keys_and_jwts_are_told_apart() {
         assert!(looks_like_jwt("a.b.c"));
