@@ -7,8 +7,8 @@
 //! the publisher's. As everywhere in the engine: no network, no clock, no randomness.
 
 use crate::store::{
-    AuditEvent, Facts, NewAuthorization, OAuthClient, OAuthDecision, OAuthFamily, SigningKey,
-    Store, StoreError,
+    AuditEvent, Facts, MCP_CLIENT, NewAuthorization, OAuthClient, OAuthDecision, OAuthFamily,
+    SigningKey, Store, StoreError,
 };
 
 /// The setting that turns the `?key=` URL off (`off`) or on.
@@ -310,7 +310,7 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
             TokenOutcome::Refused { error, why, .. } if f.oauth_client(ask.client_id)?.is_some() => {
                 audit(
                     f,
-                    "agent",
+                    MCP_CLIENT,
                     "McpOAuthToken",
                     "deny",
                     Some(error),
@@ -324,7 +324,7 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
                 f.insert_oauth_refresh(ask.new_refresh_sha256, &family.family, ask.now)?;
                 audit(
                     f,
-                    "agent",
+                    MCP_CLIENT,
                     "McpOAuthToken",
                     "event",
                     Some("issued"),

@@ -265,3 +265,38 @@ async fn a_metadata_host_that_never_answers_holds_no_request() {
     let _ = body_json(&exchanged);
     held.abort();
 }
+
+#[tokio::test]
+async fn token_requests_are_the_remote_clients_in_the_audit() {
+    let f = fixture();
+    let (client, code) = f.approved_code().await;
+    let pairs = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", REDIRECT),
+        ("client_id", client.as_str()),
+        ("code_verifier", super::tests::VERIFIER),
+    ];
+    assert_eq!(f.token(&pairs, NOW + 3).await.status, 200);
+    // Replayed: refused (and the grant revoked), audited as the client's, in the bulk chain.
+    assert_eq!(f.token(&pairs, NOW + 4).await.status, 400);
+    let rows: Vec<(String, String, String)> =
+        rusqlite::Connection::open(f._dir.path().join("state.db"))
+            .unwrap()
+            .prepare(
+                "SELECT principal, decision, chain FROM audit_events
+                 WHERE action = 'McpOAuthToken' ORDER BY id",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    assert_eq!(
+        rows,
+        [
+            ("mcp-client".into(), "event".into(), "evidence".into()),
+            ("mcp-client".into(), "deny".into(), "bulk".into()),
+        ]
+    );
+}

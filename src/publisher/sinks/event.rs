@@ -47,10 +47,10 @@ fn slack_escape(text: &str) -> String {
 /// One line saying what happened, e.g. "zodex: the agent asks to push demo/app (30m): reason …".
 pub fn slack_text(r: &AuditRecord) -> String {
     let repo = r.repo_key.as_deref().unwrap_or("-");
-    let who = if r.principal == "agent" {
-        "the agent".to_string()
-    } else {
-        r.principal.clone()
+    let who = match r.principal.as_str() {
+        "agent" => "the agent".to_string(),
+        crate::engine::store::MCP_CLIENT => "an MCP client".to_string(),
+        other => other.to_string(),
     };
     let detail = r.detail.as_ref();
     let text = match (r.action.as_str(), r.decision.as_str()) {

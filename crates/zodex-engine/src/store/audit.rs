@@ -13,6 +13,10 @@ use super::{Facts, Result};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
+/// The principal of what a remote MCP client does at the OAuth door (its token requests); the
+/// client's id is in the row's detail.
+pub const MCP_CLIENT: &str = "mcp-client";
+
 /// An audit row about to be written.
 #[derive(Debug, Clone, Default)]
 pub struct AuditEvent {

@@ -41,10 +41,13 @@ impl Chain {
     }
 
     /// The agent's bulk: its refused requests, pushes and credentials, and its push requests
-    /// (each replaces the last). Everything else is evidence.
+    /// (each replaces the last); and a remote MCP client's refused token requests. Everything
+    /// else is evidence.
     pub fn of(event: &AuditEvent) -> Self {
-        if event.principal == "agent" && (event.decision == "deny" || event.action == "RequestPush")
-        {
+        let agent = event.principal == "agent"
+            && (event.decision == "deny" || event.action == "RequestPush");
+        let mcp_client = event.principal == super::MCP_CLIENT && event.decision == "deny";
+        if agent || mcp_client {
             Chain::Bulk
         } else {
             Chain::Evidence
