@@ -11,7 +11,7 @@ pub enum ClientError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(
-        "cannot reach zodex-prd at {socket}: {source}; is it running? (the operator checks with `zodex sprite status`; `zodex dev up` starts a local one)"
+        "cannot reach zodex-prd at {socket}: {source}; is it running? (on a sprite the operator checks with `zodex sprite status` and starts it with `zodex sprite start`; a trial on your own machine starts with `zodex dev up`)"
     )]
     Connect {
         socket: PathBuf,

@@ -86,9 +86,14 @@ enum Command {
     Uninstall {
         #[arg(long)]
         config: Option<PathBuf>,
-        /// Also remove the state, the agent's MCP history, and the two users and their group.
+        /// Also remove the state, the agent's MCP history, the logs, and the two users and
+        /// their group.
         #[arg(long)]
         purge: bool,
+        /// Keep the MCP endpoint's OAuth grants (by default every grant ends and the signing
+        /// key is retired, so no token issued before works again).
+        #[arg(long)]
+        keep_oauth: bool,
         #[arg(long)]
         json: bool,
     },
@@ -102,6 +107,8 @@ enum Command {
     Upgrade {
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The directory holding the new zodex-agent, zodex-prd, git-remote-zodex and
+        /// git-credential-zodex.
         #[arg(long)]
         binaries: PathBuf,
         #[arg(long)]
@@ -213,8 +220,9 @@ pub fn main() -> i32 {
         Command::Uninstall {
             config,
             purge,
+            keep_oauth,
             json,
-        } => super::prd_install::uninstall(config, purge, json),
+        } => super::prd_install::uninstall(config, purge, keep_oauth, json),
         Command::Targets { command } => super::prd_install::targets(command),
         Command::Policy {
             command: PolicyCommand::Check { dir, config },

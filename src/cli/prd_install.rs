@@ -28,7 +28,8 @@ pub struct InstallArgs {
     /// The agent's home when the account is created (default: PREFIX/home/AGENT_USER).
     #[arg(long)]
     agent_home: Option<PathBuf>,
-    /// The directory holding zodex-agent, zodex-prd and git-remote-zodex (default: beside
+    /// The directory holding the sprite's binaries (zodex-agent, zodex-prd, git-remote-zodex,
+    /// git-credential-zodex; default: beside
     /// this zodex-prd).
     #[arg(long)]
     binaries: Option<PathBuf>,
@@ -501,12 +502,12 @@ pub fn upgrade(config: Option<PathBuf>, binaries: PathBuf, json: bool) -> i32 {
 }
 
 /// `uninstall`: the services stopped, the installation removed; what went and what stayed.
-pub fn uninstall(config: Option<PathBuf>, purge: bool, json: bool) -> i32 {
+pub fn uninstall(config: Option<PathBuf>, purge: bool, keep_oauth: bool, json: bool) -> i32 {
     let record = match record(config) {
         Ok(r) => r,
         Err(code) => return code,
     };
-    match install::uninstall::uninstall(&record, purge) {
+    match install::uninstall::uninstall(&record, purge, keep_oauth) {
         Ok(report) if json => super::print_json_ok(&report),
         Ok(report) => {
             for path in &report.removed {

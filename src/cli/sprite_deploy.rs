@@ -23,6 +23,7 @@ pub struct SetupArgs {
     /// The reader App's id (it mints read-only tokens).
     #[arg(long)]
     reader_app_id: u64,
+    /// The reader App's private key (PEM); sent to the sprite on stdin, never in argv.
     #[arg(long)]
     reader_key: PathBuf,
     /// GitHub's web and git base URL (default https://github.com; GitHub Enterprise Server:
@@ -35,7 +36,8 @@ pub struct SetupArgs {
     /// A repository (OWNER/REPO) or owner (OWNER/*) the sprite may write to; repeatable.
     #[arg(long = "target")]
     targets: Vec<String>,
-    /// The directory holding zodex-agent, zodex-prd and git-remote-zodex for the sprite
+    /// The directory holding the sprite's binaries (zodex-agent, zodex-prd, git-remote-zodex,
+    /// git-credential-zodex)
     /// (default: beside this zodex).
     #[arg(long)]
     binaries: Option<PathBuf>,
@@ -222,6 +224,9 @@ pub(super) enum CareCommand {
         /// two users and their group.
         #[arg(long)]
         purge: bool,
+        /// Keep the MCP endpoint's OAuth grants (by default they end with the installation).
+        #[arg(long)]
+        keep_oauth: bool,
     },
 }
 
@@ -257,7 +262,11 @@ pub(super) fn care(command: CareCommand, registry: &Registry) -> i32 {
             };
             targets(&target, change, &given, registry)
         }
-        CareCommand::Uninstall { target, purge } => uninstall(&target, purge, registry),
+        CareCommand::Uninstall {
+            target,
+            purge,
+            keep_oauth,
+        } => uninstall(&target, purge, keep_oauth, registry),
     }
 }
 
@@ -293,12 +302,12 @@ fn targets(target: &Target, change: TargetsChange, given: &[String], registry: &
     if covered { EXIT_OK } else { EXIT_FAILURE }
 }
 
-fn uninstall(target: &Target, purge: bool, registry: &Registry) -> i32 {
+fn uninstall(target: &Target, purge: bool, keep_oauth: bool, registry: &Registry) -> i32 {
     let entry = match registry.choose(target.sprite().as_deref()) {
         Ok(entry) => entry,
         Err(e) => return print_failure(&e, target.json),
     };
-    match deploy::uninstall(&entry, purge) {
+    match deploy::uninstall(&entry, purge, keep_oauth) {
         Ok(report) if target.json => print_json_ok(&report),
         Ok(report) => {
             println!("Zodex is uninstalled from sprite `{}`.", entry.name);

@@ -15,13 +15,22 @@ use crate::protocol::{
 pub(super) enum McpCommand {
     /// Approve the connection whose consent page shows CODE (e.g. ABCD-EFGH): the page then
     /// returns to its client with an authorization code.
-    Approve { code: String },
+    Approve {
+        /// The code the consent page shows (case and dashes do not matter).
+        code: String,
+    },
     /// Refuse the connection whose consent page shows CODE.
-    Deny { code: String },
+    Deny {
+        /// The code the consent page shows.
+        code: String,
+    },
     /// OAuth clients the operator let in (last use, live grants).
     Clients,
     /// End every grant of a client (its tokens stop at once, its refresh tokens too).
-    Revoke { client: String },
+    Revoke {
+        /// The client id, as `zodex sprite mcp clients` lists it.
+        client: String,
+    },
     /// Turn the `?key=` capability URL off (OAuth only) or back on.
     Key {
         #[arg(value_enum)]

@@ -148,6 +148,8 @@ enum SpriteCommand {
     Upgrade {
         #[command(flatten)]
         target: Target,
+        /// The directory holding the new sprite binaries (zodex-agent, zodex-prd,
+        /// git-remote-zodex, git-credential-zodex), uploaded through the transport.
         #[arg(long)]
         binaries: PathBuf,
     },

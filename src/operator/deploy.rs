@@ -525,17 +525,24 @@ pub fn prove(entry: &SpriteEntry) -> Result<Response, DeployError> {
 /// `zodex sprite uninstall`: the sprite's `zodex-prd uninstall` (the audit kept unless
 /// `purge`), and this machine's connector URL of the sprite, which no longer works (a later
 /// `connect` makes a new one); the sprite stays in this operator's registry.
-pub fn uninstall(entry: &SpriteEntry, purge: bool) -> Result<UninstallReport, DeployError> {
+pub fn uninstall(
+    entry: &SpriteEntry,
+    purge: bool,
+    keep_oauth: bool,
+) -> Result<UninstallReport, DeployError> {
     let reach = Reach::of(entry)?;
     let mut args = vec!["uninstall", "--json"];
     if purge {
         args.push("--purge");
     }
+    if keep_oauth {
+        args.push("--keep-oauth");
+    }
     let mut report: UninstallReport = expect_json(reach.prd(&args, Stdin::None)?)?;
     let url = super::connect::url_file(&entry.name);
     if std::fs::remove_file(&url).is_ok() {
         report.removed.push(format!(
-            "{} (on this machine: the connector URL, which no longer works)",
+            "{} (on this machine: the key URL, which no longer works)",
             url.display()
         ));
     }

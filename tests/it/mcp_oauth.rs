@@ -260,3 +260,58 @@ fn the_public_file_reads_back_as_it_was_written() {
     assert_eq!(read.revoked_clients, written.revoked_clients);
     assert!(!gate.key_url_enabled());
 }
+
+#[tokio::test]
+async fn uninstall_ends_every_grant_and_no_old_token_works_after_a_new_setup() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let (client, tokens) = {
+        let oauth = open(dir.path(), RESOURCE, "mcp-oauth.json");
+        issue(&oauth, now).await
+    };
+    let access = tokens["access_token"].as_str().unwrap().to_string();
+    let refresh = tokens["refresh_token"].as_str().unwrap().to_string();
+    // What `zodex-prd uninstall` does to the kept state.
+    let ended = {
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+        zodex::engine::mcp_oauth::end_every_grant(&mut store, "operator:uid:0", "test", now)
+            .unwrap()
+    };
+    assert_eq!(ended.grants_revoked, 1);
+    assert!(ended.key_retired);
+    // A new setup on the same state: a new key, and nothing issued before works.
+    let again = open(dir.path(), RESOURCE, "mcp-oauth.json");
+    let gate = OAuthGate::new(dir.path().join("mcp-oauth.json"), None, Some(RESOURCE));
+    assert_eq!(gate.verify(&access, now), Err(Refusal::BadSignature));
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh.as_str()),
+            ("client_id", client.as_str()),
+        ])
+        .finish();
+    let refreshed = again
+        .handle(
+            request(
+                "POST",
+                "/oauth/token",
+                None,
+                "application/x-www-form-urlencoded",
+                body,
+            ),
+            now + 1,
+        )
+        .await;
+    assert_eq!(
+        json(&refreshed.body)["error"],
+        "invalid_grant",
+        "{}",
+        refreshed.body
+    );
+    // The client may connect again once the operator approves: a fresh grant works.
+    let (_, fresh) = issue(&again, now + 2).await;
+    assert_eq!(
+        gate.verify(fresh["access_token"].as_str().unwrap(), now + 2),
+        Ok(())
+    );
+}

@@ -336,6 +336,25 @@ fn a_sprite_is_stopped_started_and_uninstalled_keeping_the_audit_unless_purged()
     );
     assert!(!bin.exists() && !world.config().exists());
     assert!(state_db.is_file(), "the audit was removed without --purge");
+    // The configuration is kept as a copy beside the state, and said so; the logs stay.
+    let copy = world.prefix.join("var/lib/zodex/zodex.toml.uninstalled");
+    assert!(copy.is_file(), "{}", gone.stdout);
+    assert!(
+        gone.stdout
+            .contains(&format!("kept     {} (a copy of", copy.display()))
+            && gone.stdout.contains("[[audit_sinks]]")
+            && gone.stdout.contains("audit sink files"),
+        "{}",
+        gone.stdout
+    );
+    // The state stays the publisher's: nothing root made in it blocks the next start.
+    for side in ["state.db-wal", "state.db-shm"] {
+        let side = world.prefix.join("var/lib/zodex").join(side);
+        if let Ok(meta) = std::fs::metadata(&side) {
+            use std::os::unix::fs::MetadataExt as _;
+            assert_ne!(meta.uid(), 0, "{} is root's", side.display());
+        }
+    }
     assert_eq!(world.agent_processes(), 0, "an agent process survived");
     status().code(1);
 

@@ -549,6 +549,44 @@ pub fn revoke_client(
     })
 }
 
+/// What ending every OAuth grant did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndedGrants {
+    pub grants_revoked: usize,
+    pub key_retired: bool,
+}
+
+/// Uninstall ends every grant the endpoint gave: every live refresh-token family is revoked
+/// and the signing key retired, so no access token signed before (however long it would have
+/// lived) is accepted by a later installation, which makes a new key. Clients stay (an
+/// approved one may be approved again); the evidence stays. Audited, one transaction.
+pub fn end_every_grant(
+    store: &mut Store,
+    principal: &str,
+    why: &str,
+    now: i64,
+) -> Result<EndedGrants, StoreError> {
+    store.write(|f| {
+        let grants_revoked = f.revoke_every_oauth_family(why, now)?;
+        let key_retired = f.retire_oauth_signing_keys(now)? > 0;
+        if grants_revoked > 0 || key_retired {
+            audit(
+                f,
+                principal,
+                "McpOAuthRevoke",
+                "event",
+                None,
+                serde_json::json!({"all": true, "grants_revoked": grants_revoked, "key_retired": key_retired, "why": why}),
+                now,
+            )?;
+        }
+        Ok(EndedGrants {
+            grants_revoked,
+            key_retired,
+        })
+    })
+}
+
 /// The operator turns the key URL on or off, audited.
 pub fn set_key_url(
     store: &mut Store,

@@ -136,7 +136,7 @@ pub struct InstallOptions {
     pub socket_group: String,
     /// The agent's home when the account is created (default `/home/AGENT` under the prefix).
     pub agent_home: Option<PathBuf>,
-    /// Where the three binaries are copied from (default: beside this `zodex-prd`).
+    /// Where the sprite's four binaries are copied from (default: beside this `zodex-prd`).
     pub binaries: PathBuf,
     pub reader_app_id: Option<u64>,
     pub writer_app_id: Option<u64>,
@@ -453,7 +453,7 @@ fn install_keys(
     Ok(())
 }
 
-/// The sprite's three binaries, copied when their bytes differ.
+/// The sprite's four binaries (`SPRITE_BINARIES`), copied when their bytes differ.
 fn install_binaries(
     options: &InstallOptions,
     layout: &Layout,

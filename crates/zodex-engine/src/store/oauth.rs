@@ -222,6 +222,23 @@ impl Facts<'_> {
             .optional()?)
     }
 
+    /// Retires every current signing key; returns how many.
+    pub fn retire_oauth_signing_keys(&self, now: i64) -> Result<usize> {
+        Ok(self.conn.execute(
+            "UPDATE mcp_oauth_keys SET retired_at = ?1 WHERE retired_at IS NULL",
+            [now],
+        )?)
+    }
+
+    /// Revokes every family not revoked yet; returns how many.
+    pub fn revoke_every_oauth_family(&self, why: &str, now: i64) -> Result<usize> {
+        Ok(self.conn.execute(
+            "UPDATE mcp_oauth_families SET revoked_at = ?1, revoked_why = ?2
+             WHERE revoked_at IS NULL AND expires_at > ?1",
+            params![now, why],
+        )?)
+    }
+
     pub fn insert_oauth_signing_key(&self, key: &SigningKey, now: i64) -> Result<()> {
         self.conn.execute(
             "INSERT INTO mcp_oauth_keys (kid, pkcs8, public_key, created_at) VALUES (?1, ?2, ?3, ?4)",
