@@ -72,6 +72,17 @@ enum Command {
     /// The installed services: start, stop, restart, status, logs (root).
     #[command(subcommand)]
     Service(super::prd_install::ServiceCommand),
+    /// Show the MCP endpoint's public URL (`[mcp] public_url`), or set it to URL — OAuth then
+    /// issues tokens for it — and restart both services (root; `zodex sprite mcp public-url`
+    /// runs it).
+    PublicUrl {
+        /// The URL clients use, e.g. https://HOST/mcp; without it, the URL now.
+        url: Option<String>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Let the MCP server accept HOST in `Host` (the name a proxy forwards); restarts
     /// zodex-agent when that changed the configuration (root; `zodex sprite connect` runs it).
     AllowHost {
@@ -209,6 +220,9 @@ pub fn main() -> i32 {
             super::prd_install::check_isolation(config, json)
         }
         Command::Service(command) => super::prd_install::service(command),
+        Command::PublicUrl { url, config, json } => {
+            super::prd_install::public_url(config, url.as_deref(), json)
+        }
         Command::AllowHost { host, config, json } => {
             super::prd_install::allow_host(config, &host, json)
         }

@@ -578,6 +578,35 @@ pub fn print_lines(text: &str) {
     }
 }
 
+/// `public-url [URL]`: the public URL now, or after setting it.
+pub fn public_url(config: Option<PathBuf>, url: Option<&str>, json: bool) -> i32 {
+    match install::public_url(&config_path(config), url) {
+        Ok(now) if json => super::print_json_ok(&now),
+        Ok(now) => {
+            println!("{}", describe_public_url(&now));
+            EXIT_OK
+        }
+        Err(e) => install_failed(&e, json),
+    }
+}
+
+/// One line about a sprite's public URL, for `zodex-prd public-url` and `zodex sprite mcp
+/// public-url`.
+pub fn describe_public_url(now: &install::PublicUrl) -> String {
+    match (&now.public_url, now.oauth, now.changed) {
+        (None, _, _) => {
+            "No public URL is set: OAuth is off. Set one with `public-url https://HOST/mcp`.".into()
+        }
+        (Some(url), true, true) => format!(
+            "The public URL is now {url}; OAuth issues tokens for it (both services restarted)."
+        ),
+        (Some(url), true, false) => format!("The public URL is {url}; OAuth issues tokens for it."),
+        (Some(url), false, _) => {
+            format!("The public URL is {url}; OAuth is off (set the URL again to turn it on).")
+        }
+    }
+}
+
 /// `allow-host`: the MCP server accepts HOST in `Host` from now on.
 pub fn allow_host(config: Option<PathBuf>, host: &str, json: bool) -> i32 {
     match install::allow_host(&config_path(config), host) {

@@ -31,6 +31,12 @@ pub(super) enum McpCommand {
         /// The client id, as `zodex sprite mcp clients` lists it.
         client: String,
     },
+    /// Show the MCP endpoint's public URL, or set it (OAuth then issues tokens for it; both
+    /// services restart).
+    PublicUrl {
+        /// The URL clients use, e.g. https://HOST/mcp.
+        url: Option<String>,
+    },
     /// Turn the `?key=` capability URL off (OAuth only) or back on.
     Key {
         #[arg(value_enum)]
@@ -84,6 +90,7 @@ pub(super) fn run(target: &Target, command: McpCommand, registry: &Registry) -> 
             },
         ),
         McpCommand::Clients => send(target, registry, &AdminRequest::McpClients, render_clients),
+        McpCommand::PublicUrl { url } => public_url(target, url.as_deref(), registry),
         McpCommand::Revoke { client } => send(
             target,
             registry,
@@ -110,6 +117,25 @@ pub(super) fn run(target: &Target, command: McpCommand, registry: &Registry) -> 
                 }
             },
         ),
+    }
+}
+
+fn public_url(target: &Target, url: Option<&str>, registry: &Registry) -> i32 {
+    use super::{EXIT_OK, print_failure, print_json_ok};
+    let entry = match registry.choose(target.sprite().as_deref()) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    match crate::operator::deploy::public_url(&entry, url) {
+        Ok(now) if target.json => print_json_ok(&now),
+        Ok(now) => {
+            println!(
+                "{}",
+                super::render::safe(&super::prd_install::describe_public_url(&now))
+            );
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, target.json),
     }
 }
 

@@ -34,11 +34,11 @@ pub enum ConnectError {
     #[error("sprite `{sprite}` refused the key: {message}")]
     Refused { sprite: String, message: String },
     #[error(
-        "sprite `{sprite}` serves no OAuth: set [mcp] public_url = \"https://{host}/mcp\" and oauth_file in its zodex.toml (`zodex sprite setup -- --public-url https://{host}/mcp` does both), restart its publisher, then connect again"
+        "sprite `{sprite}` serves no OAuth: give it the public URL clients use (`zodex sprite mcp public-url https://{host}/mcp --sprite {sprite}` sets it and turns OAuth on), then connect again"
     )]
     NoOAuth { sprite: String, host: String },
     #[error(
-        "sprite `{sprite}` issues OAuth tokens for {issuer}, not for https://{host}: set its [mcp] public_url to https://{host}/mcp (the URL clients use) and restart its publisher"
+        "sprite `{sprite}` issues OAuth tokens for {issuer}, not for {host}: set its public URL to the one clients use (`zodex sprite mcp public-url URL --sprite {sprite}`, e.g. https://{host}/mcp)"
     )]
     OtherIssuer {
         sprite: String,
@@ -81,23 +81,17 @@ pub struct OAuthConnection {
     pub host_note: Option<String>,
 }
 
-/// The OAuth connector URL of `sprite` at `host` (as [`connect_default`] picks it), checked
-/// against what the sprite's authorization server issues tokens for.
+/// The OAuth connector URL of `sprite`: the public URL it issues tokens for (`[mcp]
+/// public_url`), checked against `host` when one is given, or against the Worker's host when
+/// one is registered.
 pub fn connect_oauth(
     sprite: &SpriteEntry,
     host: Option<&str>,
 ) -> Result<OAuthConnection, ConnectError> {
-    let (host, accepted) = match host {
-        Some(host) => (host.to_string(), host.to_string()),
-        None => super::worker::connect_hosts(sprite).map_err(|e| match e {
-            super::worker::WorkerError::NoWorker(_) => {
-                ConnectError::Worker(format!("{e}; or give the host that serves it: --host HOST"))
-            }
-            e => ConnectError::Worker(e.to_string()),
-        })?,
-    };
-    if !valid_host(&host) {
-        return Err(ConnectError::BadHost(host));
+    if let Some(host) = host
+        && !valid_host(host)
+    {
+        return Err(ConnectError::BadHost(host.to_string()));
     }
     let response = transport::call(sprite, &AdminRequest::McpClients)?;
     let answer: crate::protocol::McpClientsAnswer =
@@ -108,10 +102,23 @@ pub fn connect_oauth(
     let Some(issuer) = answer.issuer.filter(|_| answer.oauth) else {
         return Err(ConnectError::NoOAuth {
             sprite: sprite.name.clone(),
-            host,
+            host: host.unwrap_or("HOST").to_string(),
         });
     };
-    if issuer != format!("https://{host}/oauth") {
+    let origin = issuer.trim_end_matches("/oauth").to_string();
+    let url = answer.resource.unwrap_or_else(|| format!("{origin}/mcp"));
+    let issued_for = origin.split_once("://").map_or(origin.as_str(), |(_, h)| h);
+    let (expected, accepted) = match host {
+        Some(host) => (Some(host.to_string()), host.to_string()),
+        None => match super::worker::connect_hosts(sprite) {
+            Ok((host, accepted)) => (Some(host), accepted),
+            Err(super::worker::WorkerError::NoWorker(_)) => (None, issued_for.to_string()),
+            Err(e) => return Err(ConnectError::Worker(e.to_string())),
+        },
+    };
+    if let Some(host) = expected
+        && !host.eq_ignore_ascii_case(issued_for)
+    {
         return Err(ConnectError::OtherIssuer {
             sprite: sprite.name.clone(),
             host,
@@ -120,7 +127,7 @@ pub fn connect_oauth(
     }
     Ok(OAuthConnection {
         sprite: sprite.name.clone(),
-        url: format!("https://{host}/mcp"),
+        url,
         issuer,
         key_url: answer.key_url,
         host_note: allow_host(sprite, &accepted),

@@ -598,6 +598,26 @@ pub fn targets(
     })
 }
 
+/// The sprite's public URL, or after setting it to `set` (`zodex-prd public-url`).
+pub fn public_url(
+    entry: &SpriteEntry,
+    set: Option<&str>,
+) -> Result<crate::publisher::install::PublicUrl, DeployError> {
+    let reach = Reach::of(entry)?;
+    let mut args = vec!["public-url", "--json"];
+    if let Some(url) = set {
+        // A value starting with `-` would read as an option; no URL does.
+        if url.starts_with('-') {
+            return Err(DeployError::OnSprite {
+                message: format!("`{url}` is not a URL: give https://HOST/mcp"),
+                next: None,
+            });
+        }
+        args.push(url);
+    }
+    expect_json(reach.prd(&args, Stdin::None)?)
+}
+
 /// Uploads the binaries in `binaries` and has the uploaded `zodex-prd` put them in place.
 pub fn upgrade(entry: &SpriteEntry, binaries: &Path) -> Result<Vec<ServiceState>, DeployError> {
     let reach = Reach::of(entry)?;

@@ -386,3 +386,79 @@ fn a_sprite_is_stopped_started_and_uninstalled_keeping_the_audit_unless_purged()
             .is_none()
     );
 }
+
+#[test]
+#[ignore = "needs root"]
+fn the_public_url_is_shown_and_set_and_connect_oauth_follows_it() {
+    require_root();
+    let world = World::set_up_and_connected();
+    let url = |args: &[&str]| {
+        let mut all = vec!["sprite", "mcp", "public-url", "--sprite", "box"];
+        all.extend_from_slice(args);
+        world.zodex(&all)
+    };
+    let before = std::fs::read_to_string(world.config()).unwrap();
+    // A URL OAuth cannot serve is refused, and nothing changes.
+    let refused = url(&["http://evil.example/mcp"]).code(1);
+    assert!(
+        refused.stderr.contains("must be https"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(std::fs::read_to_string(world.config()).unwrap(), before);
+
+    let set = url(&["https://sprite.example.com/mcp"]).ok();
+    assert!(
+        set.stdout.contains(
+            "The public URL is now https://sprite.example.com/mcp; OAuth issues tokens for it"
+        ),
+        "{}",
+        set.stdout
+    );
+    let shown = url(&[]).ok();
+    assert!(
+        shown.stdout.contains(
+            "The public URL is https://sprite.example.com/mcp; OAuth issues tokens for it."
+        ),
+        "{}",
+        shown.stdout
+    );
+    // `connect --oauth` without --host and without a Worker gives the URL the sprite has.
+    let connected = world
+        .zodex(&["sprite", "connect", "--sprite", "box", "--oauth"])
+        .ok();
+    assert!(
+        connected.stdout.contains("https://sprite.example.com/mcp"),
+        "{}",
+        connected.stdout
+    );
+    // Another host than the one OAuth serves: refused, with the command that fixes it.
+    let other = world
+        .zodex(&[
+            "sprite",
+            "connect",
+            "--sprite",
+            "box",
+            "--oauth",
+            "--host",
+            "other.example",
+        ])
+        .code(1);
+    assert!(
+        other.stderr.contains("zodex sprite mcp public-url"),
+        "{}",
+        other.stderr
+    );
+    world.doctor_green();
+    // Key URL off, as the docs recommend once OAuth works: doctor checks the door as an
+    // OAuth client meets it, and passes while it is healthy.
+    world
+        .zodex(&["sprite", "mcp", "key", "off", "--sprite", "box"])
+        .ok();
+    world.doctor_green();
+    let (_, _, all) = world.doctor();
+    assert!(all.contains("OAuth-only (key URL off)"), "{all}");
+    world
+        .zodex(&["sprite", "mcp", "key", "on", "--sprite", "box"])
+        .ok();
+}

@@ -182,6 +182,9 @@ pub struct McpClientsAnswer {
     pub key_url: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
+    /// The MCP endpoint's URL OAuth issues tokens for (`[mcp] public_url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
     pub clients: Vec<McpClientView>,
     pub waiting: Vec<McpAuthorizationView>,
 }

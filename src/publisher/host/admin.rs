@@ -241,6 +241,7 @@ impl Host {
                     oauth: false,
                     key_url: true,
                     issuer: None,
+                    resource: None,
                     clients: Vec::new(),
                     waiting: Vec::new(),
                 });

@@ -2,17 +2,17 @@
 //! transport): every check of a deployment, each one line with its fix — services up and at
 //! this binary's version, the publisher and the MCP server answering, the publisher's ground
 //! (keys, directories, `[github]` and both Apps, checked as the publisher), coverage of every
-//! target, the boundary as the agent sees it, and the MCP endpoint's three tools. The findings
-//! come ordered by cause (`causes`): what follows from another failure is marked so.
+//! target, the boundary as the agent sees it, and the MCP endpoint's three tools (with the
+//! key URL off: the OAuth door as a client meets it, `mcp_door.rs`). The findings come ordered
+//! by cause (`causes`): what follows from another failure is marked so.
 
 use super::layout::{InstallRecord, SERVICES};
+use super::mcp_door::http;
 use super::{Finding, isolation, services};
 use crate::config::Config;
 use crate::protocol::{AdminRequest, CoverageAnswer};
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
 use std::path::Path;
-use std::time::Duration;
 
 /// What doctor found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -72,7 +72,11 @@ pub async fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
         Ok(found) => findings.extend(found),
         Err(e) => findings.push(Finding::fail("isolation", e.to_string())),
     }
-    findings.push(mcp_tools(&record.mcp_listen, mcp_key));
+    // With the key URL off, the endpoint is checked as an OAuth client meets it.
+    findings.push(match super::mcp_door::oauth_only(&config) {
+        Some(published) => super::mcp_door::oauth_door(&record.mcp_listen, &published),
+        None => mcp_tools(&record.mcp_listen, mcp_key),
+    });
     DoctorReport {
         version,
         services: states,
@@ -269,7 +273,7 @@ async fn proofs_here(config: &Config) -> Finding {
 }
 
 fn mcp_health(listen: &str) -> Finding {
-    match http(listen, "GET", "/health", None) {
+    match http(listen, "GET", "/health", None).map(|a| (a.status, a.body)) {
         Ok((200, _)) => Finding::ok("mcp-health", format!("zodex-agent answers on {listen}")),
         Ok((status, _)) => Finding::fail(
             "mcp-health",
@@ -377,7 +381,7 @@ fn mcp_tools(listen: &str, key: Option<&str>) -> Finding {
     };
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
     let path = format!("/mcp?key={key}");
-    match http(listen, "POST", &path, Some(body)) {
+    match http(listen, "POST", &path, Some(body)).map(|a| (a.status, a.body)) {
         Ok((200, text)) => {
             let json = text
                 .lines()
@@ -422,36 +426,4 @@ fn mcp_tools(listen: &str, key: Option<&str>) -> Finding {
         ),
         Err(e) => Finding::fail("mcp-tools", format!("cannot reach the MCP endpoint: {e}")),
     }
-}
-
-/// One HTTP/1.1 request on loopback: the status and the body.
-fn http(
-    listen: &str,
-    method: &str,
-    path: &str,
-    body: Option<&str>,
-) -> std::io::Result<(u16, String)> {
-    let addr: std::net::SocketAddr = listen
-        .parse()
-        .map_err(|_| std::io::Error::other(format!("bad listen address {listen}")))?;
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-    let body = body.unwrap_or("");
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes())?;
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer)?;
-    let text = String::from_utf8_lossy(&answer);
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other("not an HTTP answer"))?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    Ok((status, body.to_string()))
 }

@@ -237,6 +237,64 @@ pub fn allow_host(config_path: &Path, host: &str) -> Result<bool, InstallError> 
     Ok(true)
 }
 
+/// The sprite's public URL (`[mcp] public_url`): the MCP endpoint's URL as clients use it,
+/// which OAuth issues tokens for.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct PublicUrl {
+    pub public_url: Option<String>,
+    /// Whether the publisher serves OAuth for it (`[mcp] oauth_file` set).
+    pub oauth: bool,
+    pub changed: bool,
+}
+
+/// Shows the public URL of the installed sprite whose configuration is `config_path`, or sets
+/// it to `set` (with OAuth for it) and restarts both services when that changed it. A URL OAuth
+/// cannot serve (plain http off loopback, a query) is refused and nothing changes.
+pub fn public_url(config_path: &Path, set: Option<&str>) -> Result<PublicUrl, InstallError> {
+    let mut config = Config::load(config_path).map_err(|e| InstallError::Failed(e.to_string()))?;
+    let now = |config: &Config, changed: bool| {
+        let mcp = config.mcp.as_ref();
+        PublicUrl {
+            public_url: mcp
+                .and_then(|m| m.get("public_url"))
+                .and_then(|v| v.as_str())
+                .map(str::to_string),
+            oauth: mcp.is_some_and(|m| m.contains_key("oauth_file")),
+            changed,
+        }
+    };
+    let Some(url) = set else {
+        return Ok(now(&config, false));
+    };
+    let record = InstallRecord::beside(config_path).map_err(InstallError::Failed)?;
+    let oauth_file = record.layout.mcp_oauth();
+    crate::publisher::oauth::OAuthSettings::new(url, oauth_file.clone(), Vec::new())
+        .map_err(|why| InstallError::Failed(format!("{why}; nothing was changed")))?;
+    let before = now(&config, false);
+    if before.public_url.as_deref() == Some(url) && before.oauth {
+        return Ok(before);
+    }
+    let mut mcp = config.mcp.take().unwrap_or_default();
+    mcp.insert("public_url".into(), url.into());
+    mcp.insert("oauth_file".into(), oauth_file.display().to_string().into());
+    config.mcp = Some(mcp);
+    let root = (Uid::from_raw(0), Gid::from_raw(0));
+    system::ensure_file(
+        config_path,
+        config_text(&config).as_bytes(),
+        root.0,
+        root.1,
+        0o644,
+        &mut Steps::default(),
+    )?;
+    control_and_wait(
+        &record,
+        services::Action::Restart,
+        &["zodex-prd", "zodex-agent"],
+    )?;
+    Ok(now(&config, true))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

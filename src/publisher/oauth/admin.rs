@@ -137,6 +137,7 @@ impl OAuth {
     /// Clients with their live grants, and the authorizations waiting.
     pub async fn clients(&self, now: i64) -> Result<McpClientsAnswer, AdminError> {
         let issuer = self.settings.issuer.clone();
+        let resource = self.settings.resource.clone();
         let answer = self
             .store
             .run(move |s| -> Result<McpClientsAnswer, StoreError> {
@@ -174,6 +175,7 @@ impl OAuth {
                         oauth: true,
                         key_url,
                         issuer: Some(issuer),
+                        resource: Some(resource),
                         clients,
                         waiting,
                     })
