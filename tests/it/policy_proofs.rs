@@ -303,7 +303,12 @@ fn serve_refuses_a_broken_invariant_starts_with_a_waiver_and_warns_without_a_sol
         run.stderr.contains("push-needs-live-grant-or-yolo")
             && run.stderr.contains("force = true")
             && run.stderr.contains("decided Allow by agent-force-push")
-            && run.stderr.contains("refusing to start"),
+            && run.stderr.contains("refusing to start")
+            // The error line names what broke and where the counterexample is, on its own:
+            // `restart` shows the error lines alone.
+            && run.stderr.lines().any(|l| l.starts_with("error: refusing to start")
+                && l.contains("(push-needs-live-grant-or-yolo)")
+                && l.contains("`zodex sprite policy prove`")),
         "{}",
         run.stderr
     );

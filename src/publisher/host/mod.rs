@@ -55,8 +55,9 @@ pub enum HostError {
     /// A property fails for the effective policy set and is not waived: start is refused. The
     /// report (with its counterexample) is the caller's to print.
     #[error(
-        "refusing to start: the policies break {} of the write invariants (counterexample above); change the policy it names, or waive the property in the configuration (waive_properties) if the policy means it",
-        .0.broken().count()
+        "refusing to start: the policies break {} of the write invariants ({}); `zodex sprite policy prove` shows a counterexample for each and the policy that allows it: change that policy, or waive the property in the configuration (waive_properties) if the policy means it",
+        .0.broken().count(),
+        .0.broken().map(|v| v.property.as_str()).collect::<Vec<_>>().join(", ")
     )]
     PropertiesFail(Box<Report>),
 }

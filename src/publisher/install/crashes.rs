@@ -21,6 +21,12 @@ fn ends_a_start(line: &str) -> bool {
     line.contains(SUPERVISOR_EXIT) && line.contains(" exited with ") || line.contains(SYSTEMD_EXIT)
 }
 
+/// The last line marking the end of a start (with its time, so a later exit is another
+/// line); `None` when the log shows none.
+pub fn last_exit(log: &str) -> Option<&str> {
+    log.lines().rev().find(|line| ends_a_start(line))
+}
+
 /// The message of a log line: a journal line's text after `NAME[PID]: `, else the line.
 fn message(line: &str) -> &str {
     // `1764702000.123456 host zodex-prd[123]: error: …`: the third word ends with `]:`.

@@ -78,6 +78,9 @@ pub struct NotUp {
     /// It runs but does not answer yet (a slow start, not a failed one).
     #[serde(default)]
     pub still_starting: bool,
+    /// It exited while being waited for (its manager starts it again): no use waiting longer.
+    #[serde(default)]
+    pub exited: bool,
 }
 
 impl NotUp {
@@ -96,10 +99,16 @@ impl NotUp {
         if !out.is_empty() {
             out.push('\n');
         }
+        let what = if self.exited {
+            format!("{} exited as it started", self.service)
+        } else {
+            format!(
+                "{} did not come up within {} s",
+                self.service, self.waited_seconds
+            )
+        };
         out.push_str(&format!(
-            "{} did not come up within {} s{}",
-            self.service,
-            self.waited_seconds,
+            "{what}{}",
             if self.errors.is_empty() && self.still_starting {
                 ": it runs, but does not answer yet and has written no error; `zodex sprite status` shortly says whether it came up"
             } else if self.errors.is_empty() {
@@ -551,20 +560,38 @@ fn start_services(
 }
 
 /// Waits up to 20 s for `service` to run (and, for the publisher, to answer on its socket).
+/// A service that exits meanwhile (a configuration or proof error: its manager's exit line
+/// appears in the log) is reported at once, with its errors, not after the 20 s.
 pub fn wait_running(record: &InstallRecord, service: &str) -> Result<(), InstallError> {
     let start = std::time::Instant::now();
+    let exit_before = services::recent_log(record, service)
+        .and_then(|log| crashes::last_exit(&log).map(str::to_string));
+    let mut checked_log = start;
     loop {
         let up = services::running(record, service).is_some_and(|p| !p.stale);
         if up && services::answers(record, service) {
             return Ok(());
         }
-        if start.elapsed() > std::time::Duration::from_secs(20) {
-            let log = services::recent_log(record, service).unwrap_or_default();
+        let waited = start.elapsed();
+        let exited = if !up && checked_log.elapsed() >= std::time::Duration::from_millis(500) {
+            checked_log = std::time::Instant::now();
+            services::recent_log(record, service).filter(|log| {
+                crashes::last_exit(log).is_some_and(|line| Some(line) != exit_before.as_deref())
+            })
+        } else {
+            None
+        };
+        if exited.is_some() || waited > std::time::Duration::from_secs(20) {
+            let exited_now = exited.is_some();
+            let log = exited
+                .or_else(|| services::recent_log(record, service))
+                .unwrap_or_default();
             return Err(NotUp {
                 service: service.to_string(),
-                waited_seconds: 20,
+                waited_seconds: waited.as_secs(),
                 errors: crashes::last_errors(&log),
                 still_starting: up,
+                exited: exited_now,
             }
             .into());
         }
@@ -646,6 +673,7 @@ mod tests {
             waited_seconds: 20,
             errors: errors.iter().map(|e| e.to_string()).collect(),
             still_starting,
+            exited: false,
         }
         .to_string()
     }
@@ -669,6 +697,18 @@ mod tests {
             not_up(&[], true).contains("it runs, but does not answer yet"),
             "{}",
             not_up(&[], true)
+        );
+        let exited = NotUp {
+            service: "zodex-prd".into(),
+            waited_seconds: 1,
+            errors: vec!["the cause".into()],
+            still_starting: false,
+            exited: true,
+        }
+        .to_string();
+        assert_eq!(
+            exited,
+            "the cause\nzodex-prd exited as it started: the error above is the last it wrote"
         );
     }
 }
