@@ -48,6 +48,10 @@ pub(super) struct DeployArgs {
     /// The wrangler to run (default: `wrangler` on PATH).
     #[arg(long)]
     wrangler: Option<PathBuf>,
+    /// Requests a minute each client address may send to the OAuth door, as
+    /// `register=10,authorize=30,status=120,token=60` (the default), or `off`.
+    #[arg(long, value_name = "SPEC")]
+    oauth_rate_limits: Option<String>,
 }
 
 pub(super) fn run(command: ProxyCommand, registry: &Registry) -> i32 {
@@ -67,6 +71,7 @@ pub(super) fn run(command: ProxyCommand, registry: &Registry) -> i32 {
                 name: args.name,
                 url: args.url,
                 wrangler: args.wrangler,
+                oauth_rate_limits: args.oauth_rate_limits,
             };
             match worker::deploy(&entry, &options, registry) {
                 Ok(deployed) if target.json => print_json_ok(&deployed),

@@ -137,7 +137,7 @@ def test_deploy_gives_wrangler_the_generated_config_and_never_the_token_in_argv(
     assert TOKEN not in json.dumps(seen["argv"])
     assert seen["token_in_env"] == TOKEN, "wrangler gets the token through its environment"
     # The sources, the generated config, and the (empty, private) file wrangler reports into.
-    assert set(seen["files"]) == {"index.js", "handler.js", "wrangler.toml", "wrangler-output.ndjson"}
+    assert set(seen["files"]) == {"index.js", "handler.js", "ratelimit.js", "wrangler.toml", "wrangler-output.ndjson"}
     assert seen["files"]["index.js"] == (REPO / "worker" / "src" / "index.js").read_text()
     assert seen["files"]["handler.js"] == (REPO / "worker" / "src" / "handler.js").read_text()
     toml = seen["files"]["wrangler.toml"]

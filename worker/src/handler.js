@@ -27,6 +27,9 @@
  *   paths) are a 413 `invalid_request` and are not forwarded; a sprite that cannot be reached
  *   (no answer, or its host's non-JSON 502, 503 or 504) is a 502 `temporarily_unavailable`
  *   saying nothing was retried.
+ *   Each client address (`CF-Connecting-IP`) may send so many registrations, consent pages, status
+ *   polls and token requests a minute (`OAUTH_RATE_LIMITS`, `ratelimit.js`); past it, a 429 with
+ *   `Retry-After`, not forwarded.
  * - `GET /status`: build, version, sprite name and origin. No secret.
  * - anything else: 404.
  *
@@ -35,7 +38,8 @@
  * Worker adds `Cache-Control: no-store` and its build header to every answer.
  *
  * What it does not do: check the capability key or an access token (the sprite does), keep
- * anything between requests but the time the sprite last answered, or log a query string or a
+ * anything between requests but the time the sprite last answered and the per-address counts,
+ * or log a query string or a
  * request body. A log line carries the method, the path, the status and notes. The key
  * (`?key=`), the `Authorization` header (a bearer JWT, Basic client credentials), query values
  * (`/oauth/authorize`'s `state`, `code_challenge`, `redirect_uri`) and the values of a form body
@@ -43,6 +47,8 @@
  * in an answer the Worker writes: every text that may hold a URL goes through `withoutQueries`
  * and `redact`.
  */
+
+import { freshBuckets, kindOf, limitsFrom, take } from "./ratelimit.js";
 
 /** Largest request body forwarded: the sprite's own cap (`body.rs`, `MAX_BODY`). */
 export const MAX_BODY = 4 * 1024 * 1024;
@@ -71,6 +77,8 @@ export const BUILD_HEADER = "x-zodex-worker-build";
  * @property {string} sprite   the sprite's name in the operator's registry (SPRITE_NAME)
  * @property {string} build    the Worker's build id: the SHA-256 of its source (ZODEX_BUILD)
  * @property {string} version  the `zodex` version that deployed it (ZODEX_VERSION)
+ * @property {import("./ratelimit.js").Limits | null} rateLimits  per address and minute on the
+ *   OAuth door (OAUTH_RATE_LIMITS; null: off)
  */
 
 /**
@@ -82,14 +90,16 @@ export const BUILD_HEADER = "x-zodex-worker-build";
  */
 
 /**
- * What the Worker remembers between requests of one isolate: when the sprite last answered.
+ * What the Worker remembers between requests of one isolate: when the sprite last answered, and
+ * what each address sent to the OAuth door lately.
  * @typedef {object} State
  * @property {number} awakeUntil
+ * @property {import("./ratelimit.js").Buckets} buckets
  */
 
 /** @returns {State} */
 export function freshState() {
-  return { awakeUntil: 0 };
+  return { awakeUntil: 0, buckets: freshBuckets() };
 }
 
 /**
@@ -109,8 +119,11 @@ export function configFrom(env) {
   if (!["https:", "http:"].includes(url.protocol) || url.search || url.username || url.password || (url.pathname !== "/" && url.pathname !== "")) {
     return { error: "SPRITE_ORIGIN must be an origin (https://HOST[:PORT], no path, query or user); redeploy with `zodex sprite proxy deploy`" };
   }
+  const rateLimits = limitsFrom(env.OAUTH_RATE_LIMITS);
+  if (rateLimits && "error" in rateLimits) return { error: `${rateLimits.error}; fix the variable and redeploy` };
   return {
     origin: url.origin,
+    rateLimits,
     sprite: typeof env.SPRITE_NAME === "string" ? env.SPRITE_NAME : "",
     build: typeof env.ZODEX_BUILD === "string" ? env.ZODEX_BUILD : "unknown",
     version: typeof env.ZODEX_VERSION === "string" ? env.ZODEX_VERSION : "unknown",
@@ -609,6 +622,23 @@ function notForwardedAgain(config, id, why) {
  * @param {string[]} notes
  */
 async function oauth(request, url, config, fx, state, notes) {
+  const kind = kindOf(request.method, url.pathname);
+  if (kind && config.rateLimits) {
+    const address = request.headers.get("cf-connecting-ip") || "unknown";
+    const wait = take(state.buckets, config.rateLimits, kind, address, fx.now());
+    if (wait > 0) {
+      notes.push(`rate limited: ${kind}, ${config.rateLimits[kind]} a minute per address`);
+      return json(
+        config,
+        429,
+        {
+          error: kind === "token" ? "temporarily_unavailable" : "rate_limited",
+          error_description: `too many ${kind} requests from this address (${config.rateLimits[kind]} a minute); try again in ${wait} s`,
+        },
+        { "retry-after": String(wait) },
+      );
+    }
+  }
   const hasBody = request.method !== "GET" && request.method !== "HEAD";
   const read = hasBody ? await readCapped(request, MAX_OAUTH_BODY) : { body: null, over: /** @type {const} */ (false) };
   if (read.over) {

@@ -517,3 +517,42 @@ test("withoutQueries and redact keep paths and drop queries and credentials", ()
   assert.equal(withoutQueries("no query here: /oauth/token"), "no query here: /oauth/token");
   assert.equal(redact("Authorization: Basic Y2xpZW50OnNlY3JldA=="), "Authorization: Basic REDACTED");
 });
+
+// --- per-address limits on the OAuth door (ratelimit.js) ---------------------------------------
+
+test("each address may register so often a minute; others and the token path are not slowed", async () => {
+  const config = configFrom({ SPRITE_ORIGIN: "https://sprite.example.com", ZODEX_BUILD: "b1d", OAUTH_RATE_LIMITS: "register=3,token=2" });
+  const r = rig((request, n, path) => (path === "/health" ? ok() : new Response('{"client_id":"c"}', { status: 201, headers: { "content-type": "application/json" } })));
+  const register = (ip) => post("/oauth/register", '{"redirect_uris":["https://c.example/cb"]}', { "cf-connecting-ip": ip });
+  for (let i = 0; i < 3; i++) assert.equal((await handle(register("203.0.113.7"), config, r.fx, r.state)).status, 201);
+  const limited = await handle(register("203.0.113.7"), config, r.fx, r.state);
+  assert.equal(limited.status, 429);
+  assert.ok(Number(limited.headers.get("retry-after")) >= 1);
+  assert.equal((await limited.json()).error, "rate_limited");
+  assertOurHeaders(limited);
+  const forwarded = r.seen.filter((s) => s.path === "/oauth/register").length;
+  assert.equal(forwarded, 3, "the refused request reached the sprite");
+  // Another address is not slowed by the first.
+  assert.equal((await handle(register("198.51.100.9"), config, r.fx, r.state)).status, 201);
+  // The token path has its own count: the operator's client refreshes.
+  const token = () => new Request("https://edge.example.workers.dev/oauth/token", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", "cf-connecting-ip": "203.0.113.7" }, body: "grant_type=refresh_token&refresh_token=r3fresh-0123456789" });
+  assert.equal((await handle(token(), config, r.fx, r.state)).status, 201);
+  // A minute later the first address may register again.
+  await r.fx.sleep(60_000);
+  assert.equal((await handle(register("203.0.113.7"), config, r.fx, r.state)).status, 201);
+  assert.ok(r.logs.some((l) => l.includes("rate limited: register")), r.logs.join("\n"));
+  assert.ok(!r.logs.some((l) => l.includes("r3fresh")), "a refresh token reached the log");
+});
+
+test("the limits are configurable, off switches them off, and a bad value is said at once", async () => {
+  const off = configFrom({ SPRITE_ORIGIN: "https://sprite.example.com", OAUTH_RATE_LIMITS: "off" });
+  assert.equal(off.rateLimits, null);
+  const r = rig((request, n, path) => (path === "/health" ? ok() : ok({ ok: true })));
+  for (let i = 0; i < 40; i++) {
+    const page = new Request("https://edge.example.workers.dev/oauth/authorize?client_id=c", { headers: { "cf-connecting-ip": "203.0.113.7" } });
+    assert.equal((await handle(page, off, r.fx, r.state)).status, 200);
+  }
+  assert.deepEqual(CONFIG.rateLimits, { register: 10, authorize: 30, status: 120, token: 60 });
+  const bad = configFrom({ SPRITE_ORIGIN: "https://sprite.example.com", OAUTH_RATE_LIMITS: "tokens=5" });
+  assert.ok("error" in bad && bad.error.includes("OAUTH_RATE_LIMITS"), JSON.stringify(bad));
+});

@@ -3,8 +3,8 @@
 
 use super::check::{WorkerStatus, status_of};
 use super::{
-    COMPATIBILITY_DATE, SOURCES, WorkerError, build_id, default_name, host_of, origin_of,
-    valid_name, worker_dir,
+    COMPATIBILITY_DATE, DEFAULT_OAUTH_RATE_LIMITS, SOURCES, WorkerError, build_id, default_name,
+    host_of, origin_of, valid_name, worker_dir,
 };
 use crate::operator::registry::{Registry, SpriteEntry, WorkerRecord};
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,9 @@ pub struct DeployOptions {
     pub url: Option<String>,
     /// The wrangler to run; default: `wrangler` on `PATH`.
     pub wrangler: Option<PathBuf>,
+    /// Per-address limits on the OAuth door (`OAUTH_RATE_LIMITS`); default:
+    /// [`DEFAULT_OAUTH_RATE_LIMITS`].
+    pub oauth_rate_limits: Option<String>,
 }
 
 /// What `deploy` did.
@@ -44,7 +47,7 @@ pub struct Deployed {
 }
 
 /// The generated `wrangler.toml`: the Worker's name, entry, compatibility date and variables.
-pub fn wrangler_toml(name: &str, sprite: &str, origin: &str) -> String {
+pub fn wrangler_toml(name: &str, sprite: &str, origin: &str, rate_limits: &str) -> String {
     #[derive(Serialize)]
     struct Vars<'a> {
         #[serde(rename = "SPRITE_ORIGIN")]
@@ -55,6 +58,10 @@ pub fn wrangler_toml(name: &str, sprite: &str, origin: &str) -> String {
         build: &'a str,
         #[serde(rename = "ZODEX_VERSION")]
         version: &'a str,
+        /// Per-address limits on the OAuth door (worker/src/ratelimit.js); the operator may
+        /// change them in wrangler.toml or Cloudflare's dashboard.
+        #[serde(rename = "OAUTH_RATE_LIMITS")]
+        rate_limits: &'a str,
     }
     #[derive(Serialize)]
     struct Toml<'a> {
@@ -79,6 +86,7 @@ pub fn wrangler_toml(name: &str, sprite: &str, origin: &str) -> String {
             sprite,
             build: &build,
             version: env!("CARGO_PKG_VERSION"),
+            rate_limits,
         },
     };
     format!(
@@ -112,11 +120,17 @@ pub fn deploy(
         .as_deref()
         .map(|u| origin_of("--url", u))
         .transpose()?;
+    let rate_limits = super::rate_limits(
+        options
+            .oauth_rate_limits
+            .as_deref()
+            .unwrap_or(DEFAULT_OAUTH_RATE_LIMITS),
+    )?;
     let wrangler = find_wrangler(options.wrangler.as_deref())?;
     check_node(&wrangler)?;
     check_credentials()?;
     let dir = worker_dir(&entry.name);
-    write_files(&dir, &name, &entry.name, &origin)?;
+    write_files(&dir, &name, &entry.name, &origin, &rate_limits)?;
     let targets = run_wrangler(&wrangler, &dir)?;
     let url = url
         .or_else(|| {
@@ -232,7 +246,13 @@ fn check_credentials() -> Result<(), WorkerError> {
 }
 
 /// The sources and the generated `wrangler.toml`, in a directory only the operator can read.
-fn write_files(dir: &Path, name: &str, sprite: &str, origin: &str) -> Result<(), WorkerError> {
+fn write_files(
+    dir: &Path,
+    name: &str,
+    sprite: &str,
+    origin: &str,
+    rate_limits: &str,
+) -> Result<(), WorkerError> {
     let io = |what: String| move |source| WorkerError::Io { what, source };
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -241,7 +261,7 @@ fn write_files(dir: &Path, name: &str, sprite: &str, origin: &str) -> Result<(),
         .map_err(io(format!("cannot create {}", dir.display())))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .map_err(io(format!("cannot make {} private", dir.display())))?;
-    let toml = wrangler_toml(name, sprite, origin);
+    let toml = wrangler_toml(name, sprite, origin, rate_limits);
     let files = SOURCES
         .iter()
         .copied()
@@ -328,7 +348,12 @@ mod tests {
 
     #[test]
     fn the_generated_wrangler_toml_names_the_worker_origin_and_build() {
-        let text = wrangler_toml("zodex-one", "one", "https://one.example.com");
+        let text = wrangler_toml(
+            "zodex-one",
+            "one",
+            "https://one.example.com",
+            DEFAULT_OAUTH_RATE_LIMITS,
+        );
         let parsed: toml::Table = text.parse().unwrap();
         assert_eq!(parsed["name"].as_str(), Some("zodex-one"));
         assert_eq!(parsed["main"].as_str(), Some("index.js"));
@@ -342,8 +367,12 @@ mod tests {
             Some("https://one.example.com")
         );
         assert_eq!(vars["SPRITE_NAME"].as_str(), Some("one"));
+        assert_eq!(
+            vars["OAUTH_RATE_LIMITS"].as_str(),
+            Some(DEFAULT_OAUTH_RATE_LIMITS)
+        );
         assert_eq!(vars["ZODEX_BUILD"].as_str(), Some(build_id().as_str()));
-        assert_eq!(vars.len(), 4, "nothing else, and never a credential");
+        assert_eq!(vars.len(), 5, "nothing else, and never a credential");
     }
 
     #[test]

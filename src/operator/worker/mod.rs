@@ -24,10 +24,38 @@ use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
 /// The Worker's sources, as wrangler gets them: the entry module first.
-pub const SOURCES: [(&str, &str); 2] = [
+pub const SOURCES: [(&str, &str); 3] = [
     ("index.js", include_str!("../../../worker/src/index.js")),
     ("handler.js", include_str!("../../../worker/src/handler.js")),
+    (
+        "ratelimit.js",
+        include_str!("../../../worker/src/ratelimit.js"),
+    ),
 ];
+
+/// The Worker's per-address limits on the OAuth door when the operator names none (the
+/// defaults of worker/src/ratelimit.js, written out so wrangler.toml shows them).
+pub const DEFAULT_OAUTH_RATE_LIMITS: &str = "register=10,authorize=30,status=120,token=60";
+
+/// `spec` if the Worker reads it as limits (`off`, or `KIND=N` pairs); the Worker would refuse
+/// to serve on anything else, so it is checked before a deploy.
+pub fn rate_limits(spec: &str) -> Result<String, WorkerError> {
+    let spec = spec.trim();
+    if spec.eq_ignore_ascii_case("off") {
+        return Ok("off".into());
+    }
+    let valid = spec.split(',').all(|part| {
+        part.split_once('=').is_some_and(|(kind, n)| {
+            matches!(kind.trim(), "register" | "authorize" | "status" | "token")
+                && n.trim().parse::<u32>().is_ok_and(|n| n >= 1)
+        })
+    });
+    if valid {
+        Ok(spec.to_string())
+    } else {
+        Err(WorkerError::BadRateLimits(spec.to_string()))
+    }
+}
 
 /// The Workers runtime date the Worker is written against (tests/mcp/worker.py runs the same).
 pub const COMPATIBILITY_DATE: &str = "2026-11-01";
@@ -48,6 +76,10 @@ pub fn build_id() -> String {
 pub enum WorkerError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    #[error(
+        "invalid --oauth-rate-limits `{0}`: give KIND=N,… (KIND register, authorize, status or token; N requests a minute per address, at least 1), or off"
+    )]
+    BadRateLimits(String),
     #[error(
         "sprite `{0}` has no edge Worker yet; deploy one with `zodex sprite proxy deploy --sprite {0} --origin https://HOST`"
     )]
@@ -148,6 +180,26 @@ pub fn recorded(entry: &SpriteEntry) -> Result<&WorkerRecord, WorkerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rate_limits_are_checked_before_a_deploy() {
+        assert_eq!(
+            rate_limits(DEFAULT_OAUTH_RATE_LIMITS).unwrap(),
+            DEFAULT_OAUTH_RATE_LIMITS
+        );
+        assert_eq!(rate_limits(" OFF ").unwrap(), "off");
+        assert_eq!(rate_limits("token=5").unwrap(), "token=5");
+        for bad in [
+            "",
+            "token=0",
+            "tokens=5",
+            "token=-1",
+            "token",
+            "register=10;token=5",
+        ] {
+            assert!(rate_limits(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn origins_are_https_hosts_without_path_query_or_user() {
