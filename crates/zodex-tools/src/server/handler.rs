@@ -40,6 +40,8 @@ pub struct ZodexHandler {
     core: Arc<Core>,
     /// Conversation label for requests that carry no better one (stdio: one per process).
     connection: Option<Arc<str>>,
+    /// OAuth, when the HTTP endpoint serves it: what `tools/list` says opens the tools.
+    oauth: Option<Arc<super::oauth::OAuthGate>>,
 }
 
 /// What a tool call produced, before `zodex_context` is added.
@@ -81,7 +83,32 @@ impl Outcome {
 
 impl ZodexHandler {
     pub fn new(core: Arc<Core>, connection: Option<Arc<str>>) -> ZodexHandler {
-        ZodexHandler { core, connection }
+        ZodexHandler {
+            core,
+            connection,
+            oauth: None,
+        }
+    }
+
+    /// The handler of an endpoint that also accepts OAuth access tokens.
+    pub fn with_oauth(mut self, oauth: Option<Arc<super::oauth::OAuthGate>>) -> ZodexHandler {
+        self.oauth = oauth;
+        self
+    }
+
+    /// How the tools may be called now: the key URL until the operator turns it off, an
+    /// access token once the publisher serves OAuth.
+    fn security(&self) -> schema::Security {
+        match &self.oauth {
+            None => schema::Security {
+                noauth: true,
+                oauth: false,
+            },
+            Some(gate) => schema::Security {
+                noauth: gate.key_url_enabled(),
+                oauth: gate.published().is_some(),
+            },
+        }
     }
 
     /// Who is calling: `_meta["openai/session"]` when present, else the MCP session id, else
@@ -398,7 +425,9 @@ impl ServerHandler for ZodexHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(schema::tools()))
+        Ok(ListToolsResult::with_all_items(schema::listed(
+            self.security(),
+        )))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -136,15 +136,17 @@ pub fn router(core: Arc<Core>, options: HttpOptions) -> Router {
     sessions.session_config.sse_retry = Some(SSE_RETRY);
     let sessions = Arc::new(sessions);
     let factory_core = core.clone();
+    let factory_oauth = options.oauth.clone();
+    let stateless_oauth = options.oauth.clone();
     let stateful = StreamableHttpService::new(
-        move || Ok(ZodexHandler::new(factory_core.clone(), None)),
+        move || Ok(ZodexHandler::new(factory_core.clone(), None).with_oauth(factory_oauth.clone())),
         sessions.clone(),
         base.clone()
             .with_legacy_session_mode(true)
             .with_sse_retry(Some(SSE_RETRY)),
     );
     let stateless = StreamableHttpService::new(
-        move || Ok(ZodexHandler::new(core.clone(), None)),
+        move || Ok(ZodexHandler::new(core.clone(), None).with_oauth(stateless_oauth.clone())),
         Arc::new(NeverSessionManager::default()),
         base.with_legacy_session_mode(false)
             .with_json_response(true)

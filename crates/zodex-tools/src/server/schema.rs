@@ -85,6 +85,44 @@ pub fn tools() -> Vec<Tool> {
     vec![exec_command(), write_stdin(), apply_patch()]
 }
 
+/// How a client may authenticate to call the tools (OpenAI's Apps SDK `securitySchemes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Security {
+    /// The key URL (or no credential, locally) opens the tools.
+    pub noauth: bool,
+    /// An OAuth access token with scope `mcp` opens them.
+    pub oauth: bool,
+}
+
+/// The three tools as `tools/list` describes them: each with how it may be called
+/// (`_meta.securitySchemes`) and the short status texts a client shows while it runs and
+/// after (`openai/toolInvocation/invoking` and `…/invoked`).
+pub fn listed(security: Security) -> Vec<Tool> {
+    let mut schemes = Vec::new();
+    if security.noauth {
+        schemes.push(json!({"type": "noauth"}));
+    }
+    if security.oauth {
+        schemes.push(json!({"type": "oauth2", "scopes": ["mcp"]}));
+    }
+    tools()
+        .into_iter()
+        .map(|mut tool| {
+            let (invoking, invoked) = match tool.name.as_ref() {
+                EXEC_COMMAND => ("Running the command…", "Command ran"),
+                WRITE_STDIN => ("Talking to the command…", "Command answered"),
+                _ => ("Applying the patch…", "Patch applied"),
+            };
+            let mut meta = JsonObject::new();
+            meta.insert("securitySchemes".into(), Value::Array(schemes.clone()));
+            meta.insert("openai/toolInvocation/invoking".into(), invoking.into());
+            meta.insert("openai/toolInvocation/invoked".into(), invoked.into());
+            tool.meta = Some(rmcp::model::MetaObject(meta));
+            tool
+        })
+        .collect()
+}
+
 /// One tool by name.
 pub fn tool(name: &str) -> Option<Tool> {
     tools().into_iter().find(|t| t.name == name)
@@ -301,6 +339,44 @@ fn object(value: Value) -> Arc<JsonObject> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listed_tools_say_how_they_may_be_called_and_what_to_show_meanwhile() {
+        let both = listed(Security {
+            noauth: true,
+            oauth: true,
+        });
+        assert_eq!(both.len(), 3);
+        for tool in &both {
+            let meta = &tool.meta.as_ref().unwrap().0;
+            assert_eq!(
+                meta["securitySchemes"],
+                json!([{"type": "noauth"}, {"type": "oauth2", "scopes": ["mcp"]}])
+            );
+            for key in [
+                "openai/toolInvocation/invoking",
+                "openai/toolInvocation/invoked",
+            ] {
+                let text = meta[key].as_str().unwrap();
+                assert!(
+                    !text.is_empty() && text.chars().count() <= 64,
+                    "{key}: {text}"
+                );
+            }
+        }
+        let oauth_only = listed(Security {
+            noauth: false,
+            oauth: true,
+        });
+        assert_eq!(
+            oauth_only[0].meta.as_ref().unwrap().0["securitySchemes"],
+            json!([{"type": "oauth2", "scopes": ["mcp"]}])
+        );
+        // Everything else is the tools as they always were.
+        let mut plain = oauth_only[2].clone();
+        plain.meta = None;
+        assert_eq!(plain, tools()[2]);
+    }
 
     #[test]
     fn three_tools_with_all_hints_and_schemas() {
