@@ -79,6 +79,7 @@ pub fn serving_uid(config: &Config) -> u32 {
 /// Every check: the local ones, then, when `[github]` is configured, the GitHub ones.
 pub async fn check(config: &Config) -> Vec<Finding> {
     let mut findings = local_checks(config);
+    findings.extend(sink_checks(config));
     for finding in github_ground(config).await {
         // A key file the local checks already found wrong is said once.
         if finding.ok || !findings.iter().any(|f| f.check == finding.check && !f.ok) {
@@ -143,6 +144,70 @@ pub fn local_checks_for(config: &Config, uid: u32) -> Vec<Finding> {
         findings.push(socket_dir(&dir, uid));
     }
     findings
+}
+
+/// The audit sinks' files: checked by `check-ground` (doctor), never a reason for `serve` to
+/// refuse — a sink that cannot write keeps its rows waiting, and authority never waits on it.
+fn sink_checks(config: &Config) -> Vec<Finding> {
+    config
+        .audit_sinks
+        .iter()
+        .filter_map(|sink| match sink {
+            crate::config::SinkConfig::Jsonl { name, path, .. } => Some(jsonl_sink(name, path)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A JSON Lines sink's file: the publisher appends to it and rotates it (renames in its
+/// directory), so the directory must exist and be the publisher's to write.
+fn jsonl_sink(name: &str, path: &Path) -> Finding {
+    let check = "audit-sink-file";
+    let fix = "write it under the directory `zodex-prd install` makes for the audit (PREFIX/var/log/zodex/audit/, the publisher's), or make its directory the publisher's";
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Finding::fail(
+            check,
+            format!(
+                "audit sink {name}: {} has no directory; {fix}",
+                path.display()
+            ),
+        );
+    };
+    if !dir.is_dir() {
+        return Finding::fail(
+            check,
+            format!(
+                "audit sink {name}: the directory {} does not exist; {fix}",
+                dir.display()
+            ),
+        );
+    }
+    let writable = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK);
+    if let Err(e) = writable(dir) {
+        return Finding::fail(
+            check,
+            format!(
+                "audit sink {name}: the publisher cannot write {} ({e}), so it cannot create or rotate {}; {fix}",
+                dir.display(),
+                path.display()
+            ),
+        );
+    }
+    if path.exists()
+        && let Err(e) = writable(path)
+    {
+        return Finding::fail(
+            check,
+            format!(
+                "audit sink {name}: the publisher cannot append to {} ({e}); {fix}",
+                path.display()
+            ),
+        );
+    }
+    Finding::ok(
+        check,
+        format!("audit sink {name}: the publisher writes {}", path.display()),
+    )
 }
 
 /// Who besides the owner `mode` opens a file or directory to, if anyone.

@@ -462,3 +462,53 @@ fn the_public_url_is_shown_and_set_and_connect_oauth_follows_it() {
         .zodex(&["sprite", "mcp", "key", "on", "--sprite", "box"])
         .ok();
 }
+
+#[test]
+#[ignore = "needs root"]
+fn doctor_says_when_the_publisher_cannot_write_a_jsonl_sink_and_install_gives_it_a_place() {
+    require_root();
+    let world = World::set_up_and_connected();
+    let audit_dir = world.prefix.join("var/log/zodex/audit");
+    let meta = std::fs::metadata(&audit_dir).expect("install makes the audit directory");
+    {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let publisher = nix::unistd::User::from_name(&world.accounts.publisher)
+            .unwrap()
+            .unwrap();
+        assert_eq!(meta.uid(), publisher.uid.as_raw());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o750);
+    }
+    let config = std::fs::read_to_string(world.config()).unwrap();
+    let with_sink = |path: &std::path::Path| {
+        std::fs::write(
+            world.config(),
+            format!(
+                "{config}\n[[audit_sinks]]\nkind = \"jsonl\"\nname = \"file\"\npath = \"{}\"\n",
+                path.display()
+            ),
+        )
+        .unwrap();
+    };
+    // Where docs once showed it: the log directory is root's, not the publisher's.
+    let roots = world.prefix.join("var/log/zodex/audit.jsonl");
+    with_sink(&roots);
+    let (_, failed, all) = world.doctor();
+    assert!(
+        failed.iter().any(
+            |l| l.contains("audit sink file: the publisher cannot write")
+                && l.contains("var/log/zodex/audit/")
+        ),
+        "{all}"
+    );
+    with_sink(&audit_dir.join("audit.jsonl"));
+    let (_, failed, all) = world.doctor();
+    assert!(
+        failed.iter().all(|l| !l.contains("audit sink file")),
+        "{all}"
+    );
+    assert!(
+        all.contains("audit sink file: the publisher writes"),
+        "{all}"
+    );
+    std::fs::write(world.config(), config).unwrap();
+}

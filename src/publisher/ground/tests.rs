@@ -239,3 +239,18 @@ fn an_app_id_that_is_not_the_keys_app_is_named() {
         findings[0].message
     );
 }
+
+#[test]
+fn a_jsonl_sink_needs_a_directory_the_publisher_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = jsonl_sink("s", &dir.path().join("nowhere/audit.jsonl"));
+    assert!(!missing.ok);
+    assert!(
+        missing.message.contains("does not exist")
+            && missing.message.contains("var/log/zodex/audit/"),
+        "{}",
+        missing.message
+    );
+    let fine = jsonl_sink("s", &dir.path().join("audit.jsonl"));
+    assert!(fine.ok, "{}", fine.message);
+}

@@ -109,6 +109,11 @@ impl Layout {
         self.unit_dir.join(format!("{service}.service"))
     }
 
+    /// Where the publisher may write audit sink files (JSON Lines) and rotate them.
+    pub fn audit_log_dir(&self) -> PathBuf {
+        self.log_dir.join("audit")
+    }
+
     pub fn log(&self, service: &str) -> PathBuf {
         self.log_dir.join(format!("{service}.log"))
     }

@@ -403,6 +403,14 @@ fn ensure_directories(
         steps,
     )?;
     system::ensure_dir(&layout.agent_state_dir, agent.uid, agent.gid, 0o700, steps)?;
+    // The audit's JSON Lines sinks: the publisher's to write and rotate, not the agent's to read.
+    system::ensure_dir(
+        &layout.audit_log_dir(),
+        publisher_ids.0,
+        publisher_ids.1,
+        0o750,
+        steps,
+    )?;
     if !agent.dir.is_dir() {
         system::ensure_dir(&agent.dir, agent.uid, agent.gid, 0o700, steps)?;
     }
