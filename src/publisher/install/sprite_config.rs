@@ -182,6 +182,20 @@ pub(super) fn target_spec(text: &str) -> Result<TargetSpec, InstallError> {
     }
 }
 
+/// Writes an installed sprite's changed configuration: root's, readable by all (it holds no
+/// secret), replaced whole.
+pub(super) fn write_config(config_path: &Path, config: &Config) -> Result<(), InstallError> {
+    let root = (Uid::from_raw(0), Gid::from_raw(0));
+    system::ensure_file(
+        config_path,
+        config_text(config).as_bytes(),
+        root.0,
+        root.1,
+        0o644,
+        &mut Steps::default(),
+    )
+}
+
 /// Adds `host` to the MCP server's accepted `Host` values (`[mcp] allowed_hosts`) of an
 /// installed sprite and restarts `zodex-agent` when that changed the configuration. `zodex
 /// sprite connect --host` runs it, so the name a proxy forwards is accepted at once.
@@ -223,16 +237,7 @@ pub fn allow_host(config_path: &Path, host: &str) -> Result<bool, InstallError> 
         toml::Value::Array(hosts.into_iter().map(toml::Value::String).collect()),
     );
     config.mcp = Some(mcp);
-    let text = config_text(&config);
-    let root = (Uid::from_raw(0), Gid::from_raw(0));
-    system::ensure_file(
-        config_path,
-        text.as_bytes(),
-        root.0,
-        root.1,
-        0o644,
-        &mut Steps::default(),
-    )?;
+    write_config(config_path, &config)?;
     control_and_wait(&record, services::Action::Restart, &["zodex-agent"])?;
     Ok(true)
 }
@@ -278,15 +283,7 @@ pub fn public_url(config_path: &Path, set: Option<&str>) -> Result<PublicUrl, In
     mcp.insert("public_url".into(), url.into());
     mcp.insert("oauth_file".into(), oauth_file.display().to_string().into());
     config.mcp = Some(mcp);
-    let root = (Uid::from_raw(0), Gid::from_raw(0));
-    system::ensure_file(
-        config_path,
-        config_text(&config).as_bytes(),
-        root.0,
-        root.1,
-        0o644,
-        &mut Steps::default(),
-    )?;
+    write_config(config_path, &config)?;
     control_and_wait(
         &record,
         services::Action::Restart,

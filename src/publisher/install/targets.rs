@@ -8,12 +8,10 @@
 //! (`CheckCoverage`) for every one of them afterwards.
 
 use super::layout::InstallRecord;
-use super::sprite_config::{config_text, target_spec};
-use super::system::{self, Steps};
+use super::sprite_config::target_spec;
 use super::{InstallError, control_and_wait, services};
 use crate::config::Config;
 use crate::engine::targets::TargetSpec;
-use nix::unistd::{Gid, Uid};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -94,15 +92,7 @@ pub fn change(
         config
             .targets()
             .map_err(|e| InstallError::Failed(format!("targets: {e}")))?;
-        let root = (Uid::from_raw(0), Gid::from_raw(0));
-        system::ensure_file(
-            config_path,
-            config_text(&config).as_bytes(),
-            root.0,
-            root.1,
-            0o644,
-            &mut Steps::default(),
-        )?;
+        super::sprite_config::write_config(config_path, &config)?;
         control_and_wait(&record, services::Action::Restart, &["zodex-prd"])?;
     }
     Ok(TargetList {

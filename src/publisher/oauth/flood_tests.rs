@@ -249,18 +249,7 @@ async fn a_metadata_host_that_never_answers_holds_no_request() {
     );
     // Meanwhile a registered client's authorization and token requests are answered.
     let (client, code) = f.approved_code().await;
-    let exchanged = f
-        .token(
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", &code),
-                ("redirect_uri", REDIRECT),
-                ("client_id", &client),
-                ("code_verifier", super::tests::VERIFIER),
-            ],
-            NOW + 3,
-        )
-        .await;
+    let exchanged = f.exchange(&client, &code, NOW + 3).await;
     assert_eq!(exchanged.status, 200, "{}", exchanged.body);
     let _ = body_json(&exchanged);
     held.abort();
@@ -270,16 +259,9 @@ async fn a_metadata_host_that_never_answers_holds_no_request() {
 async fn token_requests_are_the_remote_clients_in_the_audit() {
     let f = fixture();
     let (client, code) = f.approved_code().await;
-    let pairs = [
-        ("grant_type", "authorization_code"),
-        ("code", code.as_str()),
-        ("redirect_uri", REDIRECT),
-        ("client_id", client.as_str()),
-        ("code_verifier", super::tests::VERIFIER),
-    ];
-    assert_eq!(f.token(&pairs, NOW + 3).await.status, 200);
+    assert_eq!(f.exchange(&client, &code, NOW + 3).await.status, 200);
     // Replayed: refused (and the grant revoked), audited as the client's, in the bulk chain.
-    assert_eq!(f.token(&pairs, NOW + 4).await.status, 400);
+    assert_eq!(f.exchange(&client, &code, NOW + 4).await.status, 400);
     let rows: Vec<(String, String, String)> =
         rusqlite::Connection::open(f._dir.path().join("state.db"))
             .unwrap()

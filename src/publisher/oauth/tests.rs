@@ -146,6 +146,21 @@ impl Fixture {
             .await
     }
 
+    /// The code exchanged as its client would (its redirect URI and verifier).
+    pub(super) async fn exchange(&self, client: &str, code: &str, now: i64) -> OAuthHttpReply {
+        self.token(
+            &[
+                ("grant_type", "authorization_code"),
+                ("code", code),
+                ("redirect_uri", REDIRECT),
+                ("client_id", client),
+                ("code_verifier", VERIFIER),
+            ],
+            now,
+        )
+        .await
+    }
+
     /// Registration, consent, approval, the page's poll: an authorization code.
     pub(super) async fn approved_code(&self) -> (String, String) {
         let client = self.register().await;
@@ -469,18 +484,7 @@ async fn the_consent_page_grants_nothing_and_shows_the_client_escaped() {
 async fn revoking_a_client_publishes_it_and_ends_its_refresh_tokens() {
     let f = fixture();
     let (client, code) = f.approved_code().await;
-    let reply = f
-        .token(
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", &code),
-                ("redirect_uri", REDIRECT),
-                ("client_id", &client),
-                ("code_verifier", VERIFIER),
-            ],
-            NOW + 3,
-        )
-        .await;
+    let reply = f.exchange(&client, &code, NOW + 3).await;
     let refresh = body_json(&reply)["refresh_token"]
         .as_str()
         .unwrap()
