@@ -435,10 +435,11 @@ pub fn render_state(s: &services::ServiceState) -> String {
             if s.stale_binary {
                 " — runs a replaced binary: restart it".to_string()
             } else if let Some(restarts) = &s.restarts {
+                // It runs and answers now: what its earlier start wrote is history, not the
+                // cause of anything (a SIGKILL leaves no error; a fixed key leaves an old one).
                 format!(
-                    "; started again {}{}",
-                    times_in_the_last_minute(restarts.last_minute),
-                    last_error(restarts)
+                    "; started again {}",
+                    times_in_the_last_minute(restarts.last_minute)
                 )
             } else {
                 String::new()
@@ -678,6 +679,9 @@ mod tests {
                 && once.contains("started again 1 time in the last minute"),
             "{once}"
         );
+        // Up again (killed and restarted, or fixed): the error of an earlier start is not
+        // quoted as if it were the state now.
+        assert!(!once.contains("last error"), "{once}");
         assert_eq!(
             render_state(&state(false, None)),
             "zodex-prd: stopped, version 0.1.0"

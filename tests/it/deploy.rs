@@ -461,6 +461,18 @@ fn a_publisher_in_a_crash_loop_leads_the_operator_to_its_cause() {
         "{}",
         restart.stdout
     );
+    // Fixed and up: status no longer quotes the error of the starts before the fix.
+    let status = world.zodex(&["sprite", "status", "--sprite", "box"]).ok();
+    let prd = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("zodex-prd: "))
+        .unwrap();
+    assert!(
+        prd.starts_with("zodex-prd: running as") && !prd.contains("last error"),
+        "{}",
+        status.stdout
+    );
 }
 
 /// `zodex local start --public-url`: behind a tunnel or reverse proxy, the printed URL is the
