@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/zodex/zodex.toml";
 /// The environment variable naming the configuration file.
 pub const CONFIG_ENV: &str = "ZODEX_CONFIG";
+/// The first line of the configuration `zodex dev up` writes: how `doctor` tells a one-user
+/// trial from an installed sprite.
+pub const DEV_HEADER: &str = "# Written by `zodex dev up`";
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]

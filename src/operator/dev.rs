@@ -165,7 +165,8 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
         let mut config = default_config(&dir);
         config.github = Some(dev_github_config(&dir, &devhub)?);
         let text = format!(
-            "# Written by `zodex dev up`: a local installation on embedded defaults. Edit freely.\n{}",
+            "{}: a local installation on embedded defaults. Edit freely.\n{}",
+            crate::config::DEV_HEADER,
             config.to_toml()
         );
         std::fs::write(&config_path, text).map_err(io("cannot write the configuration"))?;

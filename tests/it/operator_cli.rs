@@ -1004,3 +1004,29 @@ fn an_exec_sprites_own_config_path_reaches_every_admin_request() {
         run.stderr
     );
 }
+
+/// `zodex sprite doctor` on `zodex dev up`'s sprite checks what a one-user trial has (no
+/// install record, no services, no second user) and passes while it is healthy, with the key
+/// URL on and, once OAuth is the only way in, off.
+#[test]
+fn doctor_checks_a_dev_sprite_as_what_it_is_with_the_key_url_on_and_off() {
+    let dev = Dev::up();
+    let doctor = || dev.zodex(&["sprite", "doctor", "--sprite", "dev"]);
+    let run = doctor();
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("a `zodex dev up` installation")
+            && run.stdout.contains("lists exactly the three tools"),
+        "{}",
+        run.stdout
+    );
+    dev.zodex(&["sprite", "mcp", "key", "off", "--sprite", "dev"])
+        .ok();
+    let run = doctor();
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("OAuth-only (key URL off)"),
+        "{}",
+        run.stdout
+    );
+}

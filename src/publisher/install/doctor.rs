@@ -38,11 +38,22 @@ pub async fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
     let record = match InstallRecord::beside(config_path) {
         Ok(record) => record,
         Err(message) => {
-            findings.push(Finding::fail("install", message));
+            match dev_installation(config_path) {
+                Some(config) => {
+                    // The trial's own key URL (`mcp-url` beside its configuration, the same
+                    // user's) when the operator has none stored.
+                    let dev_key = std::fs::read_to_string(config_path.with_file_name("mcp-url"))
+                        .ok()
+                        .and_then(|url| url.trim().split_once("key=").map(|(_, k)| k.to_string()));
+                    let key = mcp_key.map(str::to_string).or(dev_key);
+                    findings.extend(dev_checks(&config, key.as_deref()).await)
+                }
+                None => findings.push(Finding::fail("install", message)),
+            }
             return DoctorReport {
                 version,
                 services: Vec::new(),
-                findings,
+                findings: super::causes::by_cause(findings),
             };
         }
     };
@@ -142,6 +153,50 @@ fn service_findings(states: &[services::ServiceState], version: &str) -> Vec<Fin
         ));
     }
     out
+}
+
+/// The configuration `zodex dev up` wrote (its first line says so), if `config_path` is one.
+fn dev_installation(config_path: &Path) -> Option<Config> {
+    let text = std::fs::read_to_string(config_path).ok()?;
+    if !text.starts_with(crate::config::DEV_HEADER) {
+        return None;
+    }
+    Config::load(config_path).ok()
+}
+
+/// What a `zodex dev up` installation has: one user, no services, no install record — so the
+/// publisher, its ground and proofs, coverage, and the MCP endpoint as a client meets it; the
+/// boundary between two users is said not to exist here rather than failed.
+async fn dev_checks(config: &Config, mcp_key: Option<&str>) -> Vec<Finding> {
+    let mut findings = vec![Finding::ok(
+        "install",
+        "a `zodex dev up` installation: one user and no services, so the agent/publisher boundary is not checked here (a sprite set up with `zodex sprite setup` has it)",
+    )];
+    findings.push(publisher_health(config));
+    findings.push(proofs(config).await);
+    findings.extend(audit_sinks(config));
+    findings.extend(crate::publisher::ground::check(config).await);
+    findings.extend(coverage(config));
+    let listen = config
+        .mcp
+        .as_ref()
+        .and_then(|m| m.get("listen"))
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    match listen {
+        Some(listen) => {
+            findings.push(mcp_health(&listen));
+            findings.push(match super::mcp_door::oauth_only(config) {
+                Some(published) => super::mcp_door::oauth_door(&listen, &published),
+                None => mcp_tools(&listen, mcp_key),
+            });
+        }
+        None => findings.push(Finding::fail(
+            "mcp-health",
+            "the configuration names no [mcp] listen address: run `zodex dev up` again",
+        )),
+    }
+    findings
 }
 
 fn publisher_health(config: &Config) -> Finding {
