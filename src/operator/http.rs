@@ -21,6 +21,8 @@ pub struct Answer {
     pub content_type: String,
     /// The `x-zodex-worker-build` header, when the Worker wrote one.
     pub build_header: Option<String>,
+    /// The `www-authenticate` header (a 401's OAuth challenge).
+    pub www_authenticate: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -119,6 +121,7 @@ async fn exchange(method: &str, url: &str, body: Option<Vec<u8>>) -> Result<Answ
     };
     let content_type = header("content-type").unwrap_or_default();
     let build_header = header("x-zodex-worker-build");
+    let www_authenticate = header("www-authenticate");
     let body = Limited::new(response.into_body(), MAX_ANSWER)
         .collect()
         .await
@@ -129,6 +132,7 @@ async fn exchange(method: &str, url: &str, body: Option<Vec<u8>>) -> Result<Answ
         status,
         content_type,
         build_header,
+        www_authenticate,
         body,
     })
 }
@@ -173,6 +177,7 @@ mod tests {
             status: 200,
             content_type: "text/event-stream".into(),
             build_header: None,
+            www_authenticate: None,
             body: b"id: 1\ndata:\n\nid: 2\ndata: {\"id\":1}\n\n".to_vec(),
         };
         assert_eq!(answer.json(), Some(serde_json::json!({"id": 1})));

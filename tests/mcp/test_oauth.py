@@ -284,7 +284,8 @@ def test_the_sdks_oauth_client_registers_gets_approved_and_runs_a_tool(sprite, t
     query = urllib.parse.parse_qs(urllib.parse.urlparse(seen["authorize_url"]).query)
     assert query["code_challenge_method"] == ["S256"] and query["resource"] == [sprite.mcp]
     client_id = seen["client"].client_id
-    assert client_id.startswith("zc_")
+    # A sealed registration (nothing stored until the approval), as the SDK keeps it.
+    assert client_id.startswith("zc1.") and len(client_id) <= 1500, client_id
     # The page named the client for the operator.
     assert "pytest: the MCP SDK&#39;s OAuth client" in seen["page"] and "127.0.0.1:1" in seen["page"]
     # The operator sees it, with its grant; the audit has the approval and the token.

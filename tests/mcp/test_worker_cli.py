@@ -283,6 +283,12 @@ def test_connect_through_the_worker_gives_a_url_a_real_client_uses(op, tmp_path)
         assert ledger.read_text() == "via-worker\n"
         r = op.zodex("sprite", "proxy", "verify", "--sprite", "dev", env=env)
         assert r.returncode == 0, r.stdout + r.stderr
+        # Key URL off: verify checks the Worker as an OAuth client meets it, and passes.
+        r = op.zodex("sprite", "mcp", "key", "off", "--sprite", "dev", env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = op.zodex("sprite", "proxy", "verify", "--sprite", "dev", env=env)
+        assert r.returncode == 0 and "401 with the OAuth challenge" in r.stdout, r.stdout + r.stderr
+        assert "the resource metadata names the sprite's issuer" in r.stdout, r.stdout
         doctor = op.zodex("sprite", "doctor", "--sprite", "dev", "--json", env=env)
         findings = json.loads(doctor.stdout)["result"]["findings"]
         assert any(f["check"] == "worker" and f["ok"] for f in findings), findings

@@ -163,6 +163,15 @@ pub fn verify(entry: &SpriteEntry) -> Result<Verified, WorkerError> {
         },
     });
     checks.push(health_check(&worker.url));
+    // With the key URL off, the Worker is checked as an OAuth client meets it.
+    if let Some(oauth) = oauth_only(entry) {
+        checks.extend(oauth_checks(&worker.url, &oauth));
+        return Ok(Verified {
+            sprite: entry.name.clone(),
+            url: worker.url.clone(),
+            checks,
+        });
+    }
     match crate::operator::connect::stored_key(&entry.name) {
         None => checks.push(Check {
             check: "key",
@@ -184,6 +193,109 @@ pub fn verify(entry: &SpriteEntry) -> Result<Verified, WorkerError> {
         url: worker.url.clone(),
         checks,
     })
+}
+
+/// The sprite's OAuth, when the key URL is off (what `zodex sprite mcp clients` reads).
+fn oauth_only(entry: &SpriteEntry) -> Option<crate::protocol::McpClientsAnswer> {
+    let response =
+        crate::operator::transport::call(entry, &crate::protocol::AdminRequest::McpClients).ok()?;
+    let answer: crate::protocol::McpClientsAnswer = response.answer().ok()?;
+    (answer.oauth && !answer.key_url).then_some(answer)
+}
+
+/// Discovery through the Worker, as a client starts it: the 401 challenge naming the
+/// resource metadata, that document naming the sprite's issuer, the issuer's metadata.
+fn oauth_checks(url: &str, oauth: &crate::protocol::McpClientsAnswer) -> Vec<Check> {
+    let issuer = oauth.issuer.clone().unwrap_or_default();
+    let mut checks = Vec::new();
+    let challenge = http::post_json(&format!("{url}/mcp"), &tools_list(), TIMEOUT);
+    let (ok, message) = match &challenge {
+        Ok(a)
+            if a.status == 401
+                && a.www_authenticate
+                    .as_deref()
+                    .is_some_and(|c| c.contains("resource_metadata=")) =>
+        {
+            (
+                true,
+                "/mcp without a token answers 401 with the OAuth challenge (the key URL is off)"
+                    .to_string(),
+            )
+        }
+        Ok(a) => (
+            false,
+            format!(
+                "/mcp without a token answered {} without the OAuth challenge: `zodex sprite doctor`",
+                a.status
+            ),
+        ),
+        Err(e) => (false, e.to_string()),
+    };
+    checks.push(Check {
+        check: "oauth challenge",
+        ok,
+        message,
+    });
+    let document = |path: &str| -> Result<serde_json::Value, String> {
+        let a = http::get(&format!("{url}{path}"), TIMEOUT).map_err(|e| e.to_string())?;
+        if a.status != 200 {
+            return Err(format!("{path} answered {} through the Worker", a.status));
+        }
+        serde_json::from_slice(&a.body).map_err(|_| format!("{path} is not JSON"))
+    };
+    let resource_path = oauth
+        .resource
+        .as_deref()
+        .and_then(|r| r.parse::<::http::Uri>().ok())
+        .map(|u| u.path().trim_end_matches('/').to_string())
+        .unwrap_or_else(|| "/mcp".into());
+    let (ok, message) = match document(&format!(
+        "/.well-known/oauth-protected-resource{resource_path}"
+    )) {
+        Ok(doc) if doc["authorization_servers"][0] == issuer.as_str() => (
+            true,
+            format!("the resource metadata names the sprite's issuer {issuer}"),
+        ),
+        Ok(doc) => (
+            false,
+            format!(
+                "the resource metadata names {} as its authorization server, not {issuer}: `zodex sprite mcp public-url` shows what the sprite issues for",
+                doc["authorization_servers"][0]
+            ),
+        ),
+        Err(e) => (false, e),
+    };
+    checks.push(Check {
+        check: "oauth resource",
+        ok,
+        message,
+    });
+    let issuer_path = issuer
+        .parse::<::http::Uri>()
+        .map(|u| u.path().trim_end_matches('/').to_string())
+        .unwrap_or_else(|_| "/oauth".into());
+    let (ok, message) = match document(&format!(
+        "/.well-known/oauth-authorization-server{issuer_path}"
+    )) {
+        Ok(doc) if doc["issuer"] == issuer.as_str() => (
+            true,
+            "the authorization server's metadata answers through the Worker".to_string(),
+        ),
+        Ok(doc) => (
+            false,
+            format!(
+                "the authorization server's metadata names {}, not {issuer}",
+                doc["issuer"]
+            ),
+        ),
+        Err(e) => (false, e),
+    };
+    checks.push(Check {
+        check: "oauth issuer",
+        ok,
+        message,
+    });
+    checks
 }
 
 fn health_check(url: &str) -> Check {
@@ -303,6 +415,7 @@ mod tests {
             status: 200,
             content_type: "application/json".into(),
             build_header: None,
+            www_authenticate: None,
             body: body.to_string().into_bytes(),
         }
     }
