@@ -1,4 +1,4 @@
-//! `zodex sprite proxy deploy|status|verify` (the edge Worker, `operator::worker`) and
+//! `zodex sprite proxy deploy|status|verify|remove` (the edge Worker, `operator::worker`) and
 //! `zodex sprite connect`, which prints the Worker's MCP URL when one is deployed.
 
 use super::zodex::Target;
@@ -30,6 +30,12 @@ pub(super) enum ProxyCommand {
         #[command(flatten)]
         target: Target,
     },
+    /// Forget the sprite's edge Worker here (connect and doctor stop using and checking it);
+    /// the Worker at Cloudflare stays until `wrangler delete --name NAME`.
+    Remove {
+        #[command(flatten)]
+        target: Target,
+    },
 }
 
 #[derive(Args)]
@@ -58,7 +64,8 @@ pub(super) fn run(command: ProxyCommand, registry: &Registry) -> i32 {
     let target = match &command {
         ProxyCommand::Deploy { target, .. }
         | ProxyCommand::Status { target }
-        | ProxyCommand::Verify { target } => target.clone(),
+        | ProxyCommand::Verify { target }
+        | ProxyCommand::Remove { target } => target.clone(),
     };
     let entry = match registry.choose(target.sprite().as_deref()) {
         Ok(entry) => entry,
@@ -98,6 +105,28 @@ pub(super) fn run(command: ProxyCommand, registry: &Registry) -> i32 {
                     } else {
                         EXIT_FAILURE
                     }
+                }
+                Err(e) => print_failure(&e, target.json),
+            }
+        }
+        ProxyCommand::Remove { .. } => {
+            let Some(record) = entry.worker.clone() else {
+                return print_failure(
+                    &format!("sprite `{}` has no edge Worker registered here", entry.name),
+                    target.json,
+                );
+            };
+            match registry.set_worker(&entry.name, None) {
+                Ok(()) if target.json => print_json_ok(&record),
+                Ok(()) => {
+                    println!(
+                        "Forgot Worker `{}` ({}) of sprite `{}`: connect and doctor no longer use it.\nIt still runs at Cloudflare until `wrangler delete --name {}`.",
+                        render::safe(&record.name),
+                        render::safe(&record.url),
+                        entry.name,
+                        render::safe(&record.name)
+                    );
+                    EXIT_OK
                 }
                 Err(e) => print_failure(&e, target.json),
             }

@@ -292,6 +292,14 @@ def test_connect_through_the_worker_gives_a_url_a_real_client_uses(op, tmp_path)
         doctor = op.zodex("sprite", "doctor", "--sprite", "dev", "--json", env=env)
         findings = json.loads(doctor.stdout)["result"]["findings"]
         assert any(f["check"] == "worker" and f["ok"] for f in findings), findings
+        # A Worker that is gone (or replaced by a proxy) is forgotten here; doctor stops checking it.
+        r = op.zodex("sprite", "proxy", "remove", "--sprite", "dev", env=env)
+        assert r.returncode == 0 and "Forgot Worker" in r.stdout and "wrangler delete" in r.stdout, r.stdout + r.stderr
+        doctor = op.zodex("sprite", "doctor", "--sprite", "dev", "--json", env=env)
+        findings = json.loads(doctor.stdout)["result"]["findings"]
+        assert not any(f["check"] == "worker" for f in findings), findings
+        r = op.zodex("sprite", "proxy", "remove", "--sprite", "dev", env=env)
+        assert r.returncode == 1 and "no edge Worker" in r.stderr, r.stdout + r.stderr
     finally:
         op.zodex("dev", "down", "--dir", dev_dir, env=env)
         shutil.rmtree(dev_dir, ignore_errors=True)
