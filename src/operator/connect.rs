@@ -107,7 +107,7 @@ pub fn connect_oauth(
     };
     let origin = issuer.trim_end_matches("/oauth").to_string();
     let url = answer.resource.unwrap_or_else(|| format!("{origin}/mcp"));
-    let issued_for = origin.split_once("://").map_or(origin.as_str(), |(_, h)| h);
+    let issued_for = super::worker::host_of(&origin);
     let (expected, accepted) = match host {
         Some(host) => (Some(host.to_string()), host.to_string()),
         None => match super::worker::connect_hosts(sprite) {

@@ -413,11 +413,14 @@ fn a_publisher_in_a_crash_loop_leads_the_operator_to_its_cause() {
         .zodex(&["sprite", "status", "--sprite", "box"])
         .code(1);
     println!("--- zodex sprite status:\n{}", status.stdout);
-    let prd = status
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("zodex-prd: "))
-        .unwrap();
+    let prd_line = |stdout: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with("zodex-prd: "))
+            .unwrap()
+            .to_string()
+    };
+    let prd = prd_line(&status.stdout);
     assert!(
         prd.starts_with("zodex-prd: restarting (")
             && prd.contains(" times in the last minute)")
@@ -463,11 +466,7 @@ fn a_publisher_in_a_crash_loop_leads_the_operator_to_its_cause() {
     );
     // Fixed and up: status no longer quotes the error of the starts before the fix.
     let status = world.zodex(&["sprite", "status", "--sprite", "box"]).ok();
-    let prd = status
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("zodex-prd: "))
-        .unwrap();
+    let prd = prd_line(&status.stdout);
     assert!(
         prd.starts_with("zodex-prd: running as") && !prd.contains("last error"),
         "{}",

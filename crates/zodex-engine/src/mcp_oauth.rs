@@ -619,8 +619,8 @@ pub fn key_url_enabled(f: &Facts<'_>) -> Result<bool, StoreError> {
 /// was exchanged for).
 pub const ENDED_KEPT_SECONDS: i64 = 24 * 3600;
 
-/// Forgets what ended more than [`ENDED_KEPT_SECONDS`] ago: authorizations (every consent page
-/// opened adds one) and the refresh tokens of ended families.
+/// Forgets what ended more than [`ENDED_KEPT_SECONDS`] ago: the operator's decisions, approved
+/// authorizations and the refresh tokens of ended families.
 pub fn prune(store: &mut Store, now: i64) -> Result<(), StoreError> {
     store.write(|f| f.prune_oauth(now - ENDED_KEPT_SECONDS))
 }

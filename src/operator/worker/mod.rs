@@ -165,7 +165,8 @@ pub fn worker_dir(sprite: &str) -> PathBuf {
         .join("worker")
 }
 
-fn host_of(origin: &str) -> &str {
+/// The host (and port) of an origin or URL without a path: `https://h:8443` → `h:8443`.
+pub fn host_of(origin: &str) -> &str {
     origin.split_once("://").map_or(origin, |(_, host)| host)
 }
 

@@ -83,11 +83,7 @@ pub async fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
         Ok(found) => findings.extend(found),
         Err(e) => findings.push(Finding::fail("isolation", e.to_string())),
     }
-    // With the key URL off, the endpoint is checked as an OAuth client meets it.
-    findings.push(match super::mcp_door::oauth_only(&config) {
-        Some(published) => super::mcp_door::oauth_door(&record.mcp_listen, &published),
-        None => mcp_tools(&record.mcp_listen, mcp_key),
-    });
+    findings.push(mcp_endpoint(&config, &record.mcp_listen, mcp_key));
     DoctorReport {
         version,
         services: states,
@@ -186,10 +182,7 @@ async fn dev_checks(config: &Config, mcp_key: Option<&str>) -> Vec<Finding> {
     match listen {
         Some(listen) => {
             findings.push(mcp_health(&listen));
-            findings.push(match super::mcp_door::oauth_only(config) {
-                Some(published) => super::mcp_door::oauth_door(&listen, &published),
-                None => mcp_tools(&listen, mcp_key),
-            });
+            findings.push(mcp_endpoint(config, &listen, mcp_key));
         }
         None => findings.push(Finding::fail(
             "mcp-health",
@@ -423,6 +416,15 @@ pub fn coverage_finding(check: &str, c: &CoverageAnswer) -> Finding {
                 c.repo.split('/').next().unwrap_or_default(),
             ),
         )
+    }
+}
+
+/// The MCP endpoint as its clients meet it: with the key URL off, the OAuth door as a client
+/// discovers it; else `tools/list` with the operator's key.
+fn mcp_endpoint(config: &Config, listen: &str, key: Option<&str>) -> Finding {
+    match super::mcp_door::oauth_only(config) {
+        Some(published) => super::mcp_door::oauth_door(listen, &published),
+        None => mcp_tools(listen, key),
     }
 }
 

@@ -1,5 +1,6 @@
-//! The operator's side of OAuth (admin socket): approve or deny a consent page by its code, list clients, revoke one, turn the key URL off and on. Each change is the
-//! engine's audited transition (`engine::mcp_oauth`), then the public file is written again.
+//! The operator's side of OAuth (admin socket): approve or deny a consent page by its code,
+//! list clients, revoke one, turn the key URL off and on. Each change is the engine's audited
+//! transition (`engine::mcp_oauth`), then the public file is written again.
 
 use super::pages::ShownPage;
 use super::{AUTHORIZATION_SECONDS, OAuth, SCOPE, crypto};

@@ -84,22 +84,20 @@ impl OAuth {
             );
         }
         // From here on, errors go back to the client (RFC 6749 §4.1.2.1).
-        let state = params.get("state").cloned();
+        // A state past the bound is neither carried nor echoed back: the client is told why.
+        let (state, state_too_long) = match params.get("state") {
+            Some(s) if s.chars().count() > MAX_STATE_CHARS => (None, true),
+            s => (s.cloned(), false),
+        };
         let back = |error: &str, description: &str| {
             let mut p = vec![("error", error), ("error_description", description)];
-            if let Some(state) = state
-                .as_ref()
-                .filter(|s| s.chars().count() <= MAX_STATE_CHARS)
-            {
+            if let Some(state) = &state {
                 p.push(("state", state));
             }
             p.push(("iss", &self.settings.issuer));
             reply::redirect(&with_query(&redirect_uri, &p))
         };
-        if state
-            .as_ref()
-            .is_some_and(|s| s.chars().count() > MAX_STATE_CHARS)
-        {
+        if state_too_long {
             return back(
                 "invalid_request",
                 &format!("state is longer than {MAX_STATE_CHARS} characters"),
@@ -296,7 +294,9 @@ impl OAuth {
             return reply::json(200, &serde_json::json!({"state": "expired"}));
         }
         let user_code = self.sealer.user_code(sealed);
-        self.shown.saw(&user_code, shown_page(&page));
+        let shown = shown_page(&page);
+        let page_sha256 = shown.page.clone();
+        self.shown.saw(&user_code, shown);
         let code = crypto::random_token();
         let polled = {
             let (page, user_code, code_sha256) =
@@ -308,7 +308,7 @@ impl OAuth {
                         s,
                         &PagePoll {
                             user_code: &user_code,
-                            page_sha256: &crypto::sha256_hex(&page.n),
+                            page_sha256: &page_sha256,
                             client: &client,
                             redirect_uri: &page.r,
                             code_challenge: &page.ch,

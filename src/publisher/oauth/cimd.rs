@@ -93,7 +93,7 @@ impl Documents {
 
     /// The document at `url`, waiting for a fetch at most `wait`.
     pub async fn lookup(&self, url: &str, wait: Duration) -> Lookup {
-        let running = {
+        let mut running = {
             let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(found) = kept.fresh(url) {
                 return Lookup::Ready(found);
@@ -106,7 +106,6 @@ impl Documents {
                 },
             }
         };
-        let mut running = running;
         let _ = tokio::time::timeout(wait, running.wait_for(|done| *done)).await;
         let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         kept.fresh(url).map_or(Lookup::Pending, Lookup::Ready)

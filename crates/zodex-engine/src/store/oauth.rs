@@ -300,24 +300,6 @@ impl Facts<'_> {
             .collect::<rusqlite::Result<_>>()?)
     }
 
-    pub fn count_oauth_clients(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("SELECT count(*) FROM mcp_oauth_clients", [], |r| r.get(0))?)
-    }
-
-    /// Forgets dynamically registered clients never authorized and registered before `before`
-    /// (registration is open, so unused registrations must not pile up).
-    pub fn prune_unused_oauth_clients(&self, before: i64) -> Result<usize> {
-        Ok(self.conn.execute(
-            "DELETE FROM mcp_oauth_clients
-             WHERE kind = 'dcr' AND last_used_at IS NULL AND created_at < ?1
-               AND client_id NOT IN (SELECT client_id FROM mcp_oauth_authorizations)
-               AND client_id NOT IN (SELECT client_id FROM mcp_oauth_families)",
-            [before],
-        )?)
-    }
-
     /// Marks a client revoked and revokes its families; returns how many families ended, or
     /// `None` when there is no such client.
     pub fn revoke_oauth_client(&self, client_id: &str, now: i64) -> Result<Option<usize>> {
