@@ -179,6 +179,8 @@ test("a thousand decisions stay responsive: paged, and a filter answers at once"
   await page.locator("#page-older").click();
   await page.locator("#page-label").filter({ hasText: /^2 \// }).waitFor({ timeout: 1000 });
   const took = Date.now() - started;
+  assert.match(await page.locator("#decisions-count").textContent(), /^\d+ of \d+$/,
+    "with a filter on, the count says how many it lets through of how many");
   assert.ok(took < 1000, `filter and page took ${took} ms`);
   const frame = await page.evaluate(() => new Promise((done) => {
     const t = performance.now();
@@ -226,4 +228,42 @@ test("a tool call's output streams into its card, grouped by conversation, as te
   assert.match(await patch.textContent(), /\+hello <i>board<\/i>/);
   assert.equal(await page.evaluate(() => window.__xss), undefined);
   await shot("tool-calls.png", "#tools");
+});
+
+test("many conversations are paged and named by their client and first command", async () => {
+  // One conversation through a real MCP session: the client's own name names it.
+  const init = await fetch(info.mcp_url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {
+      protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "board-probe", version: "7.1" } } }),
+  });
+  const session = init.headers.get("mcp-session-id");
+  await init.text();
+  const headers = { "Content-Type": "application/json", Accept: "application/json, text/event-stream" };
+  if (session) headers["Mcp-Session-Id"] = session;
+  await (await fetch(info.mcp_url, { method: "POST", headers,
+    body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) })).text();
+  await (await fetch(info.mcp_url, { method: "POST", headers,
+    body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call",
+      params: { name: "exec_command", arguments: { cmd: "echo probe-first", workdir: home } } }) })).text();
+  for (let i = 0; i < 45; i++) {
+    await mcp("exec_command", { cmd: `echo many-${i}`, workdir: home }, `many-${i}`);
+  }
+  const newest = page.locator("details.conversation").first().locator("summary");
+  await newest.filter({ hasText: "echo many-44" }).waitFor({ timeout: 10000 });
+  assert.match(await newest.textContent(), /^ChatGPT echo many-44/);
+  assert.equal(await page.locator("#conversation-page-label").textContent(), "1 / 3");
+  assert.ok(await page.locator("details.conversation").count() <= 20);
+  await page.locator("#conversation-older").click();
+  await page.locator("#conversation-older").click();
+  await page.locator("#conversation-page-label").filter({ hasText: /^3 \/ 3$/ }).waitFor({ timeout: 1000 });
+  // With a session the client's own name; a stateless server never saw an `initialize`.
+  const probe = page.locator("details.conversation summary").filter({ hasText: "echo probe-first" });
+  assert.match(await probe.textContent(), session ? /^board-probe 7\.1 echo probe-first/ : /^unknown client echo probe-first/);
+  const height = await page.evaluate(() => document.getElementById("tools").scrollHeight);
+  assert.ok(height < 3000, `the conversations section is ${height} px tall`);
+  await page.locator("#conversation-newer").click();
+  await page.locator("#conversation-newer").click();
+  await shot("conversations.png", "#tools");
 });

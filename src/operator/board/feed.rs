@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
 
-/// Events kept for browsers that connect later (audit rows, outcomes, tool calls).
+/// Events kept for browsers that connect later (audit rows, outcomes, tool calls). Snapshots
+/// (status, feed state, hello, the watch's last error while it lasts) are kept once each;
+/// notes are never kept.
 pub const WINDOW: usize = 5000;
 
 /// One event as the browser receives it: its number and its JSON (with `seq` inside).
@@ -90,8 +92,16 @@ impl Feed {
             seq,
             json: value.to_string(),
         });
-        if matches!(kind.as_str(), "status" | "feed" | "hello") {
+        if kind == "note" {
+            // A passing remark: shown to the browsers open now, never replayed to a later one.
+        } else if matches!(kind.as_str(), "status" | "feed" | "hello" | "error") {
+            // A snapshot: a new browser needs the latest of each, not its history. The watch's
+            // error holds only until the feed is live again: a page opened after that must
+            // not show a failure that has passed.
             window.latest.retain(|(k, _)| *k != kind);
+            if kind == "feed" && value.get("state").and_then(Value::as_str) == Some("live") {
+                window.latest.retain(|(k, _)| k != "error");
+            }
             window.latest.push((kind, event.clone()));
         } else {
             window.events.push_back(event.clone());
@@ -230,5 +240,32 @@ mod tests {
         let (backlog, _) = feed.subscribe(Some(1));
         assert_eq!(backlog.len(), 2);
         assert!(backlog[0].json.contains("\"now\":1"));
+    }
+
+    #[test]
+    fn a_watch_error_is_not_replayed_once_the_feed_is_live_again() {
+        let feed = Feed::new();
+        feed.push(json!({"kind": "feed", "state": "live"}));
+        feed.push(json!({"kind": "error", "message": "cannot reach zodex-prd at /s: refused"}));
+        feed.push(json!({"kind": "note", "message": "tool calls: gone"}));
+        feed.push(json!({"kind": "feed", "state": "reconnecting", "detail": "x"}));
+        let (backlog, _) = feed.subscribe(None);
+        let shown: Vec<&str> = backlog.iter().map(|e| e.json.as_str()).collect();
+        assert!(
+            shown.iter().any(|e| e.contains("cannot reach zodex-prd")),
+            "while it lasts, a new page sees the error: {shown:?}"
+        );
+        assert!(
+            !shown.iter().any(|e| e.contains("tool calls: gone")),
+            "{shown:?}"
+        );
+        feed.push(json!({"kind": "feed", "state": "live"}));
+        let (backlog, _) = feed.subscribe(None);
+        let shown: Vec<&str> = backlog.iter().map(|e| e.json.as_str()).collect();
+        assert!(
+            !shown.iter().any(|e| e.contains("cannot reach zodex-prd")),
+            "a page opened after recovery sees no stale error: {shown:?}"
+        );
+        assert_eq!(shown.len(), 1, "{shown:?}");
     }
 }

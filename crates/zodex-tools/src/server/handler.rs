@@ -258,7 +258,8 @@ impl ZodexHandler {
         }
     }
 
-    fn finish(&self, conversation: &str, tool: &str, mut outcome: Outcome) -> CallToolResult {
+    fn finish(&self, caller: &Caller, tool: &str, mut outcome: Outcome) -> CallToolResult {
+        let conversation = caller.conversation.as_str();
         let mut entry = HistoryEntry::now(
             conversation,
             tool,
@@ -281,6 +282,7 @@ impl ZodexHandler {
             .and_then(Value::as_i64)
             .or(outcome.took_ms);
         entry.patch = outcome.patch.take();
+        entry.client = caller.client.clone();
         self.core.history.record(entry);
         let context = self
             .core
@@ -439,7 +441,16 @@ impl ServerHandler for ZodexHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let conversation = self.conversation(&request, &context);
+        let caller = Caller {
+            conversation: self.conversation(&request, &context),
+            // A stateless request carries no `initialize`: rmcp then fills in its own default
+            // implementation, which names rmcp, not the caller.
+            client: context
+                .peer
+                .peer_info()
+                .filter(|info| info.client_info != rmcp::model::Implementation::default())
+                .map(|info| format!("{} {}", info.client_info.name, info.client_info.version)),
+        };
         let arguments = request.arguments.as_ref();
         let started = std::time::Instant::now();
         let mut outcome = match request.name.as_ref() {
@@ -463,8 +474,16 @@ impl ServerHandler for ZodexHandler {
                 .and_then(Value::as_str)
                 .map(|p| p.chars().take(super::history::MAX_PATCH).collect());
         }
-        Ok(self.finish(&conversation, &request.name, outcome).into())
+        Ok(self.finish(&caller, &request.name, outcome).into())
     }
+}
+
+/// Who made a call, as the history records it.
+struct Caller {
+    /// The conversation label (see [`ZodexHandler::conversation`]).
+    conversation: String,
+    /// The client's `initialize` name and version, when the session has them.
+    client: Option<String>,
 }
 
 /// Name and version, as in `initialize` and `/health`.

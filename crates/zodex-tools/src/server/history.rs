@@ -46,6 +46,16 @@ ALTER TABLE tool_calls ADD COLUMN patch TEXT;
 PRAGMA user_version = 2;
 ";
 
+/// Version 3: which MCP client made the call (its `initialize` name and version, bounded), so
+/// the board can name a conversation by who holds it rather than by a session id.
+const SCHEMA_3: &str = "
+ALTER TABLE tool_calls ADD COLUMN client TEXT;
+PRAGMA user_version = 3;
+";
+
+/// Longest client name kept per row (characters).
+pub const MAX_CLIENT: usize = 80;
+
 /// Longest output tail kept per call (characters, the end of what the call returned).
 pub const MAX_OUTPUT_TAIL: usize = 4000;
 /// Longest patch text kept per call (characters).
@@ -78,6 +88,9 @@ pub struct HistoryEntry {
     /// An `apply_patch`'s patch text, at most [`MAX_PATCH`] characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<String>,
+    /// The MCP client that made the call (`initialize`'s name and version), when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 /// The last `max` characters of `text`.
@@ -108,6 +121,7 @@ impl HistoryEntry {
             session: None,
             output_tail: None,
             patch: None,
+            client: None,
         }
     }
 }
@@ -186,6 +200,9 @@ fn open_rw(path: &Path) -> anyhow::Result<Connection> {
     if version < 2 {
         conn.execute_batch(SCHEMA_2)?;
     }
+    if version < 3 {
+        conn.execute_batch(SCHEMA_3)?;
+    }
     Ok(conn)
 }
 
@@ -200,8 +217,8 @@ fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>, retention: Ret
         }
         let result = conn.execute(
             "INSERT INTO tool_calls (at, conversation, tool, workdir, summary, outcome, is_error,
-                 duration_ms, session, output_tail, patch)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                 duration_ms, session, output_tail, patch, client)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 entry.at,
                 entry.conversation,
@@ -220,6 +237,7 @@ fn write_loop(conn: Connection, receiver: Receiver<HistoryEntry>, retention: Ret
                     .patch
                     .as_deref()
                     .map(|p| p.chars().take(MAX_PATCH).collect::<String>()),
+                entry.client.as_deref().map(|c| one_line(c, MAX_CLIENT)),
             ],
         );
         if let Err(e) = result {
@@ -252,16 +270,12 @@ pub fn read_history(
     let since = since
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
         .unwrap_or_default();
-    let old = version(&conn)? < 2;
-    let mut stmt = conn.prepare(if old {
-        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error
-         FROM tool_calls WHERE at >= ?1 ORDER BY at, id"
-    } else {
-        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error,
-             duration_ms, session, output_tail, patch
-         FROM tool_calls WHERE at >= ?1 ORDER BY at, id"
-    })?;
-    let rows = stmt.query_map(params![since], |row| entry_of(row, old))?;
+    let version = version(&conn)?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {} FROM tool_calls WHERE at >= ?1 ORDER BY at, id",
+        columns(version)
+    ))?;
+    let rows = stmt.query_map(params![since], |row| entry_of(row, version))?;
     Ok(rows
         .map(|r| r.map(|n| n.entry))
         .collect::<Result<Vec<_>, _>>()?)
@@ -285,16 +299,12 @@ pub fn read_history_after(
     let Some(conn) = open_read_only(path)? else {
         return Ok(Vec::new());
     };
-    let old = version(&conn)? < 2;
-    let mut stmt = conn.prepare(if old {
-        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error
-         FROM tool_calls WHERE id > ?1 ORDER BY id LIMIT ?2"
-    } else {
-        "SELECT id, at, conversation, tool, workdir, summary, outcome, is_error,
-             duration_ms, session, output_tail, patch
-         FROM tool_calls WHERE id > ?1 ORDER BY id LIMIT ?2"
-    })?;
-    let rows = stmt.query_map(params![after, limit], |row| entry_of(row, old))?;
+    let version = version(&conn)?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {} FROM tool_calls WHERE id > ?1 ORDER BY id LIMIT ?2",
+        columns(version)
+    ))?;
+    let rows = stmt.query_map(params![after, limit], |row| entry_of(row, version))?;
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
@@ -318,13 +328,8 @@ pub fn read_filtered(path: &Path, filter: &HistoryFilter) -> anyhow::Result<Vec<
     let Some(conn) = open_read_only(path)? else {
         return Ok(Vec::new());
     };
-    let old = version(&conn)? < 2;
-    let columns = if old {
-        "id, at, conversation, tool, workdir, summary, outcome, is_error"
-    } else {
-        "id, at, conversation, tool, workdir, summary, outcome, is_error, duration_ms, session, \
-         output_tail, patch"
-    };
+    let version = version(&conn)?;
+    let columns = columns(version);
     let sql = format!(
         "SELECT {columns} FROM tool_calls
          WHERE at >= ?1 AND (?2 IS NULL OR instr(conversation, ?2) > 0)
@@ -345,7 +350,7 @@ pub fn read_filtered(path: &Path, filter: &HistoryFilter) -> anyhow::Result<Vec<
     let mut stmt = conn.prepare(&sql)?;
     let rows = stmt.query_map(
         params![since, filter.agent, workdir, filter.id, limit],
-        |row| entry_of(row, old),
+        |row| entry_of(row, version),
     )?;
     let mut rows = rows.collect::<Result<Vec<_>, _>>()?;
     rows.reverse();
@@ -368,10 +373,30 @@ fn version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |row| row.get(0))
 }
 
-/// A row of either schema (an older store has no board columns).
-fn entry_of(row: &rusqlite::Row<'_>, old: bool) -> rusqlite::Result<NumberedEntry> {
-    let extra =
-        |i: usize| -> rusqlite::Result<Option<String>> { if old { Ok(None) } else { row.get(i) } };
+/// The columns a store of `version` has, in the order [`entry_of`] reads them.
+fn columns(version: i64) -> &'static str {
+    match version {
+        ..=1 => "id, at, conversation, tool, workdir, summary, outcome, is_error",
+        2 => {
+            "id, at, conversation, tool, workdir, summary, outcome, is_error, duration_ms, \
+             session, output_tail, patch"
+        }
+        _ => {
+            "id, at, conversation, tool, workdir, summary, outcome, is_error, duration_ms, \
+             session, output_tail, patch, client"
+        }
+    }
+}
+
+/// A row of any schema (an older store has no board columns, or no client).
+fn entry_of(row: &rusqlite::Row<'_>, version: i64) -> rusqlite::Result<NumberedEntry> {
+    let extra = |i: usize, since: i64| -> rusqlite::Result<Option<String>> {
+        if version < since {
+            Ok(None)
+        } else {
+            row.get(i)
+        }
+    };
     Ok(NumberedEntry {
         id: row.get(0)?,
         entry: HistoryEntry {
@@ -382,10 +407,11 @@ fn entry_of(row: &rusqlite::Row<'_>, old: bool) -> rusqlite::Result<NumberedEntr
             summary: row.get(5)?,
             outcome: row.get(6)?,
             is_error: row.get(7)?,
-            duration_ms: if old { None } else { row.get(8)? },
-            session: extra(9)?,
-            output_tail: extra(10)?,
-            patch: extra(11)?,
+            duration_ms: if version < 2 { None } else { row.get(8)? },
+            session: extra(9, 2)?,
+            output_tail: extra(10, 2)?,
+            patch: extra(11, 2)?,
+            client: extra(12, 3)?,
         },
     })
 }
@@ -443,5 +469,40 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_version_2_store_is_read_then_upgraded_with_the_client_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = history_path(dir.path());
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch(SCHEMA_2).unwrap();
+            // Stamped now: retention keeps it.
+            let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
+            conn.execute(
+                "INSERT INTO tool_calls (at, conversation, tool, summary, outcome, is_error)
+                 VALUES (?1, 'mcp:a', 'exec_command', 'ls', 'exit 0', 0)",
+                [at],
+            )
+            .unwrap();
+        }
+        // A reader (the board) beside a server that has not upgraded yet.
+        let before = read_history_after(&path, 0, 10).unwrap();
+        assert_eq!(before.len(), 1);
+        assert_eq!(before[0].entry.client, None);
+        {
+            let history = History::open(&path).unwrap();
+            let mut entry =
+                HistoryEntry::now("mcp:b", "exec_command", None, "pwd", "exit 0", false);
+            entry.client = Some(format!("openai-mcp\n1.0.0 {}", "x".repeat(200)));
+            history.record(entry);
+        }
+        let after = read_history_after(&path, 0, 10).unwrap();
+        assert_eq!(after.len(), 2, "the old row survives the upgrade");
+        let client = after[1].entry.client.as_deref().unwrap();
+        assert!(client.starts_with("openai-mcp 1.0.0 x"), "{client}");
+        assert_eq!(client.chars().count(), MAX_CLIENT, "bounded, one line");
     }
 }

@@ -6,6 +6,7 @@
 const CSRF = document.querySelector('meta[name="zodex-csrf"]').content;
 const MODE = document.querySelector('meta[name="zodex-mode"]').content;
 const PAGE_ROWS = 50;
+const CONVERSATIONS_PER_PAGE = 20;
 const TTL_CHOICES = [15 * 60, 30 * 60, 45 * 60, 3600, 2 * 3600, 8 * 3600, 86400];
 const DEFAULT_TTL = 30 * 60;
 
@@ -20,6 +21,7 @@ const state = {
   calls: new Map(), // conversation -> [call]
   callCount: 0,
   page: 0,
+  conversationPage: 0,
   fresh: new Set(),
   dirty: { status: false, decisions: false, calls: false },
 };
@@ -384,7 +386,10 @@ function renderDecisions() {
   $("page-label").textContent = `${state.page + 1} / ${pages}`;
   $("page-newer").disabled = state.page === 0;
   $("page-older").disabled = state.page >= pages - 1;
-  $("decisions-count").textContent = String(state.audit.size);
+  // With a filter on, the count is what it lets through, out of everything held.
+  const filtering = $("filter-repo").value || $("filter-decision").value || $("filter-action").value;
+  $("decisions-count").textContent = filtering
+    ? `${rows.length} of ${state.audit.size}` : String(state.audit.size);
   const shown = rows.slice(state.page * PAGE_ROWS, (state.page + 1) * PAGE_ROWS);
   $("decision-rows").replaceChildren(...shown.map(decisionRow));
   state.fresh.clear();
@@ -478,23 +483,59 @@ function callNode(card) {
   return node;
 }
 
+// A conversation's name: the client that holds it (its `initialize` name, or ChatGPT for an
+// `openai/session`) and what it first ran; the raw label stays beside it for lookups.
+function conversationName(conversation, calls) {
+  const withClient = calls.findLast((c) => c.client);
+  const client = withClient ? withClient.client
+    : conversation.startsWith("openai:") ? "ChatGPT" : "unknown client";
+  const first = calls.find((c) => c.tool === "exec_command") || calls[0];
+  const what = !first ? "" : first.tool === "exec_command" ? first.summary : first.tool;
+  return { client, what: what.length > 80 ? what.slice(0, 79) + "…" : what };
+}
+
 function renderCalls() {
   const list = $("conversation-list");
   const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.dataset.conversation));
   const first = list.children.length === 0;
   const groups = [...state.calls.entries()].sort((a, b) =>
     (b[1][b[1].length - 1].id || 0) - (a[1][a[1].length - 1].id || 0));
-  list.replaceChildren(...groups.map(([conversation, calls], index) => {
+  const pages = Math.max(1, Math.ceil(groups.length / CONVERSATIONS_PER_PAGE));
+  state.conversationPage = Math.min(state.conversationPage, pages - 1);
+  const start = state.conversationPage * CONVERSATIONS_PER_PAGE;
+  const shown = groups.slice(start, start + CONVERSATIONS_PER_PAGE);
+  $("conversation-pager").hidden = pages === 1;
+  $("conversation-page-label").textContent = `${state.conversationPage + 1} / ${pages}`;
+  $("conversation-newer").disabled = state.conversationPage === 0;
+  $("conversation-older").disabled = state.conversationPage >= pages - 1;
+  list.replaceChildren(...shown.map(([conversation, calls], index) => {
     const details = el("details", { class: "conversation", "data-conversation": conversation });
-    details.open = open.has(conversation) || (first && index === 0) || groups.length === 1;
-    const cards = cardsOf(calls.slice(-300));
-    details.append(el("summary", null, el("span", { text: conversation }), " ",
-      el("span", { class: "count", text: String(calls.length) })));
-    for (const card of cards.slice(-100).reverse()) details.append(callNode(card));
+    details.open = open.has(conversation) || (first && index === 0 && start === 0) || groups.length === 1;
+    const name = conversationName(conversation, calls);
+    const last = calls[calls.length - 1];
+    details.append(el("summary", null,
+      el("span", { class: "client", text: name.client }), " ",
+      el("code", { class: "first-command", text: name.what }), " ",
+      el("span", { class: "count", text: String(calls.length) }), " ",
+      el("span", { class: "dim", text: "last " + (last.at || "").replace("T", " ").replace(/\.\d+Z$/, "Z") }), " ",
+      el("span", { class: "dim mono label", text: conversation })));
+    // Cards are built only for an open conversation: a closed one costs its summary line.
+    if (details.open) {
+      const cards = cardsOf(calls.slice(-300));
+      for (const card of cards.slice(-100).reverse()) details.append(callNode(card));
+    } else {
+      details.addEventListener("toggle", () => { if (details.open) redrawCalls(); }, { once: true });
+    }
     return details;
   }));
-  $("tools-count").textContent = String(state.callCount);
+  $("tools-count").textContent = groups.length > 1
+    ? `${state.callCount} in ${groups.length} conversations` : String(state.callCount);
   $("tools-empty").hidden = state.callCount > 0;
+}
+
+function redrawCalls() {
+  state.dirty.calls = true;
+  schedule();
 }
 
 // ---- start -----------------------------------------------------------------------------------
@@ -508,6 +549,10 @@ for (const id of ["filter-repo", "filter-decision", "filter-action"]) {
 }
 $("page-newer").addEventListener("click", () => { state.page = Math.max(0, state.page - 1); redrawDecisions(); });
 $("page-older").addEventListener("click", () => { state.page += 1; redrawDecisions(); });
+$("conversation-newer").addEventListener("click", () => {
+  state.conversationPage = Math.max(0, state.conversationPage - 1); redrawCalls();
+});
+$("conversation-older").addEventListener("click", () => { state.conversationPage += 1; redrawCalls(); });
 $("clear-yolo").addEventListener("click", async () => {
   const answer = await act({ op: "default" });
   if (answer.ok) toast("Cleared every YOLO scope"); else toast(failure(answer), true);
