@@ -1,10 +1,10 @@
-//! `zodex sprite proxy deploy|status|verify|remove` (the edge Worker, `operator::worker`) and
+//! `zodex sprite proxy deploy|dev|status|verify|remove` (the edge Worker, `operator::worker`) and
 //! `zodex sprite connect`, which prints the Worker's MCP URL when one is deployed.
 
 use super::zodex::Target;
 use super::{EXIT_FAILURE, EXIT_OK, print_failure, print_json_ok, render};
-use crate::operator::registry::Registry;
-use crate::operator::worker::{self, DeployOptions, WorkerStatus};
+use crate::operator::registry::{Registry, SpriteEntry};
+use crate::operator::worker::{self, DeployOptions, DevOptions, WorkerStatus};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -18,6 +18,15 @@ pub(super) enum ProxyCommand {
         target: Target,
         #[command(flatten)]
         args: DeployArgs,
+    },
+    /// Run the same Worker here on the local Workers runtime (workerd) in front of the sprite,
+    /// until Ctrl-C: no Cloudflare account, nothing recorded. Runs `verify` through it once it
+    /// listens. An origin with a private CA: --ca-file, or the PEM file NODE_EXTRA_CA_CERTS names.
+    Dev {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        args: DevArgs,
     },
     /// What the Worker serves (its /status): build, version, sprite origin; stale or not.
     Status {
@@ -60,9 +69,31 @@ pub(super) struct DeployArgs {
     oauth_rate_limits: Option<String>,
 }
 
+#[derive(Args)]
+pub(super) struct DevArgs {
+    /// The sprite's origin, https://HOST[:PORT] or http://127.0.0.1:PORT (default: the one
+    /// `proxy deploy` recorded).
+    #[arg(long)]
+    origin: Option<String>,
+    /// The address to listen on (default 127.0.0.1:8787).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<std::net::SocketAddr>,
+    /// The workerd binary (default: `workerd` on PATH; `npm install -g workerd` ships it).
+    #[arg(long)]
+    workerd: Option<PathBuf>,
+    /// A PEM file of CAs to trust for the origin besides the public ones (default: the file
+    /// NODE_EXTRA_CA_CERTS names, as `wrangler dev` reads it).
+    #[arg(long, value_name = "PEM")]
+    ca_file: Option<PathBuf>,
+    /// Requests a minute each client address may send to the OAuth door, as for `deploy`.
+    #[arg(long, value_name = "SPEC")]
+    oauth_rate_limits: Option<String>,
+}
+
 pub(super) fn run(command: ProxyCommand, registry: &Registry) -> i32 {
     let target = match &command {
         ProxyCommand::Deploy { target, .. }
+        | ProxyCommand::Dev { target, .. }
         | ProxyCommand::Status { target }
         | ProxyCommand::Verify { target }
         | ProxyCommand::Remove { target } => target.clone(),
@@ -108,6 +139,16 @@ pub(super) fn run(command: ProxyCommand, registry: &Registry) -> i32 {
                 }
                 Err(e) => print_failure(&e, target.json),
             }
+        }
+        ProxyCommand::Dev { args, .. } => {
+            let options = DevOptions {
+                origin: args.origin,
+                listen: args.listen,
+                workerd: args.workerd,
+                ca_file: args.ca_file,
+                oauth_rate_limits: args.oauth_rate_limits,
+            };
+            dev(&entry, &options, target.json)
         }
         ProxyCommand::Remove { .. } => {
             let Some(record) = entry.worker.clone() else {
@@ -177,6 +218,60 @@ pub(super) fn run(command: ProxyCommand, registry: &Registry) -> i32 {
             }
             Err(e) => print_failure(&e, target.json),
         },
+    }
+}
+
+/// `proxy dev`: start the local runtime, check it, then serve until it ends.
+fn dev(entry: &SpriteEntry, options: &DevOptions, json: bool) -> i32 {
+    let running = match worker::start_dev(entry, options) {
+        Ok(running) => running,
+        Err(e) => return print_failure(&e, json),
+    };
+    let record = &running.record;
+    eprintln!(
+        "Worker (build {}) for sprite `{}` runs locally at {}, forwarding to {}{}.",
+        record.build,
+        entry.name,
+        record.url,
+        record.origin,
+        running
+            .ca_file
+            .as_ref()
+            .map(|ca| format!(" (trusting the CA in {})", ca.display()))
+            .unwrap_or_default()
+    );
+    eprintln!("Files: {} (private)", running.dir.display());
+    match worker::verify_at(entry, record) {
+        Ok(verified) => {
+            for c in &verified.checks {
+                eprintln!(
+                    "{} {}: {}",
+                    if c.ok { "ok  " } else { "FAIL" },
+                    c.check,
+                    render::safe(&c.message)
+                );
+            }
+        }
+        Err(e) => eprintln!("warning: not verified: {}", render::safe(&e.to_string())),
+    }
+    // The URL alone on stdout, as `connect` prints one: a script can read it.
+    println!("{}/mcp", record.url);
+    eprintln!(
+        "Serving until Ctrl-C. An MCP client here uses {}/mcp (with ?key=… from `zodex sprite connect --sprite {}`, or OAuth).",
+        record.url, entry.name
+    );
+    match running.wait() {
+        Ok(status) if status.success() => EXIT_OK,
+        Ok(status) => {
+            // Interrupted is how it is meant to end.
+            use std::os::unix::process::ExitStatusExt;
+            if matches!(status.signal(), Some(libc::SIGINT | libc::SIGTERM)) {
+                EXIT_OK
+            } else {
+                print_failure(&format!("workerd ended: {status}"), json)
+            }
+        }
+        Err(e) => print_failure(&format!("cannot wait for workerd: {e}"), json),
     }
 }
 

@@ -147,7 +147,11 @@ pub fn connect_hosts(entry: &SpriteEntry) -> Result<(String, String), WorkerErro
 
 /// `zodex sprite proxy verify`: the MCP contract through the Worker.
 pub fn verify(entry: &SpriteEntry) -> Result<Verified, WorkerError> {
-    let worker = recorded(entry)?;
+    verify_at(entry, recorded(entry)?)
+}
+
+/// The MCP contract through `worker` (the recorded one, or a `proxy dev` runtime).
+pub fn verify_at(entry: &SpriteEntry, worker: &WorkerRecord) -> Result<Verified, WorkerError> {
     let mut checks = Vec::new();
     let status = status_of(&entry.name, worker, 1);
     checks.push(Check {

@@ -173,7 +173,7 @@ fn find_wrangler(given: Option<&Path>) -> Result<PathBuf, WorkerError> {
     on_path("wrangler").ok_or_else(missing)
 }
 
-fn on_path(program: &str) -> Option<PathBuf> {
+pub(super) fn on_path(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|path| {
         std::env::split_paths(&path)
             .map(|dir| dir.join(program))
@@ -181,7 +181,7 @@ fn on_path(program: &str) -> Option<PathBuf> {
     })
 }
 
-fn executable(path: &Path) -> bool {
+pub(super) fn executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
@@ -253,6 +253,19 @@ fn write_files(
     origin: &str,
     rate_limits: &str,
 ) -> Result<(), WorkerError> {
+    let toml = wrangler_toml(name, sprite, origin, rate_limits);
+    let files = SOURCES
+        .iter()
+        .copied()
+        .chain([("wrangler.toml", toml.as_str())]);
+    write_private(dir, files)
+}
+
+/// Writes each `(file, text)` into `dir` (made 0700), each file 0600 and replaced whole.
+pub(super) fn write_private<'a>(
+    dir: &Path,
+    files: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), WorkerError> {
     let io = |what: String| move |source| WorkerError::Io { what, source };
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -261,11 +274,6 @@ fn write_files(
         .map_err(io(format!("cannot create {}", dir.display())))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .map_err(io(format!("cannot make {} private", dir.display())))?;
-    let toml = wrangler_toml(name, sprite, origin, rate_limits);
-    let files = SOURCES
-        .iter()
-        .copied()
-        .chain([("wrangler.toml", toml.as_str())]);
     for (file, text) in files {
         let path = dir.join(file);
         let tmp = dir.join(format!(".{file}.tmp"));

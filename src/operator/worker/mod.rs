@@ -1,4 +1,4 @@
-//! `zodex sprite proxy deploy|status|verify`: the edge Worker (`worker/`, a Cloudflare Worker
+//! `zodex sprite proxy deploy|dev|status|verify`: the edge Worker (`worker/`, a Cloudflare Worker
 //! embedded in this binary) in front of a sprite — deployed with the operator's own `wrangler`,
 //! recorded in the registry, and checked from outside.
 //!
@@ -7,6 +7,8 @@
 //!   `wrangler deploy` there, records the Worker's URL and build, then reads its `/status`.
 //!   Cloudflare's credential stays where wrangler finds it (`CLOUDFLARE_API_TOKEN` in the
 //!   environment, or wrangler's own login): never in argv, a file of ours or the registry.
+//! - `dev.rs`: `proxy dev` runs the same Worker on the local Workers runtime (workerd), a
+//!   private CA trusted for the origin; nothing recorded.
 //! - `check.rs`: `status` reads `/status` and says whether the Worker runs this build for this
 //!   sprite; `verify` runs the MCP contract through the Worker with the operator's key;
 //!   `connect_hosts` is what `zodex sprite connect` asks before it makes a URL through it.
@@ -15,9 +17,13 @@
 
 mod check;
 mod deploy;
+mod dev;
 
-pub use check::{Check, Served, Verified, WorkerStatus, connect_hosts, contract, status, verify};
+pub use check::{
+    Check, Served, Verified, WorkerStatus, connect_hosts, contract, status, verify, verify_at,
+};
 pub use deploy::{DeployOptions, Deployed, deploy, deploy_targets, wrangler_toml};
+pub use dev::{CA_ENV, DEFAULT_LISTEN, DevOptions, DevWorker, start as start_dev};
 
 use super::registry::{RegistryError, SpriteEntry, WorkerRecord};
 use sha2::{Digest, Sha256};
