@@ -24,6 +24,7 @@ mod board;
 mod closed_stdout;
 mod credential_helper;
 mod deploy;
+mod deploy_oauth;
 mod devhub_contract;
 mod engine_concurrency;
 mod github_client;
