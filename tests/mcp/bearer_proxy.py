@@ -12,6 +12,9 @@ import urllib.request
 UPSTREAM = sys.argv[1]
 KEY = sys.stdin.readline().strip()
 HOP = {"host", "content-length", "connection", "transfer-encoding", "authorization"}
+# What the client sent as Host reaches the server as it is: the server's DNS-rebinding check
+# must judge the client's Host, not the proxy's upstream address.
+PASSED = {"host"}
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -28,7 +31,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def forward(self):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else None
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP or k.lower() in PASSED}
         headers["Authorization"] = f"Bearer {KEY}"
         request = urllib.request.Request(UPSTREAM + self.path, data=body, headers=headers, method=self.command)
         try:

@@ -186,3 +186,12 @@ def test_delete_ends_the_session_with_204(upstream):
         raise AssertionError("a second DELETE of the same session succeeded")
     except urllib.error.HTTPError as e:
         assert e.code == 404
+    # And so is any other request naming it: the client must start a new session, not go on
+    # statelessly under an id it ended itself.
+    status, _, body = http_post(upstream.url, {"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {}}, session)
+    assert status == 404, body
+    assert "ended" in json.loads(body)["error"]["message"], body
+    # An id this server never issued (one from before a restart) is still served.
+    status, _, _ = http_post(upstream.url, {"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {}},
+                             {"Mcp-Session-Id": "from-before-a-restart", "MCP-Protocol-Version": "2025-11-25"})
+    assert status == 200

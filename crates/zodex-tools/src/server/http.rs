@@ -6,7 +6,8 @@
 //! rmcp session whose `Mcp-Session-Id` a client may keep (it then gets SSE streams and its
 //! session labels its conversation); every other request — no session id, an unknown or
 //! stale one, or a 2026-07-28 request with no handshake at all — goes to rmcp's stateless
-//! service (JSON responses). So nothing depends on a client sending the id back.
+//! service (JSON responses). So nothing depends on a client sending the id back. Only a
+//! session the client ended with `DELETE` is refused afterwards (`404`, `ended.rs`).
 //!
 //! The key check runs first and, once it passes, removes the key from the request (query and
 //! `Authorization`), so nothing downstream — rmcp, tracing, the access log — can ever see or
@@ -36,6 +37,7 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::body::read_capped;
+use super::ended::EndedSessions;
 use super::handler::{Core, ZodexHandler, health_json};
 use super::key::{KeySource, presented_key, strip_key_param};
 use super::oauth::{ForwardClass, ForwardRequest, MAX_FORWARD_BODY, OAuthGate, looks_like_jwt};
@@ -117,6 +119,7 @@ const SSE_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 /// everything else). See [`route_mcp`].
 struct Mcp {
     sessions: Arc<LocalSessionManager>,
+    ended: EndedSessions,
     replay: ReplayStore,
     stateful: StreamableHttpService<ZodexHandler, LocalSessionManager>,
     stateless: StreamableHttpService<ZodexHandler, NeverSessionManager>,
@@ -154,6 +157,7 @@ pub fn router(core: Arc<Core>, options: HttpOptions) -> Router {
     );
     let mcp = Arc::new(Mcp {
         sessions,
+        ended: EndedSessions::default(),
         replay,
         stateful,
         stateless,
@@ -205,6 +209,12 @@ async fn route_mcp(State(mcp): State<Arc<Mcp>>, request: Request) -> Response {
         (request, None)
     };
     if let Some(id) = session {
+        if mcp.ended.contains(&id) {
+            return refusal(
+                StatusCode::NOT_FOUND,
+                "this session was ended (DELETE): start a new one with initialize, or send requests without Mcp-Session-Id",
+            );
+        }
         let live = mcp.sessions.has_session(&id).await.unwrap_or(false);
         if request.method() == Method::DELETE {
             return end_session(&mcp, &id, live).await;
@@ -251,7 +261,10 @@ async fn end_session(mcp: &Mcp, id: &SessionId, live: bool) -> Response {
         );
     }
     match mcp.sessions.close_session(id).await {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Ok(()) => {
+            mcp.ended.end(id);
+            StatusCode::NO_CONTENT.into_response()
+        }
         Err(e) => {
             tracing::warn!(error = %e, "closing an MCP session failed");
             refusal(

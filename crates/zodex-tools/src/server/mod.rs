@@ -21,6 +21,7 @@ pub mod args;
 mod body;
 pub mod config;
 pub mod context;
+mod ended;
 pub mod handler;
 pub mod history;
 pub mod http;
