@@ -50,11 +50,11 @@ fn setup() -> (tempfile::TempDir, Store, Engine, Ask) {
             for i in 0..100_000i64 {
                 f.audit(
                     &AuditEvent {
-                        principal: "agent".into(),
+                        principal: zodex::engine::Actor::Agent,
                         action: "Push".into(),
                         repo_key: Some(format!("demo/repo{}", i % 10_000)),
                         ref_name: Some("refs/heads/feature".into()),
-                        decision: "allow".into(),
+                        decision: zodex::engine::AuditDecision::Allow,
                         policies: vec!["explicit-grant-push".into()],
                         ..Default::default()
                     },

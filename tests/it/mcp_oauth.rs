@@ -78,7 +78,7 @@ async fn issue(oauth: &OAuth, now: i64) -> (String, serde_json::Value) {
         .unwrap()
         .to_string();
     oauth
-        .decide("operator:test".into(), &code, true, now)
+        .decide("operator:test".parse().unwrap(), &code, true, now)
         .await
         .unwrap();
     let status = oauth
@@ -170,7 +170,7 @@ async fn the_gate_accepts_what_the_publisher_issued_and_nothing_else() {
     );
     // Revoked: refused from the next request on.
     oauth
-        .revoke("operator:test".into(), &client, now)
+        .revoke("operator:test".parse().unwrap(), &client, now)
         .await
         .unwrap();
     assert_eq!(gate.verify(access, now), Err(Refusal::Revoked));
@@ -274,8 +274,13 @@ async fn uninstall_ends_every_grant_and_no_old_token_works_after_a_new_setup() {
     // What `zodex-prd uninstall` does to the kept state.
     let ended = {
         let mut store = Store::open(&dir.path().join("state.db")).unwrap();
-        zodex::engine::mcp_oauth::end_every_grant(&mut store, "operator:uid:0", "test", now)
-            .unwrap()
+        zodex::engine::mcp_oauth::end_every_grant(
+            &mut store,
+            &zodex::engine::Actor::Operator("uid:0".into()),
+            "test",
+            now,
+        )
+        .unwrap()
     };
     assert_eq!(ended.grants_revoked, 1);
     assert!(ended.key_retired);

@@ -12,6 +12,7 @@ use super::repo::RepoName;
 use super::store::{
     AuditEvent, Facts, Grant, GrantState, NewGrant, NewYolo, Store, StoreError, YoloScope,
 };
+use super::vocabulary::{Actor, AuditDecision};
 use serde::{Deserialize, Serialize};
 
 mod views;
@@ -120,10 +121,10 @@ pub struct Authority<'e> {
 
 fn audit_for(principal: &Principal, decision: &Decision, repo: Option<&RepoName>) -> AuditEvent {
     AuditEvent {
-        principal: principal.label(),
+        principal: principal.into(),
         action: decision.action.name().to_string(),
         repo_key: repo.map(RepoName::key),
-        decision: if decision.allowed { "allow" } else { "deny" }.to_string(),
+        decision: AuditDecision::of(decision.allowed),
         policies: decision.policies.clone(),
         detail: (!decision.errors.is_empty())
             .then(|| serde_json::json!({ "errors": decision.errors })),
@@ -277,7 +278,7 @@ impl Authority<'_> {
                 .count_grants_in(GrantState::Pending)?
                 .saturating_sub(earlier.len() as u64);
             if others >= u64::from(max_pending) {
-                event.decision = "deny".to_string();
+                event.decision = AuditDecision::Deny;
                 event.policies = Vec::new();
                 event.detail = Some(serde_json::json!({
                     "refused": "pending-request-cap",
@@ -489,10 +490,10 @@ impl Authority<'_> {
             let expired = facts.expire_grants(now)?;
             for grant in &expired {
                 let event = AuditEvent {
-                    principal: "zodex-prd".to_string(),
+                    principal: Actor::Publisher,
                     action: "ExpireGrant".to_string(),
                     repo_key: Some(grant.repo_key.clone()),
-                    decision: "event".to_string(),
+                    decision: AuditDecision::Event,
                     detail: Some(
                         serde_json::json!({ "grant": grant.id, "expired_at": grant.expires_at }),
                     ),

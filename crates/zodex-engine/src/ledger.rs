@@ -15,9 +15,7 @@ use super::store::{
     App, AuditEvent, AuditRecord, CoverageFact, IssuedToken, Publication, PublicationState,
     SinkCursor, Store, StoreError,
 };
-
-/// The principal of the rows the publisher writes about its own steps.
-const PUBLISHER: &str = "publisher";
+use crate::vocabulary::{Actor, AuditDecision};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -79,7 +77,7 @@ pub fn sink_states(store: &mut Store, sinks: &[String]) -> Result<Vec<SinkCursor
 
 /// Records an event that is not a decision (`decision = "event"`); returns its row id.
 pub fn record_event(store: &mut Store, event: &AuditEvent, now: i64) -> Result<i64, StoreError> {
-    debug_assert_eq!(event.decision, "event");
+    debug_assert_eq!(event.decision, AuditDecision::Event);
     store.write(|f| f.audit(event, now))
 }
 
@@ -239,11 +237,11 @@ fn transition(
         f.save_publication(p, now)?;
         f.audit(
             &AuditEvent {
-                principal: PUBLISHER.into(),
+                principal: Actor::Publisher,
                 action: "Publication".into(),
                 repo_key: Some(p.repo_key.clone()),
                 ref_name: Some(format!("refs/heads/{}", p.branch)),
-                decision: "event".into(),
+                decision: AuditDecision::Event,
                 outcome: Some(to.as_str().into()),
                 detail: Some(serde_json::json!({
                     "from": from.map(PublicationState::as_str),
@@ -305,9 +303,9 @@ mod tests {
         let decided = record_event(
             &mut store,
             &AuditEvent {
-                principal: "agent".into(),
+                principal: Actor::Agent,
                 action: "PublishPr".into(),
-                decision: "event".into(),
+                decision: AuditDecision::Event,
                 ..Default::default()
             },
             1,

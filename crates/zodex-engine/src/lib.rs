@@ -11,9 +11,11 @@ pub mod repo;
 pub mod store;
 pub mod targets;
 pub mod ttl;
+pub mod vocabulary;
 
 pub use decide::{Action, Ask, Decision, Engine, GrantTerms, Principal, RefUpdate, RepoFacts};
 pub use repo::RepoName;
+pub use vocabulary::{Actor, AuditDecision};
 pub mod authority;
 pub mod hints;
 pub mod ledger;

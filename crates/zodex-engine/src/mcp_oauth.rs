@@ -7,27 +7,28 @@
 //! the publisher's. As everywhere in the engine: no network, no clock, no randomness.
 
 use crate::store::{
-    AuditEvent, Facts, MCP_CLIENT, NewAuthorization, OAuthClient, OAuthDecision, OAuthFamily,
-    SigningKey, Store, StoreError,
+    AuditEvent, Facts, NewAuthorization, OAuthClient, OAuthDecision, OAuthFamily, SigningKey,
+    Store, StoreError,
 };
+use crate::vocabulary::{Actor, AuditDecision};
 
 /// The setting that turns the `?key=` URL off (`off`) or on.
 const KEY_URL: &str = "key_url";
 
 fn audit(
     f: &Facts<'_>,
-    principal: &str,
+    principal: &Actor,
     action: &str,
-    decision: &str,
+    decision: AuditDecision,
     outcome: Option<&str>,
     detail: serde_json::Value,
     now: i64,
 ) -> Result<i64, StoreError> {
     f.audit(
         &AuditEvent {
-            principal: principal.into(),
+            principal: principal.clone(),
             action: action.into(),
-            decision: decision.into(),
+            decision,
             outcome: outcome.map(str::to_string),
             detail: Some(detail),
             ..Default::default()
@@ -64,7 +65,7 @@ pub enum DecideRefusal {
 /// ([`poll_page`]), because only then is it known which client it let in.
 pub fn decide(
     store: &mut Store,
-    principal: &str,
+    principal: &Actor,
     user_code: &str,
     approve: bool,
     expires_at: i64,
@@ -85,13 +86,13 @@ pub fn decide(
         if f.oauth_user_code_taken(user_code)? {
             return Ok(Err(DecideRefusal::AlreadyDecided("approved")));
         }
-        f.put_oauth_decision(user_code, approve, principal, now, expires_at)?;
+        f.put_oauth_decision(user_code, approve, &principal.as_stored(), now, expires_at)?;
         if !approve {
             audit(
                 f,
                 principal,
                 "McpOAuthDeny",
-                "event",
+                AuditDecision::Event,
                 None,
                 serde_json::json!({ "user_code": user_code }),
                 now,
@@ -206,11 +207,15 @@ pub fn poll_page(store: &mut Store, page: &PagePoll<'_>) -> Result<Poll, StoreEr
             code_sha256: page.code_sha256,
             code_expires_at: page.code_expires_at,
         })?;
+        // Written from an Actor by `decide`; an odd text keeps its words as an operator's.
+        let decided_by = d.decided_by.parse().unwrap_or_else(|_| {
+            Actor::Operator(d.decided_by.trim_start_matches("operator:").to_string())
+        });
         audit(
             f,
-            &d.decided_by,
+            &decided_by,
             "McpOAuthApprove",
-            "event",
+            AuditDecision::Event,
             None,
             serde_json::json!({
                 "user_code": page.user_code,
@@ -310,9 +315,9 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
             TokenOutcome::Refused { error, why, .. } if f.oauth_client(ask.client_id)?.is_some() => {
                 audit(
                     f,
-                    MCP_CLIENT,
+                    &Actor::McpClient,
                     "McpOAuthToken",
-                    "deny",
+                    AuditDecision::Deny,
                     Some(error),
                     serde_json::json!({"client_id": ask.client_id, "why": why}),
                     ask.now,
@@ -324,9 +329,9 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
                 f.insert_oauth_refresh(ask.new_refresh_sha256, &family.family, ask.now)?;
                 audit(
                     f,
-                    MCP_CLIENT,
+                    &Actor::McpClient,
                     "McpOAuthToken",
-                    "event",
+                    AuditDecision::Event,
                     Some("issued"),
                     serde_json::json!({
                         "client_id": family.client_id,
@@ -528,7 +533,7 @@ fn refresh(
 /// client, else how many families ended.
 pub fn revoke_client(
     store: &mut Store,
-    principal: &str,
+    principal: &Actor,
     client_id: &str,
     now: i64,
 ) -> Result<Option<usize>, StoreError> {
@@ -540,7 +545,7 @@ pub fn revoke_client(
             f,
             principal,
             "McpOAuthRevoke",
-            "event",
+            AuditDecision::Event,
             None,
             serde_json::json!({"client_id": client_id, "grants_revoked": n}),
             now,
@@ -562,7 +567,7 @@ pub struct EndedGrants {
 /// approved one may be approved again); the evidence stays. Audited, one transaction.
 pub fn end_every_grant(
     store: &mut Store,
-    principal: &str,
+    principal: &Actor,
     why: &str,
     now: i64,
 ) -> Result<EndedGrants, StoreError> {
@@ -574,7 +579,7 @@ pub fn end_every_grant(
                 f,
                 principal,
                 "McpOAuthRevoke",
-                "event",
+                AuditDecision::Event,
                 None,
                 serde_json::json!({"all": true, "grants_revoked": grants_revoked, "key_retired": key_retired, "why": why}),
                 now,
@@ -590,7 +595,7 @@ pub fn end_every_grant(
 /// The operator turns the key URL on or off, audited.
 pub fn set_key_url(
     store: &mut Store,
-    principal: &str,
+    principal: &Actor,
     enabled: bool,
     now: i64,
 ) -> Result<(), StoreError> {
@@ -601,7 +606,7 @@ pub fn set_key_url(
             f,
             principal,
             "McpKeyUrl",
-            "event",
+            AuditDecision::Event,
             Some(value),
             serde_json::json!({"key_url": enabled}),
             now,

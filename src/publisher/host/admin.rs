@@ -252,7 +252,7 @@ impl Host {
             )
             .into_response();
         };
-        let who = principal.label();
+        let who = crate::engine::Actor::from(principal);
         let answer = match request {
             AdminRequest::McpApprove { code } => {
                 oauth.decide(who, &code, true, now).await.map(Response::ok)
@@ -327,9 +327,9 @@ impl Host {
             )
         })?;
         let event = crate::engine::store::AuditEvent {
-            principal: principal.label(),
+            principal: principal.into(),
             action: "SetMcpKey".into(),
-            decision: "event".into(),
+            decision: crate::engine::AuditDecision::Event,
             detail: Some(serde_json::json!({ "key_sha256_prefix": &sha256[..8] })),
             ..Default::default()
         };

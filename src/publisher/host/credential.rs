@@ -140,10 +140,10 @@ impl Host {
             ),
         };
         let event = crate::engine::store::AuditEvent {
-            principal: principal.label(),
+            principal: principal.into(),
             action: "CheckCoverage".into(),
             repo_key: Some(repo.key()),
-            decision: "event".into(),
+            decision: crate::engine::AuditDecision::Event,
             outcome: Some(outcome),
             detail: Some(detail),
             ..Default::default()

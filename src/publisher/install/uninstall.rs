@@ -182,12 +182,12 @@ fn end_oauth_grants(
             state_db.display()
         ))
     };
-    let who = crate::engine::decide::Principal::Operator(format!("uid:{}", nix::unistd::getuid()));
+    let who = crate::engine::Actor::Operator(format!("uid:{}", nix::unistd::getuid()));
     let ended = {
         let mut store = crate::engine::store::Store::open(state_db).map_err(failed)?;
         crate::engine::mcp_oauth::end_every_grant(
             &mut store,
-            &who.label(),
+            &who,
             "the installation was removed",
             chrono::Utc::now().timestamp(),
         )

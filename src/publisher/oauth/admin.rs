@@ -4,6 +4,7 @@
 
 use super::pages::ShownPage;
 use super::{AUTHORIZATION_SECONDS, OAuth, SCOPE, crypto};
+use crate::engine::Actor;
 use crate::engine::mcp_oauth::{self, DecideRefusal};
 use crate::engine::store::{OAuthDecision, StoreError};
 use crate::protocol::{
@@ -63,7 +64,7 @@ impl OAuth {
     /// then is withdrawn, never left for a page to find later.
     pub async fn decide(
         &self,
-        principal: String,
+        principal: Actor,
         code: &str,
         approve: bool,
         now: i64,
@@ -189,7 +190,7 @@ impl OAuth {
     /// Revokes a client and every grant it holds; its access tokens stop at once.
     pub async fn revoke(
         &self,
-        principal: String,
+        principal: Actor,
         client_id: &str,
         now: i64,
     ) -> Result<McpRevoked, AdminError> {
@@ -214,7 +215,7 @@ impl OAuth {
     /// Turns the `?key=` URL on or off.
     pub async fn set_key_url(
         &self,
-        principal: String,
+        principal: Actor,
         enabled: bool,
         now: i64,
     ) -> Result<McpKeyUrlState, AdminError> {

@@ -57,7 +57,7 @@ async fn a_consent_flood_neither_fills_nor_cancels_nor_shadows_the_operators_pag
     assert_eq!(f.status(&secret, NOW + 1).await["state"], "waiting");
     let approved = f
         .oauth
-        .decide("operator:uid:0".into(), &code, true, NOW + 2)
+        .decide("operator:uid:0".parse().unwrap(), &code, true, NOW + 2)
         .await
         .unwrap();
     assert_eq!(approved.client_id, mine);
@@ -171,7 +171,7 @@ async fn approve_on_another_process_waits_for_the_page_and_names_its_client() {
     let page = f.consent(&client, REDIRECT).await;
     let (code, secret) = page_code_and_secret(&page.body);
     // `other` never showed this page: its approve waits until the page (polling `f`) asks.
-    let approve = other.decide("operator:uid:0".into(), &code, true, NOW + 1);
+    let approve = other.decide("operator:uid:0".parse().unwrap(), &code, true, NOW + 1);
     let poll = async {
         loop {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -197,7 +197,7 @@ async fn an_approval_no_page_collects_is_withdrawn_not_left_for_later() {
     let page = f.consent(&client, REDIRECT).await;
     let (code, secret) = page_code_and_secret(&page.body);
     let refused = other
-        .decide("operator:uid:0".into(), &code, true, NOW + 1)
+        .decide("operator:uid:0".parse().unwrap(), &code, true, NOW + 1)
         .await;
     assert!(
         matches!(refused, Err(AdminError::NotFound(_))),
@@ -207,14 +207,14 @@ async fn an_approval_no_page_collects_is_withdrawn_not_left_for_later() {
     assert_eq!(f.status(&secret, NOW + 2).await["state"], "waiting");
     // The operator tries again where the page is seen: approved at once.
     f.oauth
-        .decide("operator:uid:0".into(), &code, true, NOW + 3)
+        .decide("operator:uid:0".parse().unwrap(), &code, true, NOW + 3)
         .await
         .unwrap();
     assert_eq!(f.status(&secret, NOW + 4).await["state"], "approved");
     // A code approved and collected cannot be approved again.
     let again = f
         .oauth
-        .decide("operator:uid:0".into(), &code, true, NOW + 5)
+        .decide("operator:uid:0".parse().unwrap(), &code, true, NOW + 5)
         .await;
     assert!(matches!(again, Err(AdminError::Conflict(_))), "{again:?}");
 }

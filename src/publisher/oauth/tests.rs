@@ -169,7 +169,12 @@ impl Fixture {
         let (code, secret) = page_code_and_secret(&page.body);
         assert_eq!(self.status(&secret, NOW).await["state"], "waiting");
         self.oauth
-            .decide("operator:uid:0".into(), &code.to_lowercase(), true, NOW)
+            .decide(
+                "operator:uid:0".parse().unwrap(),
+                &code.to_lowercase(),
+                true,
+                NOW,
+            )
             .await
             .unwrap();
         let status = self.status(&secret, NOW + 1).await;
@@ -448,7 +453,7 @@ async fn the_consent_page_grants_nothing_and_shows_the_client_escaped() {
     let page = f.consent(&client, REDIRECT).await;
     let (code2, secret2) = page_code_and_secret(&page.body);
     f.oauth
-        .decide("operator:uid:0".into(), &code2, false, NOW)
+        .decide("operator:uid:0".parse().unwrap(), &code2, false, NOW)
         .await
         .unwrap();
     let denied = f.status(&secret2, NOW + 1).await;
@@ -471,7 +476,7 @@ async fn the_consent_page_grants_nothing_and_shows_the_client_escaped() {
     let late = f
         .oauth
         .decide(
-            "operator:uid:0".into(),
+            "operator:uid:0".parse().unwrap(),
             &code,
             true,
             NOW + AUTHORIZATION_SECONDS + 1,
@@ -494,7 +499,7 @@ async fn revoking_a_client_publishes_it_and_ends_its_refresh_tokens() {
     assert_eq!(listed.clients[0].live_grants, 1);
     let revoked = f
         .oauth
-        .revoke("operator:uid:0".into(), &client, NOW + 5)
+        .revoke("operator:uid:0".parse().unwrap(), &client, NOW + 5)
         .await
         .unwrap();
     assert_eq!(revoked.grants_revoked, 1);
@@ -516,7 +521,7 @@ async fn revoking_a_client_publishes_it_and_ends_its_refresh_tokens() {
     // The key URL switch is published too.
     assert!(published.key_url);
     f.oauth
-        .set_key_url("operator:uid:0".into(), false, NOW)
+        .set_key_url("operator:uid:0".parse().unwrap(), false, NOW)
         .await
         .unwrap();
     assert!(!f.published().key_url);

@@ -47,10 +47,10 @@ fn slack_escape(text: &str) -> String {
 /// One line saying what happened, e.g. "zodex: the agent asks to push demo/app (30m): reason …".
 pub fn slack_text(r: &AuditRecord) -> String {
     let repo = r.repo_key.as_deref().unwrap_or("-");
-    let who = match r.principal.as_str() {
-        "agent" => "the agent".to_string(),
-        crate::engine::store::MCP_CLIENT => "an MCP client".to_string(),
-        other => other.to_string(),
+    let who = match r.principal.parse::<crate::engine::Actor>() {
+        Ok(crate::engine::Actor::Agent) => "the agent".to_string(),
+        Ok(crate::engine::Actor::McpClient) => "an MCP client".to_string(),
+        _ => r.principal.clone(),
     };
     let detail = r.detail.as_ref();
     let text = match (r.action.as_str(), r.decision.as_str()) {

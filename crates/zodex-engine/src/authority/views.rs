@@ -8,6 +8,7 @@ use crate::store::{
     App, AuditEvent, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant,
     GrantState, GrantVia, Store, StoreError,
 };
+use crate::vocabulary::{Actor, AuditDecision};
 use serde::{Deserialize, Serialize};
 
 /// Rows in a page of `requests` or `audit` when the caller names no limit.
@@ -260,9 +261,9 @@ impl Authority<'_> {
                     );
                 }
                 let event = AuditEvent {
-                    principal: "zodex-prd".to_string(),
+                    principal: Actor::Publisher,
                     action: "PruneHistory".to_string(),
-                    decision: "event".to_string(),
+                    decision: AuditDecision::Event,
                     detail: Some(serde_json::json!({
                         "audit_rows": rows,
                         "ended_grants": grants,

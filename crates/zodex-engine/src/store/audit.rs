@@ -10,17 +10,14 @@
 
 use super::audit_chain::{Chain, StoredRow};
 use super::{Facts, Result};
+use crate::vocabulary::{Actor, AuditDecision};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
-
-/// The principal of what a remote MCP client does at the OAuth door (its token requests); the
-/// client's id is in the row's detail.
-pub const MCP_CLIENT: &str = "mcp-client";
 
 /// An audit row about to be written.
 #[derive(Debug, Clone, Default)]
 pub struct AuditEvent {
-    pub principal: String,
+    pub principal: Actor,
     pub action: String,
     pub repo_key: Option<String>,
     pub ref_name: Option<String>,
@@ -28,8 +25,7 @@ pub struct AuditEvent {
     pub new_oid: Option<String>,
     pub bundle_bytes: Option<i64>,
     pub bundle_sha256: Option<String>,
-    /// `allow`, `deny` or `event` (a change that is not itself a decision, e.g. an expiry).
-    pub decision: String,
+    pub decision: AuditDecision,
     pub policies: Vec<String>,
     pub token_sha256: Option<String>,
     pub outcome: Option<String>,
@@ -104,7 +100,7 @@ impl AuditEvent {
     fn bounded(&self) -> Self {
         let text = |t: &str| clamp_text(t, MAX_AUDIT_TEXT_CHARS).into_owned();
         Self {
-            principal: text(&self.principal),
+            principal: self.principal.clone(),
             action: text(&self.action),
             repo_key: clamp(self.repo_key.clone()),
             ref_name: clamp(self.ref_name.clone()),
@@ -112,7 +108,7 @@ impl AuditEvent {
             new_oid: clamp(self.new_oid.clone()),
             bundle_bytes: self.bundle_bytes,
             bundle_sha256: clamp(self.bundle_sha256.clone()),
-            decision: self.decision.clone(),
+            decision: self.decision,
             policies: clamp_policies(self.policies.clone()),
             token_sha256: clamp(self.token_sha256.clone()),
             outcome: clamp(self.outcome.clone()),
@@ -183,11 +179,11 @@ impl Facts<'_> {
             .optional()?
             .unwrap_or((None, None));
         let event = AuditEvent {
-            principal: "zodex-prd".into(),
+            principal: Actor::Publisher,
             action: "Outcome".into(),
             repo_key,
             ref_name,
-            decision: "event".into(),
+            decision: AuditDecision::Event,
             token_sha256: token_sha256.map(str::to_string),
             outcome: Some(outcome.to_string()),
             ..Default::default()
@@ -199,7 +195,7 @@ impl Facts<'_> {
         let event = event.bounded();
         let row = StoredRow {
             at: now,
-            principal: event.principal.clone(),
+            principal: clamp_text(&event.principal.as_stored(), MAX_AUDIT_TEXT_CHARS).into_owned(),
             action: event.action.clone(),
             repo_key: event.repo_key.clone(),
             ref_name: event.ref_name.clone(),
@@ -207,7 +203,7 @@ impl Facts<'_> {
             new_oid: event.new_oid.clone(),
             bundle_bytes: event.bundle_bytes,
             bundle_sha256: event.bundle_sha256.clone(),
-            decision: event.decision.clone(),
+            decision: event.decision.as_stored().to_string(),
             policies: serde_json::to_string(&event.policies).unwrap_or_else(|_| "[]".into()),
             token_sha256: event.token_sha256.clone(),
             outcome: event.outcome.clone(),
@@ -290,10 +286,10 @@ mod tests {
         let (_dir, mut store) = temp_store();
         for (at, repo) in [(10, "acme/app"), (20, "acme/other"), (30, "acme/app")] {
             let event = AuditEvent {
-                principal: "agent".into(),
+                principal: Actor::Agent,
                 action: "Push".into(),
                 repo_key: Some(repo.into()),
-                decision: "deny".into(),
+                decision: AuditDecision::Deny,
                 policies: vec!["protect-default-branch".into()],
                 ..Default::default()
             };
@@ -322,9 +318,9 @@ mod tests {
     fn rows_are_bounded_whatever_was_sent() {
         let (_dir, mut store) = temp_store();
         let event = AuditEvent {
-            principal: "agent".into(),
+            principal: Actor::Agent,
             action: "Push".into(),
-            decision: "deny".into(),
+            decision: AuditDecision::Deny,
             ref_name: Some(format!("refs/heads/{}", "\u{1b}".repeat(500_000))),
             detail: Some(serde_json::json!({ "error": "x".repeat(100_000) })),
             ..Default::default()
@@ -353,14 +349,14 @@ mod tests {
     fn a_flood_of_agent_refusals_prunes_only_the_agents_own_rows() {
         let (_dir, mut store) = temp_store();
         let row = |principal: &str, action: &str, decision: &str| AuditEvent {
-            principal: principal.into(),
+            principal: principal.parse().unwrap(),
             action: action.into(),
-            decision: decision.into(),
+            decision: decision.parse().unwrap(),
             ..Default::default()
         };
         // The evidence: an operator's grant and an allowed push, then a flood by the agent.
         store
-            .write(|f| f.audit(&row("uid:1000", "GrantPush", "event"), 100))
+            .write(|f| f.audit(&row("operator:uid:1000", "GrantPush", "event"), 100))
             .unwrap();
         store
             .write(|f| f.audit(&row("agent", "Push", "allow"), 101))
@@ -385,7 +381,10 @@ mod tests {
             .filter(|r| r.at < 200)
             .map(|r| (r.principal.as_str(), r.action.as_str()))
             .collect();
-        assert_eq!(kept, vec![("uid:1000", "GrantPush"), ("agent", "Push")]);
+        assert_eq!(
+            kept,
+            vec![("operator:uid:1000", "GrantPush"), ("agent", "Push")]
+        );
         let flood: Vec<i64> = left.iter().filter(|r| r.at >= 200).map(|r| r.at).collect();
         assert_eq!(
             flood,
@@ -401,9 +400,9 @@ mod tests {
         let (_dir, mut store) = temp_store();
         for at in 0..10 {
             let event = AuditEvent {
-                principal: "agent".into(),
+                principal: Actor::Agent,
                 action: "RequestPush".into(),
-                decision: "allow".into(),
+                decision: AuditDecision::Allow,
                 ..Default::default()
             };
             store.write(|f| f.audit(&event, at * 10)).unwrap();

@@ -15,6 +15,7 @@
 
 use super::audit::AuditEvent;
 use super::{Facts, Result};
+use crate::vocabulary::{Actor, AuditDecision};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -44,9 +45,21 @@ impl Chain {
     /// (each replaces the last); and a remote MCP client's refused token requests. Everything
     /// else is evidence.
     pub fn of(event: &AuditEvent) -> Self {
-        let agent = event.principal == "agent"
-            && (event.decision == "deny" || event.action == "RequestPush");
-        let mcp_client = event.principal == super::MCP_CLIENT && event.decision == "deny";
+        Self::classify(&event.principal, event.decision, &event.action)
+    }
+
+    /// [`Chain::of`] a row as stored; a text no actor or decision reads as is evidence.
+    fn of_stored(row: &StoredRow) -> Self {
+        match (row.principal.parse(), row.decision.parse()) {
+            (Ok(actor), Ok(decision)) => Self::classify(&actor, decision, &row.action),
+            _ => Chain::Evidence,
+        }
+    }
+
+    fn classify(actor: &Actor, decision: AuditDecision, action: &str) -> Self {
+        let denied = decision == AuditDecision::Deny;
+        let agent = *actor == Actor::Agent && (denied || action == "RequestPush");
+        let mcp_client = *actor == Actor::McpClient && denied;
         if agent || mcp_client {
             Chain::Bulk
         } else {
@@ -404,12 +417,7 @@ pub(super) fn link_existing_rows(conn: &rusqlite::Connection) -> Result<()> {
         .query_map([], StoredRow::from_row)?
         .collect::<rusqlite::Result<_>>()?;
     for mut row in rows {
-        let chain = Chain::of(&AuditEvent {
-            principal: row.principal.clone(),
-            action: row.action.clone(),
-            decision: row.decision.clone(),
-            ..Default::default()
-        });
+        let chain = Chain::of_stored(&row);
         let (seq, previous): &mut (i64, String) = heads.get_mut(&chain).expect("both chains");
         *seq += 1;
         row.chain = Some(chain.as_str().to_string());
@@ -438,9 +446,11 @@ mod tests {
 
     fn event(principal: &str, action: &str, decision: &str) -> AuditEvent {
         AuditEvent {
-            principal: principal.into(),
+            principal: principal
+                .parse()
+                .unwrap_or_else(|_| Actor::Operator(principal.into())),
             action: action.into(),
-            decision: decision.into(),
+            decision: decision.parse().unwrap(),
             repo_key: Some("demo/app".into()),
             ..Default::default()
         }

@@ -14,7 +14,7 @@ mod publications;
 mod tokens;
 mod yolo;
 
-pub use audit::{AuditEvent, AuditFilter, AuditRow, MCP_CLIENT};
+pub use audit::{AuditEvent, AuditFilter, AuditRow};
 pub use audit_chain::{AuditVerification, Chain, ChainCheck, ChainHead, GENESIS};
 pub use audit_export::{AuditRecord, SinkCursor};
 pub use coverage::{App, CoverageFact};

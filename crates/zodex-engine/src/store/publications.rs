@@ -140,7 +140,7 @@ mod tests {
                 f.audit(
                     &AuditEvent {
                         action: "Push".into(),
-                        decision: "allow".into(),
+                        decision: crate::vocabulary::AuditDecision::Allow,
                         ..Default::default()
                     },
                     5,

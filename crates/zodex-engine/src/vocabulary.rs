@@ -1,0 +1,191 @@
+//! The fixed words of the audit, typed once: who acted ([`Actor`]) and what kind of row it is
+//! ([`AuditDecision`]). Each writes its stored text in one place (`as_stored`) and reads it back
+//! in one place (`FromStr`); the text is what SQLite holds, what the hash chain covers and what
+//! a SIEM filter sees (docs/audit.md), so it never changes.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::decide::Principal;
+
+/// Who an audit row is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Actor {
+    /// The agent user on the sprite (its socket's peer).
+    Agent,
+    /// An operator, named by how the admin socket authenticated them (`uid:1000`).
+    Operator(String),
+    /// The publisher itself: expiries, outcomes, sweeps — what no caller asked for.
+    Publisher,
+    /// A remote MCP client at the OAuth door (its id is in the row's detail): not the agent.
+    McpClient,
+}
+
+impl Actor {
+    /// The text stored for this actor: `agent`, `operator:uid:N`, `zodex-prd`, `mcp-client`.
+    pub fn as_stored(&self) -> Cow<'static, str> {
+        match self {
+            Self::Agent => Cow::Borrowed("agent"),
+            Self::Operator(who) => Cow::Owned(format!("operator:{who}")),
+            Self::Publisher => Cow::Borrowed("zodex-prd"),
+            Self::McpClient => Cow::Borrowed("mcp-client"),
+        }
+    }
+}
+
+impl Default for Actor {
+    /// A row the publisher writes of its own accord.
+    fn default() -> Self {
+        Self::Publisher
+    }
+}
+
+impl From<&Principal> for Actor {
+    fn from(principal: &Principal) -> Self {
+        match principal {
+            Principal::Agent => Self::Agent,
+            Principal::Operator(who) => Self::Operator(who.clone()),
+        }
+    }
+}
+
+impl From<Principal> for Actor {
+    fn from(principal: Principal) -> Self {
+        Self::from(&principal)
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_stored())
+    }
+}
+
+/// A stored actor text that names none of the four.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown actor `{0}`: expected agent, operator:WHO, zodex-prd or mcp-client")]
+pub struct UnknownActor(pub String);
+
+impl FromStr for Actor {
+    type Err = UnknownActor;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "agent" => Ok(Self::Agent),
+            "zodex-prd" => Ok(Self::Publisher),
+            "mcp-client" => Ok(Self::McpClient),
+            _ => match text.strip_prefix("operator:") {
+                Some(who) if !who.is_empty() => Ok(Self::Operator(who.to_string())),
+                _ => Err(UnknownActor(text.to_string())),
+            },
+        }
+    }
+}
+
+impl Serialize for Actor {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.as_stored())
+    }
+}
+
+impl<'de> Deserialize<'de> for Actor {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What kind of audit row: a decision that allowed, one that denied, or an event (a change
+/// that is not itself a decision: an expiry, an outcome, a revocation by the publisher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditDecision {
+    Allow,
+    Deny,
+    #[default]
+    Event,
+}
+
+impl AuditDecision {
+    /// The text stored: `allow`, `deny` or `event`.
+    pub fn as_stored(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Deny => "deny",
+            Self::Event => "event",
+        }
+    }
+
+    /// `allow` or `deny` as a decision came out.
+    pub fn of(allowed: bool) -> Self {
+        if allowed { Self::Allow } else { Self::Deny }
+    }
+}
+
+/// A stored decision text other than `allow`, `deny` or `event`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown audit decision `{0}`: expected allow, deny or event")]
+pub struct UnknownDecision(pub String);
+
+impl FromStr for AuditDecision {
+    type Err = UnknownDecision;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "allow" => Ok(Self::Allow),
+            "deny" => Ok(Self::Deny),
+            "event" => Ok(Self::Event),
+            _ => Err(UnknownDecision(text.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for AuditDecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_stored())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_actor_reads_back_from_the_text_it_stores() {
+        for actor in [
+            Actor::Agent,
+            Actor::Operator("uid:1000".into()),
+            Actor::Publisher,
+            Actor::McpClient,
+        ] {
+            assert_eq!(actor.as_stored().parse::<Actor>(), Ok(actor.clone()));
+            assert_eq!(
+                serde_json::to_value(&actor).unwrap(),
+                serde_json::json!(actor.as_stored())
+            );
+        }
+        assert_eq!(
+            Actor::Operator("uid:0".into()).as_stored(),
+            "operator:uid:0"
+        );
+        for unknown in ["", "operator:", "publisher", "Agent"] {
+            assert!(unknown.parse::<Actor>().is_err(), "{unknown}");
+        }
+    }
+
+    #[test]
+    fn decisions_store_their_lower_case_word() {
+        for (decision, text) in [
+            (AuditDecision::Allow, "allow"),
+            (AuditDecision::Deny, "deny"),
+            (AuditDecision::Event, "event"),
+        ] {
+            assert_eq!(decision.as_stored(), text);
+            assert_eq!(text.parse::<AuditDecision>(), Ok(decision));
+            assert_eq!(serde_json::to_value(decision).unwrap(), text);
+        }
+        assert_eq!(AuditDecision::of(true), AuditDecision::Allow);
+    }
+}
