@@ -19,7 +19,7 @@ use criterion::Criterion;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 use zodex::engine::policy::Policies;
-use zodex::engine::store::{App, AuditEvent, CoverageFact, GrantVia, NewGrant, Store};
+use zodex::engine::store::{App, AuditEntry, CoverageFact, GrantVia, NewGrant, Store};
 use zodex::engine::targets::{TargetSpec, Targets};
 use zodex::engine::{Ask, Engine, Principal, RefUpdate, RepoName};
 
@@ -49,7 +49,7 @@ fn setup() -> (tempfile::TempDir, Store, Engine, Ask) {
             }
             for i in 0..100_000i64 {
                 f.audit(
-                    &AuditEvent {
+                    &AuditEntry {
                         principal: zodex::engine::Actor::Agent,
                         action: "Push".into(),
                         repo_key: Some(format!("demo/repo{}", i % 10_000)),

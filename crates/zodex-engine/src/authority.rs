@@ -10,7 +10,7 @@ use super::decide::{Action, Ask, Decision, Engine, GrantTerms, Principal};
 use super::hints::unblock_hint;
 use super::repo::RepoName;
 use super::store::{
-    AuditEvent, Facts, Grant, GrantState, NewGrant, NewYolo, Store, StoreError, YoloScope,
+    AuditEntry, Facts, Grant, GrantState, NewGrant, NewYolo, Store, StoreError, YoloScope,
 };
 use super::vocabulary::{Actor, AuditDecision};
 use serde::{Deserialize, Serialize};
@@ -119,8 +119,8 @@ pub struct Authority<'e> {
     pub engine: &'e Engine,
 }
 
-fn audit_for(principal: &Principal, decision: &Decision, repo: Option<&RepoName>) -> AuditEvent {
-    AuditEvent {
+fn audit_for(principal: &Principal, decision: &Decision, repo: Option<&RepoName>) -> AuditEntry {
+    AuditEntry {
         principal: principal.into(),
         action: decision.action.name().to_string(),
         repo_key: repo.map(RepoName::key),
@@ -140,7 +140,7 @@ impl Authority<'_> {
         principal: &Principal,
         ask: &Ask,
         now: i64,
-        change: impl FnOnce(&Facts<'_>, &Decision, &mut AuditEvent) -> Result<T, StoreError>,
+        change: impl FnOnce(&Facts<'_>, &Decision, &mut AuditEntry) -> Result<T, StoreError>,
     ) -> Outcome<T> {
         let result = store.write(|facts| {
             let decision = self.engine.decide(facts, principal, ask, now)?;
@@ -178,7 +178,7 @@ impl Authority<'_> {
         principal: &Principal,
         ask: &Ask,
         now: i64,
-        fill: impl FnOnce(&mut AuditEvent),
+        fill: impl FnOnce(&mut AuditEntry),
     ) -> Outcome<(Decision, i64)> {
         Ok(store.write(|facts| {
             let decision = self.engine.decide(facts, principal, ask, now)?;
@@ -489,7 +489,7 @@ impl Authority<'_> {
         Ok(store.write(|facts| {
             let expired = facts.expire_grants(now)?;
             for grant in &expired {
-                let event = AuditEvent {
+                let event = AuditEntry {
                     principal: Actor::Publisher,
                     action: "ExpireGrant".to_string(),
                     repo_key: Some(grant.repo_key.clone()),

@@ -12,7 +12,7 @@
 //! the outcome).
 
 use super::store::{
-    App, AuditEvent, AuditRecord, CoverageFact, IssuedToken, Publication, PublicationState,
+    App, AuditEntry, AuditRecord, CoverageFact, IssuedToken, Publication, PublicationState,
     SinkCursor, Store, StoreError,
 };
 use crate::vocabulary::{Actor, AuditDecision};
@@ -76,7 +76,7 @@ pub fn sink_states(store: &mut Store, sinks: &[String]) -> Result<Vec<SinkCursor
 }
 
 /// Records an event that is not a decision (`decision = "event"`); returns its row id.
-pub fn record_event(store: &mut Store, event: &AuditEvent, now: i64) -> Result<i64, StoreError> {
+pub fn record_event(store: &mut Store, event: &AuditEntry, now: i64) -> Result<i64, StoreError> {
     debug_assert_eq!(event.decision, AuditDecision::Event);
     store.write(|f| f.audit(event, now))
 }
@@ -236,7 +236,7 @@ fn transition(
         p.state = to;
         f.save_publication(p, now)?;
         f.audit(
-            &AuditEvent {
+            &AuditEntry {
                 principal: Actor::Publisher,
                 action: "Publication".into(),
                 repo_key: Some(p.repo_key.clone()),
@@ -302,7 +302,7 @@ mod tests {
         let mut store = Store::open(&dir.path().join("state.db")).unwrap();
         let decided = record_event(
             &mut store,
-            &AuditEvent {
+            &AuditEntry {
                 principal: Actor::Agent,
                 action: "PublishPr".into(),
                 decision: AuditDecision::Event,

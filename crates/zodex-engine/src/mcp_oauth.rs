@@ -7,7 +7,7 @@
 //! the publisher's. As everywhere in the engine: no network, no clock, no randomness.
 
 use crate::store::{
-    AuditEvent, Facts, NewAuthorization, OAuthClient, OAuthDecision, OAuthFamily, SigningKey,
+    AuditEntry, Facts, NewAuthorization, OAuthClient, OAuthDecision, OAuthFamily, SigningKey,
     Store, StoreError,
 };
 use crate::vocabulary::{Actor, AuditDecision};
@@ -25,7 +25,7 @@ fn audit(
     now: i64,
 ) -> Result<i64, StoreError> {
     f.audit(
-        &AuditEvent {
+        &AuditEntry {
             principal: principal.clone(),
             action: action.into(),
             decision,

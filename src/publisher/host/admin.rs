@@ -326,7 +326,7 @@ impl Host {
                 format!("cannot write {}: {e}", path.display()),
             )
         })?;
-        let event = crate::engine::store::AuditEvent {
+        let event = crate::engine::store::AuditEntry {
             principal: principal.into(),
             action: "SetMcpKey".into(),
             decision: crate::engine::AuditDecision::Event,

@@ -139,7 +139,7 @@ impl Host {
                 serde_json::json!({ "read_only": true }),
             ),
         };
-        let event = crate::engine::store::AuditEvent {
+        let event = crate::engine::store::AuditEntry {
             principal: principal.into(),
             action: "CheckCoverage".into(),
             repo_key: Some(repo.key()),

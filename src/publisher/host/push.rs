@@ -8,7 +8,7 @@
 use super::mirror::OpenMirror;
 use super::{Failure, Host, parse_repo};
 use crate::engine::ledger;
-use crate::engine::store::AuditEvent;
+use crate::engine::store::AuditEntry;
 use crate::engine::{Ask, Principal, RefUpdate, RepoName};
 use crate::protocol::{
     AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
@@ -680,7 +680,7 @@ impl Host {
             bundle_bytes: bytes,
         };
         let decided = self.with_store(|a, s| {
-            a.decide_audited(s, &Principal::Agent, &ask, now, |e: &mut AuditEvent| {
+            a.decide_audited(s, &Principal::Agent, &ask, now, |e: &mut AuditEntry| {
                 e.ref_name = Some(update.dst.clone());
                 e.old_oid = old.clone();
                 e.new_oid = update.new.clone();

@@ -5,7 +5,7 @@
 use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WARNING, YoloView};
 use crate::decide::{Ask, Principal};
 use crate::store::{
-    App, AuditEvent, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant,
+    App, AuditEntry, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant,
     GrantState, GrantVia, Store, StoreError,
 };
 use crate::vocabulary::{Actor, AuditDecision};
@@ -260,7 +260,7 @@ impl Authority<'_> {
                         serde_json::json!({ "seq": head.base_seq, "link": head.base_link }),
                     );
                 }
-                let event = AuditEvent {
+                let event = AuditEntry {
                     principal: Actor::Publisher,
                     action: "PruneHistory".to_string(),
                     decision: AuditDecision::Event,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// An audit row about to be written.
 #[derive(Debug, Clone, Default)]
-pub struct AuditEvent {
+pub struct AuditEntry {
     pub principal: Actor,
     pub action: String,
     pub repo_key: Option<String>,
@@ -95,7 +95,7 @@ fn clamp_policies(policies: Vec<String>) -> Vec<String> {
         .collect()
 }
 
-impl AuditEvent {
+impl AuditEntry {
     /// The event with every field within the row bounds.
     fn bounded(&self) -> Self {
         let text = |t: &str| clamp_text(t, MAX_AUDIT_TEXT_CHARS).into_owned();
@@ -155,7 +155,7 @@ pub struct AuditFilter {
 
 impl Facts<'_> {
     /// Appends an audit row to its chain ([`Chain::of`]); returns its id.
-    pub fn audit(&self, event: &AuditEvent, now: i64) -> Result<i64> {
+    pub fn audit(&self, event: &AuditEntry, now: i64) -> Result<i64> {
         self.audit_row(event, None, now)
     }
 
@@ -178,7 +178,7 @@ impl Facts<'_> {
             )
             .optional()?
             .unwrap_or((None, None));
-        let event = AuditEvent {
+        let event = AuditEntry {
             principal: Actor::Publisher,
             action: "Outcome".into(),
             repo_key,
@@ -191,7 +191,7 @@ impl Facts<'_> {
         self.audit_row(&event, Some(of), now)
     }
 
-    fn audit_row(&self, event: &AuditEvent, outcome_of: Option<i64>, now: i64) -> Result<i64> {
+    fn audit_row(&self, event: &AuditEntry, outcome_of: Option<i64>, now: i64) -> Result<i64> {
         let event = event.bounded();
         let row = StoredRow {
             at: now,
@@ -285,7 +285,7 @@ mod tests {
     fn filters_by_time_and_repo_and_keeps_policies() {
         let (_dir, mut store) = temp_store();
         for (at, repo) in [(10, "acme/app"), (20, "acme/other"), (30, "acme/app")] {
-            let event = AuditEvent {
+            let event = AuditEntry {
                 principal: Actor::Agent,
                 action: "Push".into(),
                 repo_key: Some(repo.into()),
@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn rows_are_bounded_whatever_was_sent() {
         let (_dir, mut store) = temp_store();
-        let event = AuditEvent {
+        let event = AuditEntry {
             principal: Actor::Agent,
             action: "Push".into(),
             decision: AuditDecision::Deny,
@@ -348,7 +348,7 @@ mod tests {
     #[test]
     fn a_flood_of_agent_refusals_prunes_only_the_agents_own_rows() {
         let (_dir, mut store) = temp_store();
-        let row = |principal: &str, action: &str, decision: &str| AuditEvent {
+        let row = |principal: &str, action: &str, decision: &str| AuditEntry {
             principal: principal.parse().unwrap(),
             action: action.into(),
             decision: decision.parse().unwrap(),
@@ -399,7 +399,7 @@ mod tests {
     fn pruning_keeps_the_newest_rows_within_age_and_count() {
         let (_dir, mut store) = temp_store();
         for at in 0..10 {
-            let event = AuditEvent {
+            let event = AuditEntry {
                 principal: Actor::Agent,
                 action: "RequestPush".into(),
                 decision: AuditDecision::Allow,

@@ -13,7 +13,7 @@
 //! The heads (`status` shows them) are what an operator notes, or what the audit sinks carry
 //! off the machine: a chain rewritten from its base on would end in another head.
 
-use super::audit::AuditEvent;
+use super::audit::AuditEntry;
 use super::{Facts, Result};
 use crate::vocabulary::{Actor, AuditDecision};
 use rusqlite::{OptionalExtension, Row, params};
@@ -44,7 +44,7 @@ impl Chain {
     /// The agent's bulk: its refused requests, pushes and credentials, and its push requests
     /// (each replaces the last); and a remote MCP client's refused token requests. Everything
     /// else is evidence.
-    pub fn of(event: &AuditEvent) -> Self {
+    pub fn of(event: &AuditEntry) -> Self {
         Self::classify(&event.principal, event.decision, &event.action)
     }
 
@@ -444,8 +444,8 @@ mod tests {
     use super::super::{AuditFilter, Store};
     use super::*;
 
-    fn event(principal: &str, action: &str, decision: &str) -> AuditEvent {
-        AuditEvent {
+    fn event(principal: &str, action: &str, decision: &str) -> AuditEntry {
+        AuditEntry {
             principal: principal
                 .parse()
                 .unwrap_or_else(|_| Actor::Operator(principal.into())),

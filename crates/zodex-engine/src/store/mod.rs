@@ -14,7 +14,7 @@ mod publications;
 mod tokens;
 mod yolo;
 
-pub use audit::{AuditEvent, AuditFilter, AuditRow};
+pub use audit::{AuditEntry, AuditFilter, AuditRow};
 pub use audit_chain::{AuditVerification, Chain, ChainCheck, ChainHead, GENESIS};
 pub use audit_export::{AuditRecord, SinkCursor};
 pub use coverage::{App, CoverageFact};

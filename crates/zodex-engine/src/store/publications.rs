@@ -109,7 +109,7 @@ impl Facts<'_> {
 mod tests {
     use super::*;
     use crate::store::test_support::temp_store;
-    use crate::store::{AuditEvent, AuditFilter};
+    use crate::store::{AuditEntry, AuditFilter};
 
     #[test]
     fn a_publication_is_saved_then_updated_in_place() {
@@ -138,7 +138,7 @@ mod tests {
         let id = store
             .write(|f| {
                 f.audit(
-                    &AuditEvent {
+                    &AuditEntry {
                         action: "Push".into(),
                         decision: crate::vocabulary::AuditDecision::Allow,
                         ..Default::default()
