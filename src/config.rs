@@ -15,7 +15,7 @@ pub const CONFIG_ENV: &str = "ZODEX_CONFIG";
 /// trial from an installed sprite.
 pub const DEV_HEADER: &str = "# Written by `zodex dev up`";
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// State database and git mirrors (owned by the publisher user, mode 0700).
@@ -81,6 +81,10 @@ pub struct Config {
     /// all of them together may hold. Safe defaults when absent ([`AgentLimits::default`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_limits: Option<AgentLimits>,
+    /// A test build's clock: the publisher's time is the system's plus the whole seconds this
+    /// file holds, so a test advances time instead of sleeping. A release build refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_clock_file: Option<PathBuf>,
 }
 
 /// One `[[audit_sinks]]` entry. Secrets (a webhook's signing key, a URL that is itself a
@@ -341,6 +345,12 @@ impl Config {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
+        if config.test_clock_file.is_some() && !cfg!(debug_assertions) {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message: "test_clock_file is read by test builds only: remove it (a release build keeps the system's time)".into(),
+            });
+        }
         config.targets().map_err(|message| ConfigError::Invalid {
             path: path.to_path_buf(),
             message,

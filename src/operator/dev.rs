@@ -82,24 +82,13 @@ pub fn default_config(dir: &Path) -> Config {
         agent_socket: dir.join("run/agent.sock"),
         agent_uid: uid,
         operator_uids: vec![uid],
-        policy_dir: None,
-        waive_properties: Vec::new(),
         targets: vec![TargetSpec {
             repo: None,
             owner: Some("demo".into()),
             default_branch: Some("main".into()),
         }],
         mcp: Some(mcp_table(dir)),
-        github: None,
-        pr_branch_prefix: None,
-        publisher_uid: None,
-        max_pending_requests: None,
-        audit_retention_days: None,
-        audit_max_rows: None,
-        max_request_ttl: None,
-        audit_sinks: Vec::new(),
-        audit_required: None,
-        agent_limits: None,
+        ..Config::default()
     }
 }
 

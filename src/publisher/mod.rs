@@ -2,6 +2,7 @@
 //! module that calls GitHub. It hosts the engine behind two Unix sockets (admin and agent),
 //! checks every peer's uid, and decides every write before acting on it.
 
+pub mod clock;
 pub mod credentials;
 pub mod daemon;
 mod error_text;

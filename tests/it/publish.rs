@@ -143,7 +143,7 @@ fn revoked_and_expired_grants_deny() {
     rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":2}}"#);
     let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/a"]);
     assert!(push.status.success(), "{}", text(&push));
-    std::thread::sleep(Duration::from_millis(2500));
+    rig.advance(3);
     commit_file(&app, "b.txt", b"b\n", "b");
     let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/b"]);
     assert!(!push.status.success(), "{}", text(&push));
@@ -178,7 +178,7 @@ fn yolo_over_every_installed_repository_pushes_where_the_writer_is_installed() {
     );
 
     // The scope ends after its TTL.
-    std::thread::sleep(Duration::from_millis(3200));
+    rig.advance(4);
     let app = work.path().join("app");
     commit_file(&app, "late.txt", b"l\n", "late");
     let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/late"]);

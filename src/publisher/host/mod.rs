@@ -5,6 +5,7 @@
 //! mirror's fetches, the walks) run on blocking threads through [`Host::blocking`]. The host
 //! lives in an `Arc` so that work can take it along.
 
+use super::clock::Clock;
 use super::github::{GitHub, GithubError};
 use super::prove::{ProveError, Report, Subject};
 use crate::config::Config;
@@ -68,7 +69,7 @@ pub enum HostError {
 pub struct Host {
     engine: Engine,
     store: SharedStore,
-    clock: fn() -> i64,
+    clock: Clock,
     github: Option<Arc<GitHub>>,
     tokens: tokens::Tokens,
     /// The mirrors, and beside them (same file system) spooled bundles and quarantines.
@@ -101,11 +102,6 @@ struct Settings {
 
 /// How often the sweeper prunes the audit log and ended grants.
 const PRUNE_EVERY_SECONDS: i64 = 60;
-
-/// Seconds since the Unix epoch.
-pub fn system_now() -> i64 {
-    chrono::Utc::now().timestamp()
-}
 
 impl Host {
     /// Opens the state and loads the policies; any problem refuses start (fail closed).
@@ -161,6 +157,10 @@ impl Host {
         } = Subject::load(config.policy_dir.as_deref(), &config.waive_properties)?;
         let targets = config.targets().map_err(HostError::Config)?;
         let store = SharedStore::new(Store::open(&config.state_db())?);
+        let clock = match &config.test_clock_file {
+            Some(file) => Clock::offset_by(file.clone()),
+            None => Clock::system(),
+        };
         let oauth = match config.mcp_oauth().map_err(HostError::Config)? {
             None => None,
             Some((public_url, file, private_hosts)) => {
@@ -168,7 +168,7 @@ impl Host {
                     crate::publisher::oauth::OAuthSettings::new(&public_url, file, private_hosts)
                         .map_err(HostError::Config)?;
                 Some(Arc::new(
-                    crate::publisher::oauth::OAuth::open(settings, store.clone(), system_now())
+                    crate::publisher::oauth::OAuth::open(settings, store.clone(), clock.now())
                         .map_err(HostError::Config)?,
                 ))
             }
@@ -183,7 +183,7 @@ impl Host {
             engine: Engine::new(policies, targets)
                 .with_max_request_ttl(settings.limits.max_request_ttl_seconds),
             store,
-            clock: system_now,
+            clock,
             github,
             tokens: tokens::Tokens::open(config.state_dir.join("write-tokens")),
             mirrors: crate::publisher::publish::Mirrors::new(
@@ -216,7 +216,7 @@ impl Host {
     }
 
     pub fn now(&self) -> i64 {
-        (self.clock)()
+        self.clock.now()
     }
 
     /// Runs `work` on a blocking thread (SQLite, git), the host taken along; a panic in it

@@ -8,7 +8,7 @@ use super::{InstallError, InstallOptions, control_and_wait, services};
 use crate::config::{Config, GithubApp, GithubConfig};
 use crate::engine::targets::TargetSpec;
 use nix::unistd::{Gid, Uid};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The `[github]` table's URLs from what the operator gave: github.com by default; a GitHub
 /// Enterprise Server's API is `https://HOST/api/v3`.
@@ -126,27 +126,7 @@ pub(super) fn sprite_config(
             }
         }
     }
-    let mut config = existing.unwrap_or(Config {
-        state_dir: PathBuf::new(),
-        admin_socket: PathBuf::new(),
-        agent_socket: PathBuf::new(),
-        agent_uid,
-        operator_uids: Vec::new(),
-        policy_dir: None,
-        waive_properties: Vec::new(),
-        targets: Vec::new(),
-        mcp: None,
-        github: None,
-        pr_branch_prefix: None,
-        publisher_uid: None,
-        max_pending_requests: None,
-        audit_retention_days: None,
-        audit_max_rows: None,
-        max_request_ttl: None,
-        audit_sinks: Vec::new(),
-        audit_required: None,
-        agent_limits: None,
-    });
+    let mut config = existing.unwrap_or_default();
     config.state_dir = layout.state_dir.clone();
     config.admin_socket = layout.admin_socket();
     config.agent_socket = layout.agent_socket();

@@ -48,6 +48,17 @@ impl Rig {
         rig
     }
 
+    /// Moves zodex-prd's clock `seconds` ahead (a test build reads `test_clock_file` at every
+    /// decision): what a TTL test does instead of sleeping through the TTL.
+    pub fn advance(&self, seconds: i64) {
+        let file = self.dir.path().join("clock-offset");
+        let now: i64 = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        std::fs::write(&file, format!("{}\n", now + seconds)).unwrap();
+    }
+
     /// zodex-prd's process id.
     pub fn prd_pid(&self) -> u32 {
         self.prd.id()
@@ -314,6 +325,7 @@ admin_socket = "{d}/admin.sock"
 agent_socket = "{d}/agent.sock"
 agent_uid = {uid}
 operator_uids = [{uid}]
+test_clock_file = "{d}/clock-offset"
 {extra}
 
 [[targets]]
