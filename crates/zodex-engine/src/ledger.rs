@@ -15,7 +15,7 @@ use super::store::{
     App, AuditEntry, AuditRecord, CoverageFact, IssuedToken, Publication, PublicationState,
     SinkCursor, Store, StoreError,
 };
-use crate::vocabulary::{Actor, AuditDecision};
+use crate::vocabulary::{Actor, AuditDecision, Outcome};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -36,7 +36,7 @@ pub enum LedgerError {
 pub fn record_outcome(
     store: &mut Store,
     audit_id: i64,
-    outcome: &str,
+    outcome: &Outcome,
     token_sha256: Option<&str>,
     now: i64,
 ) -> Result<(), StoreError> {
@@ -171,12 +171,11 @@ pub fn publication_opened(
 ) -> Result<(), LedgerError> {
     p.pr_number = Some(number);
     p.url = Some(url.to_string());
-    let outcome = format!("opened #{number}");
     transition(
         store,
         p,
         PublicationState::Opened,
-        Some((decided.0, outcome.as_str(), decided.1)),
+        Some((decided.0, &Outcome::Opened(number), decided.1)),
         now,
     )
 }
@@ -192,12 +191,12 @@ pub fn publication_failed(
     now: i64,
 ) -> Result<(), LedgerError> {
     p.error = Some(error.to_string());
-    let outcome = format!("failed: {error}");
+    let outcome = Outcome::Failed(error.to_string());
     transition(
         store,
         p,
         left_at,
-        Some((decided.0, outcome.as_str(), decided.1)),
+        Some((decided.0, &outcome, decided.1)),
         now,
     )
 }
@@ -220,7 +219,7 @@ fn transition(
     store: &mut Store,
     p: &mut Publication,
     to: PublicationState,
-    decided: Option<(i64, &str, Option<&str>)>,
+    decided: Option<(i64, &Outcome, Option<&str>)>,
     now: i64,
 ) -> Result<(), LedgerError> {
     let key = p.idempotency_key.clone();

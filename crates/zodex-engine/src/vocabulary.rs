@@ -1,5 +1,5 @@
-//! The fixed words of the audit, typed once: who acted ([`Actor`]) and what kind of row it is
-//! ([`AuditDecision`]). Each writes its stored text in one place (`as_stored`) and reads it back
+//! The fixed words of the audit, typed once: who acted ([`Actor`]), what kind of row it is
+//! ([`AuditDecision`]) and what came of an allowed write or a check ([`Outcome`]). Each writes its stored text in one place (`as_stored`) and reads it back
 //! in one place (`FromStr`); the text is what SQLite holds, what the hash chain covers and what
 //! a SIEM filter sees (docs/audit.md), so it never changes.
 
@@ -148,6 +148,43 @@ impl fmt::Display for AuditDecision {
     }
 }
 
+/// What came of an allowed write at GitHub (or of a check), recorded as a row's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The push reached GitHub.
+    Pushed,
+    /// A retried `publish-pr` found its pull request already there.
+    Reused,
+    /// A dry run: allowed, nothing sent.
+    DryRun,
+    /// The pull request was opened, with its number.
+    Opened(i64),
+    /// A read-only check ran (the installation coverage a read token needs).
+    Checked,
+    /// GitHub (or the way there) refused or failed, with the cause.
+    Failed(String),
+}
+
+impl Outcome {
+    /// The text stored: `pushed`, `reused`, `dry run: not pushed`, `opened #N`, `failed: …`.
+    pub fn as_stored(&self) -> Cow<'static, str> {
+        match self {
+            Self::Pushed => Cow::Borrowed("pushed"),
+            Self::Reused => Cow::Borrowed("reused"),
+            Self::DryRun => Cow::Borrowed("dry run: not pushed"),
+            Self::Opened(number) => Cow::Owned(format!("opened #{number}")),
+            Self::Checked => Cow::Borrowed("checked"),
+            Self::Failed(cause) => Cow::Owned(format!("failed: {cause}")),
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_stored())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +210,19 @@ mod tests {
         for unknown in ["", "operator:", "publisher", "Agent"] {
             assert!(unknown.parse::<Actor>().is_err(), "{unknown}");
         }
+    }
+
+    #[test]
+    fn outcomes_store_the_words_the_audit_has_always_had() {
+        assert_eq!(Outcome::Pushed.as_stored(), "pushed");
+        assert_eq!(Outcome::Reused.as_stored(), "reused");
+        assert_eq!(Outcome::DryRun.as_stored(), "dry run: not pushed");
+        assert_eq!(Outcome::Opened(7).as_stored(), "opened #7");
+        assert_eq!(Outcome::Checked.as_stored(), "checked");
+        assert_eq!(
+            Outcome::Failed("GitHub said 422".into()).as_stored(),
+            "failed: GitHub said 422"
+        );
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl Host {
         let checked = self.check_coverage(github, repo, now).await;
         let (outcome, detail) = match &checked {
             Ok(c) => (
-                "checked".to_string(),
+                crate::engine::Outcome::Checked,
                 serde_json::json!({
                     "reader_installed": c.reader.installed,
                     "writer_installed": c.writer.installed,
@@ -135,7 +135,7 @@ impl Host {
                 }),
             ),
             Err(f) => (
-                format!("failed: {}", f.0.message),
+                crate::engine::Outcome::Failed(f.0.message.clone()),
                 serde_json::json!({ "read_only": true }),
             ),
         };
@@ -144,7 +144,7 @@ impl Host {
             action: "CheckCoverage".into(),
             repo_key: Some(repo.key()),
             decision: crate::engine::AuditDecision::Event,
-            outcome: Some(outcome),
+            outcome: Some(outcome.as_stored().into_owned()),
             detail: Some(detail),
             ..Default::default()
         };

@@ -14,7 +14,7 @@ use super::pr_open::open_or_take_back;
 use super::{Failure, Host, parse_repo};
 use crate::engine::ledger;
 use crate::engine::store::{Publication, PublicationState};
-use crate::engine::{Ask, Principal, RepoName};
+use crate::engine::{Ask, Outcome, Principal, RepoName};
 use crate::protocol::{ErrorKind, Published};
 use crate::publisher::github::{GitHub, NewPull, Token, TokenUse};
 use crate::publisher::publish::Spooled;
@@ -142,8 +142,10 @@ impl Host {
         if let Some(p) = &earlier
             && p.state == PublicationState::Opened
         {
-            self.stored(move |_, s| ledger::record_outcome(s, audit_id, "reused", None, now))
-                .await?;
+            self.stored(move |_, s| {
+                ledger::record_outcome(s, audit_id, &Outcome::Reused, None, now)
+            })
+            .await?;
             return Ok(Published {
                 repo: repo.to_string(),
                 number: p.pr_number.unwrap_or_default() as u64,

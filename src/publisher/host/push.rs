@@ -9,7 +9,7 @@ use super::mirror::OpenMirror;
 use super::{Failure, Host, parse_repo};
 use crate::engine::ledger;
 use crate::engine::store::AuditEntry;
-use crate::engine::{Ask, Principal, RefUpdate, RepoName};
+use crate::engine::{Ask, Outcome, Principal, RefUpdate, RepoName};
 use crate::protocol::{
     AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
 };
@@ -360,9 +360,9 @@ impl Host {
             let audit_ids: Vec<i64> = allowed.iter().map(|a| a.audit_id).collect();
             let now = self.now();
             self.stored(move |_, s| {
-                audit_ids.into_iter().try_for_each(|id| {
-                    ledger::record_outcome(s, id, "dry run: not pushed", None, now)
-                })
+                audit_ids
+                    .into_iter()
+                    .try_for_each(|id| ledger::record_outcome(s, id, &Outcome::DryRun, None, now))
             })
             .await?;
             results.extend(allowed.into_iter().map(|a| RefResult::pushed(a.update.dst)));
@@ -590,12 +590,12 @@ impl Host {
                 .get(&a.update.dst)
                 .cloned()
                 .unwrap_or_else(|| Err("git push did not report this ref".into()));
-            let text = match &outcome {
-                Ok(_) => "pushed".to_string(),
-                Err(why) => format!("failed: {why}"),
+            let recorded = match &outcome {
+                Ok(_) => Outcome::Pushed,
+                Err(why) => Outcome::Failed(why.clone()),
             };
             self.with_store(|_, s| {
-                ledger::record_outcome(s, a.audit_id, &text, Some(token_sha), self.now())
+                ledger::record_outcome(s, a.audit_id, &recorded, Some(token_sha), self.now())
             })?;
             if outcome.is_ok() && adopted {
                 update_mirror_ref(&mirror.path, &a.update);

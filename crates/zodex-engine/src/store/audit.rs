@@ -10,7 +10,7 @@
 
 use super::audit_chain::{Chain, StoredRow};
 use super::{Facts, Result};
-use crate::vocabulary::{Actor, AuditDecision};
+use crate::vocabulary::{Actor, AuditDecision, Outcome};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
@@ -165,7 +165,7 @@ impl Facts<'_> {
     pub fn audit_outcome(
         &self,
         of: i64,
-        outcome: &str,
+        outcome: &Outcome,
         token_sha256: Option<&str>,
         now: i64,
     ) -> Result<i64> {
@@ -185,7 +185,7 @@ impl Facts<'_> {
             ref_name,
             decision: AuditDecision::Event,
             token_sha256: token_sha256.map(str::to_string),
-            outcome: Some(outcome.to_string()),
+            outcome: Some(outcome.as_stored().into_owned()),
             ..Default::default()
         };
         self.audit_row(&event, Some(of), now)

@@ -590,10 +590,10 @@ mod tests {
     fn an_outcome_is_a_row_of_its_own_shown_on_its_decision() {
         let (_dir, mut store) = log();
         store
-            .write(|f| f.audit_outcome(3, "pushed", Some("abc"), 40))
+            .write(|f| f.audit_outcome(3, &crate::Outcome::Pushed, Some("abc"), 40))
             .unwrap();
         store
-            .write(|f| f.audit_outcome(3, "failed: later", None, 41))
+            .write(|f| f.audit_outcome(3, &crate::Outcome::Failed("later".into()), None, 41))
             .unwrap();
         let rows = store
             .read(|f| f.audit_rows(&AuditFilter::default()))

@@ -148,7 +148,7 @@ mod tests {
             })
             .unwrap();
         store
-            .write(|f| f.audit_outcome(id, "pushed", Some("abc"), 2))
+            .write(|f| f.audit_outcome(id, &crate::Outcome::Pushed, Some("abc"), 2))
             .unwrap();
         let rows = store
             .read(|f| f.audit_rows(&AuditFilter::default()))
