@@ -51,7 +51,7 @@ fn setup() -> (tempfile::TempDir, Store, Engine, Ask) {
                 f.audit(
                     &AuditEntry {
                         principal: zodex::engine::Actor::Agent,
-                        action: "Push".into(),
+                        action: zodex::engine::Action::Push.into(),
                         repo_key: Some(format!("demo/repo{}", i % 10_000)),
                         ref_name: Some("refs/heads/feature".into()),
                         decision: zodex::engine::AuditDecision::Allow,

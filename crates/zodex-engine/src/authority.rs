@@ -12,7 +12,7 @@ use super::repo::RepoName;
 use super::store::{
     AuditEntry, Facts, Grant, GrantState, NewGrant, NewYolo, Store, StoreError, YoloScope,
 };
-use super::vocabulary::{Actor, AuditDecision};
+use super::vocabulary::{Actor, AuditDecision, EventKind};
 use serde::{Deserialize, Serialize};
 
 mod views;
@@ -122,7 +122,7 @@ pub struct Authority<'e> {
 fn audit_for(principal: &Principal, decision: &Decision, repo: Option<&RepoName>) -> AuditEntry {
     AuditEntry {
         principal: principal.into(),
-        action: decision.action.name().to_string(),
+        action: decision.action.into(),
         repo_key: repo.map(RepoName::key),
         decision: AuditDecision::of(decision.allowed),
         policies: decision.policies.clone(),
@@ -369,7 +369,7 @@ impl Authority<'_> {
         };
         self.decide_then(store, principal, &ask, now, |facts, _, event| {
             let grant = facts.deny_request(id, &principal.label(), now)?;
-            event.action = "DenyRequest".to_string();
+            event.action = EventKind::DenyRequest.into();
             event.detail = Some(serde_json::json!({ "grant": id, "change": "denied" }));
             Ok(grant)
         })
@@ -491,7 +491,7 @@ impl Authority<'_> {
             for grant in &expired {
                 let event = AuditEntry {
                     principal: Actor::Publisher,
-                    action: "ExpireGrant".to_string(),
+                    action: crate::EventKind::ExpireGrant.into(),
                     repo_key: Some(grant.repo_key.clone()),
                     decision: AuditDecision::Event,
                     detail: Some(

@@ -54,6 +54,21 @@ pub enum Action {
 }
 
 impl Action {
+    /// Every action, in the schema's order.
+    pub const ALL: [Action; 11] = [
+        Self::Read,
+        Self::RequestPush,
+        Self::GrantPush,
+        Self::RevokePush,
+        Self::SetYolo,
+        Self::ClearYolo,
+        Self::PublishPr,
+        Self::Push,
+        Self::IssueWriteToken,
+        Self::ViewStatus,
+        Self::ViewAudit,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Read => "Read",

@@ -237,7 +237,7 @@ fn transition(
         f.audit(
             &AuditEntry {
                 principal: Actor::Publisher,
-                action: "Publication".into(),
+                action: crate::EventKind::Publication.into(),
                 repo_key: Some(p.repo_key.clone()),
                 ref_name: Some(format!("refs/heads/{}", p.branch)),
                 decision: AuditDecision::Event,
@@ -303,7 +303,7 @@ mod tests {
             &mut store,
             &AuditEntry {
                 principal: Actor::Agent,
-                action: "PublishPr".into(),
+                action: crate::Action::PublishPr.into(),
                 decision: AuditDecision::Event,
                 ..Default::default()
             },

@@ -15,7 +15,7 @@ pub mod vocabulary;
 
 pub use decide::{Action, Ask, Decision, Engine, GrantTerms, Principal, RefUpdate, RepoFacts};
 pub use repo::RepoName;
-pub use vocabulary::{Actor, AuditDecision, Outcome};
+pub use vocabulary::{Actor, AuditAction, AuditDecision, EventKind, Outcome};
 pub mod authority;
 pub mod hints;
 pub mod ledger;

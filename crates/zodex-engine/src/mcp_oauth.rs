@@ -10,7 +10,7 @@ use crate::store::{
     AuditEntry, Facts, NewAuthorization, OAuthClient, OAuthDecision, OAuthFamily, SigningKey,
     Store, StoreError,
 };
-use crate::vocabulary::{Actor, AuditDecision};
+use crate::vocabulary::{Actor, AuditDecision, EventKind};
 
 /// The setting that turns the `?key=` URL off (`off`) or on.
 const KEY_URL: &str = "key_url";
@@ -18,7 +18,7 @@ const KEY_URL: &str = "key_url";
 fn audit(
     f: &Facts<'_>,
     principal: &Actor,
-    action: &str,
+    action: EventKind,
     decision: AuditDecision,
     outcome: Option<&str>,
     detail: serde_json::Value,
@@ -91,7 +91,7 @@ pub fn decide(
             audit(
                 f,
                 principal,
-                "McpOAuthDeny",
+                EventKind::McpOAuthDeny,
                 AuditDecision::Event,
                 None,
                 serde_json::json!({ "user_code": user_code }),
@@ -214,7 +214,7 @@ pub fn poll_page(store: &mut Store, page: &PagePoll<'_>) -> Result<Poll, StoreEr
         audit(
             f,
             &decided_by,
-            "McpOAuthApprove",
+            EventKind::McpOAuthApprove,
             AuditDecision::Event,
             None,
             serde_json::json!({
@@ -316,7 +316,7 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
                 audit(
                     f,
                     &Actor::McpClient,
-                    "McpOAuthToken",
+                    EventKind::McpOAuthToken,
                     AuditDecision::Deny,
                     Some(error),
                     serde_json::json!({"client_id": ask.client_id, "why": why}),
@@ -330,7 +330,7 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
                 audit(
                     f,
                     &Actor::McpClient,
-                    "McpOAuthToken",
+                    EventKind::McpOAuthToken,
                     AuditDecision::Event,
                     Some("issued"),
                     serde_json::json!({
@@ -544,7 +544,7 @@ pub fn revoke_client(
         audit(
             f,
             principal,
-            "McpOAuthRevoke",
+            EventKind::McpOAuthRevoke,
             AuditDecision::Event,
             None,
             serde_json::json!({"client_id": client_id, "grants_revoked": n}),
@@ -578,7 +578,7 @@ pub fn end_every_grant(
             audit(
                 f,
                 principal,
-                "McpOAuthRevoke",
+                EventKind::McpOAuthRevoke,
                 AuditDecision::Event,
                 None,
                 serde_json::json!({"all": true, "grants_revoked": grants_revoked, "key_retired": key_retired, "why": why}),
@@ -605,7 +605,7 @@ pub fn set_key_url(
         audit(
             f,
             principal,
-            "McpKeyUrl",
+            EventKind::McpKeyUrl,
             AuditDecision::Event,
             Some(value),
             serde_json::json!({"key_url": enabled}),

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::decide::Principal;
+use crate::decide::{Action, Principal};
 
 /// Who an audit row is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -148,6 +148,126 @@ impl fmt::Display for AuditDecision {
     }
 }
 
+/// What an audit row records: a decision on one of the Cedar actions, or an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditAction {
+    Decided(Action),
+    Event(EventKind),
+}
+
+/// The events: changes and facts the publisher records that are not themselves a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// What came of a decision at GitHub (its row's `outcome_of`).
+    Outcome,
+    /// A step of a publication (pushing, pushed, opened, failed).
+    Publication,
+    /// A grant reached its TTL.
+    ExpireGrant,
+    /// Rows and ended grants past their age or count were removed.
+    PruneHistory,
+    /// The installation coverage a read token needs was checked.
+    CheckCoverage,
+    /// The operator refused an agent's push request (decided as `GrantPush`).
+    DenyRequest,
+    /// The operator stored a new MCP key hash.
+    SetMcpKey,
+    /// The operator turned the MCP key URL on or off.
+    McpKeyUrl,
+    McpOAuthApprove,
+    McpOAuthDeny,
+    /// A remote MCP client's token request (refused ones are its bulk).
+    McpOAuthToken,
+    McpOAuthRevoke,
+}
+
+impl EventKind {
+    const ALL: [EventKind; 12] = [
+        Self::Outcome,
+        Self::Publication,
+        Self::ExpireGrant,
+        Self::PruneHistory,
+        Self::CheckCoverage,
+        Self::DenyRequest,
+        Self::SetMcpKey,
+        Self::McpKeyUrl,
+        Self::McpOAuthApprove,
+        Self::McpOAuthDeny,
+        Self::McpOAuthToken,
+        Self::McpOAuthRevoke,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Outcome => "Outcome",
+            Self::Publication => "Publication",
+            Self::ExpireGrant => "ExpireGrant",
+            Self::PruneHistory => "PruneHistory",
+            Self::CheckCoverage => "CheckCoverage",
+            Self::DenyRequest => "DenyRequest",
+            Self::SetMcpKey => "SetMcpKey",
+            Self::McpKeyUrl => "McpKeyUrl",
+            Self::McpOAuthApprove => "McpOAuthApprove",
+            Self::McpOAuthDeny => "McpOAuthDeny",
+            Self::McpOAuthToken => "McpOAuthToken",
+            Self::McpOAuthRevoke => "McpOAuthRevoke",
+        }
+    }
+}
+
+impl AuditAction {
+    /// The text stored: the Cedar action's name (`Push`) or the event's (`ExpireGrant`).
+    pub fn as_stored(self) -> &'static str {
+        match self {
+            Self::Decided(action) => action.name(),
+            Self::Event(kind) => kind.name(),
+        }
+    }
+}
+
+impl Default for AuditAction {
+    /// A row the publisher writes about what came of a decision.
+    fn default() -> Self {
+        Self::Event(EventKind::Outcome)
+    }
+}
+
+impl From<Action> for AuditAction {
+    fn from(action: Action) -> Self {
+        Self::Decided(action)
+    }
+}
+
+impl From<EventKind> for AuditAction {
+    fn from(kind: EventKind) -> Self {
+        Self::Event(kind)
+    }
+}
+
+impl fmt::Display for AuditAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_stored())
+    }
+}
+
+/// A stored action text that names no Cedar action and no event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown audit action `{0}`")]
+pub struct UnknownAction(pub String);
+
+impl FromStr for AuditAction {
+    type Err = UnknownAction;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Action::ALL
+            .into_iter()
+            .map(Self::Decided)
+            .chain(EventKind::ALL.into_iter().map(Self::Event))
+            .find(|a| a.as_stored() == text)
+            .ok_or_else(|| UnknownAction(text.to_string()))
+    }
+}
+
 /// What came of an allowed write at GitHub (or of a check), recorded as a row's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -223,6 +343,20 @@ mod tests {
             Outcome::Failed("GitHub said 422".into()).as_stored(),
             "failed: GitHub said 422"
         );
+    }
+
+    #[test]
+    fn every_action_and_event_reads_back_from_its_name() {
+        for action in Action::ALL {
+            let stored = AuditAction::from(action);
+            assert_eq!(stored.as_stored().parse(), Ok(stored));
+        }
+        for kind in EventKind::ALL {
+            let stored = AuditAction::from(kind);
+            assert_eq!(stored.as_stored().parse(), Ok(stored));
+        }
+        assert_eq!(AuditAction::from(Action::Push).as_stored(), "Push");
+        assert!("push".parse::<AuditAction>().is_err());
     }
 
     #[test]

@@ -328,7 +328,7 @@ impl Host {
         })?;
         let event = crate::engine::store::AuditEntry {
             principal: principal.into(),
-            action: "SetMcpKey".into(),
+            action: crate::engine::EventKind::SetMcpKey.into(),
             decision: crate::engine::AuditDecision::Event,
             detail: Some(serde_json::json!({ "key_sha256_prefix": &sha256[..8] })),
             ..Default::default()

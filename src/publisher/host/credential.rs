@@ -141,7 +141,7 @@ impl Host {
         };
         let event = crate::engine::store::AuditEntry {
             principal: principal.into(),
-            action: "CheckCoverage".into(),
+            action: crate::engine::EventKind::CheckCoverage.into(),
             repo_key: Some(repo.key()),
             decision: crate::engine::AuditDecision::Event,
             outcome: Some(outcome.as_stored().into_owned()),

@@ -262,7 +262,7 @@ impl Authority<'_> {
                 }
                 let event = AuditEntry {
                     principal: Actor::Publisher,
-                    action: "PruneHistory".to_string(),
+                    action: crate::EventKind::PruneHistory.into(),
                     decision: AuditDecision::Event,
                     detail: Some(serde_json::json!({
                         "audit_rows": rows,

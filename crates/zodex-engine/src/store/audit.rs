@@ -10,7 +10,7 @@
 
 use super::audit_chain::{Chain, StoredRow};
 use super::{Facts, Result};
-use crate::vocabulary::{Actor, AuditDecision, Outcome};
+use crate::vocabulary::{Actor, AuditAction, AuditDecision, EventKind, Outcome};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default)]
 pub struct AuditEntry {
     pub principal: Actor,
-    pub action: String,
+    pub action: AuditAction,
     pub repo_key: Option<String>,
     pub ref_name: Option<String>,
     pub old_oid: Option<String>,
@@ -98,10 +98,9 @@ fn clamp_policies(policies: Vec<String>) -> Vec<String> {
 impl AuditEntry {
     /// The event with every field within the row bounds.
     fn bounded(&self) -> Self {
-        let text = |t: &str| clamp_text(t, MAX_AUDIT_TEXT_CHARS).into_owned();
         Self {
             principal: self.principal.clone(),
-            action: text(&self.action),
+            action: self.action,
             repo_key: clamp(self.repo_key.clone()),
             ref_name: clamp(self.ref_name.clone()),
             old_oid: clamp(self.old_oid.clone()),
@@ -180,7 +179,7 @@ impl Facts<'_> {
             .unwrap_or((None, None));
         let event = AuditEntry {
             principal: Actor::Publisher,
-            action: "Outcome".into(),
+            action: EventKind::Outcome.into(),
             repo_key,
             ref_name,
             decision: AuditDecision::Event,
@@ -196,7 +195,7 @@ impl Facts<'_> {
         let row = StoredRow {
             at: now,
             principal: clamp_text(&event.principal.as_stored(), MAX_AUDIT_TEXT_CHARS).into_owned(),
-            action: event.action.clone(),
+            action: event.action.as_stored().to_string(),
             repo_key: event.repo_key.clone(),
             ref_name: event.ref_name.clone(),
             old_oid: event.old_oid.clone(),
@@ -287,7 +286,7 @@ mod tests {
         for (at, repo) in [(10, "acme/app"), (20, "acme/other"), (30, "acme/app")] {
             let event = AuditEntry {
                 principal: Actor::Agent,
-                action: "Push".into(),
+                action: crate::Action::Push.into(),
                 repo_key: Some(repo.into()),
                 decision: AuditDecision::Deny,
                 policies: vec!["protect-default-branch".into()],
@@ -319,7 +318,7 @@ mod tests {
         let (_dir, mut store) = temp_store();
         let event = AuditEntry {
             principal: Actor::Agent,
-            action: "Push".into(),
+            action: crate::Action::Push.into(),
             decision: AuditDecision::Deny,
             ref_name: Some(format!("refs/heads/{}", "\u{1b}".repeat(500_000))),
             detail: Some(serde_json::json!({ "error": "x".repeat(100_000) })),
@@ -350,7 +349,7 @@ mod tests {
         let (_dir, mut store) = temp_store();
         let row = |principal: &str, action: &str, decision: &str| AuditEntry {
             principal: principal.parse().unwrap(),
-            action: action.into(),
+            action: action.parse().unwrap(),
             decision: decision.parse().unwrap(),
             ..Default::default()
         };
@@ -401,7 +400,7 @@ mod tests {
         for at in 0..10 {
             let event = AuditEntry {
                 principal: Actor::Agent,
-                action: "RequestPush".into(),
+                action: crate::Action::RequestPush.into(),
                 decision: AuditDecision::Allow,
                 ..Default::default()
             };

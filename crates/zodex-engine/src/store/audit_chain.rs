@@ -15,7 +15,8 @@
 
 use super::audit::AuditEntry;
 use super::{Facts, Result};
-use crate::vocabulary::{Actor, AuditDecision};
+use crate::decide::Action;
+use crate::vocabulary::{Actor, AuditAction, AuditDecision};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -45,20 +46,25 @@ impl Chain {
     /// (each replaces the last); and a remote MCP client's refused token requests. Everything
     /// else is evidence.
     pub fn of(event: &AuditEntry) -> Self {
-        Self::classify(&event.principal, event.decision, &event.action)
+        Self::classify(&event.principal, event.decision, event.action)
     }
 
     /// [`Chain::of`] a row as stored; a text no actor or decision reads as is evidence.
     fn of_stored(row: &StoredRow) -> Self {
-        match (row.principal.parse(), row.decision.parse()) {
-            (Ok(actor), Ok(decision)) => Self::classify(&actor, decision, &row.action),
+        match (
+            row.principal.parse(),
+            row.decision.parse(),
+            row.action.parse(),
+        ) {
+            (Ok(actor), Ok(decision), Ok(action)) => Self::classify(&actor, decision, action),
             _ => Chain::Evidence,
         }
     }
 
-    fn classify(actor: &Actor, decision: AuditDecision, action: &str) -> Self {
+    fn classify(actor: &Actor, decision: AuditDecision, action: AuditAction) -> Self {
         let denied = decision == AuditDecision::Deny;
-        let agent = *actor == Actor::Agent && (denied || action == "RequestPush");
+        let request = action == AuditAction::Decided(Action::RequestPush);
+        let agent = *actor == Actor::Agent && (denied || request);
         let mcp_client = *actor == Actor::McpClient && denied;
         if agent || mcp_client {
             Chain::Bulk
@@ -449,7 +455,7 @@ mod tests {
             principal: principal
                 .parse()
                 .unwrap_or_else(|_| Actor::Operator(principal.into())),
-            action: action.into(),
+            action: action.parse().unwrap(),
             decision: decision.parse().unwrap(),
             repo_key: Some("demo/app".into()),
             ..Default::default()

@@ -139,7 +139,7 @@ mod tests {
             .write(|f| {
                 f.audit(
                     &AuditEntry {
-                        action: "Push".into(),
+                        action: crate::Action::Push.into(),
                         decision: crate::vocabulary::AuditDecision::Allow,
                         ..Default::default()
                     },
