@@ -9,28 +9,28 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// The event of one audit row: every field docs/audit.md lists, with its time in RFC 3339.
 pub fn event_json(r: &AuditRecord) -> Value {
-    let time = chrono::DateTime::from_timestamp(r.at, 0)
+    let time = chrono::DateTime::from_timestamp(r.row.at, 0)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_default();
     json!({
         "schema": SCHEMA_VERSION,
-        "id": r.id,
+        "id": r.row.id,
         "time": time,
-        "at": r.at,
-        "principal": r.principal,
-        "action": r.action,
-        "repo": r.repo_key,
-        "ref": r.ref_name,
-        "old_oid": r.old_oid,
-        "new_oid": r.new_oid,
-        "bundle_bytes": r.bundle_bytes,
-        "bundle_sha256": r.bundle_sha256,
-        "decision": r.decision,
-        "policies": r.policies,
-        "token_sha256": r.token_sha256,
-        "outcome": r.outcome,
+        "at": r.row.at,
+        "principal": r.row.principal,
+        "action": r.row.action,
+        "repo": r.row.repo_key,
+        "ref": r.row.ref_name,
+        "old_oid": r.row.old_oid,
+        "new_oid": r.row.new_oid,
+        "bundle_bytes": r.row.bundle_bytes,
+        "bundle_sha256": r.row.bundle_sha256,
+        "decision": r.row.decision,
+        "policies": r.row.policies,
+        "token_sha256": r.row.token_sha256,
+        "outcome": r.row.outcome,
         "outcome_of": r.outcome_of,
-        "detail": r.detail,
+        "detail": r.row.detail,
         "chain": r.chain,
         "seq": r.seq,
         "link": r.link,
@@ -46,14 +46,14 @@ fn slack_escape(text: &str) -> String {
 
 /// One line saying what happened, e.g. "zodex: the agent asks to push demo/app (30m): reason …".
 pub fn slack_text(r: &AuditRecord) -> String {
-    let repo = r.repo_key.as_deref().unwrap_or("-");
-    let who = match r.principal.parse::<crate::engine::Actor>() {
+    let repo = r.row.repo_key.as_deref().unwrap_or("-");
+    let who = match r.row.principal.parse::<crate::engine::Actor>() {
         Ok(crate::engine::Actor::Agent) => "the agent".to_string(),
         Ok(crate::engine::Actor::McpClient) => "an MCP client".to_string(),
-        _ => r.principal.clone(),
+        _ => r.row.principal.clone(),
     };
-    let detail = r.detail.as_ref();
-    let text = match (r.action.as_str(), r.decision.as_str()) {
+    let detail = r.row.detail.as_ref();
+    let text = match (r.row.action.as_str(), r.row.decision.as_str()) {
         ("RequestPush", "allow") => {
             let reason = detail
                 .and_then(|d| d.get("reason"))
@@ -69,14 +69,14 @@ pub fn slack_text(r: &AuditRecord) -> String {
         }
         (action, decision) => {
             let mut line = format!("{who} {action} {repo}");
-            if let Some(reference) = &r.ref_name {
+            if let Some(reference) = &r.row.ref_name {
                 line.push_str(&format!(" {reference}"));
             }
             line.push_str(&format!(": {decision}"));
-            if !r.policies.is_empty() {
-                line.push_str(&format!(" by {}", r.policies.join(", ")));
+            if !r.row.policies.is_empty() {
+                line.push_str(&format!(" by {}", r.row.policies.join(", ")));
             }
-            if let Some(outcome) = &r.outcome {
+            if let Some(outcome) = &r.row.outcome {
                 line.push_str(&format!(" → {outcome}"));
             }
             line
@@ -91,21 +91,23 @@ mod tests {
 
     fn record(action: &str, decision: &str, detail: Value) -> AuditRecord {
         AuditRecord {
-            id: 7,
-            at: 1_800_000_000,
-            principal: "agent".into(),
-            action: action.into(),
-            repo_key: Some("acme/app".into()),
-            ref_name: None,
-            old_oid: None,
-            new_oid: None,
-            bundle_bytes: None,
-            bundle_sha256: None,
-            decision: decision.into(),
-            policies: vec![],
-            token_sha256: None,
-            outcome: None,
-            detail: Some(detail),
+            row: crate::engine::store::AuditRow {
+                id: 7,
+                at: 1_800_000_000,
+                principal: "agent".into(),
+                action: action.into(),
+                repo_key: Some("acme/app".into()),
+                ref_name: None,
+                old_oid: None,
+                new_oid: None,
+                bundle_bytes: None,
+                bundle_sha256: None,
+                decision: decision.into(),
+                policies: vec![],
+                token_sha256: None,
+                outcome: None,
+                detail: Some(detail),
+            },
             outcome_of: None,
             chain: Some("bulk".into()),
             seq: Some(3),

@@ -130,7 +130,7 @@ async fn deliver_some(
     let open = sink.as_mut().expect("opened above");
     for record in &rows {
         open.deliver(record).await?;
-        let (name, id, now) = (config.name().to_string(), record.id, host.now());
+        let (name, id, now) = (config.name().to_string(), record.row.id, host.now());
         host.stored(move |_, s| ledger::sink_delivered(s, &name, id, now))
             .await
             .map_err(|e| format!("recording a delivery: {e}"))?;

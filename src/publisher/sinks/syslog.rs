@@ -78,16 +78,17 @@ fn hostname() -> String {
 
 /// `<PRI>1 TIME HOST zodex-prd PID ACTION [zodex@32473 id="…" chain="…" seq="…"] JSON`.
 fn message(record: &AuditRecord, host: &str) -> String {
-    let pri = if record.decision == "deny" {
+    let pri = if record.row.decision == "deny" {
         WARNING
     } else {
         NOTICE
     };
-    let time = chrono::DateTime::from_timestamp(record.at, 0)
+    let time = chrono::DateTime::from_timestamp(record.row.at, 0)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_else(|| "-".into());
     // MSGID is at most 32 printable characters; the action names are.
     let msgid: String = record
+        .row
         .action
         .chars()
         .filter(|c| c.is_ascii_graphic())
@@ -102,7 +103,7 @@ fn message(record: &AuditRecord, host: &str) -> String {
         "<{pri}>1 {time} {host} zodex-prd {pid} {msgid} [zodex@32473 id=\"{id}\" chain=\"{chain}\" seq=\"{seq}\"] {json}",
         pid = std::process::id(),
         msgid = if msgid.is_empty() { "-".into() } else { msgid },
-        id = record.id,
+        id = record.row.id,
         chain = param(record.chain.as_deref().unwrap_or("")),
         seq = record.seq.unwrap_or_default(),
         json = super::event_json(record),

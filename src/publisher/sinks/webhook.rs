@@ -95,8 +95,8 @@ impl WebhookSink {
                 http::header::USER_AGENT,
                 concat!("zodex-prd/", env!("CARGO_PKG_VERSION")),
             )
-            .header("X-Zodex-Event", record.action.as_str())
-            .header("X-Zodex-Delivery", record.id.to_string())
+            .header("X-Zodex-Event", record.row.action.as_str())
+            .header("X-Zodex-Delivery", record.row.id.to_string())
             .header("X-Zodex-Timestamp", timestamp.as_str());
         if let Some(key) = &self.key {
             let signed = format!("{timestamp}.{body}");

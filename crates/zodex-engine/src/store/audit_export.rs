@@ -4,29 +4,18 @@
 //! them, then moves its cursor. A restart loses nothing pending, a failing sink falls behind
 //! without holding up a decision, and the rows reach each sink in the order they were written.
 
+use super::audit::AuditRow;
 use super::audit_chain::StoredRow;
 use super::{Facts, Result};
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
-/// One audit row with its chain link, every column as stored: what a sink sends.
+/// One audit row as a sink carries it off: the row, every column as stored (no bound applied
+/// on reading, no outcome folded in), with its place in its chain around it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
-    pub id: i64,
-    pub at: i64,
-    pub principal: String,
-    pub action: String,
-    pub repo_key: Option<String>,
-    pub ref_name: Option<String>,
-    pub old_oid: Option<String>,
-    pub new_oid: Option<String>,
-    pub bundle_bytes: Option<i64>,
-    pub bundle_sha256: Option<String>,
-    pub decision: String,
-    pub policies: Vec<String>,
-    pub token_sha256: Option<String>,
-    pub outcome: Option<String>,
-    pub detail: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub row: AuditRow,
     /// The decision row an outcome row completes.
     pub outcome_of: Option<i64>,
     pub chain: Option<String>,
@@ -35,27 +24,29 @@ pub struct AuditRecord {
 }
 
 impl From<StoredRow> for AuditRecord {
-    fn from(row: StoredRow) -> Self {
+    fn from(stored: StoredRow) -> Self {
         Self {
-            id: row.id,
-            at: row.at,
-            principal: row.principal,
-            action: row.action,
-            repo_key: row.repo_key,
-            ref_name: row.ref_name,
-            old_oid: row.old_oid,
-            new_oid: row.new_oid,
-            bundle_bytes: row.bundle_bytes,
-            bundle_sha256: row.bundle_sha256,
-            decision: row.decision,
-            policies: serde_json::from_str(&row.policies).unwrap_or_default(),
-            token_sha256: row.token_sha256,
-            outcome: row.outcome,
-            detail: row.detail.and_then(|d| serde_json::from_str(&d).ok()),
-            outcome_of: row.outcome_of,
-            chain: row.chain,
-            seq: row.seq,
-            link: row.link,
+            row: AuditRow {
+                id: stored.id,
+                at: stored.at,
+                principal: stored.principal,
+                action: stored.action,
+                repo_key: stored.repo_key,
+                ref_name: stored.ref_name,
+                old_oid: stored.old_oid,
+                new_oid: stored.new_oid,
+                bundle_bytes: stored.bundle_bytes,
+                bundle_sha256: stored.bundle_sha256,
+                decision: stored.decision,
+                policies: serde_json::from_str(&stored.policies).unwrap_or_default(),
+                token_sha256: stored.token_sha256,
+                outcome: stored.outcome,
+                detail: stored.detail.and_then(|d| serde_json::from_str(&d).ok()),
+            },
+            outcome_of: stored.outcome_of,
+            chain: stored.chain,
+            seq: stored.seq,
+            link: stored.link,
         }
     }
 }
