@@ -327,13 +327,13 @@ mod tests {
         let rows = store.read(|f| f.audit_rows(&Default::default())).unwrap();
         let moves: Vec<_> = rows
             .iter()
-            .filter(|r| r.action == "Publication")
-            .map(|r| r.outcome.clone().unwrap())
+            .filter(|r| r.entry.action.as_stored() == "Publication")
+            .map(|r| r.entry.outcome.clone().unwrap())
             .collect();
         assert_eq!(moves, ["pushing", "pushed", "opened"]);
         let decision = rows.iter().find(|r| r.id == decided).unwrap();
-        assert_eq!(decision.outcome.as_deref(), Some("opened #7"));
-        assert_eq!(decision.token_sha256.as_deref(), Some("ab"));
+        assert_eq!(decision.entry.outcome.as_deref(), Some("opened #7"));
+        assert_eq!(decision.entry.token_sha256.as_deref(), Some("ab"));
 
         // An opened publication cannot be redone: refused, and nothing is written.
         let before = rows.len();

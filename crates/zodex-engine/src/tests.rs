@@ -820,7 +820,13 @@ fn every_decision_and_change_is_audited_with_its_policies() {
         .unwrap();
     let summary: Vec<(String, String, Vec<String>)> = rows
         .iter()
-        .map(|r| (r.action.clone(), r.decision.clone(), r.policies.clone()))
+        .map(|r| {
+            (
+                r.entry.action.to_string(),
+                r.entry.decision.to_string(),
+                r.entry.policies.clone(),
+            )
+        })
         .collect();
     assert_eq!(
         summary,
@@ -842,7 +848,7 @@ fn every_decision_and_change_is_audited_with_its_policies() {
             ),
         ]
     );
-    assert_eq!(rows[2].bundle_bytes, Some(99));
+    assert_eq!(rows[2].entry.bundle_bytes, Some(99));
     // Explain leaves no row.
     w.op(|a, s, op| a.explain(s, op, &ask, NOW)).unwrap();
     assert_eq!(
@@ -1086,10 +1092,10 @@ fn ref_limits_are_shown_and_audited() {
         .unwrap();
     let granted = rows
         .iter()
-        .find(|r| r.action == "GrantPush")
+        .find(|r| r.entry.action.as_stored() == "GrantPush")
         .expect("the grant is audited");
     assert_eq!(
-        granted.detail.as_ref().unwrap()["refs"][0],
+        granted.entry.detail.as_ref().unwrap()["refs"][0],
         "refs/heads/feature/*"
     );
 }

@@ -1,7 +1,12 @@
-//! The fixed words of the audit, typed once: who acted ([`Actor`]), what kind of row it is
-//! ([`AuditDecision`]) and what came of an allowed write or a check ([`Outcome`]). Each writes its stored text in one place (`as_stored`) and reads it back
-//! in one place (`FromStr`); the text is what SQLite holds, what the hash chain covers and what
-//! a SIEM filter sees (docs/audit.md), so it never changes.
+//! The fixed words of the audit, typed once: who acted ([`Actor`]), what the row records
+//! ([`AuditAction`]), what kind of row it is ([`AuditDecision`]) and what came of an allowed
+//! write or a check ([`Outcome`]). Each writes its stored text in one place (`as_stored`) and
+//! parses it back in one place (`FromStr`, strict); the text is what SQLite holds, what the hash
+//! chain covers and what a SIEM filter sees (docs/audit.md), so it never changes.
+//!
+//! Reading is lenient (`read`): a row is evidence, so a text no build writes (an older build's
+//! word, a hand edit that `audit --verify` will name) is kept as it was, in a `Recorded`
+//! variant, never dropped and never a reason to refuse the listing. Nothing writes `Recorded`.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
@@ -21,6 +26,8 @@ pub enum Actor {
     Publisher,
     /// A remote MCP client at the OAuth door (its id is in the row's detail): not the agent.
     McpClient,
+    /// A stored text none of the above reads as, kept as read (see the module's doc).
+    Recorded(String),
 }
 
 impl Actor {
@@ -31,7 +38,14 @@ impl Actor {
             Self::Operator(who) => Cow::Owned(format!("operator:{who}")),
             Self::Publisher => Cow::Borrowed("zodex-prd"),
             Self::McpClient => Cow::Borrowed("mcp-client"),
+            Self::Recorded(text) => Cow::Owned(text.clone()),
         }
+    }
+
+    /// The actor a stored text names, or the text itself as [`Actor::Recorded`].
+    pub fn read(text: &str) -> Self {
+        text.parse()
+            .unwrap_or_else(|_| Self::Recorded(text.to_string()))
     }
 }
 
@@ -92,30 +106,37 @@ impl Serialize for Actor {
 
 impl<'de> Deserialize<'de> for Actor {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        Ok(Self::read(&String::deserialize(deserializer)?))
     }
 }
 
 /// What kind of audit row: a decision that allowed, one that denied, or an event (a change
 /// that is not itself a decision: an expiry, an outcome, a revocation by the publisher).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum AuditDecision {
     Allow,
     Deny,
     #[default]
     Event,
+    /// A stored text none of the above reads as, kept as read.
+    Recorded(String),
 }
 
 impl AuditDecision {
     /// The text stored: `allow`, `deny` or `event`.
-    pub fn as_stored(self) -> &'static str {
+    pub fn as_stored(&self) -> &str {
         match self {
             Self::Allow => "allow",
             Self::Deny => "deny",
             Self::Event => "event",
+            Self::Recorded(text) => text,
         }
+    }
+
+    /// The decision a stored text names, or the text itself as [`AuditDecision::Recorded`].
+    pub fn read(text: &str) -> Self {
+        text.parse()
+            .unwrap_or_else(|_| Self::Recorded(text.to_string()))
     }
 
     /// `allow` or `deny` as a decision came out.
@@ -149,10 +170,12 @@ impl fmt::Display for AuditDecision {
 }
 
 /// What an audit row records: a decision on one of the Cedar actions, or an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuditAction {
     Decided(Action),
     Event(EventKind),
+    /// A stored text no action or event reads as, kept as read.
+    Recorded(String),
 }
 
 /// The events: changes and facts the publisher records that are not themselves a decision.
@@ -217,11 +240,18 @@ impl EventKind {
 
 impl AuditAction {
     /// The text stored: the Cedar action's name (`Push`) or the event's (`ExpireGrant`).
-    pub fn as_stored(self) -> &'static str {
+    pub fn as_stored(&self) -> &str {
         match self {
             Self::Decided(action) => action.name(),
             Self::Event(kind) => kind.name(),
+            Self::Recorded(text) => text,
         }
+    }
+
+    /// The action a stored text names, or the text itself as [`AuditAction::Recorded`].
+    pub fn read(text: &str) -> Self {
+        text.parse()
+            .unwrap_or_else(|_| Self::Recorded(text.to_string()))
     }
 }
 
@@ -267,6 +297,26 @@ impl FromStr for AuditAction {
             .ok_or_else(|| UnknownAction(text.to_string()))
     }
 }
+
+/// Serialised as its stored text, read leniently.
+macro_rules! as_text {
+    ($type:ty) => {
+        impl Serialize for $type {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.as_stored())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $type {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                Ok(Self::read(&String::deserialize(deserializer)?))
+            }
+        }
+    };
+}
+
+as_text!(AuditAction);
+as_text!(AuditDecision);
 
 /// What came of an allowed write at GitHub (or of a check), recorded as a row's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -329,6 +379,9 @@ mod tests {
         );
         for unknown in ["", "operator:", "publisher", "Agent"] {
             assert!(unknown.parse::<Actor>().is_err(), "{unknown}");
+            let read = Actor::read(unknown);
+            assert_eq!(read, Actor::Recorded(unknown.into()));
+            assert_eq!(read.as_stored(), unknown, "kept as read");
         }
     }
 
@@ -357,6 +410,11 @@ mod tests {
         }
         assert_eq!(AuditAction::from(Action::Push).as_stored(), "Push");
         assert!("push".parse::<AuditAction>().is_err());
+        assert_eq!(AuditAction::read("push").as_stored(), "push");
+        assert_eq!(
+            serde_json::from_value::<AuditAction>(serde_json::json!("Push")).unwrap(),
+            AuditAction::Decided(Action::Push)
+        );
     }
 
     #[test]
@@ -367,9 +425,10 @@ mod tests {
             (AuditDecision::Event, "event"),
         ] {
             assert_eq!(decision.as_stored(), text);
+            assert_eq!(serde_json::to_value(&decision).unwrap(), text);
             assert_eq!(text.parse::<AuditDecision>(), Ok(decision));
-            assert_eq!(serde_json::to_value(decision).unwrap(), text);
         }
         assert_eq!(AuditDecision::of(true), AuditDecision::Allow);
+        assert_eq!(AuditDecision::read("maybe").as_stored(), "maybe");
     }
 }

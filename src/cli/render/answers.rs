@@ -380,26 +380,26 @@ pub fn audit(rows: &[AuditRow]) -> String {
     }
     let mut out = String::new();
     for r in rows {
-        let policies: Vec<Cow<'_, str>> = r.policies.iter().map(|p| safe(p)).collect();
+        let policies: Vec<Cow<'_, str>> = r.entry.policies.iter().map(|p| safe(p)).collect();
         let _ = write!(
             out,
             "{} {} {} {} {}",
             time(r.at),
-            safe(&r.principal),
-            safe(&r.action),
-            r.repo_key.as_deref().map_or(Cow::Borrowed("-"), safe),
-            safe(&r.decision),
+            safe(&r.entry.principal.as_stored()),
+            safe(r.entry.action.as_stored()),
+            r.entry.repo_key.as_deref().map_or(Cow::Borrowed("-"), safe),
+            safe(r.entry.decision.as_stored()),
         );
-        if let Some(reference) = &r.ref_name {
+        if let Some(reference) = &r.entry.ref_name {
             let _ = write!(out, " {}", safe(reference));
         }
         if !policies.is_empty() {
             let _ = write!(out, " [{}]", policies.join(", "));
         }
-        if let Some(outcome) = &r.outcome {
+        if let Some(outcome) = &r.entry.outcome {
             let _ = write!(out, " -> {}", safe(outcome));
         }
-        if let Some(detail) = r.detail.as_ref().filter(|d| !d.is_null()) {
+        if let Some(detail) = r.entry.detail.as_ref().filter(|d| !d.is_null()) {
             let _ = write!(out, " {}", safe(&detail.to_string()));
         }
         out.push('\n');

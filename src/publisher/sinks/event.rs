@@ -2,6 +2,7 @@
 //! form for chat webhooks.
 
 use crate::engine::store::AuditRecord;
+use crate::engine::{Action, Actor, AuditAction, AuditDecision};
 use serde_json::{Value, json};
 
 /// The version of the event schema; a field's meaning never changes within a version.
@@ -17,20 +18,20 @@ pub fn event_json(r: &AuditRecord) -> Value {
         "id": r.row.id,
         "time": time,
         "at": r.row.at,
-        "principal": r.row.principal,
-        "action": r.row.action,
-        "repo": r.row.repo_key,
-        "ref": r.row.ref_name,
-        "old_oid": r.row.old_oid,
-        "new_oid": r.row.new_oid,
-        "bundle_bytes": r.row.bundle_bytes,
-        "bundle_sha256": r.row.bundle_sha256,
-        "decision": r.row.decision,
-        "policies": r.row.policies,
-        "token_sha256": r.row.token_sha256,
-        "outcome": r.row.outcome,
+        "principal": r.row.entry.principal,
+        "action": r.row.entry.action,
+        "repo": r.row.entry.repo_key,
+        "ref": r.row.entry.ref_name,
+        "old_oid": r.row.entry.old_oid,
+        "new_oid": r.row.entry.new_oid,
+        "bundle_bytes": r.row.entry.bundle_bytes,
+        "bundle_sha256": r.row.entry.bundle_sha256,
+        "decision": r.row.entry.decision,
+        "policies": r.row.entry.policies,
+        "token_sha256": r.row.entry.token_sha256,
+        "outcome": r.row.entry.outcome,
         "outcome_of": r.outcome_of,
-        "detail": r.row.detail,
+        "detail": r.row.entry.detail,
         "chain": r.chain,
         "seq": r.seq,
         "link": r.link,
@@ -46,15 +47,16 @@ fn slack_escape(text: &str) -> String {
 
 /// One line saying what happened, e.g. "zodex: the agent asks to push demo/app (30m): reason …".
 pub fn slack_text(r: &AuditRecord) -> String {
-    let repo = r.row.repo_key.as_deref().unwrap_or("-");
-    let who = match r.row.principal.parse::<crate::engine::Actor>() {
-        Ok(crate::engine::Actor::Agent) => "the agent".to_string(),
-        Ok(crate::engine::Actor::McpClient) => "an MCP client".to_string(),
-        _ => r.row.principal.clone(),
+    let e = &r.row.entry;
+    let repo = e.repo_key.as_deref().unwrap_or("-");
+    let who = match &e.principal {
+        Actor::Agent => "the agent".to_string(),
+        Actor::McpClient => "an MCP client".to_string(),
+        other => other.to_string(),
     };
-    let detail = r.row.detail.as_ref();
-    let text = match (r.row.action.as_str(), r.row.decision.as_str()) {
-        ("RequestPush", "allow") => {
+    let detail = e.detail.as_ref();
+    let text = match (&e.action, &e.decision) {
+        (AuditAction::Decided(Action::RequestPush), AuditDecision::Allow) => {
             let reason = detail
                 .and_then(|d| d.get("reason"))
                 .and_then(Value::as_str)
@@ -69,14 +71,14 @@ pub fn slack_text(r: &AuditRecord) -> String {
         }
         (action, decision) => {
             let mut line = format!("{who} {action} {repo}");
-            if let Some(reference) = &r.row.ref_name {
+            if let Some(reference) = &e.ref_name {
                 line.push_str(&format!(" {reference}"));
             }
             line.push_str(&format!(": {decision}"));
-            if !r.row.policies.is_empty() {
-                line.push_str(&format!(" by {}", r.row.policies.join(", ")));
+            if !e.policies.is_empty() {
+                line.push_str(&format!(" by {}", e.policies.join(", ")));
             }
-            if let Some(outcome) = &r.row.outcome {
+            if let Some(outcome) = &e.outcome {
                 line.push_str(&format!(" → {outcome}"));
             }
             line
@@ -94,19 +96,14 @@ mod tests {
             row: crate::engine::store::AuditRow {
                 id: 7,
                 at: 1_800_000_000,
-                principal: "agent".into(),
-                action: action.into(),
-                repo_key: Some("acme/app".into()),
-                ref_name: None,
-                old_oid: None,
-                new_oid: None,
-                bundle_bytes: None,
-                bundle_sha256: None,
-                decision: decision.into(),
-                policies: vec![],
-                token_sha256: None,
-                outcome: None,
-                detail: Some(detail),
+                entry: crate::engine::store::AuditEntry {
+                    principal: Actor::Agent,
+                    action: action.parse().unwrap(),
+                    repo_key: Some("acme/app".into()),
+                    decision: decision.parse().unwrap(),
+                    detail: Some(detail),
+                    ..Default::default()
+                },
             },
             outcome_of: None,
             chain: Some("bulk".into()),

@@ -78,7 +78,7 @@ fn hostname() -> String {
 
 /// `<PRI>1 TIME HOST zodex-prd PID ACTION [zodex@32473 id="…" chain="…" seq="…"] JSON`.
 fn message(record: &AuditRecord, host: &str) -> String {
-    let pri = if record.row.decision == "deny" {
+    let pri = if record.row.entry.decision == crate::engine::AuditDecision::Deny {
         WARNING
     } else {
         NOTICE
@@ -89,7 +89,9 @@ fn message(record: &AuditRecord, host: &str) -> String {
     // MSGID is at most 32 printable characters; the action names are.
     let msgid: String = record
         .row
+        .entry
         .action
+        .as_stored()
         .chars()
         .filter(|c| c.is_ascii_graphic())
         .take(32)

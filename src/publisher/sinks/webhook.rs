@@ -95,7 +95,7 @@ impl WebhookSink {
                 http::header::USER_AGENT,
                 concat!("zodex-prd/", env!("CARGO_PKG_VERSION")),
             )
-            .header("X-Zodex-Event", record.row.action.as_str())
+            .header("X-Zodex-Event", record.row.entry.action.as_stored())
             .header("X-Zodex-Delivery", record.row.id.to_string())
             .header("X-Zodex-Timestamp", timestamp.as_str());
         if let Some(key) = &self.key {

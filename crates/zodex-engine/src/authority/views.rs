@@ -440,9 +440,9 @@ mod tests {
         let audit = a
             .audit(&mut store, &operator, &AuditFilter::default(), 86_410)
             .unwrap();
-        let actions: Vec<&str> = audit.iter().map(|r| r.action.as_str()).collect();
+        let actions: Vec<&str> = audit.iter().map(|r| r.entry.action.as_stored()).collect();
         assert_eq!(actions, vec!["RequestPush", "DenyRequest", "PruneHistory"]);
-        assert_eq!(audit[2].detail.as_ref().unwrap()["audit_rows"], 4);
+        assert_eq!(audit[2].entry.detail.as_ref().unwrap()["audit_rows"], 4);
         // Nothing more to prune: no further row.
         assert_eq!(
             a.prune_history(&mut store, 86_400, 1_000, 86_420).unwrap(),

@@ -14,8 +14,9 @@ use crate::vocabulary::{Actor, AuditAction, AuditDecision, EventKind, Outcome};
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
-/// An audit row about to be written.
-#[derive(Debug, Clone, Default)]
+/// What one audit row says: written as it is, read back as it was stored (see
+/// [`crate::vocabulary`] for a text no build writes).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {
     pub principal: Actor,
     pub action: AuditAction,
@@ -32,24 +33,15 @@ pub struct AuditEntry {
     pub detail: Option<serde_json::Value>,
 }
 
-/// An audit row as stored.
+/// An audit row as the log lists it: its id and time around what it says. The listing folds
+/// a decision's outcome rows into it (its outcome and token); a sink's
+/// [`AuditRecord`](super::AuditRecord) puts the chain fields around it instead.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AuditRow {
     pub id: i64,
     pub at: i64,
-    pub principal: String,
-    pub action: String,
-    pub repo_key: Option<String>,
-    pub ref_name: Option<String>,
-    pub old_oid: Option<String>,
-    pub new_oid: Option<String>,
-    pub bundle_bytes: Option<i64>,
-    pub bundle_sha256: Option<String>,
-    pub decision: String,
-    pub policies: Vec<String>,
-    pub token_sha256: Option<String>,
-    pub outcome: Option<String>,
-    pub detail: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub entry: AuditEntry,
 }
 
 /// Longest text (characters) an audit field keeps: ref names, outcomes, object ids.
@@ -100,14 +92,14 @@ impl AuditEntry {
     fn bounded(&self) -> Self {
         Self {
             principal: self.principal.clone(),
-            action: self.action,
+            action: self.action.clone(),
             repo_key: clamp(self.repo_key.clone()),
             ref_name: clamp(self.ref_name.clone()),
             old_oid: clamp(self.old_oid.clone()),
             new_oid: clamp(self.new_oid.clone()),
             bundle_bytes: self.bundle_bytes,
             bundle_sha256: clamp(self.bundle_sha256.clone()),
-            decision: self.decision,
+            decision: self.decision.clone(),
             policies: clamp_policies(self.policies.clone()),
             token_sha256: clamp(self.token_sha256.clone()),
             outcome: clamp(self.outcome.clone()),
@@ -121,22 +113,27 @@ impl AuditRow {
         let policies: String = row.get("policies")?;
         let detail: Option<String> = row.get("detail")?;
         let text = |t: String| clamp_text(&t, MAX_AUDIT_TEXT_CHARS).into_owned();
+        let principal: String = row.get("principal")?;
+        let action: String = row.get("action")?;
+        let decision: String = row.get("decision")?;
         Ok(Self {
             id: row.get("id")?,
             at: row.get("at")?,
-            principal: text(row.get("principal")?),
-            action: text(row.get("action")?),
-            repo_key: clamp(row.get("repo_key")?),
-            ref_name: clamp(row.get("ref_name")?),
-            old_oid: clamp(row.get("old_oid")?),
-            new_oid: clamp(row.get("new_oid")?),
-            bundle_bytes: row.get("bundle_bytes")?,
-            bundle_sha256: clamp(row.get("bundle_sha256")?),
-            decision: row.get("decision")?,
-            policies: clamp_policies(serde_json::from_str(&policies).unwrap_or_default()),
-            token_sha256: clamp(row.get("token_sha256")?),
-            outcome: clamp(row.get("outcome")?),
-            detail: clamp_detail(detail.and_then(|d| serde_json::from_str(&d).ok())),
+            entry: AuditEntry {
+                principal: Actor::read(&text(principal)),
+                action: AuditAction::read(&text(action)),
+                repo_key: clamp(row.get("repo_key")?),
+                ref_name: clamp(row.get("ref_name")?),
+                old_oid: clamp(row.get("old_oid")?),
+                new_oid: clamp(row.get("new_oid")?),
+                bundle_bytes: row.get("bundle_bytes")?,
+                bundle_sha256: clamp(row.get("bundle_sha256")?),
+                decision: AuditDecision::read(&text(decision)),
+                policies: clamp_policies(serde_json::from_str(&policies).unwrap_or_default()),
+                token_sha256: clamp(row.get("token_sha256")?),
+                outcome: clamp(row.get("outcome")?),
+                detail: clamp_detail(detail.and_then(|d| serde_json::from_str(&d).ok())),
+            },
         })
     }
 }
@@ -306,7 +303,10 @@ mod tests {
             .unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].at, 30);
-        assert_eq!(rows[0].policies, vec!["protect-default-branch".to_string()]);
+        assert_eq!(
+            rows[0].entry.policies,
+            vec!["protect-default-branch".to_string()]
+        );
         let all = store
             .read(|f| f.audit_rows(&AuditFilter::default()))
             .unwrap();
@@ -330,14 +330,14 @@ mod tests {
             .unwrap();
         let json = serde_json::to_string(&rows[0]).unwrap();
         assert!(json.len() < 64 * 1024, "{} bytes", json.len());
-        let reference = rows[0].ref_name.as_deref().unwrap();
+        let reference = rows[0].entry.ref_name.as_deref().unwrap();
         assert!(
             reference.ends_with("[cut: 500011 characters in all]"),
             "{}",
             &reference[2000..]
         );
         assert!(
-            rows[0].detail.as_ref().unwrap()["cut"]
+            rows[0].entry.detail.as_ref().unwrap()["cut"]
                 .as_str()
                 .unwrap()
                 .contains("bytes")
@@ -375,14 +375,17 @@ mod tests {
         let left = store
             .read(|f| f.audit_rows(&AuditFilter::default()))
             .unwrap();
-        let kept: Vec<(&str, &str)> = left
+        let kept: Vec<(String, &str)> = left
             .iter()
             .filter(|r| r.at < 200)
-            .map(|r| (r.principal.as_str(), r.action.as_str()))
+            .map(|r| (r.entry.principal.to_string(), r.entry.action.as_stored()))
             .collect();
         assert_eq!(
             kept,
-            vec![("operator:uid:1000", "GrantPush"), ("agent", "Push")]
+            vec![
+                ("operator:uid:1000".to_string(), "GrantPush"),
+                ("agent".to_string(), "Push")
+            ]
         );
         let flood: Vec<i64> = left.iter().filter(|r| r.at >= 200).map(|r| r.at).collect();
         assert_eq!(

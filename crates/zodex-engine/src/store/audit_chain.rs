@@ -46,7 +46,7 @@ impl Chain {
     /// (each replaces the last); and a remote MCP client's refused token requests. Everything
     /// else is evidence.
     pub fn of(event: &AuditEntry) -> Self {
-        Self::classify(&event.principal, event.decision, event.action)
+        Self::classify(&event.principal, &event.decision, &event.action)
     }
 
     /// [`Chain::of`] a row as stored; a text no actor or decision reads as is evidence.
@@ -56,14 +56,14 @@ impl Chain {
             row.decision.parse(),
             row.action.parse(),
         ) {
-            (Ok(actor), Ok(decision), Ok(action)) => Self::classify(&actor, decision, action),
+            (Ok(actor), Ok(decision), Ok(action)) => Self::classify(&actor, &decision, &action),
             _ => Chain::Evidence,
         }
     }
 
-    fn classify(actor: &Actor, decision: AuditDecision, action: AuditAction) -> Self {
-        let denied = decision == AuditDecision::Deny;
-        let request = action == AuditAction::Decided(Action::RequestPush);
+    fn classify(actor: &Actor, decision: &AuditDecision, action: &AuditAction) -> Self {
+        let denied = *decision == AuditDecision::Deny;
+        let request = *action == AuditAction::Decided(Action::RequestPush);
         let agent = *actor == Actor::Agent && (denied || request);
         let mcp_client = *actor == Actor::McpClient && denied;
         if agent || mcp_client {
@@ -606,8 +606,8 @@ mod tests {
             .unwrap();
         assert_eq!(rows.len(), 9, "outcome rows are not listed on their own");
         let pushed = rows.iter().find(|r| r.id == 3).unwrap();
-        assert_eq!(pushed.outcome.as_deref(), Some("failed: later"));
-        assert_eq!(pushed.token_sha256.as_deref(), Some("abc"));
+        assert_eq!(pushed.entry.outcome.as_deref(), Some("failed: later"));
+        assert_eq!(pushed.entry.token_sha256.as_deref(), Some("abc"));
         assert!(store.read(|f| f.verify_audit()).unwrap().ok);
         sql(
             &mut store,

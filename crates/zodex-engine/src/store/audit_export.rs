@@ -4,9 +4,10 @@
 //! them, then moves its cursor. A restart loses nothing pending, a failing sink falls behind
 //! without holding up a decision, and the rows reach each sink in the order they were written.
 
-use super::audit::AuditRow;
+use super::audit::{AuditEntry, AuditRow};
 use super::audit_chain::StoredRow;
 use super::{Facts, Result};
+use crate::vocabulary::{Actor, AuditAction, AuditDecision};
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
@@ -29,19 +30,21 @@ impl From<StoredRow> for AuditRecord {
             row: AuditRow {
                 id: stored.id,
                 at: stored.at,
-                principal: stored.principal,
-                action: stored.action,
-                repo_key: stored.repo_key,
-                ref_name: stored.ref_name,
-                old_oid: stored.old_oid,
-                new_oid: stored.new_oid,
-                bundle_bytes: stored.bundle_bytes,
-                bundle_sha256: stored.bundle_sha256,
-                decision: stored.decision,
-                policies: serde_json::from_str(&stored.policies).unwrap_or_default(),
-                token_sha256: stored.token_sha256,
-                outcome: stored.outcome,
-                detail: stored.detail.and_then(|d| serde_json::from_str(&d).ok()),
+                entry: AuditEntry {
+                    principal: Actor::read(&stored.principal),
+                    action: AuditAction::read(&stored.action),
+                    repo_key: stored.repo_key,
+                    ref_name: stored.ref_name,
+                    old_oid: stored.old_oid,
+                    new_oid: stored.new_oid,
+                    bundle_bytes: stored.bundle_bytes,
+                    bundle_sha256: stored.bundle_sha256,
+                    decision: AuditDecision::read(&stored.decision),
+                    policies: serde_json::from_str(&stored.policies).unwrap_or_default(),
+                    token_sha256: stored.token_sha256,
+                    outcome: stored.outcome,
+                    detail: stored.detail.and_then(|d| serde_json::from_str(&d).ok()),
+                },
             },
             outcome_of: stored.outcome_of,
             chain: stored.chain,

@@ -153,7 +153,7 @@ mod tests {
         let rows = store
             .read(|f| f.audit_rows(&AuditFilter::default()))
             .unwrap();
-        assert_eq!(rows[0].outcome.as_deref(), Some("pushed"));
-        assert_eq!(rows[0].token_sha256.as_deref(), Some("abc"));
+        assert_eq!(rows[0].entry.outcome.as_deref(), Some("pushed"));
+        assert_eq!(rows[0].entry.token_sha256.as_deref(), Some("abc"));
     }
 }
