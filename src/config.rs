@@ -328,6 +328,47 @@ pub enum ConfigError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// A configuration with what it derives, each setting checked once ([`Config::load_checked`]):
+/// nothing downstream derives them again.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub config: Config,
+    pub targets: Targets,
+    pub limits: Limits,
+    pub agent_limits: AgentLimits,
+    pub pr_branch_prefix: String,
+    /// `[mcp]`'s OAuth settings; `None`: OAuth is off.
+    pub mcp_oauth: Option<McpOAuthConfig>,
+}
+
+/// `[mcp] public_url`, `oauth_file` and `oauth_cimd_private_hosts`, as the publisher reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpOAuthConfig {
+    pub public_url: String,
+    pub file: PathBuf,
+    pub private_hosts: Vec<String>,
+}
+
+impl Checked {
+    /// Derives and checks every setting of `config`; the error names the key and why.
+    pub fn of(config: Config) -> Result<Self, String> {
+        Ok(Self {
+            targets: config.targets()?,
+            limits: config.limits()?,
+            agent_limits: config.agent_limits()?,
+            pr_branch_prefix: config.pr_branch_prefix()?,
+            mcp_oauth: config
+                .mcp_oauth()?
+                .map(|(public_url, file, private_hosts)| McpOAuthConfig {
+                    public_url,
+                    file,
+                    private_hosts,
+                }),
+            config,
+        })
+    }
+}
+
 impl Config {
     /// The path to use: `--config`, then `$ZODEX_CONFIG`, then the production default.
     pub fn resolve_path(flag: Option<&Path>) -> PathBuf {
@@ -337,34 +378,25 @@ impl Config {
     }
 
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::load_checked(path).map(|checked| checked.config)
+    }
+
+    /// The configuration and every setting it derives, each checked once: what `serve` runs on.
+    pub fn load_checked(path: &Path) -> Result<Checked, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        let config: Config = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let config: Config = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
         if config.test_clock_file.is_some() && !cfg!(debug_assertions) {
-            return Err(ConfigError::Invalid {
-                path: path.to_path_buf(),
-                message: "test_clock_file is read by test builds only: remove it (a release build keeps the system's time)".into(),
-            });
+            return Err(invalid(
+                "test_clock_file is read by test builds only: remove it (a release build keeps the system's time)".into(),
+            ));
         }
-        config.targets().map_err(|message| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        })?;
-        config.limits().map_err(|message| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        })?;
-        config
-            .agent_limits()
-            .map_err(|message| ConfigError::Invalid {
-                path: path.to_path_buf(),
-                message,
-            })?;
         let mut names = std::collections::HashSet::new();
         for sink in &config.audit_sinks {
             sink.check()
@@ -374,12 +406,9 @@ impl Config {
                         .then_some(())
                         .ok_or_else(|| format!("audit sink name {:?} is used twice", sink.name()))
                 })
-                .map_err(|message| ConfigError::Invalid {
-                    path: path.to_path_buf(),
-                    message,
-                })?;
+                .map_err(invalid)?;
         }
-        Ok(config)
+        Checked::of(config).map_err(invalid)
     }
 
     /// The bounds on stored state, checked: each must leave the system usable.

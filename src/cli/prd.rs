@@ -277,9 +277,12 @@ fn load(config: Option<PathBuf>) -> Result<Config, i32> {
 }
 
 fn serve(config: Option<PathBuf>) -> i32 {
-    let config = match load(config) {
-        Ok(config) => config,
-        Err(code) => return code,
+    let checked = match Config::load_checked(&Config::resolve_path(config.as_deref())) {
+        Ok(checked) => checked,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILURE;
+        }
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -297,7 +300,7 @@ fn serve(config: Option<PathBuf>) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    match runtime.block_on(crate::publisher::daemon::serve(config)) {
+    match runtime.block_on(crate::publisher::daemon::serve(checked)) {
         Ok(()) => EXIT_OK,
         Err(DaemonError::Host(HostError::PropertiesFail(report))) => {
             eprint!(

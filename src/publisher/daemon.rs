@@ -16,7 +16,7 @@ mod spool;
 use super::ground::Finding;
 use super::host::{Host, HostError};
 use super::sockets::{admin_allowed, bind};
-use crate::config::{AgentLimits, Config};
+use crate::config::{AgentLimits, Checked};
 use crate::engine::Principal;
 use crate::protocol::{
     AGENT_HEADER_LEN, AdminRequest, AgentHeader, AgentRequest, ErrorKind, MAX_BUNDLE_BYTES,
@@ -50,16 +50,17 @@ pub enum DaemonError {
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
-pub async fn serve(config: Config) -> Result<(), DaemonError> {
-    let limits = config.agent_limits().map_err(HostError::Config)?;
+pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
+    let limits = checked.agent_limits;
+    let config = &checked.config;
     // Before anything is created: the keys, the state and socket directories.
-    stand_on(super::ground::local_checks(&config))?;
-    let host = Arc::new(Host::open(&config)?);
+    stand_on(super::ground::local_checks(config))?;
+    let host = Arc::new(Host::open(&checked)?);
     // Fail closed: a policy set that breaks a write invariant never serves.
     host.prove_at_start().await?;
     // Before a token is revoked or a socket bound: [github] is a GitHub API and both Apps are
     // what the configuration says (after the state, whose problems need no network to show).
-    stand_on(super::ground::github_ground(&config).await)?;
+    stand_on(super::ground::github_ground(config).await)?;
     // Before the sockets and the sweeper start: a token the previous run handed out is revoked at GitHub
     // (the sweeper could only mark it, having never seen its value).
     let revoked = host.revoke_persisted_tokens().await;

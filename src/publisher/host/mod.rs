@@ -8,7 +8,7 @@
 use super::clock::Clock;
 use super::github::{GitHub, GithubError};
 use super::prove::{ProveError, Report, Subject};
-use crate::config::Config;
+use crate::config::Checked;
 use crate::config::Limits;
 use crate::engine::authority::{Authority, AuthorityError};
 use crate::engine::policy::PolicyError;
@@ -105,7 +105,8 @@ const PRUNE_EVERY_SECONDS: i64 = 60;
 
 impl Host {
     /// Opens the state and loads the policies; any problem refuses start (fail closed).
-    pub fn open(config: &Config) -> Result<Self, HostError> {
+    pub fn open(checked: &Checked) -> Result<Self, HostError> {
+        let config = &checked.config;
         // Created private (the ground checks refused a state directory open to others).
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
             .create(&config.state_dir)
@@ -133,8 +134,8 @@ impl Host {
             .map_err(|e| HostError::Config(format!("cannot create {}: {e}", tmp.display())))?;
         let settings = Settings {
             mcp_key_hash_file: config.mcp_key_hash_file(),
-            pr_branch_prefix: config.pr_branch_prefix().map_err(HostError::Config)?,
-            limits: config.limits().map_err(HostError::Config)?,
+            pr_branch_prefix: checked.pr_branch_prefix.clone(),
+            limits: checked.limits,
             sinks: config
                 .audit_sinks
                 .iter()
@@ -155,18 +156,21 @@ impl Host {
             properties,
             waived,
         } = Subject::load(config.policy_dir.as_deref(), &config.waive_properties)?;
-        let targets = config.targets().map_err(HostError::Config)?;
+        let targets = checked.targets.clone();
         let store = SharedStore::new(Store::open(&config.state_db())?);
         let clock = match &config.test_clock_file {
             Some(file) => Clock::offset_by(file.clone()),
             None => Clock::system(),
         };
-        let oauth = match config.mcp_oauth().map_err(HostError::Config)? {
+        let oauth = match &checked.mcp_oauth {
             None => None,
-            Some((public_url, file, private_hosts)) => {
-                let settings =
-                    crate::publisher::oauth::OAuthSettings::new(&public_url, file, private_hosts)
-                        .map_err(HostError::Config)?;
+            Some(mcp) => {
+                let settings = crate::publisher::oauth::OAuthSettings::new(
+                    &mcp.public_url,
+                    mcp.file.clone(),
+                    mcp.private_hosts.clone(),
+                )
+                .map_err(HostError::Config)?;
                 Some(Arc::new(
                     crate::publisher::oauth::OAuth::open(settings, store.clone(), clock.now())
                         .map_err(HostError::Config)?,

@@ -1,14 +1,16 @@
 //! The host's own checks: configuration it refuses at start, limits it enforces on requests.
 
 use super::*;
+use crate::config::Config;
 use crate::protocol::AdminRequest;
 
-fn config(dir: &std::path::Path, extra: &str) -> Config {
-    toml::from_str(&format!(
+fn config(dir: &std::path::Path, extra: &str) -> Checked {
+    let config: Config = toml::from_str(&format!(
         "state_dir = \"{d}/state\"\nadmin_socket = \"{d}/a.sock\"\nagent_socket = \"{d}/g.sock\"\nagent_uid = 1\n{extra}",
         d = dir.display()
     ))
-    .unwrap()
+    .unwrap();
+    Checked::of(config).unwrap()
 }
 
 #[test]
