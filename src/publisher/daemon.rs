@@ -88,7 +88,7 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
     );
 
     // Every audit row also leaves the sprite as it is written (`[[audit_sinks]]`).
-    crate::publisher::sinks::spawn_all(&host, &config.audit_sinks);
+    crate::publisher::sinks::spawn_all(&host.outbox(), &config.audit_sinks);
 
     let expiry_host = host.clone();
     tokio::spawn(async move {

@@ -223,6 +223,14 @@ impl Host {
         self.clock.now()
     }
 
+    /// The outbox the audit sinks read: the store handle and the clock, not the host.
+    pub fn outbox(&self) -> crate::publisher::sinks::Outbox {
+        crate::publisher::sinks::Outbox {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// Runs `work` on a blocking thread (SQLite, git), the host taken along; a panic in it
     /// goes on in the caller, as if it had run here.
     pub(crate) async fn blocking<T: Send + 'static>(

@@ -18,8 +18,8 @@ pub use event::{SCHEMA_VERSION, event_json, slack_text};
 use crate::config::SinkConfig;
 use crate::engine::ledger;
 use crate::engine::store::AuditRecord;
-use crate::publisher::host::Host;
-use std::sync::Arc;
+use crate::publisher::clock::Clock;
+use crate::publisher::host::SharedStore;
 use std::time::Duration;
 
 /// Rows read from the outbox at a time.
@@ -74,19 +74,26 @@ impl Sink {
     }
 }
 
+/// What a delivery task needs of the publisher: the outbox and the time, nothing else.
+#[derive(Clone)]
+pub struct Outbox {
+    pub store: SharedStore,
+    pub clock: Clock,
+}
+
 /// Starts one delivery task per configured sink.
-pub fn spawn_all(host: &Arc<Host>, sinks: &[SinkConfig]) {
+pub fn spawn_all(outbox: &Outbox, sinks: &[SinkConfig]) {
     for config in sinks {
-        tokio::spawn(run(host.clone(), config.clone()));
+        tokio::spawn(run(outbox.clone(), config.clone()));
     }
 }
 
-async fn run(host: Arc<Host>, config: SinkConfig) {
+async fn run(outbox: Outbox, config: SinkConfig) {
     let name = config.name().to_string();
     let mut backoff = Duration::from_secs(1);
     let mut sink: Option<Sink> = None;
     loop {
-        let failed = match deliver_some(&host, &config, &mut sink).await {
+        let failed = match deliver_some(&outbox, &config, &mut sink).await {
             Ok(0) => {
                 tokio::time::sleep(IDLE).await;
                 continue;
@@ -98,10 +105,11 @@ async fn run(host: Arc<Host>, config: SinkConfig) {
             Err(error) => error,
         };
         tracing::warn!(sink = %name, error = %failed, retry_in = ?backoff, "audit sink failed");
-        let now = host.now();
+        let now = outbox.clock.now();
         let (n, e) = (name.clone(), failed);
-        let _ = host
-            .stored(move |_, s| ledger::sink_failed(s, &n, &e, now))
+        let _ = outbox
+            .store
+            .run(move |s| ledger::sink_failed(s, &n, &e, now))
             .await;
         // A failed sink is opened afresh: a connection or file handle may be what failed.
         sink = None;
@@ -112,13 +120,14 @@ async fn run(host: Arc<Host>, config: SinkConfig) {
 
 /// Delivers the rows after the sink's cursor, moving it after each; the number delivered.
 async fn deliver_some(
-    host: &Arc<Host>,
+    outbox: &Outbox,
     config: &SinkConfig,
     sink: &mut Option<Sink>,
 ) -> Result<usize, String> {
     let name = config.name().to_string();
-    let (_, rows) = host
-        .stored(move |_, s| ledger::sink_batch(s, &name, BATCH))
+    let (_, rows) = outbox
+        .store
+        .run(move |s| ledger::sink_batch(s, &name, BATCH))
         .await
         .map_err(|e| format!("reading the audit log: {e}"))?;
     if rows.is_empty() {
@@ -130,8 +139,10 @@ async fn deliver_some(
     let open = sink.as_mut().expect("opened above");
     for record in &rows {
         open.deliver(record).await?;
-        let (name, id, now) = (config.name().to_string(), record.row.id, host.now());
-        host.stored(move |_, s| ledger::sink_delivered(s, &name, id, now))
+        let (name, id, now) = (config.name().to_string(), record.row.id, outbox.clock.now());
+        outbox
+            .store
+            .run(move |s| ledger::sink_delivered(s, &name, id, now))
             .await
             .map_err(|e| format!("recording a delivery: {e}"))?;
     }
