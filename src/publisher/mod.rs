@@ -14,6 +14,7 @@ pub mod locks;
 pub mod oauth;
 pub mod prove;
 pub mod publish;
+pub mod shared_store;
 pub mod sinks;
 pub mod sockets;
 pub mod watch;

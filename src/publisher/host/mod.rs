@@ -29,13 +29,12 @@ mod proofs;
 mod push;
 pub mod record;
 mod shallow;
-mod shared_store;
 mod step_token;
 mod stream;
 mod tokens;
 
+pub use crate::publisher::shared_store::SharedStore;
 pub use push::Admission;
-pub use shared_store::SharedStore;
 pub use stream::Incoming;
 
 /// Longest TTL accepted over the wire (the CLI's grammar caps it the same way).

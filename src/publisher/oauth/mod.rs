@@ -44,7 +44,7 @@ use std::path::PathBuf;
 
 use crate::engine::store::Store;
 use crate::protocol::{OAuthHttpReply, OAuthHttpRequest};
-use crate::publisher::host::SharedStore;
+use crate::publisher::shared_store::SharedStore;
 
 pub use admin::AdminError;
 pub use published::{PublishedAuth, PublishedKey};

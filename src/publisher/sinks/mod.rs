@@ -19,7 +19,7 @@ use crate::config::SinkConfig;
 use crate::engine::ledger;
 use crate::engine::store::AuditRecord;
 use crate::publisher::clock::Clock;
-use crate::publisher::host::SharedStore;
+use crate::publisher::shared_store::SharedStore;
 use std::time::Duration;
 
 /// Rows read from the outbox at a time.
