@@ -194,14 +194,7 @@ pub(super) fn run(command: ProxyCommand, registry: &Registry) -> i32 {
                 if target.json {
                     print_json_ok(&verified);
                 } else {
-                    for c in &verified.checks {
-                        println!(
-                            "{} {}: {}",
-                            if c.ok { "ok  " } else { "FAIL" },
-                            c.check,
-                            render::safe(&c.message)
-                        );
-                    }
+                    print!("{}", check_lines(&verified.checks));
                     println!(
                         "{}",
                         if ok {
@@ -242,16 +235,7 @@ fn dev(entry: &SpriteEntry, options: &DevOptions, json: bool) -> i32 {
     );
     eprintln!("Files: {} (private)", running.dir.display());
     match worker::verify_at(entry, record) {
-        Ok(verified) => {
-            for c in &verified.checks {
-                eprintln!(
-                    "{} {}: {}",
-                    if c.ok { "ok  " } else { "FAIL" },
-                    c.check,
-                    render::safe(&c.message)
-                );
-            }
-        }
+        Ok(verified) => eprint!("{}", check_lines(&verified.checks)),
         Err(e) => eprintln!("warning: not verified: {}", render::safe(&e.to_string())),
     }
     // The URL alone on stdout, as `connect` prints one: a script can read it.
@@ -273,6 +257,21 @@ fn dev(entry: &SpriteEntry, options: &DevOptions, json: bool) -> i32 {
         }
         Err(e) => print_failure(&format!("cannot wait for workerd: {e}"), json),
     }
+}
+
+/// `verify`'s checks, a line each: `ok  ` or `FAIL`, the check, its message (escaped).
+fn check_lines(checks: &[worker::Check]) -> String {
+    checks
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}: {}\n",
+                if c.ok { "ok  " } else { "FAIL" },
+                c.check,
+                render::safe(&c.message)
+            )
+        })
+        .collect()
 }
 
 fn print_status(status: &WorkerStatus) {

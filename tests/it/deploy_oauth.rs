@@ -127,6 +127,20 @@ impl Client<'_> {
     }
 }
 
+/// `zodex sprite mcp public-url https://HOST/mcp`: OAuth on, for the sprite's public name.
+fn set_public_url(world: &World) -> support::dev::Run {
+    world
+        .zodex(&[
+            "sprite",
+            "mcp",
+            "public-url",
+            &format!("https://{HOST}/mcp"),
+            "--sprite",
+            "box",
+        ])
+        .ok()
+}
+
 fn between(text: &str, start: &str, end: &str) -> String {
     let from = text
         .find(start)
@@ -150,16 +164,7 @@ fn an_oauth_only_sprite_passes_doctor_and_uninstall_ends_every_grant() {
         .nth(1)
         .unwrap()
         .to_string();
-    let set = world
-        .zodex(&[
-            "sprite",
-            "mcp",
-            "public-url",
-            &format!("https://{HOST}/mcp"),
-            "--sprite",
-            "box",
-        ])
-        .ok();
+    let set = set_public_url(&world);
     println!(
         "$ zodex sprite mcp public-url https://{HOST}/mcp\n{}",
         set.stdout.trim()
@@ -209,16 +214,7 @@ fn an_oauth_only_sprite_passes_doctor_and_uninstall_ends_every_grant() {
         "$ zodex sprite setup … (again)\n{}",
         setup.stdout.lines().last().unwrap_or("")
     );
-    world
-        .zodex(&[
-            "sprite",
-            "mcp",
-            "public-url",
-            &format!("https://{HOST}/mcp"),
-            "--sprite",
-            "box",
-        ])
-        .ok();
+    set_public_url(&world);
     let status = client.tools_list(&access);
     assert_eq!(status, 401, "the old access token is refused");
     let (status, body) = client.post_form(

@@ -1,7 +1,7 @@
 """`zodex sprite proxy dev`: the embedded Worker on the real Workers runtime (workerd from
 scripts/install-worker-peers) in front of a sprite, as an operator without a Cloudflare account
 runs it — the real `zodex` binary, a real `zodex-agent serve`, and an HTTPS origin whose
-certificate a private CA signed (made here with openssl).
+certificate a private CA signed (test_oauth.make_tls, openssl).
 
 Proves: it serves the MCP contract and checks it once it listens (the key from `connect`), a real
 MCP client runs a command through it, Ctrl-C ends it and frees the port, nothing is recorded in
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import signal
 import ssl
 import subprocess
@@ -21,21 +20,11 @@ import threading
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 import worker as w
 from conftest import ZODEX, run, start_server
 from proxies import free_port
-from test_worker_cli import Operator, listening, need
-
-
-@pytest.fixture
-def op(tmp_path):
-    need(w.WORKERD, "workerd")
-    operator = Operator(tmp_path / "operator")
-    r = operator.zodex("sprite", "add", "s1", "--exec", "false")
-    assert r.returncode == 0, r.stderr
-    return operator
+from test_oauth import make_tls
+from test_worker_cli import Operator, listening, op  # noqa: F401 - `op` is a fixture here too
 
 
 class Dev:
@@ -103,22 +92,6 @@ def test_dev_serves_and_checks_the_contract_then_ends_on_ctrl_c_leaving_nothing_
         sprite.stop()
 
 
-def make_ca(tmp: Path) -> tuple[Path, Path, Path]:
-    """A private CA and a certificate for 127.0.0.1 it signed: (ca.pem, cert.pem, key.pem)."""
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=tmp, check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-            "-subj", "/CN=zodex test CA", "-keyout", "ca.key", "-out", "ca.pem",
-            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=127.0.0.1",
-            "-keyout", "key.pem", "-out", "req.csr")
-    (tmp / "ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    openssl("x509", "-req", "-in", "req.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
-            "-extfile", "ext", "-out", "cert.pem")
-    return tmp / "ca.pem", tmp / "cert.pem", tmp / "key.pem"
-
-
 def https_origin(cert: Path, key: Path) -> http.server.ThreadingHTTPServer:
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -141,7 +114,7 @@ def https_origin(cert: Path, key: Path) -> http.server.ThreadingHTTPServer:
 
 
 def test_an_origin_with_a_private_ca_is_reached_only_when_the_ca_is_named(op, tmp_path):
-    ca, cert, key = make_ca(tmp_path)
+    ca, cert, key = make_tls(tmp_path)
     server = https_origin(cert, key)
     origin = f"https://127.0.0.1:{server.server_address[1]}"
     try:

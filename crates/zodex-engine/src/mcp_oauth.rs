@@ -207,10 +207,7 @@ pub fn poll_page(store: &mut Store, page: &PagePoll<'_>) -> Result<Poll, StoreEr
             code_sha256: page.code_sha256,
             code_expires_at: page.code_expires_at,
         })?;
-        // Written from an Actor by `decide`; an odd text keeps its words as an operator's.
-        let decided_by = d.decided_by.parse().unwrap_or_else(|_| {
-            Actor::Operator(d.decided_by.trim_start_matches("operator:").to_string())
-        });
+        let decided_by = Actor::read(&d.decided_by);
         audit(
             f,
             &decided_by,

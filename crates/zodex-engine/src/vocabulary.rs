@@ -98,18 +98,6 @@ impl FromStr for Actor {
     }
 }
 
-impl Serialize for Actor {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.as_stored())
-    }
-}
-
-impl<'de> Deserialize<'de> for Actor {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(Self::read(&String::deserialize(deserializer)?))
-    }
-}
-
 /// What kind of audit row: a decision that allowed, one that denied, or an event (a change
 /// that is not itself a decision: an expiry, an outcome, a revocation by the publisher).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -315,6 +303,7 @@ macro_rules! as_text {
     };
 }
 
+as_text!(Actor);
 as_text!(AuditAction);
 as_text!(AuditDecision);
 
