@@ -5,15 +5,16 @@
 pub mod clock;
 pub mod credentials;
 pub mod daemon;
-mod error_text;
-pub mod github;
+/// The GitHub client (crate `zodex-github`).
+pub use zodex_github as github;
 pub mod ground;
 pub mod host;
 pub mod install;
-pub mod locks;
+pub use zodex_git::locks;
 pub mod oauth;
 pub mod prove;
-pub mod publish;
+/// The bytes of publishing: mirrors, bundle import, packs, the upload (crate `zodex-git`).
+pub use zodex_git as publish;
 pub mod shared_store;
 pub mod sinks;
 pub mod sockets;

@@ -10,13 +10,13 @@
 //! for a while, and lets the consent page wait at most [`INLINE_WAIT`] before it answers "still
 //! checking" and reloads. The token path never meets a fetch.
 
-use crate::publisher::error_text::error_chain;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use zodex_github::error_chain;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Empty, Limited};

@@ -4,11 +4,11 @@
 //! `X-Zodex-Delivery` carries the row's id for deduplication. Any 2xx is a delivery.
 
 use crate::engine::store::AuditRecord;
-use crate::publisher::error_text::error_chain;
 use bytes::Bytes;
 use http_body_util::Full;
 use std::path::Path;
 use std::time::Duration;
+use zodex_github::error_chain;
 
 type Client = hyper_util::client::legacy::Client<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,

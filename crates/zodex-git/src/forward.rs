@@ -99,7 +99,7 @@ fn walk_entries(
     };
     tokio::task::spawn_blocking(move || {
         let mut input = std::io::BufReader::with_capacity(64 * 1024, growing);
-        let bound = crate::protocol::MAX_BUNDLE_BYTES.saturating_sub(pack_offset);
+        let bound = zodex_protocol::MAX_BUNDLE_BYTES.saturating_sub(pack_offset);
         let walked = super::packscan::walk_entries(&mut input, bound, &mut |end| {
             whole.send_replace(pack_offset + end);
         });
@@ -367,7 +367,7 @@ mod tests {
 
     /// A pack of blobs of `sizes` bytes each (barely compressible), and where each entry ends.
     fn pack_of(sizes: &[usize]) -> (Vec<u8>, Vec<usize>) {
-        use crate::publisher::publish::packscan::tests::{pack, whole};
+        use crate::packscan::tests::{pack, whole};
         let entries: Vec<Vec<u8>> = sizes
             .iter()
             .enumerate()

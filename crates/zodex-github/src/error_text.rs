@@ -4,7 +4,7 @@
 
 /// `error` and each of its causes, joined by `: `; a cause whose text the line already holds
 /// is not repeated.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

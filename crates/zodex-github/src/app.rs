@@ -8,9 +8,9 @@
 
 use super::http::Auth;
 use super::{GitHub, GithubError};
-use crate::engine::store::App;
 use ::http::Method;
 use std::collections::BTreeMap;
+use zodex_engine::store::App;
 
 /// The App a JWT authenticates, as `GET /app` describes it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]

@@ -16,11 +16,11 @@ use super::import_error::{objects_err, scan_refusal};
 use super::indexer;
 use super::packscan;
 use super::walk::{Walk, unreached_in_pack};
-use crate::protocol::bundle_header::{self as bundle, BundleHeader};
 use gix::hash::ObjectId;
 use gix::objs::Exists;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use zodex_protocol::bundle_header::{self as bundle, BundleHeader};
 
 /// GitHub refuses files over 100 MiB; refuse them here, before anything is inflated or pushed.
 pub use super::packscan::MAX_BLOB_BYTES;

@@ -2,10 +2,10 @@
 //! credential helpers) and with the installation token passed in the environment as an HTTP
 //! header, never in argv, a URL or a file. Git does the network; gix reads the bytes.
 
-use super::super::github::Token;
 use base64::Engine as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use zodex_github::Token;
 
 #[derive(Debug, thiserror::Error)]
 #[error("git {what} failed: {message}")]

@@ -15,10 +15,10 @@
 use super::git;
 use super::receive_pack::{RefCommand, Session};
 use super::{Quarantine, SharedQuarantine};
-use crate::protocol::PushUpdate;
-use crate::publisher::github::Token;
 use std::collections::HashMap;
 use std::path::Path;
+use zodex_github::Token;
+use zodex_protocol::PushUpdate;
 
 /// One ref update as it is pushed to GitHub.
 #[derive(Debug, Clone)]
@@ -225,7 +225,7 @@ fn capabilities(
         .iter()
         .any(|c| c.starts_with("agent="))
     {
-        capabilities.push(format!("agent={}", crate::publisher::github::USER_AGENT));
+        capabilities.push(format!("agent={}", zodex_github::USER_AGENT));
     }
     Ok(capabilities)
 }

@@ -5,8 +5,8 @@
 
 use super::http::Auth;
 use super::{GitHub, GithubError, OpenedPull, Token};
-use crate::engine::RepoName;
 use ::http::Method;
+use zodex_engine::RepoName;
 
 impl GitHub {
     /// `GET /repos/{o}/{r}`: the default branch.

@@ -6,7 +6,7 @@
 use super::jwt::AppKey;
 use super::token::Token;
 use super::{GitHub, GithubError};
-use crate::publisher::error_text::error_chain;
+use crate::error_text::error_chain;
 use http::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, USER_AGENT};
 use http::{Method, Request};
 use http_body_util::BodyExt;

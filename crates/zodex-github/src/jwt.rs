@@ -3,8 +3,8 @@
 
 use super::GithubError;
 use crate::config::GithubApp;
-use crate::engine::store::App;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use zodex_engine::store::App;
 
 /// How far back `iat` is set.
 pub const IAT_BACKDATE_SECS: i64 = 60;

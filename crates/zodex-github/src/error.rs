@@ -1,8 +1,8 @@
 //! What can go wrong talking to GitHub, in words an operator can act on. No variant ever
 //! carries a token: GitHub's own `message` is quoted, and tokens appear only as SHA-256.
 
-use crate::engine::store::App;
 use std::path::PathBuf;
+use zodex_engine::store::App;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GithubError {

@@ -1,10 +1,10 @@
 //! Installation tokens as values: opaque strings of any length, never shown. `Debug` and every
 //! log line carry only the SHA-256; what a token is for decides its least permissions.
 
-use crate::engine::store::App;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use zodex_engine::store::App;
 
 /// An installation token. Clone sparingly; it is never printed.
 #[derive(Clone, PartialEq, Eq)]

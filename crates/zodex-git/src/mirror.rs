@@ -12,20 +12,20 @@
 //! or with every tree beneath ([`fetch_trees_whole`]: the `git push` fallback).
 
 use super::git::{self, GitError};
-use crate::engine::RepoName;
-use crate::publisher::github::Token;
 use std::path::{Path, PathBuf};
+use zodex_engine::RepoName;
+use zodex_github::Token;
 
 pub struct Mirrors {
     root: PathBuf,
     /// Spooled bundles and quarantines: inside the state directory, on the mirrors' file
     /// system (a verified pack moves into a mirror by rename), private to the publisher.
     tmp: PathBuf,
-    locks: crate::publisher::locks::RepoLocks,
+    locks: crate::locks::RepoLocks,
 }
 
 /// A ref as the mirror holds it (and as `list_refs` answers it).
-pub use crate::protocol::ListedRef as MirrorRef;
+pub use zodex_protocol::ListedRef as MirrorRef;
 
 impl Mirrors {
     pub fn new(root: PathBuf, tmp: PathBuf) -> Self {

@@ -20,10 +20,10 @@
 use super::git::{self, GitError};
 use super::import::{ImportError, Quarantine};
 use super::mirror::{NO_AUTO_MAINTENANCE, fetch_refs, init_beside};
-use crate::publisher::github::Token;
 use gix::hash::ObjectId;
 use std::collections::HashSet;
 use std::path::Path;
+use zodex_github::Token;
 
 /// More new commits than this and the first push decides on the whole history: GitHub is
 /// asked about each of them in one negotiation, which git ends early past 256 unanswered.
@@ -284,9 +284,9 @@ impl Quarantine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::mirror::{FILTER, make_partial};
     use super::*;
-    use crate::publisher::publish::git::test_git as git;
+    use crate::git::test_git as git;
+    use crate::mirror::{FILTER, make_partial};
 
     /// An origin with a main of five commits and a side branch from its third.
     fn origin(dir: &Path) -> (std::path::PathBuf, Vec<String>) {

@@ -12,7 +12,9 @@
 //! [`GitHub::revoke`], and [`record`] (writing what was learnt into the engine's state).
 
 mod app;
+mod config;
 mod error;
+pub mod error_text;
 mod http;
 mod jwt;
 mod models;
@@ -20,19 +22,20 @@ mod pulls;
 mod token;
 
 pub use app::{AppFacts, glimpse};
+pub use config::{DEFAULT_API_URL, DEFAULT_GIT_URL, GithubApp, GithubConfig};
 pub use error::GithubError;
+pub use error_text::error_chain;
 pub use http::RetryPolicy;
 pub use jwt::{AppKey, EXP_AHEAD_SECS, IAT_BACKDATE_SECS};
 pub use token::{Token, TokenUse};
 
-use crate::config::GithubConfig;
-use crate::engine::RepoName;
-use crate::engine::store::{App, CoverageFact, IssuedToken};
 use ::http::Method;
 use http::Auth;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
+use zodex_engine::RepoName;
+use zodex_engine::store::{App, CoverageFact, IssuedToken};
 
 /// The REST API version Zodex is written against.
 pub const API_VERSION: &str = "2022-11-28";

@@ -11,13 +11,11 @@
 //! Basic `Authorization` header marked sensitive; no error text carries it.
 //!
 //! The transport is the hyper and rustls stack the GitHub client already uses
-//! ([`crate::publisher::github`]), with a longer read timeout: GitHub checks the objects of a
+//! ([`zodex_github`]), with a longer read timeout: GitHub checks the objects of a
 //! large push before it answers.
 
 pub use super::pktline::{Advertisement, RefCommand, Report, ZERO_ID};
 use super::pktline::{command_lines, parse_advertisement, parse_report};
-use crate::publisher::error_text::error_chain;
-use crate::publisher::github::Token;
 use base64::Engine as _;
 use futures_util::StreamExt as _;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
@@ -26,6 +24,8 @@ use http_body_util::combinators::UnsyncBoxBody;
 use std::path::Path;
 use std::time::Duration;
 use tokio_util::bytes::Bytes;
+use zodex_github::Token;
+use zodex_github::error_chain;
 
 /// A pack with no objects (header and trailing checksum), sent when no command deletes
 /// nothing but every object is already at GitHub: receive-pack expects a pack after any

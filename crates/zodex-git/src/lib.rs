@@ -8,6 +8,7 @@ pub mod git;
 pub mod import;
 mod import_error;
 pub mod indexer;
+pub mod locks;
 pub mod mirror;
 pub mod packscan;
 pub mod pktline;

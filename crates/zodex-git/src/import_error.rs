@@ -3,7 +3,7 @@
 
 use super::git::GitError;
 use super::packscan::{Declared, ScanError};
-use crate::protocol::bundle_header::BundleError;
+use zodex_protocol::bundle_header::BundleError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
