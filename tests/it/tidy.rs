@@ -1,27 +1,19 @@
-//! The architecture's invariants, checked against the source as text (the way rust-analyzer's
-//! tidy tests keep its layers): a change that breaks an arrow fails here, naming the file and
-//! line, instead of living on as a sentence in ARCHITECTURE.md that is no longer true.
-//!
-//! The crates' arrows are the compiler's: each manifest under `crates/` names only the Zodex
-//! crates below it ([`CRATE_ARROWS`]). What a manifest cannot say is checked here:
-//! - `engine` reaches no network, git, process or clock, and no other layer of Zodex;
-//! - `tools` imports nothing of `publisher`, `engine`, `agent`, `operator` or `devhub`, nor any
-//!   GitHub client;
-//! - `publisher` imports nothing of `agent`, `operator`, `cli` or `tools` (its clients), opens
-//!   no store transaction of its own (the engine's `Authority` and `ledger` do), and its GitHub
-//!   client holds no store;
-//! - `devhub` imports nothing of `engine`, `publisher` or `tools`, and only `operator::dev`
-//!   imports it (tests too);
+//! The architecture's invariants. The arrows between the roles are the compiler's: each crate's
+//! manifest names only the Zodex crates below it ([`CRATE_ARROWS`], checked here), so a
+//! wrong-way `use` does not build. What a manifest cannot say is checked against the source as
+//! text (the way rust-analyzer's tidy tests keep its layers), naming the file and line:
+//! - the engine reaches no network, git, process or clock;
+//! - the publisher opens no store transaction of its own (the engine's `Authority` and `ledger`
+//!   do), and the GitHub client holds no store;
+//! - only `zodex dev` (`zodex-operator`'s `dev.rs`) starts devhub, the local GitHub;
+//! - the operator takes only the installer's types from the publisher crate;
 //! - `cli` spawns no process and opens no socket, and each of its files stays under a size
 //!   budget (parsing and printing only);
-//! - no function of `src/` grows past [`FUNCTION_BUDGET`] lines (`cargo test --test it --
-//!   --nocapture tidy::functions` lists the longest);
-//! - the graph of which top-level module imports which has exactly the arrows of [`ARROWS`],
-//!   so it has no cycle: in particular `agent` and `publisher` share only `protocol`, `config`
-//!   and `engine`, never each other. `cargo test --test it -- --nocapture tidy::module_graph`
-//!   prints the graph as it is.
+//! - no function grows past [`FUNCTION_BUDGET`] lines (`cargo test --test it -- --nocapture
+//!   tidy::functions` lists the longest);
+//! - no crate comes in a second version beyond [`DUPLICATE_BUDGET`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Every `.rs` file below `dir`, sorted.
@@ -42,30 +34,27 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Where a top-level module's code is: the layers that are crates of their own (`engine`,
-/// `tools`) under `crates/`, the rest under `src/`.
-fn src(module: &str) -> PathBuf {
+/// Where a role's code is: `crates/zodex-ROLE/src`; `cli` (and `""`, the whole of it) is the
+/// root crate's `src/`.
+fn src(role: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    match module {
-        "engine" => root.join("crates/zodex-engine/src"),
-        "tools" => root.join("crates/zodex-tools/src"),
-        "protocol" => root.join("crates/zodex-protocol/src"),
-        "devhub" => root.join("crates/zodex-devhub/src"),
-        "github" => root.join("crates/zodex-github/src"),
-        "git" => root.join("crates/zodex-git/src"),
-        _ => root.join("src").join(module),
+    match role {
+        "" | "cli" => root.join("src").join(role),
+        _ => root
+            .join("crates")
+            .join(format!("zodex-{role}"))
+            .join("src"),
     }
 }
 
-/// The directories of Rust code tidy reads: `src/` and each layer crate's.
+/// The directories of Rust code tidy reads: the root crate's `src/` and every crate's.
 fn code_roots() -> Vec<PathBuf> {
     std::iter::once(src(""))
-        .chain(CRATE_ARROWS.iter().map(|(krate, _)| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("crates")
-                .join(krate)
-                .join("src")
-        }))
+        .chain(
+            CRATE_ARROWS
+                .iter()
+                .map(|(krate, _)| src(krate.trim_start_matches("zodex-"))),
+        )
         .collect()
 }
 
@@ -78,6 +67,32 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
     ("zodex-devhub", &[]),
     ("zodex-protocol", &["zodex-engine"]),
     ("zodex-github", &["zodex-engine"]),
+    ("zodex-config", &["zodex-engine", "zodex-github"]),
+    (
+        "zodex-agent",
+        &["zodex-engine", "zodex-protocol", "zodex-config"],
+    ),
+    (
+        "zodex-operator",
+        &[
+            "zodex-engine",
+            "zodex-protocol",
+            "zodex-config",
+            "zodex-publisher",
+            "zodex-tools",
+            "zodex-devhub",
+        ],
+    ),
+    (
+        "zodex-publisher",
+        &[
+            "zodex-engine",
+            "zodex-protocol",
+            "zodex-config",
+            "zodex-github",
+            "zodex-git",
+        ],
+    ),
     (
         "zodex-git",
         &["zodex-engine", "zodex-protocol", "zodex-github"],
@@ -176,47 +191,6 @@ fn the_engine_reaches_no_network_git_process_or_clock() {
                 "reqwest",
                 "gix",
                 "Command::new",
-                "crate::publisher",
-                "crate::tools",
-                "crate::agent",
-                "crate::operator",
-                "crate::cli",
-                "crate::devhub",
-            ],
-        ),
-    );
-}
-
-#[test]
-fn tools_know_nothing_of_github_grants_or_the_publisher() {
-    assert_none(
-        "tools could ship as a crate of their own",
-        mentions(
-            "tools",
-            &[
-                "crate::publisher",
-                "crate::engine",
-                "crate::agent",
-                "crate::operator",
-                "crate::devhub",
-                "crate::cli",
-                "octocrab",
-            ],
-        ),
-    );
-}
-
-#[test]
-fn the_publisher_depends_on_no_client_of_it() {
-    assert_none(
-        "the publisher serves the agent and the operator and never imports them",
-        mentions(
-            "publisher",
-            &[
-                "crate::agent",
-                "crate::operator",
-                "crate::cli",
-                "crate::tools",
             ],
         ),
     );
@@ -236,36 +210,22 @@ fn the_publisher_changes_state_only_through_the_engines_operations() {
 
 #[test]
 fn devhub_is_a_peer_only_the_dev_installation_starts() {
-    assert_none(
-        "devhub imports nothing of Zodex's layers",
-        mentions(
-            "devhub",
-            &[
-                "crate::engine",
-                "crate::publisher",
-                "crate::tools",
-                "crate::agent",
-                "crate::operator",
-                "crate::cli",
-            ],
-        ),
-    );
     let mut importers = Vec::new();
-    for file in rust_files(&src("")) {
+    for file in code_roots().iter().flat_map(|dir| rust_files(dir)) {
         if file.starts_with(src("devhub")) || file.ends_with("src/lib.rs") {
             continue;
         }
         if code_lines(&file)
             .iter()
-            .any(|(_, line)| line.contains("crate::devhub") || line.contains("zodex::devhub"))
+            .any(|(_, line)| line.contains("zodex_devhub") || line.contains("zodex::devhub"))
         {
             importers.push(file);
         }
     }
     assert_eq!(
         importers,
-        vec![src("operator/dev.rs")],
-        "only operator::dev (and tests) may import devhub"
+        vec![src("operator").join("dev.rs")],
+        "only `zodex dev` (zodex-operator's dev.rs) and tests may start devhub"
     );
 }
 
@@ -300,138 +260,22 @@ fn cli_parses_and_prints() {
     }
 }
 
-/// The top-level modules of `src/` and which others each may import. `cli` is the binaries'
-/// edge and may use any layer (it still only parses and prints, see above).
-const ARROWS: &[(&str, &[&str])] = &[
-    ("engine", &[]),
-    ("tools", &[]),
-    ("devhub", &[]),
-    ("protocol", &["engine"]),
-    ("config", &["engine"]),
-    ("publisher", &["engine", "protocol", "config"]),
-    ("agent", &["engine", "protocol", "config"]),
-    // The operator deploys with `zodex-prd install`'s own layout and report types (only
-    // `publisher::install`, checked below), runs `zodex dev`'s devhub and MCP server.
-    (
-        "operator",
-        &[
-            "engine",
-            "protocol",
-            "config",
-            "publisher",
-            "tools",
-            "devhub",
-        ],
-    ),
-    (
-        "cli",
-        &[
-            "engine",
-            "protocol",
-            "config",
-            "publisher",
-            "agent",
-            "operator",
-            "tools",
-            "devhub",
-        ],
-    ),
-];
-
-/// Which top-level module each module's code names (`crate::X`), with one place each.
-fn module_graph() -> BTreeMap<String, BTreeMap<String, String>> {
-    let root = src("");
-    let modules: BTreeSet<&str> = ARROWS.iter().map(|(m, _)| *m).collect();
-    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for file in rust_files(&root) {
-        let relative = file.strip_prefix(&root).unwrap();
-        let first = relative.iter().next().unwrap().to_string_lossy();
-        let from = first.trim_end_matches(".rs").to_string();
-        if !modules.contains(from.as_str()) {
-            continue; // lib.rs, bin/
-        }
-        for (number, line) in code_lines(&file) {
-            let mut rest = line.as_str();
-            while let Some(at) = rest.find("crate::") {
-                rest = &rest[at + "crate::".len()..];
-                let to: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if to != from && modules.contains(to.as_str()) {
-                    graph
-                        .entry(from.clone())
-                        .or_default()
-                        .entry(to)
-                        .or_insert_with(|| format!("src/{}:{number}", relative.display()));
-                }
-            }
-        }
-    }
-    graph
-}
-
-#[test]
-fn module_graph_has_only_the_allowed_arrows_and_no_cycle() {
-    let graph = module_graph();
-    println!("module graph (module -> the modules it imports):");
-    for (module, _) in ARROWS {
-        let to: Vec<&str> = graph
-            .get(*module)
-            .map(|t| t.keys().map(String::as_str).collect())
-            .unwrap_or_default();
-        println!("  {module:<10} -> {}", to.join(", "));
-    }
-    let allowed: BTreeMap<&str, &[&str]> = ARROWS.iter().copied().collect();
-    let mut broken = Vec::new();
-    for (from, targets) in &graph {
-        for (to, place) in targets {
-            if !allowed[from.as_str()].contains(&to.as_str()) {
-                broken.push(format!("{from} -> {to} ({place})"));
-            }
-        }
-    }
-    assert_none(
-        "an arrow the architecture does not allow (see ARROWS in tests/tidy.rs and ARCHITECTURE.md)",
-        broken,
-    );
-    // No cycle: repeatedly remove modules that import nothing left.
-    let mut left: BTreeMap<&str, BTreeSet<&str>> = graph
-        .iter()
-        .map(|(m, t)| (m.as_str(), t.keys().map(String::as_str).collect()))
-        .collect();
-    loop {
-        let leaves: Vec<&str> = left
-            .iter()
-            .filter(|(_, t)| t.iter().all(|to| !left.contains_key(to)))
-            .map(|(m, _)| *m)
-            .collect();
-        if leaves.is_empty() {
-            break;
-        }
-        for leaf in leaves {
-            left.remove(leaf);
-        }
-    }
-    assert!(left.is_empty(), "a cycle among: {:?}", left.keys());
-}
-
 #[test]
 fn the_operator_takes_only_install_types_from_the_publisher() {
     assert_none(
         "the operator deploys with `publisher::install`'s types and talks through `protocol`",
-        mentions("operator", &["crate::publisher::"])
+        mentions("operator", &["zodex_publisher::"])
             .into_iter()
-            .filter(|line| !line.contains("crate::publisher::install"))
+            .filter(|line| !line.contains("zodex_publisher::install"))
             .collect(),
     );
 }
 
-/// The longest a function of `src/` may grow: past it, a function holds several steps that
+/// The longest a function may grow: past it, a function holds several steps that
 /// want names of their own.
 const FUNCTION_BUDGET: usize = 150;
 
-/// Every function of `src/` outside test modules, as (lines, `file: name`): from its `fn` line
+/// Every function outside test modules, as (lines, `file: name`): from its `fn` line
 /// to the closing brace at the same indentation.
 fn function_lengths() -> Vec<(usize, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

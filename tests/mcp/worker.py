@@ -28,7 +28,7 @@ from proxies import Missing, free_port, wait_listening
 
 WORKERD = REPO / ".peers" / "worker" / "node_modules" / "@cloudflare" / "workerd-linux-64" / "bin" / "workerd"
 SOURCES = REPO / "worker" / "src"
-# The compatibility date `zodex sprite proxy deploy` writes (src/operator/worker/mod.rs).
+# The compatibility date `zodex sprite proxy deploy` writes (crates/zodex-operator/src/worker/mod.rs).
 COMPATIBILITY_DATE = "2026-11-01"
 BUILD_HEADER = "x-zodex-worker-build"
 

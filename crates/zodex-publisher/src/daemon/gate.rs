@@ -1,0 +1,439 @@
+//! What a socket's connections may hold at once, counted without waiting: connections (in all
+//! and per peer process), bundle-carrying requests (in all and per process) and the bytes of
+//! spooled bundles. A request over a bound is answered "busy, try again" at once rather than
+//! queued behind the ones holding it. Every hold is a guard that gives its share back when
+//! dropped, whatever way the request ends.
+//!
+//! One exception to "busy at once": when every connection is taken, the oldest connection that
+//! has been open a while without sending its whole request head is dropped to make room. A
+//! well-behaved client sends its head the moment it connects, so only slow or idle connections
+//! are ever dropped, and however many processes an agent forks, its stalled connections cannot
+//! keep a real request out.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use zodex_protocol::{ErrorKind, Response};
+
+/// How long a connection may go without its request head before a newcomer may take its place
+/// when every connection is taken.
+const HEAD_GRACE: Duration = Duration::from_millis(50);
+
+/// Bundle-carrying requests one process may have at once: one `git push` sends one bundle.
+pub const BUNDLES_PER_PROCESS: usize = 2;
+
+/// The bounds of one socket.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub connections: usize,
+    pub connections_per_process: usize,
+    pub bundles: usize,
+    pub bundles_per_process: usize,
+    pub spool_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    connections: usize,
+    connections_by_pid: HashMap<i32, usize>,
+    bundles: usize,
+    bundles_by_pid: HashMap<i32, usize>,
+    spooled: u64,
+    next_id: u64,
+    /// Connections still waiting for their request head, oldest first.
+    heading: BTreeMap<u64, Heading>,
+    /// Connections dropped to make room: their counts were given back already.
+    evicted: HashSet<u64>,
+}
+
+#[derive(Debug)]
+struct Heading {
+    pid: i32,
+    since: Instant,
+    evict: Arc<Notify>,
+}
+
+/// The counters of one socket.
+#[derive(Debug)]
+pub struct Gate {
+    bounds: Bounds,
+    held: Mutex<Held>,
+}
+
+/// Why a request was turned away at once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Busy {
+    #[error(
+        "zodex-prd is busy: {0} requests are in progress on this socket, its limit; try again in a few seconds"
+    )]
+    Connections(usize),
+    #[error(
+        "zodex-prd is busy: process {pid} already has {limit} requests open on this socket, the limit per process; let them finish and try again"
+    )]
+    ProcessConnections { pid: i32, limit: usize },
+    #[error(
+        "zodex-prd is busy: {0} pushes or publishes are being received or handled, its limit; try again in a few seconds"
+    )]
+    Bundles(usize),
+    #[error(
+        "zodex-prd is busy: process {pid} already has {limit} pushes or publishes in progress, the limit per process; let them finish and try again"
+    )]
+    ProcessBundles { pid: i32, limit: usize },
+    #[error(
+        "zodex-prd is busy: {held} of its {budget} bytes for bundles being received are in use and this bundle declares {want}; try again in a few seconds"
+    )]
+    Spool { held: u64, budget: u64, want: u64 },
+    #[error(
+        "a bundle of {want} bytes is over zodex-prd's spool budget of {budget} bytes ([agent_limits] spool_mib), so it can never be received; push fewer or smaller commits"
+    )]
+    OverBudget { want: u64, budget: u64 },
+}
+
+impl Busy {
+    /// The answer to send (nothing of the request has been acted on).
+    pub fn response(&self) -> Response {
+        let kind = match self {
+            Self::OverBudget { .. } => ErrorKind::Usage,
+            _ => ErrorKind::Conflict,
+        };
+        Response::error(kind, self.to_string())
+    }
+}
+
+impl Gate {
+    pub fn new(bounds: Bounds) -> Arc<Self> {
+        Arc::new(Self {
+            bounds,
+            held: Mutex::default(),
+        })
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        // Counters only: a panic elsewhere cannot leave them half-updated.
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A connection of process `pid` (a peer already allowed on the socket).
+    pub fn connection(self: &Arc<Self>, pid: i32) -> Result<ConnectionSlot, Busy> {
+        let mut held = self.held();
+        let of_pid = held.connections_by_pid.get(&pid).copied().unwrap_or(0);
+        if of_pid >= self.bounds.connections_per_process {
+            return Err(Busy::ProcessConnections {
+                pid,
+                limit: self.bounds.connections_per_process,
+            });
+        }
+        if held.connections >= self.bounds.connections && !held.evict_oldest_stalled() {
+            return Err(Busy::Connections(self.bounds.connections));
+        }
+        held.connections += 1;
+        *held.connections_by_pid.entry(pid).or_default() += 1;
+        let id = held.next_id;
+        held.next_id += 1;
+        let evict = Arc::new(Notify::new());
+        held.heading.insert(
+            id,
+            Heading {
+                pid,
+                since: Instant::now(),
+                evict: evict.clone(),
+            },
+        );
+        Ok(ConnectionSlot {
+            gate: self.clone(),
+            pid,
+            id,
+            evict,
+        })
+    }
+
+    /// A bundle-carrying request on the connection `slot`.
+    pub fn bundle(self: &Arc<Self>, slot: &ConnectionSlot) -> Result<BundleSlot, Busy> {
+        let pid = slot.pid;
+        let mut held = self.held();
+        let of_pid = held.bundles_by_pid.get(&pid).copied().unwrap_or(0);
+        if of_pid >= self.bounds.bundles_per_process {
+            return Err(Busy::ProcessBundles {
+                pid,
+                limit: self.bounds.bundles_per_process,
+            });
+        }
+        if held.bundles >= self.bounds.bundles {
+            return Err(Busy::Bundles(self.bounds.bundles));
+        }
+        held.bundles += 1;
+        *held.bundles_by_pid.entry(pid).or_default() += 1;
+        Ok(BundleSlot {
+            gate: self.clone(),
+            pid,
+        })
+    }
+
+    /// Reserves `want` bytes of the spool budget before the body is read.
+    pub fn reserve(self: &Arc<Self>, want: u64) -> Result<Reservation, Busy> {
+        let budget = self.bounds.spool_bytes;
+        if want > budget {
+            return Err(Busy::OverBudget { want, budget });
+        }
+        let mut held = self.held();
+        if held.spooled + want > budget {
+            return Err(Busy::Spool {
+                held: held.spooled,
+                budget,
+                want,
+            });
+        }
+        held.spooled += want;
+        Ok(Reservation {
+            gate: self.clone(),
+            bytes: want,
+        })
+    }
+}
+
+impl Held {
+    /// Drops the oldest connection that has gone [`HEAD_GRACE`] without its request head,
+    /// giving its counts back now; `false` when there is none.
+    fn evict_oldest_stalled(&mut self) -> bool {
+        let Some((&id, oldest)) = self.heading.first_key_value() else {
+            return false;
+        };
+        if oldest.since.elapsed() < HEAD_GRACE {
+            return false;
+        }
+        let oldest = self.heading.remove(&id).expect("just seen");
+        self.connections -= 1;
+        release(&mut self.connections_by_pid, oldest.pid);
+        self.evicted.insert(id);
+        // A stored permit: the connection's task sees it even if it is not waiting yet.
+        oldest.evict.notify_one();
+        true
+    }
+}
+
+fn release(map: &mut HashMap<i32, usize>, pid: i32) {
+    if let Some(n) = map.get_mut(&pid) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&pid);
+        }
+    }
+}
+
+/// One connection's share; given back when dropped.
+#[derive(Debug)]
+pub struct ConnectionSlot {
+    gate: Arc<Gate>,
+    pid: i32,
+    id: u64,
+    evict: Arc<Notify>,
+}
+
+impl ConnectionSlot {
+    /// The request head has arrived: this connection is no longer dropped to make room.
+    pub fn headed(&self) {
+        self.gate.held().heading.remove(&self.id);
+    }
+
+    /// Completes when the connection was dropped to make room for another.
+    pub async fn evicted(&self) {
+        self.evict.notified().await;
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut held = self.gate.held();
+        held.heading.remove(&self.id);
+        if held.evicted.remove(&self.id) {
+            return;
+        }
+        held.connections -= 1;
+        release(&mut held.connections_by_pid, self.pid);
+    }
+}
+
+/// One bundle-carrying request's share; given back when dropped.
+#[derive(Debug)]
+pub struct BundleSlot {
+    gate: Arc<Gate>,
+    pid: i32,
+}
+
+impl Drop for BundleSlot {
+    fn drop(&mut self) {
+        let mut held = self.gate.held();
+        held.bundles -= 1;
+        release(&mut held.bundles_by_pid, self.pid);
+    }
+}
+
+/// Bytes of the spool budget; given back when dropped (after the spooled file is gone).
+#[derive(Debug)]
+pub struct Reservation {
+    gate: Arc<Gate>,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// Takes `more` bytes of the budget on top of those held: a streamed bundle's share grows
+    /// with what has arrived, instead of holding the whole ceiling from its first byte.
+    pub fn grow(&mut self, more: u64) -> Result<(), Busy> {
+        let budget = self.gate.bounds.spool_bytes;
+        let want = self.bytes.saturating_add(more);
+        if want > budget {
+            return Err(Busy::OverBudget { want, budget });
+        }
+        {
+            let mut held = self.gate.held();
+            if held.spooled + more > budget {
+                return Err(Busy::Spool {
+                    held: held.spooled,
+                    budget,
+                    want: more,
+                });
+            }
+            held.spooled += more;
+        }
+        self.bytes = want;
+        Ok(())
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.gate.held().spooled -= self.bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate() -> Arc<Gate> {
+        Gate::new(Bounds {
+            connections: 3,
+            connections_per_process: 2,
+            bundles: 2,
+            bundles_per_process: 1,
+            spool_bytes: 100,
+        })
+    }
+
+    #[test]
+    fn connections_are_bounded_per_process_and_in_all_and_given_back() {
+        let gate = gate();
+        let a1 = gate.connection(10).unwrap();
+        let _a2 = gate.connection(10).unwrap();
+        assert_eq!(
+            gate.connection(10).unwrap_err(),
+            Busy::ProcessConnections { pid: 10, limit: 2 }
+        );
+        let _b1 = gate.connection(11).unwrap();
+        assert_eq!(gate.connection(12).unwrap_err(), Busy::Connections(3));
+        drop(a1);
+        let _a3 = gate.connection(10).unwrap();
+        assert!(gate.held().connections_by_pid.len() == 2);
+    }
+
+    #[tokio::test]
+    async fn a_stalled_connection_makes_room_for_a_new_one_but_a_fresh_one_does_not() {
+        let gate = gate();
+        let a = gate.connection(10).unwrap();
+        let b = gate.connection(11).unwrap();
+        b.headed();
+        let _c = gate.connection(12).unwrap();
+        // All three are taken and `c` is younger than the grace: busy.
+        assert_eq!(gate.connection(13).unwrap_err(), Busy::Connections(3));
+        std::thread::sleep(HEAD_GRACE * 2);
+        // `a` (oldest, no head yet) is dropped for the newcomer; `b` sent its head and stays.
+        let _d = gate.connection(13).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), a.evicted())
+            .await
+            .expect("the stalled connection is told");
+        assert_eq!(gate.held().connections, 3);
+        drop(a);
+        assert_eq!(
+            gate.held().connections,
+            3,
+            "an evicted slot gives nothing back twice"
+        );
+        assert!(!gate.held().connections_by_pid.contains_key(&10));
+        drop(b);
+        assert_eq!(gate.held().connections, 2);
+    }
+
+    #[test]
+    fn bundles_are_bounded_per_process_and_in_all() {
+        let gate = gate();
+        let a = gate.connection(10).unwrap();
+        let a2 = gate.connection(10).unwrap();
+        let b = gate.connection(11).unwrap();
+        let c = gate.connection(12).unwrap_err();
+        assert_eq!(c, Busy::Connections(3));
+        let held = gate.bundle(&a).unwrap();
+        assert_eq!(
+            gate.bundle(&a2).unwrap_err(),
+            Busy::ProcessBundles { pid: 10, limit: 1 }
+        );
+        let _other = gate.bundle(&b).unwrap();
+        drop(held);
+        let _again = gate.bundle(&a2).unwrap();
+        assert_eq!(gate.held().bundles, 2);
+    }
+
+    #[test]
+    fn a_streamed_share_grows_with_the_bytes_and_gives_all_of_them_back() {
+        let gate = gate();
+        let mut streamed = gate.reserve(0).unwrap();
+        streamed.grow(30).unwrap();
+        let other = gate.reserve(50).unwrap();
+        assert_eq!(
+            streamed.grow(21).unwrap_err(),
+            Busy::Spool {
+                held: 80,
+                budget: 100,
+                want: 21
+            }
+        );
+        streamed.grow(20).unwrap();
+        assert_eq!(gate.held().spooled, 100);
+        drop(other);
+        assert_eq!(
+            streamed.grow(51).unwrap_err(),
+            Busy::OverBudget {
+                want: 101,
+                budget: 100
+            }
+        );
+        drop(streamed);
+        assert_eq!(gate.held().spooled, 0);
+    }
+
+    #[test]
+    fn the_spool_budget_is_reserved_up_front_and_released_on_drop() {
+        let gate = gate();
+        let first = gate.reserve(60).unwrap();
+        let busy = gate.reserve(41).unwrap_err();
+        assert_eq!(
+            busy,
+            Busy::Spool {
+                held: 60,
+                budget: 100,
+                want: 41
+            }
+        );
+        assert!(busy.to_string().contains("try again"), "{busy}");
+        let _second = gate.reserve(40).unwrap();
+        drop(first);
+        let _third = gate.reserve(60).unwrap();
+        assert_eq!(
+            gate.reserve(101).unwrap_err(),
+            Busy::OverBudget {
+                want: 101,
+                budget: 100
+            }
+        );
+    }
+}

@@ -1,0 +1,418 @@
+//! The admin side of the host: each operator request turned into an authority operation,
+//! every answer kept within the admin socket's reply cap (lists come in pages), and the
+//! periodic pruning of history the daemon's sweeper asks for.
+
+use super::{
+    DEFAULT_PUSH_TTL_SECONDS, DEFAULT_YOLO_TTL_SECONDS, Failure, Host, PRUNE_EVERY_SECONDS,
+    check_ttl, parse_repo,
+};
+use std::sync::Arc;
+use zodex_engine::authority::PageRequest;
+use zodex_engine::refscope::{RefPattern, patterns_meet, scopes_of};
+use zodex_engine::store::{AuditFilter, Store};
+use zodex_engine::{Ask, Authority, GrantTerms, Principal, RefUpdate, RepoName, YoloTerms};
+use zodex_protocol::answers::{ExplainedGrant, Explanation, KeyHashStored, Pong, StatusAnswer};
+use zodex_protocol::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
+
+impl Host {
+    /// Deletes audit rows and ended grants past their retention, at most once a minute (the
+    /// daemon's sweeper calls this every second). Returns the rows and grants deleted.
+    pub async fn prune_if_due(self: &Arc<Self>) -> (usize, usize) {
+        let now = self.now();
+        {
+            let mut last = self.last_prune.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| now - at < PRUNE_EVERY_SECONDS) {
+                return (0, 0);
+            }
+            *last = Some(now);
+        }
+        if let Some(oauth) = &self.oauth {
+            oauth.prune(now).await;
+        }
+        let limits = self.settings.limits;
+        let pruned = self
+            .stored(move |a, s| {
+                a.prune_history(
+                    s,
+                    limits.audit_retention_seconds,
+                    limits.audit_max_rows,
+                    now,
+                )
+            })
+            .await;
+        match pruned {
+            Ok((rows, grants)) => {
+                if rows + grants > 0 {
+                    tracing::info!(audit_rows = rows, ended_grants = grants, "pruned history");
+                }
+                (rows, grants)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "pruning the audit log failed");
+                (0, 0)
+            }
+        }
+    }
+
+    /// Handles one admin request from an operator. The answer always fits the reply cap:
+    /// lists come in pages, and an answer that would not fit is refused with what to do.
+    pub async fn admin(self: &Arc<Self>, principal: Principal, request: AdminRequest) -> Response {
+        let response = self.admin_answer(principal, request).await;
+        let len = serde_json::to_vec(&response).map_or(usize::MAX, |v| v.len());
+        if len >= MAX_REQUEST_BYTES {
+            tracing::error!(bytes = len, "an admin answer outgrew the reply cap");
+            return Failure::new(
+                ErrorKind::Internal,
+                format!(
+                    "the answer would be {len} bytes, over the {MAX_REQUEST_BYTES}-byte reply cap; ask for fewer rows (--limit) and report this as a bug"
+                ),
+            )
+            .into_response();
+        }
+        response
+    }
+
+    async fn admin_answer(
+        self: &Arc<Self>,
+        principal: Principal,
+        request: AdminRequest,
+    ) -> Response {
+        // A proof needs no state: it runs without holding the store, so decisions go on.
+        if request == AdminRequest::ProvePolicies {
+            return match self.proofs.now(self.engine.policies()).await {
+                Ok(report) => Response::ok(report),
+                Err(failure) => failure.into_response(),
+            };
+        }
+        let now = self.now();
+        if let AdminRequest::CheckCoverage { repo } = &request {
+            let answer = match parse_repo(repo) {
+                Ok(repo) => self.coverage_now(&principal, &repo, now).await,
+                Err(failure) => Err(failure),
+            };
+            return match answer {
+                Ok(answer) => Response::ok(answer),
+                Err(failure) => failure.into_response(),
+            };
+        }
+        if request.is_mcp_oauth() {
+            return self.mcp_admin(principal, request, now).await;
+        }
+        // A what-if is answered on what GitHub says now, not on "never checked".
+        if let AdminRequest::Explain { repo, ref_name, .. } = &request
+            && let Err(failure) = self
+                .refresh_for_explain(&principal, repo, ref_name, now)
+                .await
+        {
+            return failure.into_response();
+        }
+        self.blocking(move |host| host.admin_stored(&principal, request, now))
+            .await
+    }
+
+    /// The admin requests answered from the store alone. Blocking (SQLite).
+    fn admin_stored(&self, principal: &Principal, request: AdminRequest, now: i64) -> Response {
+        let result = self.with_store(|a, s| -> Result<Response, Failure> {
+            Ok(match request {
+                AdminRequest::Ping => Response::ok(Pong {
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    schema_version: Some(Store::known_schema_version()),
+                }),
+                AdminRequest::GrantPush {
+                    repo,
+                    ttl,
+                    allow_workflows,
+                    via,
+                    refs,
+                } => {
+                    let terms = GrantTerms {
+                        ttl_seconds: check_ttl(ttl, DEFAULT_PUSH_TTL_SECONDS)?,
+                        allow_workflows,
+                        via,
+                        refs: ref_patterns(&refs)?,
+                    };
+                    Response::ok(a.grant_push(s, principal, &parse_repo(&repo)?, terms, now)?)
+                }
+                AdminRequest::RevokePush { repo } => {
+                    Response::ok(a.revoke_push(s, principal, &parse_repo(&repo)?, now)?)
+                }
+                AdminRequest::Yolo {
+                    repos,
+                    ttl,
+                    allow_workflows,
+                    refs,
+                } => {
+                    let repos = repos
+                        .iter()
+                        .map(|r| parse_repo(r))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let terms = YoloTerms {
+                        ttl_seconds: check_ttl(ttl, DEFAULT_YOLO_TTL_SECONDS)?,
+                        allow_workflows,
+                        refs: ref_patterns(&refs)?,
+                    };
+                    Response::ok(a.set_yolo(s, principal, &repos, terms, now)?)
+                }
+                AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
+                AdminRequest::Status => Response::ok(StatusAnswer {
+                    status: a.status(s, principal, now)?,
+                    proofs: Some(self.proofs.status()),
+                    audit_heads: a.audit_heads(s, principal, now)?,
+                    max_request_ttl_seconds: Some(self.engine.max_request_ttl_seconds()),
+                    audit_sinks: zodex_engine::ledger::sink_states(s, &self.settings.sinks)?,
+                }),
+                AdminRequest::AuditVerify => Response::ok(a.verify_audit(s, principal, now)?),
+                AdminRequest::ProvePolicies
+                | AdminRequest::CheckCoverage { .. }
+                | AdminRequest::McpApprove { .. }
+                | AdminRequest::McpDeny { .. }
+                | AdminRequest::McpClients
+                | AdminRequest::McpRevoke { .. }
+                | AdminRequest::McpKeyUrl { .. } => {
+                    unreachable!("answered above, without the store")
+                }
+                AdminRequest::Requests { limit, before } => {
+                    let page = a.requests(s, principal, PageRequest { limit, before }, now)?;
+                    Response::page(page.items, page.next_before)
+                }
+                AdminRequest::Approve { id, ttl } => {
+                    let ttl = ttl
+                        .map(|t| check_ttl(t, DEFAULT_PUSH_TTL_SECONDS))
+                        .transpose()?;
+                    Response::ok(a.approve(s, principal, id, ttl, now)?)
+                }
+                AdminRequest::Deny { id } => Response::ok(a.deny(s, principal, id, now)?),
+                AdminRequest::Audit {
+                    since_seconds,
+                    repo,
+                    limit,
+                    before,
+                } => {
+                    let filter = AuditFilter {
+                        since: since_seconds.map(|ago| now - ago.max(0)),
+                        repo_key: repo
+                            .as_deref()
+                            .map(parse_repo)
+                            .transpose()?
+                            .map(|r| r.key()),
+                        limit: None,
+                        before: None,
+                    };
+                    let page =
+                        a.audit_page(s, principal, &filter, PageRequest { limit, before }, now)?;
+                    Response::page(page.items, page.next_before)
+                }
+                AdminRequest::SetMcpKeyHash { sha256 } => {
+                    Response::ok(self.set_mcp_key_hash(s, principal, &sha256, now)?)
+                }
+                AdminRequest::Explain {
+                    repo,
+                    ref_name,
+                    force,
+                    delete,
+                    bytes,
+                    touches_workflows,
+                    ref_exists,
+                } => {
+                    let update = RefUpdate {
+                        ref_name: full_ref(&ref_name)?,
+                        force,
+                        delete,
+                        touches_workflows,
+                        ref_exists,
+                        ..Default::default()
+                    };
+                    Response::ok(explain(a, s, &parse_repo(&repo)?, update, bytes, now)?)
+                }
+            })
+        });
+        result.unwrap_or_else(Failure::into_response)
+    }
+}
+
+impl Host {
+    /// The operator's OAuth commands (`zodex sprite mcp …`), answered by the authorization
+    /// server; without one, `clients` says OAuth is off and the rest say how to turn it on.
+    async fn mcp_admin(&self, principal: Principal, request: AdminRequest, now: i64) -> Response {
+        use crate::oauth::AdminError;
+        let Some(oauth) = &self.oauth else {
+            if request == AdminRequest::McpClients {
+                return Response::ok(zodex_protocol::McpClientsAnswer {
+                    oauth: false,
+                    key_url: true,
+                    issuer: None,
+                    resource: None,
+                    clients: Vec::new(),
+                    waiting: Vec::new(),
+                });
+            }
+            return Failure::new(
+                ErrorKind::Conflict,
+                "this sprite serves no OAuth: set [mcp] oauth_file (and public_url) in its zodex.toml, then restart the publisher",
+            )
+            .into_response();
+        };
+        let who = zodex_engine::Actor::from(principal);
+        let answer = match request {
+            AdminRequest::McpApprove { code } => {
+                oauth.decide(who, &code, true, now).await.map(Response::ok)
+            }
+            AdminRequest::McpDeny { code } => {
+                oauth.decide(who, &code, false, now).await.map(Response::ok)
+            }
+            AdminRequest::McpClients => oauth.clients(now).await.map(Response::ok),
+            AdminRequest::McpRevoke { client } => {
+                oauth.revoke(who, &client, now).await.map(Response::ok)
+            }
+            AdminRequest::McpKeyUrl { enabled } => {
+                oauth.set_key_url(who, enabled, now).await.map(Response::ok)
+            }
+            _ => unreachable!("only the MCP OAuth requests come here"),
+        };
+        answer.unwrap_or_else(|e| {
+            let kind = match &e {
+                AdminError::NotFound(_) => ErrorKind::NotFound,
+                AdminError::Conflict(_) => ErrorKind::Conflict,
+                AdminError::Store(_) | AdminError::Publish(_) => ErrorKind::Internal,
+            };
+            Failure::new(kind, e.to_string()).into_response()
+        })
+    }
+
+    /// Refreshes unknown or stale coverage of `repo` before a what-if is explained.
+    async fn refresh_for_explain(
+        self: &Arc<Self>,
+        principal: &Principal,
+        repo: &str,
+        ref_name: &str,
+        now: i64,
+    ) -> Result<(), Failure> {
+        let repo = parse_repo(repo)?;
+        self.refresh_coverage(principal, &repo, now).await.map_err(|f| {
+            let mut f = f.upstream_then(&format!(
+                "whether the Zodex Apps are installed on {repo} is unknown, so nothing was explained"
+            ));
+            if f.0.kind == ErrorKind::Upstream {
+                f.0.message.push_str(&format!(
+                    ": `zodex sprite policy explain --action push --repo {repo} --ref {ref_name}`"
+                ));
+            }
+            f
+        })
+    }
+
+    /// Stores the hash of a new MCP key where `zodex-agent serve` reads it, audited.
+    fn set_mcp_key_hash(
+        &self,
+        s: &mut Store,
+        principal: &Principal,
+        sha256: &str,
+        now: i64,
+    ) -> Result<KeyHashStored, Failure> {
+        let Some(path) = &self.settings.mcp_key_hash_file else {
+            return Err(Failure::new(
+                ErrorKind::Conflict,
+                "this sprite's configuration has no `[mcp] key_hash_file`; add one so zodex-agent serve can check the key",
+            ));
+        };
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Failure::usage(
+                "the key hash must be 64 hex digits (a SHA-256)",
+            ));
+        }
+        write_key_hash(path, &sha256.to_ascii_lowercase()).map_err(|e| {
+            Failure::new(
+                ErrorKind::Internal,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?;
+        let event = zodex_engine::store::AuditEntry {
+            principal: principal.into(),
+            action: zodex_engine::EventKind::SetMcpKey.into(),
+            decision: zodex_engine::AuditDecision::Event,
+            detail: Some(serde_json::json!({ "key_sha256_prefix": &sha256[..8] })),
+            ..Default::default()
+        };
+        zodex_engine::ledger::record_event(s, &event, now)?;
+        Ok(KeyHashStored {
+            stored: path.clone(),
+        })
+    }
+}
+
+/// A what-if `Push` of `update` to `repo`, asked on the agent's behalf (no side effects), with
+/// the repository's grants and whether each covers the ref (display only: the decision is
+/// Cedar's).
+fn explain(
+    a: Authority<'_>,
+    s: &mut Store,
+    repo: &RepoName,
+    update: RefUpdate,
+    bytes: i64,
+    now: i64,
+) -> Result<Explanation, Failure> {
+    if bytes < 0 {
+        return Err(Failure::usage("--bytes must be zero or more"));
+    }
+    let scopes = scopes_of(&update.ref_name);
+    let ask = Ask::Push {
+        repo: repo.clone(),
+        update,
+        bundle_bytes: bytes,
+    };
+    let (decision, denial) = a.explain(s, &Principal::Agent, &ask, now)?;
+    let grants = s.read(|f| f.active_grants_for(&repo.key(), 10))?;
+    let grants = grants
+        .iter()
+        .map(|g| ExplainedGrant {
+            id: g.id,
+            expires_at: g.expires_at,
+            refs: g.refs.clone(),
+            covers_ref: patterns_meet(&g.refs, &scopes),
+        })
+        .collect();
+    Ok(Explanation {
+        decision,
+        denial,
+        grants,
+    })
+}
+
+/// Replaces the key hash file atomically (mode 0644: it holds only a hash, for the agent).
+fn write_key_hash(path: &std::path::Path, hex: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(format!("{hex}\n").as_bytes())?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A ref as the operator wrote it: a full `refs/…` name, or a branch name meaning
+/// `refs/heads/NAME`; either must be a name git accepts.
+fn full_ref(given: &str) -> Result<String, Failure> {
+    let name = if given.starts_with("refs/") {
+        given.to_string()
+    } else {
+        format!("refs/heads/{given}")
+    };
+    if crate::publish::valid_refname(&name) {
+        Ok(name)
+    } else {
+        Err(Failure::usage(format!(
+            "`{given}` is not a ref name git accepts; give a branch (main) or a full ref (refs/tags/v1)"
+        )))
+    }
+}
+
+/// The operator's ref patterns, normalised (`feature/*` → `refs/heads/feature/*`); a pattern
+/// outside the grammar is refused with what to write instead.
+fn ref_patterns(refs: &[String]) -> Result<Vec<String>, Failure> {
+    RefPattern::parse_all(refs)
+        .map(|all| all.into_iter().map(|p| p.as_str().to_string()).collect())
+        .map_err(|e| Failure::usage(e.to_string()))
+}

@@ -1,0 +1,518 @@
+//! The credential helper's side in the daemon: one-repository read tokens, and write tokens
+//! under a `--via token` grant whose life is cut to the grant's: every write token minted under
+//! a grant is revoked at GitHub once the grant ends, however a `get` and the sweeper interleave,
+//! and a `get` hands one out only while its grant stands, telling git it expires at the earlier
+//! of the token's expiry and the grant's end.
+
+use super::{Failure, Host, parse_repo};
+use crate::credentials::{Cached, Kind};
+use crate::github::{self, GitHub, TokenUse};
+use std::sync::Arc;
+use zodex_engine::authority::AuthorityError;
+use zodex_engine::{Ask, Principal, RepoName};
+use zodex_protocol::{CoverageAnswer, CredentialGrant, ErrorKind, Response};
+impl Host {
+    fn github_for(&self, host: &str) -> Result<&GitHub, Failure> {
+        let github = self.github.as_ref().ok_or_else(|| {
+            Failure::new(
+                ErrorKind::Conflict,
+                "this sprite's zodex.toml has no [github] table, so zodex-prd cannot mint tokens; add one with the reader and writer Apps",
+            )
+        })?;
+        match github.git_host() {
+            Some(served) if served.eq_ignore_ascii_case(host) => Ok(github),
+            served => Err(Failure::new(
+                ErrorKind::NotFound,
+                format!(
+                    "zodex-prd serves credentials for {} only, not {host}",
+                    served.unwrap_or_default()
+                ),
+            )),
+        }
+    }
+
+    fn credential_repo(path: &str) -> Result<RepoName, Failure> {
+        let name = zodex_engine::repo::repo_of_path(path).ok_or_else(|| {
+            Failure::usage(format!(
+                "the path {path:?} does not name one repository (OWNER/NAME[.git])"
+            ))
+        })?;
+        parse_repo(&name)
+    }
+
+    /// Checks both Apps' installation on `repo` when what the state knows has gone stale.
+    /// A GitHub error fails the request (nothing is decided on stale facts), worded as
+    /// GitHub's failure — never as a refusal.
+    pub(super) async fn ensure_coverage(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<(), Failure> {
+        if self.coverage_fresh(repo, now).await? {
+            return Ok(());
+        }
+        self.check_coverage(github, repo, now).await.map(|_| ())
+    }
+
+    /// Whether both Apps' coverage of `repo` is on record and fresh at `now`.
+    async fn coverage_fresh(self: &Arc<Self>, repo: &RepoName, now: i64) -> Result<bool, Failure> {
+        let key = repo.key();
+        let fresh = self
+            .stored(move |_, s| {
+                s.read(|f| {
+                    let fresh = |fact: Option<zodex_engine::store::CoverageFact>| {
+                        fact.is_some_and(|c| now < c.expires_at)
+                    };
+                    let (writer, reader) = f.coverage_both(&key)?;
+                    Ok(fresh(reader) && fresh(writer))
+                })
+            })
+            .await?;
+        Ok(fresh)
+    }
+
+    /// An operator's question about `repo` (`policy explain`) when its coverage is unknown or
+    /// stale: the read-only checks are made and audited as a `CheckCoverage` event (whoever
+    /// asked, what GitHub said), so the answer is never "not installed" for "not checked yet".
+    /// Without a `[github]` table nothing is checked and the answer says "unknown".
+    pub(super) async fn refresh_coverage(
+        self: &Arc<Self>,
+        principal: &Principal,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<(), Failure> {
+        let Some(github) = &self.github else {
+            return Ok(());
+        };
+        if self.coverage_fresh(repo, now).await? {
+            return Ok(());
+        }
+        self.check_and_audit(principal, github, repo, now)
+            .await
+            .map(|_| ())
+    }
+
+    /// Asks GitHub now whether each App is installed on `repo` (whatever was known before).
+    pub(super) async fn coverage_now(
+        self: &Arc<Self>,
+        principal: &Principal,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<CoverageAnswer, Failure> {
+        let Some(github) = &self.github else {
+            return Err(Failure::new(
+                ErrorKind::Conflict,
+                "this sprite's configuration has no [github] table, so no App can be checked; add one (see docs/deploy.md)",
+            ));
+        };
+        let coverage = self.check_and_audit(principal, github, repo, now).await?;
+        Ok(CoverageAnswer {
+            repo: repo.to_string(),
+            reader_installed: coverage.reader.installed,
+            writer_installed: coverage.writer.installed,
+            default_branch: coverage.writer.default_branch.clone(),
+        })
+    }
+
+    /// Checks both Apps on `repo` at GitHub, records it, and audits the check.
+    async fn check_and_audit(
+        self: &Arc<Self>,
+        principal: &Principal,
+        github: &GitHub,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<github::Coverage, Failure> {
+        let checked = self.check_coverage(github, repo, now).await;
+        let (outcome, detail) = match &checked {
+            Ok(c) => (
+                zodex_engine::Outcome::Checked,
+                serde_json::json!({
+                    "reader_installed": c.reader.installed,
+                    "writer_installed": c.writer.installed,
+                    "default_branch": c.writer.default_branch,
+                    "read_only": true,
+                }),
+            ),
+            Err(f) => (
+                zodex_engine::Outcome::Failed(f.0.message.clone()),
+                serde_json::json!({ "read_only": true }),
+            ),
+        };
+        let event = zodex_engine::store::AuditEntry {
+            principal: principal.into(),
+            action: zodex_engine::EventKind::CheckCoverage.into(),
+            repo_key: Some(repo.key()),
+            decision: zodex_engine::AuditDecision::Event,
+            outcome: Some(outcome.as_stored().into_owned()),
+            detail: Some(detail),
+            ..Default::default()
+        };
+        self.stored(move |_, s| zodex_engine::ledger::record_event(s, &event, now))
+            .await?;
+        checked
+    }
+
+    /// Checks both Apps on `repo` at GitHub and records what it found.
+    async fn check_coverage(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<github::Coverage, Failure> {
+        // GitHub failing is not a refusal: it is said as GitHub's failure, and nothing is
+        // decided on a guess (the caller adds what that left undone).
+        let coverage = github.check_coverage(repo, now).await.map_err(|e| {
+            let failure = Failure::from_github(e);
+            let message = format!(
+                "cannot check which Zodex Apps are installed on {repo}: {}",
+                failure.0.message
+            );
+            Failure::new(failure.0.kind, message)
+        })?;
+        let (repo, checked) = (repo.clone(), coverage.clone());
+        self.stored(move |_, s| super::record::coverage(s, &repo, &checked))
+            .await?;
+        Ok(coverage)
+    }
+
+    pub(super) async fn installation_of(
+        self: &Arc<Self>,
+        repo: &RepoName,
+        app: zodex_engine::store::App,
+    ) -> Result<Option<i64>, Failure> {
+        let key = repo.key();
+        Ok(self
+            .stored(move |_, s| {
+                s.read(|f| Ok(f.coverage(&key, app)?.and_then(|c| c.installation_id)))
+            })
+            .await?)
+    }
+
+    /// Mints a token for `repo` through the App's recorded installation and records its hash
+    /// with the decision (audit row) and grant that justified it. A write token minted under a
+    /// grant joins the live write tokens before it is recorded: whoever later finds it recorded
+    /// under an ended grant can revoke it by value (see [`Host::revoke_ended_tokens`]).
+    pub(super) async fn mint_recorded(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        token_use: TokenUse,
+        grant_id: Option<i64>,
+        audit_id: Option<i64>,
+        now: i64,
+    ) -> Result<github::MintedToken, Failure> {
+        let installation = self.installation_of(repo, token_use.app()).await?;
+        let minted = github
+            .mint(repo, token_use, installation)
+            .await
+            .map_err(Failure::from_github)?;
+        let under_grant = grant_id.is_some() && token_use != TokenUse::Read;
+        if under_grant {
+            self.tokens
+                .agent
+                .register_write(&minted.token, minted.expires_at);
+        }
+        let recording = minted.clone();
+        let recorded = self
+            .stored(move |_, s| super::record::minted(s, &recording, grant_id, audit_id, now))
+            .await;
+        if let Err(e) = recorded {
+            // Never hand out what the state does not know: take it back at GitHub.
+            if under_grant {
+                self.revoke_write(github, &minted.token, now).await;
+            }
+            return Err(e.into());
+        }
+        Ok(minted)
+    }
+
+    /// `zodex-agent credential get`: a one-repository token for git.
+    pub async fn credential(
+        self: &Arc<Self>,
+        host: &str,
+        path: &str,
+    ) -> Result<CredentialGrant, Failure> {
+        let github = self.github_for(host)?;
+        let repo = Self::credential_repo(path)?;
+        let key = repo.key();
+        let now = self.now();
+        self.ensure_coverage(github, &repo, now)
+            .await
+            .map_err(|f| f.upstream_then("no token was handed out"))?;
+        let agent = Principal::Agent;
+
+        // A `--via token` grant: a write token whose life is cut to the grant.
+        if let Some(write) = self.write_credential(github, &repo).await? {
+            return Ok(write);
+        }
+
+        let read_ask = Ask::Read { repo: repo.clone() };
+        if let Some(cached) = self
+            .tokens
+            .agent
+            .get(&key)
+            .filter(|c| c.kind == Kind::Read && c.fresh(now))
+        {
+            let (decision, denial) = self.explain_agent(read_ask.clone(), now).await?;
+            if decision.allowed {
+                return Ok(grant_of(&cached));
+            }
+            self.tokens.agent.remove(&key);
+            return Err(denial
+                .map(|d| AuthorityError::Denied(d).into())
+                .unwrap_or_else(|| Failure::new(ErrorKind::Denied, "Read denied")));
+        }
+        let (decision, audit_id) = self
+            .stored(move |a, s| {
+                a.decide_audited(s, &agent, &read_ask, now, |event| {
+                    event.detail = Some(serde_json::json!({ "token": "read" }));
+                })
+            })
+            .await?;
+        if !decision.allowed {
+            return Err(Failure::denied(&decision, &repo));
+        }
+        self.mint_and_cache(github, &repo, TokenUse::Read, None, audit_id, now)
+            .await
+    }
+
+    /// The write token of a `--via token` grant on `repo`, or `None` when no such grant stands
+    /// (the caller then serves a read token). One issuance at a time; a token is handed out
+    /// only if its grant still stands once it is minted, recorded and cached — otherwise it is
+    /// revoked at once (the sweeper would do it too: it is recorded under that grant).
+    async fn write_credential(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+    ) -> Result<Option<CredentialGrant>, Failure> {
+        let key = repo.key();
+        let _issuing = self.tokens.issuing(&key).await;
+        let now = self.now();
+        let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
+        let (write, _) = self.explain_agent(write_ask.clone(), now).await?;
+        if !write.allowed {
+            return Ok(None);
+        }
+        self.audit_gate().await?;
+        if let Some(cached) = self
+            .tokens
+            .agent
+            .get(&key)
+            .filter(|c| c.kind == Kind::Write && c.grant_id == write.grant_id && c.fresh(now))
+        {
+            // git is told the token dies with the grant: the earlier of the two ends.
+            let end = self.grant(write.grant_id).await?.and_then(|g| g.expires_at);
+            return Ok(Some(ending_by(grant_of(&cached), end)));
+        }
+        let asked = write_ask.clone();
+        let (decision, audit_id) = self
+            .stored(move |a, s| {
+                a.decide_audited(s, &Principal::Agent, &asked, now, |event| {
+                    event.detail =
+                        Some(serde_json::json!({ "token": "write", "grant": write.grant_id }));
+                })
+            })
+            .await?;
+        if !decision.allowed {
+            return Ok(None);
+        }
+        let grant_id = decision.grant_id;
+        let grant = self.grant(grant_id).await?;
+        let allow_workflows = grant.as_ref().is_some_and(|g| g.allow_workflows);
+        let ends = grant.and_then(|g| g.expires_at);
+        let token_use = TokenUse::Push {
+            workflows: allow_workflows,
+        };
+        let answer = self
+            .mint_and_cache(github, repo, token_use, grant_id, audit_id, now)
+            .await?;
+
+        // Minting took a while: the grant may have ended meanwhile.
+        let later = self.now();
+        let (still, _) = self.explain_agent(write_ask, later).await?;
+        if still.allowed && still.grant_id == grant_id {
+            return Ok(Some(ending_by(answer, ends)));
+        }
+        let sha = github::Token::new(answer.password.clone()).sha256();
+        self.tokens.agent.take_by_sha(&sha);
+        if let Some(token) = self.tokens.agent.live_write(&sha) {
+            self.revoke_write(github, &token, later).await;
+        }
+        tracing::info!(token_sha256 = %sha, "the grant ended while its write token was minted; revoked, not handed out");
+        Ok(None)
+    }
+
+    /// How the policies would decide the agent's `ask` at `now` (nothing recorded).
+    pub(super) async fn explain_agent(
+        self: &Arc<Self>,
+        ask: Ask,
+        now: i64,
+    ) -> Result<
+        (
+            zodex_engine::Decision,
+            Option<zodex_engine::authority::Denial>,
+        ),
+        Failure,
+    > {
+        Ok(self
+            .stored(move |a, s| a.explain(s, &Principal::Agent, &ask, now))
+            .await?)
+    }
+
+    /// The grant `id` names, if any.
+    async fn grant(
+        self: &Arc<Self>,
+        id: Option<i64>,
+    ) -> Result<Option<zodex_engine::store::Grant>, Failure> {
+        let Some(id) = id else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.stored(move |_, s| s.read(|f| f.grant(id))).await?,
+        ))
+    }
+
+    async fn mint_and_cache(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        token_use: TokenUse,
+        grant_id: Option<i64>,
+        audit_id: i64,
+        now: i64,
+    ) -> Result<CredentialGrant, Failure> {
+        let minted = self
+            .mint_recorded(github, repo, token_use, grant_id, Some(audit_id), now)
+            .await?;
+        let kind = if token_use == TokenUse::Read {
+            Kind::Read
+        } else {
+            Kind::Write
+        };
+        let cached = Cached {
+            token: minted.token,
+            expires_at: minted.expires_at,
+            kind,
+            grant_id,
+        };
+        let answer = grant_of(&cached);
+        if let Some(old) = self.tokens.agent.put(&repo.key(), cached)
+            && old.kind == Kind::Write
+        {
+            self.revoke_write(github, &old.token, now).await;
+        }
+        Ok(answer)
+    }
+
+    /// Revokes a live write token at GitHub (at most once) and drops it from the live set;
+    /// returns whether this call revoked it. On failure it stays live: the sweeper retries
+    /// once its grant has ended.
+    async fn revoke_write(
+        self: &Arc<Self>,
+        github: &GitHub,
+        token: &github::Token,
+        now: i64,
+    ) -> bool {
+        match super::record::revoke_once(github, &self.store, token, now).await {
+            Ok(Some(_)) => {
+                self.tokens.agent.forget_write(&token.sha256());
+                true
+            }
+            // Someone else is revoking it; they drop it, or take their mark back on failure.
+            Ok(None) => false,
+            Err(e) => {
+                tracing::error!(
+                    token_sha256 = %token.sha256(),
+                    error = %e,
+                    "revoking a write token failed; the sweeper retries once its grant has ended"
+                );
+                false
+            }
+        }
+    }
+
+    /// `zodex-agent credential erase`: forgets the repository's token; a write token is also
+    /// revoked at GitHub.
+    pub async fn credential_erase(
+        self: &Arc<Self>,
+        host: &str,
+        path: &str,
+    ) -> Result<Response, Failure> {
+        let github = self.github_for(host)?;
+        let repo = Self::credential_repo(path)?;
+        let removed = self.tokens.agent.remove(&repo.key());
+        if let Some(cached) = &removed
+            && cached.kind == Kind::Write
+        {
+            self.revoke_write(github, &cached.token, self.now()).await;
+        }
+        Ok(Response::ok(serde_json::json!({
+            "erased": removed.map(|c| c.kind.as_str()),
+        })))
+    }
+
+    /// Revokes, at GitHub, every recorded and unrevoked write token whose grant ended (revoked
+    /// or expired), served or not — the live set has the value of each from before it was
+    /// recorded. The daemon calls this every second. Returns how many were revoked.
+    pub async fn revoke_ended_tokens(self: &Arc<Self>) -> usize {
+        let Some(github) = &self.github else {
+            return 0;
+        };
+        let now = self.now();
+        self.tokens.agent.forget_expired(now);
+        let listed = self
+            .stored(move |_, s| s.read(|f| f.tokens_of_ended_grants(now)))
+            .await;
+        let ended = match listed {
+            Ok(ended) => ended,
+            Err(e) => {
+                tracing::error!(error = %e, "listing tokens of ended grants failed");
+                return 0;
+            }
+        };
+        let mut revoked = 0;
+        for row in ended {
+            // Never served again, whatever happens below.
+            self.tokens.agent.take_by_sha(&row.token_sha256);
+            match self.tokens.agent.live_write(&row.token_sha256) {
+                Some(token) => {
+                    if self.revoke_write(github, &token, now).await {
+                        revoked += 1;
+                    }
+                }
+                None => {
+                    // No value: it left the live set because GitHub already refused it (a
+                    // revocation whose mark did not stick). Mark it so the sweep stops here.
+                    tracing::warn!(
+                        token_sha256 = %row.token_sha256,
+                        expires_at = row.expires_at,
+                        "a token of an ended grant has no known value; marked revoked"
+                    );
+                    let sha = row.token_sha256.clone();
+                    let _ = self
+                        .stored(move |_, s| zodex_engine::ledger::mark_revoked(s, &sha, now))
+                        .await;
+                }
+            }
+        }
+        revoked
+    }
+}
+
+/// `answer` with its expiry cut to `end` (a grant's end) when that comes first.
+fn ending_by(mut answer: CredentialGrant, end: Option<i64>) -> CredentialGrant {
+    if let Some(end) = end {
+        answer.password_expiry_utc = answer.password_expiry_utc.min(end);
+    }
+    answer
+}
+
+fn grant_of(cached: &Cached) -> CredentialGrant {
+    CredentialGrant {
+        username: "x-access-token".to_string(),
+        password: cached.token.expose().to_string(),
+        password_expiry_utc: cached.expires_at,
+        kind: cached.kind.as_str().to_string(),
+    }
+}

@@ -1,0 +1,475 @@
+//! The repository's mirror as a request uses it: locked, fetched with the publisher's own read
+//! token (a treeless partial clone: commits, and the few trees decisions read) — its refs are GitHub's refs,
+//! the ground of every fact about an update — and a quarantine for the request's bundle beside
+//! it. Also the GitHub client's presence and one-shot revocation.
+
+use super::{Failure, Host, parse_repo};
+use crate::github::{GitHub, Token, TokenUse};
+use crate::publish::Spooled;
+use crate::publish::receive_pack::{ReceivePackError, Session};
+use crate::publish::shallow::UpdateCheck;
+use crate::publish::{ImportError, MirrorRef, Quarantine};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use zodex_engine::{Ask, Principal, RepoName};
+use zodex_protocol::ErrorKind;
+
+/// How long `list for-push`'s reading of GitHub's refs stands for the push that follows it.
+const ADVERTISEMENT_FRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A repository's mirror, locked and freshly fetched.
+pub(super) struct OpenMirror {
+    pub path: PathBuf,
+    /// GitHub's refs as the fetch found them: the only ground for facts about an update.
+    pub refs: HashMap<String, String>,
+    pub url: String,
+}
+
+impl OpenMirror {
+    /// Every ref value GitHub has (what the walks exclude as already there).
+    pub fn tips(&self) -> Vec<&str> {
+        let mut tips: Vec<&str> = self.refs.values().map(String::as_str).collect();
+        tips.sort_unstable();
+        tips.dedup();
+        tips
+    }
+
+    /// [`OpenMirror::tips`], owned (for a blocking thread).
+    pub fn tips_owned(&self) -> Vec<String> {
+        self.tips().into_iter().map(str::to_string).collect()
+    }
+
+    /// The tip of `branch` at GitHub, if it exists.
+    pub fn branch_tip(&self, branch: &str) -> Option<&str> {
+        self.refs
+            .get(&format!("refs/heads/{branch}"))
+            .map(String::as_str)
+    }
+}
+
+impl Host {
+    pub(super) fn github(&self) -> Result<&Arc<GitHub>, Failure> {
+        self.github.as_ref().ok_or_else(|| {
+            Failure::new(
+                ErrorKind::Conflict,
+                "this sprite's zodex.toml has no [github] table, so zodex-prd cannot publish; add one with the reader and writer Apps",
+            )
+        })
+    }
+
+    /// `list for-push`: the repository's branches and tags as GitHub advertises them now — one
+    /// round trip, no mirror download (the push that follows fetches what its decisions read).
+    pub(super) async fn list_refs(self: &Arc<Self>, repo: &str) -> Result<Vec<MirrorRef>, Failure> {
+        let repo = parse_repo(repo)?;
+        let github = self.github()?;
+        self.ensure_coverage(github, &repo, self.now())
+            .await
+            .map_err(super::push::nothing_pushed)?;
+        let token = self
+            .mirror_read_token(github, &repo)
+            .await
+            .map_err(super::push::nothing_pushed)?;
+        let url = repo_url(github, &repo);
+        let listing = format!("listing the refs of {repo}");
+        let advertised = match Session::new(&url, &token) {
+            Ok(session) => session.refs().await,
+            Err(e) => Err(e),
+        };
+        let advertised = advertised.map_err(|e| match e {
+            ReceivePackError::Server { status, .. } => {
+                Failure::upstream_git(status, &listing, &e.to_string())
+            }
+            other => Failure::new(
+                ErrorKind::Internal,
+                format!("{listing}: {other}; see the zodex-prd log"),
+            ),
+        });
+        let mut refs: Vec<MirrorRef> = advertised
+            .map_err(super::push::nothing_pushed)?
+            .refs
+            .into_iter()
+            .filter(|(name, _)| {
+                (name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
+                    && !name.ends_with("^{}")
+            })
+            .map(|(name, oid)| MirrorRef { name, oid })
+            .collect();
+        refs.sort_by(|a, b| a.name.cmp(&b.name));
+        let kept = refs
+            .iter()
+            .map(|r| (r.name.clone(), r.oid.clone()))
+            .collect();
+        self.advertised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(repo.key(), (std::time::Instant::now(), kept));
+        self.prefetch_listed(github, &repo, refs.iter().map(|r| r.oid.clone()).collect());
+        Ok(refs)
+    }
+
+    /// Starts fetching the listed tips the mirror lacks while git prepares the push that follows
+    /// `list for-push`: the push takes the mirror's lock after this and finds them there (a
+    /// cold mirror's first fetch of a long history overlaps git's packing instead of
+    /// following it).
+    fn prefetch_listed(self: &Arc<Self>, github: &Arc<GitHub>, repo: &RepoName, tips: Vec<String>) {
+        let (host, github, repo) = (self.clone(), github.clone(), repo.clone());
+        tokio::spawn(async move {
+            let _guard = host.mirrors.lock(&repo).await;
+            let ensuring = repo.clone();
+            let Ok(path) = host
+                .blocking(move |host| host.mirrors.ensure(&ensuring))
+                .await
+            else {
+                return;
+            };
+            let url = repo_url(&github, &repo);
+            host.fetch_missing_tips(&github, &repo, &path, &url, tips)
+                .await;
+        });
+    }
+
+    /// Fetches the `tips` the mirror at `path` lacks (negotiated: only the commits it does not
+    /// have). Whether every tip is there afterwards.
+    async fn fetch_missing_tips(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        path: &std::path::Path,
+        url: &str,
+        tips: Vec<String>,
+    ) -> bool {
+        let at = path.to_path_buf();
+        let missing = self
+            .blocking(move |host| {
+                let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+                host.mirrors.missing(&at, &tips)
+            })
+            .await;
+        let missing = match missing {
+            Ok(missing) if missing.is_empty() => return true,
+            Ok(missing) => missing,
+            Err(_) => return false,
+        };
+        let Ok(token) = self.mirror_read_token(github, repo).await else {
+            return false;
+        };
+        let (at, from, wanted) = (path.to_path_buf(), url.to_string(), missing.clone());
+        let started = std::time::Instant::now();
+        let fetched = self
+            .blocking(move |host| host.mirrors.fetch_tips(&at, &from, &token, &wanted))
+            .await;
+        if let Err(e) = fetched {
+            tracing::info!(error = %e, "fetching the listed tips by id failed");
+            return false;
+        }
+        tracing::info!(
+            repo = %repo,
+            tips = missing.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "fetched the listed tips the mirror lacked"
+        );
+        let at = path.to_path_buf();
+        self.blocking(move |host| {
+            let tips: Vec<&str> = missing.iter().map(String::as_str).collect();
+            host.mirrors.missing(&at, &tips)
+        })
+        .await
+        .is_ok_and(|still| still.is_empty())
+    }
+
+    /// The refs `list for-push` read from GitHub for `repo` moments ago, left in place for the
+    /// push that follows (which opens its request to GitHub on them while the mirror is still
+    /// fetching; [`Host::take_advertised`] then takes them for the decisions).
+    pub(super) fn peek_advertised(&self, repo: &RepoName) -> Option<HashMap<String, String>> {
+        let listed = self.advertised.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, refs) = listed.get(&repo.key())?;
+        (at.elapsed() < ADVERTISEMENT_FRESH).then(|| refs.iter().cloned().collect())
+    }
+
+    /// The refs `list for-push` read from GitHub for `repo` moments ago, taken once: the push
+    /// that follows decides on them (and is leased on them, so GitHub refuses it if a ref
+    /// moved since) instead of asking GitHub again.
+    fn take_advertised(&self, repo: &RepoName) -> Option<Vec<(String, String)>> {
+        let (at, refs) = self
+            .advertised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&repo.key())?;
+        (at.elapsed() < ADVERTISEMENT_FRESH).then_some(refs)
+    }
+
+    /// Ensures `repo`'s mirror and fetches GitHub's refs into it, with the commits and trees
+    /// they bring. (Every push is also leased on the values decided, so GitHub refuses it if a
+    /// ref moved after this.) Call with the mirror's lock held.
+    pub(super) async fn open_mirror(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+    ) -> Result<OpenMirror, Failure> {
+        self.open_mirror_with(github, repo, false).await
+    }
+
+    /// [`Host::open_mirror`] for the push that follows `list for-push`: with `listed`, GitHub's
+    /// refs are the ones that listing read just now, and only the tips the mirror lacks are
+    /// fetched, by id — one round trip fewer, the same refs and the same objects (every
+    /// advertised tip is in the mirror after it, as after a fetch).
+    pub(super) async fn open_mirror_with(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        listed: bool,
+    ) -> Result<OpenMirror, Failure> {
+        if listed
+            && let Some(refs) = self.take_advertised(repo)
+            && let Some(mirror) = self.open_mirror_listed(github, repo, refs).await
+        {
+            return Ok(mirror);
+        }
+        let internal = |e: &dyn std::fmt::Display| {
+            Failure::new(
+                ErrorKind::Internal,
+                format!("the mirror of {repo}: {e}; see the zodex-prd log"),
+            )
+        };
+        let ensuring = repo.clone();
+        let path = self
+            .blocking(move |host| host.mirrors.ensure(&ensuring))
+            .await
+            .map_err(|e| internal(&e))?;
+        let url = repo_url(github, repo);
+        let token = self.mirror_read_token(github, repo).await?;
+        let (at, from) = (path.clone(), url.clone());
+        self.blocking(move |host| host.mirrors.fetch(&at, &from, &token))
+            .await
+            .map_err(|e| match crate::publish::git::http_status(&e.to_string()) {
+                Some(status) if status >= 500 => {
+                    Failure::upstream_git(status, &format!("fetching {repo}"), &e.to_string())
+                }
+                _ => internal(&e),
+            })?;
+        let at = path.clone();
+        let refs = self
+            .blocking(move |host| host.mirrors.refs(&at))
+            .await
+            .map_err(|e| internal(&e))?
+            .into_iter()
+            .map(|r| (r.name, r.oid))
+            .collect();
+        Ok(OpenMirror { path, refs, url })
+    }
+
+    /// The mirror on the listed refs: the tips it lacks fetched by id. `None` when that did not
+    /// work out (the caller fetches the ordinary way).
+    async fn open_mirror_listed(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        refs: Vec<(String, String)>,
+    ) -> Option<OpenMirror> {
+        let ensuring = repo.clone();
+        let path = self
+            .blocking(move |host| host.mirrors.ensure(&ensuring))
+            .await
+            .ok()?;
+        let url = repo_url(github, repo);
+        let tips = refs.iter().map(|(_, oid)| oid.clone()).collect();
+        if !self
+            .fetch_missing_tips(github, repo, &path, &url, tips)
+            .await
+        {
+            tracing::info!("the listed tips are not all in the mirror; fetching every ref");
+            return None;
+        }
+        Some(OpenMirror {
+            path,
+            refs: refs.into_iter().collect(),
+            url,
+        })
+    }
+
+    /// A read token for the publisher's own fetches (decided as `Read`, cached like the
+    /// credential helper's).
+    pub(super) async fn mirror_read_token(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+    ) -> Result<Token, Failure> {
+        let now = self.now();
+        if let Some(token) = self.tokens.own_read(&repo.key(), now) {
+            return Ok(token);
+        }
+        let ask = Ask::Read { repo: repo.clone() };
+        let (decision, audit_id) = self
+            .stored(move |a, s| {
+                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                    e.detail = Some(serde_json::json!({ "token": "read", "for": "mirror" }));
+                })
+            })
+            .await?;
+        if !decision.allowed {
+            return Err(Failure::denied(&decision, repo));
+        }
+        let minted = self
+            .mint_recorded(github, repo, TokenUse::Read, None, Some(audit_id), now)
+            .await?;
+        self.tokens.keep_own_read(&repo.key(), &minted);
+        Ok(minted.token)
+    }
+
+    /// Imports the bundle (or nothing) into a quarantine beside the mirror, on a blocking
+    /// thread. A bundle carrying an object none of `tips` (the values the request names)
+    /// reaches is refused. A thin bundle's delta bases the mirror leaves at GitHub (it holds no
+    /// blobs) are fetched, exactly those, and the import made again.
+    pub(super) async fn import_bundle(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        mirror: &Arc<OpenMirror>,
+        bundle: Option<Arc<Spooled>>,
+        tips: Vec<String>,
+    ) -> Result<Quarantine, Failure> {
+        let attempt = |bases_fetched: bool| {
+            let (mirror, bundle, tips) = (mirror.clone(), bundle.clone(), tips.clone());
+            self.blocking(move |host| {
+                host.quarantine(&mirror, bundle.as_deref(), &tips, bases_fetched)
+            })
+        };
+        let (mut bases_fetched, mut deepened) = (false, false);
+        loop {
+            match attempt(bases_fetched).await {
+                Err(ImportError::NeedsBases(oids)) if !bases_fetched => {
+                    let token = self.mirror_read_token(github, repo).await?;
+                    let (at, url, count) = (mirror.path.clone(), mirror.url.clone(), oids.len());
+                    let fetched = self
+                        .blocking(move |host| host.mirrors.fetch_objects(&at, &url, &token, &oids))
+                        .await;
+                    // Not fetched: the import says which base is missing (the pack may carry it).
+                    if let Err(e) = fetched {
+                        tracing::warn!(bases = count, error = %e, "fetching a thin bundle's delta bases failed");
+                    }
+                    bases_fetched = true;
+                }
+                // The bundle builds on a commit beneath the shallow mirror's cut.
+                Err(ImportError::HistoryCut(commit)) if !deepened => {
+                    tracing::info!(repo = %repo, %commit, "deepening the mirror: the bundle builds on a commit beneath its cut");
+                    if let Err(e) = self.deepen(github, repo, mirror).await {
+                        tracing::warn!(repo = %repo, error = %e, "deepening the mirror failed");
+                    }
+                    deepened = true;
+                }
+                imported => return imported.map_err(import_failure),
+            }
+        }
+    }
+
+    /// Fetches, by id, the trees the workflow fact of each update (its new value against its base) reads that the
+    /// treeless mirror lacks: the roots of the commits an update brings and of their parents,
+    /// then the `.github` trees in them — a few small objects, once per commit. Whatever goes
+    /// wrong here is left to the facts, which name the object they miss.
+    pub(super) async fn fetch_workflow_trees(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+        mirror: &Arc<OpenMirror>,
+        mut quarantine: Quarantine,
+        updates: Arc<Vec<UpdateCheck>>,
+    ) -> Quarantine {
+        // Two levels: a root must be here before its `.github` entry can be read.
+        for _ in 0..2 {
+            let (at, pairs) = (mirror.path.clone(), updates.clone());
+            let (held, missing) = self
+                .blocking(move |_| {
+                    let mut missing = Vec::new();
+                    let found = pairs.iter().try_for_each(|update| {
+                        missing.extend(quarantine.missing_workflow_trees(
+                            &at,
+                            &update.new,
+                            update.base.as_deref(),
+                        )?);
+                        Ok::<_, ImportError>(())
+                    });
+                    (quarantine, found.map(|()| missing))
+                })
+                .await;
+            quarantine = held;
+            let mut missing = match missing {
+                Ok(missing) if !missing.is_empty() => missing,
+                _ => break,
+            };
+            missing.sort();
+            missing.dedup();
+            let Ok(token) = self.mirror_read_token(github, repo).await else {
+                break;
+            };
+            let (at, url, count) = (mirror.path.clone(), mirror.url.clone(), missing.len());
+            let fetched = self
+                .blocking(move |host| host.mirrors.fetch_objects(&at, &url, &token, &missing))
+                .await;
+            if let Err(e) = fetched {
+                tracing::warn!(trees = count, error = %e, "fetching the trees the workflow fact reads failed");
+                break;
+            }
+        }
+        quarantine
+    }
+
+    /// [`Host::import_bundle`]'s import, here (blocking: git and gix).
+    fn quarantine(
+        &self,
+        mirror: &OpenMirror,
+        bundle: Option<&Spooled>,
+        tips: &[String],
+        bases_fetched: bool,
+    ) -> Result<Quarantine, ImportError> {
+        let has_refs = !mirror.refs.is_empty();
+        let tmp = self.mirrors.tmp_dir();
+        let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+        match bundle {
+            Some(b) => {
+                Quarantine::import(&mirror.path, has_refs, b.file.path(), tmp, bases_fetched)
+                    .and_then(|q| q.check_reach(&tips).map(|()| q))
+            }
+            None => Quarantine::empty(&mirror.path, has_refs, tmp),
+        }
+    }
+
+    /// GitHub's default branch of `repo` as the last coverage check read it (the one fact
+    /// decisions use too), `None` when it is not known.
+    pub(super) fn default_branch(
+        &self,
+        repo: &RepoName,
+        now: i64,
+    ) -> Result<Option<String>, Failure> {
+        // Blocking (SQLite): called where the decisions run, on a blocking thread.
+        Ok(self
+            .with_store(|_, s| s.read(|f| self.engine.repo_facts(f, repo, now)))?
+            .default_branch)
+    }
+
+    /// Revokes a token the publisher used for one operation (at most once).
+    pub(super) async fn revoke_now(self: &Arc<Self>, github: &GitHub, token: &Token) {
+        if let Err(e) = super::record::revoke_once(github, &self.store, token, self.now()).await {
+            tracing::error!(token_sha256 = %token.sha256(), error = %e, "revoking a push token failed; it lapses at its expiry");
+        }
+    }
+}
+
+/// The git URL of `repo` at GitHub.
+pub(super) fn repo_url(github: &GitHub, repo: &RepoName) -> String {
+    format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name())
+}
+
+pub(super) fn import_failure(e: ImportError) -> Failure {
+    let kind = match e {
+        ImportError::ForeignOrigin(_)
+        | ImportError::Unrelated(_)
+        | ImportError::Unreachable(_)
+        | ImportError::BlobTooLarge { .. } => ErrorKind::Denied,
+        ImportError::Objects(_) | ImportError::Git(_) | ImportError::HistoryCut(_) => {
+            ErrorKind::Internal
+        }
+        _ => ErrorKind::Usage,
+    };
+    Failure::new(kind, e.to_string())
+}

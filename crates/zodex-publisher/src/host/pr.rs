@@ -1,0 +1,496 @@
+//! Review-first pull requests: the bundle's head commit is pushed to a fresh branch
+//! `zodex/<yyyymmdd>-<slug>-<6 random>` and a pull request is opened from it. The publication
+//! is recorded under an idempotency key before anything is pushed, so a retry — also after a
+//! crash between the push and the pull request — finds the same branch and never opens a
+//! second pull request. A pull request GitHub opened although its answer was lost (a 5xx, then
+//! the retry's 422 "already exists") is adopted; if the pull request cannot be opened, the
+//! branch is deleted again — unless GitHub has an open pull request from it, or cannot say. The
+//! base defaults to GitHub's default branch as coverage recorded it — the same fact pushes are
+//! decided on — and a pull request's workflow changes are measured against that branch.
+
+use super::mirror::{OpenMirror, import_failure};
+use super::pr_names::{idempotency_key, random6, slug};
+use super::pr_open::open_or_take_back;
+use super::{Failure, Host, parse_repo};
+use crate::github::{GitHub, NewPull, Token, TokenUse};
+use crate::publish::Spooled;
+use crate::publish::shallow::UpdateCheck;
+use crate::publish::upload::{LeasedUpdate, Target, push_leased};
+use crate::publish::{Quarantine, SharedQuarantine, UpdateFacts};
+use std::sync::Arc;
+use zodex_engine::ledger;
+use zodex_engine::store::{Publication, PublicationState};
+use zodex_engine::{Ask, Outcome, Principal, RepoName};
+use zodex_protocol::{ErrorKind, Published};
+
+pub(super) struct PrRequest {
+    pub title: String,
+    pub body: String,
+    pub base: Option<String>,
+    pub draft: bool,
+    pub head: String,
+}
+
+impl Host {
+    pub(super) fn publish_ask(
+        repo: &RepoName,
+        bundle_bytes: i64,
+        title: &str,
+        body: &str,
+        draft: bool,
+        touches_workflows: bool,
+    ) -> Ask {
+        Ask::PublishPr {
+            repo: repo.clone(),
+            bundle_bytes,
+            touches_workflows,
+            title_chars: title.chars().count() as i64,
+            body_bytes: body.len() as i64,
+            draft,
+        }
+    }
+
+    /// Decides `ask` without side effects — as a draft when it is refused otherwise but a
+    /// draft would pass (a policy may require drafts). Returns the ask to go on with.
+    pub(super) async fn explain_publish(
+        self: &Arc<Self>,
+        ask: Ask,
+        now: i64,
+    ) -> Result<(Ask, zodex_engine::Decision), Failure> {
+        let (decision, _) = self.explain_agent(ask.clone(), now).await?;
+        if let (false, Ask::PublishPr { draft: false, .. }) = (decision.allowed, &ask) {
+            let mut as_draft = ask.clone();
+            if let Ask::PublishPr { draft, .. } = &mut as_draft {
+                *draft = true;
+            }
+            let (draft_decision, _) = self.explain_agent(as_draft.clone(), now).await?;
+            if draft_decision.allowed {
+                return Ok((as_draft, draft_decision));
+            }
+        }
+        Ok((ask, decision))
+    }
+
+    pub(super) async fn publish_pr(
+        self: &Arc<Self>,
+        repo: &str,
+        pr: PrRequest,
+        bundle: Option<Arc<Spooled>>,
+    ) -> Result<Published, Failure> {
+        let repo = parse_repo(repo)?;
+        super::push::require_title(&pr.title)?;
+        let github = self.github()?.clone();
+        let Some(bundle) = bundle else {
+            return Err(Failure::usage(
+                "nothing to publish: the request carries no commits; commit your work first",
+            ));
+        };
+        let _guard = self.mirrors.lock(&repo).await;
+        let mirror = Arc::new(
+            self.open_mirror(&github, &repo)
+                .await
+                .map_err(super::push::nothing_pushed)?,
+        );
+        self.deepen_later(&github, &repo, &mirror);
+        let now = self.now();
+        let pr = Arc::new(pr);
+        let quarantine = self
+            .import_bundle(
+                &github,
+                &repo,
+                &mirror,
+                Some(bundle.clone()),
+                vec![pr.head.clone()],
+            )
+            .await?;
+        let quarantine = self
+            .ready_for_facts(&github, &repo, &mirror, quarantine, &pr.head, now)
+            .await;
+        // The bundle checked, the earlier attempt read: git and SQLite.
+        let checking = (repo.clone(), mirror.clone(), pr.clone());
+        let (quarantine, checked) = self
+            .blocking(move |host| {
+                let (repo, mirror, pr) = checking;
+                let checked = host
+                    .check_publication(&repo, &mirror, &quarantine, &pr, now)
+                    .and_then(|(facts, base)| {
+                        let key = idempotency_key(&repo, &pr, &base);
+                        let earlier = host.with_store(|_, s| s.read(|f| f.publication(&key)))?;
+                        Ok((facts, base, key, earlier))
+                    });
+                (quarantine, checked)
+            })
+            .await;
+        let (facts, base, key, earlier) = checked?;
+        let quarantine = SharedQuarantine::new(quarantine);
+        // A retry of a publish whose commits went up already is not "nothing to publish".
+        if facts.new_commits == 0
+            && earlier
+                .as_ref()
+                .is_none_or(|p| p.state == PublicationState::Failed)
+        {
+            return Err(Failure::usage(format!(
+                "nothing to publish: {} is already on GitHub; commit your work first",
+                pr.head
+            )));
+        }
+
+        let (draft, audit_id) = self
+            .decide_publication(&repo, &pr, &bundle, (&facts, &base), now)
+            .await?;
+
+        if let Some(p) = &earlier
+            && p.state == PublicationState::Opened
+        {
+            self.stored(move |_, s| {
+                ledger::record_outcome(s, audit_id, &Outcome::Reused, None, now)
+            })
+            .await?;
+            return Ok(Published {
+                repo: repo.to_string(),
+                number: p.pr_number.unwrap_or_default() as u64,
+                url: p.url.clone().unwrap_or_default(),
+                branch: p.branch.clone(),
+                base: p.base.clone(),
+                draft,
+                reused: true,
+            });
+        }
+        // A crash after `pushing` was recorded may have left the branch at GitHub: reuse it.
+        let branch = match &earlier {
+            Some(p) if p.state != PublicationState::Failed => p.branch.clone(),
+            _ => self.branch_name(&pr.title, now),
+        };
+        let publication = Publication {
+            idempotency_key: key,
+            repo_key: repo.key(),
+            branch: branch.clone(),
+            base,
+            pr_number: None,
+            url: None,
+            state: PublicationState::Pushing,
+            error: None,
+        };
+        let publication = self
+            .stored(move |_, s| {
+                let mut publication = publication;
+                ledger::publication_pushing(s, &mut publication, now).map(|()| publication)
+            })
+            .await?;
+        tracing::info!(repo = %repo, branch = %branch, head = %pr.head, "publication recorded; pushing its branch");
+
+        let minted = self
+            .mint_for_step(&github, &repo, TokenUse::PullRequest, Some(audit_id), now)
+            .await
+            .map_err(super::push::nothing_pushed)?;
+        let token_sha = minted.token().sha256();
+        let opening = Opening {
+            github: &github,
+            token: minted.token(),
+            repo: &repo,
+            pr: &pr,
+            draft,
+            now,
+        };
+        let (result, publication) = self
+            .push_and_open(opening, (&mirror, &quarantine), publication)
+            .await;
+        minted.revoke().await;
+        let ended = match &result {
+            Ok(published) => Ok((published.number as i64, published.url.clone())),
+            Err((failure, left_at)) => Err((failure.0.message.clone(), *left_at)),
+        };
+        let head = pr.head.clone();
+        self.blocking(move |host| {
+            let decided = (audit_id, Some(token_sha.as_str()));
+            quarantine
+                .with(|q| host.record_publication(ended, publication, decided, (&mirror, q), &head))
+        })
+        .await?;
+        result.map_err(|(failure, _)| failure)
+    }
+
+    /// What the facts of a publication read, in the mirror: the trees the workflow fact reads
+    /// (measured against the default branch, as [`Host::check_publication`] does) and, on a
+    /// shallow mirror, the whole history where the cut one would not give the same.
+    async fn ready_for_facts(
+        self: &Arc<Self>,
+        github: &Arc<GitHub>,
+        repo: &RepoName,
+        mirror: &Arc<OpenMirror>,
+        quarantine: Quarantine,
+        head: &str,
+        now: i64,
+    ) -> Quarantine {
+        let default_tip = {
+            let (repo, mirror) = (repo.clone(), mirror.clone());
+            self.blocking(move |host| {
+                let branch = host.default_branch(&repo, now).ok().flatten()?;
+                mirror.branch_tip(&branch).map(str::to_string)
+            })
+            .await
+        };
+        let checks = Arc::new(vec![UpdateCheck {
+            new: head.to_string(),
+            base: default_tip,
+            old: None,
+        }]);
+        let quarantine = self
+            .fetch_workflow_trees(github, repo, mirror, quarantine, checks.clone())
+            .await;
+        self.settle_shallow(github, repo, mirror, quarantine, checks)
+            .await
+    }
+
+    /// Decides the publication (audited), as a draft when only a draft may be published.
+    /// `Ok` carries whether it is a draft and its audit row.
+    async fn decide_publication(
+        self: &Arc<Self>,
+        repo: &RepoName,
+        pr: &PrRequest,
+        bundle: &Spooled,
+        (facts, base): (&UpdateFacts, &str),
+        now: i64,
+    ) -> Result<(bool, i64), Failure> {
+        let bytes = i64::try_from(bundle.len).unwrap_or(i64::MAX);
+        let asked = Self::publish_ask(
+            repo,
+            bytes,
+            &pr.title,
+            &pr.body,
+            pr.draft,
+            facts.touches_workflows,
+        );
+        let (ask, _) = self.explain_publish(asked, now).await?;
+        let draft = matches!(ask, Ask::PublishPr { draft: true, .. });
+        let audited = (pr.head.clone(), bundle.sha256.clone(), base.to_string());
+        let (touches_workflows, new_commits) = (facts.touches_workflows, facts.new_commits);
+        let (decision, audit_id) = self
+            .stored(move |a, s| {
+                let (head, sha256, base) = audited;
+                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                    e.new_oid = Some(head);
+                    e.bundle_bytes = Some(bytes);
+                    e.bundle_sha256 = Some(sha256);
+                    e.detail = Some(serde_json::json!({
+                        "base": base,
+                        "draft": draft,
+                        "touches_workflows": touches_workflows,
+                        "new_commits": new_commits,
+                    }));
+                })
+            })
+            .await?;
+        if !decision.allowed {
+            return Err(Failure::denied(&decision, repo));
+        }
+        Ok((draft, audit_id))
+    }
+
+    /// The checks of a publication before it is decided: the bundle carries the head, the base
+    /// exists at GitHub; returns the facts of the head against the default branch and the base.
+    /// Blocking (git, SQLite).
+    fn check_publication(
+        &self,
+        repo: &RepoName,
+        mirror: &OpenMirror,
+        quarantine: &Quarantine,
+        pr: &PrRequest,
+        now: i64,
+    ) -> Result<(UpdateFacts, String), Failure> {
+        let carried = quarantine
+            .header
+            .as_ref()
+            .is_some_and(|h| h.refs.iter().any(|(oid, _)| *oid == pr.head));
+        if !carried {
+            return Err(Failure::usage(format!(
+                "the bundle does not carry the head commit {}; publish again with zodex-agent github publish-pr",
+                pr.head
+            )));
+        }
+        // GitHub's default branch, the fact decisions use: the base by default, and what the
+        // pull request's commits are measured against (workflow changes).
+        let default_branch = self.default_branch(repo, now)?.ok_or_else(|| {
+            Failure::new(
+                ErrorKind::Conflict,
+                format!(
+                    "GitHub's default branch of {repo} is not known (the last coverage check could not read it); try again in a minute"
+                ),
+            )
+        })?;
+        let facts = quarantine
+            .facts(
+                &mirror.path,
+                &pr.head,
+                mirror.branch_tip(&default_branch),
+                &mirror.tips(),
+            )
+            .map_err(import_failure)?;
+        let base = pr.base.clone().unwrap_or(default_branch);
+        if !mirror.refs.contains_key(&format!("refs/heads/{base}")) {
+            return Err(Failure::usage(format!(
+                "the base branch {base} does not exist on {repo}; pass --base with an existing branch"
+            )));
+        }
+
+        Ok((facts, base))
+    }
+
+    /// Pushes the publication's branch (leased on what the mirror saw of it) and opens its pull
+    /// request, or finds the one an earlier attempt opened. The error carries the state to
+    /// record: `Failed` when nothing is left at GitHub (a retry starts afresh), `Pushed` when
+    /// the branch may be there (a retry reuses it). The publication comes back as recorded.
+    async fn push_and_open(
+        self: &Arc<Self>,
+        opening: Opening<'_>,
+        (mirror, quarantine): (&OpenMirror, &SharedQuarantine),
+        publication: Publication,
+    ) -> (Result<Published, (Failure, PublicationState)>, Publication) {
+        let Opening {
+            github,
+            token,
+            repo,
+            pr,
+            draft,
+            now,
+        } = opening;
+        let (branch, base) = (publication.branch.clone(), publication.base.clone());
+        let dst = format!("refs/heads/{branch}");
+        let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
+        let force = !current.is_empty() && current != pr.head;
+        let target = Target {
+            mirror: &mirror.path,
+            url: &mirror.url,
+            github_tips: mirror.tips().into_iter().map(str::to_string).collect(),
+        };
+        let (pushed, _route) = push_leased(
+            &target,
+            quarantine,
+            &[LeasedUpdate {
+                dst: dst.clone(),
+                new: Some(pr.head.clone()),
+                force,
+                expected: current.clone(),
+            }],
+            false,
+            token,
+            true,
+        )
+        .await;
+        let pushed = match pushed {
+            Ok(pushed) => pushed,
+            Err(m) => {
+                let failure = Failure::new(ErrorKind::Internal, m);
+                return (Err((failure, PublicationState::Failed)), publication);
+            }
+        };
+        if let Some(Err(why)) = pushed.get(&dst) {
+            let failure = Failure::new(
+                ErrorKind::Internal,
+                format!("pushing {branch} failed: {why}"),
+            );
+            return (Err((failure, PublicationState::Failed)), publication);
+        }
+        let (recorded, publication) = self
+            .stored(move |_, s| {
+                let mut publication = publication;
+                let done = ledger::publication_pushed(s, &mut publication, now);
+                (done, publication)
+            })
+            .await;
+        if let Err(e) = recorded {
+            return (
+                Err((Failure::from(e), PublicationState::Pushed)),
+                publication,
+            );
+        }
+        // A pull request from an earlier attempt (a crash after opening it) is reused. If
+        // GitHub cannot say, the branch stays: it may carry that pull request.
+        let existing = match github.find_pull(token, repo, &branch).await {
+            Ok(existing) => existing,
+            Err(e) => {
+                let failure = Failure::from_github(e);
+                return (Err((failure, PublicationState::Pushed)), publication);
+            }
+        };
+        let opened = match existing {
+            Some(pull) => pull,
+            None => {
+                let pull = NewPull {
+                    title: pr.title.clone(),
+                    head: branch.clone(),
+                    base: base.clone(),
+                    body: pr.body.clone(),
+                    draft,
+                };
+                match open_or_take_back(github, token, repo, &pull).await {
+                    Ok(opened) => opened,
+                    Err(failed) => return (Err(failed), publication),
+                }
+            }
+        };
+        let published = Published {
+            repo: repo.to_string(),
+            number: opened.number,
+            url: opened.html_url,
+            branch,
+            base,
+            draft,
+            reused: false,
+        };
+        (Ok(published), publication)
+    }
+
+    /// Records how the publication ended — opened (its number and URL) or failed (why, and the
+    /// state it left) — in one ledger transition with the decision's outcome; an opened one's
+    /// objects join the mirror. Blocking (git, SQLite).
+    fn record_publication(
+        &self,
+        ended: Result<(i64, String), (String, PublicationState)>,
+        mut publication: Publication,
+        decided: (i64, Option<&str>),
+        (mirror, quarantine): (&OpenMirror, &Quarantine),
+        head: &str,
+    ) -> Result<(), Failure> {
+        let now = self.now();
+        match ended {
+            Ok((number, url)) => {
+                if let Err(e) = quarantine.adopt(&mirror.path, &[head]) {
+                    tracing::warn!(error = %e, "moving a published pack into the mirror failed");
+                }
+                self.with_store(|_, s| {
+                    ledger::publication_opened(s, &mut publication, number, &url, decided, now)
+                })?;
+            }
+            Err((error, left_at)) => {
+                self.with_store(|_, s| {
+                    ledger::publication_failed(s, &mut publication, left_at, &error, decided, now)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `zodex/<yyyymmdd>-<slug>-<6 random>`, the prefix from the configuration.
+    fn branch_name(&self, title: &str, now: i64) -> String {
+        let date = chrono::DateTime::from_timestamp(now, 0)
+            .unwrap_or_default()
+            .format("%Y%m%d");
+        format!(
+            "{}{date}-{}-{}",
+            self.settings.pr_branch_prefix,
+            slug(title),
+            random6()
+        )
+    }
+}
+
+/// What opening a pull request needs besides the mirror.
+struct Opening<'a> {
+    github: &'a GitHub,
+    token: &'a Token,
+    repo: &'a RepoName,
+    pr: &'a PrRequest,
+    draft: bool,
+    now: i64,
+}

@@ -1,0 +1,72 @@
+//! A token minted for one step of a request (a push, a publication): it is revoked at GitHub
+//! when the step ends, on every path — success, an error returned with `?`, or a panic —
+//! because the guard that holds it revokes it when it goes (a guard dropped without
+//! [`StepToken::revoke`] hands the revocation to a task of its own: a `Drop` cannot wait).
+
+use super::{Failure, Host};
+use crate::github::{GitHub, MintedToken, Token, TokenUse};
+use std::sync::Arc;
+use zodex_engine::RepoName;
+
+pub(super) struct StepToken {
+    host: Arc<Host>,
+    github: Arc<GitHub>,
+    minted: MintedToken,
+    revoked: bool,
+}
+
+impl StepToken {
+    pub fn token(&self) -> &Token {
+        &self.minted.token
+    }
+
+    /// Revokes it now (when the step's timing wants it said where).
+    pub async fn revoke(mut self) {
+        self.revoked = true;
+        self.host.revoke_now(&self.github, &self.minted.token).await;
+    }
+}
+
+impl Drop for StepToken {
+    fn drop(&mut self) {
+        if self.revoked {
+            return;
+        }
+        let (host, github, token) = (
+            self.host.clone(),
+            self.github.clone(),
+            self.minted.token.clone(),
+        );
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { host.revoke_now(&github, &token).await });
+            }
+            Err(_) => tracing::error!(
+                token_sha256 = %token.sha256(),
+                "a push token outlived the runtime and could not be revoked; it lapses at its expiry"
+            ),
+        }
+    }
+}
+
+impl Host {
+    /// Mints and records a token for one step; see [`StepToken`].
+    pub(super) async fn mint_for_step(
+        self: &Arc<Self>,
+        github: &Arc<GitHub>,
+        repo: &RepoName,
+        token_use: TokenUse,
+        audit_id: Option<i64>,
+        now: i64,
+    ) -> Result<StepToken, Failure> {
+        let minted = self
+            .mint_recorded(github, repo, token_use, None, audit_id, now)
+            .await?;
+        Ok(StepToken {
+            host: self.clone(),
+            github: github.clone(),
+            minted,
+            revoked: false,
+        })
+    }
+}

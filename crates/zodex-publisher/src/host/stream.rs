@@ -1,0 +1,322 @@
+//! Pushes whose bundle arrives as a stream ([`zodex_protocol::STREAMED_BUNDLE`]): the pack is
+//! passed on to GitHub while it lands ([`crate::publish::forward`]), so GitHub
+//! checks the objects while the agent is still packing them, as with a plain `git push`.
+//!
+//! The order of a streamed push, and why it is safe:
+//! 1. The request was admitted on what it declares, like any push ([`Host::admit`]).
+//! 2. A token is minted for this step without `workflows`, and the receive-pack request opens
+//!    with one command per update, `old` = GitHub's value (GitHub refuses a ref that moved
+//!    since): the value `list for-push` read moments ago — the request then opens while the
+//!    mirror fetches what the decisions read — else the value of the mirror, fetched first.
+//! 3. The pack follows as it lands, all but its 20-byte checksum.
+//! 4. Once the bundle is whole it is imported and verified, and every update decided on it,
+//!    exactly as for a bundle that was spooled first.
+//! 5. Only when every update was allowed as the commands already say (same old and new ids,
+//!    nothing touching workflows, every prerequisite at GitHub) does the checksum go; GitHub
+//!    then stores the pack and moves the refs. Otherwise the request is cut before the
+//!    checksum, GitHub keeps nothing, and the decided updates are pushed the ordinary way
+//!    ([`Host::send_decided`]) with a token minted for what they need.
+
+use super::mirror::OpenMirror;
+use super::push::{Admission, Decided, DecidedAt, PushMode, each_failed};
+use super::step_token::StepToken;
+use super::{Failure, Host};
+use crate::github::GitHub;
+use crate::github::TokenUse;
+use crate::publish::SharedQuarantine;
+use crate::publish::Spooled;
+use crate::publish::forward::{Spooling, Verdict, pack_stream};
+use crate::publish::receive_pack::RefCommand;
+use crate::publish::upload::{StreamedPush, bases_at_github_owned};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::{oneshot, watch};
+use zodex_engine::RepoName;
+use zodex_protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
+
+/// A bundle the daemon is still receiving.
+pub struct Incoming {
+    /// A read handle on the spool file being written.
+    pub file: std::fs::File,
+    /// How much of it is there.
+    pub spooling: watch::Receiver<Spooling>,
+    /// The whole bundle, or why it did not arrive.
+    pub spooled: oneshot::Receiver<Result<Spooled, String>>,
+}
+
+impl Incoming {
+    /// Waits for the whole bundle.
+    async fn whole(
+        spooled: oneshot::Receiver<Result<Spooled, String>>,
+    ) -> Result<Spooled, Failure> {
+        match spooled.await {
+            Ok(Ok(spooled)) => Ok(spooled),
+            Ok(Err(message)) => Err(Failure::new(ErrorKind::Usage, message)),
+            Err(_) => Err(Failure::new(
+                ErrorKind::Internal,
+                "the bundle's receiver stopped; nothing was pushed; see the zodex-prd log",
+            )),
+        }
+    }
+}
+
+/// Where a streamed pack goes, on which of GitHub's ref values (each command's old id).
+struct ForwardTo<'a> {
+    github: &'a Arc<GitHub>,
+    repo: &'a RepoName,
+    url: String,
+    refs: &'a HashMap<String, String>,
+    now: i64,
+}
+
+/// The pack on its way to GitHub, and the token it goes with.
+struct Forward {
+    push: StreamedPush,
+    token: StepToken,
+    commands: Vec<RefCommand>,
+}
+
+impl Host {
+    /// Handles a push or publish whose bundle is still arriving: a push of new ids, not a dry
+    /// run, nothing refused on admission, is passed on as it lands; anything else waits for
+    /// the whole bundle and is handled as [`Host::publish`] does.
+    pub async fn publish_streamed(
+        self: &Arc<Self>,
+        request: AgentRequest,
+        admission: Admission,
+        incoming: Incoming,
+    ) -> Response {
+        if let Err(refused) = self.audit_gate().await {
+            return refused.into_response();
+        }
+        match request {
+            AgentRequest::Push {
+                repo,
+                updates,
+                atomic,
+                dry_run: false,
+            } if admission.refused_none() && updates.iter().all(|u| u.new.is_some()) => self
+                .push_streamed(&repo, (updates, atomic), admission, incoming)
+                .await
+                .map(Response::ok)
+                .unwrap_or_else(Failure::into_response),
+            request => match Incoming::whole(incoming.spooled).await {
+                Ok(spooled) => self.publish(request, admission, Some(spooled)).await,
+                Err(failure) => failure.into_response(),
+            },
+        }
+    }
+
+    /// A streamed push: the mirror fetched and locked, the request to GitHub opened while the
+    /// bundle is imported and decided.
+    async fn push_streamed(
+        self: &Arc<Self>,
+        repo: &str,
+        (updates, atomic): (Vec<PushUpdate>, bool),
+        admission: Admission,
+        incoming: Incoming,
+    ) -> Result<PushOutcome, Failure> {
+        let now = self.now();
+        // Every return before the verdict drops `verdict` unset: the stream then ends in an
+        // error, and GitHub keeps nothing.
+        let (verdict, verdict_rx) = watch::channel(Verdict::Pending);
+        let mut pack = Some(
+            incoming
+                .file
+                .try_clone()
+                .map(|file| pack_stream(file, incoming.spooling.clone(), verdict_rx)),
+        );
+        let name = super::parse_repo(repo)?;
+        let github = self.github()?.clone();
+        // On the refs `list for-push` just read, the request to GitHub opens while the mirror
+        // is still fetching what the decisions read (a cold mirror's first fetch of a long
+        // history, the commits another client pushed); without them, once it is fetched.
+        let (mut locked, early) = match self.peek_advertised(&name) {
+            Some(refs) => {
+                let target = ForwardTo {
+                    github: &github,
+                    repo: &name,
+                    url: super::mirror::repo_url(&github, &name),
+                    refs: &refs,
+                    now,
+                };
+                let pack = pack.take().expect("the pack is opened once");
+                let opening = async {
+                    let pack = pack.map_err(|e| format!("cannot read the spool file: {e}"))?;
+                    self.start_forward(&target, &updates, atomic, pack).await
+                };
+                let (locked, forward) = tokio::join!(self.lock_mirror(repo), opening);
+                (locked?, Some(forward))
+            }
+            None => (self.lock_mirror(repo).await?, None),
+        };
+        let base = locked.decided_at(0, now);
+        let pack = pack.take();
+        let opening = async {
+            let pack = match (early, pack) {
+                (Some(forward), _) => return forward,
+                (None, Some(pack)) => pack,
+                (None, None) => unreachable!("the pack goes with the early request when taken"),
+            };
+            let pack = pack.map_err(|e| format!("cannot read the spool file: {e}"))?;
+            let target = ForwardTo {
+                github: &base.github,
+                repo: &base.repo,
+                url: base.mirror.url.clone(),
+                refs: &base.mirror.refs,
+                now,
+            };
+            self.start_forward(&target, &updates, atomic, pack).await
+        };
+        let clock = &mut locked.clock;
+        let deciding = async {
+            let spooled = Arc::new(Incoming::whole(incoming.spooled).await?);
+            let at = DecidedAt {
+                bytes: i64::try_from(spooled.len).unwrap_or(i64::MAX),
+                ..base.clone()
+            };
+            let (quarantine, decided) = self
+                .import_and_decide(&at, updates.clone(), admission, Some(spooled), clock)
+                .await?;
+            Ok::<_, Failure>((quarantine, decided, at))
+        };
+        let (forward, decided) = tokio::join!(opening, deciding);
+        let (quarantine, decided, at) = decided?;
+        let forward = match forward {
+            Ok(f) => {
+                let checked = commits(&f, &decided, &quarantine, &at.mirror).await;
+                self.check_commits(f, checked).await
+            }
+            Err(why) => Err(why),
+        };
+        let clock = &mut locked.clock;
+        let (forward, pack_offset) = match forward {
+            Ok(ready) => ready,
+            Err(why) => {
+                verdict.send_replace(Verdict::Abort);
+                tracing::info!(reason = %why, "the pack was not passed on as it arrived; pushing the decided updates now");
+                let mode = PushMode {
+                    atomic,
+                    dry_run: false,
+                };
+                return self
+                    .send_decided(at, quarantine, decided, mode, clock)
+                    .await;
+            }
+        };
+        verdict.send_replace(Verdict::Commit { pack_offset });
+        let dsts: Vec<&str> = forward.commands.iter().map(|c| c.dst.as_str()).collect();
+        let pushed = forward.push.finish(dsts.into_iter()).await;
+        clock.mark("push");
+        let token_sha = forward.token.token().sha256();
+        forward.token.revoke().await;
+        let outcomes = pushed.unwrap_or_else(|message| each_failed(&decided.allowed, &message));
+        let results = self
+            .record_pushed(&at, quarantine, decided.allowed, outcomes, token_sha)
+            .await?;
+        clock.mark("record");
+        tracing::info!(repo = %at.repo, bytes = at.bytes, stages = %clock, "push handled (the pack was passed on as it arrived)");
+        Ok(PushOutcome {
+            repo: at.repo.to_string(),
+            results,
+        })
+    }
+
+    /// The verdict on a request already open: `Ok` goes on with it; otherwise it is dropped
+    /// at once (its body ends in an error: the checksum never goes) and its token revoked.
+    async fn check_commits(
+        &self,
+        forward: Forward,
+        checked: Result<u64, String>,
+    ) -> Result<(Forward, u64), String> {
+        match checked {
+            Ok(pack_offset) => Ok((forward, pack_offset)),
+            Err(why) => {
+                forward.push.abandon();
+                forward.token.revoke().await;
+                Err(why)
+            }
+        }
+    }
+
+    /// Mints this step's token and opens the receive-pack request, its pack read from the
+    /// spool file as it lands. `Err` says why the pack cannot go this way (nothing was sent).
+    async fn start_forward(
+        self: &Arc<Self>,
+        at: &ForwardTo<'_>,
+        updates: &[PushUpdate],
+        atomic: bool,
+        pack: impl futures_util::Stream<Item = std::io::Result<tokio_util::bytes::Bytes>>
+        + Send
+        + 'static,
+    ) -> Result<Forward, String> {
+        let commands: Vec<RefCommand> = updates
+            .iter()
+            .map(|u| RefCommand {
+                dst: u.dst.clone(),
+                old: at.refs.get(&u.dst).cloned(),
+                new: u.new.clone(),
+            })
+            .collect();
+        let use_ = TokenUse::Push { workflows: false };
+        let token = self
+            .mint_for_step(at.github, at.repo, use_, None, at.now)
+            .await
+            .map_err(|f| f.0.message)?;
+        let push =
+            StreamedPush::start(&at.url, token.token(), commands.clone(), atomic, pack).await?;
+        Ok(Forward {
+            push,
+            token,
+            commands,
+        })
+    }
+}
+
+/// Whether the pack already on its way may be completed: every update allowed exactly as its
+/// command says, none touching workflows (the token has no `workflows`), every prerequisite of
+/// the bundle at GitHub, and GitHub still listening. `Ok` is where the verified pack starts.
+async fn commits(
+    forward: &Forward,
+    decided: &Decided,
+    quarantine: &SharedQuarantine,
+    mirror: &OpenMirror,
+) -> Result<u64, String> {
+    if !decided.refused.is_empty() {
+        return Err("an update was refused".into());
+    }
+    if decided.workflows {
+        return Err("an update touches workflows (the token needs workflows: write)".into());
+    }
+    let same = decided.allowed.len() == forward.commands.len()
+        && decided
+            .allowed
+            .iter()
+            .zip(&forward.commands)
+            .all(|(a, c)| a.update.dst == c.dst && a.update.new == c.new && a.old == c.old);
+    if !same {
+        return Err("the decided updates are not the commands sent".into());
+    }
+    let Some(header) = quarantine.with(|q| q.header.clone()) else {
+        return Err("the bundle has no header".into());
+    };
+    if quarantine.with(|q| q.pack_file().is_none()) {
+        return Err("the bundle has no pack".into());
+    }
+    let pack_offset = header.pack_offset;
+    let (held, at) = (quarantine.clone(), mirror.path.clone());
+    let (bases, tips) = (
+        header.prerequisites.clone(),
+        forward.push.advertised.clone(),
+    );
+    // A walk of the mirror's history: on a blocking thread.
+    tokio::task::spawn_blocking(move || {
+        held.with(|q| bases_at_github_owned(q, &at, &bases, &tips))
+    })
+    .await
+    .map_err(|e| format!("checking the bundle's bases failed: {e}"))??;
+    if forward.push.ended_early() {
+        return Err("GitHub ended the request before the pack did".into());
+    }
+    Ok(pack_offset)
+}

@@ -1,0 +1,80 @@
+//! The JSON Lines sink: one event per line, appended and synced; past `max_mib` the file is
+//! rotated to `PATH.1` (the older ones move up, `PATH.KEEP` is dropped), as log shippers expect.
+
+use std::io::Write;
+use std::path::PathBuf;
+use zodex_engine::store::AuditRecord;
+
+pub struct JsonlSink {
+    path: PathBuf,
+    max_bytes: u64,
+    keep: u32,
+}
+
+impl JsonlSink {
+    pub fn new(path: PathBuf, max_mib: u64, keep: u32) -> Self {
+        Self {
+            path,
+            max_bytes: max_mib.saturating_mul(1024 * 1024),
+            keep,
+        }
+    }
+
+    pub async fn deliver(&mut self, record: &AuditRecord) -> Result<(), String> {
+        let mut line = super::event_json(record).to_string();
+        line.push('\n');
+        let (path, max, keep) = (self.path.clone(), self.max_bytes, self.keep);
+        tokio::task::spawn_blocking(move || append(&path, line.as_bytes(), max, keep))
+            .await
+            .map_err(|e| e.to_string())?
+    }
+}
+
+fn append(path: &std::path::Path, line: &[u8], max: u64, keep: u32) -> Result<(), String> {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if size > 0 && size + line.len() as u64 > max {
+        rotate(path, keep).map_err(|e| format!("rotating {}: {e}", path.display()))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("opening {}: {e}", path.display()))?;
+    file.write_all(line)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+/// `PATH.K-1` → `PATH.K` … `PATH` → `PATH.1`.
+fn rotate(path: &std::path::Path, keep: u32) -> std::io::Result<()> {
+    let numbered = |n: u32| PathBuf::from(format!("{}.{n}", path.display()));
+    for n in (1..keep).rev() {
+        if numbered(n).exists() {
+            std::fs::rename(numbered(n), numbered(n + 1))?;
+        }
+    }
+    std::fs::rename(path, numbered(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_appended_and_rotated_keeping_the_newest_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        for i in 0..10 {
+            append(&path, format!("{{\"n\":{i}}}\n").as_bytes(), 20, 2).unwrap();
+        }
+        // Each line is 8 bytes: two per file; the current file and two rotated ones remain.
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"n\":8}\n{\"n\":9}\n"
+        );
+        let first = std::fs::read_to_string(dir.path().join("audit.jsonl.1")).unwrap();
+        assert_eq!(first, "{\"n\":6}\n{\"n\":7}\n");
+        assert!(dir.path().join("audit.jsonl.2").exists());
+        assert!(!dir.path().join("audit.jsonl.3").exists());
+    }
+}
