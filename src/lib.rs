@@ -1,6 +1,6 @@
 //! Zodex: a chat model's terminal on a real machine, with every GitHub write behind one gate.
 //!
-//! See `ARCHITECTURE.md` for the module map and the data flow.
+//! See `ARCHITECTURE.md` for the crate map and the data flows; each crate's `lib.rs` has its code map.
 
 /// The agent's side: clients of the agent socket, git helpers (crate `zodex-agent`).
 pub use zodex_agent as agent;
