@@ -11,6 +11,8 @@ pub use zodex_config as config;
 pub use zodex_devhub as devhub;
 /// The policy engine (crate `zodex-engine`).
 pub use zodex_engine as engine;
+/// `zodex-prd install` and the rest of a sprite's deployment (crate `zodex-install`).
+pub use zodex_install as install;
 /// The operator's side, `zodex` (crate `zodex-operator`).
 pub use zodex_operator as operator;
 /// What the publisher and its clients say to each other (crate `zodex-protocol`).

@@ -4,9 +4,9 @@
 
 use super::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::config::Config;
-use crate::publisher::install::layout::{InstallRecord, ServiceManager};
-use crate::publisher::install::services::{self, Action};
-use crate::publisher::install::{self, Finding, InstallOptions, KeyUpload};
+use crate::install::layout::{InstallRecord, ServiceManager};
+use crate::install::services::{self, Action};
+use crate::install::{self, Finding, InstallOptions, KeyUpload};
 use clap::{Args, Subcommand};
 use std::io::Read;
 use std::path::PathBuf;
@@ -143,10 +143,8 @@ pub fn install(args: InstallArgs) -> i32 {
     });
     // A rerun keeps what was installed unless a flag says otherwise: a setup run again to
     // rotate keys must not create new accounts or move the MCP server.
-    let installed = InstallRecord::beside(
-        &crate::publisher::install::layout::Layout::under(&args.prefix).config(),
-    )
-    .ok();
+    let installed =
+        InstallRecord::beside(&crate::install::layout::Layout::under(&args.prefix).config()).ok();
     let was = |pick: fn(&InstallRecord) -> String, default: &str| {
         installed
             .as_ref()

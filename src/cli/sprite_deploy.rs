@@ -5,10 +5,10 @@
 use super::prd_install::print_lines;
 use super::zodex::Target;
 use super::{EXIT_FAILURE, EXIT_OK, print_failure, print_json_ok};
+use crate::install::doctor::DoctorReport;
+use crate::install::services::{Action, ServiceState};
 use crate::operator::deploy::{self, SetupOptions, TargetsChange, TargetsReport};
 use crate::operator::registry::Registry;
-use crate::publisher::install::doctor::DoctorReport;
-use crate::publisher::install::services::{Action, ServiceState};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 

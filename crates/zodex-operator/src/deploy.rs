@@ -12,14 +12,14 @@ use super::remote::{Reach, Stdin};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
+use zodex_install::doctor::{DoctorReport, coverage_finding};
+use zodex_install::layout::{Layout, SPRITE_BINARIES};
+use zodex_install::services::{Action, ServiceState};
+use zodex_install::solver::SolverOutcome;
+use zodex_install::targets::TargetList;
+use zodex_install::uninstall::UninstallReport;
+use zodex_install::{Finding, Findings, InstallReport, KeyUpload};
 use zodex_protocol::{AdminRequest, CoverageAnswer, Response};
-use zodex_publisher::install::doctor::{DoctorReport, coverage_finding};
-use zodex_publisher::install::layout::{Layout, SPRITE_BINARIES};
-use zodex_publisher::install::services::{Action, ServiceState};
-use zodex_publisher::install::solver::SolverOutcome;
-use zodex_publisher::install::targets::TargetList;
-use zodex_publisher::install::uninstall::UninstallReport;
-use zodex_publisher::install::{Finding, Findings, InstallReport, KeyUpload};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
@@ -602,7 +602,7 @@ pub fn targets(
 pub fn public_url(
     entry: &SpriteEntry,
     set: Option<&str>,
-) -> Result<zodex_publisher::install::PublicUrl, DeployError> {
+) -> Result<zodex_install::PublicUrl, DeployError> {
     let reach = Reach::of(entry)?;
     let mut args = vec!["public-url", "--json"];
     if let Some(url) = set {

@@ -9,7 +9,6 @@ pub mod daemon;
 pub use zodex_github as github;
 pub mod ground;
 pub mod host;
-pub mod install;
 pub use zodex_git::locks;
 pub mod oauth;
 pub mod prove;

@@ -171,7 +171,7 @@ async fn dev_checks(config: &Config, mcp_key: Option<&str>) -> Vec<Finding> {
     findings.push(publisher_health(config));
     findings.push(proofs(config).await);
     findings.extend(audit_sinks(config));
-    findings.extend(crate::ground::check(config).await);
+    findings.extend(zodex_publisher::ground::check(config).await);
     findings.extend(coverage(config));
     let listen = config
         .mcp
@@ -293,7 +293,7 @@ pub async fn proofs(config: &Config) -> Finding {
 /// The proofs of the configured policies, made here when zodex-prd does not answer: a broken
 /// property is one reason `serve` refuses to start, and then only this says which.
 async fn proofs_here(config: &Config) -> Finding {
-    use crate::prove::{SolverCommand, Subject};
+    use zodex_publisher::prove::{SolverCommand, Subject};
     let fail = |message: String| Finding::fail("policy-proofs", message);
     let Some(solver) = SolverCommand::find() else {
         return fail(
@@ -345,7 +345,7 @@ fn ground(record: &InstallRecord, config_path: &Path) -> Vec<Finding> {
 /// One admin request on the publisher's own socket (doctor runs as root).
 fn ask(config: &Config, request: &AdminRequest) -> std::io::Result<zodex_protocol::Response> {
     let line = serde_json::to_string(request).expect("requests serialise");
-    crate::sockets::admin_call(&config.admin_socket, config.publisher_uid, &line)
+    zodex_publisher::sockets::admin_call(&config.admin_socket, config.publisher_uid, &line)
 }
 
 /// Both Apps on every `OWNER/REPO` target, asked of GitHub now through the publisher.

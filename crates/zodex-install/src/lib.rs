@@ -63,7 +63,7 @@ impl InstallError {
     }
 }
 
-pub use crate::ground::{Finding, Findings};
+pub use zodex_publisher::ground::{Finding, Findings};
 
 /// A service that did not come up after a start: the errors of its last start, the cause
 /// first. Said without a fix: the fix depends on where the reader runs (on the sprite, or the

@@ -7,8 +7,8 @@
 use super::layout::Layout;
 use super::sprite_config::github_urls;
 use super::{Finding, InstallError, InstallOptions, KeyUpload};
-use crate::ground::{Candidate, check_candidate};
 use zodex_config::Config;
+use zodex_publisher::ground::{Candidate, check_candidate};
 
 /// What the install would configure, when it changes `[github]` (new keys, ids or URLs);
 /// `None` when nothing of `[github]` changes or too little is known yet (later steps say what

@@ -111,7 +111,7 @@ pub(super) fn sprite_config(
         // With a public URL the publisher serves OAuth for it (`zodex sprite mcp`); the key URL
         // keeps working until the operator turns it off. A URL OAuth cannot serve (plain http
         // off loopback) leaves OAuth off rather than the publisher unable to start.
-        let oauth = crate::oauth::OAuthSettings::new(url, layout.mcp_oauth(), Vec::new());
+        let oauth = zodex_publisher::oauth::OAuthSettings::new(url, layout.mcp_oauth(), Vec::new());
         match oauth {
             Ok(_) => {
                 mcp.insert(
@@ -252,7 +252,7 @@ pub fn public_url(config_path: &Path, set: Option<&str>) -> Result<PublicUrl, In
     };
     let record = InstallRecord::beside(config_path).map_err(InstallError::Failed)?;
     let oauth_file = record.layout.mcp_oauth();
-    crate::oauth::OAuthSettings::new(url, oauth_file.clone(), Vec::new())
+    zodex_publisher::oauth::OAuthSettings::new(url, oauth_file.clone(), Vec::new())
         .map_err(|why| InstallError::Failed(format!("{why}; nothing was changed")))?;
     let before = now(&config, false);
     if before.public_url.as_deref() == Some(url) && before.oauth {

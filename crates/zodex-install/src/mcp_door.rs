@@ -8,8 +8,8 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use super::Finding;
-use crate::oauth::PublishedAuth;
 use zodex_config::Config;
+use zodex_publisher::oauth::PublishedAuth;
 
 /// An HTTP answer: its status, its header lines as sent, its body.
 pub struct Answer {

@@ -210,7 +210,7 @@ pub fn findings_as(
     serde_json::from_slice::<zodex_protocol::Response>(&out.stdout)
         .ok()
         .and_then(|r| r.result)
-        .and_then(|v| serde_json::from_value::<crate::ground::Findings>(v).ok())
+        .and_then(|v| serde_json::from_value::<zodex_publisher::ground::Findings>(v).ok())
         .map(|report| report.findings)
         .ok_or_else(|| {
             format!(
