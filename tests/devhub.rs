@@ -275,7 +275,7 @@ fn revoked_and_expired_tokens_answer_401_on_rest_and_git() {
             .status,
         200
     );
-    std::thread::sleep(Duration::from_millis(2500));
+    demo.hub.advance_clock(Duration::from_secs(3));
     assert_eq!(
         demo.api("GET", "/repos/demo/app", Some(&short), None)
             .status,

@@ -11,6 +11,7 @@ use std::process::Command;
 use support::dev::Dev;
 use support::routines::Frame;
 use support::sprite::Sprite;
+use support::wait::eventually_with;
 
 /// `sqlite3 DB SQL`, as a person with the database file would change it.
 fn sqlite(db: &Path, sql: &str) {
@@ -82,19 +83,17 @@ fn a_flood_by_the_agent_erases_no_evidence_and_the_chain_still_verifies() {
         }
     };
     // The daemon's sweeper prunes within a second of its start.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let kept = loop {
-        let kept = rows(&sprite);
-        if kept.iter().any(|r| r["action"] == "PruneHistory") {
-            break kept;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no prune after the restart: {}",
-            sprite.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    let kept = eventually_with(
+        "a prune after the restart",
+        std::time::Duration::from_secs(30),
+        || sprite.log(),
+        || {
+            let kept = rows(&sprite);
+            kept.iter()
+                .any(|r| r["action"] == "PruneHistory")
+                .then_some(kept)
+        },
+    );
     let refusals = kept
         .iter()
         .filter(|r| r["principal"] == "agent" && r["decision"] == "deny")

@@ -11,8 +11,9 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::rig::Rig;
+use support::wait::eventually;
 use zodex::agent::client::call;
 use zodex::protocol::{AgentRequest, Ttl};
 
@@ -21,6 +22,7 @@ const SECRET: &str = "a webhook secret";
 
 /// A webhook receiver on a fixed port: it keeps each delivery whose signature holds.
 struct Hook {
+    port: u16,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -35,25 +37,30 @@ struct Delivery {
 impl Hook {
     fn start(port: u16, got: Arc<Mutex<Vec<Delivery>>>) -> Self {
         let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
-        listener.set_nonblocking(true).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let halt = stop.clone();
         let thread = std::thread::spawn(move || {
-            while !halt.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((stream, _)) => receive(stream, &got),
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            for stream in listener.incoming() {
+                // `stop` wakes this accept with a connection of its own.
+                if halt.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Ok(stream) = stream {
+                    receive(stream, &got);
                 }
             }
         });
         Self {
+            port,
             stop,
             thread: Some(thread),
         }
     }
 
+    /// Closes the port (a delivery after this finds nobody listening).
     fn stop(mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
         self.thread.take().unwrap().join().unwrap();
     }
 }
@@ -134,13 +141,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+/// How long a sink may take to deliver, or to say how it fares.
+const WAIT: Duration = Duration::from_secs(30);
 
 /// The `id`s of the JSON Lines file, as `jq` reads them.
 fn jq_ids(file: &Path) -> Vec<i64> {
@@ -217,10 +219,10 @@ address = "tcp:127.0.0.1:{syslog_port}"
     rig.grant_push("demo/app");
     assert!(ask("demo/lib", "ship the <fix> & more").ok);
     assert!(!ask("zeta/x", "not a target").ok);
-    wait_until("the file has the three rows", || {
+    eventually("the file has the three rows", WAIT, || {
         jsonl.exists() && jq_ids(&jsonl).len() >= 3
     });
-    wait_until("status shows the webhook failing", || {
+    eventually("status shows the webhook failing", WAIT, || {
         sink_state(&rig, "hook")["failures"].as_i64() > Some(0)
     });
     let failing = sink_state(&rig, "hook");
@@ -239,7 +241,7 @@ address = "tcp:127.0.0.1:{syslog_port}"
     let got = Arc::new(Mutex::new(Vec::new()));
     let hook = Hook::start(hook_port, got.clone());
     let written = jq_ids(&jsonl);
-    wait_until("the webhook has every row", || {
+    eventually("the webhook has every row", WAIT, || {
         got.lock().unwrap().len() >= written.len()
     });
     hook.stop();
@@ -247,14 +249,18 @@ address = "tcp:127.0.0.1:{syslog_port}"
     rig.admin(r#"{"op":"revoke_push","repo":"demo/app"}"#);
     rig.restart();
     assert!(!ask("zeta/y", "after the restart").ok);
-    wait_until("the file has the refusal made after the restart", || {
-        std::fs::read_to_string(&jsonl).is_ok_and(|t| t.contains("\"zeta/y\""))
-    });
+    eventually(
+        "the file has the refusal made after the restart",
+        WAIT,
+        || std::fs::read_to_string(&jsonl).is_ok_and(|t| t.contains("\"zeta/y\"")),
+    );
     let hook = Hook::start(hook_port, got.clone());
     let written = jq_ids(&jsonl);
-    wait_until("the webhook has the rows written while it was down", || {
-        got.lock().unwrap().len() >= written.len()
-    });
+    eventually(
+        "the webhook has the rows written while it was down",
+        WAIT,
+        || got.lock().unwrap().len() >= written.len(),
+    );
     hook.stop();
     let written = jq_ids(&jsonl);
     let delivered = got.lock().unwrap().clone();
@@ -281,12 +287,12 @@ address = "tcp:127.0.0.1:{syslog_port}"
             .any(|d| d.event["decision"] == "deny" && d.event["repo"] == "zeta/y"),
         "the refusal made after the restart"
     );
-    wait_until("the hook's sink is healthy again", || {
+    eventually("the hook's sink is healthy again", WAIT, || {
         sink_state(&rig, "hook")["failures"] == 0
     });
 
     // syslog got the same rows, each an RFC 5424 message naming its row.
-    wait_until("syslog has every row", || {
+    eventually("syslog has every row", WAIT, || {
         frames.lock().unwrap().len() >= written.len()
     });
     let frames = frames.lock().unwrap().clone();
@@ -319,7 +325,7 @@ secret_file = "{secret}"
     );
     let rig = Rig::start_with(HOUR, &extra);
     rig.grant_push("demo/app");
-    wait_until("the webhook's sink is failing", || {
+    eventually("the webhook's sink is failing", WAIT, || {
         sink_state(&rig, "hook")["failures"].as_i64() > Some(0)
     });
     let work = tempfile::tempdir().unwrap();
@@ -341,7 +347,7 @@ secret_file = "{secret}"
     // The receiver is back: the sink catches up, and the same push goes through.
     let got = Arc::new(Mutex::new(Vec::new()));
     let hook = Hook::start(hook_port, got.clone());
-    wait_until("the webhook's sink is healthy", || {
+    eventually("the webhook's sink is healthy", WAIT, || {
         sink_state(&rig, "hook")["failures"] == 0
     });
     let pushed = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/recorded"]);
@@ -350,7 +356,7 @@ secret_file = "{secret}"
         "{}",
         String::from_utf8_lossy(&pushed.stderr)
     );
-    wait_until("the push's record reached the webhook", || {
+    eventually("the push's record reached the webhook", WAIT, || {
         got.lock()
             .unwrap()
             .iter()
@@ -399,7 +405,7 @@ input(type="imtcp" address="127.0.0.1" port="{port}" ruleset="zodex")
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("rsyslogd (Debian's rsyslog package) receives the syslog sink in this test");
-        wait_until("rsyslogd listens", || {
+        eventually("rsyslogd listens", WAIT, || {
             TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
         Self { child, log }
@@ -428,7 +434,7 @@ fn rsyslog_parses_every_row_as_rfc_5424_with_its_structured_data() {
     .unwrap();
     assert!(!refused.ok);
     let lines = || std::fs::read_to_string(&rsyslog.log).unwrap_or_default();
-    wait_until("rsyslog wrote the grant and the refusal", || {
+    eventually("rsyslog wrote the grant and the refusal", WAIT, || {
         let text = lines();
         text.contains(" GrantPush ") && text.contains(" RequestPush ")
     });

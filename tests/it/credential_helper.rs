@@ -7,8 +7,11 @@
 
 use crate::support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use support::rig::Rig;
+use support::wait::{eventually, eventually_with};
 
 fn field<'a>(answer: &'a str, key: &str) -> Option<&'a str> {
     answer
@@ -62,7 +65,7 @@ fn read_tokens_are_cached_until_the_margin() {
         2,
         "the second get is served from the cache"
     );
-    std::thread::sleep(Duration::from_secs(4));
+    rig.advance(4);
     let (third, _) = rig.get("app");
     assert_ne!(field(&first, "password"), field(&third, "password"));
     assert_eq!(
@@ -150,15 +153,12 @@ fn write_token_mode_ends_with_its_grant() {
     assert!(live(&token));
     let revoked = rig.admin(r#"{"op":"revoke_push","repo":"demo/app"}"#);
     assert_eq!(revoked["ok"], true, "{revoked}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while live(&token) {
-        assert!(
-            Instant::now() < deadline,
-            "not revoked within 30 s: {}",
-            rig.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually_with(
+        "the write token is revoked",
+        Duration::from_secs(30),
+        || rig.log(),
+        || !live(&token),
+    );
     // Back to read tokens.
     let (after, _) = rig.get("app");
     assert_ne!(field(&after, "password").unwrap(), token);
@@ -283,50 +283,72 @@ fn every_write_token_of_a_grant_dies_with_it_whatever_the_interleaving() {
     let mut handed_out: Vec<(String, Instant, Instant)> = Vec::new();
     let mut grant_ids = Vec::new();
     for round in 0..4 {
-        // Even rounds end by an operator's revoke, odd ones by the TTL running out.
+        // Even rounds end by an operator's revoke, odd ones by the TTL running out (zodex-prd's
+        // clock moved past it).
         let by_ttl = round % 2 == 1;
-        let ttl = if by_ttl { 2 } else { 3600 };
+        let ttl = if by_ttl { 60 } else { 3600 };
         let granted = rig.admin_ok(&format!(
             r#"{{"op":"grant_push","repo":"demo/app","ttl":{{"seconds":{ttl}}},"via":"token"}}"#
         ));
         grant_ids.push(granted["result"]["id"].as_i64().unwrap());
-        let expires_at = granted["result"]["expires_at"].as_i64().unwrap();
-        let stop = std::sync::atomic::AtomicBool::new(false);
-        let gets = std::sync::Mutex::new(Vec::<Got>::new());
+        let stop = AtomicBool::new(false);
+        let gets = Mutex::new(Vec::<Got>::new());
+        // Told of every `get` that came back, and of the stop.
+        let progress = Condvar::new();
+        let wait_for = |what: &str, enough: &dyn Fn(&[Got]) -> bool| {
+            let gets = gets.lock().unwrap();
+            let (gets, waited) = progress
+                .wait_timeout_while(gets, Duration::from_secs(60), |g| !enough(g))
+                .unwrap();
+            drop(gets);
+            assert!(!waited.timed_out(), "round {round}: never {what}");
+        };
         let mut ended = Instant::now();
         std::thread::scope(|scope| {
             for _ in 0..5 {
                 scope.spawn(|| {
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    while !stop.load(Ordering::SeqCst) {
                         let started = Instant::now();
                         let (answer, _) = rig.get("app");
                         let password = field(&answer, "password").map(str::to_string);
                         gets.lock().unwrap().push(Got { started, password });
+                        progress.notify_all();
                     }
                 });
             }
-            // `erase` revokes the cached token: the next `get` mints again, so mints keep
-            // racing the end of the grant.
+            // `erase` revokes the cached token, once after each `get`: the next `get` mints
+            // again, so mints keep racing the end of the grant.
             scope.spawn(|| {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut seen = 0;
+                loop {
+                    let gets = progress
+                        .wait_while(gets.lock().unwrap(), |g| {
+                            g.len() == seen && !stop.load(Ordering::SeqCst)
+                        })
+                        .unwrap();
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    seen = gets.len();
+                    drop(gets);
                     assert!(rig.helper("erase", &input).status.success());
-                    std::thread::sleep(Duration::from_millis(40));
                 }
             });
+            // A different number of gets under the grant each round, so its end falls at
+            // another place of the race.
+            wait_for("gets under the grant", &|g| g.len() >= 6 + 3 * round);
             if by_ttl {
-                // The grant has ended once the clock passed its expiry (a second's margin
-                // for the daemon's whole-second clock).
-                while chrono::Utc::now().timestamp() < expires_at + 1 {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                ended = Instant::now();
+                rig.advance(ttl + 1);
             } else {
-                std::thread::sleep(Duration::from_millis(400 + 150 * round as u64));
                 rig.admin_ok(r#"{"op":"revoke_push","repo":"demo/app"}"#);
-                ended = Instant::now();
             }
-            std::thread::sleep(Duration::from_millis(800));
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            ended = Instant::now();
+            wait_for("gets begun after the end", &|g| {
+                g.iter().filter(|got| got.started > ended).count() >= 5
+            });
+            let _gets = gets.lock().unwrap();
+            stop.store(true, Ordering::SeqCst);
+            progress.notify_all();
         });
         let gets = gets.into_inner().unwrap();
         assert!(gets.len() > 10, "round {round}: only {} gets", gets.len());
@@ -359,45 +381,46 @@ fn every_write_token_of_a_grant_dies_with_it_whatever_the_interleaving() {
     }
     // Every write token minted under these grants — handed out or not — is revoked at GitHub
     // within a few sweeps, and devhub holds no other live token than the read tokens.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let tokens = recorded_tokens(&rig);
-        let now = chrono::Utc::now().timestamp();
-        let unrevoked: Vec<_> = tokens
-            .iter()
-            .filter(|t| t.app == "writer" && t.revoked_at.is_none())
-            .collect();
-        let live_reads = tokens
-            .iter()
-            // Coverage checks mint reader tokens too (for the default branch) and revoke them at once.
-            .filter(|t| t.app == "reader" && t.expires_at > now && t.revoked_at.is_none())
-            .count();
-        let stats = rig.demo.hub.stats();
-        let every_mint_recorded = stats.tokens_minted as usize == tokens.len();
-        let writes_of_grants = tokens
-            .iter()
-            .filter(|t| t.app == "writer")
-            .all(|t| t.grant_id.is_some_and(|g| grant_ids.contains(&g)));
-        assert!(
-            every_mint_recorded,
-            "devhub minted {} tokens, zodex-prd recorded {}",
-            stats.tokens_minted,
-            tokens.len()
-        );
-        assert!(writes_of_grants);
-        if unrevoked.is_empty() && stats.tokens_live == live_reads {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "after 15 s: {} write tokens not marked revoked, devhub has {} live tokens for {} read tokens\n{}",
-            unrevoked.len(),
-            stats.tokens_live,
-            live_reads,
-            rig.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let seen = std::cell::RefCell::new(String::new());
+    let detail = || format!("{}\n{}", seen.borrow(), rig.log());
+    eventually_with(
+        "every write token revoked",
+        Duration::from_secs(15),
+        detail,
+        || {
+            let tokens = recorded_tokens(&rig);
+            let now = chrono::Utc::now().timestamp();
+            let unrevoked: Vec<_> = tokens
+                .iter()
+                .filter(|t| t.app == "writer" && t.revoked_at.is_none())
+                .collect();
+            let live_reads = tokens
+                .iter()
+                // Coverage checks mint reader tokens too (for the default branch) and revoke them at once.
+                .filter(|t| t.app == "reader" && t.expires_at > now && t.revoked_at.is_none())
+                .count();
+            let stats = rig.demo.hub.stats();
+            let every_mint_recorded = stats.tokens_minted as usize == tokens.len();
+            let writes_of_grants = tokens
+                .iter()
+                .filter(|t| t.app == "writer")
+                .all(|t| t.grant_id.is_some_and(|g| grant_ids.contains(&g)));
+            assert!(
+                every_mint_recorded,
+                "devhub minted {} tokens, zodex-prd recorded {}",
+                stats.tokens_minted,
+                tokens.len()
+            );
+            assert!(writes_of_grants);
+            *seen.borrow_mut() = format!(
+                "{} write tokens not marked revoked, devhub has {} live tokens for {} read tokens",
+                unrevoked.len(),
+                stats.tokens_live,
+                live_reads,
+            );
+            unrevoked.is_empty() && stats.tokens_live == live_reads
+        },
+    );
     let mut checked = std::collections::HashSet::new();
     for (token, ..) in &handed_out {
         if checked.insert(token.clone()) {
@@ -417,28 +440,28 @@ fn is_write_token(rig: &Rig, token: &str) -> bool {
         .any(|t| t.sha256 == sha && t.app == "writer")
 }
 
-/// Polls until devhub holds no live token but the read tokens zodex-prd recorded.
+/// Waits until devhub holds no live token but the read tokens zodex-prd recorded.
 fn wait_for_no_live_write_token(rig: &Rig) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let now = chrono::Utc::now().timestamp();
-        let tokens = recorded_tokens(rig);
-        let live_reads = tokens
-            .iter()
-            // Coverage checks mint reader tokens too (for the default branch) and revoke them at once.
-            .filter(|t| t.app == "reader" && t.expires_at > now && t.revoked_at.is_none())
-            .count();
-        let live = rig.demo.hub.stats().tokens_live;
-        if live == live_reads {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "after 15 s devhub still has {live} live tokens for {live_reads} read tokens\n{}",
-            rig.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let seen = std::cell::RefCell::new(String::new());
+    let detail = || format!("{}\n{}", seen.borrow(), rig.log());
+    eventually_with(
+        "no live write token",
+        Duration::from_secs(15),
+        detail,
+        || {
+            let now = chrono::Utc::now().timestamp();
+            let tokens = recorded_tokens(rig);
+            let live_reads = tokens
+                .iter()
+                // Coverage checks mint reader tokens too (for the default branch) and revoke them at once.
+                .filter(|t| t.app == "reader" && t.expires_at > now && t.revoked_at.is_none())
+                .count();
+            let live = rig.demo.hub.stats().tokens_live;
+            *seen.borrow_mut() =
+                format!("devhub has {live} live tokens for {live_reads} read tokens");
+            live == live_reads
+        },
+    );
 }
 
 #[test]
@@ -450,9 +473,13 @@ fn a_get_whose_grant_ends_while_its_token_is_minted_hands_out_no_write_token() {
     rig.admin_ok(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"via":"token"}"#);
     rig.demo.hub.inject(zodex::devhub::Fault::delay(2000, 1));
     let minted_before = rig.demo.hub.stats().tokens_minted;
+    let requests_before = rig.demo.hub.stats().api_requests;
     std::thread::scope(|scope| {
         let get = scope.spawn(|| rig.get("app"));
-        std::thread::sleep(Duration::from_millis(700));
+        // The grant ends while devhub holds the mint (delayed 2 s).
+        eventually("the mint reaches devhub", Duration::from_secs(30), || {
+            rig.demo.hub.stats().api_requests > requests_before
+        });
         rig.admin_ok(r#"{"op":"revoke_push","repo":"demo/app"}"#);
         let (answer, stderr) = get.join().unwrap();
         let password = field(&answer, "password").expect(&stderr);
@@ -491,15 +518,12 @@ fn a_write_token_whose_revocation_failed_is_revoked_when_its_grant_ends() {
     assert_eq!(works(), 200, "the revocation was meant to fail");
     // Still known to zodex-prd: revoked at GitHub once the grant ends.
     rig.admin_ok(r#"{"op":"revoke_push","repo":"demo/app"}"#);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while works() != 401 {
-        assert!(
-            Instant::now() < deadline,
-            "not revoked 15 s after its grant ended\n{}",
-            rig.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually_with(
+        "revoked once its grant ended",
+        Duration::from_secs(15),
+        || rig.log(),
+        || works() == 401,
+    );
 }
 
 /// Under a `--via token` grant the helper tells git the token dies with the grant: the expiry

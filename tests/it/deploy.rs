@@ -13,11 +13,12 @@ use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::deployment::{World, chmod, free_port, tools_list_status};
 use support::dev::{AGENT, PRD, Run, ZODEX};
 use support::devhub::keys;
 use support::users::require_root;
+use support::wait::eventually;
 
 #[test]
 #[ignore = "needs root"]
@@ -260,14 +261,10 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
     world
         .sprite_prd(&["service", "stop", "--service", "zodex-agent"])
         .ok();
-    let start = Instant::now();
-    while world.agent_processes() > 0 && start.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(
-        world.agent_processes(),
-        0,
-        "processes of the agent survived its service"
+    eventually(
+        "every process of the agent ends with its service",
+        Duration::from_secs(5),
+        || world.agent_processes() == 0,
     );
     world.zodex(&["sprite", "restart", "--sprite", "box"]).ok();
     world.doctor_green();
@@ -310,23 +307,18 @@ fn a_two_user_sprite_is_set_up_walked_through_broken_and_repaired() {
         .args(["-KILL", &killed.to_string()])
         .status()
         .unwrap();
-    let start = Instant::now();
-    loop {
-        let now = world.sprite_prd(&["service", "status", "--json"]).json();
-        if pid_of(&now).is_some_and(|pid| pid != killed)
-            && world
-                .zodex(&["sprite", "github", "status", "--sprite", "box"])
-                .code
-                == 0
-        {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "zodex-prd was not restarted after it died"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually(
+        "zodex-prd is restarted after it died",
+        Duration::from_secs(15),
+        || {
+            let now = world.sprite_prd(&["service", "status", "--json"]).json();
+            pid_of(&now).is_some_and(|pid| pid != killed)
+                && world
+                    .zodex(&["sprite", "github", "status", "--sprite", "box"])
+                    .code
+                    == 0
+        },
+    );
     world.doctor_green();
 
     // The logs are there for the operator.
@@ -364,17 +356,9 @@ fn a_publisher_in_a_crash_loop_leads_the_operator_to_its_cause() {
     let key = world.prefix.join("etc/zodex/keys/writer.pem");
     chmod(&key, 0o644);
 
-    let started = std::time::Instant::now();
     let restart = world
         .zodex(&["sprite", "restart", "--sprite", "box"])
         .code(1);
-    // It exits at once at every start: said as soon as its manager logs the exit, not after
-    // waiting out the 20 s a slow start gets.
-    let took = started.elapsed();
-    assert!(
-        took < std::time::Duration::from_secs(15),
-        "restart waited {took:?} for a publisher that exits at once"
-    );
     // Shown with `--nocapture`: what the operator reads.
     println!("--- zodex sprite restart:\n{}", restart.stderr);
     let lines: Vec<&str> = restart.stderr.lines().collect();
@@ -389,8 +373,11 @@ fn a_publisher_in_a_crash_loop_leads_the_operator_to_its_cause() {
         "{}",
         restart.stderr
     );
+    // It exits at once at every start: said as soon as its manager logs the exit ("exited as
+    // it started"), not after waiting out the 20 s a slow start gets ("did not come up").
     assert!(
-        restart.stderr.contains("zodex-prd exited as it started"),
+        restart.stderr.contains("zodex-prd exited as it started")
+            && !restart.stderr.contains("did not come up"),
         "{}",
         restart.stderr
     );

@@ -10,8 +10,9 @@ use crate::support;
 use serde_json::{Value, json};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::devhub::{AppKind, Demo, commit_file, git_ok};
+use support::wait::eventually;
 
 struct Prism {
     child: Child,
@@ -60,15 +61,11 @@ fn start_prism(upstream: &str) -> Prism {
         child,
         url: format!("http://127.0.0.1:{port}"),
     };
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "prism did not listen within 90 s; see {}",
-            log.display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually(
+        &format!("prism listens; see {}", log.display()),
+        Duration::from_secs(90),
+        || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    );
     eprintln!(
         "prism proxy on {} -> {upstream} (log {})",
         prism.url,

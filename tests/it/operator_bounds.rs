@@ -10,6 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::dev::{Dev, PRD};
+use support::wait::eventually;
 
 /// The longest reason the publisher accepts.
 const MAX_REASON: usize = 1000;
@@ -312,13 +313,9 @@ fn zodex_prd_admin_refuses_a_server_of_another_uid() {
         .spawn()
         .unwrap();
     let ready = run.join("fake.log.ready");
-    for _ in 0..200 {
-        if ready.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(ready.exists(), "the fake server did not start");
+    eventually("the fake server starts", Duration::from_secs(5), || {
+        ready.exists()
+    });
     let config = dir.path().join("zodex.toml");
     let base = format!(
         "state_dir = \"{d}/state\"\nadmin_socket = \"{s}\"\nagent_socket = \"{d}/agent.sock\"\nagent_uid = 0\n",

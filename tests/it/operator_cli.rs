@@ -3,9 +3,14 @@
 
 use crate::support;
 
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use support::dev::{Dev, open_path_to};
+use support::wait::eventually;
 
 #[test]
 fn grant_shows_in_status_on_both_sides_and_expires_by_ttl() {
@@ -18,7 +23,7 @@ fn grant_shows_in_status_on_both_sides_and_expires_by_ttl() {
     // The agent sees the same through its own socket.
     let agent = dev.agent(&["github", "status", "--json"]).ok().json();
     assert_eq!(agent["result"]["grants"][0]["repo_key"], "demo/app");
-    std::thread::sleep(Duration::from_millis(2300));
+    dev.advance(3);
     let status = dev.github_json(&["status"]);
     assert_eq!(
         status["result"]["grants"].as_array().unwrap().len(),
@@ -37,20 +42,20 @@ fn grant_shows_in_status_on_both_sides_and_expires_by_ttl() {
     );
     assert!(human.stdout.contains("expired"), "{}", human.stdout);
     // The daemon's sweeper (every second) records the expiry in the audit log.
-    let mut actions = Vec::new();
-    for _ in 0..40 {
-        let audit = dev.github_json(&["audit", "--repo", "demo/app"]);
-        actions = audit["result"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["action"].as_str().unwrap().to_string())
-            .collect();
-        if actions.len() > 1 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let actions = eventually(
+        "the sweeper records the expiry",
+        Duration::from_secs(10),
+        || {
+            let audit = dev.github_json(&["audit", "--repo", "demo/app"]);
+            let actions: Vec<String> = audit["result"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["action"].as_str().unwrap().to_string())
+                .collect();
+            (actions.len() > 1).then_some(actions)
+        },
+    );
     assert_eq!(actions, vec!["GrantPush", "ExpireGrant"]);
 }
 
@@ -285,8 +290,18 @@ fn request_push_wait_in_the_models_terminal_prints_lines_not_a_spinner() {
     let mut modes = termios::tcgetattr(&pty.slave).unwrap();
     termios::cfmakeraw(&mut modes);
     termios::tcsetattr(&pty.slave, termios::SetArg::TCSANOW, &modes).unwrap();
+    // The waiter reaches the publisher through a socket that counts its requests.
+    let real = PathBuf::from(dev.info["agent_socket"].as_str().unwrap());
+    let proxy = real.with_file_name("agent-counted.sock");
+    let config = dev.dir.join("counted.toml");
+    let text = std::fs::read_to_string(dev.config()).unwrap();
+    let text = text.replace(real.to_str().unwrap(), proxy.to_str().unwrap());
+    assert!(text.contains("agent-counted.sock"), "{text}");
+    std::fs::write(&config, text).unwrap();
+    let requests = counting_proxy(&proxy, real);
     let waiter = dev
         .agent_command(&["github", "request-push", "--repo", "demo/app", "--wait"])
+        .env("ZODEX_CONFIG", &config)
         .env("TERM", "dumb")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::from(pty.slave))
@@ -307,8 +322,13 @@ fn request_push_wait_in_the_models_terminal_prints_lines_not_a_spinner() {
         String::from_utf8_lossy(&seen).into_owned()
     });
     let id = wait_for_pending(&dev);
-    // A few polls while pending: each would have redrawn the spinner.
-    std::thread::sleep(Duration::from_millis(1600));
+    // A few polls while pending (the request, then polls every 500 ms): each would have
+    // redrawn the spinner, and the later ones said "waiting 1s".
+    eventually(
+        "the waiter polls a few times",
+        Duration::from_secs(30),
+        || requests.load(Ordering::SeqCst) >= 5,
+    );
     dev.github_json(&["approve", &id.to_string()]);
     let out = waiter.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -320,15 +340,36 @@ fn request_push_wait_in_the_models_terminal_prints_lines_not_a_spinner() {
     );
 }
 
-fn wait_for_pending(dev: &Dev) -> i64 {
-    for _ in 0..100 {
-        let requests = dev.github_json(&["requests"]);
-        if let Some(id) = requests["result"][0]["id"].as_i64() {
-            return id;
+/// A socket at `path` that passes every connection on to `target`, counting them.
+fn counting_proxy(path: &Path, target: PathBuf) -> Arc<AtomicUsize> {
+    let listener = UnixListener::bind(path).unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(server) = UnixStream::connect(&target) else {
+                return;
+            };
+            seen.fetch_add(1, Ordering::SeqCst);
+            for (mut from, mut to) in [
+                (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                (server, client),
+            ] {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(std::net::Shutdown::Write);
+                });
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("no pending request appeared");
+    });
+    count
+}
+
+fn wait_for_pending(dev: &Dev) -> i64 {
+    eventually("a pending request appears", Duration::from_secs(10), || {
+        dev.github_json(&["requests"])["result"][0]["id"].as_i64()
+    })
 }
 
 #[test]

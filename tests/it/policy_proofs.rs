@@ -43,12 +43,11 @@ fn operator_dir(text: &str) -> tempfile::TempDir {
 /// Lets the agent force-push without any grant or YOLO scope.
 const FORCE_WITHOUT_GRANT: &str = "// The agent may force-push anything.\n@id(\"agent-force-push\")\npermit (principal is Zodex::Agent, action == Zodex::Action::\"Push\", resource)\nwhen { context.force };\n";
 
+/// How long it takes (at most 5 s: every start proves) is `benches/prove.rs`'s figure.
 #[test]
-fn the_shipped_policies_are_proven_within_five_seconds() {
+fn the_shipped_policies_are_proven() {
     solver();
-    let started = Instant::now();
     let run = prd(&["policy", "prove"]).ok();
-    let took = started.elapsed();
     let schema = Policies::builtin().unwrap().schema;
     let ids = Properties::builtin(&schema).unwrap().ids();
     assert!(ids.len() >= 16, "{ids:?}");
@@ -62,7 +61,6 @@ fn the_shipped_policies_are_proven_within_five_seconds() {
         assert!(line.trim_end().ends_with(" ms"), "{line}");
     }
     assert!(run.stdout.contains("All properties hold"), "{}", run.stdout);
-    assert!(took < Duration::from_secs(5), "proving took {took:?}");
 }
 
 /// Removing any built-in `forbid` breaks at least one property (with a counterexample the

@@ -278,15 +278,7 @@ fn a_mirror_of_many_packs_is_repacked_after_a_push() {
     commit_file(&app, "two.txt", b"two\n", "two");
     let push = rig.agent_git(&app, &["push", "origin", "many"]);
     assert!(push.status.success(), "{}", rig.log());
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !rig.log().contains("the mirror was repacked into one pack") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no repack: {}",
-            rig.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    rig.wait_for_log("the mirror was repacked into one pack");
     assert_eq!(packs(), 1);
 
     commit_file(&app, "three.txt", b"three\n", "three");

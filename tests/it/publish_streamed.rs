@@ -9,9 +9,10 @@ use crate::support;
 
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::devhub::{commit_file, rev_parse, stores};
 use support::rig::{Rig, message, push_of, text};
+use support::wait::eventually_with;
 use zodex::agent::bundle;
 use zodex::protocol::{
     AgentRequest, Response, STREAMED_BUNDLE, agent_roundtrip_with, end_chunks, write_chunk,
@@ -32,23 +33,20 @@ fn not_streamed(log: &str) -> usize {
 /// request's git process cleans up as it exits.
 fn assert_no_quarantine_left(rig: &Rig, repo: &str) {
     let objects = rig.bare(repo).join("objects");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left: Vec<String> = std::fs::read_dir(&objects)
+    let left = || -> Vec<String> {
+        std::fs::read_dir(&objects)
             .unwrap()
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|name| name.starts_with("incoming-") || name.starts_with("tmp_objdir"))
-            .collect();
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "devhub kept a quarantine of an aborted push: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+            .collect()
+    };
+    eventually_with(
+        "devhub drops the quarantine of an aborted push",
+        Duration::from_secs(10),
+        || format!("{:?}", left()),
+        || left().is_empty(),
+    );
 }
 
 /// Random bytes (not compressible), so that the pack is large enough to be on its way to

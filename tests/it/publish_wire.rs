@@ -9,10 +9,11 @@ use crate::support;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::devhub::commit_file;
 use support::rig::Rig;
 use support::rig::{message, push_of};
+use support::wait::finishes_within;
 use zodex::agent::bundle;
 use zodex::agent::client::{ClientError, call_with_bundle};
 use zodex::protocol::{AgentRequest, ErrorKind, Response, agent_roundtrip_with};
@@ -59,17 +60,15 @@ fn the_ceiling_holds_on_the_header_and_in_the_client() {
     rig.grant_push("demo/app");
     let request = push_request("demo/app", "refs/heads/big");
 
-    // One byte over: refused on the header, before a body byte is read (none is sent).
-    let started = Instant::now();
+    // One byte over: refused on the header, before a body byte is read (none is sent: a
+    // daemon that read on would find the body cut short and say that instead).
     let refused = send(&rig, &request, CEILING + 1, |_| Ok(()));
-    let took = started.elapsed();
     assert!(!refused.ok);
     let error = refused.error.as_ref().unwrap();
     assert!(
         error.policies.contains(&"bundle-ceiling".to_string()),
         "{error:?}"
     );
-    assert!(took < Duration::from_secs(2), "{took:?}");
 
     // Exactly the ceiling: admitted, the whole body read; it then fails as not a bundle.
     let tmp = tempfile::tempdir().unwrap();
@@ -463,22 +462,18 @@ fn pack_bombs_are_refused_before_they_are_inflated_and_the_daemon_stays_small() 
             head: tip.into(),
         };
         for request in [publish, push_of("demo/app", "refs/heads/bomb", tip)] {
-            let started = Instant::now();
-            let answer = call_with_bundle(
-                &socket(&rig),
-                &request,
-                Some((&path, bytes.len() as u64)),
-                |_, _| {},
-            )
-            .unwrap();
-            let took = started.elapsed();
+            // That the walk refuses a bomb from what it declares, without inflating it, is
+            // packscan's unit tests'; here the 60 s fail a daemon that would never answer.
+            let (socket, path, len) = (socket(&rig), path.clone(), bytes.len() as u64);
+            let answer = finishes_within(what, Duration::from_secs(60), move || {
+                call_with_bundle(&socket, &request, Some((&path, len)), |_, _| {}).unwrap()
+            });
             assert!(!answer.ok, "{what}: {answer:?}");
             assert!(
                 message(&answer).contains(expected),
                 "{what}: {answer:?}\n{}",
                 rig.log()
             );
-            assert!(took < Duration::from_secs(10), "{what}: {took:?}");
         }
     }
     let peak = status_kib(rig.prd_pid(), "VmHWM:");

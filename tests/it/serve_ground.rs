@@ -10,9 +10,10 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::devhub::Demo;
 use support::rig::{PRD, Rig, text, write_config};
+use support::wait::poll;
 
 /// A devhub and a rig configuration not served yet.
 struct Ground {
@@ -42,17 +43,11 @@ impl Ground {
 
     /// `zodex-prd serve` must exit by itself, refusing; its stderr.
     fn refused(&self) -> String {
-        let started = Instant::now();
         let out = serve(&self.config);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         // Shown with `--nocapture`: what the operator reads.
         println!("--- zodex-prd serve refused:\n{stderr}");
         assert_ne!(out.status.code(), Some(0), "{}", text(&out));
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "refusing took {:?}",
-            started.elapsed()
-        );
         for socket in ["admin.sock", "agent.sock"] {
             assert!(!self.path(socket).exists(), "{socket} was created");
         }
@@ -81,14 +76,10 @@ fn serve(config: &Path) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("zodex-prd served on a broken ground: {}", text(&out));
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if poll(Duration::from_secs(30), || child.try_wait().unwrap()).is_none() {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!("zodex-prd served on a broken ground: {}", text(&out));
     }
     child.wait_with_output().unwrap()
 }
@@ -238,7 +229,8 @@ fn an_api_url_that_is_not_github_says_so() {
         )),
         "{stderr}"
     );
-    // Nobody listening: said as such, after a short bounded retry.
+    // Nobody listening: said as such, after a bounded retry (its attempts are in the message;
+    // `serve` fails a start that never gives up).
     let closed = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", listener.local_addr().unwrap())
@@ -247,13 +239,7 @@ fn an_api_url_that_is_not_github_says_so() {
         &format!("api_url = \"{wrong_root}\""),
         &format!("api_url = \"{closed}\""),
     );
-    let started = Instant::now();
     let stderr = ground.refused();
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
     let lines = failure_lines(&stderr);
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(

@@ -10,7 +10,9 @@
 //!   budget (parsing and printing only);
 //! - no function grows past [`FUNCTION_BUDGET`] lines (`cargo test --test it -- --nocapture
 //!   tidy::functions` lists the longest);
-//! - no crate comes in a second version beyond [`DUPLICATE_BUDGET`].
+//! - no crate comes in a second version beyond [`DUPLICATE_BUDGET`];
+//! - the tests hold at most [`SLEEP_BUDGET`] fixed sleeps, each with its reason on the line
+//!   above (`tidy::the_tests_wait` lists them).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -373,5 +375,53 @@ fn no_new_crate_comes_in_a_second_version() {
         twice.len() <= DUPLICATE_BUDGET,
         "{} crates come in more than one version (budget {DUPLICATE_BUDGET}); align the new dependency with the versions already in the tree (`cargo tree -d` shows who asks for which)",
         twice.len()
+    );
+}
+
+/// The most fixed sleeps the tests may hold. A test waits for a condition
+/// (`support::wait::eventually`) and moves a clock instead of sleeping through a TTL
+/// (`Rig::advance`, `Dev::advance`, devhub's `advance_clock`); what is left is pacing (a slow
+/// client's drip) and the few waits only time can end, each saying why on the line above.
+/// Lower it when one goes; never raise it.
+const SLEEP_BUDGET: usize = 6;
+
+#[test]
+fn the_tests_wait_for_conditions_not_for_time() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    // Spelt in two, so this line is not one of them.
+    let needle = concat!("sle", "ep(");
+    let mut sleeps = Vec::new();
+    let mut unexplained = Vec::new();
+    for file in rust_files(&root) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.contains(needle) || line.trim_start().starts_with("//") {
+                continue;
+            }
+            let place = format!(
+                "tests/{}:{}",
+                file.strip_prefix(&root).unwrap().display(),
+                i + 1
+            );
+            let said = i > 0 && lines[i - 1].trim_start().starts_with("//");
+            if !said {
+                unexplained.push(place.clone());
+            }
+            sleeps.push(place);
+        }
+    }
+    println!("{} fixed sleeps in the tests:", sleeps.len());
+    for place in &sleeps {
+        println!("  {place}");
+    }
+    assert_none(
+        "a fixed sleep without its reason in a comment on the line above",
+        unexplained,
+    );
+    assert!(
+        sleeps.len() <= SLEEP_BUDGET,
+        "{} fixed sleeps in the tests (budget {SLEEP_BUDGET}): wait for a condition with support::wait::eventually, or advance a clock",
+        sleeps.len()
     );
 }

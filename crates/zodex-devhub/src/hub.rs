@@ -11,7 +11,7 @@ use super::tokens::TokenStore;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 pub(crate) struct Hub {
@@ -25,6 +25,9 @@ pub(crate) struct Hub {
     pub admin_key: String,
     pub api_requests: AtomicU64,
     pub git_requests: AtomicU64,
+    /// Seconds this devhub's clock runs ahead of the system's: a test moves it forward
+    /// ([`super::RunningDevHub::advance_clock`]) instead of sleeping until a token expires.
+    pub clock_offset: AtomicI64,
     /// Serialises changes to refs and to the description (PRs, ref deletion).
     pub writes: tokio::sync::Mutex<()>,
 }
@@ -54,12 +57,14 @@ impl Hub {
             admin_key,
             api_requests: AtomicU64::new(0),
             git_requests: AtomicU64::new(0),
+            clock_offset: AtomicI64::new(0),
             writes: tokio::sync::Mutex::new(()),
         }
     }
 
-    pub fn now() -> DateTime<Utc> {
-        Utc::now()
+    /// This devhub's time: the system's, plus the offset a test gave it.
+    pub fn now(&self) -> DateTime<Utc> {
+        Utc::now() + chrono::Duration::seconds(self.clock_offset.load(Ordering::Relaxed))
     }
 
     pub fn read<R>(&self, f: impl FnOnce(&Description) -> R) -> R {

@@ -66,7 +66,7 @@ pub(crate) fn stats(hub: &Hub) -> Stats {
         git_requests: hub.git_requests.load(Ordering::Relaxed),
         tokens_minted: tokens.minted,
         tokens_revoked: tokens.revoked,
-        tokens_live: tokens.live(Hub::now()),
+        tokens_live: tokens.live(hub.now()),
     }
 }
 
@@ -180,6 +180,14 @@ impl RunningDevHub {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(fault);
+    }
+
+    /// Moves this devhub's clock `by` ahead: tokens expire, App JWTs age and rate-limit windows
+    /// roll as if that time had passed (what a test does instead of sleeping through a token's
+    /// lifetime). Only a caller holding the running devhub can: no request moves it.
+    pub fn advance_clock(&self, by: Duration) {
+        let seconds = i64::try_from(by.as_secs()).unwrap_or(i64::MAX);
+        self.hub.clock_offset.fetch_add(seconds, Ordering::Relaxed);
     }
 
     pub fn clear_faults(&self) {

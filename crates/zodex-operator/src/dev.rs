@@ -92,6 +92,17 @@ pub fn default_config(dir: &Path) -> Config {
     }
 }
 
+/// A test build's clock for the installation's publisher: the file `$ZODEX_TEST_CLOCK_FILE`
+/// names becomes its `test_clock_file` (see `publisher::clock`), so the tests of `zodex dev up`
+/// advance time instead of sleeping through a TTL. A release build never reads the variable
+/// (and its configuration would refuse the setting).
+fn test_clock_file() -> Option<PathBuf> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    std::env::var_os("ZODEX_TEST_CLOCK_FILE").map(PathBuf::from)
+}
+
 /// The `[mcp]` table for `zodex-agent serve`: loopback on a free port, state, the key's hash
 /// and OAuth's public file inside the installation directory.
 fn mcp_table(dir: &Path) -> toml::Table {
@@ -153,6 +164,7 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
     if !config_path.exists() {
         let mut config = default_config(&dir);
         config.github = Some(dev_github_config(&dir, &devhub)?);
+        config.test_clock_file = test_clock_file();
         let text = format!(
             "{}: a local installation on embedded defaults. Edit freely.\n{}",
             zodex_config::DEV_HEADER,

@@ -6,6 +6,7 @@
 use super::dev::{PRD, Run, ZODEX};
 use super::devhub::{Demo, keys};
 use super::mcp_server::{Conn, tool_call};
+use super::wait::poll;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -33,7 +34,16 @@ impl Drop for Accounts {
         let _ = Command::new("pkill")
             .args(["-KILL", "-u", &self.publisher])
             .output();
-        std::thread::sleep(Duration::from_millis(200));
+        // userdel refuses a user with a process left: until the killed ones are gone.
+        let gone = |user: &str| {
+            Command::new("pgrep")
+                .args(["-u", user])
+                .output()
+                .is_ok_and(|out| out.stdout.is_empty())
+        };
+        poll(Duration::from_secs(5), || {
+            gone(&self.agent) && gone(&self.publisher)
+        });
         for user in [&self.agent, &self.publisher] {
             let _ = Command::new("userdel").arg("--force").arg(user).output();
         }

@@ -8,6 +8,8 @@ use std::process::{Command, Output, Stdio};
 pub const ZODEX: &str = env!("CARGO_BIN_EXE_zodex");
 pub const AGENT: &str = env!("CARGO_BIN_EXE_zodex-agent");
 pub const PRD: &str = env!("CARGO_BIN_EXE_zodex-prd");
+/// Read by a test build of `zodex dev up` only (`operator::dev`).
+const TEST_CLOCK_ENV: &str = "ZODEX_TEST_CLOCK_FILE";
 
 /// A running local installation, stopped (`zodex dev down`) when dropped.
 pub struct Dev {
@@ -68,12 +70,26 @@ impl Dev {
             home,
             info: Value::Null,
         };
-        let run = dev
-            .zodex(&["dev", "up", "--json", "--dir", dir.to_str().unwrap()])
-            .ok();
+        // A test build of `zodex dev up` names this file as the publisher's test clock.
+        let mut up = dev.command(
+            ZODEX,
+            &["dev", "up", "--json", "--dir", dir.to_str().unwrap()],
+        );
+        up.env(TEST_CLOCK_ENV, dev.clock_file());
+        let run = Run::from(up.output().unwrap()).ok();
         // The `--json` envelope's result (docs/json.md).
         dev.info = run.json()["result"].clone();
         dev
+    }
+
+    fn clock_file(&self) -> PathBuf {
+        self.dir.join("clock-offset")
+    }
+
+    /// Moves the installation's publisher clock `seconds` ahead: what a TTL test does instead
+    /// of sleeping through the TTL.
+    pub fn advance(&self, seconds: i64) {
+        super::clock::advance(&self.clock_file(), seconds);
     }
 
     pub fn config(&self) -> PathBuf {

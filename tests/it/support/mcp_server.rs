@@ -2,11 +2,12 @@
 //! keep-alive, `Content-Length` bodies only — what the stateless JSON side of `/mcp` and
 //! `/health` send). Shared by `tests/mcp_http.rs` and `benches/mcp_roundtrip.rs`.
 
+use super::wait::poll;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
@@ -48,20 +49,17 @@ impl Server {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(pos) = text.find("addr=127.0.0.1:") {
-                let rest = &text[pos + 5..];
-                let end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
-                break rest[..end].to_string();
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("server did not log its address:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let read = || std::fs::read_to_string(&log).unwrap_or_default();
+        let logged = poll(Duration::from_secs(30), || {
+            let text = read();
+            let rest = &text[text.find("addr=127.0.0.1:")? + 5..];
+            let end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
+            Some(rest[..end].to_string())
+        });
+        let Some(addr) = logged else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("server did not log its address:\n{}", read());
         };
         Server {
             child,

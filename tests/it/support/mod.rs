@@ -12,13 +12,16 @@
 //!   suite runs as the agent.
 //! - `child`: the one pattern for a test binary that re-runs itself as a child process;
 //! - `deployment`: a two-user sprite set up by `zodex sprite setup` under a temporary prefix;
-//! - `packs`: hostile packs (compression and delta bombs, lying zlib streams) and their bundles.
+//! - `packs`: hostile packs (compression and delta bombs, lying zlib streams) and their bundles;
+//! - `wait`: waiting until a check holds (`eventually`), the tests' one way to wait;
+//! - `clock`: the publisher's test clock, moved forward instead of sleeping through a TTL.
 //!
 //! Each test crate compiles all of it and uses a part.
 #![allow(dead_code)]
 
 pub mod board;
 pub mod child;
+pub mod clock;
 pub mod deployment;
 pub mod dev;
 pub mod devhub;
@@ -28,3 +31,4 @@ pub mod rig;
 pub mod routines;
 pub mod sprite;
 pub mod users;
+pub mod wait;

@@ -2,15 +2,18 @@
 //! credential-helper and publishing tests share.
 
 use super::devhub::{Demo, keys};
+use super::wait::eventually_with;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const AGENT: &str = env!("CARGO_BIN_EXE_zodex-agent");
 pub const PRD: &str = env!("CARGO_BIN_EXE_zodex-prd");
 pub const REMOTE_HELPER: &str = env!("CARGO_BIN_EXE_git-remote-zodex");
 pub const CREDENTIAL_HELPER: &str = env!("CARGO_BIN_EXE_git-credential-zodex");
+/// What zodex-prd logs once both its sockets are bound.
+const SERVING: &str = "zodex-prd serving";
 
 /// A devhub and a `zodex-prd` serving it; the daemon is killed when dropped.
 pub struct Rig {
@@ -38,25 +41,20 @@ impl Rig {
         let dir = tempfile::tempdir().unwrap();
         let config = write_config(&demo, dir.path(), extra);
         let prd = spawn_prd(dir.path(), &config);
-        let rig = Self {
+        let mut rig = Self {
             demo,
             dir,
             config,
             prd,
         };
-        rig.wait_ready();
+        rig.wait_ready(0);
         rig
     }
 
     /// Moves zodex-prd's clock `seconds` ahead (a test build reads `test_clock_file` at every
     /// decision): what a TTL test does instead of sleeping through the TTL.
     pub fn advance(&self, seconds: i64) {
-        let file = self.dir.path().join("clock-offset");
-        let now: i64 = std::fs::read_to_string(&file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0);
-        std::fs::write(&file, format!("{}\n", now + seconds)).unwrap();
+        super::clock::advance(&self.dir.path().join("clock-offset"), seconds);
     }
 
     /// zodex-prd's process id.
@@ -74,20 +72,24 @@ impl Rig {
     pub fn restart(&mut self) {
         self.kill9();
         let _ = std::fs::remove_file(self.dir.path().join("agent.sock"));
+        let earlier = self.log().matches(SERVING).count();
         self.prd = spawn_prd(self.dir.path(), &self.config);
-        self.wait_ready();
+        self.wait_ready(earlier);
     }
 
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::os::unix::net::UnixStream::connect(self.dir.path().join("agent.sock")).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "zodex-prd did not start: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    /// Waits until zodex-prd says it serves (both sockets bound) for the `earlier + 1`th time
+    /// in its log; fails at once when it exits instead. Nothing connects to see it: a probe
+    /// from this process would hold one of its connection shares for a moment.
+    fn wait_ready(&mut self, earlier: usize) {
+        let log = self.dir.path().join("prd.log");
+        let prd = &mut self.prd;
+        let read = || std::fs::read_to_string(&log).unwrap_or_default();
+        eventually_with("zodex-prd serves", Duration::from_secs(20), read, || {
+            if let Ok(Some(status)) = prd.try_wait() {
+                panic!("zodex-prd exited ({status}) before serving: {}", read());
+            }
+            read().matches(SERVING).count() > earlier
+        });
     }
 
     pub fn log(&self) -> String {
@@ -226,15 +228,13 @@ impl Rig {
 
     /// Waits (up to 60 s) until zodex-prd's log contains `needle`.
     pub fn wait_for_log(&self, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.log().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "no {needle:?} in the log: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let what = format!("{needle:?} in the log");
+        eventually_with(
+            &what,
+            Duration::from_secs(60),
+            || self.log(),
+            || self.log().contains(needle),
+        );
     }
 
     /// A one-hour explicit grant on `repo`.

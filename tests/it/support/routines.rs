@@ -311,6 +311,7 @@ fn drip(socket: &Path, connections: usize, interval_ms: u64) -> Value {
         .collect();
     say("ready");
     loop {
+        // The drip's pace: a slow client is what this routine is.
         std::thread::sleep(Duration::from_millis(interval_ms));
         for (stream, sent) in &mut streams {
             let byte = head.get(*sent).copied().unwrap_or(b' ');

@@ -9,6 +9,7 @@
 //! are set in that order in the child, before `exec`.
 #![allow(unsafe_code)] // the user switch before exec (pre_exec); each block says why it is sound
 
+use super::wait::poll;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::Mutex;
@@ -66,22 +67,21 @@ fn suffix() -> String {
 
 /// Runs an account tool, retrying while another process holds the account lock (exit 10).
 fn account_tool(program: &str, args: &[&str]) -> Result<(), String> {
-    for attempt in 0..50 {
-        let out = Command::new(program)
-            .args(args)
-            .output()
-            .map_err(|e| format!("{program}: {e}"))?;
+    let mut last = String::new();
+    let done = poll(Duration::from_secs(5), || {
+        let out = match Command::new(program).args(args).output() {
+            Ok(out) => out,
+            Err(e) => return Some(Err(format!("{program}: {e}"))),
+        };
         if out.status.success() {
-            return Ok(());
+            return Some(Ok(()));
         }
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let locked = out.status.code() == Some(10) || stderr.contains("lock");
-        if !locked || attempt == 49 {
-            return Err(format!("{program} {args:?}: {} {stderr}", out.status));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    unreachable!()
+        last = format!("{program} {args:?}: {} {stderr}", out.status);
+        (!locked).then(|| Err(last.clone()))
+    });
+    done.unwrap_or(Err(last))
 }
 
 fn lookup(name: &str) -> SystemUser {

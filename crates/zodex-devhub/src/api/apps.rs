@@ -5,7 +5,6 @@
 use super::auth::{self, Caller};
 use super::error::ApiError;
 use super::{Shared, json_body, parse_body, shapes};
-use crate::hub::Hub;
 use crate::model::RepositorySelection;
 use crate::perms::{Level, Permissions};
 use crate::tokens::Grant;
@@ -160,7 +159,7 @@ pub(super) async fn create_token(
     };
     let ttl =
         chrono::Duration::from_std(hub.config.token_ttl).unwrap_or(chrono::Duration::hours(1));
-    let expires_at = Hub::now() + ttl;
+    let expires_at = hub.now() + ttl;
     let selected = !chosen.is_empty();
     let grant = Grant {
         installation_id,

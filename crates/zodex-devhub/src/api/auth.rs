@@ -73,7 +73,7 @@ pub fn resolve(hub: &Hub, credential: Option<&str>) -> Result<Caller, ApiError> 
         .tokens
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .lookup(token, Hub::now())
+        .lookup(token, hub.now())
     {
         return Ok(Caller::Installation {
             hash: token_hash(token),
@@ -83,7 +83,7 @@ pub fn resolve(hub: &Hub, credential: Option<&str>) -> Result<Caller, ApiError> 
     if jwt::looks_like_jwt(token) {
         let leeway = hub.config.jwt_leeway.as_secs() as i64;
         return hub
-            .read(|d| jwt::verify(token, d, Hub::now().timestamp(), leeway))
+            .read(|d| jwt::verify(token, d, hub.now().timestamp(), leeway))
             .map(|app_id| Caller::App { app_id })
             .map_err(|r| ApiError::new(r.status, r.message, super::error::DOCS_REST));
     }

@@ -247,7 +247,7 @@ async fn admit(
     let key = caller.rate_key(&peer.ip().to_string());
     let anonymous = matches!(caller, Caller::Anonymous);
     let limit = if anonymous { 60 } else { hub.config.rate_limit };
-    let now = Hub::now().timestamp();
+    let now = hub.now().timestamp();
     let (window, exhausted) = {
         let mut windows = hub.rate.lock().unwrap_or_else(|e| e.into_inner());
         let window = windows.entry(key).or_insert(RateWindow {

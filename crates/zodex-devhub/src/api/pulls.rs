@@ -163,7 +163,7 @@ pub(super) async fn create(
             .unwrap_or_else(|| "ghost".to_string()),
         _ => "ghost".to_string(),
     };
-    let now = Hub::now();
+    let now = hub.now();
     let pull = hub
         .update(|d| {
             let number = d

@@ -208,7 +208,7 @@ pub(super) async fn delete(
     };
     git(&hub, &repo, &["update-ref", "-d", &full, &old]).await?;
     if let Some(branch) = full.strip_prefix("refs/heads/") {
-        let now = Hub::now();
+        let now = hub.now();
         let closed = hub.update(|d| {
             for pull in d.pulls.iter_mut().filter(|p| {
                 p.repo_id == repo.id && p.open && (p.head == branch || p.base == branch)
