@@ -1,7 +1,35 @@
-//! The sprite's configuration file (`zodex.toml`), read by `zodex-prd` and, for the agent
-//! socket's path only, by the agent-side commands. It holds no secret: key files are paths.
+//! The sprite's configuration file (`zodex.toml`), parsed and checked once. Read by `zodex-prd`
+//! (`zodex-publisher` and the root crate's `cli::prd`) and by the agent-side commands
+//! (`zodex-agent`: their socket's path and their git host); written by `zodex dev up`
+//! (`zodex-operator`) and `zodex-prd install` (`zodex-publisher`'s `install`). The `[mcp]` table
+//! is `zodex-agent serve`'s (`zodex-tools`' `server::config` validates it). It holds no secret:
+//! key files are paths.
 //!
 //! Unknown keys are refused, so a typo never silently weakens a setting.
+//!
+//! Code map (this one file):
+//! - `Config`: the file's keys — state and socket paths, `agent_uid`, `operator_uids`,
+//!   `publisher_uid`, `policy_dir`, `waive_properties`, `[[targets]]`, `[mcp]`, `[github]`, the
+//!   branch prefix, state bounds, `[agent_limits]`, `audit_required`, `[[audit_sinks]]`,
+//!   `test_clock_file`; `resolve_path` (`--config`, else `$ZODEX_CONFIG`, else
+//!   `/etc/zodex/zodex.toml`), `load`, `to_toml`; `Config: Default`.
+//! - `Checked` (`Config::load_checked`): every setting derived and checked once — targets,
+//!   `Limits`, `AgentLimits`, branch prefix, `[mcp]`'s OAuth (`McpOAuthConfig`). `serve` and
+//!   `Host::open` take it and derive nothing again.
+//! - `Limits`: audit retention and row bounds; `AgentLimits`: the agent socket's bounds.
+//! - `SinkConfig`: one `[[audit_sinks]]` entry (JSON Lines, syslog, webhook).
+//! - `GithubConfig`, `GithubApp`: the `[github]` table, re-exported from `zodex-github`.
+//! - `DEV_HEADER`: the first line `zodex dev up` writes, by which `doctor` tells a one-user trial
+//!   from an installed sprite.
+//!
+//! Invariants:
+//! - No secret in the file, which the agent can read: App keys, a webhook's signing key or a
+//!   secret URL live in files only the publisher reads; the file names their paths.
+//! - Every table refuses unknown keys: `deny_unknown_fields` here and on `[github]` and
+//!   `[[targets]]`; `[mcp]`'s unknown keys are refused by `zodex-agent serve`.
+//! - A release build refuses `test_clock_file`: no configuration can move a sprite's clock.
+//! - Plumbing: depends on `zodex-engine` (targets) and `zodex-github` (`[github]`) only, and
+//!   decides nothing.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

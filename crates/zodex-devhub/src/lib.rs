@@ -5,17 +5,12 @@
 //! and git smart HTTP over real bare repositories through `git http-backend`, with GitHub's
 //! token rules (Basic `x-access-token:<token>`, `contents` read/write, `workflows` for
 //! `.github/workflows/`). Faults (5xx, secondary rate limits, slow answers, a change made and
-//! its answer lost to a 5xx) can be injected, for every request or one method and path.
+//! its answer lost to a 5xx) can be injected, for every request or one method and path. Its
+//! users are `zodex-operator`'s `dev` (`zodex dev up`) and the tests.
 //!
 //! State lives in one directory: `devhub.json` (Apps with public keys, installations,
 //! repositories, pull requests) and bare repositories at `repos/<owner>/<name>.git`. Tokens live
 //! only in memory, as SHA-256 hashes.
-//!
-//! **Architecture invariants:** devhub is a *peer* of Zodex, not part of it: nothing else in the
-//! crate calls into it except `zodex dev` and tests, and it imports nothing from the engine or
-//! the publisher. It never holds a private key: Apps are registered with public keys only
-//! (`keys` generates pairs for the caller, who keeps the private half). It speaks only on
-//! loopback unless told otherwise.
 //!
 //! **Faithful** (checked against GitHub's published answers and its OpenAPI description): JWT
 //! rules and messages; token minting's 201/404/422 answers and messages; tokens hidden as 404 on
@@ -35,6 +30,45 @@
 //! **API boundary:** [`DevHub::start`] / [`serve`] / [`start_in_background`], [`DevHubConfig`],
 //! [`RunningDevHub`] (URLs, fault injection, statistics), [`Setup`] to describe Apps,
 //! installations and repositories on disk, [`DevHub::seed_demo`], [`keys::generate_key_pair`].
+//!
+//! Code map:
+//! - `server`: two loopback listeners (the API as "api.github.com", git as "github.com"), the
+//!   handle tests and `zodex dev` hold, a blocking variant, and `serve` for a foreground process.
+//! - `config`: how a devhub runs: state directory, listeners, token lifetime and format, `git`.
+//! - `error`: the library API's errors (HTTP clients get GitHub-shaped answers, `api::error`).
+//! - `hub`: the state the API and git servers share (description, tokens, faults, counters).
+//! - `model`: the on-disk `devhub.json` (Apps, installations, repositories, pull requests).
+//! - `setup`: describing Apps, repositories and installations on disk, checked as GitHub would.
+//! - `seed`: the demo world (`demo/app`, `demo/lib`, `demo/other`, a reader and a writer App).
+//! - `keys`: RSA key pairs for Apps (the private half PKCS#1, as GitHub hands it out).
+//! - `jwt`: App JWT verification with GitHub's checks, in their order, and its wording.
+//! - `tokens`: installation tokens, remembered as SHA-256 with their scope; revocable.
+//! - `perms`: App permissions (`read`/`write`/`admin`) and the subset rule.
+//! - `faults`: fault injection, queued and consumed in order.
+//! - `api`: the REST API and its one gateway (API version, one `User-Agent`, injected faults,
+//!   authentication, the primary rate limit and its headers).
+//!   - `api::auth`: who is calling and what it may do with a repository (404 or 403).
+//!   - `api::apps`: the App endpoints, token minting and revocation.
+//!   - `api::repos`: a repository as a token sees it, and `default_branch` changed.
+//!   - `api::pulls`: opening and listing pull requests, with GitHub's 422s.
+//!   - `api::refs`: git references over REST (read, create, move, delete).
+//!   - `api::shapes`: GitHub's JSON shapes, with every field the OpenAPI description requires.
+//!   - `api::error`: errors as GitHub answers them.
+//!   - `api::admin`: the `/_devhub/` endpoint (faults, statistics, reload) behind an admin key.
+//! - `git`: git smart HTTP over the bare repositories.
+//!   - `git::http`: GitHub's authentication and permission rules in front of `git http-backend`.
+//!   - `git::cgi`: `git http-backend` run as CGI, streamed both ways.
+//!   - `git::hook`: the pre-receive hook that enforces `workflows: write`.
+//!
+//! Invariants:
+//! - devhub is a *peer* of Zodex, not part of it: its manifest names no Zodex crate, and nothing
+//!   in the workspace calls into it but `zodex dev` (`zodex-operator`'s `dev.rs`) and tests.
+//! - It never holds a private key: Apps are registered with public keys only (`keys` generates
+//!   pairs for the caller, who keeps the private half).
+//! - It speaks only on loopback unless told otherwise.
+//! - Every GitHub behaviour it imitates is written down in the doc comment of the module that
+//!   imitates it, with what it simplifies; `scripts/prism-contract` validates its answers
+//!   against GitHub's published OpenAPI description.
 
 mod api;
 mod config;

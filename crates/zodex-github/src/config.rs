@@ -1,5 +1,5 @@
 //! The `[github]` table of zodex.toml: where GitHub is and which Apps the publisher signs as.
-//! Here, beside the client that uses it; the root crate's `config` re-exports it.
+//! Here, beside the client that uses it; `zodex-config` re-exports it.
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

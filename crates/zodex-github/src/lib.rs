@@ -1,6 +1,9 @@
-//! The GitHub client: the only code in Zodex that calls GitHub. It signs App JWTs, checks which
-//! App is installed on a repository (coverage), mints one-repository installation tokens with
-//! the least permissions for what was decided, and revokes them.
+//! The GitHub client: the only code in Zodex that calls GitHub's REST API. It signs App JWTs,
+//! checks which App is installed on a repository (coverage), mints one-repository installation
+//! tokens with the least permissions for what was decided, and revokes them; it also makes the
+//! calls a review-first publish needs (open a pull request, find one, delete a branch). Its
+//! users: `zodex-publisher` (re-exported there as `github`), `zodex-git` (the `Token` and the
+//! HTTP stack its receive-pack client shares) and `zodex-config` (the `[github]` table is here).
 //!
 //! It does not decide anything: callers ask the engine first and pass what was decided. It
 //! never logs or returns a token in an error; tokens are [`Token`] values whose `Debug` is a
@@ -9,7 +12,33 @@
 //!
 //! **API boundary:** [`GitHub::from_config`], [`GitHub::authenticated_app`] (`GET /app`),
 //! [`GitHub::check_coverage`] (installations and the default branch), [`GitHub::mint`],
-//! [`GitHub::revoke`], and [`record`] (writing what was learnt into the engine's state).
+//! [`GitHub::revoke`]. It returns facts; the publisher writes what was learnt into the engine's
+//! state (`zodex-publisher`'s `host::record`).
+//!
+//! Code map:
+//! - `lib.rs`: `GitHub`, one GitHub (github.com, a GHES or a devhub) acting as the two Zodex
+//!   Apps: coverage, minting, revocation, opening a pull request.
+//! - `app`: `GET /app` read into `AppFacts`; an answer no GitHub API gives is `NotGithubApi`, so a
+//!   wrong `api_url` is never taken for an App that is not installed.
+//! - `config`: the `[github]` table (where GitHub is, the reader and writer Apps).
+//! - `error`: `GithubError`, in words an operator can act on; no variant carries a token.
+//! - `error_text`: `error_chain`, an error and its causes spelled out on one line.
+//! - `http`: one REST call under the retry policy: 5xx and transport errors back off, rate limits
+//!   wait what GitHub asks, a JWT refused for clock skew is re-signed once on GitHub's clock.
+//! - `jwt`: App JWTs (RS256, `iat` 60 s back, `exp` 9 minutes ahead, `iss` the App id).
+//! - `models`: GitHub's answers as typed structs, deserialised once (a bad one is `Decode`).
+//! - `pulls`: the default branch, an existing pull request for a branch, deleting a branch.
+//! - `token`: installation tokens as values, and what each is for (`TokenUse`), which decides
+//!   its least permissions.
+//!
+//! Invariants:
+//! - Decides nothing and holds no store: it returns facts (tidy holds it to naming no `Store`).
+//! - A token is never shown: `Debug` and every log line carry its SHA-256, no error carries it.
+//! - Every call carries its own credential (the reader's or writer's App JWT, or one
+//!   installation token) and exactly one `User-Agent: zodex-prd/VERSION`; an error keeps
+//!   GitHub's status and body, so a denial names the missing permission.
+//! - A token is minted for one repository with the least permissions for what was decided.
+//! - Depends on `zodex-engine` alone (repository names and the store's fact types).
 
 mod app;
 mod config;

@@ -6,7 +6,26 @@
 //! agent user. Every step is idempotent: a second run changes nothing and says so.
 //!
 //! The operator's `zodex sprite setup` drives it through the exec transport; `service` and
-//! `doctor` read the [`InstallRecord`] it leaves beside the configuration.
+//! `doctor` read the [`InstallRecord`] it leaves beside the configuration. `zodex-operator`
+//! takes this crate's layout and report types and no other part of the publisher.
+//!
+//! Code map (`lib.rs` runs the install as named steps, and `upgrade`):
+//! - `layout`: every path under one prefix, and the `install.toml` record.
+//! - `system`: accounts, files with exact owner and mode, commands as another user.
+//! - `services`: systemd units or the supervisor script; start, stop, status, logs.
+//! - `isolation`: `check-isolation`, the boundary as the agent user sees it.
+//! - `doctor`: every check of a deployment, one line each with its fix.
+//! - `causes`: which failure follows from which (causes first).
+//! - `crashes`: a service's last start and its restarts, read from its log.
+//! - `mcp_door`: the MCP endpoint on loopback as a client meets it.
+//! - `sprite_config`: the `zodex.toml` install writes, `allow-host`, `public-url`.
+//! - `targets`: `targets list|add|remove`.
+//! - `github_check`: the `[github]` an install would configure, proven first.
+//! - `solver`: an SMT solver found, else cvc5 through apt-get, else said missing.
+//! - `uninstall`: what `install` put there removed; state, logs and a copy of the
+//!   config kept unless `--purge`; the OAuth grants ended unless `--keep-oauth`.
+//! - `agent_git`: the agent's git (read through the credential helper, push through
+//!   `git-remote-zodex`).
 
 mod agent_git;
 pub mod causes;

@@ -1,17 +1,32 @@
 //! What the publisher and its clients say to each other, and nothing of either side's
-//! internals: both `publisher` (the server) and `agent`, `operator` and `cli` (the clients)
-//! depend on this module; it depends on neither.
+//! internals: both `zodex-publisher` (the server) and `zodex-agent`, `zodex-operator` and the
+//! root crate's `cli` (the clients) depend on this crate; it depends on neither, only on
+//! `zodex-engine`, whose views most answers are. `zodex-git` also reads the bundle header, the
+//! listed refs and the push updates from here.
 //!
+//! Code map:
 //! - [`admin`]: the admin socket's requests (one JSON line in, one out);
 //! - [`agent`]: the agent socket's requests (a framed header, JSON metadata, bundle bytes);
-//! - [`answers`]: the typed result of every request, deserialised by the clients;
-//! - [`response`]: the envelope both sockets answer with, and the error kinds;
+//! - [`answers`]: the typed result of every request, deserialised by the clients (its table says
+//!   which request gets which answer);
+//! - [`response`]: the envelope both sockets answer with, and the error kinds the CLIs map to exit
+//!   codes;
 //! - [`frame`]: the agent header, the blocking client round trip, the request cap;
 //! - [`bundle_header`]: the git bundle header the agent writes and the publisher reads;
 //! - [`ttl`]: the lifetime a request asks for (its default decided by the publisher).
 //!
 //! Repository names, and the one parser of remote URLs and credential paths, are
 //! `engine::repo`'s: the engine keys its state by them.
+//!
+//! Invariants:
+//! - Depends on `zodex-engine` alone (tidy checks the manifest); the publisher and its clients
+//!   share this crate and never each other's internals.
+//! - Every request has one typed answer: the publisher builds it, the client reads it back with
+//!   `Response::answer`, so a renamed field breaks the build on both sides, and an answer of
+//!   another shape is said as a version mismatch, never shown blank.
+//! - The wire is bounded: agent metadata and every response line under `MAX_REQUEST_BYTES`
+//!   (1 MiB), a bundle under `MAX_BUNDLE_BYTES` (128 MiB), streamed in chunks of at most
+//!   `MAX_CHUNK_BYTES`.
 
 pub mod admin;
 pub mod agent;

@@ -1,6 +1,99 @@
-//! `zodex-prd`, the publisher: the only process that holds the GitHub App keys and the only
-//! module that calls GitHub. It hosts the engine behind two Unix sockets (admin and agent),
-//! checks every peer's uid, and decides every write before acting on it.
+//! `zodex-prd`, the publisher: the only process that holds the GitHub App keys and the only one
+//! that calls GitHub's API (through `zodex-github`, and `zodex-git` for the bytes). It hosts the
+//! engine behind two Unix sockets (admin and agent), checks every peer's uid, and decides every
+//! write before acting on it; around the daemon are `policy prove` and `admin watch`. Its users
+//! are the root crate's `cli::prd` and `zodex-install` (whose `doctor` runs the ground checks,
+//! the proofs and the admin client here). Its manifest names `zodex-engine`, `zodex-protocol`,
+//! `zodex-config`, `zodex-github` and `zodex-git`, none of its clients.
+//!
+//! Code map:
+//! - `sockets`: bind in a private directory and rename into place with the final mode; refuse a
+//!   directory others can write, or a symlink; check the peer's uid both ways (`check_server`).
+//! - `daemon`: `serve`: the ground checked, the accept loops (the peer's uid checked before it
+//!   holds anything), request deadlines, and the sweeper (expires grants, revokes by value every
+//!   write token of an ended grant, prunes history).
+//!   - `daemon::gate`: connections in all and per process, bundle requests, spool bytes: over a
+//!     bound, "busy" at once, never queued; when full, the oldest idle connection makes room.
+//!   - `daemon::spool`: a bundle body into a private file at a minimum average rate.
+//! - `ground`: what `serve` checks before it serves (also `check-ground`, run by `doctor`): key
+//!   files and directories private, `GET /app` as each App.
+//!   - `ground::apps`: what `GET /app` must say of the reader and of the writer.
+//!   - `ground::candidate`: keys an install is about to put in place, checked from memory; keys
+//!     given the wrong way round are said to be swapped.
+//!   - `ground::tests`: the ground rules on real files, and the App permission rules.
+//! - `host`: the engine as the daemon hosts it, async (GitHub awaited, SQLite and git on blocking
+//!   threads through `Host::blocking`, no `block_on`); a composition of owners; agent requests.
+//!   - `host::admin`: operator requests, answers under the reply cap (pages), pruning.
+//!   - `host::audit_gate`: `audit_required`: no write unless its record can leave the sprite.
+//!   - `host::credential`: tokens for git: read tokens, and write tokens under a `--via token`
+//!     grant whose life is cut to the grant's.
+//!   - `host::mirror`: a request's locked, fetched mirror and its quarantine; `list for-push`'s
+//!     refs, seconds old and leased, which the push that follows decides on.
+//!   - `host::push`: direct pushes: admitted on the declared request (`Host::admit`), imported,
+//!     each ref decided on facts established against GitHub's refs, pushed with a token revoked
+//!     right after.
+//!   - `host::stream`: a push whose bundle is still arriving: GitHub's receive-pack fed as it
+//!     lands, its checksum sent only when every update was allowed exactly as sent.
+//!   - `host::shallow`: decide on a shallow mirror only where the whole history gives the same,
+//!     else deepen first; deepen after the request in any case.
+//!   - `host::pr`: review-first pull requests, recorded under an idempotency key before anything
+//!     is pushed.
+//!   - `host::pr_open`: the pull request opened, or its branch taken back.
+//!   - `host::pr_names`: a publication's branch name and idempotency key.
+//!   - `host::record`: what the GitHub client reported, written through `engine::ledger`;
+//!     revocation at most once.
+//!   - `host::step_token`: a step's token, revoked when the step ends, on every path.
+//!   - `host::tokens`: the agent's token cache and live write set, the publisher's own read
+//!     tokens, one write issuance per repository, the previous run's leftovers.
+//!   - `host::proofs`: the proofs run at start and on demand, summed up in `status`.
+//!   - `host::tests`: configuration refused at start, limits enforced on requests.
+//! - `credentials`: the token cache behind the credential helper, and the live set of write
+//!   tokens (registered before they are recorded, persisted 0600) revoked by value.
+//! - `shared_store`: the one state store behind a lock (`run` on a blocking thread, `with` from
+//!   one); what `oauth` and `sinks` hold instead of the host.
+//! - `clock`: the system's clock; in a test build only, plus the offset in `test_clock_file`.
+//! - `oauth`: the MCP endpoint's OAuth authorization server (`/oauth/…` arrives from
+//!   `zodex-agent serve` over the agent socket, `mcp_oauth`).
+//!   - `oauth::authorize`: the consent page and its status poll, which alone hands out the code.
+//!   - `oauth::pages`: a page's sealed request and a bounded memory of the codes shown.
+//!   - `oauth::token`: code exchange (PKCE S256, exact redirect URI), refresh with rotation.
+//!   - `oauth::register`: dynamic client registration (RFC 7591), storing nothing.
+//!   - `oauth::clients`: a client from its row or from its sealed id.
+//!   - `oauth::cimd`: client ID metadata documents, fetched off the request, bounded in time,
+//!     size and number, from public addresses only.
+//!   - `oauth::seal`: HMAC-sealed values anonymous callers carry instead of rows.
+//!   - `oauth::crypto`: random secrets stored by hash, PKCE, the Ed25519 key, EdDSA access JWTs.
+//!   - `oauth::published`: the public file the resource server follows (keys, revocations, key
+//!     URL on/off).
+//!   - `oauth::reply`: the HTTP answers (JSON, OAuth errors, redirects, pages), all `no-store`.
+//!   - `oauth::admin`: the operator's commands (approve, deny, clients, revoke, key URL).
+//!   - `oauth::tests`, `oauth::flood_tests`: the flows and their attacks; anonymous floods.
+//! - `sinks`: the audit leaving the sprite as it is written: one task per `[[audit_sinks]]` entry
+//!   reads the rows after its cursor, delivers them in id order, retries with backoff.
+//!   - `sinks::event`: the event schema (docs/audit.md) and its one-line chat form.
+//!   - `sinks::jsonl`: a JSON Lines file, appended, synced and rotated.
+//!   - `sinks::syslog`: RFC 5424 over TCP or a Unix datagram socket.
+//!   - `sinks::webhook`: one signed POST per row (or Slack's `{"text"}`).
+//! - `watch`: `zodex-prd admin watch`, the board's one long-lived stream of audit rows and status.
+//! - `prove`: each property and `never-errors` compiled by the Symbolic Cedar Compiler per
+//!   request environment and handed to a solver (cvc5 or z3).
+//!   - `prove::example`: a counterexample re-decided by the ordinary authorizer, then shown.
+//! - `github`, `publish`, `locks`: re-exports of `zodex-github`, `zodex-git` and its `locks`.
+//!
+//! Invariants:
+//! - The only process that holds the App keys or mints a token. The one token that leaves it: a
+//!   `--via token` grant's short-lived write token, handed to the agent's credential helper for
+//!   that grant's repository only, and revoked with the grant.
+//! - Every write is decided by the engine before it is made; the publisher changes the engine's
+//!   state only through its named operations (`engine::Authority`, `engine::ledger`,
+//!   `engine::mcp_oauth`), never a transaction of its own (tidy checks).
+//! - A peer is refused before one byte of its request is read; the agent socket's principal is
+//!   always the agent, whatever the request says.
+//! - No pack, whatever it declares, grows the daemon's memory.
+//! - Facts about a ref update come from GitHub's refs, never from which objects the mirror
+//!   stores; only objects the pushed tips reach enter the mirror.
+//! - A decision never waits for an audit sink (the audit table is the outbox, so a restart loses
+//!   nothing); a broken, unwaived policy property refuses start.
 
 pub mod clock;
 pub mod credentials;
