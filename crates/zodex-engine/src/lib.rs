@@ -44,7 +44,7 @@
 //!   - `store::publications`: review-first publications under their idempotency key.
 //!   - `store::tokens`: the installation tokens the publisher minted, by SHA-256 only.
 //!   - `store::yolo`: YOLO scopes, time-boxed push authority over one or every installed
-//!   repository.
+//!     repository.
 //! - `tests`, `action_index_tests` (test builds): every built-in rule through `Authority` over a
 //!   real SQLite file; the action index decides exactly as the whole policy set.
 //!
