@@ -1,6 +1,6 @@
 //! The text header of a git bundle (v2 and v3), read by hand: gix has no bundle reader, and the
 //! format is small (gitformat-bundle(5)). What follows the header is a pack, which
-//! [`super::import`] verifies with gix-pack.
+//! `zodex-git`'s `import` verifies with gix-pack.
 //!
 //! ```text
 //! # v3 git bundle\n
