@@ -69,14 +69,14 @@ pub fn print_json_ok(result: impl serde::Serialize) -> i32 {
     EXIT_OK
 }
 
-/// clap value parser for `--ttl`.
-pub fn ttl_arg(text: &str) -> Result<Duration, String> {
-    crate::engine::ttl::parse_ttl(text).map_err(|e| e.to_string())
+/// clap value parser for `--ttl` (clap shows the error's text).
+pub fn ttl_arg(text: &str) -> Result<Duration, crate::engine::ttl::TtlError> {
+    crate::engine::ttl::parse_ttl(text)
 }
 
-/// clap value parser for `--repo`.
-pub fn repo_arg(text: &str) -> Result<crate::engine::RepoName, String> {
-    crate::engine::RepoName::parse(text).map_err(|e| e.to_string())
+/// clap value parser for `--repo` (clap shows the error's text).
+pub fn repo_arg(text: &str) -> Result<crate::engine::RepoName, crate::engine::repo::RepoNameError> {
+    crate::engine::RepoName::parse(text)
 }
 
 /// The exit code for a response.

@@ -418,6 +418,8 @@ fn admin(config: Option<PathBuf>) -> i32 {
 /// The tool calls this sprite's MCP server records (`[mcp] state_dir`), for the watch.
 struct ToolCalls(PathBuf);
 
+// String: the trait's, as the publisher knows nothing of the tools; the text becomes a note
+// line of the watch.
 impl crate::publisher::watch::Follow for ToolCalls {
     fn newest(&mut self) -> Result<i64, String> {
         crate::tools::server::history::newest_id(&self.0).map_err(|e| e.to_string())

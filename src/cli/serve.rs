@@ -58,9 +58,16 @@ struct PublisherForward {
 }
 
 impl OAuthForward for PublisherForward {
+    // String: the trait's, as the MCP server (crate zodex-tools) knows nothing of the agent
+    // socket's errors; it only logs why the publisher could not be asked.
     fn forward(&self, request: ForwardRequest) -> Result<ForwardReply, String> {
-        let socket = crate::agent::client::agent_socket(self.config.as_deref())
-            .map_err(|e| e.to_string())?;
+        self.ask(request).map_err(|e| e.to_string())
+    }
+}
+
+impl PublisherForward {
+    fn ask(&self, request: ForwardRequest) -> anyhow::Result<ForwardReply> {
+        let socket = crate::agent::client::agent_socket(self.config.as_deref())?;
         let request = AgentRequest::McpOauth(OAuthHttpRequest {
             method: request.method,
             path: request.path,
@@ -69,8 +76,8 @@ impl OAuthForward for PublisherForward {
             authorization: request.authorization,
             body: request.body,
         });
-        let response = crate::agent::client::call(&socket, &request).map_err(|e| e.to_string())?;
-        let reply: OAuthHttpReply = response.answer().map_err(|e| e.to_string())?;
+        let response = crate::agent::client::call(&socket, &request)?;
+        let reply: OAuthHttpReply = response.answer()?;
         Ok(ForwardReply {
             status: reply.status,
             headers: reply.headers,

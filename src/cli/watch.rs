@@ -36,7 +36,7 @@ fn announce(started: &Started) {
     if let Some(why) = &started.open_failed {
         eprintln!(
             "note: could not open a browser ({}); open the URL above",
-            super::render::safe(why)
+            super::render::safe(&why.to_string())
         );
     }
 }

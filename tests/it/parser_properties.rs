@@ -386,7 +386,7 @@ proptest! {
         if metadata_len as usize <= MAX_REQUEST_BYTES {
             prop_assert_eq!(decoded, Ok(header));
         } else {
-            prop_assert!(decoded.unwrap_err().contains("cap"));
+            prop_assert!(decoded.unwrap_err().to_string().contains("cap"));
         }
     }
 

@@ -35,6 +35,9 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use zodex_engine::targets::{TargetSpec, Targets};
 
+mod error;
+pub use error::{AuditSinkError, ConfigError, SettingError};
+
 /// Where the configuration is looked for when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/zodex/zodex.toml";
 /// The environment variable naming the configuration file.
@@ -159,7 +162,7 @@ impl SinkConfig {
         }
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), AuditSinkError> {
         let name = self.name();
         let name_ok = !name.is_empty()
             && name.len() <= 64
@@ -167,9 +170,7 @@ impl SinkConfig {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
         if !name_ok {
-            return Err(format!(
-                "audit sink name {name:?}: use 1 to 64 of a-z, 0-9, - and _"
-            ));
+            return Err(AuditSinkError::Name(name.to_string()));
         }
         match self {
             Self::Jsonl {
@@ -179,13 +180,11 @@ impl SinkConfig {
                 ..
             } => {
                 if !path.is_absolute() {
-                    return Err(format!("audit sink {name}: path must be absolute"));
+                    return Err(AuditSinkError::RelativePath(name.to_string()));
                 }
                 if max_mib.is_some_and(|m| m == 0) || keep.is_some_and(|k| !(1..=100).contains(&k))
                 {
-                    return Err(format!(
-                        "audit sink {name}: max_mib must be at least 1 and keep 1 to 100"
-                    ));
+                    return Err(AuditSinkError::Rotation(name.to_string()));
                 }
             }
             Self::Syslog { address, .. } => {
@@ -196,9 +195,10 @@ impl SinkConfig {
                     .strip_prefix("unix:")
                     .is_some_and(|p| p.starts_with('/'));
                 if !ok {
-                    return Err(format!(
-                        "audit sink {name}: address {address:?}: use tcp:HOST:PORT or unix:/PATH"
-                    ));
+                    return Err(AuditSinkError::Address {
+                        name: name.to_string(),
+                        address: address.clone(),
+                    });
                 }
             }
             Self::Webhook {
@@ -208,24 +208,18 @@ impl SinkConfig {
                 ..
             } => {
                 if url.is_some() == url_file.is_some() {
-                    return Err(format!(
-                        "audit sink {name}: give exactly one of url and url_file (url_file when the URL is itself a secret)"
-                    ));
+                    return Err(AuditSinkError::UrlOrUrlFile(name.to_string()));
                 }
                 if let Some(url) = url
                     && !(url.starts_with("https://") || url.starts_with("http://"))
                 {
-                    return Err(format!(
-                        "audit sink {name}: url must start with https:// or http://"
-                    ));
+                    return Err(AuditSinkError::UrlScheme(name.to_string()));
                 }
                 if format
                     .as_deref()
                     .is_some_and(|f| f != "json" && f != "slack")
                 {
-                    return Err(format!(
-                        "audit sink {name}: format is json (the default) or slack"
-                    ));
+                    return Err(AuditSinkError::Format(name.to_string()));
                 }
             }
         }
@@ -284,7 +278,7 @@ impl Default for AgentLimits {
 }
 
 impl AgentLimits {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), SettingError> {
         let values = [
             ("connections", self.connections as u64),
             (
@@ -298,9 +292,7 @@ impl AgentLimits {
             ("body_min_kib_per_second", self.body_min_kib_per_second),
         ];
         match values.iter().find(|(_, v)| *v == 0) {
-            Some((key, _)) => Err(format!(
-                "[agent_limits] {key} must be at least 1; remove the key to use the default"
-            )),
+            Some((key, _)) => Err(SettingError::AgentLimitZero(key)),
             None => Ok(()),
         }
     }
@@ -308,19 +300,6 @@ impl AgentLimits {
 
 /// The `[github]` table and its Apps are the GitHub client's own settings (crate `zodex-github`).
 pub use zodex_github::{DEFAULT_API_URL, DEFAULT_GIT_URL, GithubApp, GithubConfig};
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error(
-        "cannot read configuration {path}: {source}; pass --config FILE or set {CONFIG_ENV} (`zodex dev up` writes one)"
-    )]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("configuration {path} is invalid: {message}")]
-    Invalid { path: PathBuf, message: String },
-}
 
 /// A configuration with what it derives, each setting checked once ([`Config::load_checked`]):
 /// nothing downstream derives them again.
@@ -345,7 +324,7 @@ pub struct McpOAuthConfig {
 
 impl Checked {
     /// Derives and checks every setting of `config`; the error names the key and why.
-    pub fn of(config: Config) -> Result<Self, String> {
+    pub fn of(config: Config) -> Result<Self, SettingError> {
         Ok(Self {
             targets: config.targets()?,
             limits: config.limits()?,
@@ -377,68 +356,59 @@ impl Config {
 
     /// The configuration and every setting it derives, each checked once: what `serve` runs on.
     pub fn load_checked(path: &Path) -> Result<Checked, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
+        let invalid = |problem: SettingError| ConfigError::Invalid {
             path: path.to_path_buf(),
-            message,
+            problem,
         };
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        let config: Config = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        let config: Config = toml::from_str(&text).map_err(|e| invalid(e.into()))?;
         if config.test_clock_file.is_some() && !cfg!(debug_assertions) {
-            return Err(invalid(
-                "test_clock_file is read by test builds only: remove it (a release build keeps the system's time)".into(),
-            ));
+            return Err(invalid(SettingError::TestClockFile));
         }
         let mut names = std::collections::HashSet::new();
         for sink in &config.audit_sinks {
-            sink.check()
-                .and_then(|()| {
-                    names
-                        .insert(sink.name().to_string())
-                        .then_some(())
-                        .ok_or_else(|| format!("audit sink name {:?} is used twice", sink.name()))
-                })
-                .map_err(invalid)?;
+            sink.check().map_err(|e| invalid(e.into()))?;
+            if !names.insert(sink.name().to_string()) {
+                return Err(invalid(SettingError::AuditSinkNameTwice(
+                    sink.name().to_string(),
+                )));
+            }
         }
         Checked::of(config).map_err(invalid)
     }
 
     /// The bounds on stored state, checked: each must leave the system usable.
-    pub fn limits(&self) -> Result<Limits, String> {
+    pub fn limits(&self) -> Result<Limits, SettingError> {
         let max_pending_requests = self
             .max_pending_requests
             .unwrap_or(zodex_engine::authority::DEFAULT_MAX_PENDING_REQUESTS);
         if !(1..=10_000).contains(&max_pending_requests) {
-            return Err(format!(
-                "max_pending_requests = {max_pending_requests} is out of range; use 1 to 10000 (default 20)"
-            ));
+            return Err(SettingError::MaxPendingRequests(max_pending_requests));
         }
         let days = self
             .audit_retention_days
             .unwrap_or(DEFAULT_AUDIT_RETENTION_DAYS);
         if !(1..=36_500).contains(&days) {
-            return Err(format!(
-                "audit_retention_days = {days} is out of range; use 1 to 36500 (default 90)"
-            ));
+            return Err(SettingError::AuditRetentionDays(days));
         }
         let audit_max_rows = self.audit_max_rows.unwrap_or(DEFAULT_AUDIT_MAX_ROWS);
         if !(1_000..=100_000_000).contains(&audit_max_rows) {
-            return Err(format!(
-                "audit_max_rows = {audit_max_rows} is out of range; use 1000 to 100000000 (default 200000)"
-            ));
+            return Err(SettingError::AuditMaxRows(audit_max_rows));
         }
         let max_request_ttl_seconds = match self.max_request_ttl.as_deref() {
             None => zodex_engine::ttl::DEFAULT_MAX_REQUEST_TTL_SECONDS,
             Some(text) => {
                 let seconds = zodex_engine::ttl::parse_ttl(text)
-                    .map_err(|e| format!("max_request_ttl = {text:?}: {e}"))?
+                    .map_err(|source| SettingError::MaxRequestTtl {
+                        text: text.to_string(),
+                        source,
+                    })?
                     .as_secs();
                 if !(60..=30 * 86_400).contains(&seconds) {
-                    return Err(format!(
-                        "max_request_ttl = {text:?} is out of range; use 1m to 30d (default 4h)"
-                    ));
+                    return Err(SettingError::MaxRequestTtlRange(text.to_string()));
                 }
                 seconds as i64
             }
@@ -451,12 +421,12 @@ impl Config {
         })
     }
 
-    pub fn targets(&self) -> Result<Targets, String> {
-        Targets::from_specs(&self.targets)
+    pub fn targets(&self) -> Result<Targets, SettingError> {
+        Ok(Targets::from_specs(&self.targets)?)
     }
 
     /// The agent socket's bounds: the `[agent_limits]` table or the defaults, checked.
-    pub fn agent_limits(&self) -> Result<AgentLimits, String> {
+    pub fn agent_limits(&self) -> Result<AgentLimits, SettingError> {
         let limits = self.agent_limits.unwrap_or_default();
         limits.check()?;
         Ok(limits)
@@ -473,26 +443,24 @@ impl Config {
 
     /// The MCP endpoint's OAuth settings (`[mcp] public_url` and `oauth_file`; optional
     /// `oauth_cimd_private_hosts`): `None` when `oauth_file` is not set (OAuth off).
-    pub fn mcp_oauth(&self) -> Result<Option<(String, PathBuf, Vec<String>)>, String> {
+    pub fn mcp_oauth(&self) -> Result<Option<(String, PathBuf, Vec<String>)>, SettingError> {
         let Some(mcp) = self.mcp.as_ref() else {
             return Ok(None);
         };
         let Some(file) = mcp.get("oauth_file") else {
             return Ok(None);
         };
-        let file = file
-            .as_str()
-            .ok_or("[mcp] oauth_file must be a path (a string)")?;
+        let file = file.as_str().ok_or(SettingError::OAuthFileNotPath)?;
         let url = mcp
             .get("public_url")
             .and_then(|v| v.as_str())
-            .ok_or("[mcp] oauth_file is set but public_url is not: OAuth needs the MCP endpoint's public URL (https://HOST/mcp)")?;
+            .ok_or(SettingError::OAuthWithoutPublicUrl)?;
         let hosts = match mcp.get("oauth_cimd_private_hosts") {
             None => Vec::new(),
             Some(v) => v
                 .as_array()
                 .and_then(|a| a.iter().map(|h| h.as_str().map(str::to_string)).collect())
-                .ok_or("[mcp] oauth_cimd_private_hosts must be a list of host names")?,
+                .ok_or(SettingError::OAuthPrivateHosts)?,
         };
         Ok(Some((url.to_string(), PathBuf::from(file), hosts)))
     }
@@ -503,7 +471,7 @@ impl Config {
     }
 
     /// The review-first branch prefix, checked to make valid ref names.
-    pub fn pr_branch_prefix(&self) -> Result<String, String> {
+    pub fn pr_branch_prefix(&self) -> Result<String, SettingError> {
         let prefix = self
             .pr_branch_prefix
             .clone()
@@ -519,9 +487,7 @@ impl Config {
         if valid {
             Ok(prefix)
         } else {
-            Err(format!(
-                "pr_branch_prefix {prefix:?} would not make valid branch names; use letters, digits, `-`, `_`, `.` and `/` (e.g. \"zodex/\")"
-            ))
+            Err(SettingError::PrBranchPrefix(prefix))
         }
     }
 
@@ -535,110 +501,4 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unknown_keys_and_bad_targets_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("zodex.toml");
-        let base =
-            "state_dir = \"/s\"\nadmin_socket = \"/a\"\nagent_socket = \"/g\"\nagent_uid = 5\n";
-        std::fs::write(&path, format!("{base}agent_uuid = 6\n")).unwrap();
-        let err = Config::load(&path).unwrap_err().to_string();
-        assert!(err.contains("agent_uuid"), "{err}");
-        std::fs::write(&path, format!("{base}[[targets]]\nrepo = \"a/b/c\"\n")).unwrap();
-        let err = Config::load(&path).unwrap_err().to_string();
-        assert!(err.contains("OWNER/NAME"), "{err}");
-        std::fs::write(
-            &path,
-            format!("{base}[[targets]]\nowner = \"demo\"\ndefault_branch = \"main\"\n"),
-        )
-        .unwrap();
-        let config = Config::load(&path).unwrap();
-        assert_eq!(config.agent_uid, 5);
-        assert!(!config.targets().unwrap().is_empty());
-        let round = toml::from_str::<Config>(&config.to_toml()).unwrap();
-        assert_eq!(round, config);
-    }
-
-    #[test]
-    fn agent_limits_default_per_key_and_refuse_zero_and_unknown_keys() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("zodex.toml");
-        let base =
-            "state_dir = \"/s\"\nadmin_socket = \"/a\"\nagent_socket = \"/g\"\nagent_uid = 5\n";
-        std::fs::write(&path, base).unwrap();
-        assert_eq!(
-            Config::load(&path).unwrap().agent_limits().unwrap(),
-            AgentLimits::default()
-        );
-        std::fs::write(&path, format!("{base}[agent_limits]\nspool_mib = 8\n")).unwrap();
-        let limits = Config::load(&path).unwrap().agent_limits().unwrap();
-        assert_eq!(limits.spool_mib, 8);
-        assert_eq!(limits.connections, AgentLimits::default().connections);
-        std::fs::write(&path, format!("{base}[agent_limits]\nbundles = 0\n")).unwrap();
-        let err = Config::load(&path).unwrap_err().to_string();
-        assert!(err.contains("bundles must be at least 1"), "{err}");
-        std::fs::write(&path, format!("{base}[agent_limits]\nbundle = 3\n")).unwrap();
-        let err = Config::load(&path).unwrap_err().to_string();
-        assert!(err.contains("bundle"), "{err}");
-    }
-
-    #[test]
-    fn github_table_has_defaults_and_refuses_unknown_keys() {
-        let base =
-            "state_dir = \"/s\"\nadmin_socket = \"/a\"\nagent_socket = \"/g\"\nagent_uid = 5\n";
-        let apps = "[github.reader]\napp_id = 1\nprivate_key_file = \"/k/r.pem\"\n[github.writer]\napp_id = 2\nprivate_key_file = \"/k/w.pem\"\n";
-        let config: Config = toml::from_str(&format!("{base}[github]\n{apps}")).unwrap();
-        let github = config.github.clone().unwrap();
-        assert_eq!(github.api_url, DEFAULT_API_URL);
-        assert_eq!(github.git_url, DEFAULT_GIT_URL);
-        assert_eq!(github.writer.app_id, 2);
-        let round = toml::from_str::<Config>(&config.to_toml()).unwrap();
-        assert_eq!(round, config);
-        let err = toml::from_str::<Config>(&format!("{base}[github]\napi_uri = \"x\"\n{apps}"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("api_uri"), "{err}");
-        let err = toml::from_str::<Config>(&format!("{base}[github]\n{apps}key_file = \"/k\"\n"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("key_file"), "{err}");
-    }
-
-    #[test]
-    fn limits_have_defaults_and_refuse_unusable_values() {
-        let base =
-            "state_dir = \"/s\"\nadmin_socket = \"/a\"\nagent_socket = \"/g\"\nagent_uid = 5\n";
-        let config: Config = toml::from_str(base).unwrap();
-        assert_eq!(
-            config.limits().unwrap(),
-            Limits {
-                max_pending_requests: 20,
-                audit_retention_seconds: 90 * 24 * 3600,
-                audit_max_rows: 200_000,
-                max_request_ttl_seconds: 4 * 3600,
-            }
-        );
-        let config: Config = toml::from_str(&format!(
-            "{base}publisher_uid = 7\nmax_pending_requests = 300\naudit_retention_days = 7\naudit_max_rows = 5000\nmax_request_ttl = \"1d\"\n"
-        ))
-        .unwrap();
-        assert_eq!(config.limits().unwrap().max_request_ttl_seconds, 86_400);
-        assert_eq!(config.publisher_uid, Some(7));
-        assert_eq!(config.limits().unwrap().max_pending_requests, 300);
-        assert_eq!(config.limits().unwrap().audit_retention_seconds, 7 * 86400);
-        for bad in [
-            "max_pending_requests = 0",
-            "audit_retention_days = 0",
-            "audit_max_rows = 10",
-            "max_request_ttl = \"31d\"",
-            "max_request_ttl = \"soon\"",
-        ] {
-            let config: Config = toml::from_str(&format!("{base}{bad}\n")).unwrap();
-            let err = config.limits().unwrap_err();
-            assert!(err.contains(bad.split(' ').next().unwrap()), "{err}");
-        }
-    }
-}
+mod tests;

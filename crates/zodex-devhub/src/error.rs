@@ -17,8 +17,12 @@ pub enum DevHubError {
         #[source]
         source: std::io::Error,
     },
-    #[error("devhub description {path} is invalid: {message}; fix or delete it and seed again")]
-    Description { path: PathBuf, message: String },
+    // `problem` is in the message, so not a `#[source]` (a chain printer would repeat it).
+    #[error("devhub description {path} is invalid: {problem}; fix or delete it and seed again")]
+    Description {
+        path: PathBuf,
+        problem: DescriptionProblem,
+    },
     #[error(
         "`{command}` failed ({status}): {stderr}; check that git is installed (set DevHubConfig::git to its path)"
     )]
@@ -31,6 +35,17 @@ pub enum DevHubError {
     Invalid(String),
     #[error("RSA key generation failed: {0}")]
     Key(String),
+}
+
+/// What is wrong with a devhub description (or its run file).
+#[derive(Debug, thiserror::Error)]
+pub enum DescriptionProblem {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("installation {installation} names app {app} which is not described")]
+    UnknownApp { installation: u64, app: u64 },
+    #[error("pull request {0} names an unknown repository")]
+    UnknownRepo(u64),
 }
 
 pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DevHubError {

@@ -71,18 +71,39 @@ struct FaultJson {
     request: Option<String>,
 }
 
-impl TryFrom<FaultJson> for Fault {
-    type Error = String;
+/// Why a fault a test asked devhub to inject was refused (serde shows it in its error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultError {
+    #[error("fault kind `{kind}` needs `{key}`")]
+    Missing { kind: String, key: &'static str },
+    #[error("{kind} fault {status}: use a 5xx status")]
+    NotServerStatus { kind: String, status: u16 },
+    #[error(
+        "unknown fault kind `{0}`: use status, status_after, secondary_rate_limit, primary_rate_limit or delay"
+    )]
+    UnknownKind(String),
+    #[error("fault request {0:?}: write it as METHOD /path, like \"POST /repos/demo/app/pulls\"")]
+    Request(String),
+}
 
-    fn try_from(json: FaultJson) -> Result<Self, String> {
-        let need = |value: Option<u64>, key: &str| {
-            value.ok_or_else(|| format!("fault kind `{}` needs `{key}`", json.kind))
+impl TryFrom<FaultJson> for Fault {
+    type Error = FaultError;
+
+    fn try_from(json: FaultJson) -> Result<Self, FaultError> {
+        let need = |value: Option<u64>, key: &'static str| {
+            value.ok_or_else(|| FaultError::Missing {
+                kind: json.kind.clone(),
+                key,
+            })
         };
         let kind = match json.kind.as_str() {
             "status" | "status_after" => {
                 let status = need(json.status.map(u64::from), "status")? as u16;
                 if !(500..=599).contains(&status) {
-                    return Err(format!("{} fault {status}: use a 5xx status", json.kind));
+                    return Err(FaultError::NotServerStatus {
+                        kind: json.kind.clone(),
+                        status,
+                    });
                 }
                 if json.kind == "status" {
                     FaultKind::Status { status }
@@ -100,9 +121,7 @@ impl TryFrom<FaultJson> for Fault {
                 ms: need(json.ms, "ms")?,
             },
             other => {
-                return Err(format!(
-                    "unknown fault kind `{other}`: use status, status_after, secondary_rate_limit, primary_rate_limit or delay"
-                ));
+                return Err(FaultError::UnknownKind(other.to_string()));
             }
         };
         if let Some(request) = &json.request
@@ -110,9 +129,7 @@ impl TryFrom<FaultJson> for Fault {
                 .split_once(' ')
                 .is_some_and(|(m, p)| !m.is_empty() && p.starts_with('/'))
         {
-            return Err(format!(
-                "fault request {request:?}: write it as METHOD /path, like \"POST /repos/demo/app/pulls\""
-            ));
+            return Err(FaultError::Request(request.clone()));
         }
         Ok(Fault {
             kind,

@@ -86,8 +86,8 @@ mod setup;
 mod tokens;
 
 pub use config::{DevHubConfig, TokenFormat};
-pub use error::DevHubError;
-pub use faults::{Fault, FaultKind, FaultScope};
+pub use error::{DescriptionProblem, DevHubError};
+pub use faults::{Fault, FaultError, FaultKind, FaultScope};
 pub use model::{App, Description, Installation, PullRecord, Repo, RepositorySelection};
 pub use perms::{Level, Permissions};
 pub use seed::{DEMO_LIB, DEMO_OTHER, DEMO_OWNER, DEMO_REPO, DemoSeed};

@@ -2,7 +2,7 @@
 //! installations, repositories and pull requests. Unknown keys are refused so a typo never
 //! silently drops an installation.
 
-use super::error::{DevHubError, io};
+use super::error::{DescriptionProblem, DevHubError, io};
 use super::perms::Permissions;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -176,11 +176,11 @@ impl Description {
         let description: Self =
             serde_json::from_str(&text).map_err(|e| DevHubError::Description {
                 path: path.clone(),
-                message: e.to_string(),
+                problem: e.into(),
             })?;
         description
             .validate()
-            .map_err(|message| DevHubError::Description { path, message })?;
+            .map_err(|problem| DevHubError::Description { path, problem })?;
         Ok(description)
     }
 
@@ -194,21 +194,18 @@ impl Description {
         std::fs::rename(&tmp, &path).map_err(io(format!("cannot replace {}", path.display())))
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), DescriptionProblem> {
         for installation in &self.installations {
             if self.app(installation.app_id).is_none() {
-                return Err(format!(
-                    "installation {} names app {} which is not described",
-                    installation.id, installation.app_id
-                ));
+                return Err(DescriptionProblem::UnknownApp {
+                    installation: installation.id,
+                    app: installation.app_id,
+                });
             }
         }
         for pull in &self.pulls {
             if !self.repos.iter().any(|r| r.id == pull.repo_id) {
-                return Err(format!(
-                    "pull request {} names an unknown repository",
-                    pull.id
-                ));
+                return Err(DescriptionProblem::UnknownRepo(pull.id));
             }
         }
         Ok(())

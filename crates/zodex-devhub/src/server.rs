@@ -54,7 +54,7 @@ impl RunInfo {
         )))?;
         serde_json::from_str(&text).map_err(|e| DevHubError::Description {
             path,
-            message: e.to_string(),
+            problem: e.into(),
         })
     }
 }

@@ -4,6 +4,10 @@
 //!
 //! Fail closed: a policy that errors during evaluation turns the answer into a deny.
 
+mod error;
+
+pub use error::CedarRequestError;
+
 use super::policy::{ActionIndex, Policies};
 use super::refscope::scopes_of;
 use super::repo::RepoName;
@@ -439,7 +443,7 @@ impl Engine {
         yolo: Option<&YoloScope>,
         now: i64,
         schema: Option<&cedar_policy::Schema>,
-    ) -> std::result::Result<(Request, Entities), String> {
+    ) -> std::result::Result<(Request, Entities), CedarRequestError> {
         let principal_uid = match principal {
             Principal::Agent => uid("Agent", "agent"),
             Principal::Operator(who) => uid("Operator", who),
@@ -476,7 +480,7 @@ impl Engine {
                 ]);
                 entities.push(
                     Entity::new(resource.clone(), attrs, HashSet::new())
-                        .map_err(|e| e.to_string())?,
+                        .map_err(|e| CedarRequestError::Entity(Box::new(e)))?,
                 );
                 resource
             }
@@ -491,11 +495,12 @@ impl Engine {
             now,
         );
         let context = Context::from_pairs(context.into_iter().map(|(k, v)| (k.to_string(), v)))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| CedarRequestError::Context(Box::new(e)))?;
         let action_uid = uid("Action", ask.action().name());
         let request = Request::new(principal_uid, action_uid, resource_uid, context, schema)
-            .map_err(|e| e.to_string())?;
-        let entities = Entities::from_entities(entities, schema).map_err(|e| e.to_string())?;
+            .map_err(|e| CedarRequestError::Request(Box::new(e)))?;
+        let entities = Entities::from_entities(entities, schema)
+            .map_err(|e| CedarRequestError::Entities(Box::new(e)))?;
         Ok((request, entities))
     }
 
@@ -557,7 +562,7 @@ impl Engine {
             schema,
         ) {
             Ok(built) => built,
-            Err(error) => return deny_with_error(action, repository, error),
+            Err(error) => return deny_with_error(action, repository, error.to_string()),
         };
         let response = self.authorize(&request, &entities);
         let errors: Vec<String> = response

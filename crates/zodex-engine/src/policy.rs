@@ -47,6 +47,12 @@ pub enum PolicyError {
     },
 }
 
+/// What is wrong with one policy file: every problem found, rendered `file:line:col: message`,
+/// one a line (the caller lists them under one "refusing to start" verdict).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PolicyFileProblems(pub String);
+
 /// The schema and the complete, validated policy set the engine decides with.
 pub struct Policies {
     pub schema: Schema,
@@ -91,7 +97,7 @@ impl Policies {
                             .map_err(|e| PolicyError::Invalid(format!("{file}: {e}")))?;
                     }
                 }
-                Err(message) => problems.push_str(&message),
+                Err(file_problems) => problems.push_str(&file_problems.0),
             }
         }
         if !problems.is_empty() {
@@ -199,8 +205,14 @@ pub(crate) fn read_operator_dir(dir: &Path) -> Result<Vec<(String, String)>, Pol
 
 /// Parses one file, renames its policies after their `@id`, and validates them against the
 /// schema. Errors are rendered `file:line:col: message`.
-pub(crate) fn parse_file(schema: &Schema, file: &str, text: &str) -> Result<PolicySet, String> {
-    let parsed: PolicySet = text.parse().map_err(|e| render(file, text, &e))?;
+pub(crate) fn parse_file(
+    schema: &Schema,
+    file: &str,
+    text: &str,
+) -> Result<PolicySet, PolicyFileProblems> {
+    let parsed: PolicySet = text
+        .parse()
+        .map_err(|e| PolicyFileProblems(render(file, text, &e)))?;
     let mut renamed = PolicySet::new();
     let mut problems = String::new();
     // The parser numbers policies `policy0`, `policy1`, … in file order.
@@ -229,7 +241,7 @@ pub(crate) fn parse_file(schema: &Schema, file: &str, text: &str) -> Result<Poli
         }
     }
     if !problems.is_empty() {
-        return Err(problems);
+        return Err(PolicyFileProblems(problems));
     }
     let result = Validator::new(schema.clone()).validate(&renamed, ValidationMode::Strict);
     for error in result.validation_errors() {
@@ -238,7 +250,7 @@ pub(crate) fn parse_file(schema: &Schema, file: &str, text: &str) -> Result<Poli
     if problems.is_empty() {
         Ok(renamed)
     } else {
-        Err(problems)
+        Err(PolicyFileProblems(problems))
     }
 }
 

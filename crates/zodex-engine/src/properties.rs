@@ -10,7 +10,7 @@
 //! a solver); this module only reads and validates the files, so it needs no process.
 
 pub use super::policy::scope_names;
-use super::policy::{PolicyError, parse_file, read_operator_dir};
+use super::policy::{PolicyError, PolicyFileProblems, parse_file, read_operator_dir};
 use cedar_policy::{ActionConstraint, Effect, EntityUid, Policy, PolicyId, Schema};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -42,6 +42,19 @@ pub const NEVER_ERRORS: &str = "never-errors";
 
 /// The subdirectory of the operator's policy directory that holds their own properties.
 pub const OPERATOR_SUBDIR: &str = "properties";
+
+/// Why one policy of a property file is not a property (each message ends its line).
+#[derive(Debug, thiserror::Error)]
+enum PropertyError {
+    #[error(
+        "{file}: property `{id}` is a forbid; write a property as a `permit` of the requests it accepts\n"
+    )]
+    Forbid { file: String, id: String },
+    #[error(transparent)]
+    Assumption(#[from] PolicyFileProblems),
+    #[error("{file}: the @assume of `{id}` did not parse as one condition\n")]
+    AssumptionNotOneCondition { file: String, id: String },
+}
 
 /// One property: what it accepts, and what it assumes.
 #[derive(Debug, Clone)]
@@ -91,8 +104,8 @@ impl Properties {
         for (file, text) in &files {
             let set = match parse_file(schema, file, text) {
                 Ok(set) => set,
-                Err(message) => {
-                    problems.push_str(&message);
+                Err(file_problems) => {
+                    problems.push_str(&file_problems.0);
                     continue;
                 }
             };
@@ -109,7 +122,7 @@ impl Properties {
                 }
                 match property(schema, file, policy) {
                     Ok(property) => list.push(property),
-                    Err(message) => problems.push_str(&message),
+                    Err(error) => problems.push_str(&error.to_string()),
                 }
             }
         }
@@ -129,12 +142,13 @@ impl Properties {
     }
 }
 
-fn property(schema: &Schema, file: &str, policy: Policy) -> Result<Property, String> {
+fn property(schema: &Schema, file: &str, policy: Policy) -> Result<Property, PropertyError> {
     let id = policy.id().to_string();
     if policy.effect() != Effect::Permit {
-        return Err(format!(
-            "{file}: property `{id}` is a forbid; write a property as a `permit` of the requests it accepts\n"
-        ));
+        return Err(PropertyError::Forbid {
+            file: file.to_string(),
+            id,
+        });
     }
     let assumption = match policy.annotation("assume") {
         None => None,
@@ -156,7 +170,7 @@ fn assumption(
     id: &str,
     policy: &Policy,
     expr: &str,
-) -> Result<Policy, String> {
+) -> Result<Policy, PropertyError> {
     let action = match policy.action_constraint() {
         ActionConstraint::Any => "action".to_string(),
         ActionConstraint::Eq(one) => format!("action == {one}"),
@@ -174,7 +188,10 @@ fn assumption(
     let set = parse_file(schema, &format!("{file} (@assume of `{id}`)"), &text)?;
     set.policy(&PolicyId::new(format!("{id}/assume")))
         .cloned()
-        .ok_or_else(|| format!("{file}: the @assume of `{id}` did not parse as one condition\n"))
+        .ok_or_else(|| PropertyError::AssumptionNotOneCondition {
+            file: file.to_string(),
+            id: id.to_string(),
+        })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! write coverage; the other half is the writer App's installation, which the publisher checks
 //! at GitHub. The default branch is never configured here: it is GitHub's (see `decide.rs`).
 
-use super::repo::{RepoName, validate_owner};
+use super::repo::{RepoName, RepoNameError, validate_owner};
 use serde::{Deserialize, Serialize};
 
 /// One `[[targets]]` entry of the configuration: exactly one of `repo` or `owner`.
@@ -32,32 +32,38 @@ pub struct Target {
     pattern: Pattern,
 }
 
+/// Why a `[[targets]]` entry of the configuration was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    #[error("[[targets]] repo: {0}")]
+    Repo(#[from] RepoNameError),
+    #[error("[[targets]] owner `{owner}`: {reason}")]
+    Owner { owner: String, reason: &'static str },
+    #[error(
+        "each [[targets]] entry needs exactly one of `repo = \"owner/name\"` or `owner = \"owner\"`"
+    )]
+    RepoOrOwner,
+}
+
 /// The validated list of targets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Targets(Vec<Target>);
 
 impl Targets {
-    pub fn from_specs(specs: &[TargetSpec]) -> Result<Self, String> {
+    pub fn from_specs(specs: &[TargetSpec]) -> Result<Self, TargetError> {
         specs
             .iter()
             .map(|spec| {
                 let pattern = match (&spec.repo, &spec.owner) {
-                    (Some(repo), None) => Pattern::Repo(
-                        RepoName::parse(repo)
-                            .map_err(|e| format!("[[targets]] repo: {e}"))?
-                            .key(),
-                    ),
+                    (Some(repo), None) => Pattern::Repo(RepoName::parse(repo)?.key()),
                     (None, Some(owner)) => {
-                        validate_owner(owner)
-                            .map_err(|e| format!("[[targets]] owner `{owner}`: {e}"))?;
+                        validate_owner(owner).map_err(|reason| TargetError::Owner {
+                            owner: owner.clone(),
+                            reason,
+                        })?;
                         Pattern::Owner(owner.to_ascii_lowercase())
                     }
-                    _ => {
-                        return Err(
-                            "each [[targets]] entry needs exactly one of `repo = \"owner/name\"` or `owner = \"owner\"`"
-                                .to_string(),
-                        );
-                    }
+                    _ => return Err(TargetError::RepoOrOwner),
                 };
                 Ok(Target { pattern })
             })

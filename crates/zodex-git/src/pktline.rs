@@ -51,8 +51,42 @@ pub struct RefCommand {
 /// GitHub's `report-status`: whether it unpacked the pack, and each ref's outcome in its words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
+    // String: GitHub's own words (`unpack <reason>`), passed on to the person pushing.
     pub unpack: Result<(), String>,
+    // String: GitHub's own words for a refused ref (`ng <ref> <reason>`), passed on as they are.
     pub refs: HashMap<String, Result<(), String>>,
+}
+
+/// Why an answer from GitHub is not git's smart protocol (pkt-lines, an advertisement, a
+/// report).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PktError {
+    #[error("a truncated pkt-line length")]
+    TruncatedLength,
+    #[error("{0:?} is not a pkt-line length")]
+    BadLength(String),
+    #[error("pkt-line length {0} is reserved")]
+    ReservedLength(usize),
+    #[error("pkt-line length {0}")]
+    TooLong(usize),
+    #[error("a truncated pkt-line")]
+    Truncated,
+    #[error("no `{0}` line")]
+    NoServiceLine(String),
+    #[error("no flush after the service line")]
+    NoFlushAfterService,
+    #[error("a ref line is not UTF-8")]
+    RefLineNotUtf8,
+    #[error("{0:?} is not a ref line")]
+    NotRefLine(String),
+    #[error("{0:?} is not an object id")]
+    NotObjectId(String),
+    #[error("no refs and no capabilities")]
+    NoRefs,
+    #[error("unexpected report line {0:?}")]
+    UnexpectedReportLine(String),
+    #[error("no `unpack` line")]
+    NoUnpackLine,
 }
 
 /// One pkt-line: four hex digits of length (itself included), then the payload.
@@ -84,31 +118,26 @@ pub fn command_lines(commands: &[RefCommand], capabilities: &[String]) -> Vec<u8
 }
 
 /// Splits `bytes` into pkt-lines; `None` stands for a flush packet.
-fn pkt_lines(mut bytes: &[u8]) -> Result<Vec<Option<&[u8]>>, String> {
+fn pkt_lines(mut bytes: &[u8]) -> Result<Vec<Option<&[u8]>>, PktError> {
     let mut lines = Vec::new();
     while !bytes.is_empty() {
         let Some(head) = bytes.get(..4) else {
-            return Err("a truncated pkt-line length".into());
+            return Err(PktError::TruncatedLength);
         };
         let len = std::str::from_utf8(head)
             .ok()
             .and_then(|h| usize::from_str_radix(h, 16).ok())
-            .ok_or_else(|| {
-                format!(
-                    "{:?} is not a pkt-line length",
-                    String::from_utf8_lossy(head)
-                )
-            })?;
+            .ok_or_else(|| PktError::BadLength(String::from_utf8_lossy(head).into_owned()))?;
         match len {
             0 => {
                 lines.push(None);
                 bytes = &bytes[4..];
             }
-            1..=3 => return Err(format!("pkt-line length {len} is reserved")),
-            _ if len - 4 > MAX_PKT_PAYLOAD => return Err(format!("pkt-line length {len}")),
+            1..=3 => return Err(PktError::ReservedLength(len)),
+            _ if len - 4 > MAX_PKT_PAYLOAD => return Err(PktError::TooLong(len)),
             _ => {
                 let Some(payload) = bytes.get(4..len) else {
-                    return Err("a truncated pkt-line".into());
+                    return Err(PktError::Truncated);
                 };
                 lines.push(Some(payload.strip_suffix(b"\n").unwrap_or(payload)));
                 bytes = &bytes[len..];
@@ -123,23 +152,23 @@ fn is_object_id(text: &str) -> bool {
 }
 
 /// Reads an `info/refs` answer for `git-receive-pack` (smart HTTP, protocol v0/v1).
-pub fn parse_advertisement(body: &[u8]) -> Result<Advertisement, String> {
+pub fn parse_advertisement(body: &[u8]) -> Result<Advertisement, PktError> {
     parse_advertisement_of("git-receive-pack", body)
 }
 
 /// [`parse_advertisement`] of `service`'s answer (`git-upload-pack`: the refs a read token
 /// sees, in protocol v0, peeled tags as `^{}` entries).
-pub fn parse_advertisement_of(service: &str, body: &[u8]) -> Result<Advertisement, String> {
+pub fn parse_advertisement_of(service: &str, body: &[u8]) -> Result<Advertisement, PktError> {
     let lines = pkt_lines(body)?;
     let mut lines = lines.into_iter().peekable();
     // `# service=…`, a flush, then the refs (a dumb server sends none of it).
     let first = format!("# service={service}");
     match lines.next() {
         Some(Some(line)) if line == first.as_bytes() => {}
-        _ => return Err(format!("no `{first}` line")),
+        _ => return Err(PktError::NoServiceLine(first)),
     }
     if lines.next() != Some(None) {
-        return Err("no flush after the service line".into());
+        return Err(PktError::NoFlushAfterService);
     }
     if lines.peek() == Some(&Some(b"version 1".as_slice())) {
         lines.next();
@@ -164,12 +193,12 @@ pub fn parse_advertisement_of(service: &str, body: &[u8]) -> Result<Advertisemen
         } else {
             line
         };
-        let text = std::str::from_utf8(line).map_err(|_| "a ref line is not UTF-8".to_string())?;
+        let text = std::str::from_utf8(line).map_err(|_| PktError::RefLineNotUtf8)?;
         let Some((oid, name)) = text.split_once(' ') else {
-            return Err(format!("{text:?} is not a ref line"));
+            return Err(PktError::NotRefLine(text.to_string()));
         };
         if !is_object_id(oid) {
-            return Err(format!("{oid:?} is not an object id"));
+            return Err(PktError::NotObjectId(oid.to_string()));
         }
         match name {
             // An empty repository: capabilities only.
@@ -181,13 +210,13 @@ pub fn parse_advertisement_of(service: &str, body: &[u8]) -> Result<Advertisemen
         }
     }
     if first {
-        return Err("no refs and no capabilities".into());
+        return Err(PktError::NoRefs);
     }
     Ok(advertisement)
 }
 
 /// Reads a `report-status` answer (without side-band).
-pub fn parse_report(body: &[u8]) -> Result<Report, String> {
+pub fn parse_report(body: &[u8]) -> Result<Report, PktError> {
     let mut unpack = None;
     let mut refs = HashMap::new();
     for line in pkt_lines(body)? {
@@ -205,10 +234,10 @@ pub fn parse_report(body: &[u8]) -> Result<Report, String> {
             let (name, reason) = rest.split_once(' ').unwrap_or((rest, "rejected"));
             refs.insert(name.to_string(), Err(reason.to_string()));
         } else {
-            return Err(format!("unexpected report line {text:?}"));
+            return Err(PktError::UnexpectedReportLine(text.into_owned()));
         }
     }
-    let unpack = unpack.ok_or_else(|| "no `unpack` line".to_string())?;
+    let unpack = unpack.ok_or(PktError::NoUnpackLine)?;
     Ok(Report { unpack, refs })
 }
 

@@ -14,7 +14,7 @@
 //! ([`zodex_github`]), with a longer read timeout: GitHub checks the objects of a
 //! large push before it answers.
 
-pub use super::pktline::{Advertisement, RefCommand, Report, ZERO_ID};
+pub use super::pktline::{Advertisement, PktError, RefCommand, Report, ZERO_ID};
 use super::pktline::{command_lines, parse_advertisement, parse_report};
 use base64::Engine as _;
 use futures_util::StreamExt as _;
@@ -59,8 +59,16 @@ pub enum ReceivePackError {
         "GitHub's answer to {what} is not git's receive-pack protocol ({message}); nothing is known to be pushed; fetch and push again"
     )]
     Protocol { what: &'static str, message: String },
+    // `problem` is in the message, so not a `#[source]` (a chain printer would repeat it).
+    #[error(
+        "GitHub's answer to {what} is not git's receive-pack protocol ({problem}); nothing is known to be pushed; fetch and push again"
+    )]
+    Answer {
+        what: &'static str,
+        problem: PktError,
+    },
     #[error("reading the verified pack failed: {0}; push again")]
-    Pack(String),
+    Pack(std::io::Error),
 }
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
@@ -71,14 +79,16 @@ type Connector = hyper_timeout::TimeoutConnector<
 /// The HTTPS connector of every session, made once: loading the system's TLS roots costs
 /// milliseconds that a small push would otherwise pay each time.
 fn connector() -> Result<Connector, ReceivePackError> {
-    static CONNECTOR: std::sync::OnceLock<Result<Connector, String>> = std::sync::OnceLock::new();
+    // The failure is kept for every later session: shared, as an `io::Error` is not `Clone`.
+    type Made = Result<Connector, std::sync::Arc<std::io::Error>>;
+    static CONNECTOR: std::sync::OnceLock<Made> = std::sync::OnceLock::new();
     let made = CONNECTOR.get_or_init(|| {
         let provider = rustls::crypto::CryptoProvider::get_default()
             .cloned()
             .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider)
-            .map_err(|e| e.to_string())?
+            .map_err(std::sync::Arc::new)?
             .https_or_http()
             .enable_http1()
             .build();
@@ -88,9 +98,9 @@ fn connector() -> Result<Connector, ReceivePackError> {
         connector.set_read_timeout(Some(Duration::from_secs(600)));
         Ok(connector)
     });
-    made.clone().map_err(|message| ReceivePackError::Transport {
+    made.clone().map_err(|e| ReceivePackError::Transport {
         what: "loading the system's TLS roots",
-        message,
+        message: e.to_string(),
     })
 }
 
@@ -181,9 +191,9 @@ impl Session {
             http::Request::get(format!("{}/info/refs?service=git-receive-pack", self.url))
                 .header(ACCEPT, "*/*");
         let body = self.exchange(WHAT, request, empty_body()).await?;
-        parse_advertisement(&body).map_err(|message| ReceivePackError::Protocol {
+        parse_advertisement(&body).map_err(|problem| ReceivePackError::Answer {
             what: WHAT,
-            message,
+            problem,
         })
     }
 
@@ -194,10 +204,10 @@ impl Session {
         let request = http::Request::get(format!("{}/info/refs?service=git-upload-pack", self.url))
             .header(ACCEPT, "*/*");
         let body = self.exchange(WHAT, request, empty_body()).await?;
-        super::pktline::parse_advertisement_of("git-upload-pack", &body).map_err(|message| {
-            ReceivePackError::Protocol {
+        super::pktline::parse_advertisement_of("git-upload-pack", &body).map_err(|problem| {
+            ReceivePackError::Answer {
                 what: WHAT,
-                message,
+                problem,
             }
         })
     }
@@ -219,12 +229,8 @@ impl Session {
             Some(path) => {
                 let file = tokio::fs::File::open(path)
                     .await
-                    .map_err(|e| ReceivePackError::Pack(e.to_string()))?;
-                let pack_len = file
-                    .metadata()
-                    .await
-                    .map_err(|e| ReceivePackError::Pack(e.to_string()))?
-                    .len();
+                    .map_err(ReceivePackError::Pack)?;
+                let pack_len = file.metadata().await.map_err(ReceivePackError::Pack)?.len();
                 let len = head.len() as u64 + pack_len;
                 let first = futures_util::stream::once(async move { Ok(Bytes::from(head)) });
                 let rest = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024);
@@ -250,9 +256,9 @@ impl Session {
             .header(ACCEPT, "application/x-git-receive-pack-result")
             .header(CONTENT_LENGTH, len);
         let answer = self.exchange(WHAT, request, body).await?;
-        parse_report(&answer).map_err(|message| ReceivePackError::Protocol {
+        parse_report(&answer).map_err(|problem| ReceivePackError::Answer {
             what: WHAT,
-            message,
+            problem,
         })
     }
 }
@@ -279,9 +285,9 @@ impl Session {
             .header(CONTENT_TYPE, "application/x-git-receive-pack-request")
             .header(ACCEPT, "application/x-git-receive-pack-result");
         let answer = self.exchange(WHAT, request, body).await?;
-        parse_report(&answer).map_err(|message| ReceivePackError::Protocol {
+        parse_report(&answer).map_err(|problem| ReceivePackError::Answer {
             what: WHAT,
-            message,
+            problem,
         })
     }
 }

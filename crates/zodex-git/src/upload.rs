@@ -13,7 +13,8 @@
 //! GitHub lacks against what it has.
 
 use super::git;
-use super::receive_pack::{RefCommand, Session};
+use super::import_error::ImportError;
+use super::receive_pack::{ReceivePackError, RefCommand, Session};
 use super::{Quarantine, SharedQuarantine};
 use std::collections::HashMap;
 use std::path::Path;
@@ -43,10 +44,44 @@ pub enum Route {
 
 /// What GitHub said of each ref pushed, by ref name (its words for a refusal). The one name
 /// for per-ref results inside the publisher; `protocol::RefResult` is what the agent is told.
+// String: GitHub's own words for a refused ref, handed on to the person pushing as they are.
 pub type RefOutcomes = HashMap<String, Result<(), String>>;
 
 /// Each ref's outcome, or one error for all of them.
-pub type Pushed = Result<RefOutcomes, String>;
+pub type Pushed = Result<RefOutcomes, PushError>;
+
+/// Why a push reached no ref at GitHub (one error for all of them).
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    #[error(transparent)]
+    ReceivePack(#[from] ReceivePackError),
+    /// GitHub's words (`unpack <reason>`).
+    #[error("GitHub could not store the pack ({0}); nothing was pushed; push again")]
+    Unpack(String),
+    #[error("the push to GitHub failed: {0}; push again")]
+    Task(tokio::task::JoinError),
+    #[error("cannot run git: {0}")]
+    RunGit(std::io::Error),
+    /// git's standard error, the token scrubbed out.
+    #[error("pushing to GitHub failed: {0}")]
+    GitPush(String),
+}
+
+/// Why the verified pack cannot go to GitHub as it is (it is repacked with `git push`
+/// instead); nothing was sent yet.
+#[derive(Debug, thiserror::Error)]
+pub enum PassThroughError {
+    #[error("a ref of the request was refused, and the pack carries its objects")]
+    RefRefused,
+    #[error(transparent)]
+    Session(#[from] ReceivePackError),
+    #[error("GitHub did not advertise {0}")]
+    Capability(&'static str),
+    #[error("a base of the bundle is not reachable from a ref GitHub advertised")]
+    BaseUnreachable,
+    #[error("checking the bundle's bases: {0}")]
+    BaseCheck(ImportError),
+}
 
 /// Where a push goes: the mirror it is made from, GitHub's URL, and GitHub's ref values the
 /// decisions saw (what the commits pushed are new against).
@@ -80,7 +115,7 @@ pub async fn push_leased(
         .await
     };
     let session = match fits {
-        false => Err("a ref of the request was refused, and the pack carries its objects".into()),
+        false => Err(PassThroughError::RefRefused),
         true => pass_through(mirror, url, quarantine, updates, atomic, token).await,
     };
     let (pushed, route) = match session {
@@ -100,7 +135,7 @@ pub async fn push_leased(
                 })
             })
             .await;
-            (pushed, Route::Repacked(why))
+            (pushed, Route::Repacked(why.to_string()))
         }
     };
     match &route {
@@ -126,9 +161,9 @@ async fn pass_through(
     updates: &[LeasedUpdate],
     atomic: bool,
     token: &Token,
-) -> Result<Pushed, String> {
-    let session = Session::new(url, token).map_err(|e| e.to_string())?;
-    let advertised = session.advertisement().await.map_err(|e| e.to_string())?;
+) -> Result<Pushed, PassThroughError> {
+    let session = Session::new(url, token)?;
+    let advertised = session.advertisement().await?;
     let (pack, mut bases) = quarantine.with(|q| {
         let pack = q.pack_file().map(Path::to_path_buf);
         let prerequisites = q.header.iter().flat_map(|h| h.prerequisites.clone());
@@ -172,7 +207,7 @@ pub fn bases_at_github_owned(
     mirror: &Path,
     bases: &[String],
     advertised: &[String],
-) -> Result<(), String> {
+) -> Result<(), PassThroughError> {
     let bases: Vec<&str> = bases.iter().map(String::as_str).collect();
     let advertised: Vec<&str> = advertised.iter().map(String::as_str).collect();
     bases_at_github(quarantine, mirror, &bases, &advertised)
@@ -186,13 +221,11 @@ pub fn bases_at_github(
     mirror: &Path,
     bases: &[&str],
     advertised: &[&str],
-) -> Result<(), String> {
+) -> Result<(), PassThroughError> {
     match quarantine.all_reachable(mirror, bases, advertised) {
         Ok(true) => Ok(()),
-        Ok(false) => {
-            Err("a base of the bundle is not reachable from a ref GitHub advertised".into())
-        }
-        Err(e) => Err(format!("checking the bundle's bases: {e}")),
+        Ok(false) => Err(PassThroughError::BaseUnreachable),
+        Err(e) => Err(PassThroughError::BaseCheck(e)),
     }
 }
 
@@ -202,7 +235,7 @@ fn capabilities(
     advertised: &super::receive_pack::Advertisement,
     atomic: bool,
     with_pack: bool,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, PassThroughError> {
     let mut needed = vec!["report-status"];
     if atomic {
         needed.push("atomic");
@@ -211,7 +244,7 @@ fn capabilities(
         needed.push("ofs-delta");
     }
     if let Some(missing) = needed.iter().find(|c| !advertised.has(c)) {
-        return Err(format!("GitHub did not advertise {missing}"));
+        return Err(PassThroughError::Capability(missing));
     }
     let mut capabilities: Vec<String> = vec!["report-status".into()];
     if atomic {
@@ -232,14 +265,12 @@ fn capabilities(
 
 /// Each ref's outcome in GitHub's report (GitHub's words for a refusal).
 fn outcomes<'a>(
-    report: Result<super::receive_pack::Report, super::receive_pack::ReceivePackError>,
+    report: Result<super::receive_pack::Report, ReceivePackError>,
     dsts: impl Iterator<Item = &'a str>,
 ) -> Pushed {
-    let report = report.map_err(|e| e.to_string())?;
+    let report = report?;
     if let Err(why) = &report.unpack {
-        return Err(format!(
-            "GitHub could not store the pack ({why}); nothing was pushed; push again"
-        ));
+        return Err(PushError::Unpack(why.clone()));
     }
     Ok(dsts
         .map(|dst| {
@@ -276,9 +307,9 @@ impl StreamedPush {
         pack: impl futures_util::Stream<Item = std::io::Result<tokio_util::bytes::Bytes>>
         + Send
         + 'static,
-    ) -> Result<Self, String> {
-        let session = Session::new(url, token).map_err(|e| e.to_string())?;
-        let advertised = session.advertisement().await.map_err(|e| e.to_string())?;
+    ) -> Result<Self, PassThroughError> {
+        let session = Session::new(url, token)?;
+        let advertised = session.advertisement().await?;
         let capabilities = capabilities(&advertised, atomic, true)?;
         let task =
             tokio::spawn(
@@ -306,7 +337,7 @@ impl StreamedPush {
     pub async fn finish<'a>(self, dsts: impl Iterator<Item = &'a str>) -> Pushed {
         match self.task.await {
             Ok(report) => outcomes(report, dsts),
-            Err(e) => Err(format!("the push to GitHub failed: {e}; push again")),
+            Err(e) => Err(PushError::Task(e)),
         }
     }
 }
@@ -342,7 +373,7 @@ pub fn git_push(
             Some(new) => cmd.arg(format!("{new}:{}", u.dst)),
         };
     }
-    let output = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
+    let output = cmd.output().map_err(PushError::RunGit)?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let mut outcomes = HashMap::new();
     for line in stdout.lines() {
@@ -365,10 +396,10 @@ pub fn git_push(
         outcomes.insert(dst.to_string(), outcome);
     }
     if outcomes.is_empty() {
-        return Err(format!(
-            "pushing to GitHub failed: {}",
-            git::scrub(&String::from_utf8_lossy(&output.stderr), Some(token))
-        ));
+        return Err(PushError::GitPush(git::scrub(
+            &String::from_utf8_lossy(&output.stderr),
+            Some(token),
+        )));
     }
     Ok(outcomes)
 }
@@ -386,14 +417,13 @@ fn fetch_edge_trees(
 ) {
     let tips: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
     let github: Vec<&str> = github.iter().map(String::as_str).collect();
-    let fetched = quarantine
-        .edge_trees(mirror, &tips, &github)
-        .map_err(|e| e.to_string())
-        .and_then(|trees| {
-            super::mirror::fetch_trees_whole(mirror, url, token, &trees).map_err(|e| e.to_string())
-        });
-    if let Err(e) = fetched {
-        tracing::warn!(error = %e, "fetching the trees git push reads failed");
+    match quarantine.edge_trees(mirror, &tips, &github) {
+        Ok(trees) => {
+            if let Err(e) = super::mirror::fetch_trees_whole(mirror, url, token, &trees) {
+                tracing::warn!(error = %e, "fetching the trees git push reads failed");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "fetching the trees git push reads failed"),
     }
 }
 

@@ -15,12 +15,13 @@ pub enum GithubError {
         source: std::io::Error,
     },
     #[error(
-        "the {app} App's private key {path} is not an RSA private key in PEM form ({message}); download a new key from the App's settings page"
+        "the {app} App's private key {path} is not an RSA private key in PEM form ({reason}); download a new key from the App's settings page"
     )]
+    // `reason` is in the message, so not a `#[source]` (a chain printer would repeat it).
     BadKey {
         app: &'static str,
         path: PathBuf,
-        message: String,
+        reason: jsonwebtoken::errors::Error,
     },
     #[error("[github] {0}")]
     Config(String),

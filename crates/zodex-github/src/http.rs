@@ -13,6 +13,23 @@ use http_body_util::BodyExt;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// Why one HTTP exchange with GitHub did not get an answer (a transport failure: retried, then
+/// reported as [`GithubError::Transport`]). No variant carries a secret.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SendError {
+    #[error(transparent)]
+    Sign(GithubError),
+    #[error("the credential is not a valid header value")]
+    Header,
+    #[error(transparent)]
+    Build(octocrab::Error),
+    /// The whole chain: octocrab's own text is generic ("client error (Connect)").
+    #[error("{}", error_chain(.0))]
+    Exchange(octocrab::Error),
+    #[error(transparent)]
+    Body(octocrab::Error),
+}
+
 /// How hard the client tries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -110,10 +127,10 @@ impl GitHub {
             attempt += 1;
             let reply = match self.send(&method, path, auth, body).await {
                 Ok(reply) => reply,
-                Err(message) => {
+                Err(error) => {
                     if attempt < self.retry.max_attempts {
                         let wait = self.retry.backoff(attempt);
-                        tracing::warn!(what, attempt, ?wait, error = %message, "GitHub unreachable; retrying");
+                        tracing::warn!(what, attempt, ?wait, %error, "GitHub unreachable; retrying");
                         tokio::time::sleep(wait).await;
                         continue;
                     }
@@ -121,7 +138,7 @@ impl GitHub {
                         what: what.to_string(),
                         url: self.api_url.clone(),
                         attempts: attempt,
-                        message,
+                        message: error.to_string(),
                     });
                 }
             };
@@ -231,13 +248,13 @@ impl GitHub {
         path: &str,
         auth: Auth<'_>,
         body: Option<&serde_json::Value>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, SendError> {
         let credential = match auth {
-            Auth::App(key) => key.sign(self.now()).map_err(|e| e.to_string())?,
+            Auth::App(key) => key.sign(self.now()).map_err(SendError::Sign)?,
             Auth::Token(token) => token.expose().to_string(),
         };
         let mut authorization = HeaderValue::from_str(&format!("Bearer {credential}"))
-            .map_err(|_| "the credential is not a valid header value".to_string())?;
+            .map_err(|_| SendError::Header)?;
         authorization.set_sensitive(true);
         let builder = Request::builder()
             .method(method.clone())
@@ -248,7 +265,7 @@ impl GitHub {
         let mut request = self
             .http
             .build_request(builder, body)
-            .map_err(|e| e.to_string())?;
+            .map_err(SendError::Build)?;
         // octocrab adds its own `X-GitHub-Api-Version`; two of them read as "2022-11-28,
         // 2022-11-28", which GitHub refuses (400). Exactly one, ours (found by the Prism check).
         request.headers_mut().insert(
@@ -259,14 +276,14 @@ impl GitHub {
             .http
             .execute(request)
             .await
-            .map_err(|e| error_chain(&e))?;
+            .map_err(SendError::Exchange)?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response
             .into_body()
             .collect()
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(SendError::Body)?
             .to_bytes();
         let (body, json) = if bytes.is_empty() {
             (serde_json::Value::Null, true)

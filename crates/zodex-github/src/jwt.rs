@@ -43,15 +43,20 @@ impl AppKey {
                 path: config.private_key_file.clone(),
                 source,
             })?;
-        Self::from_pem(app, config.app_id, &pem).map_err(|message| GithubError::BadKey {
+        Self::from_pem(app, config.app_id, &pem).map_err(|reason| GithubError::BadKey {
             app: app.as_str(),
             path: config.private_key_file.clone(),
-            message,
+            reason,
         })
     }
 
-    pub fn from_pem(app: App, app_id: u64, pem: &[u8]) -> Result<Self, String> {
-        let key = EncodingKey::from_rsa_pem(pem).map_err(|e| e.to_string())?;
+    /// `Err`: the bytes are not an RSA private key in PEM form (jsonwebtoken says why).
+    pub fn from_pem(
+        app: App,
+        app_id: u64,
+        pem: &[u8],
+    ) -> Result<Self, jsonwebtoken::errors::Error> {
+        let key = EncodingKey::from_rsa_pem(pem)?;
         Ok(Self { app, app_id, key })
     }
 

@@ -48,7 +48,7 @@ pub async fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
                     let key = mcp_key.map(str::to_string).or(dev_key);
                     findings.extend(dev_checks(&config, key.as_deref()).await)
                 }
-                None => findings.push(Finding::fail("install", message)),
+                None => findings.push(Finding::fail("install", message.to_string())),
             }
             return DoctorReport {
                 version,
@@ -339,7 +339,7 @@ fn mcp_health(listen: &str) -> Finding {
 /// `zodex-prd check-ground` as the publisher user: keys, directories, `[github]`, both Apps.
 fn ground(record: &InstallRecord, config_path: &Path) -> Vec<Finding> {
     isolation::findings_as(record, &record.publisher_user, "check-ground", config_path)
-        .unwrap_or_else(|message| vec![Finding::fail("ground", message)])
+        .unwrap_or_else(|e| vec![Finding::fail("ground", e.to_string())])
 }
 
 /// One admin request on the publisher's own socket (doctor runs as root).

@@ -186,7 +186,33 @@ fn wait_with_timeout(
 
 /// Runs `zodex-prd check-isolation` as the agent user and returns its findings.
 pub fn check_as_agent(record: &InstallRecord, config: &Path) -> Result<Vec<Finding>, InstallError> {
-    findings_as(record, &record.agent_user, "check-isolation", config).map_err(InstallError::Failed)
+    Ok(findings_as(
+        record,
+        &record.agent_user,
+        "check-isolation",
+        config,
+    )?)
+}
+
+/// Why a `zodex-prd` check run as another user gave no findings.
+#[derive(Debug, thiserror::Error)]
+pub enum FindingsError {
+    #[error("the user {0} does not exist; rerun `zodex sprite setup`")]
+    NoUser(String),
+    #[error("cannot run zodex-prd {subcommand} as {user}: {error}")]
+    Run {
+        subcommand: String,
+        user: String,
+        error: std::io::Error,
+    },
+    /// `status` and `stderr`: how it exited and what it said.
+    #[error("zodex-prd {subcommand} as {user} printed no report ({status}): {stderr}")]
+    NoReport {
+        subcommand: String,
+        user: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
 }
 
 /// Runs `zodex-prd SUBCOMMAND --json` (one answering `{findings, all_ok}`) as `user`, with
@@ -196,27 +222,28 @@ pub fn findings_as(
     user: &str,
     subcommand: &str,
     config: &Path,
-) -> Result<Vec<Finding>, String> {
+) -> Result<Vec<Finding>, FindingsError> {
     let account = nix::unistd::User::from_name(user)
         .ok()
         .flatten()
-        .ok_or_else(|| format!("the user {user} does not exist; rerun `zodex sprite setup`"))?;
+        .ok_or_else(|| FindingsError::NoUser(user.to_string()))?;
     let mut command = Command::new(record.layout.binary("zodex-prd"));
     command.args([subcommand, "--json", "--config"]).arg(config);
     super::system::as_user(&mut command, &account);
-    let out = command
-        .output()
-        .map_err(|e| format!("cannot run zodex-prd {subcommand} as {user}: {e}"))?;
+    let out = command.output().map_err(|error| FindingsError::Run {
+        subcommand: subcommand.to_string(),
+        user: user.to_string(),
+        error,
+    })?;
     serde_json::from_slice::<zodex_protocol::Response>(&out.stdout)
         .ok()
         .and_then(|r| r.result)
         .and_then(|v| serde_json::from_value::<zodex_publisher::ground::Findings>(v).ok())
         .map(|report| report.findings)
-        .ok_or_else(|| {
-            format!(
-                "zodex-prd {subcommand} as {user} printed no report ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )
+        .ok_or_else(|| FindingsError::NoReport {
+            subcommand: subcommand.to_string(),
+            user: user.to_string(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         })
 }

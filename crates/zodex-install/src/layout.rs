@@ -148,16 +148,32 @@ pub struct InstallRecord {
     pub agent_memory_max_mib: u64,
 }
 
+/// Why the install record could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(
+        "cannot read {}: {error}; this sprite was not set up with `zodex-prd install` (run `zodex sprite setup`)",
+        path.display()
+    )]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} is damaged: {error}", path.display())]
+    Damaged {
+        path: PathBuf,
+        error: toml::de::Error,
+    },
+}
+
 impl InstallRecord {
     /// Reads the record beside `config`.
-    pub fn beside(config: &Path) -> Result<Self, String> {
+    pub fn beside(config: &Path) -> Result<Self, RecordError> {
         let path = config.parent().unwrap_or(Path::new("/")).join(RECORD_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            format!(
-                "cannot read {}: {e}; this sprite was not set up with `zodex-prd install` (run `zodex sprite setup`)",
-                path.display()
-            )
+        let text = std::fs::read_to_string(&path).map_err(|error| RecordError::Read {
+            path: path.clone(),
+            error,
         })?;
-        toml::from_str(&text).map_err(|e| format!("{} is damaged: {e}", path.display()))
+        toml::from_str(&text).map_err(|error| RecordError::Damaged { path, error })
     }
 }

@@ -62,6 +62,10 @@ pub enum InstallError {
     GithubRefused { problems: Vec<String> },
     #[error(transparent)]
     NotUp(#[from] NotUp),
+    #[error(transparent)]
+    Record(#[from] layout::RecordError),
+    #[error(transparent)]
+    Findings(#[from] isolation::FindingsError),
     #[error("{context}: {source}")]
     Io {
         context: String,

@@ -554,8 +554,13 @@ pub fn logs(record: &InstallRecord, service: &str, lines: usize) -> Result<Strin
     }
 }
 
+/// What `systemd-analyze verify` said of our units: its own lines, one per problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub struct UnitsRejected(pub Vec<String>);
+
 /// Checks the units with `systemd-analyze verify` where it exists; `None` when it does not.
-pub fn verify_units(layout: &Layout) -> Option<Result<(), String>> {
+pub fn verify_units(layout: &Layout) -> Option<Result<(), UnitsRejected>> {
     let units: Vec<PathBuf> = SERVICES.iter().map(|s| layout.unit(s)).collect();
     let out = Command::new("systemd-analyze")
         .arg("verify")
@@ -571,7 +576,9 @@ pub fn verify_units(layout: &Layout) -> Option<Result<(), String>> {
     if out.status.success() && ours.is_empty() {
         Some(Ok(()))
     } else {
-        Some(Err(ours.join("\n")))
+        Some(Err(UnitsRejected(
+            ours.into_iter().map(str::to_string).collect(),
+        )))
     }
 }
 

@@ -189,7 +189,7 @@ pub fn allow_host(config_path: &Path, host: &str) -> Result<bool, InstallError> 
             "`{host}` is not a host name (give NAME or NAME:PORT)"
         )));
     }
-    let record = InstallRecord::beside(config_path).map_err(InstallError::Failed)?;
+    let record = InstallRecord::beside(config_path)?;
     let mut config = Config::load(config_path).map_err(|e| InstallError::Failed(e.to_string()))?;
     let mut mcp = config.mcp.take().unwrap_or_default();
     let mut hosts: Vec<String> = mcp
@@ -250,7 +250,7 @@ pub fn public_url(config_path: &Path, set: Option<&str>) -> Result<PublicUrl, In
     let Some(url) = set else {
         return Ok(now(&config, false));
     };
-    let record = InstallRecord::beside(config_path).map_err(InstallError::Failed)?;
+    let record = InstallRecord::beside(config_path)?;
     let oauth_file = record.layout.mcp_oauth();
     zodex_publisher::oauth::OAuthSettings::new(url, oauth_file.clone(), Vec::new())
         .map_err(|why| InstallError::Failed(format!("{why}; nothing was changed")))?;

@@ -83,7 +83,7 @@ pub fn change(
     add: &[String],
     remove: &[String],
 ) -> Result<TargetList, InstallError> {
-    let record = InstallRecord::beside(config_path).map_err(InstallError::Failed)?;
+    let record = InstallRecord::beside(config_path)?;
     let mut config = Config::load(config_path).map_err(|e| InstallError::Failed(e.to_string()))?;
     let targets = edited(&config.targets, add, remove)?;
     let changed = targets != config.targets;

@@ -7,10 +7,13 @@
 //! Nothing here decides: the sprite's `zodex-prd` does the work and reports; this side carries
 //! the bytes and tells the operator what to do next.
 
+mod answer;
+
 use super::registry::{Registry, SpriteEntry};
 use super::remote::{Reach, Stdin};
+pub use answer::SpriteAnswerError;
+use answer::{envelope, expect_json, typed};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 use zodex_install::doctor::{DoctorReport, coverage_finding};
 use zodex_install::layout::{Layout, SPRITE_BINARIES};
@@ -39,6 +42,10 @@ pub enum DeployError {
     },
     #[error("{0}")]
     Failed(String),
+    #[error(transparent)]
+    Answer(#[from] SpriteAnswerError),
+    #[error(transparent)]
+    Upload(#[from] super::remote::UploadError),
     /// A sprite-side command failed: what it said (the cause first), and the fix the operator
     /// can run from here when it gave one.
     #[error("{message}{}", next.as_ref().map(|n| format!("\nnext: {n}")).unwrap_or_default())]
@@ -145,8 +152,7 @@ pub fn setup(
         worker: entry.worker.clone(),
         ..installed.entry()
     })?;
-    let coverage = check_targets(&installed, &options.targets)
-        .map_err(setup_step(6, "check the Apps on the targets"))?;
+    let coverage = check_targets(&installed, &options.targets)?;
     if let Some(unproven) = install.proofs.as_ref().filter(|f| !f.ok) {
         let why = match &install.solver {
             Some(SolverOutcome::Missing { why }) => format!("{why}\n"),
@@ -212,13 +218,12 @@ fn upload_binaries(
     let stage = if same {
         None
     } else {
-        let dir = reach
-            .stage()
-            .map_err(setup_step(2, "upload the binaries"))?;
+        let failed = setup_step(2, "upload the binaries");
+        let dir = reach.stage().map_err(|e| failed(e.to_string()))?;
         for name in SPRITE_BINARIES {
             if let Err(e) = reach.upload(&binaries.join(name), &format!("{dir}/{name}")) {
                 reach.unstage(&dir);
-                return Err(setup_step(2, "upload the binaries")(e));
+                return Err(failed(e.to_string()));
             }
         }
         Some(dir)
@@ -271,9 +276,9 @@ fn check_on_sprite(reach: &Reach, argv: &[String], keys: &KeyUpload) -> Result<(
     let ran = reach
         .run(&argv, Stdin::Bytes(&key_json))
         .map_err(|e| failed(e.to_string()))?;
-    let report: Findings = envelope(&ran.stdout).map_err(|message| {
+    let report: Findings = envelope(&ran.stdout).map_err(|e| {
         failed(if ran.stderr.is_empty() {
-            message
+            e.to_string()
         } else {
             ran.stderr.clone()
         })
@@ -303,9 +308,9 @@ fn install_on_sprite(
     let ran = reach
         .run(argv, Stdin::Bytes(&key_json))
         .map_err(|e| setup_step(4, "install")(e.to_string()))?;
-    envelope(&ran.stdout).map_err(|message| {
+    envelope(&ran.stdout).map_err(|e| {
         setup_step(4, "install")(if ran.stderr.is_empty() {
-            message
+            e.to_string()
         } else {
             ran.said().to_string()
         })
@@ -314,8 +319,9 @@ fn install_on_sprite(
 
 /// Step 6: both Apps on every repository target, asked of GitHub now; every target they do
 /// not cover is said, not only the first.
-fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, String> {
-    let coverage = coverage_of(installed, targets).map_err(|e| e.to_string())?;
+fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, DeployError> {
+    let failed = setup_step(6, "check the Apps on the targets");
+    let coverage = coverage_of(installed, targets).map_err(|e| failed(e.to_string()))?;
     let uncovered: Vec<&str> = coverage
         .iter()
         .filter(|f| !f.ok)
@@ -324,7 +330,7 @@ fn check_targets(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, 
     if uncovered.is_empty() {
         Ok(coverage)
     } else {
-        Err(uncovered.join("\n"))
+        Err(failed(uncovered.join("\n")))
     }
 }
 
@@ -339,7 +345,7 @@ fn coverage_of(installed: &Reach, targets: &[String]) -> Result<Vec<Finding>, De
         let check = format!("coverage {repo}");
         coverage.push(match typed::<CoverageAnswer>(&answer) {
             Ok(c) => coverage_finding(&check, &c),
-            Err(message) => Finding::fail(check.clone(), message),
+            Err(e) => Finding::fail(check.clone(), e.to_string()),
         });
     }
     Ok(coverage)
@@ -375,24 +381,6 @@ fn installed_match(reach: &Reach, layout: &Layout, binaries: &Path) -> bool {
     })
 }
 
-/// The `result` of a `--json` envelope printed by a sprite-side command.
-fn envelope<T: DeserializeOwned>(stdout: &[u8]) -> Result<T, String> {
-    let response: Response = serde_json::from_slice(stdout)
-        .map_err(|_| "the sprite printed no JSON answer".to_string())?;
-    typed(&response)
-}
-
-fn typed<T: DeserializeOwned>(response: &Response) -> Result<T, String> {
-    if !response.ok {
-        return Err(response
-            .error
-            .as_ref()
-            .map(|e| e.message.clone())
-            .unwrap_or_else(|| "the sprite refused without saying why".into()));
-    }
-    response.answer().map_err(|e| e.to_string())
-}
-
 /// `zodex sprite doctor`: the sprite's own checks, with the operator's MCP key (if any) on
 /// stdin, plus whether the sprite runs this operator's version and, when the sprite has an
 /// edge Worker, whether it runs this build for this sprite.
@@ -403,11 +391,11 @@ pub fn doctor(entry: &SpriteEntry) -> Result<DoctorReport, DeployError> {
         &["doctor", "--json", "--mcp-key-stdin"],
         Stdin::Bytes(key.as_deref().unwrap_or("").as_bytes()),
     )?;
-    let mut report: DoctorReport = envelope(&ran.stdout).map_err(|message| {
+    let mut report: DoctorReport = envelope(&ran.stdout).map_err(|e| {
         DeployError::Failed(format!(
             "the sprite's doctor did not run: {}",
             if ran.stderr.is_empty() {
-                message
+                e.to_string()
             } else {
                 ran.said().to_string()
             }
@@ -444,30 +432,6 @@ pub fn doctor(entry: &SpriteEntry) -> Result<DoctorReport, DeployError> {
         });
     }
     Ok(report)
-}
-
-/// The `result` of a sprite command's `--json` answer; its `error` (or, when it printed no
-/// answer, its stderr) as [`DeployError::OnSprite`].
-fn expect_json<T: DeserializeOwned>(ran: super::remote::Ran) -> Result<T, DeployError> {
-    match serde_json::from_slice::<Response>(&ran.stdout) {
-        Ok(response) if !response.ok => Err(DeployError::OnSprite {
-            message: response
-                .error
-                .as_ref()
-                .map(|e| e.message.clone())
-                .unwrap_or_else(|| "the sprite refused without saying why".into()),
-            next: response.error.and_then(|e| e.unblock),
-        }),
-        Ok(response) => typed(&response).map_err(DeployError::Failed),
-        Err(_) => Err(DeployError::OnSprite {
-            message: if ran.stderr.is_empty() {
-                "the sprite printed no JSON answer".into()
-            } else {
-                ran.said().to_string()
-            },
-            next: None,
-        }),
-    }
 }
 
 pub fn status(entry: &SpriteEntry) -> Result<Vec<ServiceState>, DeployError> {
@@ -629,12 +593,10 @@ pub fn upgrade(entry: &SpriteEntry, binaries: &Path) -> Result<Vec<ServiceState>
             )));
         }
     }
-    let dir = reach.stage().map_err(DeployError::Failed)?;
+    let dir = reach.stage()?;
     let result = (|| {
         for name in SPRITE_BINARIES {
-            reach
-                .upload(&binaries.join(name), &format!("{dir}/{name}"))
-                .map_err(DeployError::Failed)?;
+            reach.upload(&binaries.join(name), &format!("{dir}/{name}"))?;
         }
         let ran = reach.prd_at(
             &format!("{dir}/zodex-prd"),

@@ -28,6 +28,11 @@ pub enum DevError {
     Registry(#[from] super::registry::RegistryError),
     #[error(transparent)]
     Config(#[from] zodex_config::ConfigError),
+    /// No tokio runtime for devhub.
+    #[error(transparent)]
+    Runtime(std::io::Error),
+    #[error(transparent)]
+    DevHub(#[from] zodex_devhub::DevHubError),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DevError {
@@ -580,12 +585,8 @@ fn stop(pid: i32) {
 
 /// Runs the local GitHub (devhub) in the foreground until it is stopped: what `zodex dev up`
 /// starts in the background, as `zodex dev devhub`.
-pub fn serve_devhub(dir: PathBuf, api_port: u16, git_port: u16) -> Result<(), String> {
+pub fn serve_devhub(dir: PathBuf, api_port: u16, git_port: u16) -> Result<(), DevError> {
     let config = zodex_devhub::DevHubConfig::new(dir).with_ports(api_port, git_port);
-    tokio::runtime::Runtime::new()
-        .map_err(|e| e.to_string())
-        .and_then(|rt| {
-            rt.block_on(zodex_devhub::serve(config))
-                .map_err(|e| e.to_string())
-        })
+    let runtime = tokio::runtime::Runtime::new().map_err(DevError::Runtime)?;
+    Ok(runtime.block_on(zodex_devhub::serve(config))?)
 }

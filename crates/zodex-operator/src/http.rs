@@ -27,12 +27,42 @@ pub struct Answer {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{method} {url}: {message}")]
+#[error("{method} {url}: {failure}")]
 pub struct HttpError {
     method: &'static str,
     /// Scheme, host and path only: the query (and any key in it) is left out.
     url: String,
-    message: String,
+    failure: HttpFailure,
+}
+
+/// What went wrong with one exchange (never naming the URL).
+#[derive(Debug, thiserror::Error)]
+pub enum HttpFailure {
+    #[error("cannot start a runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("no answer within {0} s")]
+    Timeout(u64),
+    #[error("cannot load the system's TLS roots: {0}")]
+    TlsRoots(std::io::Error),
+    #[error("not a valid URL")]
+    InvalidUrl,
+    /// hyper's error chain says what failed (DNS, connect, TLS) and never the URL.
+    #[error("{}", chain(.0))]
+    Exchange(hyper_util::client::legacy::Error),
+    #[error("reading the answer: {0}")]
+    Read(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// `error` and each of its causes, joined by `: `.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// `url` without its query or fragment, for messages.
@@ -60,30 +90,30 @@ fn request(
     body: Option<Vec<u8>>,
     timeout: Duration,
 ) -> Result<Answer, HttpError> {
-    let fail = |message: String| HttpError {
+    let fail = |failure: HttpFailure| HttpError {
         method,
         url: without_query(url),
-        message,
+        failure,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| fail(format!("cannot start a runtime: {e}")))?;
+        .map_err(|e| fail(HttpFailure::Runtime(e)))?;
     runtime.block_on(async {
         match tokio::time::timeout(timeout, exchange(method, url, body)).await {
             Ok(result) => result.map_err(fail),
-            Err(_) => Err(fail(format!("no answer within {} s", timeout.as_secs()))),
+            Err(_) => Err(fail(HttpFailure::Timeout(timeout.as_secs()))),
         }
     })
 }
 
-async fn exchange(method: &str, url: &str, body: Option<Vec<u8>>) -> Result<Answer, String> {
+async fn exchange(method: &str, url: &str, body: Option<Vec<u8>>) -> Result<Answer, HttpFailure> {
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(provider)
-        .map_err(|e| format!("cannot load the system's TLS roots: {e}"))?
+        .map_err(HttpFailure::TlsRoots)?
         .https_or_http()
         .enable_http1()
         .build();
@@ -99,18 +129,11 @@ async fn exchange(method: &str, url: &str, body: Option<Vec<u8>>) -> Result<Answ
     }
     let request = builder
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(|_| "not a valid URL".to_string())?;
-    let response = client.request(request).await.map_err(|e| {
-        // hyper's error chain says what failed (DNS, connect, TLS) and never the URL.
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            text.push_str(": ");
-            text.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        text
-    })?;
+        .map_err(|_| HttpFailure::InvalidUrl)?;
+    let response = client
+        .request(request)
+        .await
+        .map_err(HttpFailure::Exchange)?;
     let status = response.status().as_u16();
     let header = |name: &str| {
         response
@@ -125,7 +148,7 @@ async fn exchange(method: &str, url: &str, body: Option<Vec<u8>>) -> Result<Answ
     let body = Limited::new(response.into_body(), MAX_ANSWER)
         .collect()
         .await
-        .map_err(|e| format!("reading the answer: {e}"))?
+        .map_err(HttpFailure::Read)?
         .to_bytes()
         .to_vec();
     Ok(Answer {
@@ -166,9 +189,9 @@ mod tests {
         let e = HttpError {
             method: "GET",
             url: without_query("https://w/mcp?key=s"),
-            message: "refused".into(),
+            failure: HttpFailure::InvalidUrl,
         };
-        assert_eq!(e.to_string(), "GET https://w/mcp: refused");
+        assert_eq!(e.to_string(), "GET https://w/mcp: not a valid URL");
     }
 
     #[test]

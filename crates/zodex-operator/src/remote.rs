@@ -4,7 +4,7 @@
 
 use super::registry::SpriteEntry;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +19,32 @@ pub enum RemoteError {
         command: String,
         source: std::io::Error,
     },
+}
+
+/// Why a binary could not be put on the sprite.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error(transparent)]
+    Run(#[from] RemoteError),
+    /// `mktemp -d` failed; what it said on stderr.
+    #[error("cannot make an upload directory on the sprite: {0}")]
+    Stage(String),
+    #[error("cannot upload {} to {remote} on the sprite: {failure}", local.display())]
+    Copy {
+        local: PathBuf,
+        remote: String,
+        failure: CommandFailure,
+    },
+}
+
+/// A command on the sprite that could not be run, or ran and failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandFailure {
+    #[error(transparent)]
+    Run(RemoteError),
+    /// What it said on stderr.
+    #[error("{0}")]
+    Said(String),
 }
 
 /// How a sprite is reached, taken apart: the exec prefix, its `zodex-prd` and its configuration.
@@ -146,37 +172,31 @@ impl Reach {
     }
 
     /// A private directory on the sprite for an upload (`mktemp -d`, mode 0700).
-    pub fn stage(&self) -> Result<String, String> {
-        let ran = self
-            .run(
-                &[
-                    "mktemp".into(),
-                    "-d".into(),
-                    "/tmp/zodex-upload.XXXXXXXX".into(),
-                ],
-                Stdin::None,
-            )
-            .map_err(|e| e.to_string())?;
+    pub fn stage(&self) -> Result<String, UploadError> {
+        let ran = self.run(
+            &[
+                "mktemp".into(),
+                "-d".into(),
+                "/tmp/zodex-upload.XXXXXXXX".into(),
+            ],
+            Stdin::None,
+        )?;
         let dir = String::from_utf8_lossy(&ran.stdout).trim().to_string();
         if ran.success && dir.starts_with('/') {
             Ok(dir)
         } else {
-            Err(format!(
-                "cannot make an upload directory on the sprite: {}",
-                ran.stderr
-            ))
+            Err(UploadError::Stage(ran.stderr))
         }
     }
 
     /// Copies a local file to `remote` (inside a [`Reach::stage`] directory) on the sprite,
     /// through stdin, and makes it executable. No argument holds a space or a quote, so a
     /// transport that joins words into one remote shell line (`ssh HOST`) carries it unchanged.
-    pub fn upload(&self, local: &Path, remote: &str) -> Result<(), String> {
-        let failed = |detail: String| {
-            format!(
-                "cannot upload {} to {remote} on the sprite: {detail}",
-                local.display()
-            )
+    pub fn upload(&self, local: &Path, remote: &str) -> Result<(), UploadError> {
+        let failed = |failure: CommandFailure| UploadError::Copy {
+            local: local.to_path_buf(),
+            remote: remote.to_string(),
+            failure,
         };
         let ran = self
             .run(
@@ -188,17 +208,17 @@ impl Reach {
                 ],
                 Stdin::File(local),
             )
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(CommandFailure::Run(e)))?;
         if !ran.success {
-            return Err(failed(ran.stderr));
+            return Err(failed(CommandFailure::Said(ran.stderr)));
         }
         let ran = self
             .run(&["chmod".into(), "700".into(), remote.into()], Stdin::None)
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(CommandFailure::Run(e)))?;
         if ran.success {
             Ok(())
         } else {
-            Err(failed(ran.stderr))
+            Err(failed(CommandFailure::Said(ran.stderr)))
         }
     }
 

@@ -40,6 +40,23 @@ pub fn end_chunks(out: &mut impl Write) -> io::Result<()> {
     out.write_all(&0u32.to_be_bytes())
 }
 
+/// Why an agent request's fixed header was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error(
+        "not a Zodex agent request (bad magic); use zodex-agent or git-remote-zodex to talk to this socket"
+    )]
+    BadMagic,
+    #[error(
+        "agent protocol version {0} is not supported (this zodex-prd speaks {AGENT_VERSION}); install matching zodex-agent and zodex-prd versions"
+    )]
+    Version(u16),
+    #[error(
+        "request metadata of {0} bytes is over the {MAX_REQUEST_BYTES}-byte cap; send a smaller request"
+    )]
+    MetadataTooLarge(u32),
+}
+
 /// The fixed header of an agent request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgentHeader {
@@ -59,21 +76,17 @@ impl AgentHeader {
     }
 
     /// Checks magic, version and the metadata cap; the bundle length is the engine's to judge.
-    pub fn decode(bytes: &[u8; AGENT_HEADER_LEN]) -> Result<Self, String> {
+    pub fn decode(bytes: &[u8; AGENT_HEADER_LEN]) -> Result<Self, HeaderError> {
         if bytes[..4] != AGENT_MAGIC {
-            return Err("not a Zodex agent request (bad magic); use zodex-agent or git-remote-zodex to talk to this socket".into());
+            return Err(HeaderError::BadMagic);
         }
         let version = u16::from_be_bytes([bytes[4], bytes[5]]);
         if version != AGENT_VERSION {
-            return Err(format!(
-                "agent protocol version {version} is not supported (this zodex-prd speaks {AGENT_VERSION}); install matching zodex-agent and zodex-prd versions"
-            ));
+            return Err(HeaderError::Version(version));
         }
         let metadata_len = u32::from_be_bytes(bytes[6..10].try_into().expect("4 bytes"));
         if metadata_len as usize > MAX_REQUEST_BYTES {
-            return Err(format!(
-                "request metadata of {metadata_len} bytes is over the {MAX_REQUEST_BYTES}-byte cap; send a smaller request"
-            ));
+            return Err(HeaderError::MetadataTooLarge(metadata_len));
         }
         let bundle_len = u64::from_be_bytes(bytes[10..18].try_into().expect("8 bytes"));
         Ok(Self {
@@ -169,7 +182,12 @@ mod tests {
         assert_eq!(AgentHeader::decode(&header.encode()), Ok(header));
         let mut bad = header.encode();
         bad[0] = b'X';
-        assert!(AgentHeader::decode(&bad).unwrap_err().contains("magic"));
+        assert!(
+            AgentHeader::decode(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("magic")
+        );
         let v2 = AgentHeader {
             version: 2,
             ..header
@@ -177,6 +195,7 @@ mod tests {
         assert!(
             AgentHeader::decode(&v2.encode())
                 .unwrap_err()
+                .to_string()
                 .contains("version 2")
         );
         let big = AgentHeader {
@@ -186,6 +205,7 @@ mod tests {
         assert!(
             AgentHeader::decode(&big.encode())
                 .unwrap_err()
+                .to_string()
                 .contains("cap")
         );
     }

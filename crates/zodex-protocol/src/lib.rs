@@ -45,9 +45,9 @@ pub use agent::{
     Published, PushOutcome, PushUpdate, RefResult, ZERO_OID,
 };
 pub use frame::{
-    AGENT_HEADER_LEN, AGENT_MAGIC, AGENT_VERSION, AgentHeader, MAX_BUNDLE_BYTES, MAX_CHUNK_BYTES,
-    MAX_REQUEST_BYTES, STREAMED_BUNDLE, agent_roundtrip, agent_roundtrip_with, end_chunks,
-    read_response, write_chunk,
+    AGENT_HEADER_LEN, AGENT_MAGIC, AGENT_VERSION, AgentHeader, HeaderError, MAX_BUNDLE_BYTES,
+    MAX_CHUNK_BYTES, MAX_REQUEST_BYTES, STREAMED_BUNDLE, agent_roundtrip, agent_roundtrip_with,
+    end_chunks, read_response, write_chunk,
 };
 pub use response::{AnswerError, ErrorKind, Response, WireError};
 pub use ttl::Ttl;

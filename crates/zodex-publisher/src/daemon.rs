@@ -11,6 +11,7 @@
 //! (no blocking thread, no store lock, no mirror lock).
 
 mod gate;
+mod head;
 mod spool;
 
 use super::ground::Finding;
@@ -25,8 +26,8 @@ use tokio::time::Instant;
 use zodex_config::{AgentLimits, Checked};
 use zodex_engine::Principal;
 use zodex_protocol::{
-    AGENT_HEADER_LEN, AdminRequest, AgentHeader, AgentRequest, ErrorKind, MAX_BUNDLE_BYTES,
-    MAX_REQUEST_BYTES, Response, STREAMED_BUNDLE,
+    AdminRequest, AgentRequest, ErrorKind, MAX_BUNDLE_BYTES, MAX_REQUEST_BYTES, Response,
+    STREAMED_BUNDLE,
 };
 
 /// Admin connections handled at once (operators are trusted; this only bounds resources).
@@ -338,39 +339,6 @@ fn handler_failed(e: tokio::task::JoinError) -> Response {
     Response::error(ErrorKind::Internal, format!("request handler failed: {e}"))
 }
 
-/// Reads the fixed header and the metadata it announces (memory grows only with the bytes that
-/// actually arrive).
-async fn read_head(stream: &mut UnixStream) -> Result<(AgentHeader, AgentRequest), String> {
-    let mut header = [0u8; AGENT_HEADER_LEN];
-    stream
-        .read_exact(&mut header)
-        .await
-        .map_err(|e| format!("reading the header failed: {e}"))?;
-    let header = AgentHeader::decode(&header)?;
-    let mut metadata = Vec::new();
-    (&mut *stream)
-        .take(u64::from(header.metadata_len))
-        .read_to_end(&mut metadata)
-        .await
-        .map_err(|e| format!("reading the request failed: {e}"))?;
-    if metadata.len() != header.metadata_len as usize {
-        return Err(format!(
-            "the request ended after {} of the {} metadata bytes declared",
-            metadata.len(),
-            header.metadata_len
-        ));
-    }
-    let request = serde_json::from_slice::<AgentRequest>(&metadata)
-        .map_err(|e| format!("not a valid agent request: {e}; use zodex-agent"))?;
-    if !request.carries_bundle() && header.bundle_len != 0 {
-        return Err(
-            "this request carries no bundle; send a bundle length of 0 (nothing was read)"
-                .to_string(),
-        );
-    }
-    Ok((header, request))
-}
-
 async fn agent_request(
     stream: &mut UnixStream,
     socket: &Socket,
@@ -378,7 +346,7 @@ async fn agent_request(
 ) -> Response {
     let seconds = socket.limits.request_seconds;
     let head = tokio::select! {
-        head = tokio::time::timeout_at(socket.request_deadline(), read_head(stream)) => head,
+        head = tokio::time::timeout_at(socket.request_deadline(), head::read_head(stream)) => head,
         () = slot.evicted() => {
             return Response::error(
                 ErrorKind::Conflict,
@@ -396,7 +364,7 @@ async fn agent_request(
                 ),
             );
         }
-        Ok(Err(message)) => return Response::error(ErrorKind::Usage, message),
+        Ok(Err(refused)) => return Response::error(ErrorKind::Usage, refused.to_string()),
         Ok(Ok(parsed)) => parsed,
     };
     if request.carries_bundle() {
@@ -454,7 +422,7 @@ async fn bundle_request(
             Ok(spooled) => (Some(spooled), Some(reservation)),
             Err(message) => {
                 tracing::warn!(bundle_len, "{message}");
-                return Response::error(ErrorKind::Usage, message);
+                return Response::error(ErrorKind::Usage, message.to_string());
             }
         }
     } else {
@@ -483,14 +451,12 @@ async fn streamed_request(
     };
     let host = socket.host.clone();
     let started = spool::create(&host.tmp_dir()).and_then(|file| {
-        let reader = file
-            .reopen()
-            .map_err(|e| format!("cannot spool the bundle: {e}; see the zodex-prd log"))?;
+        let reader = file.reopen().map_err(spool::SpoolError::Io)?;
         Ok((file, reader))
     });
     let (file, reader) = match started {
         Ok(files) => files,
-        Err(message) => return Response::error(ErrorKind::Internal, message),
+        Err(e) => return Response::error(ErrorKind::Internal, e.to_string()),
     };
     let (progress, spooling) = tokio::sync::watch::channel(spool::Spooling::Receiving(0));
     let (whole, spooled) = tokio::sync::oneshot::channel();
@@ -501,7 +467,7 @@ async fn streamed_request(
     };
     let handler =
         tokio::spawn(async move { host.publish_streamed(request, admission, incoming).await });
-    let mut take = |bytes: u64| reservation.grow(bytes).map_err(|busy| busy.to_string());
+    let mut take = |bytes: u64| reservation.grow(bytes);
     let limits = spool::StreamLimits {
         ceiling: MAX_BUNDLE_BYTES,
         pace: socket.pace(),
@@ -511,6 +477,7 @@ async fn streamed_request(
     if let Err(message) = &result {
         tracing::warn!("{message}");
     }
-    let _ = whole.send(result);
+    // The host answers the agent with the text of why the bundle did not arrive.
+    let _ = whole.send(result.map_err(|e| e.to_string()));
     handler.await.unwrap_or_else(handler_failed)
 }

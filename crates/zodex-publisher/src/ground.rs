@@ -274,21 +274,35 @@ fn key_file(app: App, config: &GithubApp, uid: u32) -> Finding {
     )
 }
 
+/// Why a missing directory cannot be created where it is named.
+#[derive(Debug, thiserror::Error)]
+enum NotCreatable {
+    #[error("{} is not a directory", .0.display())]
+    NotDirectory(PathBuf),
+    #[error("{} is not writable here ({errno})", dir.display())]
+    NotWritable { dir: PathBuf, errno: nix::Error },
+    #[error("no ancestor exists")]
+    NoAncestor,
+}
+
 /// The nearest existing ancestor of a missing `path`, and whether the publisher may create
 /// `path` under it.
-fn creatable(path: &Path) -> Result<PathBuf, String> {
+fn creatable(path: &Path) -> Result<PathBuf, NotCreatable> {
     let mut ancestor = path.parent();
     while let Some(dir) = ancestor {
         if std::fs::symlink_metadata(dir).is_ok() {
             return match nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK) {
                 Ok(()) if dir.is_dir() => Ok(dir.to_path_buf()),
-                Ok(()) => Err(format!("{} is not a directory", dir.display())),
-                Err(e) => Err(format!("{} is not writable here ({e})", dir.display())),
+                Ok(()) => Err(NotCreatable::NotDirectory(dir.to_path_buf())),
+                Err(errno) => Err(NotCreatable::NotWritable {
+                    dir: dir.to_path_buf(),
+                    errno,
+                }),
             };
         }
         ancestor = dir.parent();
     }
-    Err("no ancestor exists".into())
+    Err(NotCreatable::NoAncestor)
 }
 
 /// The state directory: missing (it is created 0700) or a real directory owned by the

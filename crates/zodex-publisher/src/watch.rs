@@ -45,6 +45,8 @@ pub struct WatchOptions {
 /// Another record the watch carries in the same stream, each row with an `id`: on a sprite,
 /// the tool calls the MCP server records (read by the caller: the publisher knows nothing of
 /// the tools). Written as `{"kind":"tool","call":…}`.
+// String: the implementor's own error (the publisher knows nothing of the tools), shown to
+// the operator as a note line of the watch.
 pub trait Follow {
     /// The newest row's id (0 when there is none).
     fn newest(&mut self) -> Result<i64, String>;

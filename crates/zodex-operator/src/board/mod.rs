@@ -52,11 +52,24 @@ pub enum BoardError {
     Runtime(std::io::Error),
 }
 
+/// Why the board's page could not be opened in a browser (the URL is printed anyway).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The private page that redirects to the URL could not be written.
+    #[error(transparent)]
+    Page(std::io::Error),
+    #[error("cannot run {opener}: {source}")]
+    Opener {
+        opener: &'static str,
+        source: std::io::Error,
+    },
+}
+
 /// A started board: its URL (with the capability: for the operator's eyes only).
 pub struct Started {
     pub url: String,
     /// Set when the page could not be opened in a browser (the URL is printed anyway).
-    pub open_failed: Option<String>,
+    pub open_failed: Option<OpenError>,
 }
 
 /// Serves the board until the process is stopped; `ready` is told the URL once it listens.
@@ -131,11 +144,11 @@ async fn serve(
 /// Opens `url` in the default browser without putting the capability in any argv (where other
 /// users of the machine could read it): a private 0600 file that redirects to it is opened
 /// instead, as Jupyter does.
-fn open_in_browser(url: &str) -> Result<(), String> {
+fn open_in_browser(url: &str) -> Result<(), OpenError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let dir = crate::zodex_home().join("board");
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir).map_err(OpenError::Page)?;
     let path = dir.join("open.html");
     let _ = std::fs::remove_file(&path);
     let mut file = std::fs::OpenOptions::new()
@@ -143,12 +156,12 @@ fn open_in_browser(url: &str) -> Result<(), String> {
         .create_new(true)
         .mode(0o600)
         .open(&path)
-        .map_err(|e| e.to_string())?;
+        .map_err(OpenError::Page)?;
     write!(
         file,
         "<!doctype html><meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>Zodex board</title>"
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(OpenError::Page)?;
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else {
@@ -169,5 +182,5 @@ fn open_in_browser(url: &str) -> Result<(), String> {
                 let _ = std::fs::remove_file(&path);
             });
         })
-        .map_err(|e| format!("cannot run {opener}: {e}"))
+        .map_err(|source| OpenError::Opener { opener, source })
 }

@@ -2,9 +2,12 @@
 //! recorded origin (`status`, and `connect_hosts` for `zodex sprite connect`), and the MCP
 //! contract through it (`verify`).
 
+mod error;
+
 use super::{WorkerError, build_id, host_of, recorded};
 use crate::http::{self, Answer};
 use crate::registry::{SpriteEntry, WorkerRecord};
+pub use error::{ContractError, DocumentError, StatusError};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -104,7 +107,7 @@ pub(super) fn status_of(sprite: &str, worker: &WorkerRecord, tries: u32) -> Work
                 }
                 status.served = Some(served);
             }
-            Err(problem) => status.problems.push(problem),
+            Err(problem) => status.problems.push(problem.to_string()),
         }
         if status.fresh() || attempt == tries {
             break;
@@ -114,17 +117,17 @@ pub(super) fn status_of(sprite: &str, worker: &WorkerRecord, tries: u32) -> Work
     status
 }
 
-fn read_status(url: &str) -> Result<Served, String> {
-    let answer = http::get(&format!("{url}/status"), TIMEOUT)
-        .map_err(|e| format!("the Worker did not answer ({e}): check its URL, or redeploy it"))?;
+fn read_status(url: &str) -> Result<Served, StatusError> {
+    let answer = http::get(&format!("{url}/status"), TIMEOUT).map_err(StatusError::NoAnswer)?;
     if answer.status != 200 {
-        return Err(format!(
-            "the Worker's /status answered {} (is {url} a zodex Worker?): redeploy it",
-            answer.status
-        ));
+        return Err(StatusError::Status {
+            status: answer.status,
+            url: url.to_string(),
+        });
     }
-    serde_json::from_slice::<Served>(&answer.body)
-        .map_err(|_| format!("{url}/status is not a zodex Worker's answer: redeploy it"))
+    serde_json::from_slice::<Served>(&answer.body).map_err(|_| StatusError::NotWorker {
+        url: url.to_string(),
+    })
 }
 
 /// The Worker host `zodex sprite connect` puts in the MCP URL, and the sprite's own host
@@ -239,12 +242,17 @@ fn oauth_checks(url: &str, oauth: &zodex_protocol::McpClientsAnswer) -> Vec<Chec
         ok,
         message,
     });
-    let document = |path: &str| -> Result<serde_json::Value, String> {
-        let a = http::get(&format!("{url}{path}"), TIMEOUT).map_err(|e| e.to_string())?;
+    let document = |path: &str| -> Result<serde_json::Value, DocumentError> {
+        let a = http::get(&format!("{url}{path}"), TIMEOUT)?;
         if a.status != 200 {
-            return Err(format!("{path} answered {} through the Worker", a.status));
+            return Err(DocumentError::Status {
+                path: path.to_string(),
+                status: a.status,
+            });
         }
-        serde_json::from_slice(&a.body).map_err(|_| format!("{path} is not JSON"))
+        serde_json::from_slice(&a.body).map_err(|_| DocumentError::NotJson {
+            path: path.to_string(),
+        })
     };
     let resource_path = oauth
         .resource
@@ -266,7 +274,7 @@ fn oauth_checks(url: &str, oauth: &zodex_protocol::McpClientsAnswer) -> Vec<Chec
                 doc["authorization_servers"][0]
             ),
         ),
-        Err(e) => (false, e),
+        Err(e) => (false, e.to_string()),
     };
     checks.push(Check {
         check: "oauth resource",
@@ -291,7 +299,7 @@ fn oauth_checks(url: &str, oauth: &zodex_protocol::McpClientsAnswer) -> Vec<Chec
                 doc["issuer"]
             ),
         ),
-        Err(e) => (false, e),
+        Err(e) => (false, e.to_string()),
     };
     checks.push(Check {
         check: "oauth issuer",
@@ -348,26 +356,24 @@ fn tools_check(url: &str, path: &str, key: &str) -> Check {
 
 /// The `tools/list` contract: exactly the three tools, in order, each with its required
 /// arguments, and no default `workdir`.
-pub fn contract(answer: &Answer) -> Result<(), String> {
+pub fn contract(answer: &Answer) -> Result<(), ContractError> {
     if answer.status == 401 {
-        return Err(
-            "the sprite refused the key (401): run `zodex sprite connect --rotate` to make a new one"
-                .into(),
-        );
+        return Err(ContractError::KeyRefused);
     }
     if answer.status != 200 {
-        return Err(format!("tools/list answered HTTP {}", answer.status));
+        return Err(ContractError::Status(answer.status));
     }
-    let message = answer.json().ok_or("tools/list did not answer JSON-RPC")?;
+    let message = answer.json().ok_or(ContractError::NotJsonRpc)?;
     let tools = message["result"]["tools"]
         .as_array()
-        .ok_or_else(|| format!("tools/list gave no tools: {}", message["error"]))?;
+        .ok_or_else(|| ContractError::NoTools(message["error"].clone()))?;
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    let want: Vec<&str> = TOOLS.iter().map(|(name, _)| *name).collect();
+    let want: Vec<&'static str> = TOOLS.iter().map(|(name, _)| *name).collect();
     if names != want {
-        return Err(format!(
-            "the tools are {names:?}, not {want:?}: is this a zodex sprite of this version?"
-        ));
+        return Err(ContractError::Tools {
+            names: names.into_iter().map(str::to_string).collect(),
+            want,
+        });
     }
     for ((name, required), tool) in TOOLS.iter().zip(tools) {
         let schema = &tool["inputSchema"];
@@ -379,10 +385,14 @@ pub fn contract(answer: &Answer) -> Result<(), String> {
         let mut need = required.to_vec();
         need.sort_unstable();
         if have != need {
-            return Err(format!("{name} requires {have:?}, not {need:?}"));
+            return Err(ContractError::Required {
+                name,
+                have: have.into_iter().map(str::to_string).collect(),
+                need,
+            });
         }
         if schema["properties"]["workdir"].get("default").is_some() {
-            return Err(format!("{name}'s workdir has a default; it must have none"));
+            return Err(ContractError::WorkdirDefault(name));
         }
     }
     Ok(())
@@ -443,17 +453,23 @@ mod tests {
             Ok(())
         );
         let defaulted = contract(&good(serde_json::json!({"type": "string", "default": "/"})));
-        assert!(defaulted.unwrap_err().contains("default"));
+        assert!(defaulted.unwrap_err().to_string().contains("default"));
         let missing = answer(
             serde_json::json!({"result": {"tools": [tool("exec_command", &["cmd"], serde_json::json!({}))]}}),
         );
         assert!(
             contract(&missing)
                 .unwrap_err()
+                .to_string()
                 .contains("not [\"exec_command\"")
         );
         let mut refused = good(serde_json::json!({}));
         refused.status = 401;
-        assert!(contract(&refused).unwrap_err().contains("--rotate"));
+        assert!(
+            contract(&refused)
+                .unwrap_err()
+                .to_string()
+                .contains("--rotate")
+        );
     }
 }

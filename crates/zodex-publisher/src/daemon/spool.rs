@@ -3,8 +3,12 @@
 //! `grace + len / rate` however it is dripped. A body cut off (too slow, short, long, or not
 //! followed by the client's half-close) leaves no file behind.
 
+mod error;
+
+use super::gate::Busy;
 use crate::publish::Spooled;
 pub use crate::publish::forward::Spooling;
+pub use error::SpoolError;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
@@ -27,17 +31,14 @@ impl Pace {
         start + self.grace + earned
     }
 
-    fn too_slow(&self, got: u64, len: Option<u64>, start: Instant) -> String {
-        let rate = match self.bytes_per_second {
-            bps if bps % 1024 == 0 => format!("{} KiB/s", bps / 1024),
-            bps => format!("{bps} bytes/s"),
-        };
-        let of = len.map(|len| format!(" of {len}")).unwrap_or_default();
-        format!(
-            "the bundle arrived too slowly: {got}{of} bytes in {:.1} s, and zodex-prd needs at least {rate} after the first {:?} ([agent_limits] in zodex.toml); nothing was stored, push again",
-            start.elapsed().as_secs_f64(),
-            self.grace,
-        )
+    fn too_slow(&self, got: u64, declared: Option<u64>, start: Instant) -> SpoolError {
+        SpoolError::TooSlow {
+            got,
+            declared,
+            elapsed_seconds: start.elapsed().as_secs_f64(),
+            bytes_per_second: self.bytes_per_second,
+            grace: self.grace,
+        }
     }
 }
 
@@ -50,23 +51,19 @@ struct Sink {
     got: u64,
 }
 
-fn io_error(e: std::io::Error) -> String {
-    format!("cannot spool the bundle: {e}; see the zodex-prd log")
-}
-
 /// A new private temporary file in `dir` for a bundle.
-pub fn create(dir: &std::path::Path) -> Result<tempfile::NamedTempFile, String> {
-    std::fs::create_dir_all(dir).map_err(io_error)?;
+pub fn create(dir: &std::path::Path) -> Result<tempfile::NamedTempFile, SpoolError> {
+    std::fs::create_dir_all(dir).map_err(SpoolError::Io)?;
     tempfile::Builder::new()
         .prefix("bundle-")
         .tempfile_in(dir)
-        .map_err(io_error)
+        .map_err(SpoolError::Io)
 }
 
 impl Sink {
-    fn new(file: tempfile::NamedTempFile) -> Result<Self, String> {
+    fn new(file: tempfile::NamedTempFile) -> Result<Self, SpoolError> {
         use sha2::Digest;
-        let out = tokio::fs::File::from_std(file.reopen().map_err(io_error)?);
+        let out = tokio::fs::File::from_std(file.reopen().map_err(SpoolError::Io)?);
         Ok(Self {
             file,
             out,
@@ -76,18 +73,18 @@ impl Sink {
     }
 
     /// Appends `bytes` (to tokio's buffer: see [`Sink::flush`]).
-    async fn add(&mut self, bytes: &[u8]) -> Result<(), String> {
+    async fn add(&mut self, bytes: &[u8]) -> Result<(), SpoolError> {
         use sha2::Digest;
         self.hash.update(bytes);
-        self.out.write_all(bytes).await.map_err(io_error)?;
+        self.out.write_all(bytes).await.map_err(SpoolError::Io)?;
         self.got += bytes.len() as u64;
         Ok(())
     }
 
     /// Waits until every byte added is in the file, for a reader that passes them on as they
     /// arrive (tokio's `write_all` returns once its own buffer holds them).
-    async fn flush(&mut self) -> Result<(), String> {
-        self.out.flush().await.map_err(io_error)
+    async fn flush(&mut self) -> Result<(), SpoolError> {
+        self.out.flush().await.map_err(SpoolError::Io)
     }
 
     /// Reads up to `want` bytes (at least one) within `pace`, and appends them.
@@ -97,17 +94,13 @@ impl Sink {
         buf: &mut [u8],
         want: u64,
         limit: Limit,
-    ) -> Result<(), String> {
+    ) -> Result<(), SpoolError> {
         let (got, start, pace) = (self.got, limit.start, limit.pace);
         let want = usize::try_from(want).unwrap_or(usize::MAX).min(buf.len());
         let read = stream.read(&mut buf[..want]);
         let n = match tokio::time::timeout_at(pace.deadline(start, got), read).await {
             Err(_) => return Err(pace.too_slow(got, limit.declared, start)),
-            Ok(Err(e)) => {
-                return Err(format!(
-                    "reading the bundle failed after {got} bytes: {e}; push again"
-                ));
-            }
+            Ok(Err(source)) => return Err(SpoolError::ReadAfter { got, source }),
             Ok(Ok(n)) => n,
         };
         if n == 0 {
@@ -122,7 +115,7 @@ impl Sink {
         mut self,
         stream: &mut (impl AsyncRead + Unpin),
         limit: Limit,
-    ) -> Result<Spooled, String> {
+    ) -> Result<Spooled, SpoolError> {
         let pace = limit.pace;
         use sha2::Digest;
         self.flush().await?;
@@ -134,19 +127,12 @@ impl Sink {
             Ok(Ok(0)) => {}
             Ok(Ok(_)) => {
                 return Err(match limit.declared {
-                    Some(len) => format!(
-                        "more than the {len} bundle bytes declared were sent; nothing was stored, send the declared length"
-                    ),
-                    None => "bytes followed the bundle's end chunk; nothing was stored, end the request after the bundle".into(),
+                    Some(len) => SpoolError::TooLong(len),
+                    None => SpoolError::AfterEndChunk,
                 });
             }
-            Ok(Err(e)) => return Err(format!("reading the bundle failed: {e}; push again")),
-            Err(_) => {
-                return Err(
-                    "the client did not end its request after the bundle (half-close the connection); nothing was stored"
-                        .into(),
-                );
-            }
+            Ok(Err(e)) => return Err(SpoolError::Read(e)),
+            Err(_) => return Err(SpoolError::NoHalfClose),
         }
         Ok(Spooled {
             file: self.file,
@@ -166,14 +152,10 @@ struct Limit {
 }
 
 impl Limit {
-    fn ended_early(&self, got: u64) -> String {
+    fn ended_early(&self, got: u64) -> SpoolError {
         match self.declared {
-            Some(len) => format!(
-                "the bundle ended after {got} of the {len} bytes declared; nothing was stored, push again"
-            ),
-            None => format!(
-                "the bundle ended after {got} bytes without its end chunk; nothing was stored, push again"
-            ),
+            Some(declared) => SpoolError::EndedEarly { got, declared },
+            None => SpoolError::NoEndChunk(got),
         }
     }
 }
@@ -186,7 +168,7 @@ pub async fn spool(
     len: u64,
     dir: &std::path::Path,
     pace: Pace,
-) -> Result<Spooled, String> {
+) -> Result<Spooled, SpoolError> {
     let mut sink = Sink::new(create(dir)?)?;
     let limit = Limit {
         start: Instant::now(),
@@ -206,7 +188,7 @@ pub async fn spool(
 pub struct StreamLimits<'a> {
     pub ceiling: u64,
     pub pace: Pace,
-    pub take: &'a mut (dyn FnMut(u64) -> Result<(), String> + Send),
+    pub take: &'a mut (dyn FnMut(u64) -> Result<(), Busy> + Send),
 }
 
 /// Spools a streamed bundle (chunks, see [`zodex_protocol::STREAMED_BUNDLE`]) into `file`,
@@ -220,7 +202,7 @@ pub async fn spool_streamed(
     file: tempfile::NamedTempFile,
     limits: StreamLimits<'_>,
     progress: &tokio::sync::watch::Sender<Spooling>,
-) -> Result<Spooled, String> {
+) -> Result<Spooled, SpoolError> {
     let result = spool_chunks(stream, file, limits, progress).await;
     progress.send_replace(match &result {
         Ok(spooled) => Spooling::Complete(spooled.len),
@@ -234,7 +216,7 @@ async fn spool_chunks(
     file: tempfile::NamedTempFile,
     limits: StreamLimits<'_>,
     progress: &tokio::sync::watch::Sender<Spooling>,
-) -> Result<Spooled, String> {
+) -> Result<Spooled, SpoolError> {
     let StreamLimits {
         ceiling,
         pace,
@@ -255,7 +237,7 @@ async fn spool_chunks(
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return Err(limit.ended_early(sink.got));
             }
-            Ok(Err(e)) => return Err(format!("reading the bundle failed: {e}; push again")),
+            Ok(Err(e)) => return Err(SpoolError::Read(e)),
             Ok(Ok(_)) => {}
         }
         let chunk = u64::from(u32::from_be_bytes(head));
@@ -263,15 +245,10 @@ async fn spool_chunks(
             break;
         }
         if chunk > zodex_protocol::MAX_CHUNK_BYTES as u64 {
-            return Err(format!(
-                "a bundle chunk of {chunk} bytes is over the {}-byte cap; nothing was stored, use zodex-agent",
-                zodex_protocol::MAX_CHUNK_BYTES
-            ));
+            return Err(SpoolError::ChunkTooLarge(chunk));
         }
         if sink.got + chunk > ceiling {
-            return Err(format!(
-                "the bundle passed the {ceiling}-byte (128 MiB) ceiling while it arrived; nothing was stored; push fewer or smaller commits at a time (git-lfs keeps large files)"
-            ));
+            return Err(SpoolError::OverCeiling(ceiling));
         }
         take(chunk)?;
         let end = sink.got + chunk;
@@ -333,7 +310,8 @@ mod tests {
         let started = std::time::Instant::now();
         let err = spool(&mut server, 10_000, dir.path(), PACE)
             .await
-            .expect_err("cut off");
+            .expect_err("cut off")
+            .to_string();
         let took = started.elapsed();
         assert!(err.contains("arrived too slowly"), "{err}");
         assert!(err.contains("1000 bytes/s after the first 300ms"), "{err}");
@@ -361,7 +339,10 @@ mod tests {
 
     /// Spools `body` (raw bytes, chunk framing included) as a streamed bundle under `ceiling`;
     /// the result and the last progress reported.
-    async fn stream_in(body: Vec<u8>, ceiling: u64) -> (Result<Vec<u8>, String>, Spooling, usize) {
+    async fn stream_in(
+        body: Vec<u8>,
+        ceiling: u64,
+    ) -> (Result<Vec<u8>, SpoolError>, Spooling, usize) {
         let dir = tempfile::tempdir().unwrap();
         let (mut server, mut client) = tokio::net::UnixStream::pair().unwrap();
         let sender = tokio::spawn(async move {
@@ -373,9 +354,10 @@ mod tests {
         let mut taken = 0u64;
         let mut take = |n: u64| {
             taken += n;
-            (taken <= 50)
-                .then_some(())
-                .ok_or_else(|| "busy".to_string())
+            (taken <= 50).then_some(()).ok_or(Busy::OverBudget {
+                want: taken,
+                budget: 50,
+            })
         };
         let limits = StreamLimits {
             ceiling,
@@ -407,17 +389,20 @@ mod tests {
         assert_eq!(last, Spooling::Complete(7));
 
         let (cut, last, left) = stream_in(chunked(&[b"abc", b"defg"], false), 100).await;
-        let cut = cut.expect_err("no end chunk");
+        let cut = cut.expect_err("no end chunk").to_string();
         assert!(cut.contains("after 7 bytes without its end chunk"), "{cut}");
         assert_eq!((last, left), (Spooling::Failed, 0));
 
         let (over, last, left) = stream_in(chunked(&[&[1u8; 30], &[2u8; 21]], true), 50).await;
-        let over = over.expect_err("over the ceiling");
+        let over = over.expect_err("over the ceiling").to_string();
         assert!(over.contains("passed the 50-byte"), "{over}");
         assert_eq!((last, left), (Spooling::Failed, 0));
         // The budget is asked before the chunk is read (a budget of 50 bytes here).
         let (busy, last, left) = stream_in(chunked(&[&[1u8; 30], &[2u8; 21]], true), 100).await;
-        assert_eq!(busy.expect_err("over the budget"), "busy");
+        assert!(matches!(
+            busy.expect_err("over the budget"),
+            SpoolError::Busy(Busy::OverBudget { budget: 50, .. })
+        ));
         assert_eq!((last, left), (Spooling::Failed, 0));
 
         let mut huge = ((zodex_protocol::MAX_CHUNK_BYTES + 1) as u32)
@@ -425,7 +410,11 @@ mod tests {
             .to_vec();
         huge.extend_from_slice(b"x");
         let (big, _, _) = stream_in(huge, u64::MAX).await;
-        assert!(big.expect_err("chunk over the cap").contains("cap"));
+        assert!(
+            big.expect_err("chunk over the cap")
+                .to_string()
+                .contains("cap")
+        );
 
         let mut trailing = chunked(&[b"abc"], true);
         trailing.extend_from_slice(b"more");
@@ -433,6 +422,7 @@ mod tests {
         assert!(
             extra
                 .expect_err("bytes after the end")
+                .to_string()
                 .contains("end chunk")
         );
         assert_eq!(last, Spooling::Failed);
@@ -446,7 +436,8 @@ mod tests {
         let started = std::time::Instant::now();
         let err = spool(&mut server, 10, dir.path(), PACE)
             .await
-            .expect_err("refused");
+            .expect_err("refused")
+            .to_string();
         assert!(err.contains("half-close"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(2));
         assert_eq!(files(dir.path()), 0);

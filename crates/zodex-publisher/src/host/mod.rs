@@ -49,6 +49,10 @@ pub enum HostError {
     #[error("{0}")]
     Config(String),
     #[error(transparent)]
+    OAuthSettings(#[from] crate::oauth::SettingsError),
+    #[error(transparent)]
+    OAuth(#[from] crate::oauth::OpenError),
+    #[error(transparent)]
     Github(#[from] GithubError),
     #[error(transparent)]
     Prove(#[from] ProveError),
@@ -168,12 +172,12 @@ impl Host {
                     &mcp.public_url,
                     mcp.file.clone(),
                     mcp.private_hosts.clone(),
-                )
-                .map_err(HostError::Config)?;
-                Some(Arc::new(
-                    crate::oauth::OAuth::open(settings, store.clone(), clock.now())
-                        .map_err(HostError::Config)?,
-                ))
+                )?;
+                Some(Arc::new(crate::oauth::OAuth::open(
+                    settings,
+                    store.clone(),
+                    clock.now(),
+                )?))
             }
         };
         let github = config

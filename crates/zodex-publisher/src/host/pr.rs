@@ -380,7 +380,7 @@ impl Host {
         let pushed = match pushed {
             Ok(pushed) => pushed,
             Err(m) => {
-                let failure = Failure::new(ErrorKind::Internal, m);
+                let failure = Failure::new(ErrorKind::Internal, m.to_string());
                 return (Err((failure, PublicationState::Failed)), publication);
             }
         };

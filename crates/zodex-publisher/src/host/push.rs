@@ -501,7 +501,8 @@ impl Host {
         clock.mark("revoke");
         let outcomes = match pushed {
             Ok(outcomes) => outcomes,
-            Err(message) => {
+            Err(e) => {
+                let message = e.to_string();
                 let message = match crate::publish::git::http_status(&message) {
                     Some(status) if status >= 500 => format!(
                         "GitHub answered {status} while pushing to {repo}; nothing was pushed; try again (git said: {message})"

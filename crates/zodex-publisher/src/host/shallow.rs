@@ -8,9 +8,20 @@ use super::Host;
 use super::mirror::OpenMirror;
 use crate::github::GitHub;
 use crate::publish::Quarantine;
+use crate::publish::git::GitError;
 use crate::publish::shallow::{self, Settled, UpdateCheck};
 use std::sync::Arc;
 use zodex_engine::RepoName;
+
+/// Why a mirror could not be deepened (only logged: what touches its cut is refused).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DeepenError {
+    /// The message of the failure minting the read token.
+    #[error("{0}")]
+    Token(String),
+    #[error(transparent)]
+    Git(#[from] GitError),
+}
 
 impl Host {
     /// On a shallow mirror, makes sure the facts of `checks` will be the whole history's:
@@ -100,17 +111,16 @@ impl Host {
         github: &GitHub,
         repo: &RepoName,
         mirror: &OpenMirror,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeepenError> {
         let token = self
             .mirror_read_token(github, repo)
             .await
-            .map_err(|f| f.0.message)?;
+            .map_err(|f| DeepenError::Token(f.0.message))?;
         let (at, url) = (mirror.path.clone(), mirror.url.clone());
         let started = std::time::Instant::now();
         let whole = self
             .blocking(move |_| shallow::deepen(&at, &url, &token))
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         tracing::info!(
             repo = %repo,
             whole,

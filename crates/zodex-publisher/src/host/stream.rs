@@ -27,12 +27,17 @@ use crate::publish::SharedQuarantine;
 use crate::publish::Spooled;
 use crate::publish::forward::{Spooling, Verdict, pack_stream};
 use crate::publish::receive_pack::RefCommand;
-use crate::publish::upload::{StreamedPush, bases_at_github_owned};
+use crate::publish::upload::{PassThroughError, StreamedPush, bases_at_github_owned};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 use zodex_engine::RepoName;
 use zodex_protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
+
+/// The whole bundle, or why it did not arrive.
+// String: the text the agent is answered with (a usage error); the daemon's spool error,
+// rendered where the daemon hands it over (the host does not reach into the daemon).
+pub type Arrival = Result<Spooled, String>;
 
 /// A bundle the daemon is still receiving.
 pub struct Incoming {
@@ -41,14 +46,39 @@ pub struct Incoming {
     /// How much of it is there.
     pub spooling: watch::Receiver<Spooling>,
     /// The whole bundle, or why it did not arrive.
-    pub spooled: oneshot::Receiver<Result<Spooled, String>>,
+    pub spooled: oneshot::Receiver<Arrival>,
+}
+
+/// Why a streamed pack is not passed on as it arrived (it is then cut before its checksum, and
+/// the decided updates are pushed the ordinary way). Only logged.
+#[derive(Debug, thiserror::Error)]
+enum NotForwarded {
+    #[error("cannot read the spool file: {0}")]
+    SpoolFile(std::io::Error),
+    /// The message of the failure minting this step's token.
+    #[error("{0}")]
+    Token(String),
+    #[error(transparent)]
+    PassThrough(#[from] PassThroughError),
+    #[error("an update was refused")]
+    Refused,
+    #[error("an update touches workflows (the token needs workflows: write)")]
+    Workflows,
+    #[error("the decided updates are not the commands sent")]
+    NotTheCommands,
+    #[error("the bundle has no header")]
+    NoHeader,
+    #[error("the bundle has no pack")]
+    NoPack,
+    #[error("checking the bundle's bases failed: {0}")]
+    BaseCheck(tokio::task::JoinError),
+    #[error("GitHub ended the request before the pack did")]
+    EndedEarly,
 }
 
 impl Incoming {
     /// Waits for the whole bundle.
-    async fn whole(
-        spooled: oneshot::Receiver<Result<Spooled, String>>,
-    ) -> Result<Spooled, Failure> {
+    async fn whole(spooled: oneshot::Receiver<Arrival>) -> Result<Spooled, Failure> {
         match spooled.await {
             Ok(Ok(spooled)) => Ok(spooled),
             Ok(Err(message)) => Err(Failure::new(ErrorKind::Usage, message)),
@@ -142,7 +172,7 @@ impl Host {
                 };
                 let pack = pack.take().expect("the pack is opened once");
                 let opening = async {
-                    let pack = pack.map_err(|e| format!("cannot read the spool file: {e}"))?;
+                    let pack = pack.map_err(NotForwarded::SpoolFile)?;
                     self.start_forward(&target, &updates, atomic, pack).await
                 };
                 let (locked, forward) = tokio::join!(self.lock_mirror(repo), opening);
@@ -158,7 +188,7 @@ impl Host {
                 (None, Some(pack)) => pack,
                 (None, None) => unreachable!("the pack goes with the early request when taken"),
             };
-            let pack = pack.map_err(|e| format!("cannot read the spool file: {e}"))?;
+            let pack = pack.map_err(NotForwarded::SpoolFile)?;
             let target = ForwardTo {
                 github: &base.github,
                 repo: &base.repo,
@@ -210,7 +240,7 @@ impl Host {
         clock.mark("push");
         let token_sha = forward.token.token().sha256();
         forward.token.revoke().await;
-        let outcomes = pushed.unwrap_or_else(|message| each_failed(&decided.allowed, &message));
+        let outcomes = pushed.unwrap_or_else(|e| each_failed(&decided.allowed, &e.to_string()));
         let results = self
             .record_pushed(&at, quarantine, decided.allowed, outcomes, token_sha)
             .await?;
@@ -227,8 +257,8 @@ impl Host {
     async fn check_commits(
         &self,
         forward: Forward,
-        checked: Result<u64, String>,
-    ) -> Result<(Forward, u64), String> {
+        checked: Result<u64, NotForwarded>,
+    ) -> Result<(Forward, u64), NotForwarded> {
         match checked {
             Ok(pack_offset) => Ok((forward, pack_offset)),
             Err(why) => {
@@ -249,7 +279,7 @@ impl Host {
         pack: impl futures_util::Stream<Item = std::io::Result<tokio_util::bytes::Bytes>>
         + Send
         + 'static,
-    ) -> Result<Forward, String> {
+    ) -> Result<Forward, NotForwarded> {
         let commands: Vec<RefCommand> = updates
             .iter()
             .map(|u| RefCommand {
@@ -262,7 +292,7 @@ impl Host {
         let token = self
             .mint_for_step(at.github, at.repo, use_, None, at.now)
             .await
-            .map_err(|f| f.0.message)?;
+            .map_err(|f| NotForwarded::Token(f.0.message))?;
         let push =
             StreamedPush::start(&at.url, token.token(), commands.clone(), atomic, pack).await?;
         Ok(Forward {
@@ -281,12 +311,12 @@ async fn commits(
     decided: &Decided,
     quarantine: &SharedQuarantine,
     mirror: &OpenMirror,
-) -> Result<u64, String> {
+) -> Result<u64, NotForwarded> {
     if !decided.refused.is_empty() {
-        return Err("an update was refused".into());
+        return Err(NotForwarded::Refused);
     }
     if decided.workflows {
-        return Err("an update touches workflows (the token needs workflows: write)".into());
+        return Err(NotForwarded::Workflows);
     }
     let same = decided.allowed.len() == forward.commands.len()
         && decided
@@ -295,13 +325,13 @@ async fn commits(
             .zip(&forward.commands)
             .all(|(a, c)| a.update.dst == c.dst && a.update.new == c.new && a.old == c.old);
     if !same {
-        return Err("the decided updates are not the commands sent".into());
+        return Err(NotForwarded::NotTheCommands);
     }
     let Some(header) = quarantine.with(|q| q.header.clone()) else {
-        return Err("the bundle has no header".into());
+        return Err(NotForwarded::NoHeader);
     };
     if quarantine.with(|q| q.pack_file().is_none()) {
-        return Err("the bundle has no pack".into());
+        return Err(NotForwarded::NoPack);
     }
     let pack_offset = header.pack_offset;
     let (held, at) = (quarantine.clone(), mirror.path.clone());
@@ -314,9 +344,9 @@ async fn commits(
         held.with(|q| bases_at_github_owned(q, &at, &bases, &tips))
     })
     .await
-    .map_err(|e| format!("checking the bundle's bases failed: {e}"))??;
+    .map_err(NotForwarded::BaseCheck)??;
     if forward.push.ended_early() {
-        return Err("GitHub ended the request before the pack did".into());
+        return Err(NotForwarded::EndedEarly);
     }
     Ok(pack_offset)
 }

@@ -20,8 +20,8 @@ pub enum AdminError {
     Conflict(String),
     #[error("the state database failed: {0}")]
     Store(#[from] StoreError),
-    #[error("{0}")]
-    Publish(String),
+    #[error(transparent)]
+    Publish(#[from] super::PublishError),
 }
 
 fn view(

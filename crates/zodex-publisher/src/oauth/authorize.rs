@@ -43,7 +43,13 @@ impl OAuth {
         }
         let params = match form(query) {
             Ok(p) => p,
-            Err(e) => return reply::error_page(400, "This authorization request is malformed", &e),
+            Err(e) => {
+                return reply::error_page(
+                    400,
+                    "This authorization request is malformed",
+                    &e.to_string(),
+                );
+            }
         };
         let Some(client_id) = params.get("client_id").filter(|c| !c.is_empty()) else {
             return reply::error_page(

@@ -16,7 +16,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use zodex_github::error_chain;
+
+use super::error::{DocumentError, OpenError};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Empty, Limited};
@@ -54,18 +55,21 @@ pub struct Document {
     pub client_secret: Option<String>,
 }
 
+/// A document, or why it was refused: kept, and shared by every request that asks.
+pub type Found = Result<Document, Arc<DocumentError>>;
+
 /// Where a document stands for an authorization request.
 #[derive(Debug, Clone)]
 pub enum Lookup {
     /// Fetched (or refused) recently.
-    Ready(Result<Document, String>),
+    Ready(Found),
     /// Being fetched: ask again in a moment.
     Pending,
     /// Too many fetches run (in all or for this host): ask again in a moment.
     Busy,
 }
 
-type Done = (std::time::Instant, Result<Document, String>);
+type Done = (std::time::Instant, Found);
 
 #[derive(Default)]
 struct Kept {
@@ -137,7 +141,7 @@ impl Documents {
                     kept.per_host.remove(&host);
                 }
             }
-            kept.keep(url, found);
+            kept.keep(url, found.map_err(Arc::new));
             let _ = tx.send(true);
         });
         Some(rx)
@@ -147,7 +151,7 @@ impl Documents {
 impl Kept {
     /// What was found for `url`, while it is kept. A stale entry stays until it is fetched
     /// again or evicted, so `order` names each entry of `done` exactly once.
-    fn fresh(&self, url: &str) -> Option<Result<Document, String>> {
+    fn fresh(&self, url: &str) -> Option<Found> {
         let (at, found) = self.done.get(url)?;
         let keep = if found.is_ok() {
             KEEP_DOCUMENT
@@ -157,7 +161,7 @@ impl Kept {
         (at.elapsed() < keep).then(|| found.clone())
     }
 
-    fn keep(&mut self, url: String, found: Result<Document, String>) {
+    fn keep(&mut self, url: String, found: Found) {
         while self.done.len() >= MAX_KEPT {
             let Some(oldest) = self.order.pop_front() else {
                 break;
@@ -185,7 +189,7 @@ pub struct Fetcher {
 }
 
 impl Fetcher {
-    pub fn new(private_hosts: Vec<String>) -> Result<Self, String> {
+    pub fn new(private_hosts: Vec<String>) -> Result<Self, OpenError> {
         let private_hosts = Arc::new(
             private_hosts
                 .into_iter()
@@ -202,7 +206,7 @@ impl Fetcher {
             .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider)
-            .map_err(|e| format!("loading the system's TLS roots: {e}"))?
+            .map_err(OpenError::TlsRoots)?
             .https_only()
             .enable_http1()
             .wrap_connector(http);
@@ -216,12 +220,10 @@ impl Fetcher {
     }
 
     /// Fetches and checks the document at `url` (the client id).
-    pub async fn fetch(&self, url: &str) -> Result<Document, String> {
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|_| "the client id is not a URL".to_string())?;
+    pub async fn fetch(&self, url: &str) -> Result<Document, DocumentError> {
+        let uri: http::Uri = url.parse().map_err(|_| DocumentError::NotUrl)?;
         if uri.scheme_str() != Some("https") || matches!(uri.path(), "" | "/") {
-            return Err("a client id URL must be https with a path".into());
+            return Err(DocumentError::NotHttpsPath);
         }
         let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
         // An address literal is connected to without asking the resolver: check it here.
@@ -229,9 +231,7 @@ impl Fetcher {
             && !is_public(ip)
             && !self.private_hosts.iter().any(|h| h == host)
         {
-            return Err(format!(
-                "the client's metadata document is at a private address ({ip})"
-            ));
+            return Err(DocumentError::PrivateAddress(ip));
         }
         let request = http::Request::get(uri.clone())
             .header(http::header::ACCEPT, "application/json")
@@ -240,46 +240,33 @@ impl Fetcher {
                 concat!("zodex-prd/", env!("CARGO_PKG_VERSION")),
             )
             .body(Empty::new())
-            .map_err(|e| format!("building the request: {e}"))?;
+            .map_err(DocumentError::Request)?;
         let fetched = tokio::time::timeout(FETCH_TIMEOUT, async {
             let response = self
                 .client
                 .request(request)
                 .await
-                .map_err(|e| format!("fetching the client's metadata document failed: {}", error_chain(&e)))?;
+                .map_err(DocumentError::Fetch)?;
             let status = response.status();
             if status.is_redirection() {
-                return Err(format!(
-                    "the client's metadata document answered {status} (a redirect): redirects are not followed"
-                ));
+                return Err(DocumentError::Redirect(status));
             }
             if !status.is_success() {
-                return Err(format!("the client's metadata document answered {status}"));
+                return Err(DocumentError::Status(status));
             }
             let body = Limited::new(response.into_body(), MAX_DOCUMENT_BYTES)
                 .collect()
                 .await
-                .map_err(|_| {
-                    format!("the client's metadata document is larger than {MAX_DOCUMENT_BYTES} bytes")
-                })?
+                .map_err(|_| DocumentError::TooLarge)?
                 .to_bytes();
             Ok(body)
         })
         .await
-        .map_err(|_| {
-            format!(
-                "the client's metadata document did not arrive within {} s",
-                FETCH_TIMEOUT.as_secs()
-            )
-        })??;
-        let document: Document = serde_json::from_slice(&fetched).map_err(|e| {
-            format!("the client's metadata document is not valid JSON metadata: {e}")
-        })?;
+        .map_err(|_| DocumentError::Timeout)??;
+        let document: Document =
+            serde_json::from_slice(&fetched).map_err(DocumentError::NotJson)?;
         if document.client_id != url {
-            return Err(format!(
-                "the client's metadata document names another client_id ({:?})",
-                document.client_id
-            ));
+            return Err(DocumentError::OtherClientId(document.client_id));
         }
         if document.client_secret.is_some()
             || document
@@ -287,13 +274,10 @@ impl Fetcher {
                 .as_deref()
                 .is_some_and(|m| m != "none")
         {
-            return Err(
-                "a metadata-document client must be public (token_endpoint_auth_method none, no secret)"
-                    .into(),
-            );
+            return Err(DocumentError::NotPublic);
         }
         if document.redirect_uris.is_empty() {
-            return Err("the client's metadata document has no redirect_uris".into());
+            return Err(DocumentError::NoRedirectUris);
         }
         for uri in &document.redirect_uris {
             super::register::check_redirect_uri(uri)?;
@@ -447,17 +431,20 @@ mod tests {
         let err = fetcher
             .fetch("https://127.0.0.1:1/client.json")
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("private address"), "{err}");
         let err = fetcher
             .fetch("https://localhost:1/client.json")
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no public address"), "{err}");
         let err = fetcher
             .fetch("http://c.example/client.json")
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("https"), "{err}");
     }
 }

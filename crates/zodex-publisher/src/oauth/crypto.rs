@@ -1,6 +1,7 @@
 //! The authorization server's secrets: random values, their hashes, PKCE, and the Ed25519 key
 //! that signs access tokens (JWTs the agent side checks with the public key alone).
 
+use super::error::KeyError;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::signature::KeyPair as _;
@@ -91,12 +92,12 @@ pub fn is_s256_challenge(challenge: &str) -> bool {
 }
 
 /// Makes a fresh Ed25519 signing key.
-pub fn new_signing_key() -> Result<SigningKey, String> {
+pub fn new_signing_key() -> Result<SigningKey, KeyError> {
     let rng = ring::rand::SystemRandom::new();
-    let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng)
-        .map_err(|_| "could not generate an Ed25519 key".to_string())?;
+    let pkcs8 =
+        ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| KeyError::Generate)?;
     let pair = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
-        .map_err(|_| "could not read back the generated Ed25519 key".to_string())?;
+        .map_err(|_| KeyError::ReadBack)?;
     let public_key = pair.public_key().as_ref().to_vec();
     let kid = sha256_hex(&URL_SAFE_NO_PAD.encode(&public_key))[..16].to_string();
     Ok(SigningKey {
@@ -127,13 +128,12 @@ pub struct AccessClaims {
 }
 
 /// Signs an access token (`typ: at+jwt`, EdDSA).
-pub fn sign_access_token(key: &SigningKey, claims: &AccessClaims) -> Result<String, String> {
+pub fn sign_access_token(key: &SigningKey, claims: &AccessClaims) -> Result<String, KeyError> {
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
     header.typ = Some("at+jwt".into());
     header.kid = Some(key.kid.clone());
     let encoding = jsonwebtoken::EncodingKey::from_ed_der(&key.pkcs8);
-    jsonwebtoken::encode(&header, claims, &encoding)
-        .map_err(|e| format!("signing an access token failed: {e}"))
+    jsonwebtoken::encode(&header, claims, &encoding).map_err(KeyError::Sign)
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ mod authorize;
 mod cimd;
 mod clients;
 mod crypto;
+mod error;
 mod pages;
 mod published;
 mod register;
@@ -47,6 +48,9 @@ use zodex_engine::store::Store;
 use zodex_protocol::{OAuthHttpReply, OAuthHttpRequest};
 
 pub use admin::AdminError;
+pub use error::{
+    DocumentError, FormError, KeyError, OpenError, PublishError, RedirectUriError, SettingsError,
+};
 pub use published::{PublishedAuth, PublishedKey};
 
 /// An access token's lifetime.
@@ -83,20 +87,18 @@ impl OAuthSettings {
         public_url: &str,
         public_file: PathBuf,
         cimd_private_hosts: Vec<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SettingsError> {
         let uri: http::Uri = public_url
             .parse()
-            .map_err(|_| format!("[mcp] public_url {public_url:?} is not a URL"))?;
+            .map_err(|_| SettingsError::NotUrl(public_url.to_string()))?;
         let scheme = uri.scheme_str().unwrap_or_default();
         let host = uri.host().unwrap_or_default();
         let loopback = matches!(host, "127.0.0.1" | "localhost" | "[::1]" | "::1");
         if scheme != "https" && !(scheme == "http" && loopback) {
-            return Err(format!(
-                "[mcp] public_url {public_url:?} must be https (plain http only on loopback) for OAuth"
-            ));
+            return Err(SettingsError::NotHttps(public_url.to_string()));
         }
         if uri.query().is_some() {
-            return Err("[mcp] public_url must not have a query for OAuth".into());
+            return Err(SettingsError::Query);
         }
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         Ok(Self {
@@ -140,13 +142,13 @@ pub struct OAuth {
 
 impl OAuth {
     /// Opens the server: makes the signing key on first use and publishes the public file.
-    pub fn open(settings: OAuthSettings, store: SharedStore, now: i64) -> Result<Self, String> {
+    pub fn open(settings: OAuthSettings, store: SharedStore, now: i64) -> Result<Self, OpenError> {
         let documents =
             cimd::Documents::new(cimd::Fetcher::new(settings.cimd_private_hosts.clone())?);
         let fresh = crypto::new_signing_key()?;
         let key = store
             .with(|s| zodex_engine::mcp_oauth::ensure_signing_key(s, fresh, now))
-            .map_err(|e| e.to_string())?;
+            .map_err(OpenError::Store)?;
         let server = Self {
             settings,
             store,
@@ -232,11 +234,11 @@ impl OAuth {
     }
 
     /// Writes the public file from the current state.
-    fn publish(&self, s: &mut Store, now: i64) -> Result<(), String> {
+    fn publish(&self, s: &mut Store, now: i64) -> Result<(), PublishError> {
         Self::publish_with(&self.settings, s, now)
     }
 
-    fn publish_with(settings: &OAuthSettings, s: &mut Store, now: i64) -> Result<(), String> {
+    fn publish_with(settings: &OAuthSettings, s: &mut Store, now: i64) -> Result<(), PublishError> {
         let (key_url, key, families, clients) = s
             .read(|f| {
                 Ok((
@@ -246,7 +248,7 @@ impl OAuth {
                     f.oauth_clients()?,
                 ))
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(PublishError::Store)?;
         let published = PublishedAuth {
             issuer: settings.issuer.clone(),
             resource: settings.resource.clone(),
@@ -285,11 +287,11 @@ fn is_as_metadata_path(path: &str) -> bool {
 
 /// The form fields of a query or an `application/x-www-form-urlencoded` body. A field given
 /// twice is an error (RFC 6749 §3.1), said by name.
-fn form(text: &str) -> Result<std::collections::HashMap<String, String>, String> {
+fn form(text: &str) -> Result<std::collections::HashMap<String, String>, FormError> {
     let mut out = std::collections::HashMap::new();
     for (k, v) in form_urlencoded::parse(text.as_bytes()) {
         if out.insert(k.to_string(), v.to_string()).is_some() {
-            return Err(format!("the parameter {k} is given more than once"));
+            return Err(FormError::Repeated(k.into_owned()));
         }
     }
     Ok(out)

@@ -9,6 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::PublishError;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublishedKey {
     pub kid: String,
@@ -31,7 +33,7 @@ pub struct PublishedAuth {
 impl PublishedAuth {
     /// Writes the file beside itself and renames it into place (mode 0644), so a reader sees
     /// the old or the new file, never half of one.
-    pub fn write(&self, path: &Path) -> Result<(), String> {
+    pub fn write(&self, path: &Path) -> Result<(), PublishError> {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = path.parent().unwrap_or(Path::new("."));
         let tmp = dir.join(format!(
@@ -41,7 +43,7 @@ impl PublishedAuth {
                 .unwrap_or_default(),
             std::process::id()
         ));
-        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        let text = serde_json::to_string_pretty(self)?;
         let written = (|| -> std::io::Result<()> {
             let _ = std::fs::remove_file(&tmp);
             let mut file = std::fs::OpenOptions::new()
@@ -55,12 +57,12 @@ impl PublishedAuth {
             file.sync_all()?;
             std::fs::rename(&tmp, path)
         })();
-        written.map_err(|e| {
+        written.map_err(|error| {
             let _ = std::fs::remove_file(&tmp);
-            format!(
-                "cannot write the MCP OAuth file {}: {e}; its directory must be writable by the publisher user",
-                path.display()
-            )
+            PublishError::Write {
+                path: path.to_path_buf(),
+                error,
+            }
         })
     }
 }

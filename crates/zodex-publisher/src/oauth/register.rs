@@ -3,6 +3,7 @@
 //! is the registration, sealed (`clients.rs`), and no flood of registrations can fill a table,
 //! close registration or put a stranger's client in `zodex sprite mcp clients`.
 
+use super::error::RedirectUriError;
 use serde::Deserialize;
 
 use super::clients::{MAX_CLIENT_ID_CHARS, SealedClient};
@@ -15,7 +16,7 @@ const MAX_NAME_CHARS: usize = 100;
 /// Redirect URIs a client may register.
 const MAX_REDIRECT_URIS: usize = 10;
 /// The longest redirect URI.
-const MAX_URI_CHARS: usize = 2000;
+pub(super) const MAX_URI_CHARS: usize = 2000;
 
 /// The fields of a registration request this server reads; others are ignored (RFC 7591 §2).
 #[derive(Debug, Deserialize)]
@@ -98,7 +99,7 @@ fn check(r: Registration) -> Result<Checked, (&'static str, String)> {
         ));
     }
     for uri in &r.redirect_uris {
-        check_redirect_uri(uri).map_err(|why| ("invalid_redirect_uri", why))?;
+        check_redirect_uri(uri).map_err(|why| ("invalid_redirect_uri", why.to_string()))?;
     }
     let auth_method = r
         .token_endpoint_auth_method
@@ -148,24 +149,20 @@ fn check(r: Registration) -> Result<Checked, (&'static str, String)> {
 
 /// A redirect URI a client may register: `https`, or `http` on a loopback address (native
 /// apps, RFC 8252 §7.3), absolute, without a fragment; or a private-use scheme (`app.id:/…`).
-pub(super) fn check_redirect_uri(uri: &str) -> Result<(), String> {
+pub(super) fn check_redirect_uri(uri: &str) -> Result<(), RedirectUriError> {
     if uri.len() > MAX_URI_CHARS {
-        return Err(format!(
-            "a redirect URI is at most {MAX_URI_CHARS} characters"
-        ));
+        return Err(RedirectUriError::TooLong);
     }
     if uri.contains('#') {
-        return Err(format!("the redirect URI {uri:?} has a fragment"));
+        return Err(RedirectUriError::Fragment(uri.to_string()));
     }
     // `https://chatgpt.com@evil.example/` goes to evil.example: a user part only serves to make
     // the host look like another, and a backslash is read as a slash by browsers, not by us.
     if uri.contains('\\') {
-        return Err(format!("the redirect URI {uri:?} has a backslash"));
+        return Err(RedirectUriError::Backslash(uri.to_string()));
     }
     if authority_of(uri).is_some_and(|a| a.contains('@')) {
-        return Err(format!(
-            "the redirect URI {uri:?} has a user part (user@host): name the host alone"
-        ));
+        return Err(RedirectUriError::UserPart(uri.to_string()));
     }
     // A private-use scheme (RFC 8252 §7.1): a reverse domain name, e.g. `com.example.app:/cb`.
     if let Some((scheme, rest)) = uri.split_once(':')
@@ -179,7 +176,7 @@ pub(super) fn check_redirect_uri(uri: &str) -> Result<(), String> {
     }
     let parsed: http::Uri = uri
         .parse()
-        .map_err(|_| format!("the redirect URI {uri:?} is not a URL"))?;
+        .map_err(|_| RedirectUriError::NotUrl(uri.to_string()))?;
     match parsed.scheme_str() {
         Some("https") if parsed.host().is_some() => Ok(()),
         Some("http") => {
@@ -187,9 +184,7 @@ pub(super) fn check_redirect_uri(uri: &str) -> Result<(), String> {
             if matches!(host, "127.0.0.1" | "localhost" | "[::1]" | "::1") {
                 Ok(())
             } else {
-                Err(format!(
-                    "the redirect URI {uri:?} uses plain http off loopback: use https"
-                ))
+                Err(RedirectUriError::PlainHttp(uri.to_string()))
             }
         }
         Some(scheme)
@@ -197,9 +192,7 @@ pub(super) fn check_redirect_uri(uri: &str) -> Result<(), String> {
         {
             Ok(())
         }
-        _ => Err(format!(
-            "the redirect URI {uri:?} must be https, http on loopback, or a private-use scheme (reverse domain name)"
-        )),
+        _ => Err(RedirectUriError::Scheme(uri.to_string())),
     }
 }
 

@@ -28,12 +28,12 @@ impl OAuth {
         }
         let params = match form(&request.body) {
             Ok(p) => p,
-            Err(e) => return reply::oauth_error("invalid_request", &e),
+            Err(e) => return reply::oauth_error("invalid_request", &e.to_string()),
         };
         let (client_id, secret) =
             match client_credentials(&params, request.authorization.as_deref()) {
                 Ok(c) => c,
-                Err(e) => return reply::oauth_error("invalid_client", &e),
+                Err(e) => return reply::oauth_error("invalid_client", &e.to_string()),
             };
         let grant = params.get("grant_type").map(String::as_str);
         for (needs, field) in [
@@ -139,12 +139,23 @@ impl OAuth {
     }
 }
 
+/// Why a token request names no client (answered as `invalid_client`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum CredentialsError {
+    #[error("the Basic credentials are not base64 of id:secret")]
+    NotBase64,
+    #[error("the Basic credentials are not id:secret")]
+    NotIdSecret,
+    #[error("client_id is missing")]
+    NoClientId,
+}
+
 /// The client's id and secret, from the form (`client_secret_post`, or a public client's id)
 /// or HTTP Basic (`client_secret_basic`, RFC 6749 §2.3.1: each part form-encoded).
 fn client_credentials(
     params: &HashMap<String, String>,
     authorization: Option<&str>,
-) -> Result<(String, Option<String>), String> {
+) -> Result<(String, Option<String>), CredentialsError> {
     if let Some(basic) = authorization.and_then(|a| {
         a.split_once(' ')
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
@@ -154,10 +165,10 @@ fn client_credentials(
             .decode(basic)
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
-            .ok_or("the Basic credentials are not base64 of id:secret")?;
+            .ok_or(CredentialsError::NotBase64)?;
         let (id, secret) = decoded
             .split_once(':')
-            .ok_or("the Basic credentials are not id:secret")?;
+            .ok_or(CredentialsError::NotIdSecret)?;
         let decode = |s: &str| {
             form_urlencoded::parse(format!("x={s}").as_bytes())
                 .next()
@@ -169,6 +180,6 @@ fn client_credentials(
     let id = params
         .get("client_id")
         .filter(|c| !c.is_empty())
-        .ok_or("client_id is missing")?;
+        .ok_or(CredentialsError::NoClientId)?;
     Ok((id.clone(), params.get("client_secret").cloned()))
 }

@@ -1,6 +1,7 @@
 //! The JSON Lines sink: one event per line, appended and synced; past `max_mib` the file is
 //! rotated to `PATH.1` (the older ones move up, `PATH.KEEP` is dropped), as log shippers expect.
 
+use super::SinkError;
 use std::io::Write;
 use std::path::PathBuf;
 use zodex_engine::store::AuditRecord;
@@ -20,29 +21,38 @@ impl JsonlSink {
         }
     }
 
-    pub async fn deliver(&mut self, record: &AuditRecord) -> Result<(), String> {
+    pub async fn deliver(&mut self, record: &AuditRecord) -> Result<(), SinkError> {
         let mut line = super::event_json(record).to_string();
         line.push('\n');
         let (path, max, keep) = (self.path.clone(), self.max_bytes, self.keep);
         tokio::task::spawn_blocking(move || append(&path, line.as_bytes(), max, keep))
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(SinkError::Task)?
     }
 }
 
-fn append(path: &std::path::Path, line: &[u8], max: u64, keep: u32) -> Result<(), String> {
+fn append(path: &std::path::Path, line: &[u8], max: u64, keep: u32) -> Result<(), SinkError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     if size > 0 && size + line.len() as u64 > max {
-        rotate(path, keep).map_err(|e| format!("rotating {}: {e}", path.display()))?;
+        rotate(path, keep).map_err(|error| SinkError::Rotate {
+            path: path.to_path_buf(),
+            error,
+        })?;
     }
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .map_err(|e| format!("opening {}: {e}", path.display()))?;
+        .map_err(|error| SinkError::Open {
+            path: path.to_path_buf(),
+            error,
+        })?;
     file.write_all(line)
         .and_then(|()| file.sync_data())
-        .map_err(|e| format!("writing {}: {e}", path.display()))
+        .map_err(|error| SinkError::Write {
+            path: path.to_path_buf(),
+            error,
+        })
 }
 
 /// `PATH.K-1` → `PATH.K` … `PATH` → `PATH.1`.

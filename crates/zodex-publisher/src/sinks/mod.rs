@@ -8,11 +8,13 @@
 //! the cursor stands, so nothing pending is lost (a row delivered just before a crash may be
 //! delivered again: receivers deduplicate by its `id`).
 
+mod error;
 mod event;
 mod jsonl;
 mod syslog;
 mod webhook;
 
+pub use error::SinkError;
 pub use event::{SCHEMA_VERSION, event_json, slack_text};
 
 use crate::clock::Clock;
@@ -37,7 +39,7 @@ enum Sink {
 }
 
 impl Sink {
-    fn open(config: &SinkConfig) -> Result<Self, String> {
+    fn open(config: &SinkConfig) -> Result<Self, SinkError> {
         Ok(match config {
             SinkConfig::Jsonl {
                 path,
@@ -65,7 +67,7 @@ impl Sink {
         })
     }
 
-    async fn deliver(&mut self, record: &AuditRecord) -> Result<(), String> {
+    async fn deliver(&mut self, record: &AuditRecord) -> Result<(), SinkError> {
         match self {
             Sink::Jsonl(sink) => sink.deliver(record).await,
             Sink::Syslog(sink) => sink.deliver(record).await,
@@ -106,7 +108,7 @@ async fn run(outbox: Outbox, config: SinkConfig) {
         };
         tracing::warn!(sink = %name, error = %failed, retry_in = ?backoff, "audit sink failed");
         let now = outbox.clock.now();
-        let (n, e) = (name.clone(), failed);
+        let (n, e) = (name.clone(), failed.to_string());
         let _ = outbox
             .store
             .run(move |s| ledger::sink_failed(s, &n, &e, now))
@@ -123,13 +125,13 @@ async fn deliver_some(
     outbox: &Outbox,
     config: &SinkConfig,
     sink: &mut Option<Sink>,
-) -> Result<usize, String> {
+) -> Result<usize, SinkError> {
     let name = config.name().to_string();
     let (_, rows) = outbox
         .store
         .run(move |s| ledger::sink_batch(s, &name, BATCH))
         .await
-        .map_err(|e| format!("reading the audit log: {e}"))?;
+        .map_err(SinkError::ReadLog)?;
     if rows.is_empty() {
         return Ok(0);
     }
@@ -144,7 +146,7 @@ async fn deliver_some(
             .store
             .run(move |s| ledger::sink_delivered(s, &name, id, now))
             .await
-            .map_err(|e| format!("recording a delivery: {e}"))?;
+            .map_err(SinkError::Record)?;
     }
     Ok(rows.len())
 }

@@ -2,6 +2,7 @@
 //! datagram socket such as `/dev/log`. Facility `authpriv`; denials are warnings, the rest
 //! notices. The message is the event's JSON; its structured data names the row.
 
+use super::SinkError;
 use tokio::io::AsyncWriteExt;
 use zodex_engine::store::AuditRecord;
 
@@ -20,7 +21,7 @@ pub enum SyslogSink {
 }
 
 impl SyslogSink {
-    pub fn new(address: &str) -> Result<Self, String> {
+    pub fn new(address: &str) -> Result<Self, SinkError> {
         if let Some(address) = address.strip_prefix("tcp:") {
             return Ok(Self::Tcp {
                 address: address.to_string(),
@@ -29,13 +30,11 @@ impl SyslogSink {
         }
         match address.strip_prefix("unix:") {
             Some(path) => Ok(Self::Unix { path: path.into() }),
-            None => Err(format!(
-                "syslog address {address:?}: use tcp:HOST:PORT or unix:/PATH"
-            )),
+            None => Err(SinkError::SyslogAddress(address.to_string())),
         }
     }
 
-    pub async fn deliver(&mut self, record: &AuditRecord) -> Result<(), String> {
+    pub async fn deliver(&mut self, record: &AuditRecord) -> Result<(), SinkError> {
         let message = message(record, &hostname());
         match self {
             Self::Tcp { address, stream } => {
@@ -45,24 +44,33 @@ impl SyslogSink {
                         tokio::net::TcpStream::connect(address.as_str()),
                     )
                     .await
-                    .map_err(|_| format!("connecting to syslog at {address}: timed out"))?
-                    .map_err(|e| format!("connecting to syslog at {address}: {e}"))?;
+                    .map_err(|_| SinkError::SyslogTimeout(address.clone()))?
+                    .map_err(|error| SinkError::SyslogConnect {
+                        address: address.clone(),
+                        error,
+                    })?;
                     *stream = Some(connected);
                 }
                 let frame = format!("{} {message}", message.len());
                 let open = stream.as_mut().expect("connected above");
                 open.write_all(frame.as_bytes())
                     .await
-                    .map_err(|e| format!("sending to syslog at {address}: {e}"))
+                    .map_err(|error| SinkError::SyslogSend {
+                        address: address.clone(),
+                        error,
+                    })
             }
             Self::Unix { path } => {
-                let socket = tokio::net::UnixDatagram::unbound()
-                    .map_err(|e| format!("a datagram socket for syslog: {e}"))?;
+                let socket =
+                    tokio::net::UnixDatagram::unbound().map_err(SinkError::SyslogSocket)?;
                 socket
                     .send_to(message.as_bytes(), &*path)
                     .await
                     .map(drop)
-                    .map_err(|e| format!("sending to syslog at {}: {e}", path.display()))
+                    .map_err(|error| SinkError::SyslogSend {
+                        address: path.display().to_string(),
+                        error,
+                    })
             }
         }
     }

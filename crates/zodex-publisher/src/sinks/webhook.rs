@@ -3,12 +3,12 @@
 //! timestamp in `X-Zodex-Timestamp`, so a receiver can refuse a replayed or forged delivery.
 //! `X-Zodex-Delivery` carries the row's id for deduplication. Any 2xx is a delivery.
 
+use super::SinkError;
 use bytes::Bytes;
 use http_body_util::Full;
 use std::path::Path;
 use std::time::Duration;
 use zodex_engine::store::AuditRecord;
-use zodex_github::error_chain;
 
 type Client = hyper_util::client::legacy::Client<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
@@ -29,18 +29,19 @@ impl WebhookSink {
         url_file: Option<&Path>,
         secret_file: Option<&Path>,
         slack: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SinkError> {
         let url = match (url, url_file) {
             (Some(url), _) => url.to_string(),
             (None, Some(file)) => std::fs::read_to_string(file)
-                .map_err(|e| format!("reading the webhook's url_file {}: {e}", file.display()))?
+                .map_err(|error| SinkError::UrlFile {
+                    path: file.to_path_buf(),
+                    error,
+                })?
                 .trim()
                 .to_string(),
-            (None, None) => return Err("a webhook sink needs url or url_file".into()),
+            (None, None) => return Err(SinkError::NoUrl),
         };
-        let url: http::Uri = url
-            .parse()
-            .map_err(|_| "the webhook URL is not a valid URL".to_string())?;
+        let url: http::Uri = url.parse().map_err(|_| SinkError::BadUrl)?;
         let key = secret_file
             .map(|file| {
                 std::fs::read(file)
@@ -48,8 +49,9 @@ impl WebhookSink {
                         let secret = secret.trim_ascii();
                         ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret)
                     })
-                    .map_err(|e| {
-                        format!("reading the webhook's secret_file {}: {e}", file.display())
+                    .map_err(|error| SinkError::SecretFile {
+                        path: file.to_path_buf(),
+                        error,
                     })
             })
             .transpose()?;
@@ -58,7 +60,7 @@ impl WebhookSink {
             .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider)
-            .map_err(|e| format!("loading the system's TLS roots: {e}"))?
+            .map_err(SinkError::TlsRoots)?
             .https_or_http()
             .enable_http1()
             .build();
@@ -82,7 +84,7 @@ impl WebhookSink {
         )
     }
 
-    pub async fn deliver(&mut self, record: &AuditRecord) -> Result<(), String> {
+    pub async fn deliver(&mut self, record: &AuditRecord) -> Result<(), SinkError> {
         let body = if self.slack {
             serde_json::json!({ "text": super::slack_text(record) }).to_string()
         } else {
@@ -108,15 +110,24 @@ impl WebhookSink {
         }
         let request = request
             .body(Full::new(Bytes::from(body)))
-            .map_err(|e| format!("building the request to {}: {e}", self.shown()))?;
+            .map_err(|error| SinkError::Request {
+                shown: self.shown(),
+                error,
+            })?;
         let answer = tokio::time::timeout(Duration::from_secs(15), self.client.request(request))
             .await
-            .map_err(|_| format!("{} did not answer within 15 s", self.shown()))?
-            .map_err(|e| format!("posting to {}: {}", self.shown(), error_chain(&e)))?;
+            .map_err(|_| SinkError::Timeout(self.shown()))?
+            .map_err(|error| SinkError::Post {
+                shown: self.shown(),
+                error,
+            })?;
         if answer.status().is_success() {
             Ok(())
         } else {
-            Err(format!("{} answered {}", self.shown(), answer.status()))
+            Err(SinkError::Status {
+                shown: self.shown(),
+                status: answer.status(),
+            })
         }
     }
 }

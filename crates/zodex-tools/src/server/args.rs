@@ -18,7 +18,70 @@ pub struct PatchArgs {
     pub workdir: String,
 }
 
-pub fn exec(args: Option<&Args>) -> Result<ExecRequest, String> {
+/// A tool call's arguments that do not fit the tool; the text tells the model how to call again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    #[error("{tool}: `cmd` is empty. Pass the shell command line to run, e.g. \"ls -la\".")]
+    EmptyCmd { tool: &'static str },
+    #[error(
+        "{tool}: `chars` must be a string (got {got}). Pass the text to type, with \"\\n\" for Enter, or leave it out to just poll."
+    )]
+    Chars {
+        tool: &'static str,
+        got: &'static str,
+    },
+    #[error("{tool}: `kill_process` must be true or false (got {got}).")]
+    KillProcess {
+        tool: &'static str,
+        got: &'static str,
+    },
+    #[error(
+        "{tool}: unknown argument{} {}. The arguments are: {}. Call again without the others.",
+        if unknown.len() == 1 { "" } else { "s" },
+        quoted(unknown),
+        quoted(known)
+    )]
+    Unknown {
+        tool: &'static str,
+        unknown: Vec<String>,
+        known: &'static [&'static str],
+    },
+    #[error(
+        "{tool}: `workdir` must be an absolute path (starting with /), got {workdir:?}. Nothing was run. Call again with the full path of the directory."
+    )]
+    RelativeWorkdir { tool: &'static str, workdir: String },
+    #[error("{tool}: `{name}` is required. Nothing was run. Call again with `{name}`: {what}.")]
+    Missing {
+        tool: &'static str,
+        name: &'static str,
+        what: &'static str,
+    },
+    #[error(
+        "{tool}: `{name}` must be a string, got {got}. Nothing was run. Call again with `{name}`: {what}."
+    )]
+    NotString {
+        tool: &'static str,
+        name: &'static str,
+        what: &'static str,
+        got: &'static str,
+    },
+    #[error("{tool}: `{name}` must be a non-negative whole number of milliseconds, got {number}.")]
+    NotWholeMilliseconds {
+        tool: &'static str,
+        name: &'static str,
+        number: serde_json::Number,
+    },
+    #[error(
+        "{tool}: `{name}` must be a number of milliseconds, got {got}. Leave it out for the default."
+    )]
+    NotMilliseconds {
+        tool: &'static str,
+        name: &'static str,
+        got: &'static str,
+    },
+}
+
+pub fn exec(args: Option<&Args>) -> Result<ExecRequest, ArgError> {
     const TOOL: &str = "exec_command";
     const KNOWN: &[&str] = &["cmd", "workdir", "yield_time_ms", "timeout_ms"];
     let args = object(args);
@@ -30,9 +93,7 @@ pub fn exec(args: Option<&Args>) -> Result<ExecRequest, String> {
         "the shell command line to run, e.g. \"ls -la\"",
     )?;
     if cmd.trim().is_empty() {
-        return Err(format!(
-            "{TOOL}: `cmd` is empty. Pass the shell command line to run, e.g. \"ls -la\"."
-        ));
+        return Err(ArgError::EmptyCmd { tool: TOOL });
     }
     let workdir = workdir(TOOL, args)?;
     Ok(ExecRequest {
@@ -43,7 +104,7 @@ pub fn exec(args: Option<&Args>) -> Result<ExecRequest, String> {
     })
 }
 
-pub fn write_stdin(args: Option<&Args>) -> Result<WriteStdinRequest, String> {
+pub fn write_stdin(args: Option<&Args>) -> Result<WriteStdinRequest, ArgError> {
     const TOOL: &str = "write_stdin";
     const KNOWN: &[&str] = &["session_handle", "chars", "yield_time_ms", "kill_process"];
     let args = object(args);
@@ -58,21 +119,20 @@ pub fn write_stdin(args: Option<&Args>) -> Result<WriteStdinRequest, String> {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(other) => {
-            return Err(format!(
-                "{TOOL}: `chars` must be a string (got {}). Pass the text to type, with \"\\n\" \
-                 for Enter, or leave it out to just poll.",
-                kind(other)
-            ));
+            return Err(ArgError::Chars {
+                tool: TOOL,
+                got: kind(other),
+            });
         }
     };
     let kill_process = match args.get("kill_process") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
         Some(other) => {
-            return Err(format!(
-                "{TOOL}: `kill_process` must be true or false (got {}).",
-                kind(other)
-            ));
+            return Err(ArgError::KillProcess {
+                tool: TOOL,
+                got: kind(other),
+            });
         }
     };
     Ok(WriteStdinRequest {
@@ -83,7 +143,7 @@ pub fn write_stdin(args: Option<&Args>) -> Result<WriteStdinRequest, String> {
     })
 }
 
-pub fn apply_patch(args: Option<&Args>) -> Result<PatchArgs, String> {
+pub fn apply_patch(args: Option<&Args>) -> Result<PatchArgs, ArgError> {
     const TOOL: &str = "apply_patch";
     let args = object(args);
     unknown_keys(TOOL, args, &["patch", "workdir"])?;
@@ -103,55 +163,62 @@ fn object(args: Option<&Args>) -> &Args {
     args.unwrap_or_else(|| EMPTY.get_or_init(Args::new))
 }
 
-fn unknown_keys(tool: &str, args: &Args, known: &[&str]) -> Result<(), String> {
-    let unknown: Vec<&str> = args
+fn unknown_keys(
+    tool: &'static str,
+    args: &Args,
+    known: &'static [&'static str],
+) -> Result<(), ArgError> {
+    let unknown: Vec<String> = args
         .keys()
-        .map(String::as_str)
-        .filter(|k| !known.contains(k))
+        .filter(|k| !known.contains(&k.as_str()))
+        .cloned()
         .collect();
     if unknown.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "{tool}: unknown argument{} {}. The arguments are: {}. Call again without the others.",
-        if unknown.len() == 1 { "" } else { "s" },
-        quoted(&unknown),
-        quoted(known)
-    ))
+    Err(ArgError::Unknown {
+        tool,
+        unknown,
+        known,
+    })
 }
 
-fn workdir(tool: &str, args: &Args) -> Result<String, String> {
+fn workdir(tool: &'static str, args: &Args) -> Result<String, ArgError> {
     let workdir = required_string(
         tool,
         args,
         "workdir",
-        "the absolute path of an existing directory, e.g. \"/home/user/project\"; there is no \
-         default",
+        "the absolute path of an existing directory, e.g. \"/home/user/project\"; there is no default",
     )?;
     if !workdir.starts_with('/') {
-        return Err(format!(
-            "{tool}: `workdir` must be an absolute path (starting with /), got {workdir:?}. \
-             Nothing was run. Call again with the full path of the directory."
-        ));
+        return Err(ArgError::RelativeWorkdir { tool, workdir });
     }
     Ok(workdir)
 }
 
-fn required_string(tool: &str, args: &Args, name: &str, what: &str) -> Result<String, String> {
+fn required_string(
+    tool: &'static str,
+    args: &Args,
+    name: &'static str,
+    what: &'static str,
+) -> Result<String, ArgError> {
     match args.get(name) {
         Some(Value::String(s)) => Ok(s.clone()),
-        None | Some(Value::Null) => Err(format!(
-            "{tool}: `{name}` is required. Nothing was run. Call again with `{name}`: {what}."
-        )),
-        Some(other) => Err(format!(
-            "{tool}: `{name}` must be a string, got {}. Nothing was run. Call again with \
-             `{name}`: {what}.",
-            kind(other)
-        )),
+        None | Some(Value::Null) => Err(ArgError::Missing { tool, name, what }),
+        Some(other) => Err(ArgError::NotString {
+            tool,
+            name,
+            what,
+            got: kind(other),
+        }),
     }
 }
 
-fn optional_u64(tool: &str, args: &Args, name: &str) -> Result<Option<u64>, String> {
+fn optional_u64(
+    tool: &'static str,
+    args: &Args,
+    name: &'static str,
+) -> Result<Option<u64>, ArgError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => {
@@ -163,16 +230,18 @@ fn optional_u64(tool: &str, args: &Args, name: &str) -> Result<Option<u64>, Stri
                 Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => {
                     Ok(Some(f as u64))
                 }
-                _ => Err(format!(
-                    "{tool}: `{name}` must be a non-negative whole number of milliseconds, got {n}."
-                )),
+                _ => Err(ArgError::NotWholeMilliseconds {
+                    tool,
+                    name,
+                    number: n.clone(),
+                }),
             }
         }
-        Some(other) => Err(format!(
-            "{tool}: `{name}` must be a number of milliseconds, got {}. Leave it out for the \
-             default.",
-            kind(other)
-        )),
+        Some(other) => Err(ArgError::NotMilliseconds {
+            tool,
+            name,
+            got: kind(other),
+        }),
     }
 }
 
@@ -187,9 +256,10 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-fn quoted(names: &[&str]) -> String {
+fn quoted(names: &[impl AsRef<str>]) -> String {
     names
         .iter()
+        .map(AsRef::as_ref)
         .map(|n| format!("`{n}`"))
         .collect::<Vec<_>>()
         .join(", ")
@@ -212,22 +282,33 @@ mod tests {
         .unwrap();
         assert_eq!(ok.cmd, "ls");
         assert_eq!(ok.yield_time_ms, Some(100));
-        let missing = exec(Some(&obj(json!({"cmd": "ls"})))).unwrap_err();
+        let missing = exec(Some(&obj(json!({"cmd": "ls"}))))
+            .unwrap_err()
+            .to_string();
         assert!(missing.contains("`workdir` is required"), "{missing}");
-        let relative = exec(Some(&obj(json!({"cmd": "ls", "workdir": "src"})))).unwrap_err();
+        let relative = exec(Some(&obj(json!({"cmd": "ls", "workdir": "src"}))))
+            .unwrap_err()
+            .to_string();
         assert!(relative.contains("absolute"), "{relative}");
-        let none = exec(None).unwrap_err();
+        let none = exec(None).unwrap_err().to_string();
         assert!(none.contains("`cmd` is required"), "{none}");
-        let typed = exec(Some(&obj(json!({"cmd": 3, "workdir": "/"})))).unwrap_err();
+        let typed = exec(Some(&obj(json!({"cmd": 3, "workdir": "/"}))))
+            .unwrap_err()
+            .to_string();
         assert!(typed.contains("must be a string, got a number"), "{typed}");
         let neg = exec(Some(&obj(
             json!({"cmd": "x", "workdir": "/", "timeout_ms": -1}),
         )));
-        assert!(neg.unwrap_err().contains("non-negative"));
+        assert!(neg.unwrap_err().to_string().contains("non-negative"));
         let extra = exec(Some(&obj(
             json!({"cmd": "x", "workdir": "/", "shell": "zsh"}),
         )));
-        assert!(extra.unwrap_err().contains("unknown argument `shell`"));
+        assert!(
+            extra
+                .unwrap_err()
+                .to_string()
+                .contains("unknown argument `shell`")
+        );
     }
 
     #[test]
@@ -238,7 +319,7 @@ mod tests {
         let bad = write_stdin(Some(&obj(
             json!({"session_handle": "h", "kill_process": "yes"}),
         )));
-        assert!(bad.unwrap_err().contains("true or false"));
+        assert!(bad.unwrap_err().to_string().contains("true or false"));
     }
 
     #[test]

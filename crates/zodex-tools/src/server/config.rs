@@ -48,6 +48,17 @@ pub struct McpConfig {
     pub context: ContextConfig,
 }
 
+/// Why the configuration's `[mcp]` table could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum McpConfigError {
+    /// The file is not TOML.
+    #[error(transparent)]
+    Toml(toml::de::Error),
+    /// `[mcp]` has a key or a value it does not take.
+    #[error("[mcp]: {0}")]
+    Mcp(toml::de::Error),
+}
+
 impl McpConfig {
     /// Reads the `[mcp]` table of `path`; a file without one gives the defaults.
     pub fn load(path: &Path) -> anyhow::Result<McpConfig> {
@@ -57,11 +68,11 @@ impl McpConfig {
             .map_err(|e| UsageError(format!("config {}: {e}", path.display())).into())
     }
 
-    pub fn parse(text: &str) -> Result<McpConfig, String> {
-        let mut table: toml::Table = text.parse().map_err(|e| format!("{e}"))?;
+    pub fn parse(text: &str) -> Result<McpConfig, McpConfigError> {
+        let mut table: toml::Table = text.parse().map_err(McpConfigError::Toml)?;
         match table.remove("mcp") {
             None => Ok(McpConfig::default()),
-            Some(value) => value.try_into().map_err(|e| format!("[mcp]: {e}")),
+            Some(value) => value.try_into().map_err(McpConfigError::Mcp),
         }
     }
 }
@@ -84,7 +95,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_errors() {
-        let err = McpConfig::parse("[mcp]\nlisten_addr = \"x\"\n").unwrap_err();
+        let err = McpConfig::parse("[mcp]\nlisten_addr = \"x\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("listen_addr"), "{err}");
         assert!(McpConfig::parse("[mcp.context]\nglobal = true\n").is_err());
     }

@@ -157,7 +157,7 @@ impl ZodexHandler {
             .to_string();
         let request = match args::exec(arguments) {
             Ok(r) => r,
-            Err(message) => return Outcome::error(message, workdir_arg(arguments), summary),
+            Err(e) => return Outcome::error(e.to_string(), workdir_arg(arguments), summary),
         };
         let workdir = request.workdir.clone();
         match self.core.sessions.exec(request).await {
@@ -175,7 +175,7 @@ impl ZodexHandler {
     async fn write_stdin(&self, arguments: Option<&serde_json::Map<String, Value>>) -> Outcome {
         let request = match args::write_stdin(arguments) {
             Ok(r) => r,
-            Err(message) => return Outcome::error(message, None, "write_stdin".into()),
+            Err(e) => return Outcome::error(e.to_string(), None, "write_stdin".into()),
         };
         // Never the typed text (it may be a password) nor the whole handle (a capability).
         let handle: String = request.session_handle.chars().take(6).collect();
@@ -215,7 +215,7 @@ impl ZodexHandler {
             .unwrap_or_default();
         let request = match args::apply_patch(arguments) {
             Ok(r) => r,
-            Err(message) => return Outcome::error(message, workdir_arg(arguments), summary),
+            Err(e) => return Outcome::error(e.to_string(), workdir_arg(arguments), summary),
         };
         let workdir = request.workdir.clone();
         let dir = PathBuf::from(&request.workdir);

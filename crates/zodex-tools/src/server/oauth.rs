@@ -67,6 +67,8 @@ pub struct ForwardReply {
 /// Passes a request on to the authorization server (blocking: the server runs it on a
 /// blocking thread). `Err` says why it could not be asked.
 pub trait OAuthForward: Send + Sync + 'static {
+    // String: implemented by the binary over the agent socket's errors, which this crate does
+    // not know; only logged (the client is answered 503).
     fn forward(&self, request: ForwardRequest) -> Result<ForwardReply, String>;
 }
 

@@ -8,6 +8,25 @@ use std::io;
 /// Longest user-supplied string echoed back in an error message.
 const ECHO_MAX: usize = 80;
 
+/// Why input could not be typed into a session's terminal.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("the process has already exited")]
+    Exited,
+    #[error("the terminal took no input; the process may be gone")]
+    NoInput,
+    #[error(
+        "the terminal's input buffer stayed full for {seconds} s (the process is not reading its input); {sent} of {len} bytes were sent"
+    )]
+    Full {
+        seconds: u64,
+        sent: usize,
+        len: usize,
+    },
+    #[error("writing to the terminal failed: {0}")]
+    Write(nix::errno::Errno),
+}
+
 /// Why a call to the session engine was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
@@ -82,7 +101,7 @@ pub enum ToolError {
         /// The session handle.
         handle: String,
         /// What went wrong.
-        reason: String,
+        reason: InputError,
     },
     /// The manager is shutting down.
     #[error("the command service is shutting down; no new commands can be started.")]

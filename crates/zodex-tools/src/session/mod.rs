@@ -47,7 +47,7 @@ mod utf8;
 
 pub use api::{ExecRequest, Status, TerminationReason, ToolOutput, WriteStdinRequest};
 pub use config::{SessionConfig, Shell};
-pub use error::ToolError;
+pub use error::{InputError, ToolError};
 pub use kill::MARKER_VAR;
 
 use error::shorten;

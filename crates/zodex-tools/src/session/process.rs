@@ -8,6 +8,7 @@
 //! manager decides when a session is forgotten; this file knows nothing of handles' lookup.
 
 use super::api::{Status, TerminationReason, ToolOutput};
+use super::error::InputError;
 use super::kill::ProcessTree;
 use super::output::{Output, OutputLimits};
 use super::pty::{self, SpawnSpec};
@@ -362,34 +363,32 @@ impl Session {
     }
 
     /// Types `data` into the terminal.
-    pub(crate) async fn write_input(&self, data: &[u8]) -> Result<(), String> {
+    pub(crate) async fn write_input(&self, data: &[u8]) -> Result<(), InputError> {
         let fd = self
             .writer
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .ok_or_else(|| "the process has already exited".to_owned())?;
+            .ok_or(InputError::Exited)?;
         let deadline = Instant::now() + INPUT_TIMEOUT;
         let mut rest = data;
         while !rest.is_empty() {
             // The fd stays open while we hold the Arc.
             match nix::unistd::write(&*fd, rest) {
-                Ok(0) => return Err("the terminal took no input; the process may be gone".into()),
+                Ok(0) => return Err(InputError::NoInput),
                 Ok(n) => rest = &rest[n..],
                 Err(Errno::EINTR) => {}
                 Err(Errno::EAGAIN) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 Err(Errno::EAGAIN) => {
-                    return Err(format!(
-                        "the terminal's input buffer stayed full for {} s (the process is not \
-                         reading its input); {} of {} bytes were sent",
-                        INPUT_TIMEOUT.as_secs(),
-                        data.len() - rest.len(),
-                        data.len()
-                    ));
+                    return Err(InputError::Full {
+                        seconds: INPUT_TIMEOUT.as_secs(),
+                        sent: data.len() - rest.len(),
+                        len: data.len(),
+                    });
                 }
-                Err(err) => return Err(format!("writing to the terminal failed: {err}")),
+                Err(err) => return Err(InputError::Write(err)),
             }
         }
         Ok(())
