@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use zodex::engine::policy::Policies;
 use zodex::engine::store::{App, AuditEntry, CoverageFact, GrantVia, NewGrant, Store};
 use zodex::engine::targets::{TargetSpec, Targets};
-use zodex::engine::{Ask, Engine, Principal, RefUpdate, RepoName};
+use zodex::engine::{Ask, ChangeFacts, Engine, Principal, RefName, RefUpdate, RepoName};
 
 const NOW: i64 = 1_900_000_000;
 
@@ -84,8 +84,13 @@ fn setup() -> (tempfile::TempDir, Store, Engine, Ask) {
     let ask = Ask::Push {
         repo: RepoName::parse("demo/repo4242").unwrap(),
         update: RefUpdate {
-            ref_name: "refs/heads/feature".into(),
-            ..Default::default()
+            ref_name: RefName::branch("feature").unwrap(),
+            change: ChangeFacts::Supposed {
+                ref_exists: false,
+                force: false,
+                delete: false,
+            },
+            touches_workflows: false,
         },
         bundle_bytes: 1 << 20,
     };

@@ -309,8 +309,8 @@ fn main() {
     let request = AgentRequest::Push {
         repo: "demo/app".into(),
         updates: vec![PushUpdate {
-            dst: "refs/heads/huge".into(),
-            new: Some("1111111111111111111111111111111111111111".into()),
+            dst: "refs/heads/huge".parse().unwrap(),
+            new: Some("1111111111111111111111111111111111111111".parse().unwrap()),
             force: false,
             lease: None,
         }],
@@ -501,8 +501,8 @@ fn bomb(rig: &Rig, work: &Path) {
     let push = AgentRequest::Push {
         repo: "demo/app".into(),
         updates: vec![PushUpdate {
-            dst: "refs/heads/bomb".into(),
-            new: Some(tip.into()),
+            dst: "refs/heads/bomb".parse().unwrap(),
+            new: Some(tip.parse().unwrap()),
             force: false,
             lease: None,
         }],

@@ -114,16 +114,19 @@ impl World {
     }
 }
 
+/// An update of `dst` to `new` (`None`: deleted), leased on `expected` (empty: must not exist).
 fn update(dst: &str, new: Option<&str>, expected: &str) -> LeasedUpdate {
+    let id = |hex: &str| zodex::engine::ObjectId::parse(hex).unwrap();
+    let old = Some(expected).filter(|e| !e.is_empty()).map(id);
     LeasedUpdate {
-        dst: dst.into(),
-        new: new.map(String::from),
-        force: false,
-        expected: expected.into(),
+        dst: dst.parse().unwrap(),
+        change: zodex::engine::RefChange::between(old, new.map(id), false).unwrap(),
     }
 }
 
-fn outcomes(pushed: Pushed) -> std::collections::HashMap<String, Result<(), String>> {
+fn outcomes(
+    pushed: Pushed,
+) -> std::collections::HashMap<zodex::engine::RefName, Result<(), String>> {
     pushed.expect("one outcome per ref")
 }
 

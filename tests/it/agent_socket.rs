@@ -417,8 +417,8 @@ fn an_exhausted_spool_budget_is_answered_busy_at_once() {
     let push = AgentRequest::Push {
         repo: "demo/app".into(),
         updates: vec![PushUpdate {
-            dst: "refs/heads/x".into(),
-            new: Some("1111111111111111111111111111111111111111".into()),
+            dst: "refs/heads/x".parse().unwrap(),
+            new: Some("1111111111111111111111111111111111111111".parse().unwrap()),
             force: false,
             lease: None,
         }],

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use zodex::engine::policy::Policies;
 use zodex::engine::store::{App, CoverageFact, GrantVia, NewGrant, Store};
 use zodex::engine::targets::{TargetSpec, Targets};
-use zodex::engine::{Ask, Engine, Principal, RefUpdate, RepoName};
+use zodex::engine::{Ask, ChangeFacts, Engine, Principal, RefName, RefUpdate, RepoName};
 
 const THREADS: usize = 8;
 const DECISIONS: u64 = 100_000;
@@ -60,8 +60,13 @@ fn decisions_under_concurrent_grant_writes_never_fail_or_see_half_a_grant() {
     let ask = Ask::Push {
         repo: RepoName::parse("demo/app").unwrap(),
         update: RefUpdate {
-            ref_name: "refs/heads/feature".into(),
-            ..Default::default()
+            ref_name: RefName::branch("feature").unwrap(),
+            change: ChangeFacts::Supposed {
+                ref_exists: false,
+                force: false,
+                delete: false,
+            },
+            touches_workflows: false,
         },
         bundle_bytes: 4096,
     };

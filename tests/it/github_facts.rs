@@ -148,7 +148,9 @@ fn a_renamed_default_branch_is_followed_after_the_coverage_check() {
     use zodex::engine::policy::Policies;
     use zodex::engine::store::{App, GrantVia, Store};
     use zodex::engine::targets::{TargetSpec, Targets};
-    use zodex::engine::{Ask, Authority, Engine, GrantTerms, Principal, RefUpdate, RepoName};
+    use zodex::engine::{
+        Ask, Authority, ChangeFacts, Engine, GrantTerms, Principal, RefName, RefUpdate, RepoName,
+    };
 
     let demo = Demo::start();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -199,10 +201,13 @@ fn a_renamed_default_branch_is_followed_after_the_coverage_check() {
         let ask = Ask::Push {
             repo: repo.clone(),
             update: RefUpdate {
-                ref_name: format!("refs/heads/{branch}"),
-                ref_exists: true,
-                force: true,
-                ..Default::default()
+                ref_name: RefName::branch(branch).unwrap(),
+                change: ChangeFacts::Supposed {
+                    ref_exists: true,
+                    force: true,
+                    delete: false,
+                },
+                touches_workflows: false,
             },
             bundle_bytes: 10,
         };

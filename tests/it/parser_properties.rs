@@ -255,12 +255,23 @@ fn text() -> impl Strategy<Value = String> {
     any::<String>()
 }
 
+/// A ref name git accepts (what a `PushUpdate` can hold; anything else is refused as it is read).
+fn ref_name() -> impl Strategy<Value = zodex::engine::RefName> {
+    "refs/(heads|tags)/[a-z0-9._-]{0,8}[a-z0-9]".prop_filter_map("a name git accepts", |n| {
+        zodex::engine::RefName::parse(n).ok()
+    })
+}
+
+fn object_id() -> impl Strategy<Value = zodex::engine::ObjectId> {
+    "[0-9a-f]{40}".prop_map(|hex| zodex::engine::ObjectId::parse(&hex).unwrap())
+}
+
 fn push_update() -> impl Strategy<Value = PushUpdate> {
     (
-        text(),
-        option::of(text()),
+        ref_name(),
+        option::of(object_id()),
         any::<bool>(),
-        option::of(text()),
+        option::of(object_id()),
     )
         .prop_map(|(dst, new, force, lease)| PushUpdate {
             dst,

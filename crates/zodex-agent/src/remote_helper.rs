@@ -12,6 +12,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use zodex_engine::RepoName;
 use zodex_engine::repo::repo_of_url;
+use zodex_engine::{ObjectId, RefName};
 use zodex_protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
 
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +44,8 @@ struct Session {
     progress: bool,
     atomic: bool,
     dry_run: bool,
-    leases: HashMap<String, String>,
+    /// `--force-with-lease` values git gave, by the ref name as git wrote it.
+    leases: HashMap<String, ObjectId>,
     remote_refs: Option<HashMap<String, String>>,
 }
 
@@ -143,12 +145,13 @@ impl Helper {
             "cas" => {
                 let value = unquote(value);
                 match value.rsplit_once(':') {
-                    Some((name, oid)) => {
-                        self.session
-                            .leases
-                            .insert(name.to_string(), oid.to_string());
-                        "ok"
-                    }
+                    Some((name, oid)) => match ObjectId::parse(oid) {
+                        Ok(oid) => {
+                            self.session.leases.insert(name.to_string(), oid);
+                            "ok"
+                        }
+                        Err(_) => "error cas needs REF:OID",
+                    },
                     None => "error cas needs REF:OID",
                 }
             }
@@ -204,7 +207,10 @@ impl Helper {
         let refs: Vec<zodex_protocol::ListedRef> = response
             .answer()
             .map_err(|e| HelperError::Refused(format!("unreadable ref list: {e}")))?;
-        Ok(refs.into_iter().map(|r| (r.name, r.oid)).collect())
+        Ok(refs
+            .into_iter()
+            .map(|r| (r.name.to_string(), r.oid.to_string()))
+            .collect())
     }
 
     /// One push batch: resolve sources, build one bundle, send, map the answers.
@@ -224,13 +230,25 @@ impl Helper {
             let Some((src, dst)) = spec.split_once(':') else {
                 return Err(HelperError::Protocol(format!("push {spec}")));
             };
+            // Refused here as zodex-prd would refuse it: a name git should not have sent.
+            let name = match RefName::parse(dst) {
+                Ok(name) => name,
+                Err(e) => {
+                    local_errors.push((dst.to_string(), Err(e.to_string())));
+                    continue;
+                }
+            };
             let new = if src.is_empty() {
                 None
             } else {
-                match bundle::git_output(&self.workdir, &["rev-parse", "--verify", "--quiet", src])
+                let resolved =
+                    bundle::git_output(&self.workdir, &["rev-parse", "--verify", "--quiet", src]);
+                match resolved
+                    .ok()
+                    .and_then(|oid| ObjectId::parse(oid.trim()).ok())
                 {
-                    Ok(oid) => Some(oid),
-                    Err(_) => {
+                    Some(oid) => Some(oid),
+                    None => {
                         local_errors.push((
                             dst.to_string(),
                             Err(format!("src refspec {src} does not match any object")),
@@ -240,13 +258,13 @@ impl Helper {
                 }
             };
             if let Some(oid) = &new {
-                tips.push((oid.clone(), dst.to_string()));
+                tips.push((oid.to_string(), dst.to_string()));
             }
             updates.push(PushUpdate {
-                dst: dst.to_string(),
+                dst: name,
                 new,
                 force,
-                lease: self.session.leases.get(dst).cloned(),
+                lease: self.session.leases.get(dst).copied(),
             });
         }
         if updates.is_empty() {
@@ -273,7 +291,11 @@ impl Helper {
             Err(HelperError::Refused(why) | HelperError::Failed(why)) => {
                 // Refused as a whole (before the body): every ref gets the reason.
                 let mut all = local_errors;
-                all.extend(updates.iter().map(|u| (u.dst.clone(), Err(why.clone()))));
+                all.extend(
+                    updates
+                        .iter()
+                        .map(|u| (u.dst.to_string(), Err(why.clone()))),
+                );
                 return Ok(all);
             }
             Err(e) => return Err(e),
@@ -285,7 +307,7 @@ impl Helper {
             } else {
                 Err(result.message.unwrap_or_else(|| "refused".into()))
             };
-            results.push((result.dst, answer));
+            results.push((result.dst.to_string(), answer));
         }
         // The answered leases and refs are used up; git lists again for another batch.
         self.session.remote_refs = None;
@@ -343,7 +365,6 @@ fn unquote(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zodex_protocol::ZERO_OID;
 
     #[test]
     fn options_set_the_session_and_unknown_ones_are_unsupported() {
@@ -356,10 +377,14 @@ mod tests {
         assert_eq!(helper.option("atomic true"), "ok");
         assert!(helper.session.atomic);
         assert_eq!(
-            helper.option(&format!("cas \"refs/heads/main:{ZERO_OID}\"")),
+            helper.option(&format!("cas \"refs/heads/main:{}\"", ObjectId::ZERO)),
             "ok"
         );
-        assert_eq!(helper.session.leases["refs/heads/main"], ZERO_OID);
+        assert_eq!(helper.session.leases["refs/heads/main"], ObjectId::ZERO);
+        assert_eq!(
+            helper.option("cas \"refs/heads/main:main\""),
+            "error cas needs REF:OID"
+        );
         assert_eq!(helper.option("dry-run true"), "ok");
         assert!(helper.session.dry_run);
         assert_eq!(helper.option("push-option x"), "unsupported");

@@ -5,8 +5,9 @@
 //! built-in policies alone, and with operator policies that scope no action, a list of
 //! actions, and one action.
 
-use super::decide::{Ask, Engine, GrantTerms, Principal, RefUpdate, RepoFacts};
+use super::decide::{Ask, ChangeFacts, Engine, GrantTerms, Principal, RefUpdate, RepoFacts};
 use super::policy::Policies;
+use super::ref_name::RefName;
 use super::repo::RepoName;
 use super::store::{Grant, GrantState, GrantVia, YoloScope};
 use super::targets::Targets;
@@ -159,12 +160,13 @@ fn any_update() -> impl Strategy<Value = RefUpdate> {
         any::<[bool; 4]>(),
     )
         .prop_map(|(name, [exists, force, delete, workflows])| RefUpdate {
-            ref_name: name.into(),
-            ref_exists: exists,
-            force,
-            delete,
+            ref_name: RefName::parse(name).unwrap(),
+            change: ChangeFacts::Supposed {
+                ref_exists: exists,
+                force,
+                delete,
+            },
             touches_workflows: workflows,
-            ..Default::default()
         })
 }
 

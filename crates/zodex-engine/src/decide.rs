@@ -4,11 +4,16 @@
 //!
 //! Fail closed: a policy that errors during evaluation turns the answer into a deny.
 
+#[cfg(test)]
+mod change_facts_tests;
 mod error;
 
 pub use error::CedarRequestError;
 
+use super::object_id::ObjectId;
 use super::policy::{ActionIndex, Policies};
+use super::ref_change::RefChange;
+use super::ref_name::RefName;
 use super::refscope::scopes_of;
 use super::repo::RepoName;
 use super::store::{CoverageFact, Facts, Grant, Result, YoloScope};
@@ -90,16 +95,67 @@ impl Action {
     }
 }
 
-/// One ref update of a push, as the publisher established it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// One ref update of a push, as a `Push` decision sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefUpdate {
-    pub ref_name: String,
-    pub old_oid: Option<String>,
-    pub new_oid: Option<String>,
+    pub ref_name: RefName,
+    pub change: ChangeFacts,
+    pub touches_workflows: bool,
+}
+
+/// What a `Push` decision knows of a ref's change. Cedar reads it as three facts,
+/// `ref_exists`, `force` and `delete` ([`ChangeFacts::cedar_facts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeFacts {
+    /// Established by the publisher against GitHub's refs.
+    Established(RefChange),
+    /// Only what a push request declares, before its bundle is read (the admission): the
+    /// ref's value at GitHub is not read yet. Taken the most permissive way — the ref absent,
+    /// the update not forced — so what is refused now is refused whatever the facts turn out
+    /// to be. `new: None` is a deletion.
+    Declared { new: Option<ObjectId> },
+    /// An operator's what-if (`zodex policy explain`): Cedar's three facts as given, possibly
+    /// a combination no push makes (it asks what the policies say, not what git would do).
+    Supposed {
+        ref_exists: bool,
+        force: bool,
+        delete: bool,
+    },
+}
+
+/// The three facts Cedar reads of a ref's change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CedarChange {
     pub ref_exists: bool,
     pub force: bool,
     pub delete: bool,
-    pub touches_workflows: bool,
+}
+
+impl ChangeFacts {
+    /// Cedar's `ref_exists`, `force` and `delete`.
+    pub fn cedar_facts(&self) -> CedarChange {
+        match self {
+            Self::Established(change) => CedarChange {
+                ref_exists: change.ref_exists(),
+                force: change.is_forced(),
+                delete: change.is_delete(),
+            },
+            Self::Declared { new } => CedarChange {
+                ref_exists: false,
+                force: false,
+                delete: new.is_none(),
+            },
+            Self::Supposed {
+                ref_exists,
+                force,
+                delete,
+            } => CedarChange {
+                ref_exists: *ref_exists,
+                force: *force,
+                delete: *delete,
+            },
+        }
+    }
 }
 
 /// A question for the engine, with the facts only the caller can know.
@@ -399,7 +455,7 @@ impl Engine {
         let (repository, grant, yolo) = match ask.repo() {
             Some(repo) => {
                 let scopes = match ask {
-                    Ask::Push { update, .. } => Some(scopes_of(&update.ref_name)),
+                    Ask::Push { update, .. } => Some(scopes_of(update.ref_name.as_str())),
                     _ => None,
                 };
                 let read = facts.decision_facts(&repo.key(), scopes.as_deref())?;
@@ -585,7 +641,7 @@ impl Engine {
             yolo_id: yolo.map(|y| y.id),
             repository,
             ref_name: match ask {
-                Ask::Push { update, .. } => Some(update.ref_name.clone()),
+                Ask::Push { update, .. } => Some(update.ref_name.to_string()),
                 _ => None,
             },
             passed_over_refs: Vec::new(),
@@ -686,16 +742,17 @@ fn build_context(
             }
             let default_branch = repository.and_then(|r| r.default_branch.as_deref());
             let default_ref = default_branch.map(|b| format!("refs/heads/{b}"));
-            ctx.push(("ref_name", string(&update.ref_name)));
-            ctx.push(("ref_scopes", strings(&scopes_of(&update.ref_name))));
+            let change = update.change.cedar_facts();
+            ctx.push(("ref_name", string(update.ref_name.as_str())));
+            ctx.push(("ref_scopes", strings(&scopes_of(update.ref_name.as_str()))));
             ctx.push((
                 "is_default_branch",
                 boolean(default_ref.as_deref() == Some(update.ref_name.as_str())),
             ));
             ctx.push(("default_branch_known", boolean(default_branch.is_some())));
-            ctx.push(("ref_exists", boolean(update.ref_exists)));
-            ctx.push(("force", boolean(update.force)));
-            ctx.push(("delete", boolean(update.delete)));
+            ctx.push(("ref_exists", boolean(change.ref_exists)));
+            ctx.push(("force", boolean(change.force)));
+            ctx.push(("delete", boolean(change.delete)));
             ctx.push(("touches_workflows", boolean(update.touches_workflows)));
             ctx.push(("bundle_bytes", long(*bundle_bytes)));
         }

@@ -13,6 +13,11 @@
 //!   validation (file:line:col), every policy renamed after its `@id`; `ActionIndex`.
 //! - `properties`: the write invariants as Cedar `permit`s with their `@assume` (built-in and the
 //!   operator's `properties/`); read and validated here, proven by the publisher.
+//! - `ref_name`, `object_id`: `RefName` (a full ref name git accepts, by `gix-validate` and our
+//!   stricter rules) and `ObjectId` (hex SHA-1, its zero value `ObjectId::ZERO`), parsed once
+//!   where they enter and serialized as the same strings.
+//! - `ref_change`: `RefChange` — create, update (forced or not), delete — with exactly the ids
+//!   each needs; the old value is the lease.
 //! - `refscope`: the `--ref` pattern grammar of grants and YOLO scopes, and a ref's scopes, which
 //!   Cedar matches against them with `containsAny` (`like` takes only literal patterns).
 //! - `repo`: `RepoName` (GitHub's spelling, lower-cased key) and the one reader of remote URLs
@@ -63,8 +68,11 @@
 //!   row changed, inserted, reordered or removed.
 
 pub mod decide;
+pub mod object_id;
 pub mod policy;
 pub mod properties;
+pub mod ref_change;
+pub mod ref_name;
 pub mod refscope;
 pub mod repo;
 pub mod store;
@@ -72,7 +80,12 @@ pub mod targets;
 pub mod ttl;
 pub mod vocabulary;
 
-pub use decide::{Action, Ask, Decision, Engine, GrantTerms, Principal, RefUpdate, RepoFacts};
+pub use decide::{
+    Action, Ask, ChangeFacts, Decision, Engine, GrantTerms, Principal, RefUpdate, RepoFacts,
+};
+pub use object_id::{ObjectId, ObjectIdError};
+pub use ref_change::{RefChange, RefChangeError};
+pub use ref_name::{RefName, RefNameError};
 pub use repo::RepoName;
 pub use vocabulary::{Actor, AuditAction, AuditDecision, EventKind, Outcome};
 pub mod authority;

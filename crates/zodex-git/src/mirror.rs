@@ -24,6 +24,7 @@ pub struct Mirrors {
     locks: crate::locks::RepoLocks,
 }
 
+use zodex_engine::{ObjectId, RefName};
 /// A ref as the mirror holds it (and as `list_refs` answers it).
 pub use zodex_protocol::ListedRef as MirrorRef;
 
@@ -179,12 +180,15 @@ impl Mirrors {
             ]),
             None,
         )?;
+        // git names only refs it accepts; a line that is not one is not a ref.
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.split_once(' '))
-            .map(|(oid, name)| MirrorRef {
-                name: name.to_string(),
-                oid: oid.to_string(),
+            .filter_map(|(oid, name)| {
+                Some(MirrorRef {
+                    name: RefName::parse(name).ok()?,
+                    oid: ObjectId::parse(oid).ok()?,
+                })
             })
             .collect())
     }

@@ -3,9 +3,7 @@
 //! of a push, and the `report-status` answer. No I/O here; [`super::receive_pack`] sends it.
 
 use std::collections::{BTreeSet, HashMap};
-
-/// The all-zero object id: a ref that does not exist (before a creation, after a deletion).
-pub const ZERO_ID: &str = "0000000000000000000000000000000000000000";
+use zodex_engine::{ObjectId, RefChange, RefName};
 
 /// The largest pkt-line payload git accepts (65520 bytes with the length).
 const MAX_PKT_PAYLOAD: usize = 65516;
@@ -39,13 +37,13 @@ impl Advertisement {
     }
 }
 
-/// One ref command: `old` is what the ref must hold at GitHub (`None`: it must not exist),
-/// `new` what it becomes (`None`: deleted).
+/// One ref command: the change's old value is what the ref must hold at GitHub (none: it must
+/// not exist), its new value what it becomes (none: deleted); either absent is written
+/// [`ObjectId::ZERO`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefCommand {
-    pub dst: String,
-    pub old: Option<String>,
-    pub new: Option<String>,
+    pub dst: RefName,
+    pub change: RefChange,
 }
 
 /// GitHub's `report-status`: whether it unpacked the pack, and each ref's outcome in its words.
@@ -54,7 +52,7 @@ pub struct Report {
     // String: GitHub's own words (`unpack <reason>`), passed on to the person pushing.
     pub unpack: Result<(), String>,
     // String: GitHub's own words for a refused ref (`ng <ref> <reason>`), passed on as they are.
-    pub refs: HashMap<String, Result<(), String>>,
+    pub refs: HashMap<RefName, Result<(), String>>,
 }
 
 /// Why an answer from GitHub is not git's smart protocol (pkt-lines, an advertisement, a
@@ -101,8 +99,8 @@ pub fn command_lines(commands: &[RefCommand], capabilities: &[String]) -> Vec<u8
     for (i, c) in commands.iter().enumerate() {
         let mut line = format!(
             "{} {} {}",
-            c.old.as_deref().unwrap_or(ZERO_ID),
-            c.new.as_deref().unwrap_or(ZERO_ID),
+            c.change.old_id().unwrap_or(ObjectId::ZERO),
+            c.change.new_id().unwrap_or(ObjectId::ZERO),
             c.dst
         )
         .into_bytes();
@@ -229,10 +227,10 @@ pub fn parse_report(body: &[u8]) -> Result<Report, PktError> {
                 Err(status.to_string())
             });
         } else if let Some(name) = text.strip_prefix("ok ") {
-            refs.insert(name.to_string(), Ok(()));
+            refs.insert(report_ref(name, &text)?, Ok(()));
         } else if let Some(rest) = text.strip_prefix("ng ") {
             let (name, reason) = rest.split_once(' ').unwrap_or((rest, "rejected"));
-            refs.insert(name.to_string(), Err(reason.to_string()));
+            refs.insert(report_ref(name, &text)?, Err(reason.to_string()));
         } else {
             return Err(PktError::UnexpectedReportLine(text.into_owned()));
         }
@@ -241,23 +239,38 @@ pub fn parse_report(body: &[u8]) -> Result<Report, PktError> {
     Ok(Report { unpack, refs })
 }
 
+/// A ref a report names: only ever one of the commands, so anything else is no report.
+fn report_ref(name: &str, line: &str) -> Result<RefName, PktError> {
+    RefName::parse(name).map_err(|_| PktError::UnexpectedReportLine(line.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn id(c: char) -> ObjectId {
+        ObjectId::parse(&c.to_string().repeat(40)).unwrap()
+    }
 
     #[test]
     fn commands_are_pkt_lines_with_capabilities_on_the_first() {
         let lines = command_lines(
             &[
                 RefCommand {
-                    dst: "refs/heads/main".into(),
-                    old: Some("a".repeat(40)),
-                    new: Some("b".repeat(40)),
+                    dst: RefName::branch("main").unwrap(),
+                    change: RefChange::Update {
+                        old: id('a'),
+                        new: id('b'),
+                        force: false,
+                    },
                 },
                 RefCommand {
-                    dst: "refs/heads/gone".into(),
-                    old: Some("c".repeat(40)),
-                    new: None,
+                    dst: RefName::branch("gone").unwrap(),
+                    change: RefChange::Delete { old: id('c') },
+                },
+                RefCommand {
+                    dst: RefName::branch("new").unwrap(),
+                    change: RefChange::Create { new: id('d') },
                 },
             ],
             &["report-status".into(), "atomic".into()],
@@ -268,13 +281,16 @@ mod tests {
             "a".repeat(40),
             "b".repeat(40)
         );
-        let second = format!("{} {ZERO_ID} refs/heads/gone\n", "c".repeat(40));
+        let zero = "0".repeat(40);
+        let second = format!("{} {zero} refs/heads/gone\n", "c".repeat(40));
+        let third = format!("{zero} {} refs/heads/new\n", "d".repeat(40));
         assert_eq!(
             text,
             format!(
-                "{:04x}{first}{:04x}{second}0000",
+                "{:04x}{first}{:04x}{second}{:04x}{third}0000",
                 first.len() + 4,
-                second.len() + 4
+                second.len() + 4,
+                third.len() + 4
             )
         );
     }
@@ -303,7 +319,7 @@ mod tests {
         empty.extend_from_slice(b"0000");
         pkt_line(
             &mut empty,
-            format!("{ZERO_ID} capabilities^{{}}\0report-status\n").as_bytes(),
+            format!("{} capabilities^{{}}\0report-status\n", ObjectId::ZERO).as_bytes(),
         );
         empty.extend_from_slice(b"0000");
         let ad = parse_advertisement(&empty).unwrap();
@@ -328,6 +344,13 @@ mod tests {
             Err("failed to update ref".to_string())
         );
         assert!(parse_report(b"0000").is_err(), "no unpack line");
+        let mut odd = Vec::new();
+        pkt_line(&mut odd, b"unpack ok\n");
+        pkt_line(&mut odd, b"ok refs/heads/../x\n");
+        assert!(matches!(
+            parse_report(&odd),
+            Err(PktError::UnexpectedReportLine(_))
+        ));
         assert!(parse_report(b"00zz").is_err());
     }
 }

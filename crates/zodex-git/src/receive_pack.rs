@@ -14,7 +14,7 @@
 //! ([`zodex_github`]), with a longer read timeout: GitHub checks the objects of a
 //! large push before it answers.
 
-pub use super::pktline::{Advertisement, PktError, RefCommand, Report, ZERO_ID};
+pub use super::pktline::{Advertisement, PktError, RefCommand, Report};
 use super::pktline::{command_lines, parse_advertisement, parse_report};
 use base64::Engine as _;
 use futures_util::StreamExt as _;
@@ -222,7 +222,7 @@ impl Session {
     ) -> Result<Report, ReceivePackError> {
         const WHAT: &str = "sending the push";
         let head = command_lines(commands, capabilities);
-        let deletes_only = commands.iter().all(|c| c.new.is_none());
+        let deletes_only = commands.iter().all(|c| c.change.is_delete());
         // A request of deletions only carries no pack at all.
         let pack = pack.filter(|_| !deletes_only);
         let (body, len): (Body, u64) = match pack {

@@ -18,19 +18,23 @@ use super::receive_pack::{ReceivePackError, RefCommand, Session};
 use super::{Quarantine, SharedQuarantine};
 use std::collections::HashMap;
 use std::path::Path;
+use zodex_engine::{ObjectId, RefChange, RefName};
 use zodex_github::Token;
-use zodex_protocol::PushUpdate;
 
-/// One ref update as it is pushed to GitHub.
+/// One ref update as it is pushed to GitHub, leased on the change's old value (the value the
+/// decision saw at GitHub; a creation's lease is that the ref must not exist). An update's
+/// `force` is a non-fast-forward the decision allowed.
 #[derive(Debug, Clone)]
 pub struct LeasedUpdate {
-    pub dst: String,
-    /// `None` deletes the ref.
-    pub new: Option<String>,
-    /// A non-fast-forward the decision allowed.
-    pub force: bool,
-    /// The value the decision saw at GitHub; empty: the ref did not exist.
-    pub expected: String,
+    pub dst: RefName,
+    pub change: RefChange,
+}
+
+impl LeasedUpdate {
+    /// The new value, as git names it (`None`: deleted).
+    fn new_hex(&self) -> Option<String> {
+        self.change.new_id().map(|id| id.to_string())
+    }
 }
 
 /// How a push reached GitHub.
@@ -45,7 +49,7 @@ pub enum Route {
 /// What GitHub said of each ref pushed, by ref name (its words for a refusal). The one name
 /// for per-ref results inside the publisher; `protocol::RefResult` is what the agent is told.
 // String: GitHub's own words for a refused ref, handed on to the person pushing as they are.
-pub type RefOutcomes = HashMap<String, Result<(), String>>;
+pub type RefOutcomes = HashMap<RefName, Result<(), String>>;
 
 /// Each ref's outcome, or one error for all of them.
 pub type Pushed = Result<RefOutcomes, PushError>;
@@ -106,7 +110,7 @@ pub async fn push_leased(
     let (mirror, url) = (target.mirror, target.url);
     let started = std::time::Instant::now();
     let fits = whole_request || {
-        let tips: Vec<String> = updates.iter().filter_map(|u| u.new.clone()).collect();
+        let tips: Vec<String> = updates.iter().filter_map(LeasedUpdate::new_hex).collect();
         let held = quarantine.clone();
         blocking(move || {
             let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
@@ -173,7 +177,7 @@ async fn pass_through(
     // What GitHub must already have: the bundle's prerequisites, and without a pack the new
     // tips themselves.
     if pack.is_none() {
-        bases.extend(updates.iter().filter_map(|u| u.new.clone()));
+        bases.extend(updates.iter().filter_map(LeasedUpdate::new_hex));
     }
     let tips: Vec<String> = advertised.tips().into_iter().map(str::to_string).collect();
     let (held, at) = (quarantine.clone(), mirror.to_path_buf());
@@ -182,14 +186,13 @@ async fn pass_through(
         .iter()
         .map(|u| RefCommand {
             dst: u.dst.clone(),
-            old: Some(u.expected.clone()).filter(|e| !e.is_empty()),
-            new: u.new.clone(),
+            change: u.change,
         })
         .collect();
     let report = session
         .push(&commands, &capabilities, pack.as_deref())
         .await;
-    Ok(outcomes(report, updates.iter().map(|u| u.dst.as_str())))
+    Ok(outcomes(report, updates.iter().map(|u| &u.dst)))
 }
 
 /// Runs git or gix work (walks, `git push`) on a blocking thread.
@@ -266,7 +269,7 @@ fn capabilities(
 /// Each ref's outcome in GitHub's report (GitHub's words for a refusal).
 fn outcomes<'a>(
     report: Result<super::receive_pack::Report, ReceivePackError>,
-    dsts: impl Iterator<Item = &'a str>,
+    dsts: impl Iterator<Item = &'a RefName>,
 ) -> Pushed {
     let report = report?;
     if let Err(why) = &report.unpack {
@@ -279,7 +282,7 @@ fn outcomes<'a>(
                 Some(Err(why)) => Err(format!("GitHub refused it: {why}")),
                 None => Err("GitHub did not report this ref".to_string()),
             };
-            (dst.to_string(), outcome)
+            (dst.clone(), outcome)
         })
         .collect())
 }
@@ -334,7 +337,7 @@ impl StreamedPush {
 
     /// GitHub's answer, once the verdict was given: each ref's outcome on a commit; an error
     /// on an abort (the request was cut before the pack's end).
-    pub async fn finish<'a>(self, dsts: impl Iterator<Item = &'a str>) -> Pushed {
+    pub async fn finish<'a>(self, dsts: impl Iterator<Item = &'a RefName>) -> Pushed {
         match self.task.await {
             Ok(report) => outcomes(report, dsts),
             Err(e) => Err(PushError::Task(e)),
@@ -363,14 +366,24 @@ pub fn git_push(
         cmd.arg("--atomic");
     }
     for u in updates {
-        cmd.arg(format!("--force-with-lease={}:{}", u.dst, u.expected));
+        // An empty expectation: the ref must not exist.
+        let expected = u
+            .change
+            .old_id()
+            .map(|old| old.to_string())
+            .unwrap_or_default();
+        cmd.arg(format!("--force-with-lease={}:{expected}", u.dst));
     }
     cmd.arg(url);
     for u in updates {
-        match &u.new {
-            None => cmd.arg(format!(":{}", u.dst)),
-            Some(new) if u.force => cmd.arg(format!("+{new}:{}", u.dst)),
-            Some(new) => cmd.arg(format!("{new}:{}", u.dst)),
+        match u.change {
+            RefChange::Delete { .. } => cmd.arg(format!(":{}", u.dst)),
+            RefChange::Update {
+                new, force: true, ..
+            } => cmd.arg(format!("+{new}:{}", u.dst)),
+            RefChange::Create { new } | RefChange::Update { new, .. } => {
+                cmd.arg(format!("{new}:{}", u.dst))
+            }
         };
     }
     let output = cmd.output().map_err(PushError::RunGit)?;
@@ -382,7 +395,10 @@ pub fn git_push(
         else {
             continue;
         };
-        let Some((_, dst)) = refs.split_once(':') else {
+        let Some(dst) = refs
+            .split_once(':')
+            .and_then(|(_, dst)| RefName::parse(dst).ok())
+        else {
             continue;
         };
         let outcome = if flag == "!" {
@@ -393,7 +409,7 @@ pub fn git_push(
         } else {
             Ok(())
         };
-        outcomes.insert(dst.to_string(), outcome);
+        outcomes.insert(dst, outcome);
     }
     if outcomes.is_empty() {
         return Err(PushError::GitPush(git::scrub(
@@ -415,7 +431,8 @@ fn fetch_edge_trees(
     github: &[String],
     token: &Token,
 ) {
-    let tips: Vec<&str> = updates.iter().filter_map(|u| u.new.as_deref()).collect();
+    let tips: Vec<String> = updates.iter().filter_map(LeasedUpdate::new_hex).collect();
+    let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
     let github: Vec<&str> = github.iter().map(String::as_str).collect();
     match quarantine.edge_trees(mirror, &tips, &github) {
         Ok(trees) => {
@@ -427,12 +444,13 @@ fn fetch_edge_trees(
     }
 }
 
-/// Keeps the mirror's ref where GitHub now has it (the next fetch would too).
-pub fn update_mirror_ref(mirror: &Path, update: &PushUpdate) {
+/// Keeps the mirror's ref where GitHub now has it (the next fetch would too): at `new`, or
+/// deleted (`None`).
+pub fn update_mirror_ref(mirror: &Path, dst: &RefName, new: Option<ObjectId>) {
     let mut cmd = git::command(mirror);
-    match &update.new {
-        Some(new) => cmd.args(["update-ref", &update.dst, new]),
-        None => cmd.args(["update-ref", "-d", &update.dst]),
+    match new {
+        Some(new) => cmd.args(["update-ref", dst.as_str(), &new.to_string()]),
+        None => cmd.args(["update-ref", "-d", dst.as_str()]),
     };
     let _ = cmd.output();
 }

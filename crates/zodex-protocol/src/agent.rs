@@ -3,6 +3,7 @@
 
 use super::Ttl;
 use serde::{Deserialize, Serialize};
+use zodex_engine::{ObjectId, RefName};
 
 /// Requests the agent side sends on the agent socket (the metadata block).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,31 +79,30 @@ impl AgentRequest {
     }
 }
 
-/// The all-zero object id: "absent" in a lease, as git writes it.
-pub const ZERO_OID: &str = "0000000000000000000000000000000000000000";
-
-/// One ref update of a push, as git asked for it.
+/// One ref update of a push, as git asked for it. Its names and ids are parsed as the request
+/// is read: a request naming a ref git would not accept, or an id that is not one, is refused
+/// whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushUpdate {
     /// The full destination ref, e.g. `refs/heads/feature`.
-    pub dst: String,
+    pub dst: RefName,
     /// The new object id; `None` deletes the ref.
     #[serde(default)]
-    pub new: Option<String>,
+    pub new: Option<ObjectId>,
     /// The push was forced (`+src:dst`, `--force`). Whether the update really is a
     /// non-fast-forward is established by the publisher.
     #[serde(default)]
     pub force: bool,
-    /// `--force-with-lease`: the id the ref must still have at GitHub ([`ZERO_OID`]: must not
-    /// exist).
+    /// `--force-with-lease`: the id the ref must still have at GitHub ([`ObjectId::ZERO`]:
+    /// must not exist).
     #[serde(default)]
-    pub lease: Option<String>,
+    pub lease: Option<ObjectId>,
 }
 
 /// The outcome of one ref update, as `git push` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefResult {
-    pub dst: String,
+    pub dst: RefName,
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -114,9 +114,9 @@ pub struct RefResult {
 
 impl RefResult {
     /// The update went through (or, in a dry run, would).
-    pub fn pushed(dst: impl Into<String>) -> Self {
+    pub fn pushed(dst: RefName) -> Self {
         Self {
-            dst: dst.into(),
+            dst,
             ok: true,
             message: None,
             policies: Vec::new(),
@@ -125,9 +125,9 @@ impl RefResult {
     }
 
     /// The update failed for a reason that is not a policy's.
-    pub fn failed(dst: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn failed(dst: RefName, message: impl Into<String>) -> Self {
         Self {
-            dst: dst.into(),
+            dst,
             ok: false,
             message: Some(message.into()),
             policies: Vec::new(),
@@ -181,8 +181,8 @@ impl std::fmt::Debug for CredentialGrant {
 /// fetched into the publisher's mirror just now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListedRef {
-    pub name: String,
-    pub oid: String,
+    pub name: RefName,
+    pub oid: ObjectId,
 }
 
 /// An HTTP request for the OAuth authorization server, as `zodex-agent serve` received it.

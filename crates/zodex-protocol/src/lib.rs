@@ -42,7 +42,7 @@ pub use admin::{
 };
 pub use agent::{
     AgentRequest, CredentialGrant, ListedRef, OAUTH_MAX_BODY, OAuthHttpReply, OAuthHttpRequest,
-    Published, PushOutcome, PushUpdate, RefResult, ZERO_OID,
+    Published, PushOutcome, PushUpdate, RefResult,
 };
 pub use frame::{
     AGENT_HEADER_LEN, AGENT_MAGIC, AGENT_VERSION, AgentHeader, HeaderError, MAX_BUNDLE_BYTES,

@@ -419,8 +419,8 @@ pub fn push_of(repo: &str, dst: &str, new: &str) -> zodex::protocol::AgentReques
     zodex::protocol::AgentRequest::Push {
         repo: repo.into(),
         updates: vec![zodex::protocol::PushUpdate {
-            dst: dst.into(),
-            new: Some(new.into()),
+            dst: dst.parse().unwrap(),
+            new: Some(new.parse().unwrap()),
             force: false,
             lease: None,
         }],

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use zodex_engine::authority::PageRequest;
 use zodex_engine::refscope::{RefPattern, patterns_meet, scopes_of};
 use zodex_engine::store::{AuditFilter, Store};
-use zodex_engine::{Ask, Authority, GrantTerms, Principal, RefUpdate, RepoName, YoloTerms};
+use zodex_engine::{
+    Ask, Authority, ChangeFacts, GrantTerms, Principal, RefName, RefUpdate, RepoName, YoloTerms,
+};
 use zodex_protocol::answers::{ExplainedGrant, Explanation, KeyHashStored, Pong, StatusAnswer};
 use zodex_protocol::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
 
@@ -216,11 +218,12 @@ impl Host {
                 } => {
                     let update = RefUpdate {
                         ref_name: full_ref(&ref_name)?,
-                        force,
-                        delete,
+                        change: ChangeFacts::Supposed {
+                            ref_exists,
+                            force,
+                            delete,
+                        },
                         touches_workflows,
-                        ref_exists,
-                        ..Default::default()
                     };
                     Response::ok(explain(a, s, &parse_repo(&repo)?, update, bytes, now)?)
                 }
@@ -354,7 +357,7 @@ fn explain(
     if bytes < 0 {
         return Err(Failure::usage("--bytes must be zero or more"));
     }
-    let scopes = scopes_of(&update.ref_name);
+    let scopes = scopes_of(update.ref_name.as_str());
     let ask = Ask::Push {
         repo: repo.clone(),
         update,
@@ -394,19 +397,17 @@ fn write_key_hash(path: &std::path::Path, hex: &str) -> std::io::Result<()> {
 
 /// A ref as the operator wrote it: a full `refs/…` name, or a branch name meaning
 /// `refs/heads/NAME`; either must be a name git accepts.
-fn full_ref(given: &str) -> Result<String, Failure> {
+fn full_ref(given: &str) -> Result<RefName, Failure> {
     let name = if given.starts_with("refs/") {
-        given.to_string()
+        RefName::parse(given)
     } else {
-        format!("refs/heads/{given}")
+        RefName::branch(given)
     };
-    if crate::publish::valid_refname(&name) {
-        Ok(name)
-    } else {
-        Err(Failure::usage(format!(
+    name.map_err(|_| {
+        Failure::usage(format!(
             "`{given}` is not a ref name git accepts; give a branch (main) or a full ref (refs/tags/v1)"
-        )))
-    }
+        ))
+    })
 }
 
 /// The operator's ref patterns, normalised (`feature/*` → `refs/heads/feature/*`); a pattern

@@ -12,7 +12,7 @@ use crate::publish::{ImportError, MirrorRef, Quarantine};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use zodex_engine::{Ask, Principal, RepoName};
+use zodex_engine::{Ask, ObjectId, Principal, RefName, RepoName};
 use zodex_protocol::ErrorKind;
 
 /// How long `list for-push`'s reading of GitHub's refs stands for the push that follows it.
@@ -22,29 +22,28 @@ const ADVERTISEMENT_FRESH: std::time::Duration = std::time::Duration::from_secs(
 pub(super) struct OpenMirror {
     pub path: PathBuf,
     /// GitHub's refs as the fetch found them: the only ground for facts about an update.
-    pub refs: HashMap<String, String>,
+    pub refs: HashMap<RefName, ObjectId>,
     pub url: String,
 }
 
 impl OpenMirror {
-    /// Every ref value GitHub has (what the walks exclude as already there).
-    pub fn tips(&self) -> Vec<&str> {
-        let mut tips: Vec<&str> = self.refs.values().map(String::as_str).collect();
+    /// Every ref value GitHub has (what the walks exclude as already there), as git names
+    /// them.
+    pub fn tips(&self) -> Vec<String> {
+        let mut tips: Vec<ObjectId> = self.refs.values().copied().collect();
         tips.sort_unstable();
         tips.dedup();
-        tips
+        tips.iter().map(ObjectId::to_string).collect()
     }
 
-    /// [`OpenMirror::tips`], owned (for a blocking thread).
-    pub fn tips_owned(&self) -> Vec<String> {
-        self.tips().into_iter().map(str::to_string).collect()
+    /// What `name` holds at GitHub (`None`: it does not exist).
+    pub fn get(&self, name: &RefName) -> Option<ObjectId> {
+        self.refs.get(name).copied()
     }
 
     /// The tip of `branch` at GitHub, if it exists.
-    pub fn branch_tip(&self, branch: &str) -> Option<&str> {
-        self.refs
-            .get(&format!("refs/heads/{branch}"))
-            .map(String::as_str)
+    pub fn branch_tip(&self, branch: &str) -> Option<ObjectId> {
+        self.get(&RefName::branch(branch).ok()?)
     }
 }
 
@@ -93,18 +92,25 @@ impl Host {
                 (name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
                     && !name.ends_with("^{}")
             })
-            .map(|(name, oid)| MirrorRef { name, oid })
+            // GitHub's words parsed here, once: a ref or id that is not one is not listed.
+            .filter_map(|(name, oid)| {
+                Some(MirrorRef {
+                    name: RefName::parse(name).ok()?,
+                    oid: ObjectId::parse(&oid).ok()?,
+                })
+            })
             .collect();
         refs.sort_by(|a, b| a.name.cmp(&b.name));
-        let kept = refs
-            .iter()
-            .map(|r| (r.name.clone(), r.oid.clone()))
-            .collect();
+        let kept = refs.iter().map(|r| (r.name.clone(), r.oid)).collect();
         self.advertised
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(repo.key(), (std::time::Instant::now(), kept));
-        self.prefetch_listed(github, &repo, refs.iter().map(|r| r.oid.clone()).collect());
+        self.prefetch_listed(
+            github,
+            &repo,
+            refs.iter().map(|r| r.oid.to_string()).collect(),
+        );
         Ok(refs)
     }
 
@@ -181,7 +187,7 @@ impl Host {
     /// The refs `list for-push` read from GitHub for `repo` moments ago, left in place for the
     /// push that follows (which opens its request to GitHub on them while the mirror is still
     /// fetching; [`Host::take_advertised`] then takes them for the decisions).
-    pub(super) fn peek_advertised(&self, repo: &RepoName) -> Option<HashMap<String, String>> {
+    pub(super) fn peek_advertised(&self, repo: &RepoName) -> Option<HashMap<RefName, ObjectId>> {
         let listed = self.advertised.lock().unwrap_or_else(|p| p.into_inner());
         let (at, refs) = listed.get(&repo.key())?;
         (at.elapsed() < ADVERTISEMENT_FRESH).then(|| refs.iter().cloned().collect())
@@ -190,7 +196,7 @@ impl Host {
     /// The refs `list for-push` read from GitHub for `repo` moments ago, taken once: the push
     /// that follows decides on them (and is leased on them, so GitHub refuses it if a ref
     /// moved since) instead of asking GitHub again.
-    fn take_advertised(&self, repo: &RepoName) -> Option<Vec<(String, String)>> {
+    fn take_advertised(&self, repo: &RepoName) -> Option<Vec<(RefName, ObjectId)>> {
         let (at, refs) = self
             .advertised
             .lock()
@@ -265,7 +271,7 @@ impl Host {
         self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
-        refs: Vec<(String, String)>,
+        refs: Vec<(RefName, ObjectId)>,
     ) -> Option<OpenMirror> {
         let ensuring = repo.clone();
         let path = self
@@ -273,7 +279,7 @@ impl Host {
             .await
             .ok()?;
         let url = repo_url(github, repo);
-        let tips = refs.iter().map(|(_, oid)| oid.clone()).collect();
+        let tips = refs.iter().map(|(_, oid)| oid.to_string()).collect();
         if !self
             .fetch_missing_tips(github, repo, &path, &url, tips)
             .await

@@ -89,7 +89,10 @@ pub struct Host {
 }
 
 /// A repository's refs as `list for-push` read them (name, id), and when.
-type Listed = (std::time::Instant, Vec<(String, String)>);
+type Listed = (
+    std::time::Instant,
+    Vec<(zodex_engine::RefName, zodex_engine::ObjectId)>,
+);
 
 /// What the host takes from the configuration, checked when it opens.
 struct Settings {

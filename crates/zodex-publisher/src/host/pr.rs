@@ -20,7 +20,7 @@ use crate::publish::{Quarantine, SharedQuarantine, UpdateFacts};
 use std::sync::Arc;
 use zodex_engine::ledger;
 use zodex_engine::store::{Publication, PublicationState};
-use zodex_engine::{Ask, Outcome, Principal, RepoName};
+use zodex_engine::{Ask, ObjectId, Outcome, Principal, RefChange, RefName, RepoName};
 use zodex_protocol::{ErrorKind, Published};
 
 pub(super) struct PrRequest {
@@ -226,7 +226,7 @@ impl Host {
             let (repo, mirror) = (repo.clone(), mirror.clone());
             self.blocking(move |host| {
                 let branch = host.default_branch(&repo, now).ok().flatten()?;
-                mirror.branch_tip(&branch).map(str::to_string)
+                mirror.branch_tip(&branch).map(|tip| tip.to_string())
             })
             .await
         };
@@ -318,16 +318,14 @@ impl Host {
                 ),
             )
         })?;
+        let default_tip = mirror.branch_tip(&default_branch).map(|t| t.to_string());
+        let tips = mirror.tips();
+        let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
         let facts = quarantine
-            .facts(
-                &mirror.path,
-                &pr.head,
-                mirror.branch_tip(&default_branch),
-                &mirror.tips(),
-            )
+            .facts(&mirror.path, &pr.head, default_tip.as_deref(), &tips)
             .map_err(import_failure)?;
         let base = pr.base.clone().unwrap_or(default_branch);
-        if !mirror.refs.contains_key(&format!("refs/heads/{base}")) {
+        if mirror.branch_tip(&base).is_none() {
             return Err(Failure::usage(format!(
                 "the base branch {base} does not exist on {repo}; pass --base with an existing branch"
             )));
@@ -355,22 +353,38 @@ impl Host {
             now,
         } = opening;
         let (branch, base) = (publication.branch.clone(), publication.base.clone());
-        let dst = format!("refs/heads/{branch}");
-        let current = mirror.refs.get(&dst).cloned().unwrap_or_default();
-        let force = !current.is_empty() && current != pr.head;
+        let parsed = RefName::branch(&branch)
+            .map_err(|e| e.to_string())
+            .and_then(|dst| Ok((dst, ObjectId::parse(&pr.head).map_err(|e| e.to_string())?)));
+        let (dst, head) = match parsed {
+            Ok(parsed) => parsed,
+            Err(why) => {
+                let failure = Failure::usage(why);
+                return (Err((failure, PublicationState::Failed)), publication);
+            }
+        };
+        // Leased on what the mirror saw of the branch: a creation when it is absent, else an
+        // update, forced when it holds anything but the head.
+        let current = mirror.get(&dst);
+        let change = match current {
+            None => RefChange::Create { new: head },
+            Some(old) => RefChange::Update {
+                old,
+                new: head,
+                force: old != head,
+            },
+        };
         let target = Target {
             mirror: &mirror.path,
             url: &mirror.url,
-            github_tips: mirror.tips().into_iter().map(str::to_string).collect(),
+            github_tips: mirror.tips(),
         };
         let (pushed, _route) = push_leased(
             &target,
             quarantine,
             &[LeasedUpdate {
                 dst: dst.clone(),
-                new: Some(pr.head.clone()),
-                force,
-                expected: current.clone(),
+                change,
             }],
             false,
             token,

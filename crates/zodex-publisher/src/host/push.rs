@@ -10,15 +10,15 @@ use super::{Failure, Host, parse_repo};
 use crate::github::{GitHub, TokenUse};
 use crate::publish::shallow::UpdateCheck;
 use crate::publish::upload::{LeasedUpdate, RefOutcomes, Target, push_leased, update_mirror_ref};
-use crate::publish::{Quarantine, SharedQuarantine, Spooled, valid_refname};
+use crate::publish::{Quarantine, SharedQuarantine, Spooled};
 use std::collections::HashMap;
 use std::sync::Arc;
 use zodex_engine::ledger;
 use zodex_engine::store::AuditEntry;
-use zodex_engine::{Ask, Outcome, Principal, RefUpdate, RepoName};
-use zodex_protocol::{
-    AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response, ZERO_OID,
+use zodex_engine::{
+    Ask, ChangeFacts, ObjectId, Outcome, Principal, RefChange, RefName, RefUpdate, RepoName,
 };
+use zodex_protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, RefResult, Response};
 
 /// How git asked for the push.
 #[derive(Debug, Clone, Copy)]
@@ -64,7 +64,7 @@ impl LockedMirror {
 /// What [`Host::admit`] decided before the body: refs already refused (with their answer).
 #[derive(Debug, Default)]
 pub struct Admission {
-    refused: HashMap<String, RefResult>,
+    refused: HashMap<RefName, RefResult>,
 }
 
 impl Admission {
@@ -103,38 +103,25 @@ impl Host {
                 self.ensure_coverage(self.github()?, &repo, now).await?;
                 let mut admission = Admission::default();
                 for update in updates {
-                    if !valid_refname(&update.dst) {
-                        admission.refused.insert(
-                            update.dst.clone(),
-                            RefResult::failed(
-                                &update.dst,
-                                format!(
-                                    "{:?} is not a valid full ref name (refs/heads/… or refs/tags/…, as git check-ref-format accepts)",
-                                    update.dst
-                                ),
-                            ),
-                        );
-                        continue;
-                    }
-                    // The most permissive reading of the update: anything refused now is
-                    // refused whatever the bundle turns out to hold.
+                    // The most permissive reading of the update (its ref names were parsed
+                    // with the request): anything refused now is refused whatever the bundle
+                    // turns out to hold.
                     let ask = Ask::Push {
                         repo: repo.clone(),
                         update: RefUpdate {
                             ref_name: update.dst.clone(),
-                            new_oid: update.new.clone(),
-                            delete: update.new.is_none(),
-                            ..Default::default()
+                            change: ChangeFacts::Declared { new: update.new },
+                            touches_workflows: false,
                         },
                         bundle_bytes: bytes,
                     };
                     let (decision, denial) = self.explain_agent(ask.clone(), now).await?;
                     if let Some(denial) = denial.filter(|_| !decision.allowed) {
-                        let (dst, new) = (update.dst.clone(), update.new.clone());
+                        let (dst, new) = (update.dst.to_string(), update.new);
                         self.stored(move |a, s| {
                             a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
                                 e.ref_name = Some(dst);
-                                e.new_oid = new;
+                                e.new_oid = new.map(|n| n.to_string());
                                 e.bundle_bytes = Some(bytes);
                             })
                         })
@@ -292,7 +279,10 @@ impl Host {
         bundle: Option<Arc<Spooled>>,
         clock: &mut Stages,
     ) -> Result<(SharedQuarantine, Decided), Failure> {
-        let named: Vec<String> = updates.iter().filter_map(|u| u.new.clone()).collect();
+        let named: Vec<String> = updates
+            .iter()
+            .filter_map(|u| u.new.map(|new| new.to_string()))
+            .collect();
         let quarantine = self
             .import_bundle(&at.github, &at.repo, &at.mirror, bundle.clone(), named)
             .await?;
@@ -340,7 +330,7 @@ impl Host {
         if mode.atomic && !results.is_empty() {
             for a in allowed.drain(..) {
                 results.push(RefResult::failed(
-                    a.update.dst,
+                    a.dst,
                     "atomic push failed: another ref of it was refused",
                 ));
             }
@@ -363,7 +353,7 @@ impl Host {
                     .try_for_each(|id| ledger::record_outcome(s, id, &Outcome::DryRun, None, now))
             })
             .await?;
-            results.extend(allowed.into_iter().map(|a| RefResult::pushed(a.update.dst)));
+            results.extend(allowed.into_iter().map(|a| RefResult::pushed(a.dst)));
             return finished(results);
         }
         // With a ref refused, the pack carries its objects: it is not passed through as it is.
@@ -392,7 +382,8 @@ impl Host {
     fn default_tip(&self, at: &DecidedAt) -> Result<Option<String>, Failure> {
         Ok(self
             .default_branch(&at.repo, at.now)?
-            .and_then(|b| at.mirror.branch_tip(&b).map(str::to_string)))
+            .and_then(|b| at.mirror.branch_tip(&b))
+            .map(|tip| tip.to_string()))
     }
 
     /// Each update's new value, what its commits are measured against (see
@@ -407,10 +398,10 @@ impl Host {
         Ok(updates
             .iter()
             .filter_map(|u| {
-                let old = at.mirror.refs.get(&u.dst).cloned();
+                let old = at.mirror.get(&u.dst).map(|old| old.to_string());
                 let base = old.clone().or(default_tip.clone());
                 Some(UpdateCheck {
-                    new: u.new.clone()?,
+                    new: u.new?.to_string(),
                     base,
                     old,
                 })
@@ -435,15 +426,15 @@ impl Host {
                 decided.refused.push(refused);
                 continue;
             }
-            let old = mirror.refs.get(&update.dst).cloned();
-            let base = old.as_deref().or(default_tip.as_deref());
-            match self.decide_update(at, quarantine, &update, (old.clone(), base), bundle) {
-                Ok((touches, force, audit_id)) => {
+            let old = mirror.get(&update.dst);
+            let old_hex = old.map(|old| old.to_string());
+            let base = old_hex.as_deref().or(default_tip.as_deref());
+            match self.decide_update(at, quarantine, &update, (old, base), bundle) {
+                Ok((touches, change, audit_id)) => {
                     decided.workflows |= touches;
                     decided.allowed.push(Allowed {
-                        update,
-                        old,
-                        force,
+                        dst: update.dst,
+                        change,
                         audit_id,
                     });
                 }
@@ -476,16 +467,14 @@ impl Host {
         let refspecs: Vec<LeasedUpdate> = allowed
             .iter()
             .map(|a| LeasedUpdate {
-                dst: a.update.dst.clone(),
-                new: a.update.new.clone(),
-                force: a.force,
-                expected: a.old.clone().unwrap_or_default(),
+                dst: a.dst.clone(),
+                change: a.change,
             })
             .collect();
         let target = Target {
             mirror: &mirror.path,
             url: &mirror.url,
-            github_tips: mirror.tips().into_iter().map(str::to_string).collect(),
+            github_tips: mirror.tips(),
         };
         let (pushed, _route) = push_leased(
             &target,
@@ -571,11 +560,12 @@ impl Host {
         outcomes: &RefOutcomes,
         token_sha: &str,
     ) -> Result<(Vec<RefResult>, bool), Failure> {
-        let pushed: Vec<&str> = allowed
+        let pushed: Vec<String> = allowed
             .iter()
-            .filter(|a| matches!(outcomes.get(&a.update.dst), Some(Ok(()))))
-            .filter_map(|a| a.update.new.as_deref())
+            .filter(|a| matches!(outcomes.get(&a.dst), Some(Ok(()))))
+            .filter_map(|a| a.change.new_id().map(|new| new.to_string()))
             .collect();
+        let pushed: Vec<&str> = pushed.iter().map(String::as_str).collect();
         // Only what the pushed tips reach enters the mirror; when the pack holds more (a ref of
         // it was refused), the mirror fetches what GitHub now has instead.
         let adopted = pushed.is_empty()
@@ -586,7 +576,7 @@ impl Host {
         let mut results = Vec::new();
         for a in allowed {
             let outcome = outcomes
-                .get(&a.update.dst)
+                .get(&a.dst)
                 .cloned()
                 .unwrap_or_else(|| Err("git push did not report this ref".into()));
             let recorded = match &outcome {
@@ -597,44 +587,40 @@ impl Host {
                 ledger::record_outcome(s, a.audit_id, &recorded, Some(token_sha), self.now())
             })?;
             if outcome.is_ok() && adopted {
-                update_mirror_ref(&mirror.path, &a.update);
+                update_mirror_ref(&mirror.path, &a.dst, a.change.new_id());
             }
             results.push(match outcome {
-                Ok(()) => RefResult::pushed(a.update.dst),
-                Err(why) => RefResult::failed(a.update.dst, why),
+                Ok(()) => RefResult::pushed(a.dst),
+                Err(why) => RefResult::failed(a.dst, why),
             });
         }
         Ok((results, adopted))
     }
 
     /// Establishes one update's facts and decides it (audited). `Ok` carries whether it
-    /// touches workflows, whether it is a non-fast-forward, and its audit row.
+    /// touches workflows, the change established (its old value the lease), and its audit row.
     fn decide_update(
         &self,
         at: &DecidedAt,
         quarantine: &Quarantine,
         update: &PushUpdate,
-        (old, base): (Option<String>, Option<&str>),
+        (old, base): (Option<ObjectId>, Option<&str>),
         bundle: Option<&Spooled>,
-    ) -> Result<(bool, bool, i64), RefResult> {
+    ) -> Result<(bool, RefChange, i64), RefResult> {
         let (repo, mirror, bytes, now) = (&at.repo, &*at.mirror, at.bytes, at.now);
-        let fail = |message: String| RefResult::failed(&update.dst, message);
-        if !valid_refname(&update.dst) {
-            return Err(fail(format!(
-                "{:?} is not a valid full ref name",
-                update.dst
-            )));
-        }
-        if let Some(lease) = &update.lease {
-            let current = old.as_deref().unwrap_or(ZERO_OID);
-            if lease != current {
-                return Err(fail("stale info".into()));
-            }
+        let fail = |message: String| RefResult::failed(update.dst.clone(), message);
+        if let Some(lease) = update.lease
+            && lease != old.unwrap_or(ObjectId::ZERO)
+        {
+            return Err(fail("stale info".into()));
         }
         let mut facts = crate::publish::UpdateFacts::default();
         let mut force = false;
-        if let Some(new) = &update.new {
+        if let Some(new) = update.new {
+            let (new, old) = (new.to_string(), old.map(|old| old.to_string()));
+            let new = &new;
             let github = mirror.tips();
+            let github: Vec<&str> = github.iter().map(String::as_str).collect();
             let on_github_or_carried = quarantine.has(new)
                 && quarantine
                     .reachable(&mirror.path, new, &github)
@@ -660,29 +646,22 @@ impl Host {
                         .into(),
                 ));
             }
-        } else if old.is_none() {
-            return Err(fail(
-                "the ref does not exist on GitHub; nothing to delete".into(),
-            ));
         }
+        let change = RefChange::between(old, update.new, force).map_err(|e| fail(e.to_string()))?;
         let ask = Ask::Push {
             repo: repo.clone(),
             update: RefUpdate {
                 ref_name: update.dst.clone(),
-                old_oid: old.clone(),
-                new_oid: update.new.clone(),
-                ref_exists: old.is_some(),
-                force,
-                delete: update.new.is_none(),
+                change: ChangeFacts::Established(change),
                 touches_workflows: facts.touches_workflows,
             },
             bundle_bytes: bytes,
         };
         let decided = self.with_store(|a, s| {
             a.decide_audited(s, &Principal::Agent, &ask, now, |e: &mut AuditEntry| {
-                e.ref_name = Some(update.dst.clone());
-                e.old_oid = old.clone();
-                e.new_oid = update.new.clone();
+                e.ref_name = Some(update.dst.to_string());
+                e.old_oid = old.map(|old| old.to_string());
+                e.new_oid = update.new.map(|new| new.to_string());
                 e.bundle_bytes = Some(bytes);
                 e.bundle_sha256 = bundle.map(|b| b.sha256.clone());
                 e.detail = Some(serde_json::json!({
@@ -701,7 +680,7 @@ impl Host {
             );
             return Err(refused(&update.dst, denial));
         }
-        Ok((facts.touches_workflows, force, audit_id))
+        Ok((facts.touches_workflows, change, audit_id))
     }
 }
 
@@ -718,15 +697,15 @@ pub(super) struct Decided {
 pub(super) fn each_failed(allowed: &[Allowed], message: &str) -> RefOutcomes {
     allowed
         .iter()
-        .map(|a| (a.update.dst.clone(), Err(message.to_string())))
+        .map(|a| (a.dst.clone(), Err(message.to_string())))
         .collect()
 }
 
-/// One update a decision allowed, with the value it was decided on and its audit row.
+/// One update a decision allowed: its ref, the change decided (leased on its old value) and
+/// its audit row.
 pub(super) struct Allowed {
-    pub update: PushUpdate,
-    pub old: Option<String>,
-    pub force: bool,
+    pub dst: RefName,
+    pub change: RefChange,
     pub audit_id: i64,
 }
 
@@ -745,9 +724,9 @@ pub(super) fn require_title(title: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-fn refused(dst: &str, denial: zodex_engine::authority::Denial) -> RefResult {
+fn refused(dst: &RefName, denial: zodex_engine::authority::Denial) -> RefResult {
     RefResult {
-        dst: dst.to_string(),
+        dst: dst.clone(),
         ok: false,
         message: Some(format!("{}; {}", denial.message, denial.unblock)),
         policies: denial.policies,

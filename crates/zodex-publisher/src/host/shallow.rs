@@ -40,7 +40,7 @@ impl Host {
             return quarantine;
         }
         let started = std::time::Instant::now();
-        let (at, tips, asked) = (mirror.clone(), mirror.tips_owned(), checks.clone());
+        let (at, tips, asked) = (mirror.clone(), mirror.tips(), checks.clone());
         let (quarantine, settled) = self
             .blocking(move |_| {
                 let tips: Vec<&str> = tips.iter().map(String::as_str).collect();

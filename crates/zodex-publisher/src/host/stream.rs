@@ -31,7 +31,7 @@ use crate::publish::upload::{PassThroughError, StreamedPush, bases_at_github_own
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
-use zodex_engine::RepoName;
+use zodex_engine::{ObjectId, RefChange, RefName, RepoName};
 use zodex_protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
 
 /// The whole bundle, or why it did not arrive.
@@ -95,7 +95,7 @@ struct ForwardTo<'a> {
     github: &'a Arc<GitHub>,
     repo: &'a RepoName,
     url: String,
-    refs: &'a HashMap<String, String>,
+    refs: &'a HashMap<RefName, ObjectId>,
     now: i64,
 }
 
@@ -235,8 +235,10 @@ impl Host {
             }
         };
         verdict.send_replace(Verdict::Commit { pack_offset });
-        let dsts: Vec<&str> = forward.commands.iter().map(|c| c.dst.as_str()).collect();
-        let pushed = forward.push.finish(dsts.into_iter()).await;
+        let pushed = forward
+            .push
+            .finish(forward.commands.iter().map(|c| &c.dst))
+            .await;
         clock.mark("push");
         let token_sha = forward.token.token().sha256();
         forward.token.revoke().await;
@@ -280,12 +282,17 @@ impl Host {
         + Send
         + 'static,
     ) -> Result<Forward, NotForwarded> {
+        // Every update of a streamed push has a new value (a deletion waits for the whole
+        // bundle), so none is dropped here; if one were, the commands would not match the
+        // decisions and the pack would not go this way.
         let commands: Vec<RefCommand> = updates
             .iter()
-            .map(|u| RefCommand {
-                dst: u.dst.clone(),
-                old: at.refs.get(&u.dst).cloned(),
-                new: u.new.clone(),
+            .filter_map(|u| {
+                let old = at.refs.get(&u.dst).copied();
+                Some(RefCommand {
+                    dst: u.dst.clone(),
+                    change: RefChange::between(old, u.new, u.force).ok()?,
+                })
             })
             .collect();
         let use_ = TokenUse::Push { workflows: false };
@@ -319,11 +326,11 @@ async fn commits(
         return Err(NotForwarded::Workflows);
     }
     let same = decided.allowed.len() == forward.commands.len()
-        && decided
-            .allowed
-            .iter()
-            .zip(&forward.commands)
-            .all(|(a, c)| a.update.dst == c.dst && a.update.new == c.new && a.old == c.old);
+        && decided.allowed.iter().zip(&forward.commands).all(|(a, c)| {
+            a.dst == c.dst
+                && a.change.new_id() == c.change.new_id()
+                && a.change.old_id() == c.change.old_id()
+        });
     if !same {
         return Err(NotForwarded::NotTheCommands);
     }
