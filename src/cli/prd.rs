@@ -458,9 +458,8 @@ fn admin_watch(
     let history = config
         .mcp
         .as_ref()
-        .and_then(|mcp| mcp.get("state_dir"))
-        .and_then(|dir| dir.as_str())
-        .map(|dir| ToolCalls(crate::tools::server::history::history_path(dir.as_ref())));
+        .and_then(|mcp| mcp.state_dir.as_deref())
+        .map(|dir| ToolCalls(crate::tools::server::history::history_path(dir)));
     let mut history = history;
     let calls = history
         .as_mut()

@@ -64,11 +64,15 @@ fn code_roots() -> Vec<PathBuf> {
 /// may use them all; none of them may use it.
 const CRATE_ARROWS: &[(&str, &[&str])] = &[
     ("zodex-engine", &[]),
-    ("zodex-tools", &[]),
+    ("zodex-mcp-settings", &[]),
+    ("zodex-tools", &["zodex-mcp-settings"]),
     ("zodex-devhub", &[]),
     ("zodex-protocol", &["zodex-engine"]),
     ("zodex-github", &["zodex-engine"]),
-    ("zodex-config", &["zodex-engine", "zodex-github"]),
+    (
+        "zodex-config",
+        &["zodex-engine", "zodex-github", "zodex-mcp-settings"],
+    ),
     (
         "zodex-agent",
         &["zodex-engine", "zodex-protocol", "zodex-config"],

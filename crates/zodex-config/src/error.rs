@@ -52,14 +52,10 @@ pub enum SettingError {
     Target(#[from] TargetError),
     #[error("[agent_limits] {0} must be at least 1; remove the key to use the default")]
     AgentLimitZero(&'static str),
-    #[error("[mcp] oauth_file must be a path (a string)")]
-    OAuthFileNotPath,
     #[error(
         "[mcp] oauth_file is set but public_url is not: OAuth needs the MCP endpoint's public URL (https://HOST/mcp)"
     )]
     OAuthWithoutPublicUrl,
-    #[error("[mcp] oauth_cimd_private_hosts must be a list of host names")]
-    OAuthPrivateHosts,
     #[error(
         "pr_branch_prefix {0:?} would not make valid branch names; use letters, digits, `-`, `_`, `.` and `/` (e.g. \"zodex/\")"
     )]

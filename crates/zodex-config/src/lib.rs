@@ -2,8 +2,8 @@
 //! (`zodex-publisher` and the root crate's `cli::prd`) and by the agent-side commands
 //! (`zodex-agent`: their socket's path and their git host); written by `zodex dev up`
 //! (`zodex-operator`) and `zodex-prd install` (`zodex-publisher`'s `install`). The `[mcp]` table
-//! is `zodex-agent serve`'s (`zodex-tools`' `server::config` validates it). It holds no secret:
-//! key files are paths.
+//! is `zodex-agent serve`'s, one type with the server's (`zodex-mcp-settings`' `McpConfig`). It
+//! holds no secret: key files are paths.
 //!
 //! Unknown keys are refused, so a typo never silently weakens a setting.
 //!
@@ -26,10 +26,10 @@
 //! - No secret in the file, which the agent can read: App keys, a webhook's signing key or a
 //!   secret URL live in files only the publisher reads; the file names their paths.
 //! - Every table refuses unknown keys: `deny_unknown_fields` here and on `[github]` and
-//!   `[[targets]]`; `[mcp]`'s unknown keys are refused by `zodex-agent serve`.
+//!   `[[targets]]`, and on `[mcp]` (`zodex-mcp-settings`), here as in `zodex-agent serve`.
 //! - A release build refuses `test_clock_file`: no configuration can move a sprite's clock.
-//! - Plumbing: depends on `zodex-engine` (targets) and `zodex-github` (`[github]`) only, and
-//!   decides nothing.
+//! - Plumbing: depends on `zodex-engine` (targets), `zodex-github` (`[github]`) and
+//!   `zodex-mcp-settings` (`[mcp]`) only, and decides nothing.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -37,6 +37,9 @@ use zodex_engine::targets::{TargetSpec, Targets};
 
 mod error;
 pub use error::{AuditSinkError, ConfigError, SettingError};
+/// The `[mcp]` table, `zodex-agent serve`'s and the publisher's one type; the MCP key's hash
+/// and its file, which the publisher writes and `zodex-agent serve` reads.
+pub use zodex_mcp_settings::{KeyHash as McpKeyHash, McpConfig};
 
 /// Where the configuration is looked for when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/zodex/zodex.toml";
@@ -70,10 +73,11 @@ pub struct Config {
     /// Repositories (or owners) this sprite may ever write to.
     #[serde(default)]
     pub targets: Vec<TargetSpec>,
-    /// The `[mcp]` table belongs to `zodex-agent serve`, which validates it; the publisher reads
-    /// only `key_hash_file` from it, to store the hash `zodex sprite connect` sends.
+    /// The `[mcp]` table: `zodex-agent serve`'s settings, one type with the server's (unknown
+    /// keys are refused); the publisher reads `key_hash_file`, to store the hash
+    /// `zodex sprite connect` sends, and the OAuth settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mcp: Option<toml::Table>,
+    pub mcp: Option<McpConfig>,
     /// `[github]`: where GitHub is and the two Apps `zodex-prd` acts as. Without it, every
     /// request that needs GitHub is refused with a message naming this table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -434,11 +438,7 @@ impl Config {
 
     /// Where the MCP key's SHA-256 lives (`[mcp] key_hash_file`), if configured.
     pub fn mcp_key_hash_file(&self) -> Option<PathBuf> {
-        self.mcp
-            .as_ref()?
-            .get("key_hash_file")?
-            .as_str()
-            .map(PathBuf::from)
+        self.mcp.as_ref()?.key_hash_file.clone()
     }
 
     /// The MCP endpoint's OAuth settings (`[mcp] public_url` and `oauth_file`; optional
@@ -447,22 +447,18 @@ impl Config {
         let Some(mcp) = self.mcp.as_ref() else {
             return Ok(None);
         };
-        let Some(file) = mcp.get("oauth_file") else {
+        let Some(file) = &mcp.oauth_file else {
             return Ok(None);
         };
-        let file = file.as_str().ok_or(SettingError::OAuthFileNotPath)?;
         let url = mcp
-            .get("public_url")
-            .and_then(|v| v.as_str())
+            .public_url
+            .as_deref()
             .ok_or(SettingError::OAuthWithoutPublicUrl)?;
-        let hosts = match mcp.get("oauth_cimd_private_hosts") {
-            None => Vec::new(),
-            Some(v) => v
-                .as_array()
-                .and_then(|a| a.iter().map(|h| h.as_str().map(str::to_string)).collect())
-                .ok_or(SettingError::OAuthPrivateHosts)?,
-        };
-        Ok(Some((url.to_string(), PathBuf::from(file), hosts)))
+        Ok(Some((
+            url.to_string(),
+            file.clone(),
+            mcp.oauth_cimd_private_hosts.clone(),
+        )))
     }
 
     /// Where spooled bundles and quarantines live (private, beside the mirrors).

@@ -173,12 +173,7 @@ async fn dev_checks(config: &Config, mcp_key: Option<&str>) -> Vec<Finding> {
     findings.extend(audit_sinks(config));
     findings.extend(zodex_publisher::ground::check(config).await);
     findings.extend(coverage(config));
-    let listen = config
-        .mcp
-        .as_ref()
-        .and_then(|m| m.get("listen"))
-        .and_then(|v| v.as_str())
-        .map(str::to_string);
+    let listen = config.mcp.as_ref().and_then(|m| m.listen.clone());
     match listen {
         Some(listen) => {
             findings.push(mcp_health(&listen));

@@ -61,7 +61,7 @@ pub fn http(listen: &str, method: &str, path: &str, body: Option<&str>) -> std::
 
 /// What the publisher published, when the sprite serves OAuth with the key URL off.
 pub fn oauth_only(config: &Config) -> Option<PublishedAuth> {
-    let file = config.mcp.as_ref()?.get("oauth_file")?.as_str()?;
+    let file = config.mcp.as_ref()?.oauth_file.as_ref()?;
     let published: PublishedAuth = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
     (!published.key_url).then_some(published)
 }

@@ -97,30 +97,21 @@ pub(super) fn sprite_config(
         .as_ref()
         .and_then(|c| c.mcp.clone())
         .unwrap_or_default();
-    mcp.insert("listen".into(), options.mcp_listen.clone().into());
-    mcp.insert(
-        "state_dir".into(),
-        layout.agent_state_dir.display().to_string().into(),
-    );
-    mcp.insert(
-        "key_hash_file".into(),
-        layout.mcp_key_hash().display().to_string().into(),
-    );
+    mcp.listen = Some(options.mcp_listen.clone());
+    mcp.state_dir = Some(layout.agent_state_dir.clone());
+    mcp.key_hash_file = Some(layout.mcp_key_hash());
     if let Some(url) = &options.public_url {
-        mcp.insert("public_url".into(), url.clone().into());
+        mcp.public_url = Some(url.clone());
         // With a public URL the publisher serves OAuth for it (`zodex sprite mcp`); the key URL
         // keeps working until the operator turns it off. A URL OAuth cannot serve (plain http
         // off loopback) leaves OAuth off rather than the publisher unable to start.
         let oauth = zodex_publisher::oauth::OAuthSettings::new(url, layout.mcp_oauth(), Vec::new());
         match oauth {
             Ok(_) => {
-                mcp.insert(
-                    "oauth_file".into(),
-                    layout.mcp_oauth().display().to_string().into(),
-                );
+                mcp.oauth_file = Some(layout.mcp_oauth());
             }
             Err(why) => {
-                mcp.remove("oauth_file");
+                mcp.oauth_file = None;
                 eprintln!("zodex-prd install: OAuth stays off: {why}");
             }
         }
@@ -192,18 +183,10 @@ pub fn allow_host(config_path: &Path, host: &str) -> Result<bool, InstallError> 
     let record = InstallRecord::beside(config_path)?;
     let mut config = Config::load(config_path).map_err(|e| InstallError::Failed(e.to_string()))?;
     let mut mcp = config.mcp.take().unwrap_or_default();
-    let mut hosts: Vec<String> = mcp
-        .get("allowed_hosts")
-        .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut hosts = mcp.allowed_hosts.clone();
     let public = mcp
-        .get("public_url")
-        .and_then(|v| v.as_str())
+        .public_url
+        .as_deref()
         .and_then(|u| u.split("://").nth(1))
         .and_then(|rest| rest.split('/').next())
         .map(str::to_ascii_lowercase);
@@ -211,10 +194,7 @@ pub fn allow_host(config_path: &Path, host: &str) -> Result<bool, InstallError> 
         return Ok(false);
     }
     hosts.push(host);
-    mcp.insert(
-        "allowed_hosts".into(),
-        toml::Value::Array(hosts.into_iter().map(toml::Value::String).collect()),
-    );
+    mcp.allowed_hosts = hosts;
     config.mcp = Some(mcp);
     write_config(config_path, &config)?;
     control_and_wait(&record, services::Action::Restart, &["zodex-agent"])?;
@@ -239,11 +219,8 @@ pub fn public_url(config_path: &Path, set: Option<&str>) -> Result<PublicUrl, In
     let now = |config: &Config, changed: bool| {
         let mcp = config.mcp.as_ref();
         PublicUrl {
-            public_url: mcp
-                .and_then(|m| m.get("public_url"))
-                .and_then(|v| v.as_str())
-                .map(str::to_string),
-            oauth: mcp.is_some_and(|m| m.contains_key("oauth_file")),
+            public_url: mcp.and_then(|m| m.public_url.clone()),
+            oauth: mcp.is_some_and(|m| m.oauth_file.is_some()),
             changed,
         }
     };
@@ -259,8 +236,8 @@ pub fn public_url(config_path: &Path, set: Option<&str>) -> Result<PublicUrl, In
         return Ok(before);
     }
     let mut mcp = config.mcp.take().unwrap_or_default();
-    mcp.insert("public_url".into(), url.into());
-    mcp.insert("oauth_file".into(), oauth_file.display().to_string().into());
+    mcp.public_url = Some(url.to_string());
+    mcp.oauth_file = Some(oauth_file);
     config.mcp = Some(mcp);
     write_config(config_path, &config)?;
     control_and_wait(

@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use zodex_config::Config;
+use zodex_config::{Config, McpConfig};
 use zodex_engine::targets::TargetSpec;
 use zodex_protocol::AdminRequest;
 
@@ -110,32 +110,21 @@ fn test_clock_file() -> Option<PathBuf> {
 
 /// The `[mcp]` table for `zodex-agent serve`: loopback on a free port, state, the key's hash
 /// and OAuth's public file inside the installation directory.
-fn mcp_table(dir: &Path) -> toml::Table {
+fn mcp_table(dir: &Path) -> McpConfig {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .unwrap_or(8080);
-    let mut table = toml::Table::new();
-    table.insert("listen".into(), format!("127.0.0.1:{port}").into());
-    table.insert(
-        "state_dir".into(),
-        dir.join("agent").display().to_string().into(),
-    );
-    table.insert(
-        "key_hash_file".into(),
-        dir.join("mcp-key.sha256").display().to_string().into(),
-    );
-    // OAuth beside the key URL: the publisher is the authorization server for this loopback
-    // endpoint and publishes its public half here.
-    table.insert(
-        "public_url".into(),
-        format!("http://127.0.0.1:{port}/mcp").into(),
-    );
-    table.insert(
-        "oauth_file".into(),
-        dir.join("mcp-oauth.json").display().to_string().into(),
-    );
-    table
+    McpConfig {
+        listen: Some(format!("127.0.0.1:{port}")),
+        state_dir: Some(dir.join("agent")),
+        key_hash_file: Some(dir.join("mcp-key.sha256")),
+        // OAuth beside the key URL: the publisher is the authorization server for this
+        // loopback endpoint and publishes its public half here.
+        public_url: Some(format!("http://127.0.0.1:{port}/mcp")),
+        oauth_file: Some(dir.join("mcp-oauth.json")),
+        ..McpConfig::default()
+    }
 }
 
 fn running_pid(pid_file: &Path) -> Option<i32> {
@@ -429,10 +418,8 @@ fn start_mcp(
     let listen = config
         .mcp
         .as_ref()
-        .and_then(|m| m.get("listen"))
-        .and_then(|l| l.as_str())
-        .unwrap_or("127.0.0.1:8080")
-        .to_string();
+        .and_then(|m| m.listen.clone())
+        .unwrap_or_else(|| "127.0.0.1:8080".to_string());
     let key = zodex_tools::server::key::generate_key().map_err(|e| DevError::Io {
         context: "cannot make the MCP key".into(),
         source: std::io::Error::other(e.to_string()),

@@ -41,13 +41,14 @@
 //!   - `server::body`: the 4 MiB body cap, answered in JSON-RPC (never a bare 413).
 //!   - `server::ended`: sessions a client ended with `DELETE`, refused with 404 (bounded).
 //!   - `server::replay`: the bounded store that replays a cut SSE answer (`Last-Event-ID`).
-//!   - `server::key`: capability keys (256 bits); only their SHA-256 is held.
+//!   - `server::key`: capability keys (256 bits); only their SHA-256 is held (`KeyHash`, from
+//!     `zodex-mcp-settings`, shared with the publisher that writes its file).
 //!   - `server::oauth`: the resource server's OAuth: access tokens checked with the public key
 //!     alone; `/oauth/…` handed to an `OAuthForward` the binary supplies.
 //!   - `server::context`: `zodex_context`, the AGENTS instructions and skills, capped.
 //!   - `server::history`: the SQLite history of calls (the board, `zodex local history`).
 //!   - `server::retention`: the history's limits (30 days, 64 MiB by default).
-//!   - `server::config`: the `[mcp]` table.
+//!   - `server::config`: the `[mcp]` table read from a file (the table is `zodex-mcp-settings`'s).
 //!   - `server::local`: local mode's lifecycle (`zodex local start|stop|status|history`).
 //!   - `server::local_config`: local mode's `config.toml` (`zodex local config get|set`).
 //!   - `server::patch_result`: an `apply_patch` result kept small, the full list spilled.

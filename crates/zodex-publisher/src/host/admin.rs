@@ -7,6 +7,7 @@ use super::{
     check_ttl, parse_repo,
 };
 use std::sync::Arc;
+use zodex_config::McpKeyHash as KeyHash;
 use zodex_engine::authority::PageRequest;
 use zodex_engine::refscope::{RefPattern, patterns_meet, scopes_of};
 use zodex_engine::store::{AuditFilter, Store};
@@ -318,17 +319,11 @@ impl Host {
                 "this sprite's configuration has no `[mcp] key_hash_file`; add one so zodex-agent serve can check the key",
             ));
         };
-        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(Failure::usage(
-                "the key hash must be 64 hex digits (a SHA-256)",
-            ));
-        }
-        write_key_hash(path, &sha256.to_ascii_lowercase()).map_err(|e| {
-            Failure::new(
-                ErrorKind::Internal,
-                format!("cannot write {}: {e}", path.display()),
-            )
-        })?;
+        // Parsed where it enters: exactly 64 hex digits, as `zodex sprite connect` sends them.
+        let hash = KeyHash::parse(sha256)
+            .map_err(|_| Failure::usage("the key hash must be 64 hex digits (a SHA-256)"))?;
+        hash.write_file(path)
+            .map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))?;
         let event = zodex_engine::store::AuditEntry {
             principal: principal.into(),
             action: zodex_engine::EventKind::SetMcpKey.into(),
@@ -379,20 +374,6 @@ fn explain(
         denial,
         grants,
     })
-}
-
-/// Replaces the key hash file atomically (mode 0644: it holds only a hash, for the agent).
-fn write_key_hash(path: &std::path::Path, hex: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(format!("{hex}\n").as_bytes())?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// A ref as the operator wrote it: a full `refs/…` name, or a branch name meaning

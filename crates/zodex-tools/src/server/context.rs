@@ -16,8 +16,6 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde::Deserialize;
-
 /// Conversations remembered at once; the least recently used is forgotten first.
 pub const MAX_CONVERSATIONS: usize = 1024;
 /// Workdirs remembered per conversation; past it the set starts over.
@@ -29,33 +27,9 @@ const MAX_DESCRIPTION: usize = 240;
 /// Most skills listed per catalog.
 const MAX_SKILLS: usize = 64;
 
-/// Which parts of `zodex_context` are injected, and the size cap.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ContextConfig {
-    /// Global AGENTS instructions on the first result of a conversation.
-    pub global_agents: bool,
-    /// Global skill catalog on the first result of a conversation.
-    pub global_skills: bool,
-    /// One-line AGENTS.md / AGENTS.override.md hint on the first success in a workdir.
-    pub workdir_agents: bool,
-    /// Catalog of `<workdir>/.agents/skills` on the first success in a workdir.
-    pub workdir_skills: bool,
-    /// Cap on the injected text, in bytes.
-    pub max_bytes: usize,
-}
-
-impl Default for ContextConfig {
-    fn default() -> Self {
-        ContextConfig {
-            global_agents: true,
-            global_skills: true,
-            workdir_agents: true,
-            workdir_skills: true,
-            max_bytes: 8 * 1024,
-        }
-    }
-}
+/// Which parts of `zodex_context` are injected, and the size cap (`[mcp.context]`, or local
+/// mode's `[context]`).
+pub use zodex_mcp_settings::ContextConfig;
 
 /// Where the global instructions and skills are read from.
 #[derive(Debug, Clone)]

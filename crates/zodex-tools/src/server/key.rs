@@ -8,12 +8,9 @@
 //! Not here: the HTTP middleware that answers 401 and scrubs the key from the request before
 //! anything can log it (see `http.rs`), and where the hash file lives (configuration).
 
-use std::fmt;
 use std::path::Path;
 
 use base64::Engine as _;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 /// Number of random bytes in a fresh key (256 bits; the issue asks for at least 128).
 const KEY_BYTES: usize = 32;
@@ -25,48 +22,9 @@ pub fn generate_key() -> anyhow::Result<String> {
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
 
-/// The SHA-256 of a capability key: the only form of the key the server keeps.
-#[derive(Clone, PartialEq, Eq)]
-pub struct KeyHash([u8; 32]);
-
-impl KeyHash {
-    /// Hashes a key.
-    pub fn of_key(key: &str) -> KeyHash {
-        KeyHash(Sha256::digest(key.as_bytes()).into())
-    }
-
-    /// Parses 64 hex digits (surrounding whitespace allowed, e.g. a trailing newline).
-    pub fn from_hex(text: &str) -> anyhow::Result<KeyHash> {
-        let text = text.trim();
-        let bytes = hex::decode(text)
-            .ok()
-            .filter(|b| b.len() == 32)
-            .ok_or_else(|| anyhow::anyhow!("a key hash is 64 hex digits (a SHA-256)"))?;
-        let mut out = [0u8; 32];
-        out.copy_from_slice(&bytes);
-        Ok(KeyHash(out))
-    }
-
-    /// Reads a key hash file: it holds exactly the hex SHA-256 and nothing else.
-    pub fn read_file(path: &Path) -> anyhow::Result<KeyHash> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read key hash file {}: {e}", path.display()))?;
-        KeyHash::from_hex(&text)
-            .map_err(|e| anyhow::anyhow!("key hash file {}: {e}", path.display()))
-    }
-
-    /// Lower-case hex, as written to a key hash file.
-    pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
-    }
-
-    /// True when `candidate` is the key. Constant time in the content of the key: the candidate
-    /// is hashed first, so its length tells nothing about the stored key either.
-    pub fn verify(&self, candidate: &str) -> bool {
-        let presented: [u8; 32] = Sha256::digest(candidate.as_bytes()).into();
-        presented.ct_eq(&self.0).into()
-    }
-}
+/// The SHA-256 of a capability key, and its file: one type for the publisher, which writes
+/// the file, and this server, which reads it (crate `zodex-mcp-settings`).
+pub use zodex_mcp_settings::KeyHash;
 
 /// Where the server finds the key's hash: fixed for its whole life (`zodex local`), or the key
 /// hash file, which `zodex sprite connect` may write or rotate while the server runs. The file is
@@ -146,13 +104,6 @@ impl KeySource {
     }
 }
 
-impl fmt::Debug for KeyHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // A hash is not secret, but there is no reason to print it either.
-        f.write_str("KeyHash(..)")
-    }
-}
-
 /// The key a request presents, from `?key=` or `Authorization: Bearer`. `None` when neither is
 /// there. The query wins when both are present.
 pub fn presented_key(query: Option<&str>, authorization: Option<&str>) -> Option<String> {
@@ -225,7 +176,7 @@ mod tests {
     }
 
     #[test]
-    fn verify_accepts_only_the_key() {
+    fn a_fresh_key_verifies_against_its_hash() {
         let key = generate_key().unwrap();
         let hash = KeyHash::of_key(&key);
         assert!(hash.verify(&key));

@@ -195,7 +195,7 @@ pub struct ServeOptions {
 /// `zodex-agent serve`: sprite mode, until SIGTERM/SIGINT (or stdin closes, with `--stdio`).
 pub async fn run_serve(options: ServeOptions) -> anyhow::Result<()> {
     let config = match &options.config {
-        Some(path) => config::McpConfig::load(path)?,
+        Some(path) => config::load(path)?,
         None => config::McpConfig::default(),
     };
     let state_dir = match &config.state_dir {
