@@ -394,7 +394,7 @@ async fn bundle_request(
     };
     let host = &socket.host;
     let admitted = {
-        let host = host.clone();
+        let pipeline = host.pipeline().clone();
         let request = request.clone();
         // A streamed bundle's size is decided when it is whole (and it is cut off at the
         // ceiling as it arrives).
@@ -403,7 +403,7 @@ async fn bundle_request(
         } else {
             bundle_len
         };
-        tokio::spawn(async move { host.admit(&request, declared).await }).await
+        tokio::spawn(async move { pipeline.admit(&request, declared).await }).await
     };
     let admission = match admitted {
         Err(e) => return handler_failed(e),
@@ -428,8 +428,8 @@ async fn bundle_request(
     } else {
         (None, None)
     };
-    let host = host.clone();
-    tokio::spawn(async move { host.publish(request, admission, bundle).await })
+    let pipeline = host.pipeline().clone();
+    tokio::spawn(async move { pipeline.publish(request, admission, bundle).await })
         .await
         .unwrap_or_else(handler_failed)
 }
@@ -465,8 +465,12 @@ async fn streamed_request(
         spooling,
         spooled,
     };
-    let handler =
-        tokio::spawn(async move { host.publish_streamed(request, admission, incoming).await });
+    let pipeline = host.pipeline().clone();
+    let handler = tokio::spawn(async move {
+        pipeline
+            .publish_streamed(request, admission, incoming)
+            .await
+    });
     let mut take = |bytes: u64| reservation.grow(bytes);
     let limits = spool::StreamLimits {
         ceiling: MAX_BUNDLE_BYTES,

@@ -22,30 +22,34 @@
 //!     given the wrong way round are said to be swapped.
 //!   - `ground::tests`: the ground rules on real files, and the App permission rules.
 //! - `host`: the engine as the daemon hosts it, async (GitHub awaited, SQLite and git on blocking
-//!   threads through `Host::blocking`, no `block_on`); a composition of owners; agent requests.
+//!   threads through `host::core::blocking`, no `block_on`): a router over owners, each with
+//!   its behaviour; arrows point down this list.
 //!   - `host::admin`: operator requests, answers under the reply cap (pages), pruning.
-//!   - `host::audit_gate`: `audit_required`: no write unless its record can leave the sprite.
-//!   - `host::credential`: tokens for git: read tokens, and write tokens under a `--via token`
-//!     grant whose life is cut to the grant's.
-//!   - `host::mirror`: a request's locked, fetched mirror and its quarantine; `list for-push`'s
-//!     refs, seconds old and leased, which the push that follows decides on.
-//!   - `host::push`: direct pushes: admitted on the declared request (`Host::admit`), imported,
-//!     each ref decided on facts established against GitHub's refs, pushed with a token revoked
-//!     right after.
-//!   - `host::stream`: a push whose bundle is still arriving: GitHub's receive-pack fed as it
-//!     lands, its checksum sent only when every update was allowed exactly as sent.
+//!   - `host::pipeline`: pushes and pull requests: admitted on the declared request
+//!     (`Pipeline::admit`), then handled once the body is spooled or as it streams.
+//!     - `pipeline::stream`: a push whose bundle is still arriving: GitHub's receive-pack fed
+//!       as it lands, its checksum sent only when every update was allowed exactly as sent.
+//!     - `pipeline::push`: imported, each ref decided on facts established against GitHub's
+//!       refs, pushed with a token revoked right after.
+//!     - `pipeline::pr`: review-first pull requests, recorded under an idempotency key before
+//!       anything is pushed; `pr_open` opens one or takes its branch back; `pr_names` names it.
+//!     - `pipeline::step_token`: a step's token, revoked when the step ends, on every path.
+//!     - `pipeline::types`: what the stages share (decided updates, admission, stage timings).
+//!   - `host::mirror`: the mirrors' owner: a request's fetched mirror and its quarantine;
+//!     `list for-push`'s refs, seconds old and leased, which the push that follows decides on.
 //!   - `host::shallow`: decide on a shallow mirror only where the whole history gives the same,
 //!     else deepen first; deepen after the request in any case.
-//!   - `host::pr`: review-first pull requests, recorded under an idempotency key before anything
-//!     is pushed.
-//!   - `host::pr_open`: the pull request opened, or its branch taken back.
-//!   - `host::pr_names`: a publication's branch name and idempotency key.
-//!   - `host::record`: what the GitHub client reported, written through `engine::ledger`;
-//!     revocation at most once.
-//!   - `host::step_token`: a step's token, revoked when the step ends, on every path.
+//!   - `host::credential`: the tokens' owner: read tokens, write tokens under a `--via token`
+//!     grant whose life is cut to the grant's, the publisher's own read tokens, revocations.
 //!   - `host::tokens`: the agent's token cache and live write set, the publisher's own read
 //!     tokens, one write issuance per repository, the previous run's leftovers.
+//!   - `host::record`: what the GitHub client reported, written through `engine::ledger`;
+//!     revocation at most once.
 //!   - `host::proofs`: the proofs run at start and on demand, summed up in `status`.
+//!   - `host::coverage`: which App is installed where, fresh or asked of GitHub.
+//!   - `host::audit_gate`: `audit_required`: no write unless its record can leave the sprite.
+//!   - `host::core`: the engine over the store, the clock, GitHub's client, the settings.
+//!   - `host::failure`: a failed request on its way to the wire.
 //!   - `host::tests`: configuration refused at start, limits enforced on requests.
 //! - `credentials`: the token cache behind the credential helper, and the live set of write
 //!   tokens (registered before they are recorded, persisted 0600) revoked by value.

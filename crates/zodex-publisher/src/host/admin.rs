@@ -4,7 +4,7 @@
 
 use super::{
     DEFAULT_PUSH_TTL_SECONDS, DEFAULT_YOLO_TTL_SECONDS, Failure, Host, PRUNE_EVERY_SECONDS,
-    check_ttl, parse_repo,
+    check_ttl, core, parse_repo,
 };
 use std::sync::Arc;
 use zodex_config::McpKeyHash as KeyHash;
@@ -32,8 +32,9 @@ impl Host {
         if let Some(oauth) = &self.oauth {
             oauth.prune(now).await;
         }
-        let limits = self.settings.limits;
+        let limits = self.core.settings.limits;
         let pruned = self
+            .core
             .stored(move |a, s| {
                 a.prune_history(
                     s,
@@ -82,7 +83,7 @@ impl Host {
     ) -> Response {
         // A proof needs no state: it runs without holding the store, so decisions go on.
         if request == AdminRequest::ProvePolicies {
-            return match self.proofs.now(self.engine.policies()).await {
+            return match self.proofs.now(self.core.engine.policies()).await {
                 Ok(report) => Response::ok(report),
                 Err(failure) => failure.into_response(),
             };
@@ -90,7 +91,7 @@ impl Host {
         let now = self.now();
         if let AdminRequest::CheckCoverage { repo } = &request {
             let answer = match parse_repo(repo) {
-                Ok(repo) => self.coverage_now(&principal, &repo, now).await,
+                Ok(repo) => self.core.coverage_now(&principal, &repo, now).await,
                 Err(failure) => Err(failure),
             };
             return match answer {
@@ -109,13 +110,15 @@ impl Host {
         {
             return failure.into_response();
         }
-        self.blocking(move |host| host.admin_stored(&principal, request, now))
-            .await
+        core::blocking(self, move |host| {
+            host.admin_stored(&principal, request, now)
+        })
+        .await
     }
 
     /// The admin requests answered from the store alone. Blocking (SQLite).
     fn admin_stored(&self, principal: &Principal, request: AdminRequest, now: i64) -> Response {
-        let result = self.with_store(|a, s| -> Result<Response, Failure> {
+        let result = self.core.with_store(|a, s| -> Result<Response, Failure> {
             Ok(match request {
                 AdminRequest::Ping => Response::ok(Pong {
                     version: env!("CARGO_PKG_VERSION").into(),
@@ -161,8 +164,8 @@ impl Host {
                     status: a.status(s, principal, now)?,
                     proofs: Some(self.proofs.status()),
                     audit_heads: a.audit_heads(s, principal, now)?,
-                    max_request_ttl_seconds: Some(self.engine.max_request_ttl_seconds()),
-                    audit_sinks: zodex_engine::ledger::sink_states(s, &self.settings.sinks)?,
+                    max_request_ttl_seconds: Some(self.core.engine.max_request_ttl_seconds()),
+                    audit_sinks: zodex_engine::ledger::sink_states(s, &self.core.settings.sinks)?,
                 }),
                 AdminRequest::AuditVerify => Response::ok(a.verify_audit(s, principal, now)?),
                 AdminRequest::ProvePolicies
@@ -292,7 +295,7 @@ impl Host {
         now: i64,
     ) -> Result<(), Failure> {
         let repo = parse_repo(repo)?;
-        self.refresh_coverage(principal, &repo, now).await.map_err(|f| {
+        self.core.refresh_coverage(principal, &repo, now).await.map_err(|f| {
             let mut f = f.upstream_then(&format!(
                 "whether the Zodex Apps are installed on {repo} is unknown, so nothing was explained"
             ));
@@ -313,7 +316,7 @@ impl Host {
         sha256: &str,
         now: i64,
     ) -> Result<KeyHashStored, Failure> {
-        let Some(path) = &self.settings.mcp_key_hash_file else {
+        let Some(path) = &self.core.settings.mcp_key_hash_file else {
             return Err(Failure::new(
                 ErrorKind::Conflict,
                 "this sprite's configuration has no `[mcp] key_hash_file`; add one so zodex-agent serve can check the key",

@@ -3,15 +3,16 @@
 //! optional: every decision's audit row is written in the decision's own transaction, so a
 //! write whose row cannot be stored is never made.
 
-use super::{Failure, Host};
+use super::Failure;
+use super::core::Core;
 use std::sync::Arc;
 use zodex_engine::ledger;
 use zodex_protocol::ErrorKind;
 
-impl Host {
+impl Core {
     /// With `audit_required = true` and audit sinks configured, refuses a write (push, pull
     /// request, write token) unless at least one sink's last attempt succeeded.
-    pub(super) async fn audit_gate(self: &Arc<Self>) -> Result<(), Failure> {
+    pub async fn audit_gate(self: &Arc<Self>) -> Result<(), Failure> {
         if !self.settings.audit_required || self.settings.sinks.is_empty() {
             return Ok(());
         }

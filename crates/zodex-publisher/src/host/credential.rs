@@ -4,16 +4,30 @@
 //! and a `get` hands one out only while its grant stands, telling git it expires at the earlier
 //! of the token's expiry and the grant's end.
 
-use super::{Failure, Host, parse_repo};
+use super::core::Core;
+use super::tokens::Tokens;
+use super::{Failure, parse_repo};
 use crate::credentials::{Cached, Kind};
 use crate::github::{self, GitHub, TokenUse};
 use std::sync::Arc;
 use zodex_engine::authority::AuthorityError;
 use zodex_engine::{Ask, Principal, RepoName};
-use zodex_protocol::{CoverageAnswer, CredentialGrant, ErrorKind, Response};
-impl Host {
+use zodex_protocol::{CredentialGrant, ErrorKind, Response};
+
+/// The tokens' owner: every token the publisher mints goes through here, recorded with the
+/// decision that justified it, and every write token leaves through one of its revocations.
+pub(crate) struct Credentials {
+    core: Arc<Core>,
+    tokens: Tokens,
+}
+
+impl Credentials {
+    pub fn new(core: Arc<Core>, tokens: Tokens) -> Self {
+        Self { core, tokens }
+    }
+
     fn github_for(&self, host: &str) -> Result<&GitHub, Failure> {
-        let github = self.github.as_ref().ok_or_else(|| {
+        let github = self.core.github.as_ref().ok_or_else(|| {
             Failure::new(
                 ErrorKind::Conflict,
                 "this sprite's zodex.toml has no [github] table, so zodex-prd cannot mint tokens; add one with the reader and writer Apps",
@@ -40,161 +54,12 @@ impl Host {
         parse_repo(&name)
     }
 
-    /// Checks both Apps' installation on `repo` when what the state knows has gone stale.
-    /// A GitHub error fails the request (nothing is decided on stale facts), worded as
-    /// GitHub's failure — never as a refusal.
-    pub(super) async fn ensure_coverage(
-        self: &Arc<Self>,
-        github: &GitHub,
-        repo: &RepoName,
-        now: i64,
-    ) -> Result<(), Failure> {
-        if self.coverage_fresh(repo, now).await? {
-            return Ok(());
-        }
-        self.check_coverage(github, repo, now).await.map(|_| ())
-    }
-
-    /// Whether both Apps' coverage of `repo` is on record and fresh at `now`.
-    async fn coverage_fresh(self: &Arc<Self>, repo: &RepoName, now: i64) -> Result<bool, Failure> {
-        let key = repo.key();
-        let fresh = self
-            .stored(move |_, s| {
-                s.read(|f| {
-                    let fresh = |fact: Option<zodex_engine::store::CoverageFact>| {
-                        fact.is_some_and(|c| now < c.expires_at)
-                    };
-                    let (writer, reader) = f.coverage_both(&key)?;
-                    Ok(fresh(reader) && fresh(writer))
-                })
-            })
-            .await?;
-        Ok(fresh)
-    }
-
-    /// An operator's question about `repo` (`policy explain`) when its coverage is unknown or
-    /// stale: the read-only checks are made and audited as a `CheckCoverage` event (whoever
-    /// asked, what GitHub said), so the answer is never "not installed" for "not checked yet".
-    /// Without a `[github]` table nothing is checked and the answer says "unknown".
-    pub(super) async fn refresh_coverage(
-        self: &Arc<Self>,
-        principal: &Principal,
-        repo: &RepoName,
-        now: i64,
-    ) -> Result<(), Failure> {
-        let Some(github) = &self.github else {
-            return Ok(());
-        };
-        if self.coverage_fresh(repo, now).await? {
-            return Ok(());
-        }
-        self.check_and_audit(principal, github, repo, now)
-            .await
-            .map(|_| ())
-    }
-
-    /// Asks GitHub now whether each App is installed on `repo` (whatever was known before).
-    pub(super) async fn coverage_now(
-        self: &Arc<Self>,
-        principal: &Principal,
-        repo: &RepoName,
-        now: i64,
-    ) -> Result<CoverageAnswer, Failure> {
-        let Some(github) = &self.github else {
-            return Err(Failure::new(
-                ErrorKind::Conflict,
-                "this sprite's configuration has no [github] table, so no App can be checked; add one (see docs/deploy.md)",
-            ));
-        };
-        let coverage = self.check_and_audit(principal, github, repo, now).await?;
-        Ok(CoverageAnswer {
-            repo: repo.to_string(),
-            reader_installed: coverage.reader.installed,
-            writer_installed: coverage.writer.installed,
-            default_branch: coverage.writer.default_branch.clone(),
-        })
-    }
-
-    /// Checks both Apps on `repo` at GitHub, records it, and audits the check.
-    async fn check_and_audit(
-        self: &Arc<Self>,
-        principal: &Principal,
-        github: &GitHub,
-        repo: &RepoName,
-        now: i64,
-    ) -> Result<github::Coverage, Failure> {
-        let checked = self.check_coverage(github, repo, now).await;
-        let (outcome, detail) = match &checked {
-            Ok(c) => (
-                zodex_engine::Outcome::Checked,
-                serde_json::json!({
-                    "reader_installed": c.reader.installed,
-                    "writer_installed": c.writer.installed,
-                    "default_branch": c.writer.default_branch,
-                    "read_only": true,
-                }),
-            ),
-            Err(f) => (
-                zodex_engine::Outcome::Failed(f.0.message.clone()),
-                serde_json::json!({ "read_only": true }),
-            ),
-        };
-        let event = zodex_engine::store::AuditEntry {
-            principal: principal.into(),
-            action: zodex_engine::EventKind::CheckCoverage.into(),
-            repo_key: Some(repo.key()),
-            decision: zodex_engine::AuditDecision::Event,
-            outcome: Some(outcome.as_stored().into_owned()),
-            detail: Some(detail),
-            ..Default::default()
-        };
-        self.stored(move |_, s| zodex_engine::ledger::record_event(s, &event, now))
-            .await?;
-        checked
-    }
-
-    /// Checks both Apps on `repo` at GitHub and records what it found.
-    async fn check_coverage(
-        self: &Arc<Self>,
-        github: &GitHub,
-        repo: &RepoName,
-        now: i64,
-    ) -> Result<github::Coverage, Failure> {
-        // GitHub failing is not a refusal: it is said as GitHub's failure, and nothing is
-        // decided on a guess (the caller adds what that left undone).
-        let coverage = github.check_coverage(repo, now).await.map_err(|e| {
-            let failure = Failure::from_github(e);
-            let message = format!(
-                "cannot check which Zodex Apps are installed on {repo}: {}",
-                failure.0.message
-            );
-            Failure::new(failure.0.kind, message)
-        })?;
-        let (repo, checked) = (repo.clone(), coverage.clone());
-        self.stored(move |_, s| super::record::coverage(s, &repo, &checked))
-            .await?;
-        Ok(coverage)
-    }
-
-    pub(super) async fn installation_of(
-        self: &Arc<Self>,
-        repo: &RepoName,
-        app: zodex_engine::store::App,
-    ) -> Result<Option<i64>, Failure> {
-        let key = repo.key();
-        Ok(self
-            .stored(move |_, s| {
-                s.read(|f| Ok(f.coverage(&key, app)?.and_then(|c| c.installation_id)))
-            })
-            .await?)
-    }
-
     /// Mints a token for `repo` through the App's recorded installation and records its hash
     /// with the decision (audit row) and grant that justified it. A write token minted under a
     /// grant joins the live write tokens before it is recorded: whoever later finds it recorded
-    /// under an ended grant can revoke it by value (see [`Host::revoke_ended_tokens`]).
-    pub(super) async fn mint_recorded(
-        self: &Arc<Self>,
+    /// under an ended grant can revoke it by value (see [`Credentials::revoke_ended_tokens`]).
+    pub async fn mint_recorded(
+        &self,
         github: &GitHub,
         repo: &RepoName,
         token_use: TokenUse,
@@ -202,7 +67,7 @@ impl Host {
         audit_id: Option<i64>,
         now: i64,
     ) -> Result<github::MintedToken, Failure> {
-        let installation = self.installation_of(repo, token_use.app()).await?;
+        let installation = self.core.installation_of(repo, token_use.app()).await?;
         let minted = github
             .mint(repo, token_use, installation)
             .await
@@ -215,6 +80,7 @@ impl Host {
         }
         let recording = minted.clone();
         let recorded = self
+            .core
             .stored(move |_, s| super::record::minted(s, &recording, grant_id, audit_id, now))
             .await;
         if let Err(e) = recorded {
@@ -228,16 +94,13 @@ impl Host {
     }
 
     /// `zodex-agent credential get`: a one-repository token for git.
-    pub async fn credential(
-        self: &Arc<Self>,
-        host: &str,
-        path: &str,
-    ) -> Result<CredentialGrant, Failure> {
+    pub async fn credential(&self, host: &str, path: &str) -> Result<CredentialGrant, Failure> {
         let github = self.github_for(host)?;
         let repo = Self::credential_repo(path)?;
         let key = repo.key();
-        let now = self.now();
-        self.ensure_coverage(github, &repo, now)
+        let now = self.core.now();
+        self.core
+            .ensure_coverage(github, &repo, now)
             .await
             .map_err(|f| f.upstream_then("no token was handed out"))?;
         let agent = Principal::Agent;
@@ -254,7 +117,7 @@ impl Host {
             .get(&key)
             .filter(|c| c.kind == Kind::Read && c.fresh(now))
         {
-            let (decision, denial) = self.explain_agent(read_ask.clone(), now).await?;
+            let (decision, denial) = self.core.explain_agent(read_ask.clone(), now).await?;
             if decision.allowed {
                 return Ok(grant_of(&cached));
             }
@@ -264,6 +127,7 @@ impl Host {
                 .unwrap_or_else(|| Failure::new(ErrorKind::Denied, "Read denied")));
         }
         let (decision, audit_id) = self
+            .core
             .stored(move |a, s| {
                 a.decide_audited(s, &agent, &read_ask, now, |event| {
                     event.detail = Some(serde_json::json!({ "token": "read" }));
@@ -282,19 +146,19 @@ impl Host {
     /// only if its grant still stands once it is minted, recorded and cached — otherwise it is
     /// revoked at once (the sweeper would do it too: it is recorded under that grant).
     async fn write_credential(
-        self: &Arc<Self>,
+        &self,
         github: &GitHub,
         repo: &RepoName,
     ) -> Result<Option<CredentialGrant>, Failure> {
         let key = repo.key();
         let _issuing = self.tokens.issuing(&key).await;
-        let now = self.now();
+        let now = self.core.now();
         let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
-        let (write, _) = self.explain_agent(write_ask.clone(), now).await?;
+        let (write, _) = self.core.explain_agent(write_ask.clone(), now).await?;
         if !write.allowed {
             return Ok(None);
         }
-        self.audit_gate().await?;
+        self.core.audit_gate().await?;
         if let Some(cached) = self
             .tokens
             .agent
@@ -307,6 +171,7 @@ impl Host {
         }
         let asked = write_ask.clone();
         let (decision, audit_id) = self
+            .core
             .stored(move |a, s| {
                 a.decide_audited(s, &Principal::Agent, &asked, now, |event| {
                     event.detail =
@@ -329,8 +194,8 @@ impl Host {
             .await?;
 
         // Minting took a while: the grant may have ended meanwhile.
-        let later = self.now();
-        let (still, _) = self.explain_agent(write_ask, later).await?;
+        let later = self.core.now();
+        let (still, _) = self.core.explain_agent(write_ask, later).await?;
         if still.allowed && still.grant_id == grant_id {
             return Ok(Some(ending_by(answer, ends)));
         }
@@ -343,38 +208,20 @@ impl Host {
         Ok(None)
     }
 
-    /// How the policies would decide the agent's `ask` at `now` (nothing recorded).
-    pub(super) async fn explain_agent(
-        self: &Arc<Self>,
-        ask: Ask,
-        now: i64,
-    ) -> Result<
-        (
-            zodex_engine::Decision,
-            Option<zodex_engine::authority::Denial>,
-        ),
-        Failure,
-    > {
-        Ok(self
-            .stored(move |a, s| a.explain(s, &Principal::Agent, &ask, now))
-            .await?)
-    }
-
     /// The grant `id` names, if any.
-    async fn grant(
-        self: &Arc<Self>,
-        id: Option<i64>,
-    ) -> Result<Option<zodex_engine::store::Grant>, Failure> {
+    async fn grant(&self, id: Option<i64>) -> Result<Option<zodex_engine::store::Grant>, Failure> {
         let Some(id) = id else {
             return Ok(None);
         };
         Ok(Some(
-            self.stored(move |_, s| s.read(|f| f.grant(id))).await?,
+            self.core
+                .stored(move |_, s| s.read(|f| f.grant(id)))
+                .await?,
         ))
     }
 
     async fn mint_and_cache(
-        self: &Arc<Self>,
+        &self,
         github: &GitHub,
         repo: &RepoName,
         token_use: TokenUse,
@@ -408,13 +255,8 @@ impl Host {
     /// Revokes a live write token at GitHub (at most once) and drops it from the live set;
     /// returns whether this call revoked it. On failure it stays live: the sweeper retries
     /// once its grant has ended.
-    async fn revoke_write(
-        self: &Arc<Self>,
-        github: &GitHub,
-        token: &github::Token,
-        now: i64,
-    ) -> bool {
-        match super::record::revoke_once(github, &self.store, token, now).await {
+    async fn revoke_write(&self, github: &GitHub, token: &github::Token, now: i64) -> bool {
+        match super::record::revoke_once(github, &self.core.store, token, now).await {
             Ok(Some(_)) => {
                 self.tokens.agent.forget_write(&token.sha256());
                 true
@@ -434,18 +276,15 @@ impl Host {
 
     /// `zodex-agent credential erase`: forgets the repository's token; a write token is also
     /// revoked at GitHub.
-    pub async fn credential_erase(
-        self: &Arc<Self>,
-        host: &str,
-        path: &str,
-    ) -> Result<Response, Failure> {
+    pub async fn credential_erase(&self, host: &str, path: &str) -> Result<Response, Failure> {
         let github = self.github_for(host)?;
         let repo = Self::credential_repo(path)?;
         let removed = self.tokens.agent.remove(&repo.key());
         if let Some(cached) = &removed
             && cached.kind == Kind::Write
         {
-            self.revoke_write(github, &cached.token, self.now()).await;
+            self.revoke_write(github, &cached.token, self.core.now())
+                .await;
         }
         Ok(Response::ok(serde_json::json!({
             "erased": removed.map(|c| c.kind.as_str()),
@@ -455,13 +294,14 @@ impl Host {
     /// Revokes, at GitHub, every recorded and unrevoked write token whose grant ended (revoked
     /// or expired), served or not — the live set has the value of each from before it was
     /// recorded. The daemon calls this every second. Returns how many were revoked.
-    pub async fn revoke_ended_tokens(self: &Arc<Self>) -> usize {
-        let Some(github) = &self.github else {
+    pub async fn revoke_ended_tokens(&self) -> usize {
+        let Some(github) = &self.core.github else {
             return 0;
         };
-        let now = self.now();
+        let now = self.core.now();
         self.tokens.agent.forget_expired(now);
         let listed = self
+            .core
             .stored(move |_, s| s.read(|f| f.tokens_of_ended_grants(now)))
             .await;
         let ended = match listed {
@@ -491,9 +331,76 @@ impl Host {
                     );
                     let sha = row.token_sha256.clone();
                     let _ = self
+                        .core
                         .stored(move |_, s| zodex_engine::ledger::mark_revoked(s, &sha, now))
                         .await;
                 }
+            }
+        }
+        revoked
+    }
+}
+
+impl Credentials {
+    /// A read token for the publisher's own fetches (decided as `Read`, cached like the
+    /// credential helper's, apart from it).
+    pub async fn mirror_read_token(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+    ) -> Result<github::Token, Failure> {
+        let now = self.core.now();
+        if let Some(token) = self.tokens.own_read(&repo.key(), now) {
+            return Ok(token);
+        }
+        let ask = Ask::Read { repo: repo.clone() };
+        let (decision, audit_id) = self
+            .core
+            .stored(move |a, s| {
+                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                    e.detail = Some(serde_json::json!({ "token": "read", "for": "mirror" }));
+                })
+            })
+            .await?;
+        if !decision.allowed {
+            return Err(Failure::denied(&decision, repo));
+        }
+        let minted = self
+            .mint_recorded(github, repo, TokenUse::Read, None, Some(audit_id), now)
+            .await?;
+        self.tokens.keep_own_read(&repo.key(), &minted);
+        Ok(minted.token)
+    }
+
+    /// Revokes a token the publisher used for one operation (at most once).
+    pub async fn revoke_now(&self, github: &GitHub, token: &github::Token) {
+        let now = self.core.now();
+        if let Err(e) = super::record::revoke_once(github, &self.core.store, token, now).await {
+            tracing::error!(token_sha256 = %token.sha256(), error = %e, "revoking a push token failed; it lapses at its expiry");
+        }
+    }
+
+    /// Revokes the write tokens a previous run of zodex-prd handed out and could not revoke
+    /// (they were only in its memory). Called once at start.
+    pub async fn revoke_persisted_tokens(&self) -> usize {
+        let tokens = self.tokens.take_leftover();
+        let Some(github) = &self.core.github else {
+            return 0;
+        };
+        let now = self.core.now();
+        let mut revoked = 0;
+        for token in &tokens {
+            match super::record::revoke_unconditionally(github, &self.core.store, token, now).await
+            {
+                Ok(_) => {
+                    self.tokens.agent.forget_write(&token.sha256());
+                    revoked += 1;
+                }
+                Err(e) => tracing::error!(
+                    token_sha256 = %token.sha256(),
+                    error = %e,
+                    "revoking a write token of the previous run failed; it stays recorded for the next start and the sweeper"
+                ),
             }
         }
         revoked

@@ -1,18 +1,20 @@
 //! The repository's mirror as a request uses it: locked, fetched with the publisher's own read
 //! token (a treeless partial clone: commits, and the few trees decisions read) — its refs are GitHub's refs,
 //! the ground of every fact about an update — and a quarantine for the request's bundle beside
-//! it. Also the GitHub client's presence and one-shot revocation.
+//! it.
 
-use super::{Failure, Host, parse_repo};
-use crate::github::{GitHub, Token, TokenUse};
+use super::core::{Core, blocking};
+use super::credential::Credentials;
+use super::{Failure, parse_repo};
+use crate::github::GitHub;
 use crate::publish::Spooled;
 use crate::publish::receive_pack::{ReceivePackError, Session};
 use crate::publish::shallow::UpdateCheck;
 use crate::publish::{ImportError, MirrorRef, Quarantine};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use zodex_engine::{Ask, ObjectId, Principal, RefName, RepoName};
+use std::sync::{Arc, Mutex};
+use zodex_engine::{ObjectId, RefName, RepoName};
 use zodex_protocol::ErrorKind;
 
 /// How long `list for-push`'s reading of GitHub's refs stands for the push that follows it.
@@ -47,28 +49,60 @@ impl OpenMirror {
     }
 }
 
-impl Host {
-    pub(super) fn github(&self) -> Result<&Arc<GitHub>, Failure> {
-        self.github.as_ref().ok_or_else(|| {
-            Failure::new(
-                ErrorKind::Conflict,
-                "this sprite's zodex.toml has no [github] table, so zodex-prd cannot publish; add one with the reader and writer Apps",
-            )
-        })
+/// The mirrors' owner: each repository's mirror on disk (locked per repository), what
+/// `list for-push` read of GitHub's refs moments ago, and the fetches that keep a mirror where
+/// GitHub is, with the publisher's own read tokens.
+pub(crate) struct Mirrors {
+    core: Arc<Core>,
+    pub(super) credentials: Arc<Credentials>,
+    /// The mirrors, and beside them (same file system) spooled bundles and quarantines.
+    disk: crate::publish::Mirrors,
+    /// Each repository's refs as `list for-push` last read them from GitHub, and when: the
+    /// push that follows it takes them instead of asking GitHub again.
+    advertised: Mutex<HashMap<String, Listed>>,
+}
+
+/// A repository's refs as `list for-push` read them (name, id), and when.
+type Listed = (std::time::Instant, Vec<(RefName, ObjectId)>);
+
+impl Mirrors {
+    pub fn new(
+        core: Arc<Core>,
+        credentials: Arc<Credentials>,
+        disk: crate::publish::Mirrors,
+    ) -> Self {
+        Self {
+            core,
+            credentials,
+            disk,
+            advertised: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Where spooled bundles and quarantines go.
+    pub fn tmp_dir(&self) -> &std::path::Path {
+        self.disk.tmp_dir()
+    }
+
+    /// Waits for `repo`'s mirror; it is the caller's while the guard lives.
+    pub async fn lock(&self, repo: &RepoName) -> tokio::sync::OwnedMutexGuard<()> {
+        self.disk.lock(repo).await
     }
 
     /// `list for-push`: the repository's branches and tags as GitHub advertises them now — one
     /// round trip, no mirror download (the push that follows fetches what its decisions read).
     pub(super) async fn list_refs(self: &Arc<Self>, repo: &str) -> Result<Vec<MirrorRef>, Failure> {
         let repo = parse_repo(repo)?;
-        let github = self.github()?;
-        self.ensure_coverage(github, &repo, self.now())
+        let github = self.core.github()?;
+        self.core
+            .ensure_coverage(github, &repo, self.core.now())
             .await
-            .map_err(super::push::nothing_pushed)?;
+            .map_err(super::pipeline::nothing_pushed)?;
         let token = self
+            .credentials
             .mirror_read_token(github, &repo)
             .await
-            .map_err(super::push::nothing_pushed)?;
+            .map_err(super::pipeline::nothing_pushed)?;
         let url = repo_url(github, &repo);
         let listing = format!("listing the refs of {repo}");
         let advertised = match Session::new(&url, &token) {
@@ -85,7 +119,7 @@ impl Host {
             ),
         });
         let mut refs: Vec<MirrorRef> = advertised
-            .map_err(super::push::nothing_pushed)?
+            .map_err(super::pipeline::nothing_pushed)?
             .refs
             .into_iter()
             .filter(|(name, _)| {
@@ -119,18 +153,16 @@ impl Host {
     /// cold mirror's first fetch of a long history overlaps git's packing instead of
     /// following it).
     fn prefetch_listed(self: &Arc<Self>, github: &Arc<GitHub>, repo: &RepoName, tips: Vec<String>) {
-        let (host, github, repo) = (self.clone(), github.clone(), repo.clone());
+        let (mirrors, github, repo) = (self.clone(), github.clone(), repo.clone());
         tokio::spawn(async move {
-            let _guard = host.mirrors.lock(&repo).await;
+            let _guard = mirrors.lock(&repo).await;
             let ensuring = repo.clone();
-            let Ok(path) = host
-                .blocking(move |host| host.mirrors.ensure(&ensuring))
-                .await
-            else {
+            let Ok(path) = blocking(&mirrors, move |m| m.disk.ensure(&ensuring)).await else {
                 return;
             };
             let url = repo_url(&github, &repo);
-            host.fetch_missing_tips(&github, &repo, &path, &url, tips)
+            mirrors
+                .fetch_missing_tips(&github, &repo, &path, &url, tips)
                 .await;
         });
     }
@@ -146,25 +178,25 @@ impl Host {
         tips: Vec<String>,
     ) -> bool {
         let at = path.to_path_buf();
-        let missing = self
-            .blocking(move |host| {
-                let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
-                host.mirrors.missing(&at, &tips)
-            })
-            .await;
+        let missing = blocking(self, move |m| {
+            let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+            m.disk.missing(&at, &tips)
+        })
+        .await;
         let missing = match missing {
             Ok(missing) if missing.is_empty() => return true,
             Ok(missing) => missing,
             Err(_) => return false,
         };
-        let Ok(token) = self.mirror_read_token(github, repo).await else {
+        let Ok(token) = self.credentials.mirror_read_token(github, repo).await else {
             return false;
         };
         let (at, from, wanted) = (path.to_path_buf(), url.to_string(), missing.clone());
         let started = std::time::Instant::now();
-        let fetched = self
-            .blocking(move |host| host.mirrors.fetch_tips(&at, &from, &token, &wanted))
-            .await;
+        let fetched = blocking(self, move |m| {
+            m.disk.fetch_tips(&at, &from, &token, &wanted)
+        })
+        .await;
         if let Err(e) = fetched {
             tracing::info!(error = %e, "fetching the listed tips by id failed");
             return false;
@@ -176,9 +208,9 @@ impl Host {
             "fetched the listed tips the mirror lacked"
         );
         let at = path.to_path_buf();
-        self.blocking(move |host| {
+        blocking(self, move |m| {
             let tips: Vec<&str> = missing.iter().map(String::as_str).collect();
-            host.mirrors.missing(&at, &tips)
+            m.disk.missing(&at, &tips)
         })
         .await
         .is_ok_and(|still| still.is_empty())
@@ -186,7 +218,7 @@ impl Host {
 
     /// The refs `list for-push` read from GitHub for `repo` moments ago, left in place for the
     /// push that follows (which opens its request to GitHub on them while the mirror is still
-    /// fetching; [`Host::take_advertised`] then takes them for the decisions).
+    /// fetching; [`Mirrors::take_advertised`] then takes them for the decisions).
     pub(super) fn peek_advertised(&self, repo: &RepoName) -> Option<HashMap<RefName, ObjectId>> {
         let listed = self.advertised.lock().unwrap_or_else(|p| p.into_inner());
         let (at, refs) = listed.get(&repo.key())?;
@@ -216,7 +248,7 @@ impl Host {
         self.open_mirror_with(github, repo, false).await
     }
 
-    /// [`Host::open_mirror`] for the push that follows `list for-push`: with `listed`, GitHub's
+    /// [`Mirrors::open_mirror`] for the push that follows `list for-push`: with `listed`, GitHub's
     /// refs are the ones that listing read just now, and only the tips the mirror lacks are
     /// fetched, by id — one round trip fewer, the same refs and the same objects (every
     /// advertised tip is in the mirror after it, as after a fetch).
@@ -239,14 +271,13 @@ impl Host {
             )
         };
         let ensuring = repo.clone();
-        let path = self
-            .blocking(move |host| host.mirrors.ensure(&ensuring))
+        let path = blocking(self, move |m| m.disk.ensure(&ensuring))
             .await
             .map_err(|e| internal(&e))?;
         let url = repo_url(github, repo);
-        let token = self.mirror_read_token(github, repo).await?;
+        let token = self.credentials.mirror_read_token(github, repo).await?;
         let (at, from) = (path.clone(), url.clone());
-        self.blocking(move |host| host.mirrors.fetch(&at, &from, &token))
+        blocking(self, move |m| m.disk.fetch(&at, &from, &token))
             .await
             .map_err(|e| match crate::publish::git::http_status(&e.to_string()) {
                 Some(status) if status >= 500 => {
@@ -255,8 +286,7 @@ impl Host {
                 _ => internal(&e),
             })?;
         let at = path.clone();
-        let refs = self
-            .blocking(move |host| host.mirrors.refs(&at))
+        let refs = blocking(self, move |m| m.disk.refs(&at))
             .await
             .map_err(|e| internal(&e))?
             .into_iter()
@@ -274,8 +304,7 @@ impl Host {
         refs: Vec<(RefName, ObjectId)>,
     ) -> Option<OpenMirror> {
         let ensuring = repo.clone();
-        let path = self
-            .blocking(move |host| host.mirrors.ensure(&ensuring))
+        let path = blocking(self, move |m| m.disk.ensure(&ensuring))
             .await
             .ok()?;
         let url = repo_url(github, repo);
@@ -294,35 +323,6 @@ impl Host {
         })
     }
 
-    /// A read token for the publisher's own fetches (decided as `Read`, cached like the
-    /// credential helper's).
-    pub(super) async fn mirror_read_token(
-        self: &Arc<Self>,
-        github: &GitHub,
-        repo: &RepoName,
-    ) -> Result<Token, Failure> {
-        let now = self.now();
-        if let Some(token) = self.tokens.own_read(&repo.key(), now) {
-            return Ok(token);
-        }
-        let ask = Ask::Read { repo: repo.clone() };
-        let (decision, audit_id) = self
-            .stored(move |a, s| {
-                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
-                    e.detail = Some(serde_json::json!({ "token": "read", "for": "mirror" }));
-                })
-            })
-            .await?;
-        if !decision.allowed {
-            return Err(Failure::denied(&decision, repo));
-        }
-        let minted = self
-            .mint_recorded(github, repo, TokenUse::Read, None, Some(audit_id), now)
-            .await?;
-        self.tokens.keep_own_read(&repo.key(), &minted);
-        Ok(minted.token)
-    }
-
     /// Imports the bundle (or nothing) into a quarantine beside the mirror, on a blocking
     /// thread. A bundle carrying an object none of `tips` (the values the request names)
     /// reaches is refused. A thin bundle's delta bases the mirror leaves at GitHub (it holds no
@@ -337,19 +337,20 @@ impl Host {
     ) -> Result<Quarantine, Failure> {
         let attempt = |bases_fetched: bool| {
             let (mirror, bundle, tips) = (mirror.clone(), bundle.clone(), tips.clone());
-            self.blocking(move |host| {
-                host.quarantine(&mirror, bundle.as_deref(), &tips, bases_fetched)
+            blocking(self, move |m| {
+                m.quarantine(&mirror, bundle.as_deref(), &tips, bases_fetched)
             })
         };
         let (mut bases_fetched, mut deepened) = (false, false);
         loop {
             match attempt(bases_fetched).await {
                 Err(ImportError::NeedsBases(oids)) if !bases_fetched => {
-                    let token = self.mirror_read_token(github, repo).await?;
+                    let token = self.credentials.mirror_read_token(github, repo).await?;
                     let (at, url, count) = (mirror.path.clone(), mirror.url.clone(), oids.len());
-                    let fetched = self
-                        .blocking(move |host| host.mirrors.fetch_objects(&at, &url, &token, &oids))
-                        .await;
+                    let fetched = blocking(self, move |m| {
+                        m.disk.fetch_objects(&at, &url, &token, &oids)
+                    })
+                    .await;
                     // Not fetched: the import says which base is missing (the pack may carry it).
                     if let Err(e) = fetched {
                         tracing::warn!(bases = count, error = %e, "fetching a thin bundle's delta bases failed");
@@ -384,20 +385,19 @@ impl Host {
         // Two levels: a root must be here before its `.github` entry can be read.
         for _ in 0..2 {
             let (at, pairs) = (mirror.path.clone(), updates.clone());
-            let (held, missing) = self
-                .blocking(move |_| {
-                    let mut missing = Vec::new();
-                    let found = pairs.iter().try_for_each(|update| {
-                        missing.extend(quarantine.missing_workflow_trees(
-                            &at,
-                            &update.new,
-                            update.base.as_deref(),
-                        )?);
-                        Ok::<_, ImportError>(())
-                    });
-                    (quarantine, found.map(|()| missing))
-                })
-                .await;
+            let (held, missing) = blocking(self, move |_| {
+                let mut missing = Vec::new();
+                let found = pairs.iter().try_for_each(|update| {
+                    missing.extend(quarantine.missing_workflow_trees(
+                        &at,
+                        &update.new,
+                        update.base.as_deref(),
+                    )?);
+                    Ok::<_, ImportError>(())
+                });
+                (quarantine, found.map(|()| missing))
+            })
+            .await;
             quarantine = held;
             let mut missing = match missing {
                 Ok(missing) if !missing.is_empty() => missing,
@@ -405,13 +405,14 @@ impl Host {
             };
             missing.sort();
             missing.dedup();
-            let Ok(token) = self.mirror_read_token(github, repo).await else {
+            let Ok(token) = self.credentials.mirror_read_token(github, repo).await else {
                 break;
             };
             let (at, url, count) = (mirror.path.clone(), mirror.url.clone(), missing.len());
-            let fetched = self
-                .blocking(move |host| host.mirrors.fetch_objects(&at, &url, &token, &missing))
-                .await;
+            let fetched = blocking(self, move |m| {
+                m.disk.fetch_objects(&at, &url, &token, &missing)
+            })
+            .await;
             if let Err(e) = fetched {
                 tracing::warn!(trees = count, error = %e, "fetching the trees the workflow fact reads failed");
                 break;
@@ -420,7 +421,29 @@ impl Host {
         quarantine
     }
 
-    /// [`Host::import_bundle`]'s import, here (blocking: git and gix).
+    /// Every fetch and kept push adds a pack to the mirror; past a few dozen, they are put into
+    /// one once this request has let go of the mirror (the next request on it waits for that).
+    pub(super) fn repack_later(self: &Arc<Self>, repo: &RepoName, mirror: &std::path::Path) {
+        if !self.disk.scattered(mirror) {
+            return;
+        }
+        let (mirrors, repo, mirror) = (self.clone(), repo.clone(), mirror.to_path_buf());
+        tokio::spawn(async move {
+            let _guard = mirrors.lock(&repo).await;
+            let started = std::time::Instant::now();
+            let at = mirror.clone();
+            match blocking(&mirrors, move |m| m.disk.repack(&at)).await {
+                Ok(()) => {
+                    tracing::info!(repo = %repo, elapsed_ms = started.elapsed().as_millis() as u64, "the mirror was repacked into one pack")
+                }
+                Err(e) => {
+                    tracing::warn!(repo = %repo, error = %e, "repacking the mirror failed; it goes on with many packs")
+                }
+            }
+        });
+    }
+
+    /// [`Mirrors::import_bundle`]'s import, here (blocking: git and gix).
     fn quarantine(
         &self,
         mirror: &OpenMirror,
@@ -429,7 +452,7 @@ impl Host {
         bases_fetched: bool,
     ) -> Result<Quarantine, ImportError> {
         let has_refs = !mirror.refs.is_empty();
-        let tmp = self.mirrors.tmp_dir();
+        let tmp = self.disk.tmp_dir();
         let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
         match bundle {
             Some(b) => {
@@ -449,15 +472,9 @@ impl Host {
     ) -> Result<Option<String>, Failure> {
         // Blocking (SQLite): called where the decisions run, on a blocking thread.
         Ok(self
-            .with_store(|_, s| s.read(|f| self.engine.repo_facts(f, repo, now)))?
+            .core
+            .with_store(|_, s| s.read(|f| self.core.engine.repo_facts(f, repo, now)))?
             .default_branch)
-    }
-
-    /// Revokes a token the publisher used for one operation (at most once).
-    pub(super) async fn revoke_now(self: &Arc<Self>, github: &GitHub, token: &Token) {
-        if let Err(e) = super::record::revoke_once(github, &self.store, token, self.now()).await {
-            tracing::error!(token_sha256 = %token.sha256(), error = %e, "revoking a push token failed; it lapses at its expiry");
-        }
     }
 }
 

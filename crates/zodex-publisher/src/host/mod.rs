@@ -2,43 +2,41 @@
 //! the handling of each admin and agent request.
 //!
 //! Async in the tokio way: GitHub is awaited directly; SQLite and git (the quarantine, the
-//! mirror's fetches, the walks) run on blocking threads through [`Host::blocking`]. The host
-//! lives in an `Arc` so that work can take it along.
+//! mirror's fetches, the walks) run on blocking threads through [`core::blocking`], each owner
+//! taken along in its `Arc`.
 
+use self::core::{Core, Settings};
+use self::credential::Credentials;
+use self::mirror::Mirrors;
 use super::clock::Clock;
 use super::github::{GitHub, GithubError};
 use super::prove::{ProveError, Report, Subject};
 use std::sync::{Arc, Mutex};
 use zodex_config::Checked;
-use zodex_config::Limits;
-use zodex_engine::authority::{Authority, AuthorityError};
+use zodex_engine::authority::AuthorityError;
 use zodex_engine::policy::PolicyError;
 use zodex_engine::store::{Store, StoreError};
-use zodex_engine::{Engine, GrantTerms, Principal, RepoName};
+use zodex_engine::{Engine, GrantTerms, Principal};
 use zodex_protocol::answers::Pong;
-use zodex_protocol::{AgentRequest, ErrorKind, Response, Ttl, WireError};
+use zodex_protocol::{AgentRequest, ErrorKind, Response};
 
 mod admin;
 mod audit_gate;
+mod core;
+mod coverage;
 mod credential;
+mod failure;
 mod mirror;
-mod pr;
-mod pr_names;
-mod pr_open;
+mod pipeline;
 mod proofs;
-mod push;
 pub mod record;
 mod shallow;
-mod step_token;
-mod stream;
 mod tokens;
 
 pub use crate::shared_store::SharedStore;
-pub use push::Admission;
-pub use stream::Incoming;
-
-/// Longest TTL accepted over the wire (the CLI's grammar caps it the same way).
-const MAX_TTL_SECONDS: i64 = 10 * 366 * 24 * 3600;
+pub use failure::{DEFAULT_PUSH_TTL_SECONDS, DEFAULT_YOLO_TTL_SECONDS, Failure};
+use failure::{check_ttl, parse_repo};
+pub use pipeline::{Admission, Incoming, Pipeline};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -66,44 +64,20 @@ pub enum HostError {
     PropertiesFail(Box<Report>),
 }
 
-/// The host: a thin composition of owners, each with its own file — the decisions (`engine`
-/// over `store`, at `clock`'s time), GitHub, the tokens ([`tokens`]), the mirrors, the proofs
-/// ([`proofs`]) and the settings read from the configuration at start.
+/// The host: a router over its owners, each with its own file — the decisions' [`Core`]
+/// (engine, store, clock, GitHub, settings), the [`Credentials`] (every token minted and
+/// revoked), the [`Mirrors`], the push and PR [`Pipeline`], the proofs and the MCP endpoint's
+/// OAuth. It opens them from the configuration and hands each request to its owner.
 pub struct Host {
-    engine: Engine,
-    store: SharedStore,
-    clock: Clock,
-    github: Option<Arc<GitHub>>,
-    tokens: tokens::Tokens,
-    /// The mirrors, and beside them (same file system) spooled bundles and quarantines.
-    mirrors: crate::publish::Mirrors,
-    /// Each repository's refs as `list for-push` last read them from GitHub, and when: the
-    /// push that follows it takes them instead of asking GitHub again (`mirror.rs`).
-    advertised: Mutex<std::collections::HashMap<String, Listed>>,
+    core: Arc<Core>,
+    credentials: Arc<Credentials>,
+    mirrors: Arc<Mirrors>,
+    pipeline: Arc<Pipeline>,
     proofs: proofs::Proofs,
-    settings: Settings,
     /// When history was last pruned (Unix seconds).
     last_prune: Mutex<Option<i64>>,
     /// The MCP endpoint's OAuth authorization server, when `[mcp] oauth_file` is set.
     oauth: Option<Arc<crate::oauth::OAuth>>,
-}
-
-/// A repository's refs as `list for-push` read them (name, id), and when.
-type Listed = (
-    std::time::Instant,
-    Vec<(zodex_engine::RefName, zodex_engine::ObjectId)>,
-);
-
-/// What the host takes from the configuration, checked when it opens.
-struct Settings {
-    mcp_key_hash_file: Option<std::path::PathBuf>,
-    pr_branch_prefix: String,
-    /// Bounds on stored state (pending requests, audit retention).
-    limits: Limits,
-    /// The names of the configured audit sinks, whose state `status` shows.
-    sinks: Vec<String>,
-    /// Writes wait for an audit sink that works (`audit_required`).
-    audit_required: bool,
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -189,29 +163,32 @@ impl Host {
             .map(GitHub::from_config)
             .transpose()?
             .map(Arc::new);
-        Ok(Self {
+        let core = Arc::new(Core {
             engine: Engine::new(policies, targets)
                 .with_max_request_ttl(settings.limits.max_request_ttl_seconds),
             store,
             clock,
             github,
-            tokens: tokens::Tokens::open(config.state_dir.join("write-tokens")),
-            mirrors: crate::publish::Mirrors::new(
-                config.state_dir.join("mirrors"),
-                config.tmp_dir(),
-            ),
-            proofs: proofs::Proofs::new(properties, waived),
             settings,
+        });
+        let tokens = tokens::Tokens::open(config.state_dir.join("write-tokens"));
+        let credentials = Arc::new(Credentials::new(core.clone(), tokens));
+        let disk = crate::publish::Mirrors::new(config.state_dir.join("mirrors"), config.tmp_dir());
+        let mirrors = Arc::new(Mirrors::new(core.clone(), credentials.clone(), disk));
+        let pipeline = Arc::new(Pipeline::new(
+            core.clone(),
+            credentials.clone(),
+            mirrors.clone(),
+        ));
+        Ok(Self {
+            core,
+            credentials,
+            mirrors,
+            pipeline,
+            proofs: proofs::Proofs::new(properties, waived),
             last_prune: Mutex::new(None),
-            advertised: Mutex::new(std::collections::HashMap::new()),
             oauth,
         })
-    }
-
-    /// Replaces the GitHub client (tests shorten its retry policy).
-    pub fn with_github(mut self, github: GitHub) -> Self {
-        self.github = Some(Arc::new(github));
-        self
     }
 
     /// Where spooled bundles and quarantines go.
@@ -219,83 +196,44 @@ impl Host {
         self.mirrors.tmp_dir().to_path_buf()
     }
 
+    /// Pushes and pull requests: admitted before the body, handled after it.
+    pub fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.pipeline
+    }
+
     /// Proves the write invariants of the effective set before the daemon serves (see
     /// [`proofs::Proofs::at_start`]).
     pub async fn prove_at_start(&self) -> Result<Option<Report>, HostError> {
-        self.proofs.at_start(self.engine.policies()).await
+        self.proofs.at_start(self.core.engine.policies()).await
     }
 
     pub fn now(&self) -> i64 {
-        self.clock.now()
+        self.core.now()
     }
 
     /// The outbox the audit sinks read: the store handle and the clock, not the host.
     pub fn outbox(&self) -> crate::sinks::Outbox {
         crate::sinks::Outbox {
-            store: self.store.clone(),
-            clock: self.clock.clone(),
+            store: self.core.store.clone(),
+            clock: self.core.clock.clone(),
         }
     }
 
-    /// Runs `work` on a blocking thread (SQLite, git), the host taken along; a panic in it
-    /// goes on in the caller, as if it had run here.
-    pub(crate) async fn blocking<T: Send + 'static>(
-        self: &Arc<Self>,
-        work: impl FnOnce(&Host) -> T + Send + 'static,
-    ) -> T {
-        let host = self.clone();
-        match tokio::task::spawn_blocking(move || work(&host)).await {
-            Ok(value) => value,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => panic!("a blocking task of the host was cancelled: {e}"),
-        }
+    /// Revokes the write tokens a previous run left behind (once, at start).
+    pub async fn revoke_persisted_tokens(&self) -> usize {
+        self.credentials.revoke_persisted_tokens().await
     }
 
-    /// Runs `f` on the store on a blocking thread.
-    pub(crate) async fn stored<T: Send + 'static>(
-        self: &Arc<Self>,
-        f: impl FnOnce(Authority<'_>, &mut Store) -> T + Send + 'static,
-    ) -> T {
-        self.blocking(move |host| host.with_store(f)).await
-    }
-
-    /// Runs `f` on the store here: for code already on a blocking thread.
-    fn with_store<T>(&self, f: impl FnOnce(Authority<'_>, &mut Store) -> T) -> T {
-        let authority = Authority {
-            engine: &self.engine,
-        };
-        self.store.with(|store| f(authority, store))
-    }
-
-    /// Revokes the write tokens a previous run of zodex-prd handed out and could not revoke
-    /// (they were only in its memory). Called once at start.
-    pub async fn revoke_persisted_tokens(self: &Arc<Self>) -> usize {
-        let tokens = self.tokens.take_leftover();
-        let Some(github) = &self.github else {
-            return 0;
-        };
-        let now = self.now();
-        let mut revoked = 0;
-        for token in &tokens {
-            match record::revoke_unconditionally(github, &self.store, token, now).await {
-                Ok(_) => {
-                    self.tokens.agent.forget_write(&token.sha256());
-                    revoked += 1;
-                }
-                Err(e) => tracing::error!(
-                    token_sha256 = %token.sha256(),
-                    error = %e,
-                    "revoking a write token of the previous run failed; it stays recorded for the next start and the sweeper"
-                ),
-            }
-        }
-        revoked
+    /// Revokes every write token of an ended grant (the daemon calls this every second).
+    pub async fn revoke_ended_tokens(&self) -> usize {
+        self.credentials.revoke_ended_tokens().await
     }
 
     /// Marks grants whose TTL ran out as expired (the daemon calls this every second).
     pub async fn expire_due(self: &Arc<Self>) -> Result<usize, AuthorityError> {
         let now = self.now();
-        self.stored(move |a, s| a.expire_due(s, now))
+        self.core
+            .stored(move |a, s| a.expire_due(s, now))
             .await
             .map(|g| g.len())
     }
@@ -305,6 +243,7 @@ impl Host {
         match request {
             AgentRequest::Credential { host, path } => {
                 return self
+                    .credentials
                     .credential(&host, &path)
                     .await
                     .map(Response::ok)
@@ -312,12 +251,14 @@ impl Host {
             }
             AgentRequest::CredentialErase { host, path } => {
                 return self
+                    .credentials
                     .credential_erase(&host, &path)
                     .await
                     .unwrap_or_else(Failure::into_response);
             }
             AgentRequest::ListRefs { repo } => {
                 return self
+                    .mirrors
                     .list_refs(&repo)
                     .await
                     .map(Response::ok)
@@ -341,8 +282,8 @@ impl Host {
         }
         let now = self.now();
         let agent = Principal::Agent;
-        let cap = self.settings.limits.max_pending_requests;
-        let result = self.stored(move |a, s| -> Result<Response, Failure> {
+        let cap = self.core.settings.limits.max_pending_requests;
+        let result = self.core.stored(move |a, s| -> Result<Response, Failure> {
             Ok(match request {
                 AgentRequest::Ping => Response::ok(Pong {
                     version: env!("CARGO_PKG_VERSION").into(),
@@ -381,143 +322,6 @@ impl Host {
             })
         });
         result.await.unwrap_or_else(Failure::into_response)
-    }
-}
-
-/// A request that failed, on its way to becoming an error response.
-pub struct Failure(WireError);
-
-impl Failure {
-    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self(WireError {
-            kind,
-            message: message.into(),
-            policies: Vec::new(),
-            unblock: None,
-        })
-    }
-
-    fn usage(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Usage, message)
-    }
-
-    fn into_response(self) -> Response {
-        Response {
-            ok: false,
-            result: None,
-            error: Some(self.0),
-            next_before: None,
-        }
-    }
-}
-
-impl Failure {
-    /// The agent's request was decided and refused: the policies and the unblocking command.
-    fn denied(decision: &zodex_engine::Decision, repo: &RepoName) -> Self {
-        AuthorityError::Denied(zodex_engine::authority::Denial::from_decision(
-            decision,
-            Some(repo),
-            &Principal::Agent,
-        ))
-        .into()
-    }
-
-    fn from_github(err: GithubError) -> Self {
-        let kind = match err {
-            GithubError::NotInstalled { .. } | GithubError::Permission { .. } => ErrorKind::Denied,
-            GithubError::Server { .. }
-            | GithubError::Transport { .. }
-            | GithubError::RateLimited { .. }
-            | GithubError::Decode { .. } => ErrorKind::Upstream,
-            GithubError::Unexpected { status, .. } if status >= 500 => ErrorKind::Upstream,
-            _ => ErrorKind::Internal,
-        };
-        tracing::warn!(error = %err, "GitHub call failed");
-        Self::new(kind, err.to_string())
-    }
-
-    /// A failure of GitHub's (git over HTTP answering `status`) while `doing` ("fetching
-    /// demo/app").
-    fn upstream_git(status: u16, doing: &str, message: &str) -> Self {
-        Self::new(
-            ErrorKind::Upstream,
-            format!("GitHub answered {status} while {doing} (git said: {message})"),
-        )
-    }
-
-    /// Says what an upstream failure left behind and that trying again is the remedy
-    /// ("nothing was pushed"); any other failure is unchanged.
-    fn upstream_then(mut self, consequence: &str) -> Self {
-        if self.0.kind == ErrorKind::Upstream {
-            self.0.message = format!("{}; {consequence}; try again", self.0.message);
-        }
-        self
-    }
-}
-
-impl From<AuthorityError> for Failure {
-    fn from(err: AuthorityError) -> Self {
-        match err {
-            AuthorityError::Denied(denial) => Self(WireError {
-                kind: ErrorKind::Denied,
-                message: denial.message,
-                policies: denial.policies,
-                unblock: Some(denial.unblock),
-            }),
-            AuthorityError::Invalid(message) => Self::usage(message),
-            AuthorityError::Limit(message) => Self::new(ErrorKind::Conflict, message),
-            AuthorityError::Store(e) => e.into(),
-        }
-    }
-}
-
-impl From<zodex_engine::ledger::LedgerError> for Failure {
-    fn from(err: zodex_engine::ledger::LedgerError) -> Self {
-        match err {
-            zodex_engine::ledger::LedgerError::Store(e) => e.into(),
-            other => {
-                tracing::error!(error = %other, "publication state");
-                Self::new(ErrorKind::Internal, other.to_string())
-            }
-        }
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::NotFound(m) => Self::new(ErrorKind::NotFound, m),
-            StoreError::Conflict(m) => Self::new(ErrorKind::Conflict, m),
-            other => {
-                tracing::error!(error = %other, "state database error");
-                Self::new(
-                    ErrorKind::Internal,
-                    format!("{other}; see the zodex-prd log"),
-                )
-            }
-        }
-    }
-}
-
-fn parse_repo(text: &str) -> Result<RepoName, Failure> {
-    RepoName::parse(text).map_err(|e| Failure::usage(e.to_string()))
-}
-
-/// The lifetime of a push grant (or request) when none is given.
-pub const DEFAULT_PUSH_TTL_SECONDS: i64 = 30 * 60;
-/// The lifetime of a YOLO scope when none is given.
-pub const DEFAULT_YOLO_TTL_SECONDS: i64 = 2 * 3600;
-
-/// The lifetime to record: `default` when the client left it to the publisher.
-fn check_ttl(ttl: Ttl, default: i64) -> Result<Option<i64>, Failure> {
-    match ttl {
-        Ttl::NoTtl => Ok(None),
-        Ttl::Default => Ok(Some(default)),
-        Ttl::Seconds(s) if s > 0 && s <= MAX_TTL_SECONDS => Ok(Some(s)),
-        Ttl::Seconds(s) => Err(Failure::usage(format!(
-            "a TTL of {s} seconds is out of range; {}",
-            zodex_engine::ttl::TTL_FORMS
-        ))),
     }
 }
 

@@ -4,8 +4,8 @@
 //! it is deepened in any case, off the request's path, so the next one decides on the whole
 //! history without asking.
 
-use super::Host;
-use super::mirror::OpenMirror;
+use super::core::blocking;
+use super::mirror::{Mirrors, OpenMirror};
 use crate::github::GitHub;
 use crate::publish::Quarantine;
 use crate::publish::git::GitError;
@@ -23,7 +23,7 @@ pub(super) enum DeepenError {
     Git(#[from] GitError),
 }
 
-impl Host {
+impl Mirrors {
     /// On a shallow mirror, makes sure the facts of `checks` will be the whole history's:
     /// when the shallow check cannot say so — or GitHub has a commit the walks count as new —
     /// the mirror is deepened (and the trees the workflow fact then reads are fetched). A
@@ -41,13 +41,12 @@ impl Host {
         }
         let started = std::time::Instant::now();
         let (at, tips, asked) = (mirror.clone(), mirror.tips(), checks.clone());
-        let (quarantine, settled) = self
-            .blocking(move |_| {
-                let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
-                let settled = quarantine.shallow_doubt(&at.path, &asked, &tips);
-                (quarantine, settled)
-            })
-            .await;
+        let (quarantine, settled) = blocking(self, move |_| {
+            let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
+            let settled = quarantine.shallow_doubt(&at.path, &asked, &tips);
+            (quarantine, settled)
+        })
+        .await;
         let doubt = match settled {
             Ok(Settled::Exact { new_commits }) => {
                 let objects = quarantine.objects_dir();
@@ -87,15 +86,16 @@ impl Host {
         if new_commits.is_empty() {
             return None;
         }
-        let token = match self.mirror_read_token(github, repo).await {
+        let token = match self.credentials.mirror_read_token(github, repo).await {
             Ok(token) => token,
             Err(f) => return Some(f.0.message),
         };
         let (at, url) = (mirror.path.clone(), mirror.url.clone());
         let asked = new_commits.clone();
-        let known = self
-            .blocking(move |_| shallow::known_to_github(&at, &objects, &url, &token, &asked))
-            .await;
+        let known = blocking(self, move |_| {
+            shallow::known_to_github(&at, &objects, &url, &token, &asked)
+        })
+        .await;
         match known {
             Ok(known) => new_commits
                 .iter()
@@ -113,14 +113,13 @@ impl Host {
         mirror: &OpenMirror,
     ) -> Result<(), DeepenError> {
         let token = self
+            .credentials
             .mirror_read_token(github, repo)
             .await
             .map_err(|f| DeepenError::Token(f.0.message))?;
         let (at, url) = (mirror.path.clone(), mirror.url.clone());
         let started = std::time::Instant::now();
-        let whole = self
-            .blocking(move |_| shallow::deepen(&at, &url, &token))
-            .await?;
+        let whole = blocking(self, move |_| shallow::deepen(&at, &url, &token)).await?;
         tracing::info!(
             repo = %repo,
             whole,
@@ -142,15 +141,15 @@ impl Host {
         if !shallow::is_shallow(&mirror.path) {
             return;
         }
-        let (host, github, repo, mirror) =
+        let (mirrors, github, repo, mirror) =
             (self.clone(), github.clone(), repo.clone(), mirror.clone());
         tokio::spawn(async move {
-            let _guard = host.mirrors.lock(&repo).await;
+            let _guard = mirrors.lock(&repo).await;
             // The request may have deepened it already (to decide).
             if !shallow::is_shallow(&mirror.path) {
                 return;
             }
-            if let Err(e) = host.deepen(&github, &repo, &mirror).await {
+            if let Err(e) = mirrors.deepen(&github, &repo, &mirror).await {
                 tracing::warn!(repo = %repo, error = %e, "deepening the mirror after a push failed; the next push decides on its shallow history where it can");
             }
         });

@@ -2,7 +2,7 @@
 
 use super::*;
 use zodex_config::Config;
-use zodex_protocol::AdminRequest;
+use zodex_protocol::{AdminRequest, Ttl};
 
 fn config(dir: &std::path::Path, extra: &str) -> Checked {
     let config: Config = toml::from_str(&format!(

@@ -3,7 +3,7 @@
 //! checks the objects while the agent is still packing them, as with a plain `git push`.
 //!
 //! The order of a streamed push, and why it is safe:
-//! 1. The request was admitted on what it declares, like any push ([`Host::admit`]).
+//! 1. The request was admitted on what it declares, like any push ([`Pipeline::admit`]).
 //! 2. A token is minted for this step without `workflows`, and the receive-pack request opens
 //!    with one command per update, `old` = GitHub's value (GitHub refuses a ref that moved
 //!    since): the value `list for-push` read moments ago — the request then opens while the
@@ -15,12 +15,13 @@
 //!    nothing touching workflows, every prerequisite at GitHub) does the checksum go; GitHub
 //!    then stores the pack and moves the refs. Otherwise the request is cut before the
 //!    checksum, GitHub keeps nothing, and the decided updates are pushed the ordinary way
-//!    ([`Host::send_decided`]) with a token minted for what they need.
+//!    ([`Pipeline::send_decided`]) with a token minted for what they need.
 
-use super::mirror::OpenMirror;
-use super::push::{Admission, Decided, DecidedAt, PushMode, each_failed};
+use super::super::Failure;
+use super::super::mirror::OpenMirror;
+use super::Pipeline;
 use super::step_token::StepToken;
-use super::{Failure, Host};
+use super::types::{Admission, Decided, DecidedAt, PushMode, each_failed};
 use crate::github::GitHub;
 use crate::github::TokenUse;
 use crate::publish::SharedQuarantine;
@@ -106,17 +107,17 @@ struct Forward {
     commands: Vec<RefCommand>,
 }
 
-impl Host {
+impl Pipeline {
     /// Handles a push or publish whose bundle is still arriving: a push of new ids, not a dry
     /// run, nothing refused on admission, is passed on as it lands; anything else waits for
-    /// the whole bundle and is handled as [`Host::publish`] does.
+    /// the whole bundle and is handled as [`Pipeline::publish`] does.
     pub async fn publish_streamed(
         self: &Arc<Self>,
         request: AgentRequest,
         admission: Admission,
         incoming: Incoming,
     ) -> Response {
-        if let Err(refused) = self.audit_gate().await {
+        if let Err(refused) = self.core.audit_gate().await {
             return refused.into_response();
         }
         match request {
@@ -146,7 +147,7 @@ impl Host {
         admission: Admission,
         incoming: Incoming,
     ) -> Result<PushOutcome, Failure> {
-        let now = self.now();
+        let now = self.core.now();
         // Every return before the verdict drops `verdict` unset: the stream then ends in an
         // error, and GitHub keeps nothing.
         let (verdict, verdict_rx) = watch::channel(Verdict::Pending);
@@ -156,17 +157,17 @@ impl Host {
                 .try_clone()
                 .map(|file| pack_stream(file, incoming.spooling.clone(), verdict_rx)),
         );
-        let name = super::parse_repo(repo)?;
-        let github = self.github()?.clone();
+        let name = super::super::parse_repo(repo)?;
+        let github = self.core.github()?.clone();
         // On the refs `list for-push` just read, the request to GitHub opens while the mirror
         // is still fetching what the decisions read (a cold mirror's first fetch of a long
         // history, the commits another client pushed); without them, once it is fetched.
-        let (mut locked, early) = match self.peek_advertised(&name) {
+        let (mut locked, early) = match self.mirrors.peek_advertised(&name) {
             Some(refs) => {
                 let target = ForwardTo {
                     github: &github,
                     repo: &name,
-                    url: super::mirror::repo_url(&github, &name),
+                    url: super::super::mirror::repo_url(&github, &name),
                     refs: &refs,
                     now,
                 };
@@ -296,8 +297,7 @@ impl Host {
             })
             .collect();
         let use_ = TokenUse::Push { workflows: false };
-        let token = self
-            .mint_for_step(at.github, at.repo, use_, None, at.now)
+        let token = StepToken::mint(&self.credentials, at.github, at.repo, use_, None, at.now)
             .await
             .map_err(|f| NotForwarded::Token(f.0.message))?;
         let push =

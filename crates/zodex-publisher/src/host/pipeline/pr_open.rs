@@ -1,7 +1,7 @@
 //! Opening a publication's pull request once its branch is pushed, taking the branch back
 //! when GitHub did not open it.
 
-use super::Failure;
+use super::super::Failure;
 use crate::github::{GitHub, NewPull, OpenedPull, Token};
 use zodex_engine::RepoName;
 use zodex_engine::store::PublicationState;

@@ -3,13 +3,14 @@
 //! because the guard that holds it revokes it when it goes (a guard dropped without
 //! [`StepToken::revoke`] hands the revocation to a task of its own: a `Drop` cannot wait).
 
-use super::{Failure, Host};
+use super::super::Failure;
+use super::super::credential::Credentials;
 use crate::github::{GitHub, MintedToken, Token, TokenUse};
 use std::sync::Arc;
 use zodex_engine::RepoName;
 
-pub(super) struct StepToken {
-    host: Arc<Host>,
+pub(in crate::host) struct StepToken {
+    credentials: Arc<Credentials>,
     github: Arc<GitHub>,
     minted: MintedToken,
     revoked: bool,
@@ -23,7 +24,9 @@ impl StepToken {
     /// Revokes it now (when the step's timing wants it said where).
     pub async fn revoke(mut self) {
         self.revoked = true;
-        self.host.revoke_now(&self.github, &self.minted.token).await;
+        self.credentials
+            .revoke_now(&self.github, &self.minted.token)
+            .await;
     }
 }
 
@@ -32,14 +35,14 @@ impl Drop for StepToken {
         if self.revoked {
             return;
         }
-        let (host, github, token) = (
-            self.host.clone(),
+        let (credentials, github, token) = (
+            self.credentials.clone(),
             self.github.clone(),
             self.minted.token.clone(),
         );
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move { host.revoke_now(&github, &token).await });
+                runtime.spawn(async move { credentials.revoke_now(&github, &token).await });
             }
             Err(_) => tracing::error!(
                 token_sha256 = %token.sha256(),
@@ -49,21 +52,21 @@ impl Drop for StepToken {
     }
 }
 
-impl Host {
+impl StepToken {
     /// Mints and records a token for one step; see [`StepToken`].
-    pub(super) async fn mint_for_step(
-        self: &Arc<Self>,
+    pub async fn mint(
+        credentials: &Arc<Credentials>,
         github: &Arc<GitHub>,
         repo: &RepoName,
         token_use: TokenUse,
         audit_id: Option<i64>,
         now: i64,
     ) -> Result<StepToken, Failure> {
-        let minted = self
+        let minted = credentials
             .mint_recorded(github, repo, token_use, None, audit_id, now)
             .await?;
         Ok(StepToken {
-            host: self.clone(),
+            credentials: credentials.clone(),
             github: github.clone(),
             minted,
             revoked: false,

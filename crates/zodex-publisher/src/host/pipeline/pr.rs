@@ -8,10 +8,14 @@
 //! base defaults to GitHub's default branch as coverage recorded it — the same fact pushes are
 //! decided on — and a pull request's workflow changes are measured against that branch.
 
-use super::mirror::{OpenMirror, import_failure};
+use super::super::core::blocking;
+use super::super::mirror::{OpenMirror, import_failure};
+use super::super::{Failure, parse_repo};
+use super::Pipeline;
 use super::pr_names::{idempotency_key, random6, slug};
 use super::pr_open::open_or_take_back;
-use super::{Failure, Host, parse_repo};
+use super::step_token::StepToken;
+use super::types::{nothing_pushed, require_title};
 use crate::github::{GitHub, NewPull, Token, TokenUse};
 use crate::publish::Spooled;
 use crate::publish::shallow::UpdateCheck;
@@ -31,25 +35,7 @@ pub(super) struct PrRequest {
     pub head: String,
 }
 
-impl Host {
-    pub(super) fn publish_ask(
-        repo: &RepoName,
-        bundle_bytes: i64,
-        title: &str,
-        body: &str,
-        draft: bool,
-        touches_workflows: bool,
-    ) -> Ask {
-        Ask::PublishPr {
-            repo: repo.clone(),
-            bundle_bytes,
-            touches_workflows,
-            title_chars: title.chars().count() as i64,
-            body_bytes: body.len() as i64,
-            draft,
-        }
-    }
-
+impl Pipeline {
     /// Decides `ask` without side effects — as a draft when it is refused otherwise but a
     /// draft would pass (a policy may require drafts). Returns the ask to go on with.
     pub(super) async fn explain_publish(
@@ -57,13 +43,13 @@ impl Host {
         ask: Ask,
         now: i64,
     ) -> Result<(Ask, zodex_engine::Decision), Failure> {
-        let (decision, _) = self.explain_agent(ask.clone(), now).await?;
+        let (decision, _) = self.core.explain_agent(ask.clone(), now).await?;
         if let (false, Ask::PublishPr { draft: false, .. }) = (decision.allowed, &ask) {
             let mut as_draft = ask.clone();
             if let Ask::PublishPr { draft, .. } = &mut as_draft {
                 *draft = true;
             }
-            let (draft_decision, _) = self.explain_agent(as_draft.clone(), now).await?;
+            let (draft_decision, _) = self.core.explain_agent(as_draft.clone(), now).await?;
             if draft_decision.allowed {
                 return Ok((as_draft, draft_decision));
             }
@@ -78,8 +64,8 @@ impl Host {
         bundle: Option<Arc<Spooled>>,
     ) -> Result<Published, Failure> {
         let repo = parse_repo(repo)?;
-        super::push::require_title(&pr.title)?;
-        let github = self.github()?.clone();
+        require_title(&pr.title)?;
+        let github = self.core.github()?.clone();
         let Some(bundle) = bundle else {
             return Err(Failure::usage(
                 "nothing to publish: the request carries no commits; commit your work first",
@@ -87,14 +73,16 @@ impl Host {
         };
         let _guard = self.mirrors.lock(&repo).await;
         let mirror = Arc::new(
-            self.open_mirror(&github, &repo)
+            self.mirrors
+                .open_mirror(&github, &repo)
                 .await
-                .map_err(super::push::nothing_pushed)?,
+                .map_err(nothing_pushed)?,
         );
-        self.deepen_later(&github, &repo, &mirror);
-        let now = self.now();
+        self.mirrors.deepen_later(&github, &repo, &mirror);
+        let now = self.core.now();
         let pr = Arc::new(pr);
         let quarantine = self
+            .mirrors
             .import_bundle(
                 &github,
                 &repo,
@@ -108,19 +96,20 @@ impl Host {
             .await;
         // The bundle checked, the earlier attempt read: git and SQLite.
         let checking = (repo.clone(), mirror.clone(), pr.clone());
-        let (quarantine, checked) = self
-            .blocking(move |host| {
-                let (repo, mirror, pr) = checking;
-                let checked = host
-                    .check_publication(&repo, &mirror, &quarantine, &pr, now)
-                    .and_then(|(facts, base)| {
-                        let key = idempotency_key(&repo, &pr, &base);
-                        let earlier = host.with_store(|_, s| s.read(|f| f.publication(&key)))?;
-                        Ok((facts, base, key, earlier))
-                    });
-                (quarantine, checked)
-            })
-            .await;
+        let (quarantine, checked) = blocking(self, move |pipeline| {
+            let (repo, mirror, pr) = checking;
+            let checked = pipeline
+                .check_publication(&repo, &mirror, &quarantine, &pr, now)
+                .and_then(|(facts, base)| {
+                    let key = idempotency_key(&repo, &pr, &base);
+                    let earlier = pipeline
+                        .core
+                        .with_store(|_, s| s.read(|f| f.publication(&key)))?;
+                    Ok((facts, base, key, earlier))
+                });
+            (quarantine, checked)
+        })
+        .await;
         let (facts, base, key, earlier) = checked?;
         let quarantine = SharedQuarantine::new(quarantine);
         // A retry of a publish whose commits went up already is not "nothing to publish".
@@ -142,10 +131,11 @@ impl Host {
         if let Some(p) = &earlier
             && p.state == PublicationState::Opened
         {
-            self.stored(move |_, s| {
-                ledger::record_outcome(s, audit_id, &Outcome::Reused, None, now)
-            })
-            .await?;
+            self.core
+                .stored(move |_, s| {
+                    ledger::record_outcome(s, audit_id, &Outcome::Reused, None, now)
+                })
+                .await?;
             return Ok(Published {
                 repo: repo.to_string(),
                 number: p.pr_number.unwrap_or_default() as u64,
@@ -172,6 +162,7 @@ impl Host {
             error: None,
         };
         let publication = self
+            .core
             .stored(move |_, s| {
                 let mut publication = publication;
                 ledger::publication_pushing(s, &mut publication, now).map(|()| publication)
@@ -179,10 +170,10 @@ impl Host {
             .await?;
         tracing::info!(repo = %repo, branch = %branch, head = %pr.head, "publication recorded; pushing its branch");
 
-        let minted = self
-            .mint_for_step(&github, &repo, TokenUse::PullRequest, Some(audit_id), now)
+        let use_ = TokenUse::PullRequest;
+        let minted = StepToken::mint(&self.credentials, &github, &repo, use_, Some(audit_id), now)
             .await
-            .map_err(super::push::nothing_pushed)?;
+            .map_err(nothing_pushed)?;
         let token_sha = minted.token().sha256();
         let opening = Opening {
             github: &github,
@@ -201,17 +192,18 @@ impl Host {
             Err((failure, left_at)) => Err((failure.0.message.clone(), *left_at)),
         };
         let head = pr.head.clone();
-        self.blocking(move |host| {
+        blocking(self, move |pipeline| {
             let decided = (audit_id, Some(token_sha.as_str()));
-            quarantine
-                .with(|q| host.record_publication(ended, publication, decided, (&mirror, q), &head))
+            quarantine.with(|q| {
+                pipeline.record_publication(ended, publication, decided, (&mirror, q), &head)
+            })
         })
         .await?;
         result.map_err(|(failure, _)| failure)
     }
 
     /// What the facts of a publication read, in the mirror: the trees the workflow fact reads
-    /// (measured against the default branch, as [`Host::check_publication`] does) and, on a
+    /// (measured against the default branch, as [`Pipeline::check_publication`] does) and, on a
     /// shallow mirror, the whole history where the cut one would not give the same.
     async fn ready_for_facts(
         self: &Arc<Self>,
@@ -224,8 +216,8 @@ impl Host {
     ) -> Quarantine {
         let default_tip = {
             let (repo, mirror) = (repo.clone(), mirror.clone());
-            self.blocking(move |host| {
-                let branch = host.default_branch(&repo, now).ok().flatten()?;
+            blocking(self, move |pipeline| {
+                let branch = pipeline.mirrors.default_branch(&repo, now).ok().flatten()?;
                 mirror.branch_tip(&branch).map(|tip| tip.to_string())
             })
             .await
@@ -236,9 +228,11 @@ impl Host {
             old: None,
         }]);
         let quarantine = self
+            .mirrors
             .fetch_workflow_trees(github, repo, mirror, quarantine, checks.clone())
             .await;
-        self.settle_shallow(github, repo, mirror, quarantine, checks)
+        self.mirrors
+            .settle_shallow(github, repo, mirror, quarantine, checks)
             .await
     }
 
@@ -253,7 +247,7 @@ impl Host {
         now: i64,
     ) -> Result<(bool, i64), Failure> {
         let bytes = i64::try_from(bundle.len).unwrap_or(i64::MAX);
-        let asked = Self::publish_ask(
+        let asked = publish_ask(
             repo,
             bytes,
             &pr.title,
@@ -266,6 +260,7 @@ impl Host {
         let audited = (pr.head.clone(), bundle.sha256.clone(), base.to_string());
         let (touches_workflows, new_commits) = (facts.touches_workflows, facts.new_commits);
         let (decision, audit_id) = self
+            .core
             .stored(move |a, s| {
                 let (head, sha256, base) = audited;
                 a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
@@ -310,7 +305,7 @@ impl Host {
         }
         // GitHub's default branch, the fact decisions use: the base by default, and what the
         // pull request's commits are measured against (workflow changes).
-        let default_branch = self.default_branch(repo, now)?.ok_or_else(|| {
+        let default_branch = self.mirrors.default_branch(repo, now)?.ok_or_else(|| {
             Failure::new(
                 ErrorKind::Conflict,
                 format!(
@@ -406,6 +401,7 @@ impl Host {
             return (Err((failure, PublicationState::Failed)), publication);
         }
         let (recorded, publication) = self
+            .core
             .stored(move |_, s| {
                 let mut publication = publication;
                 let done = ledger::publication_pushed(s, &mut publication, now);
@@ -466,18 +462,18 @@ impl Host {
         (mirror, quarantine): (&OpenMirror, &Quarantine),
         head: &str,
     ) -> Result<(), Failure> {
-        let now = self.now();
+        let now = self.core.now();
         match ended {
             Ok((number, url)) => {
                 if let Err(e) = quarantine.adopt(&mirror.path, &[head]) {
                     tracing::warn!(error = %e, "moving a published pack into the mirror failed");
                 }
-                self.with_store(|_, s| {
+                self.core.with_store(|_, s| {
                     ledger::publication_opened(s, &mut publication, number, &url, decided, now)
                 })?;
             }
             Err((error, left_at)) => {
-                self.with_store(|_, s| {
+                self.core.with_store(|_, s| {
                     ledger::publication_failed(s, &mut publication, left_at, &error, decided, now)
                 })?;
             }
@@ -492,7 +488,7 @@ impl Host {
             .format("%Y%m%d");
         format!(
             "{}{date}-{}-{}",
-            self.settings.pr_branch_prefix,
+            self.core.settings.pr_branch_prefix,
             slug(title),
             random6()
         )
@@ -507,4 +503,23 @@ struct Opening<'a> {
     pr: &'a PrRequest,
     draft: bool,
     now: i64,
+}
+
+/// The publication as the engine is asked about it.
+pub(super) fn publish_ask(
+    repo: &RepoName,
+    bundle_bytes: i64,
+    title: &str,
+    body: &str,
+    draft: bool,
+    touches_workflows: bool,
+) -> Ask {
+    Ask::PublishPr {
+        repo: repo.clone(),
+        bundle_bytes,
+        touches_workflows,
+        title_chars: title.chars().count() as i64,
+        body_bytes: body.len() as i64,
+        draft,
+    }
 }

@@ -1,0 +1,92 @@
+//! What every owner of the host decides with: the engine over the one state store, at the
+//! clock's time, GitHub's client when the configuration has one, and the settings read at
+//! start. Shared by reference ([`Arc`]); nothing in it knows about mirrors, tokens or pushes.
+
+use super::Failure;
+use crate::clock::Clock;
+use crate::github::GitHub;
+use crate::shared_store::SharedStore;
+use std::sync::Arc;
+use zodex_config::Limits;
+use zodex_engine::authority::{Authority, Denial};
+use zodex_engine::store::Store;
+use zodex_engine::{Ask, Decision, Engine, Principal};
+use zodex_protocol::ErrorKind;
+
+pub(crate) struct Core {
+    pub engine: Engine,
+    pub store: SharedStore,
+    pub clock: Clock,
+    pub github: Option<Arc<GitHub>>,
+    pub settings: Settings,
+}
+
+/// What the host takes from the configuration, checked when it opens.
+pub(crate) struct Settings {
+    pub mcp_key_hash_file: Option<std::path::PathBuf>,
+    pub pr_branch_prefix: String,
+    /// Bounds on stored state (pending requests, audit retention).
+    pub limits: Limits,
+    /// The names of the configured audit sinks, whose state `status` shows.
+    pub sinks: Vec<String>,
+    /// Writes wait for an audit sink that works (`audit_required`).
+    pub audit_required: bool,
+}
+
+/// Runs `work` on a blocking thread (SQLite, git) with `owner` taken along; a panic in it goes
+/// on in the caller, as if it had run here.
+pub(crate) async fn blocking<S, T>(owner: &Arc<S>, work: impl FnOnce(&S) -> T + Send + 'static) -> T
+where
+    S: Send + Sync + 'static,
+    T: Send + 'static,
+{
+    let owner = owner.clone();
+    match tokio::task::spawn_blocking(move || work(&owner)).await {
+        Ok(value) => value,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("a blocking task of the host was cancelled: {e}"),
+    }
+}
+
+impl Core {
+    pub fn now(&self) -> i64 {
+        self.clock.now()
+    }
+
+    /// Runs `f` on the store on a blocking thread.
+    pub async fn stored<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(Authority<'_>, &mut Store) -> T + Send + 'static,
+    ) -> T {
+        blocking(self, move |core| core.with_store(f)).await
+    }
+
+    /// Runs `f` on the store here: for code already on a blocking thread.
+    pub fn with_store<T>(&self, f: impl FnOnce(Authority<'_>, &mut Store) -> T) -> T {
+        let authority = Authority {
+            engine: &self.engine,
+        };
+        self.store.with(|store| f(authority, store))
+    }
+
+    /// GitHub's client, or what to add to the configuration to have one.
+    pub fn github(&self) -> Result<&Arc<GitHub>, Failure> {
+        self.github.as_ref().ok_or_else(|| {
+            Failure::new(
+                ErrorKind::Conflict,
+                "this sprite's zodex.toml has no [github] table, so zodex-prd cannot publish; add one with the reader and writer Apps",
+            )
+        })
+    }
+
+    /// How the policies would decide the agent's `ask` at `now` (nothing recorded).
+    pub async fn explain_agent(
+        self: &Arc<Self>,
+        ask: Ask,
+        now: i64,
+    ) -> Result<(Decision, Option<Denial>), Failure> {
+        Ok(self
+            .stored(move |a, s| a.explain(s, &Principal::Agent, &ask, now))
+            .await?)
+    }
+}
