@@ -103,3 +103,6 @@ pub struct ExplainedGrant {
 pub struct KeyHashStored {
     pub stored: PathBuf,
 }
+
+#[cfg(test)]
+mod golden_tests;
