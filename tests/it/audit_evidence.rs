@@ -153,7 +153,8 @@ fn a_flood_by_the_agent_erases_no_evidence_and_the_chain_still_verifies() {
         sqlite(&copy, sql);
         let mut store = zodex::engine::store::Store::open(&copy).unwrap();
         let report = store.read(|f| f.verify_audit()).unwrap();
-        problems(&json!({ "result": report }))
+        let answer = zodex::protocol::answers::AuditVerification::from(report);
+        problems(&json!({ "result": answer }))
     };
     let edited = tampered(&format!(
         "UPDATE audit_events SET decision = 'deny' WHERE id = {a}"

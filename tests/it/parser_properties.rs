@@ -23,8 +23,8 @@ use zodex::agent::credential::{
 use zodex::agent::remote_helper::Helper;
 use zodex::engine::RepoName;
 use zodex::engine::repo::repo_of_url;
-use zodex::engine::store::GrantVia;
 use zodex::engine::ttl::{format_duration, parse_ttl};
+use zodex::protocol::answers::GrantVia;
 use zodex::protocol::bundle_header::{BundleError, MAX_HEADER_BYTES, read_header, write_header};
 use zodex::protocol::{
     AGENT_HEADER_LEN, AGENT_VERSION, AdminRequest, AgentHeader, AgentRequest, MAX_REQUEST_BYTES,

@@ -13,17 +13,21 @@ use super::store::{
     AuditEntry, Facts, Grant, GrantState, NewGrant, NewYolo, Store, StoreError, YoloScope,
 };
 use super::vocabulary::{Actor, AuditDecision, EventKind};
-use serde::{Deserialize, Serialize};
 
+mod pages;
 mod views;
 
-pub use views::{
-    DEFAULT_PAGE_ROWS, MAX_PAGE_ROWS, PAGE_BYTES, Page, PageRequest, STATUS_LIST_BYTES,
-    STATUS_LIST_ROWS, Status,
+pub use pages::{
+    AnswerBytes, DEFAULT_PAGE_ROWS, MAX_PAGE_ROWS, PAGE_BYTES, Page, PageRequest,
+    STATUS_LIST_BYTES, STATUS_LIST_ROWS,
 };
+pub use views::Status;
+
+#[cfg(test)]
+pub(crate) use pages::DebugBytes;
 
 /// Why a request was refused, in the words the CLI prints.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
     pub action: Action,
     pub repo: Option<String>,
@@ -88,9 +92,8 @@ pub const DEFAULT_MAX_PENDING_REQUESTS: u32 = 20;
 pub type Outcome<T> = Result<T, AuthorityError>;
 
 /// A grant as shown to people: its state at `now` (an expired grant never shows as active).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantView {
-    #[serde(flatten)]
     pub grant: Grant,
     /// `active`, `pending`, `expired`, `revoked` or `denied`, judged at `now`.
     pub shown_state: String,
@@ -100,13 +103,12 @@ pub struct GrantView {
     /// In `status`, for active and pending grants: whether the writer App covers the
     /// repository as the last fresh check found — `installed`, `not_installed`, or `unknown`
     /// (never checked, or the check is stale: never shown as "not installed").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer_app: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// A YOLO scope as shown to people: its state at `now`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct YoloView {
-    #[serde(flatten)]
     pub scope: YoloScope,
     pub shown_state: String,
     pub seconds_left: Option<i64>,

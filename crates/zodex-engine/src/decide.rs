@@ -23,7 +23,6 @@ use cedar_policy::{
     Authorizer, Context, Decision as CedarDecision, Entities, Entity, EntityId, EntityTypeName,
     EntityUid, Request, RestrictedExpression,
 };
-use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
@@ -47,7 +46,7 @@ impl Principal {
 }
 
 /// The actions of `policies/zodex.cedarschema`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Read,
     RequestPush,
@@ -250,7 +249,7 @@ impl Ask {
 }
 
 /// What the engine decided, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub action: Action,
     pub allowed: bool,
@@ -263,23 +262,19 @@ pub struct Decision {
     pub grant_id: Option<i64>,
     pub yolo_id: Option<i64>,
     /// The repository's facts as the engine saw them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<RepoFacts>,
     /// The ref a push decision was about.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ref_name: Option<String>,
     /// A push that found no grant or YOLO scope covering its ref: the `--ref` patterns of the
     /// live ones on the repository that cover other refs (empty when there is none at all).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub passed_over_refs: Vec<String>,
     /// The longest TTL an agent's terms may carry (`max_request_ttl`), on a request or grant
     /// decision: what the unblocking hint quotes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_request_ttl_seconds: Option<i64>,
 }
 
 /// A repository's attributes as Cedar sees them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepoFacts {
     pub key: String,
     /// GitHub's default branch as the last fresh coverage check read it; `None` when unknown

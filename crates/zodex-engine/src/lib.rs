@@ -1,9 +1,10 @@
 //! The policy engine: SQLite state, Cedar schema and policies, and `decide()` — the one decision
 //! point of Zodex. It sits at the bottom of the crate graph and depends on no other Zodex crate.
 //! `zodex-publisher` hosts it and is the only caller of its decisions and state changes
-//! (`decide`, `Authority`, `ledger`, `mcp_oauth`); `zodex-protocol` carries its views and types
-//! over the sockets; the GitHub client, the config and the clients take its repository names,
-//! TTL grammar, targets and fact types. The built-in policies and properties (`policies/`) and
+//! (`decide`, `Authority`, `ledger`, `mcp_oauth`); `zodex-protocol` makes its answers from the
+//! engine's views and types (`From`: nothing here is serialised for the sockets, and the page
+//! budgets count bytes by the caller's measure, `authority::AnswerBytes`); the GitHub client,
+//! the config and the clients take its repository names, TTL grammar, targets and fact types. The built-in policies and properties (`policies/`) and
 //! the SQL history (`migrations/`) are embedded at build time.
 //!
 //! Code map:
@@ -30,6 +31,8 @@
 //!   each; the pending-request cap and the reason limit.
 //!   - `authority::views`: what operators (and the agent's `status`) read — bounded lists with
 //!     totals, pages under the admin reply cap — and pruning of old history.
+//!   - `authority::pages`: the row and byte budgets of those lists and pages, and their cursors;
+//!     the bytes are the answer's, measured by the caller (`AnswerBytes`).
 //! - `ledger`: what the publisher records of what it did (outcomes, events, coverage, tokens and
 //!   their revocation, the publication state machine), one transaction and audit row each.
 //! - `mcp_oauth`: the MCP endpoint's OAuth as audited state transitions (secrets come in as

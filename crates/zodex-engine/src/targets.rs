@@ -6,6 +6,7 @@ use super::repo::{RepoName, RepoNameError, validate_owner};
 use serde::{Deserialize, Serialize};
 
 /// One `[[targets]]` entry of the configuration: exactly one of `repo` or `owner`.
+// Serde for `zodex.toml`, not the wire: `zodex-config` reads it, the installer and `zodex dev` write it.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TargetSpec {

@@ -286,7 +286,8 @@ impl FromStr for AuditAction {
     }
 }
 
-/// Serialised as its stored text, read leniently.
+/// Serialised as its stored text, read leniently. Not for the sockets (the protocol's answers
+/// carry the text itself): the audit sinks' events write these words (docs/audit.md).
 macro_rules! as_text {
     ($type:ty) => {
         impl Serialize for $type {

@@ -1,7 +1,6 @@
 //! Installation tokens as values: opaque strings of any length, never shown. `Debug` and every
 //! log line carry only the SHA-256; what a token is for decides its least permissions.
 
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use zodex_engine::store::App;
@@ -33,8 +32,7 @@ impl std::fmt::Debug for Token {
 }
 
 /// What a token is minted for; it decides the App and the least permissions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenUse {
     /// Fetch and clone: reader App, `contents: read`.
     Read,

@@ -2,8 +2,8 @@
 //! answers that are the protocol's own.
 
 use super::Ttl;
+use super::answers::GrantVia;
 use serde::{Deserialize, Serialize};
-use zodex_engine::store::GrantVia;
 
 /// Requests an operator sends through `zodex-prd admin`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

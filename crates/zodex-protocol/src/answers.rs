@@ -2,8 +2,16 @@
 //!
 //! The publisher builds these values and the clients read them back with
 //! [`Response::answer`](super::Response::answer), so renaming a field breaks the build on both
-//! sides instead of silently blanking the operator's output. Most of them are the engine's own
-//! views (the engine is the one place they are computed); the rest are the protocol's.
+//! sides instead of silently blanking the operator's output. Every one is the protocol's own:
+//! where the engine computes the value (a grant, a decision, an audit row), the answer mirrors
+//! it field for field and is made from it with `From`, so the engine can change how it stores
+//! or computes a thing without changing the wire, and the wire changes only here (its JSON is
+//! pinned by `golden_tests`; `docs/json.md` describes it).
+//!
+//! - [`grants`]: grants, YOLO scopes, their views and `status`;
+//! - [`decision`]: a decision, a repository's facts, a denial;
+//! - [`audit`]: audit rows, the chains' heads and walks, the sinks' cursors;
+//! - [`bytes`]: [`WireBytes`], the measure the engine's page budgets count in.
 //!
 //! | request | answer |
 //! |---|---|
@@ -34,13 +42,22 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-pub use zodex_engine::authority::Status;
-pub use zodex_engine::authority::{Denial, GrantView, YoloView};
-pub use zodex_engine::decide::{Decision, RepoFacts};
-pub use zodex_engine::store::{
-    AuditRow, AuditVerification, ChainCheck, ChainHead, Grant, GrantState, GrantVia, SinkCursor,
-    YoloScope,
+pub mod audit;
+pub mod bytes;
+pub mod decision;
+pub mod grants;
+
+pub use audit::{
+    AuditEntry, AuditRow, AuditVerification, Chain, ChainCheck, ChainHead, SinkCursor,
 };
+pub use bytes::WireBytes;
+pub use decision::{Action, Decision, Denial, RepoFacts};
+pub use grants::{Grant, GrantState, GrantVia, GrantView, Status, YoloScope, YoloView};
+
+/// Every engine value of a list as its answer (`Vec<Grant>` from the engine's grants).
+pub fn all<T, A: From<T>>(values: Vec<T>) -> Vec<A> {
+    values.into_iter().map(A::from).collect()
+}
 
 /// The answer to `ping` on either socket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +69,8 @@ pub struct Pong {
     pub schema_version: Option<i64>,
 }
 
-/// The answer to admin `status`: the engine's view plus how the policy proofs stand.
+/// The answer to admin `status`: the agent's [`Status`] plus how the policy proofs and the
+/// audit stand.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusAnswer {
     #[serde(flatten)]
@@ -103,3 +121,6 @@ pub struct ExplainedGrant {
 pub struct KeyHashStored {
     pub stored: PathBuf,
 }
+
+#[cfg(test)]
+mod golden_tests;

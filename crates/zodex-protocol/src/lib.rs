@@ -1,14 +1,16 @@
 //! What the publisher and its clients say to each other, and nothing of either side's
 //! internals: both `zodex-publisher` (the server) and `zodex-agent`, `zodex-operator` and the
 //! root crate's `cli` (the clients) depend on this crate; it depends on neither, only on
-//! `zodex-engine`, whose views most answers are. `zodex-git` also reads the bundle header, the
-//! listed refs and the push updates from here.
+//! `zodex-engine`, whose values many answers are made from. `zodex-git` also reads the bundle
+//! header, the listed refs and the push updates from here.
 //!
 //! Code map:
 //! - [`admin`]: the admin socket's requests (one JSON line in, one out);
 //! - [`agent`]: the agent socket's requests (a framed header, JSON metadata, bundle bytes);
 //! - [`answers`]: the typed result of every request, deserialised by the clients (its table says
-//!   which request gets which answer);
+//!   which request gets which answer); each the protocol's own type, made from the engine's value
+//!   with `From`, its JSON pinned by golden tests; `WireBytes`, the measure of the engine's page
+//!   budgets;
 //! - [`response`]: the envelope both sockets answer with, and the error kinds the CLIs map to exit
 //!   codes;
 //! - [`frame`]: the agent header, the blocking client round trip, the request cap;
@@ -24,6 +26,8 @@
 //! - Every request has one typed answer: the publisher builds it, the client reads it back with
 //!   `Response::answer`, so a renamed field breaks the build on both sides, and an answer of
 //!   another shape is said as a version mismatch, never shown blank.
+//! - The wire is this crate's: no engine or store type is re-exported as a request or an answer,
+//!   so what the engine stores, and how, never changes what travels.
 //! - The wire is bounded: agent metadata and every response line under `MAX_REQUEST_BYTES`
 //!   (1 MiB), a bundle under `MAX_BUNDLE_BYTES` (128 MiB), streamed in chunks of at most
 //!   `MAX_CHUNK_BYTES`.

@@ -385,10 +385,10 @@ pub fn audit(rows: &[AuditRow]) -> String {
             out,
             "{} {} {} {} {}",
             time(r.at),
-            safe(&r.entry.principal.as_stored()),
-            safe(r.entry.action.as_stored()),
+            safe(&r.entry.principal),
+            safe(&r.entry.action),
             r.entry.repo_key.as_deref().map_or(Cow::Borrowed("-"), safe),
-            safe(r.entry.decision.as_stored()),
+            safe(&r.entry.decision),
         );
         if let Some(reference) = &r.entry.ref_name {
             let _ = write!(out, " {}", safe(reference));

@@ -9,77 +9,14 @@ use crate::store::{
     GrantState, GrantVia, Store, StoreError,
 };
 use crate::vocabulary::{Actor, AuditDecision};
-use serde::{Deserialize, Serialize};
 
-/// Rows in a page of `requests` or `audit` when the caller names no limit.
-pub const DEFAULT_PAGE_ROWS: u32 = 100;
-/// The most rows a page may ask for.
-pub const MAX_PAGE_ROWS: u32 = 1000;
-/// The serialised size of one page at most: half the admin socket's 1 MiB reply cap, so an
-/// answer always fits whatever the rows hold (each row is bounded far below this).
-pub const PAGE_BYTES: usize = 512 * 1024;
-/// Each list in `status` shows at most this many entries and bytes, with its total.
-pub const STATUS_LIST_ROWS: u32 = 50;
-pub const STATUS_LIST_BYTES: usize = 160 * 1024;
-
-/// Which page of a list: at most `limit` rows with an id below `before`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PageRequest {
-    pub limit: Option<u32>,
-    pub before: Option<i64>,
-}
-
-impl PageRequest {
-    fn rows(self) -> Result<u32, AuthorityError> {
-        match self.limit {
-            None => Ok(DEFAULT_PAGE_ROWS),
-            Some(n) if (1..=MAX_PAGE_ROWS).contains(&n) => Ok(n),
-            Some(n) => Err(AuthorityError::Invalid(format!(
-                "a page of {n} rows is out of range; ask for 1 to {MAX_PAGE_ROWS} (--limit)"
-            ))),
-        }
-    }
-}
-
-/// One page of a list, and the cursor of the next one (`None`: this was the last).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Page<T> {
-    pub items: Vec<T>,
-    pub next_before: Option<i64>,
-}
-
-/// The longest prefix of `rows` whose JSON fits `max_bytes` (at least one row: each row is
-/// bounded far below any budget used here), and whether any row was left out.
-fn within_budget<T: Serialize>(rows: Vec<T>, max_bytes: usize) -> (Vec<T>, bool) {
-    let mut used: usize = 2;
-    let mut kept = Vec::with_capacity(rows.len());
-    let total = rows.len();
-    for row in rows {
-        let len = serde_json::to_vec(&row).map_or(usize::MAX, |v| v.len()) + 1;
-        if !kept.is_empty() && used.saturating_add(len) > max_bytes {
-            break;
-        }
-        used = used.saturating_add(len);
-        kept.push(row);
-    }
-    let cut = kept.len() < total;
-    (kept, cut)
-}
-
-/// Pages newest-first `rows` (fetched with one row more than `limit`): the page, shown oldest
-/// first, and the cursor of the next page.
-fn page_of<T: Serialize>(mut rows: Vec<T>, limit: u32, id: impl Fn(&T) -> i64) -> Page<T> {
-    let more = rows.len() > limit as usize;
-    rows.truncate(limit as usize);
-    let (mut items, cut) = within_budget(rows, PAGE_BYTES);
-    let next_before = (more || cut).then(|| items.last().map(&id)).flatten();
-    items.reverse();
-    Page { items, next_before }
-}
+use super::pages::{
+    AnswerBytes, Page, PageRequest, STATUS_LIST_BYTES, STATUS_LIST_ROWS, page_of, within_budget,
+};
 
 /// Each list is bounded ([`STATUS_LIST_ROWS`], [`STATUS_LIST_BYTES`]; newest first) and comes
 /// with its total, so the answer fits the reply cap whatever is stored.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
     pub now: i64,
     pub grants: Vec<GrantView>,
@@ -95,10 +32,18 @@ pub struct Status {
 
 impl Authority<'_> {
     /// Active grants and YOLO scopes with time left, pending requests, and what ended lately;
-    /// each list bounded, with its total.
-    pub fn status(&self, store: &mut Store, principal: &Principal, now: i64) -> Outcome<Status> {
+    /// each list bounded (its views measured by `bytes`), with its total.
+    pub fn status(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        bytes: &dyn AnswerBytes,
+        now: i64,
+    ) -> Outcome<Status> {
         self.allowed_to(store, principal, &Ask::ViewStatus, now)?;
-        let shown = |items: Vec<GrantView>| within_budget(items, STATUS_LIST_BYTES).0;
+        let shown = |items: Vec<GrantView>| {
+            within_budget(items, STATUS_LIST_BYTES, |v| bytes.grant_view(v)).0
+        };
         Ok(store.read(|facts| {
             let mut grants = Vec::new();
             let (ended, mut recently_ended_total) =
@@ -149,7 +94,7 @@ impl Authority<'_> {
                 grants_total,
                 pending: shown(pending),
                 pending_total: facts.count_grants_in(GrantState::Pending)?,
-                yolo: within_budget(yolo, STATUS_LIST_BYTES).0,
+                yolo: within_budget(yolo, STATUS_LIST_BYTES, |v| bytes.yolo_view(v)).0,
                 yolo_total,
                 recently_ended: shown(recently_ended),
                 recently_ended_total,
@@ -158,12 +103,13 @@ impl Authority<'_> {
     }
 
     /// One page of pending requests (newest first from the cursor, each page shown oldest
-    /// first).
+    /// first), its views measured by `bytes`.
     pub fn requests(
         &self,
         store: &mut Store,
         principal: &Principal,
         page: PageRequest,
+        bytes: &dyn AnswerBytes,
         now: i64,
     ) -> Outcome<Page<GrantView>> {
         self.allowed_to(store, principal, &Ask::ViewStatus, now)?;
@@ -171,7 +117,12 @@ impl Authority<'_> {
         let rows = store
             .read(|facts| facts.grants_in_state(GrantState::Pending, page.before, limit + 1))?;
         let views = rows.into_iter().map(|g| grant_view(g, now)).collect();
-        Ok(page_of(views, limit, |v: &GrantView| v.grant.id))
+        Ok(page_of(
+            views,
+            limit,
+            |v: &GrantView| v.grant.id,
+            |v| bytes.grant_view(v),
+        ))
     }
 
     /// Audit rows (operators only): the newest `filter.limit` (default 1,000).
@@ -215,13 +166,14 @@ impl Authority<'_> {
     }
 
     /// One page of audit rows (operators only): the newest rows below `page.before` that match
-    /// `filter`, shown oldest first.
+    /// `filter`, shown oldest first, measured by `bytes`.
     pub fn audit_page(
         &self,
         store: &mut Store,
         principal: &Principal,
         filter: &AuditFilter,
         page: PageRequest,
+        bytes: &dyn AnswerBytes,
         now: i64,
     ) -> Outcome<Page<AuditRow>> {
         self.allowed_to(store, principal, &Ask::ViewAudit, now)?;
@@ -234,7 +186,12 @@ impl Authority<'_> {
             })
         })?;
         rows.reverse();
-        Ok(page_of(rows, limit, |r: &AuditRow| r.id))
+        Ok(page_of(
+            rows,
+            limit,
+            |r: &AuditRow| r.id,
+            |r| bytes.audit_row(r),
+        ))
     }
 
     /// Deletes audit rows and ended grants older than `max_age_seconds` or beyond the newest
@@ -313,12 +270,10 @@ fn writer_app(facts: &Facts<'_>, repo_key: &str, now: i64) -> Result<String, Sto
 fn grant_view(grant: Grant, now: i64) -> GrantView {
     let live = grant.is_live(now);
     let shown_state = match grant.state {
-        GrantState::Active if !live => "expired".to_string(),
-        other => serde_json::to_value(other)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default(),
-    };
+        GrantState::Active if !live => "expired",
+        other => other.as_str(),
+    }
+    .to_string();
     GrantView {
         seconds_left: live.then(|| grant.expires_at.map(|at| at - now)).flatten(),
         warning: (grant.via == GrantVia::Token).then(|| TOKEN_PATH_WARNING.to_string()),
@@ -331,6 +286,7 @@ fn grant_view(grant: Grant, now: i64) -> GrantView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::authority::pages::{DebugBytes, MAX_PAGE_ROWS, PAGE_BYTES};
     use crate::policy::Policies;
     use crate::store::test_support::temp_store;
     use crate::targets::{TargetSpec, Targets};
@@ -355,6 +311,13 @@ mod tests {
         }
     }
 
+    /// A list's size as the budgets count it: the brackets, and each row with its comma.
+    fn measured<T>(items: &[T], size: impl Fn(&T) -> usize) -> usize {
+        2 + items.iter().map(|v| size(v) + 1).sum::<usize>()
+    }
+
+    /// The engine's side of the budgets, measured by [`DebugBytes`]; the protocol's tests
+    /// check the same pages as they travel (`answers::bytes`).
     #[test]
     fn pages_of_big_requests_stay_within_the_budget_and_cover_everything() {
         let (_dir, mut store) = temp_store();
@@ -382,10 +345,11 @@ mod tests {
                         limit: Some(MAX_PAGE_ROWS),
                         before,
                     },
+                    &DebugBytes,
                     20,
                 )
                 .unwrap();
-            let bytes = serde_json::to_vec(&page.items).unwrap().len();
+            let bytes = measured(&page.items, |v| DebugBytes.grant_view(v));
             assert!(bytes <= PAGE_BYTES, "{bytes} bytes");
             // Oldest first within a page.
             let ids: Vec<i64> = page.items.iter().map(|v| v.grant.id).collect();
@@ -401,10 +365,10 @@ mod tests {
         seen.sort();
         assert_eq!(seen, made);
         // Status keeps each list within its bounds and tells the total.
-        let status = a.status(&mut store, &operator, 20).unwrap();
+        let status = a.status(&mut store, &operator, &DebugBytes, 20).unwrap();
         assert_eq!(status.pending_total, 150);
         assert!(status.pending.len() <= STATUS_LIST_ROWS as usize);
-        assert!(serde_json::to_vec(&status.pending).unwrap().len() <= STATUS_LIST_BYTES);
+        assert!(measured(&status.pending, |v| DebugBytes.grant_view(v)) <= STATUS_LIST_BYTES);
         let err = a
             .requests(
                 &mut store,
@@ -413,6 +377,7 @@ mod tests {
                     limit: Some(MAX_PAGE_ROWS + 1),
                     before: None,
                 },
+                &DebugBytes,
                 20,
             )
             .unwrap_err();

@@ -18,15 +18,13 @@ use super::{Facts, Result};
 use crate::decide::Action;
 use crate::vocabulary::{Actor, AuditAction, AuditDecision};
 use rusqlite::{OptionalExtension, Row, params};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The link before a chain's first row.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Which chain a row belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Chain {
     Evidence,
     Bulk,
@@ -75,7 +73,7 @@ impl Chain {
 }
 
 /// A chain's recorded state: its newest link and where its kept part starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainHead {
     pub chain: Chain,
     pub head_seq: i64,
@@ -87,24 +85,21 @@ pub struct ChainHead {
 }
 
 /// What walking one chain found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainCheck {
-    #[serde(flatten)]
     pub head: ChainHead,
     /// Rows checked (from the base to the head).
     pub rows: i64,
     /// The first problem, in words naming the row; `None` when every link holds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
 }
 
 /// What `audit --verify` answers: each chain's walk, and rows that belong to no chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditVerification {
     pub ok: bool,
     pub chains: Vec<ChainCheck>,
     /// Rows carrying no link (none is ever written without one): inserted by hand.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unlinked_rows: Vec<i64>,
 }
 

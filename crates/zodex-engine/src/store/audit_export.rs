@@ -9,13 +9,11 @@ use super::audit_chain::StoredRow;
 use super::{Facts, Result};
 use crate::vocabulary::{Actor, AuditAction, AuditDecision};
 use rusqlite::{OptionalExtension, params};
-use serde::{Deserialize, Serialize};
 
 /// One audit row as a sink carries it off: the row, every column as stored (no bound applied
 /// on reading, no outcome folded in), with its place in its chain around it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AuditRecord {
-    #[serde(flatten)]
     pub row: AuditRow,
     /// The decision row an outcome row completes.
     pub outcome_of: Option<i64>,
@@ -55,7 +53,7 @@ impl From<StoredRow> for AuditRecord {
 }
 
 /// Where a sink has got to, and how its last attempt went.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinkCursor {
     pub sink: String,
     /// The last row delivered.

@@ -3,10 +3,9 @@
 
 use super::{Facts, Result};
 use rusqlite::{OptionalExtension, params};
-use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// One of the two GitHub Apps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum App {
     Reader,
     Writer,
@@ -21,7 +20,8 @@ impl App {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// What the publisher learned of one App on one repository, and until when it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoverageFact {
     pub installed: bool,
     pub installation_id: Option<i64>,

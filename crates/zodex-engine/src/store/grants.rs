@@ -3,10 +3,9 @@
 use super::{Facts, Result, StoreError};
 use crate::refscope::patterns_meet;
 use rusqlite::{OptionalExtension, Row, params};
-use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Where a grant is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrantState {
     Pending,
     Active,
@@ -16,7 +15,8 @@ pub enum GrantState {
 }
 
 impl GrantState {
-    fn as_str(self) -> &'static str {
+    /// The text stored in `grants.state`, and shown.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
             Self::Active => "active",
@@ -39,8 +39,7 @@ impl GrantState {
 }
 
 /// How a grant's pushes may travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GrantVia {
     /// Only through `git-remote-zodex`, where every ref update is decided on its own.
     #[default]
@@ -75,7 +74,8 @@ pub(super) fn bad_column(column: &str, value: &str) -> rusqlite::Error {
     )
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A push grant or an agent's request for one, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub id: i64,
     pub repo_key: String,
@@ -93,7 +93,6 @@ pub struct Grant {
     pub ended_at: Option<i64>,
     pub ended_by: Option<String>,
     /// The refs the grant covers (normalised patterns); empty: every ref.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refs: Vec<String>,
 }
 

@@ -7,7 +7,6 @@
 
 use super::{Facts, Result};
 use rusqlite::{OptionalExtension, Row, params};
-use serde::{Deserialize, Serialize};
 
 /// The key access tokens are signed with.
 #[derive(Clone)]
@@ -26,7 +25,7 @@ impl std::fmt::Debug for SigningKey {
 }
 
 /// A registered (or metadata-document) client.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuthClient {
     pub client_id: String,
     /// `dcr` or `cimd`.
@@ -35,7 +34,6 @@ pub struct OAuthClient {
     pub redirect_uris: Vec<String>,
     /// `none`, `client_secret_post` or `client_secret_basic`.
     pub auth_method: String,
-    #[serde(skip)]
     pub secret_sha256: Option<String>,
     pub created_at: i64,
     pub last_used_at: Option<i64>,
@@ -125,7 +123,7 @@ fn decision_row(row: &Row<'_>) -> rusqlite::Result<OAuthDecision> {
 }
 
 /// A refresh-token family: every token issued from one approved authorization.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuthFamily {
     pub family: String,
     pub client_id: String,

@@ -3,13 +3,11 @@
 
 use super::{Facts, Result};
 use rusqlite::{OptionalExtension, params};
-use serde::Serialize;
 
 /// Where a publication is. `Pushing` is recorded before the branch goes up (a crash leaves a
 /// branch a retry reuses), `Pushed` once GitHub has it, `Opened` with the pull request;
 /// `Failed` when nothing of it is left at GitHub, so a retry starts afresh.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PublicationState {
     Pushing,
     Pushed,
@@ -45,7 +43,8 @@ impl rusqlite::types::FromSql for PublicationState {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A publication under its idempotency key: its branch, and its pull request once opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publication {
     pub idempotency_key: String,
     pub repo_key: String,

@@ -2,9 +2,9 @@
 
 use super::{Facts, Result};
 use rusqlite::params;
-use serde::Serialize;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A minted token, by its hash, and what it was for.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuedToken {
     pub token_sha256: String,
     pub repo_key: String,

@@ -4,7 +4,6 @@ use super::grants::{patterns_from, patterns_to};
 use super::{Facts, Result};
 use crate::refscope::patterns_meet;
 use rusqlite::{Row, params};
-use serde::{Deserialize, Serialize};
 
 /// The columns of a scope, in the order [`YoloScope::from_columns`] reads them.
 macro_rules! yolo_columns {
@@ -15,7 +14,8 @@ macro_rules! yolo_columns {
 }
 pub(super) use yolo_columns;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A YOLO scope as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct YoloScope {
     pub id: i64,
     /// `None`: every repository the writer App is installed on.
@@ -28,7 +28,6 @@ pub struct YoloScope {
     pub cleared_at: Option<i64>,
     pub cleared_by: Option<String>,
     /// The refs the scope covers (normalised patterns); empty: every ref.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refs: Vec<String>,
 }
 

@@ -14,7 +14,10 @@ use zodex_engine::store::{AuditFilter, Store};
 use zodex_engine::{
     Ask, Authority, ChangeFacts, GrantTerms, Principal, RefName, RefUpdate, RepoName, YoloTerms,
 };
-use zodex_protocol::answers::{ExplainedGrant, Explanation, KeyHashStored, Pong, StatusAnswer};
+use zodex_protocol::answers::{
+    self, AuditVerification, ExplainedGrant, Explanation, Grant, KeyHashStored, Pong, Status,
+    StatusAnswer, WireBytes, YoloScope,
+};
 use zodex_protocol::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
 
 impl Host {
@@ -134,13 +137,15 @@ impl Host {
                     let terms = GrantTerms {
                         ttl_seconds: check_ttl(ttl, DEFAULT_PUSH_TTL_SECONDS)?,
                         allow_workflows,
-                        via,
+                        via: via.into(),
                         refs: ref_patterns(&refs)?,
                     };
-                    Response::ok(a.grant_push(s, principal, &parse_repo(&repo)?, terms, now)?)
+                    let grant = a.grant_push(s, principal, &parse_repo(&repo)?, terms, now)?;
+                    Response::ok(Grant::from(grant))
                 }
                 AdminRequest::RevokePush { repo } => {
-                    Response::ok(a.revoke_push(s, principal, &parse_repo(&repo)?, now)?)
+                    let ended = a.revoke_push(s, principal, &parse_repo(&repo)?, now)?;
+                    Response::ok(answers::all::<_, Grant>(ended))
                 }
                 AdminRequest::Yolo {
                     repos,
@@ -157,17 +162,27 @@ impl Host {
                         allow_workflows,
                         refs: ref_patterns(&refs)?,
                     };
-                    Response::ok(a.set_yolo(s, principal, &repos, terms, now)?)
+                    let set = a.set_yolo(s, principal, &repos, terms, now)?;
+                    Response::ok(answers::all::<_, YoloScope>(set))
                 }
-                AdminRequest::Default => Response::ok(a.clear_yolo(s, principal, now)?),
+                AdminRequest::Default => {
+                    let cleared = a.clear_yolo(s, principal, now)?;
+                    Response::ok(answers::all::<_, YoloScope>(cleared))
+                }
                 AdminRequest::Status => Response::ok(StatusAnswer {
-                    status: a.status(s, principal, now)?,
+                    status: Status::from(a.status(s, principal, &WireBytes, now)?),
                     proofs: Some(self.proofs.status()),
-                    audit_heads: a.audit_heads(s, principal, now)?,
+                    audit_heads: answers::all(a.audit_heads(s, principal, now)?),
                     max_request_ttl_seconds: Some(self.core.engine.max_request_ttl_seconds()),
-                    audit_sinks: zodex_engine::ledger::sink_states(s, &self.core.settings.sinks)?,
+                    audit_sinks: answers::all(zodex_engine::ledger::sink_states(
+                        s,
+                        &self.core.settings.sinks,
+                    )?),
                 }),
-                AdminRequest::AuditVerify => Response::ok(a.verify_audit(s, principal, now)?),
+                AdminRequest::AuditVerify => {
+                    let verification = a.verify_audit(s, principal, now)?;
+                    Response::ok(AuditVerification::from(verification))
+                }
                 AdminRequest::ProvePolicies
                 | AdminRequest::CheckCoverage { .. }
                 | AdminRequest::McpApprove { .. }
@@ -178,16 +193,20 @@ impl Host {
                     unreachable!("answered above, without the store")
                 }
                 AdminRequest::Requests { limit, before } => {
-                    let page = a.requests(s, principal, PageRequest { limit, before }, now)?;
-                    Response::page(page.items, page.next_before)
+                    let page = PageRequest { limit, before };
+                    let page = a.requests(s, principal, page, &WireBytes, now)?;
+                    let views: Vec<answers::GrantView> = answers::all(page.items);
+                    Response::page(views, page.next_before)
                 }
                 AdminRequest::Approve { id, ttl } => {
                     let ttl = ttl
                         .map(|t| check_ttl(t, DEFAULT_PUSH_TTL_SECONDS))
                         .transpose()?;
-                    Response::ok(a.approve(s, principal, id, ttl, now)?)
+                    Response::ok(Grant::from(a.approve(s, principal, id, ttl, now)?))
                 }
-                AdminRequest::Deny { id } => Response::ok(a.deny(s, principal, id, now)?),
+                AdminRequest::Deny { id } => {
+                    Response::ok(Grant::from(a.deny(s, principal, id, now)?))
+                }
                 AdminRequest::Audit {
                     since_seconds,
                     repo,
@@ -204,9 +223,10 @@ impl Host {
                         limit: None,
                         before: None,
                     };
-                    let page =
-                        a.audit_page(s, principal, &filter, PageRequest { limit, before }, now)?;
-                    Response::page(page.items, page.next_before)
+                    let page = PageRequest { limit, before };
+                    let page = a.audit_page(s, principal, &filter, page, &WireBytes, now)?;
+                    let rows: Vec<answers::AuditRow> = answers::all(page.items);
+                    Response::page(rows, page.next_before)
                 }
                 AdminRequest::SetMcpKeyHash { sha256 } => {
                     Response::ok(self.set_mcp_key_hash(s, principal, &sha256, now)?)
@@ -373,8 +393,8 @@ fn explain(
         })
         .collect();
     Ok(Explanation {
-        decision,
-        denial,
+        decision: decision.into(),
+        denial: denial.map(Into::into),
         grants,
     })
 }

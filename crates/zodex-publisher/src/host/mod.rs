@@ -17,7 +17,7 @@ use zodex_engine::authority::AuthorityError;
 use zodex_engine::policy::PolicyError;
 use zodex_engine::store::{Store, StoreError};
 use zodex_engine::{Engine, GrantTerms, Principal};
-use zodex_protocol::answers::Pong;
+use zodex_protocol::answers::{self, Grant, Pong, Status, WireBytes};
 use zodex_protocol::{AgentRequest, ErrorKind, Response};
 
 mod admin;
@@ -297,7 +297,8 @@ impl Host {
                         refs: Vec::new(),
                     };
                     let repo = parse_repo(&repo)?;
-                    Response::ok(a.request_push_capped(s, &repo, terms, reason, cap, now)?)
+                    let grant = a.request_push_capped(s, &repo, terms, reason, cap, now)?;
+                    Response::ok(Grant::from(grant))
                 }
                 AgentRequest::RequestState { id } => {
                     let grant = s.read(|f| f.grant(id))?;
@@ -307,12 +308,15 @@ impl Host {
                             format!("no request #{id} of the agent"),
                         ));
                     }
-                    Response::ok(grant)
+                    Response::ok(Grant::from(grant))
                 }
                 AgentRequest::RevokePush { repo } => {
-                    Response::ok(a.revoke_push(s, &agent, &parse_repo(&repo)?, now)?)
+                    let ended = a.revoke_push(s, &agent, &parse_repo(&repo)?, now)?;
+                    Response::ok(answers::all::<_, Grant>(ended))
                 }
-                AgentRequest::Status => Response::ok(a.status(s, &agent, now)?),
+                AgentRequest::Status => {
+                    Response::ok(Status::from(a.status(s, &agent, &WireBytes, now)?))
+                }
                 AgentRequest::Credential { .. }
                 | AgentRequest::CredentialErase { .. }
                 | AgentRequest::ListRefs { .. }

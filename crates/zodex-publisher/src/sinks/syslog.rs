@@ -126,14 +126,25 @@ mod tests {
 
     #[test]
     fn a_denial_is_a_warning_in_rfc_5424_form() {
-        let record: AuditRecord = serde_json::from_value(serde_json::json!({
-            "id": 5, "at": 1_800_000_000, "principal": "agent", "action": "Push",
-            "repo_key": "demo/app", "ref_name": "refs/heads/main", "old_oid": null,
-            "new_oid": null, "bundle_bytes": null, "bundle_sha256": null, "decision": "deny",
-            "policies": ["protect-default-branch"], "token_sha256": null, "outcome": null,
-            "detail": null, "outcome_of": null, "chain": "bulk", "seq": 2, "link": "x"
-        }))
-        .unwrap();
+        let record = AuditRecord {
+            row: zodex_engine::store::AuditRow {
+                id: 5,
+                at: 1_800_000_000,
+                entry: zodex_engine::store::AuditEntry {
+                    principal: zodex_engine::Actor::Agent,
+                    action: zodex_engine::AuditAction::Decided(zodex_engine::Action::Push),
+                    repo_key: Some("demo/app".into()),
+                    ref_name: Some("refs/heads/main".into()),
+                    decision: zodex_engine::AuditDecision::Deny,
+                    policies: vec!["protect-default-branch".into()],
+                    ..Default::default()
+                },
+            },
+            outcome_of: None,
+            chain: Some("bulk".into()),
+            seq: Some(2),
+            link: Some("x".into()),
+        };
         let line = message(&record, "box");
         assert!(
             line.starts_with(&format!(
