@@ -145,10 +145,6 @@ fn pkt_lines(mut bytes: &[u8]) -> Result<Vec<Option<&[u8]>>, PktError> {
     Ok(lines)
 }
 
-fn is_object_id(text: &str) -> bool {
-    text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// Reads an `info/refs` answer for `git-receive-pack` (smart HTTP, protocol v0/v1).
 pub fn parse_advertisement(body: &[u8]) -> Result<Advertisement, PktError> {
     parse_advertisement_of("git-receive-pack", body)
@@ -195,7 +191,7 @@ pub fn parse_advertisement_of(service: &str, body: &[u8]) -> Result<Advertisemen
         let Some((oid, name)) = text.split_once(' ') else {
             return Err(PktError::NotRefLine(text.to_string()));
         };
-        if !is_object_id(oid) {
+        if ObjectId::parse(oid).is_err() {
             return Err(PktError::NotObjectId(oid.to_string()));
         }
         match name {

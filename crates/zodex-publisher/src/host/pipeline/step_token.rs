@@ -17,6 +17,26 @@ pub(in crate::host) struct StepToken {
 }
 
 impl StepToken {
+    /// Mints and records a token for one step; see [`StepToken`].
+    pub async fn mint(
+        credentials: &Arc<Credentials>,
+        github: &Arc<GitHub>,
+        repo: &RepoName,
+        token_use: TokenUse,
+        audit_id: Option<i64>,
+        now: i64,
+    ) -> Result<StepToken, Failure> {
+        let minted = credentials
+            .mint_recorded(github, repo, token_use, None, audit_id, now)
+            .await?;
+        Ok(StepToken {
+            credentials: credentials.clone(),
+            github: github.clone(),
+            minted,
+            revoked: false,
+        })
+    }
+
     pub fn token(&self) -> &Token {
         &self.minted.token
     }
@@ -49,27 +69,5 @@ impl Drop for StepToken {
                 "a push token outlived the runtime and could not be revoked; it lapses at its expiry"
             ),
         }
-    }
-}
-
-impl StepToken {
-    /// Mints and records a token for one step; see [`StepToken`].
-    pub async fn mint(
-        credentials: &Arc<Credentials>,
-        github: &Arc<GitHub>,
-        repo: &RepoName,
-        token_use: TokenUse,
-        audit_id: Option<i64>,
-        now: i64,
-    ) -> Result<StepToken, Failure> {
-        let minted = credentials
-            .mint_recorded(github, repo, token_use, None, audit_id, now)
-            .await?;
-        Ok(StepToken {
-            credentials: credentials.clone(),
-            github: github.clone(),
-            minted,
-            revoked: false,
-        })
     }
 }
