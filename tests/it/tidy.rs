@@ -63,7 +63,8 @@ fn code_roots() -> Vec<PathBuf> {
 /// porcelain, every arrow pointing down. The root crate `zodex` (the roles and the binaries)
 /// may use them all; none of them may use it.
 const CRATE_ARROWS: &[(&str, &[&str])] = &[
-    ("zodex-engine", &[]),
+    ("zodex-sql", &[]),
+    ("zodex-engine", &["zodex-sql"]),
     ("zodex-mcp-settings", &[]),
     ("zodex-tools", &["zodex-mcp-settings"]),
     ("zodex-devhub", &[]),

@@ -108,6 +108,12 @@ impl ToSql for String {
     }
 }
 
+impl ToSql for std::borrow::Cow<'_, str> {
+    fn to_value(&self) -> Value {
+        Value::Text(self.to_string())
+    }
+}
+
 impl ToSql for [u8] {
     fn to_value(&self) -> Value {
         Value::Bytes(self.to_vec())

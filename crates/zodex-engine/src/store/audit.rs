@@ -9,9 +9,10 @@
 //! or decided by an operator.
 
 use super::audit_chain::{Chain, StoredRow};
+use super::params;
 use super::{Facts, Result};
 use crate::vocabulary::{Actor, AuditAction, AuditDecision, EventKind, Outcome};
-use rusqlite::{OptionalExtension, Row, params};
+use zodex_sql::Row;
 
 /// What one audit row says: written as it is, read back as it was stored (see
 /// [`crate::vocabulary`] for a text no build writes).
@@ -107,29 +108,30 @@ impl AuditEntry {
 }
 
 impl AuditRow {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
-        let policies: String = row.get("policies")?;
-        let detail: Option<String> = row.get("detail")?;
+    /// A row of [`Facts::audit_rows`]'s columns, read by position.
+    fn from_row(row: &Row) -> Result<Self> {
+        let policies: String = row.get(11)?;
+        let detail: Option<String> = row.get(12)?;
         let text = |t: String| clamp_text(&t, MAX_AUDIT_TEXT_CHARS).into_owned();
-        let principal: String = row.get("principal")?;
-        let action: String = row.get("action")?;
-        let decision: String = row.get("decision")?;
+        let principal: String = row.get(2)?;
+        let action: String = row.get(3)?;
+        let decision: String = row.get(10)?;
         Ok(Self {
-            id: row.get("id")?,
-            at: row.get("at")?,
+            id: row.get(0)?,
+            at: row.get(1)?,
             entry: AuditEntry {
                 principal: Actor::read(&text(principal)),
                 action: AuditAction::read(&text(action)),
-                repo_key: clamp(row.get("repo_key")?),
-                ref_name: clamp(row.get("ref_name")?),
-                old_oid: clamp(row.get("old_oid")?),
-                new_oid: clamp(row.get("new_oid")?),
-                bundle_bytes: row.get("bundle_bytes")?,
-                bundle_sha256: clamp(row.get("bundle_sha256")?),
+                repo_key: clamp(row.get(4)?),
+                ref_name: clamp(row.get(5)?),
+                old_oid: clamp(row.get(6)?),
+                new_oid: clamp(row.get(7)?),
+                bundle_bytes: row.get(8)?,
+                bundle_sha256: clamp(row.get(9)?),
                 decision: AuditDecision::read(&text(decision)),
                 policies: clamp_policies(serde_json::from_str(&policies).unwrap_or_default()),
-                token_sha256: clamp(row.get("token_sha256")?),
-                outcome: clamp(row.get("outcome")?),
+                token_sha256: clamp(row.get(14)?),
+                outcome: clamp(row.get(13)?),
                 detail: clamp_detail(detail.and_then(|d| serde_json::from_str(&d).ok())),
             },
         })
@@ -164,13 +166,11 @@ impl Facts<'_> {
         now: i64,
     ) -> Result<i64> {
         let (repo_key, ref_name) = self
-            .conn
-            .query_row(
+            .optional_row(
                 "SELECT repo_key, ref_name FROM audit_events WHERE id = ?1",
-                [of],
+                params![of],
                 |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?
+            )?
             .unwrap_or((None, None));
         let event = AuditEntry {
             principal: Actor::Publisher,
@@ -210,7 +210,7 @@ impl Facts<'_> {
 
     /// Audit rows matching the filter, oldest first.
     pub fn audit_rows(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>> {
-        let mut stmt = self.conn.prepare_cached(
+        self.rows(
             "SELECT * FROM (
                 SELECT e.id, e.at, e.principal, e.action, e.repo_key, e.ref_name, e.old_oid,
                        e.new_oid, e.bundle_bytes, e.bundle_sha256, e.decision, e.policies,
@@ -226,9 +226,7 @@ impl Facts<'_> {
                 WHERE e.outcome_of IS NULL AND e.at >= ?1 AND (?2 IS NULL OR e.repo_key = ?2)
                       AND e.id < ?4
                 ORDER BY e.id DESC LIMIT ?3
-             ) ORDER BY id ASC",
-        )?;
-        let rows = stmt.query_map(
+             ) AS page ORDER BY id ASC",
             params![
                 filter.since.unwrap_or(i64::MIN),
                 filter.repo_key,
@@ -236,8 +234,7 @@ impl Facts<'_> {
                 filter.before.unwrap_or(i64::MAX),
             ],
             AuditRow::from_row,
-        )?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        )
     }
 
     /// Deletes audit rows written before `cutoff`, and all but the newest `keep` rows of the
@@ -247,17 +244,16 @@ impl Facts<'_> {
     /// dead: those are deleted with the rows of their time). Returns how many rows went.
     pub fn prune_audit(&self, cutoff: i64, keep: u64, now: i64) -> Result<usize> {
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-        self.conn.execute(
+        self.exec(
             "DELETE FROM issued_tokens WHERE expires_at < ?1 AND grant_id IS NULL",
-            [cutoff],
+            params![cutoff],
         )?;
         let mut gone = 0;
         for chain in Chain::ALL {
             // The rows before the chain's first row young enough to keep.
-            let young: Option<i64> = self.conn.query_row(
+            let young: Option<i64> = self.value(
                 "SELECT MIN(seq) FROM audit_events WHERE chain = ?1 AND at >= ?2",
                 params![chain.as_str(), cutoff],
-                |r| r.get(0),
             )?;
             let head = self.chain_head(chain)?.head_seq;
             let mut through = young.map_or(head, |seq| seq - 1);

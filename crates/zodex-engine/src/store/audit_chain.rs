@@ -14,11 +14,12 @@
 //! off the machine: a chain rewritten from its base on would end in another head.
 
 use super::audit::AuditEntry;
+use super::params;
 use super::{Facts, Result};
 use crate::decide::Action;
 use crate::vocabulary::{Actor, AuditAction, AuditDecision};
-use rusqlite::{OptionalExtension, Row, params};
 use sha2::{Digest, Sha256};
+use zodex_sql::Row;
 
 /// The link before a chain's first row.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -133,7 +134,7 @@ pub(super) struct StoredRow {
 }
 
 impl StoredRow {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+    fn from_row(row: &Row) -> Result<Self> {
         Ok(Self {
             id: row.get(0)?,
             chain: row.get(1)?,
@@ -192,20 +193,16 @@ impl Facts<'_> {
     /// Appends `row` (its id, chain, sequence number and link filled in here) to its chain.
     pub(super) fn append_linked(&self, mut row: StoredRow, chain: Chain) -> Result<i64> {
         let head = self.chain_head(chain)?;
-        row.id = self.conn.query_row(
-            "SELECT COALESCE(MAX(id), 0) + 1 FROM audit_events",
-            [],
-            |r| r.get(0),
-        )?;
+        row.id = self.value("SELECT COALESCE(MAX(id), 0) + 1 FROM audit_events", &[])?;
         row.chain = Some(chain.as_str().to_string());
         row.seq = Some(head.head_seq + 1);
         let link = row.link_after(&head.head_link);
-        self.conn
-            .prepare_cached(&format!(
+        self.exec(
+            &format!(
                 "INSERT INTO audit_events ({COLUMNS})
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
-            ))?
-            .execute(params![
+            ),
+            params![
                 row.id,
                 row.chain,
                 row.seq,
@@ -225,24 +222,22 @@ impl Facts<'_> {
                 row.detail,
                 row.outcome_of,
                 link,
-            ])?;
-        self.conn
-            .prepare_cached(
-                "UPDATE audit_chains SET head_seq = ?2, head_link = ?3 WHERE chain = ?1",
-            )?
-            .execute(params![chain.as_str(), row.seq, link])?;
+            ],
+        )?;
+        self.exec(
+            "UPDATE audit_chains SET head_seq = ?2, head_link = ?3 WHERE chain = ?1",
+            params![chain.as_str(), row.seq, link],
+        )?;
         Ok(row.id)
     }
 
     /// A chain's recorded head and base.
     pub fn chain_head(&self, chain: Chain) -> Result<ChainHead> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT head_seq, head_link, base_seq, base_link, pruned_rows
-                 FROM audit_chains WHERE chain = ?1",
-            )?
-            .query_row([chain.as_str()], |r| {
+        self.row(
+            "SELECT head_seq, head_link, base_seq, base_link, pruned_rows
+             FROM audit_chains WHERE chain = ?1",
+            params![chain.as_str()],
+            |r| {
                 Ok(ChainHead {
                     chain,
                     head_seq: r.get(0)?,
@@ -251,34 +246,32 @@ impl Facts<'_> {
                     base_link: r.get(3)?,
                     pruned_rows: r.get(4)?,
                 })
-            })?)
+            },
+        )
     }
 
     /// Deletes the first rows of `chain` up to sequence number `through`, recording the last
     /// deleted row as the chain's new base. Returns how many rows went.
     pub(super) fn prune_chain(&self, chain: Chain, through: i64, now: i64) -> Result<usize> {
-        let last: Option<(i64, String)> = self
-            .conn
-            .query_row(
-                "SELECT seq, link FROM audit_events WHERE chain = ?1 AND seq <= ?2
-                 ORDER BY seq DESC LIMIT 1",
-                params![chain.as_str(), through],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
+        let last: Option<(i64, String)> = self.optional_row(
+            "SELECT seq, link FROM audit_events WHERE chain = ?1 AND seq <= ?2
+             ORDER BY seq DESC LIMIT 1",
+            params![chain.as_str(), through],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
         let Some((seq, link)) = last else {
             return Ok(0);
         };
-        self.conn.execute(
+        self.exec(
             "UPDATE issued_tokens SET audit_id = NULL WHERE audit_id IN
              (SELECT id FROM audit_events WHERE chain = ?1 AND seq <= ?2)",
             params![chain.as_str(), seq],
         )?;
-        let gone = self.conn.execute(
+        let gone = self.exec(
             "DELETE FROM audit_events WHERE chain = ?1 AND seq <= ?2",
             params![chain.as_str(), seq],
         )?;
-        self.conn.execute(
+        self.exec(
             "UPDATE audit_chains SET base_seq = ?2, base_link = ?3,
                  pruned_rows = pruned_rows + ?4, pruned_at = ?5 WHERE chain = ?1",
             params![chain.as_str(), seq, link, gone as i64, now],
@@ -292,11 +285,11 @@ impl Facts<'_> {
         for chain in Chain::ALL {
             chains.push(self.verify_chain(chain)?);
         }
-        let unlinked_rows: Vec<i64> = self
-            .conn
-            .prepare("SELECT id FROM audit_events WHERE chain IS NULL OR link IS NULL OR seq IS NULL ORDER BY id LIMIT 100")?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let unlinked_rows: Vec<i64> = self.rows(
+            "SELECT id FROM audit_events WHERE chain IS NULL OR link IS NULL OR seq IS NULL ORDER BY id LIMIT 100",
+            &[],
+            |r| Ok(r.get(0)?),
+        )?;
         Ok(AuditVerification {
             ok: unlinked_rows.is_empty() && chains.iter().all(|c| c.problem.is_none()),
             chains,
@@ -306,27 +299,26 @@ impl Facts<'_> {
 
     fn verify_chain(&self, chain: Chain) -> Result<ChainCheck> {
         let head = self.chain_head(chain)?;
-        let mut statement = self.conn.prepare(&format!(
-            "SELECT {COLUMNS} FROM audit_events WHERE chain = ?1 AND seq IS NOT NULL ORDER BY id"
-        ))?;
-        let mut rows = statement.query([chain.as_str()])?;
+        let rows = self.rows(
+            &format!(
+                "SELECT {COLUMNS} FROM audit_events WHERE chain = ?1 AND seq IS NOT NULL ORDER BY id"
+            ),
+            params![chain.as_str()],
+            StoredRow::from_row,
+        )?;
         let (mut expected, mut previous) = (head.base_seq + 1, head.base_link.clone());
         let mut last_id: Option<i64> = None;
         let mut checked = 0;
         let mut problem = None;
-        while let Some(row) = rows.next()? {
-            let row = StoredRow::from_row(row)?;
+        for row in rows {
             let seq = row.seq.unwrap_or_default();
             let after = last_id.map_or("the chain's base".to_string(), |id| format!("row {id}"));
             if seq > expected {
-                let moved: Option<i64> = self
-                    .conn
-                    .query_row(
-                        "SELECT id FROM audit_events WHERE chain = ?1 AND seq = ?2 AND id > ?3",
-                        params![chain.as_str(), expected, row.id],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
+                let moved: Option<i64> = self.optional_row(
+                    "SELECT id FROM audit_events WHERE chain = ?1 AND seq = ?2 AND id > ?3",
+                    params![chain.as_str(), expected, row.id],
+                    |r| Ok(r.get(0)?),
+                )?;
                 if let Some(moved) = moved {
                     problem = Some(format!(
                         "rows {} and {moved} are out of order: sequence {seq} comes before {expected} (rows reordered)",
@@ -395,28 +387,25 @@ pub(super) fn stored_rows_after(
     after: i64,
     limit: u32,
 ) -> Result<Vec<StoredRow>> {
-    Ok(facts
-        .conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM audit_events WHERE id > ?1 ORDER BY id LIMIT ?2"
-        ))?
-        .query_map(params![after, limit], StoredRow::from_row)?
-        .collect::<rusqlite::Result<_>>()?)
+    facts.rows(
+        &format!("SELECT {COLUMNS} FROM audit_events WHERE id > ?1 ORDER BY id LIMIT ?2"),
+        params![after, limit],
+        StoredRow::from_row,
+    )
 }
 
 /// Links the rows an older version wrote (no chain yet), in id order: run once, by the
 /// migration that added the chains, so every row from then on is checkable.
-pub(super) fn link_existing_rows(conn: &rusqlite::Connection) -> Result<()> {
+pub(super) fn link_existing_rows(facts: &Facts<'_>) -> Result<()> {
     let mut heads = std::collections::HashMap::from([
         (Chain::Evidence, (0i64, GENESIS.to_string())),
         (Chain::Bulk, (0i64, GENESIS.to_string())),
     ]);
-    let rows: Vec<StoredRow> = conn
-        .prepare(&format!(
-            "SELECT {COLUMNS} FROM audit_events WHERE chain IS NULL ORDER BY id"
-        ))?
-        .query_map([], StoredRow::from_row)?
-        .collect::<rusqlite::Result<_>>()?;
+    let rows: Vec<StoredRow> = facts.rows(
+        &format!("SELECT {COLUMNS} FROM audit_events WHERE chain IS NULL ORDER BY id"),
+        &[],
+        StoredRow::from_row,
+    )?;
     for mut row in rows {
         let chain = Chain::of_stored(&row);
         let (seq, previous): &mut (i64, String) = heads.get_mut(&chain).expect("both chains");
@@ -424,14 +413,14 @@ pub(super) fn link_existing_rows(conn: &rusqlite::Connection) -> Result<()> {
         row.chain = Some(chain.as_str().to_string());
         row.seq = Some(*seq);
         let link = row.link_after(previous);
-        conn.execute(
+        facts.exec(
             "UPDATE audit_events SET chain = ?2, seq = ?3, link = ?4 WHERE id = ?1",
             params![row.id, row.chain, row.seq, link],
         )?;
         *previous = link;
     }
     for (chain, (seq, link)) in heads {
-        conn.execute(
+        facts.exec(
             "UPDATE audit_chains SET head_seq = ?2, head_link = ?3 WHERE chain = ?1",
             params![chain.as_str(), seq, link],
         )?;
@@ -491,7 +480,7 @@ mod tests {
     }
 
     fn sql(store: &mut Store, statement: &str) {
-        store.conn.execute_batch(statement).unwrap();
+        store.batch_for_test(statement);
     }
 
     #[test]
@@ -625,7 +614,7 @@ mod tests {
             problems(&mut store),
             vec!["unlinked 1", "unlinked 2", "unlinked 3"]
         );
-        link_existing_rows(&store.conn).unwrap();
+        store.write(link_existing_rows).unwrap();
         let report = store.read(|f| f.verify_audit()).unwrap();
         assert!(report.ok, "{report:?}");
         assert_eq!(report.chains[0].head.head_seq, 2);

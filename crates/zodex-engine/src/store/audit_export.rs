@@ -6,9 +6,8 @@
 
 use super::audit::{AuditEntry, AuditRow};
 use super::audit_chain::StoredRow;
-use super::{Facts, Result};
+use super::{Facts, Result, params};
 use crate::vocabulary::{Actor, AuditAction, AuditDecision};
-use rusqlite::{OptionalExtension, params};
 
 /// One audit row as a sink carries it off: the row, every column as stored (no bound applied
 /// on reading, no outcome folded in), with its place in its chain around it.
@@ -76,39 +75,37 @@ impl Facts<'_> {
 
     /// `sink`'s cursor; a sink seen for the first time starts after the newest row.
     pub fn sink_cursor(&self, sink: &str) -> Result<SinkCursor> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO audit_sink_cursors (sink, delivered_id)
              VALUES (?1, (SELECT COALESCE(MAX(id), 0) FROM audit_events))
              ON CONFLICT (sink) DO NOTHING",
-            [sink],
+            params![sink],
         )?;
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT sink, delivered_id, delivered_at, failures, last_error, last_attempt,
+        self.row(
+            "SELECT sink, delivered_id, delivered_at, failures, last_error, last_attempt,
                         (SELECT COUNT(*) FROM audit_events WHERE id > c.delivered_id)
                  FROM audit_sink_cursors c WHERE sink = ?1",
-                [sink],
-                |r| {
-                    Ok(SinkCursor {
-                        sink: r.get(0)?,
-                        delivered_id: r.get(1)?,
-                        delivered_at: r.get(2)?,
-                        failures: r.get(3)?,
-                        last_error: r.get(4)?,
-                        last_attempt: r.get(5)?,
-                        pending: r.get(6)?,
-                    })
-                },
-            )
-            .optional()?
-            .expect("inserted above"))
+            params![sink],
+            |r| {
+                Ok(SinkCursor {
+                    sink: r.get(0)?,
+                    delivered_id: r.get(1)?,
+                    delivered_at: r.get(2)?,
+                    failures: r.get(3)?,
+                    last_error: r.get(4)?,
+                    last_attempt: r.get(5)?,
+                    pending: r.get(6)?,
+                })
+            },
+        )
     }
 
     /// `sink` delivered every row up to `id`.
     pub fn sink_delivered(&self, sink: &str, id: i64, now: i64) -> Result<()> {
-        self.conn.execute(
-            "UPDATE audit_sink_cursors SET delivered_id = MAX(delivered_id, ?2), delivered_at = ?3,
+        self.exec(
+            "UPDATE audit_sink_cursors
+             SET delivered_id = CASE WHEN delivered_id > ?2 THEN delivered_id ELSE ?2 END,
+                 delivered_at = ?3,
                  failures = 0, last_error = NULL, last_attempt = ?3 WHERE sink = ?1",
             params![sink, id, now],
         )?;
@@ -118,7 +115,7 @@ impl Facts<'_> {
     /// `sink`'s delivery failed with `error` (kept short; it names no secret).
     pub fn sink_failed(&self, sink: &str, error: &str, now: i64) -> Result<()> {
         let error = super::audit::clamp_text(error, 512);
-        self.conn.execute(
+        self.exec(
             "UPDATE audit_sink_cursors SET failures = failures + 1, last_error = ?2,
                  last_attempt = ?3 WHERE sink = ?1",
             params![sink, error, now],

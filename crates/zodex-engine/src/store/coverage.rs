@@ -1,8 +1,7 @@
 //! Installation coverage: whether each GitHub App is installed on a repository, as the
 //! publisher last checked it, with an expiry on that knowledge.
 
-use super::{Facts, Result};
-use rusqlite::{OptionalExtension, params};
+use super::{Facts, Result, params};
 
 /// One of the two GitHub Apps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +32,7 @@ pub struct CoverageFact {
 impl Facts<'_> {
     /// Records what the publisher learned from GitHub about one App on one repository.
     pub fn record_coverage(&self, repo_key: &str, app: App, fact: &CoverageFact) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO coverage (repo_key, app, installed, installation_id, default_branch, checked_at, expires_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT (repo_key, app) DO UPDATE SET installed = excluded.installed,
@@ -58,13 +57,13 @@ impl Facts<'_> {
         &self,
         repo_key: &str,
     ) -> Result<(Option<CoverageFact>, Option<CoverageFact>)> {
-        let mut stmt = self.conn.prepare_cached(
+        let rows = self.db.query(
             "SELECT app, installed, installation_id, default_branch, checked_at, expires_at
              FROM coverage WHERE repo_key = ?1 AND app IN ('writer', 'reader')",
+            params![repo_key],
         )?;
-        let mut rows = stmt.query([repo_key])?;
         let (mut writer, mut reader) = (None, None);
-        while let Some(row) = rows.next()? {
+        for row in rows {
             let fact = CoverageFact {
                 installed: row.get(1)?,
                 installation_id: row.get(2)?,
@@ -84,13 +83,11 @@ impl Facts<'_> {
 
     /// The recorded coverage of one App on a repository, whether or not it is still fresh.
     pub fn coverage(&self, repo_key: &str, app: App) -> Result<Option<CoverageFact>> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT installed, installation_id, default_branch, checked_at, expires_at
-                 FROM coverage WHERE repo_key = ?1 AND app = ?2",
-            )?
-            .query_row(params![repo_key, app.as_str()], |row| {
+        self.optional_row(
+            "SELECT installed, installation_id, default_branch, checked_at, expires_at
+             FROM coverage WHERE repo_key = ?1 AND app = ?2",
+            params![repo_key, app.as_str()],
+            |row| {
                 Ok(CoverageFact {
                     installed: row.get(0)?,
                     installation_id: row.get(1)?,
@@ -98,8 +95,8 @@ impl Facts<'_> {
                     checked_at: row.get(3)?,
                     expires_at: row.get(4)?,
                 })
-            })
-            .optional()?)
+            },
+        )
     }
 }
 

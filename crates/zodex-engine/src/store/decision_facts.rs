@@ -10,7 +10,7 @@
 use super::coverage::{App, CoverageFact};
 use super::grants::{Grant, grant_columns};
 use super::yolo::{YoloScope, yolo_columns};
-use super::{Facts, Result};
+use super::{Facts, Result, params};
 use crate::refscope::patterns_meet;
 
 /// What one decision about a repository reads from the state.
@@ -28,36 +28,53 @@ pub struct DecisionFacts {
     pub passed_over_refs: Vec<String>,
 }
 
-/// Padding so each branch of the union has as many columns as the widest (a grant's 16).
+/// Padding for the columns of the other kinds of row. Each kind has columns of its own (no
+/// column carries a text in one branch and an integer in another), so PostgreSQL, which types
+/// a union's columns, reads the statement as SQLite does.
 macro_rules! nulls {
+    (6) => {
+        "NULL, NULL, NULL, NULL, NULL, NULL"
+    };
     (10) => {
         "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
     };
-    (6) => {
-        "NULL, NULL, NULL, NULL, NULL, NULL"
+    (16) => {
+        "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
     };
 }
 
 /// Column 0 is the kind of row; 1–4 order the candidates (longest-lived first, as the
-/// single-table queries order them); the row's own columns start at [`OWN`].
+/// single-table queries order them); then a coverage row's columns ([`COVERAGE`]), a grant's
+/// ([`GRANT`]) and a YOLO scope's ([`YOLO`]).
 const DECISION_FACTS_SQL: &str = concat!(
     "SELECT 0 AS kind, 0 AS k1, 0 AS k2, 0 AS k3, 0 AS k4, ",
     "app, installed, installation_id, default_branch, checked_at, expires_at, ",
+    nulls!(16),
+    ", ",
     nulls!(10),
     " FROM coverage WHERE repo_key = ?1",
-    " UNION ALL SELECT 1, expires_at IS NULL, expires_at, 0, id, ",
-    grant_columns!(),
-    " FROM grants WHERE repo_key = ?1 AND state = 'active'",
-    " UNION ALL SELECT 2, expires_at IS NULL, expires_at, allow_workflows, id, ",
-    yolo_columns!(),
-    ", ",
+    " UNION ALL SELECT 1, CASE WHEN expires_at IS NULL THEN 1 ELSE 0 END, expires_at, 0, id, ",
     nulls!(6),
+    ", ",
+    grant_columns!(),
+    ", ",
+    nulls!(10),
+    " FROM grants WHERE repo_key = ?1 AND state = 'active'",
+    " UNION ALL SELECT 2, CASE WHEN expires_at IS NULL THEN 1 ELSE 0 END, expires_at, \
+     allow_workflows, id, ",
+    nulls!(6),
+    ", ",
+    nulls!(16),
+    ", ",
+    yolo_columns!(),
     " FROM yolo_scopes WHERE cleared_at IS NULL AND (repo_key = ?1 OR repo_key IS NULL)",
     " ORDER BY kind, k1 DESC, k2 DESC, k3 DESC, k4 DESC"
 );
 
-/// Where a row's own columns start.
-const OWN: usize = 5;
+/// Where each kind's own columns start.
+const COVERAGE: usize = 5;
+const GRANT: usize = COVERAGE + 6;
+const YOLO: usize = GRANT + 16;
 
 impl Facts<'_> {
     /// The facts one decision about `repo_key` needs; candidates are limited to those covering
@@ -67,21 +84,20 @@ impl Facts<'_> {
         repo_key: &str,
         scopes: Option<&[String]>,
     ) -> Result<DecisionFacts> {
-        let mut stmt = self.conn.prepare_cached(DECISION_FACTS_SQL)?;
-        let mut rows = stmt.query([repo_key])?;
+        let rows = self.db.query(DECISION_FACTS_SQL, params![repo_key])?;
         let mut found = DecisionFacts::default();
         let meets = |refs: &[String]| scopes.is_none_or(|scopes| patterns_meet(refs, scopes));
-        while let Some(row) = rows.next()? {
-            match row.get::<_, i64>(0)? {
+        for row in &rows {
+            match row.get::<i64>(0)? {
                 0 => {
                     let fact = CoverageFact {
-                        installed: row.get(OWN + 1)?,
-                        installation_id: row.get(OWN + 2)?,
-                        default_branch: row.get(OWN + 3)?,
-                        checked_at: row.get(OWN + 4)?,
-                        expires_at: row.get(OWN + 5)?,
+                        installed: row.get(COVERAGE + 1)?,
+                        installation_id: row.get(COVERAGE + 2)?,
+                        default_branch: row.get(COVERAGE + 3)?,
+                        checked_at: row.get(COVERAGE + 4)?,
+                        expires_at: row.get(COVERAGE + 5)?,
                     };
-                    let app: String = row.get(OWN)?;
+                    let app: String = row.get(COVERAGE)?;
                     if app == App::Writer.as_str() {
                         found.writer = Some(fact);
                     } else {
@@ -89,7 +105,7 @@ impl Facts<'_> {
                     }
                 }
                 1 if found.grant.is_none() => {
-                    let grant = Grant::from_columns(row, OWN)?;
+                    let grant = Grant::from_columns(row, GRANT)?;
                     if meets(&grant.refs) {
                         found.grant = Some(grant);
                     } else {
@@ -97,7 +113,7 @@ impl Facts<'_> {
                     }
                 }
                 2 if found.yolo.is_none() => {
-                    let scope = YoloScope::from_columns(row, OWN)?;
+                    let scope = YoloScope::from_columns(row, YOLO)?;
                     if meets(&scope.refs) {
                         found.yolo = Some(scope);
                     } else {
@@ -176,9 +192,9 @@ mod tests {
                 at,
             )?;
             if row.ended {
-                f.conn.execute(
+                f.exec(
                     "UPDATE yolo_scopes SET cleared_at = ?1, cleared_by = 'operator' WHERE id = ?2",
-                    rusqlite::params![at, scope.id],
+                    crate::store::params![at, scope.id],
                 )?;
             }
         } else {
@@ -197,9 +213,9 @@ mod tests {
                 at,
             )?;
             if row.ended {
-                f.conn.execute(
+                f.exec(
                     "UPDATE grants SET state = 'revoked', ended_at = ?1, ended_by = 'operator' WHERE id = ?2",
-                    rusqlite::params![at, grant.id],
+                    crate::store::params![at, grant.id],
                 )?;
             }
         }

@@ -1,8 +1,8 @@
 //! Explicit push grants and the agent's pending requests for them.
 
-use super::{Facts, Result, StoreError};
+use super::{Facts, Result, StoreError, params};
 use crate::refscope::patterns_meet;
-use rusqlite::{OptionalExtension, Row, params};
+use zodex_sql::Row;
 
 /// Where a grant is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +26,7 @@ impl GrantState {
         }
     }
 
-    fn parse(text: &str) -> rusqlite::Result<Self> {
+    fn parse(text: &str) -> Result<Self> {
         Ok(match text {
             "pending" => Self::Pending,
             "active" => Self::Active,
@@ -57,7 +57,7 @@ impl GrantVia {
         }
     }
 
-    fn parse(text: &str) -> rusqlite::Result<Self> {
+    fn parse(text: &str) -> Result<Self> {
         match text {
             "gateway" => Ok(Self::Gateway),
             "token" => Ok(Self::Token),
@@ -66,12 +66,11 @@ impl GrantVia {
     }
 }
 
-pub(super) fn bad_column(column: &str, value: &str) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(
-        0,
-        rusqlite::types::Type::Text,
-        format!("unexpected value `{value}` in {column}").into(),
-    )
+/// A stored text none of the column's words reads as: the state was written by hand.
+pub(super) fn bad_column(column: &str, value: &str) -> StoreError {
+    StoreError::Sql(zodex_sql::SqlError::Other(format!(
+        "unexpected value `{value}` in {column}; the state was changed outside zodex-prd"
+    )))
 }
 
 /// A push grant or an agent's request for one, as stored.
@@ -106,7 +105,7 @@ macro_rules! grant_columns {
 pub(super) use grant_columns;
 
 /// A JSON array of patterns in a `ref_patterns` column (NULL: none).
-pub(super) fn patterns_from(column: &str, text: Option<String>) -> rusqlite::Result<Vec<String>> {
+pub(super) fn patterns_from(column: &str, text: Option<String>) -> Result<Vec<String>> {
     match text {
         None => Ok(Vec::new()),
         Some(text) => serde_json::from_str(&text).map_err(|_| bad_column(column, &text)),
@@ -125,22 +124,22 @@ impl Grant {
         self.state == GrantState::Active && self.expires_at.is_none_or(|at| now < at)
     }
 
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+    fn from_row(row: &Row) -> Result<Self> {
         Self::from_columns(row, 0)
     }
 
     /// A grant from [`grant_columns!`] starting at column `at` (read by position: looking a
     /// column up by name scans the names once per field).
-    pub(super) fn from_columns(row: &Row<'_>, at: usize) -> rusqlite::Result<Self> {
+    pub(super) fn from_columns(row: &Row, at: usize) -> Result<Self> {
         Ok(Self {
             id: row.get(at)?,
             repo_key: row.get(at + 1)?,
             repo: row.get(at + 2)?,
-            state: GrantState::parse(&row.get::<_, String>(at + 3)?)?,
+            state: GrantState::parse(&row.get::<String>(at + 3)?)?,
             created_by: row.get(at + 4)?,
             reason: row.get(at + 5)?,
             ttl_seconds: row.get(at + 6)?,
-            via: GrantVia::parse(&row.get::<_, String>(at + 7)?)?,
+            via: GrantVia::parse(&row.get::<String>(at + 7)?)?,
             allow_workflows: row.get(at + 8)?,
             created_at: row.get(at + 9)?,
             activated_at: row.get(at + 10)?,
@@ -179,11 +178,11 @@ impl Facts<'_> {
         } else {
             None
         };
-        self.conn.execute(
+        let id: i64 = self.value(
             "INSERT INTO grants (repo_key, repo_display, state, created_by, reason, ttl_seconds, via,
                                  allow_workflows, created_at, activated_at, expires_at, approved_by,
                                  ref_patterns)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING id",
             params![
                 grant.repo_key,
                 grant.repo,
@@ -200,15 +199,16 @@ impl Facts<'_> {
                 patterns_to(&grant.refs),
             ],
         )?;
-        self.grant(self.conn.last_insert_rowid())
+        self.grant(id)
     }
 
     pub fn grant(&self, id: i64) -> Result<Grant> {
-        self.conn
-            .prepare_cached(concat!("SELECT ", grant_columns!(), " FROM grants WHERE id = ?1"))?
-            .query_row([id], Grant::from_row)
-            .optional()?
-            .ok_or_else(|| {
+        self.optional_row(
+            concat!("SELECT ", grant_columns!(), " FROM grants WHERE id = ?1"),
+            params![id],
+            Grant::from_row,
+        )?
+        .ok_or_else(|| {
                 StoreError::NotFound(format!(
                     "no grant or request #{id}; list them with `zodex sprite github requests` or `status`"
                 ))
@@ -229,14 +229,17 @@ impl Facts<'_> {
         repo_key: &str,
         scopes: Option<&[String]>,
     ) -> Result<Option<Grant>> {
-        let mut stmt = self.conn.prepare_cached(concat!(
-            "SELECT ",
-            grant_columns!(),
-            " FROM grants WHERE repo_key = ?1 AND state = 'active'
-             ORDER BY expires_at IS NULL DESC, expires_at DESC, id DESC"
-        ))?;
-        for grant in stmt.query_map([repo_key], Grant::from_row)? {
-            let grant = grant?;
+        let grants = self.rows(
+            concat!(
+                "SELECT ",
+                grant_columns!(),
+                " FROM grants WHERE repo_key = ?1 AND state = 'active'
+                 ORDER BY expires_at IS NULL DESC, expires_at DESC, id DESC"
+            ),
+            params![repo_key],
+            Grant::from_row,
+        )?;
+        for grant in grants {
             if scopes.is_none_or(|scopes| patterns_meet(&grant.refs, scopes)) {
                 return Ok(Some(grant));
             }
@@ -247,13 +250,15 @@ impl Facts<'_> {
     /// The active grants for a repository (live or past their expiry, not yet swept), newest
     /// first; at most `limit`.
     pub fn active_grants_for(&self, repo_key: &str, limit: u32) -> Result<Vec<Grant>> {
-        let mut stmt = self.conn.prepare_cached(concat!(
-            "SELECT ",
-            grant_columns!(),
-            " FROM grants WHERE repo_key = ?1 AND state = 'active' ORDER BY id DESC LIMIT ?2"
-        ))?;
-        let rows = stmt.query_map(params![repo_key, limit], Grant::from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.rows(
+            concat!(
+                "SELECT ",
+                grant_columns!(),
+                " FROM grants WHERE repo_key = ?1 AND state = 'active' ORDER BY id DESC LIMIT ?2"
+            ),
+            params![repo_key, limit],
+            Grant::from_row,
+        )
     }
 
     /// Grants in the given states, newest first.
@@ -273,37 +278,38 @@ impl Facts<'_> {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<Grant>> {
-        let mut stmt = self.conn.prepare_cached(concat!(
-            "SELECT ",
-            grant_columns!(),
-            " FROM grants WHERE state = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3"
-        ))?;
-        let rows = stmt.query_map(
+        self.rows(
+            concat!(
+                "SELECT ",
+                grant_columns!(),
+                " FROM grants WHERE state = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3"
+            ),
             params![state.as_str(), before.unwrap_or(i64::MAX), limit],
             Grant::from_row,
-        )?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        )
     }
 
     /// How many grants are in `state`.
     pub fn count_grants_in(&self, state: GrantState) -> Result<u64> {
-        Ok(self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM grants WHERE state = ?1")?
-            .query_row([state.as_str()], |row| row.get::<_, i64>(0))?
-            .max(0) as u64)
+        let count: i64 = self.value(
+            "SELECT COUNT(*) FROM grants WHERE state = ?1",
+            params![state.as_str()],
+        )?;
+        Ok(count.max(0) as u64)
     }
 
     /// The agent's pending requests for one repository (normally none or one).
     pub fn pending_requests_for(&self, repo_key: &str) -> Result<Vec<Grant>> {
-        let mut stmt = self.conn.prepare_cached(concat!(
-            "SELECT ",
-            grant_columns!(),
-            " FROM grants WHERE repo_key = ?1 AND state = 'pending' AND created_by = 'agent'
+        self.rows(
+            concat!(
+                "SELECT ",
+                grant_columns!(),
+                " FROM grants WHERE repo_key = ?1 AND state = 'pending' AND created_by = 'agent'
              ORDER BY id"
-        ))?;
-        let rows = stmt.query_map([repo_key], Grant::from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            ),
+            params![repo_key],
+            Grant::from_row,
+        )
     }
 
     /// Why `grant` cannot be `done` (approved, denied): it is not pending. A request the agent
@@ -311,15 +317,12 @@ impl Facts<'_> {
     fn not_pending(&self, grant: &Grant, done: &str) -> Result<StoreError> {
         let id = grant.id;
         if grant.ended_by.as_deref() == Some("agent:replaced") {
-            let replacement: Option<i64> = self
-                .conn
-                .query_row(
-                    "SELECT id FROM grants WHERE repo_key = (SELECT repo_key FROM grants WHERE id = ?1)
-                       AND id > ?1 AND created_by = 'agent' ORDER BY id LIMIT 1",
-                    [id],
-                    |row| row.get(0),
-                )
-                .optional()?;
+            let replacement: Option<i64> = self.optional_row(
+                "SELECT id FROM grants WHERE repo_key = (SELECT repo_key FROM grants WHERE id = ?1)
+                   AND id > ?1 AND created_by = 'agent' ORDER BY id LIMIT 1",
+                params![id],
+                |row| Ok(row.get(0)?),
+            )?;
             if let Some(next) = replacement {
                 return Ok(StoreError::Conflict(format!(
                     "request #{id} was replaced by #{next} (the agent asked again for {}); nothing was {done}; read #{next}'s terms with `zodex sprite github requests`, then approve or deny #{next}",
@@ -342,18 +345,19 @@ impl Facts<'_> {
     /// At most `limit` grants that ended (expired, revoked, denied) at or after `since`,
     /// newest first, and how many there are in all.
     pub fn grants_ended_since(&self, since: i64, limit: u32) -> Result<(Vec<Grant>, u64)> {
-        let mut stmt = self.conn.prepare_cached(concat!(
-            "SELECT ",
-            grant_columns!(),
-            " FROM grants WHERE ended_at >= ?1 ORDER BY ended_at DESC, id DESC LIMIT ?2"
-        ))?;
-        let rows = stmt
-            .query_map(params![since, limit], Grant::from_row)?
-            .collect::<rusqlite::Result<_>>()?;
-        let total: i64 = self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM grants WHERE ended_at >= ?1")?
-            .query_row([since], |row| row.get(0))?;
+        let rows = self.rows(
+            concat!(
+                "SELECT ",
+                grant_columns!(),
+                " FROM grants WHERE ended_at >= ?1 ORDER BY ended_at DESC, id DESC LIMIT ?2"
+            ),
+            params![since, limit],
+            Grant::from_row,
+        )?;
+        let total: i64 = self.value(
+            "SELECT COUNT(*) FROM grants WHERE ended_at >= ?1",
+            params![since],
+        )?;
         Ok((rows, total.max(0) as u64))
     }
 
@@ -369,14 +373,14 @@ impl Facts<'_> {
                      ORDER BY id DESC LIMIT 1 OFFSET ?2), -1))
                AND id NOT IN (SELECT grant_id FROM issued_tokens WHERE grant_id IS NOT NULL
                      AND revoked_at IS NULL AND expires_at > ?3)";
-        self.conn.execute(
+        self.exec(
             &format!("UPDATE issued_tokens SET grant_id = NULL WHERE grant_id IN ({doomed})"),
             params![cutoff, keep, now],
         )?;
-        Ok(self.conn.execute(
+        self.exec(
             &format!("DELETE FROM grants WHERE id IN ({doomed})"),
             params![cutoff, keep, now],
-        )?)
+        )
     }
 
     /// Turns a pending request into an active grant. `ttl_seconds` overrides the requested TTL
@@ -393,7 +397,7 @@ impl Facts<'_> {
             return Err(self.not_pending(&grant, "approved")?);
         }
         let ttl = ttl_seconds.unwrap_or(grant.ttl_seconds);
-        self.conn.execute(
+        self.exec(
             "UPDATE grants SET state = 'active', activated_at = ?2, ttl_seconds = ?3,
                     expires_at = ?4, approved_by = ?5
              WHERE id = ?1 AND state = 'pending'",
@@ -414,13 +418,11 @@ impl Facts<'_> {
 
     /// Revokes every active grant and pending request for a repository; returns them.
     pub fn revoke_grants(&self, repo_key: &str, by: &str, now: i64) -> Result<Vec<Grant>> {
-        let ids: Vec<i64> = self
-            .conn
-            .prepare_cached(
-                "SELECT id FROM grants WHERE repo_key = ?1 AND state IN ('active', 'pending')",
-            )?
-            .query_map([repo_key], |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let ids: Vec<i64> = self.rows(
+            "SELECT id FROM grants WHERE repo_key = ?1 AND state IN ('active', 'pending')",
+            params![repo_key],
+            |row| Ok(row.get(0)?),
+        )?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             self.end_grant(id, GrantState::Revoked, by, now)?;
@@ -431,20 +433,18 @@ impl Facts<'_> {
 
     /// Marks active grants whose TTL has run out as expired; returns them.
     pub fn expire_grants(&self, now: i64) -> Result<Vec<Grant>> {
-        let ids: Vec<i64> = self
-            .conn
-            .prepare_cached(
-                "SELECT id FROM grants WHERE state = 'active' AND expires_at IS NOT NULL
+        let ids: Vec<i64> = self.rows(
+            "SELECT id FROM grants WHERE state = 'active' AND expires_at IS NOT NULL
                  AND expires_at <= ?1",
-            )?
-            .query_map([now], |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+            params![now],
+            |row| Ok(row.get(0)?),
+        )?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            self.conn.execute(
+            self.exec(
                 "UPDATE grants SET state = 'expired', ended_at = expires_at, ended_by = 'ttl'
                  WHERE id = ?1",
-                [id],
+                params![id],
             )?;
             out.push(self.grant(id)?);
         }
@@ -452,7 +452,7 @@ impl Facts<'_> {
     }
 
     fn end_grant(&self, id: i64, state: GrantState, by: &str, now: i64) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE grants SET state = ?2, ended_at = ?3, ended_by = ?4 WHERE id = ?1",
             params![id, state.as_str(), now, by],
         )?;

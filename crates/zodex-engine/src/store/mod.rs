@@ -28,186 +28,205 @@ pub use publications::{Publication, PublicationState};
 pub use tokens::IssuedToken;
 pub use yolo::{NewYolo, YoloScope};
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+mod migrate;
+mod sqlite;
 
-/// The schema version that added the audit's hash chains: rows written before it are linked
-/// when it is applied.
-const AUDIT_CHAIN_VERSION: usize = 3;
+pub use sqlite::SqliteBackend;
+pub use zodex_sql::{Backend, Dialect, SqlError};
 
-/// The migrations, in order. Their position (1-based) is the schema version they bring.
-const MIGRATIONS: &[&str] = &[
-    include_str!("../../../../migrations/0001_initial.sql"),
-    include_str!("../../../../migrations/0002_ref_patterns.sql"),
-    include_str!("../../../../migrations/0003_audit_chain.sql"),
-    include_str!("../../../../migrations/0004_audit_sinks.sql"),
-    include_str!("../../../../migrations/0005_mcp_oauth.sql"),
-    include_str!("../../../../migrations/0006_mcp_oauth_decisions.sql"),
-];
+use std::path::Path;
+use zodex_sql::{Row, ToSql, TxMode};
 
-/// How long a writer waits for another writer before SQLite reports `SQLITE_BUSY`.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Parameters of one statement: `params![a, b]` binds `a` to `?1` and `b` to `?2`.
+macro_rules! params {
+    ($($param:expr),* $(,)?) => {
+        &[$(&$param as &dyn zodex_sql::ToSql),*] as &[&dyn zodex_sql::ToSql]
+    };
+}
+pub(crate) use params;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
-        "state database {path} has schema version {found}, newer than this zodex-prd understands ({known}); run the zodex-prd that wrote it, or a newer one"
+        "state store {location} has schema version {found}, newer than this zodex-prd understands ({known}); run the zodex-prd that wrote it, or a newer one"
     )]
     TooNew {
-        path: PathBuf,
+        location: String,
         found: i64,
         known: i64,
     },
     #[error(
-        "cannot open state database {path}: {source}; check the state directory exists and is writable by the publisher user"
+        "cannot open state database {location}: {source}; check the state directory exists and is writable by the publisher user"
     )]
-    Open {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    #[error("state database error: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Open { location: String, source: SqlError },
+    /// The database cannot be reached, or has no connection free: no decision can be made.
+    #[error("{0}")]
+    Unavailable(SqlError),
+    #[error("{0}")]
+    Sql(SqlError),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
 }
 
+impl From<SqlError> for StoreError {
+    fn from(err: SqlError) -> Self {
+        match err {
+            SqlError::Unreachable(_) | SqlError::Busy(_) => Self::Unavailable(err),
+            other => Self::Sql(other),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(err: rusqlite::Error) -> Self {
+        sqlite::sql_error(err).into()
+    }
+}
+
 pub type Result<T> = std::result::Result<T, StoreError>;
 
-/// A connection to the state database. Open one per thread; SQLite's WAL lets readers run
-/// beside one writer.
+/// One connection to the state (SQLite's file, or a loan from PostgreSQL's pool), used by one
+/// thread at a time. Every operation runs in a transaction: [`Store::read`] or [`Store::write`].
 pub struct Store {
-    conn: Connection,
+    backend: Box<dyn Backend>,
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// Opens (creating if needed) the SQLite database at `path` and brings its schema up to
+    /// date.
     pub fn open(path: &Path) -> Result<Self> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
+        let backend = SqliteBackend::open(path).map_err(|source| StoreError::Open {
+            location: path.display().to_string(),
+            source: sqlite::sql_error(source),
         })?;
-        let mut store = Self { conn };
-        store.configure().map_err(|source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        store.migrate(path)?;
+        Self::on(Box::new(backend))
+    }
+
+    /// A store on `backend`, its schema brought up to date (a database newer than this binary
+    /// is refused).
+    pub fn on(backend: Box<dyn Backend>) -> Result<Self> {
+        let store = Self { backend };
+        migrate::bring_up_to_date(&*store.backend)?;
         Ok(store)
     }
 
-    fn configure(&mut self) -> rusqlite::Result<()> {
-        self.conn.busy_timeout(BUSY_TIMEOUT)?;
-        self.conn
-            .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
-        self.conn.execute_batch(
-            "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY;",
-        )?;
-        self.conn.set_prepared_statement_cache_capacity(64);
-        // Query-planner stability: a plan never depends on the values bound to it. Without
-        // this, SQLite (built with STAT4) marks some cached statements to be re-prepared every
-        // time a parameter is bound, which was most of the cost of loading a decision's facts.
-        self.conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-            true,
-        )?;
-        Ok(())
+    /// Which database this store is on.
+    pub fn dialect(&self) -> Dialect {
+        self.backend.dialect()
     }
 
-    fn migrate(&mut self, path: &Path) -> Result<()> {
-        let known = MIGRATIONS.len() as i64;
-        // IMMEDIATE: two publishers starting at once must not both apply the same migration.
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let found: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-        if found > known {
-            return Err(StoreError::TooNew {
-                path: path.to_path_buf(),
-                found,
-                known,
-            });
-        }
-        for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-            tx.execute_batch(sql)?;
-            if version + 1 == AUDIT_CHAIN_VERSION {
-                audit_chain::link_existing_rows(&tx)?;
-            }
-        }
-        tx.pragma_update(None, "user_version", known)?;
-        tx.commit()?;
-        Ok(())
+    /// Where the store lives, for status and messages (never a password).
+    pub fn describe(&self) -> String {
+        self.backend.describe()
     }
 
     /// The schema version recorded in the database.
     pub fn schema_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA user_version", [], |row| row.get(0))?)
+        migrate::recorded_version(&*self.backend)
     }
 
     /// The newest schema version this binary knows.
     pub fn known_schema_version() -> i64 {
-        MIGRATIONS.len() as i64
+        migrate::KNOWN_VERSION
     }
 
-    /// Runs `f` in one deferred (read) transaction: every fact it reads comes from one snapshot.
-    ///
-    /// `BEGIN` and `COMMIT` are cached statements (a decision is a handful of microseconds of
-    /// SQL; parsing the two every time was a measurable share of it). If `f` fails or panics
-    /// the snapshot is rolled back.
+    /// Runs `f` in one read transaction: every fact it reads comes from one snapshot. If `f`
+    /// fails or panics the snapshot is rolled back.
     pub fn read<T>(&mut self, f: impl FnOnce(&Facts<'_>) -> Result<T>) -> Result<T> {
-        self.conn.prepare_cached("BEGIN DEFERRED")?.execute([])?;
-        let snapshot = OpenSnapshot { conn: &self.conn };
-        let out = f(&Facts { conn: &self.conn })?;
-        snapshot.commit()?;
-        Ok(out)
+        self.transaction(TxMode::Read, f)
     }
 
-    /// Runs `f` in one immediate (write) transaction; on any error nothing it did is kept.
+    /// Runs `f` in one write transaction; on any error nothing it did is kept. Writers are
+    /// serialised across every process on the database.
     pub fn write<T>(&mut self, f: impl FnOnce(&Facts<'_>) -> Result<T>) -> Result<T> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&Facts { conn: &tx })?;
-        tx.commit()?;
+        self.transaction(TxMode::Write, f)
+    }
+
+    fn transaction<T>(
+        &mut self,
+        mode: TxMode,
+        f: impl FnOnce(&Facts<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.backend.begin(mode)?;
+        let open = OpenTransaction {
+            backend: &*self.backend,
+        };
+        let out = f(&Facts { db: &*self.backend })?;
+        open.commit()?;
         Ok(out)
     }
 }
 
-/// A `BEGIN DEFERRED` not yet ended: rolled back when dropped unless committed.
-struct OpenSnapshot<'c> {
-    conn: &'c Connection,
+/// A transaction not yet ended: rolled back when dropped (an error or a panic) unless
+/// committed.
+struct OpenTransaction<'c> {
+    backend: &'c dyn Backend,
 }
 
-impl OpenSnapshot<'_> {
-    /// Ends the snapshot; if `COMMIT` fails, dropping `self` rolls back.
-    fn commit(self) -> rusqlite::Result<()> {
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
+impl OpenTransaction<'_> {
+    /// Ends the transaction; if `COMMIT` fails, dropping `self` rolls back.
+    fn commit(self) -> std::result::Result<(), SqlError> {
+        self.backend.commit()?;
+        std::mem::forget(self);
         Ok(())
     }
 }
 
-impl Drop for OpenSnapshot<'_> {
+impl Drop for OpenTransaction<'_> {
     fn drop(&mut self) {
-        if !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
+        self.backend.rollback();
     }
 }
 
 /// The queries and updates of the state, used inside a [`Store::read`] or [`Store::write`]
 /// transaction. The per-table methods live in this module's files.
 pub struct Facts<'c> {
-    conn: &'c Connection,
+    db: &'c dyn Backend,
+}
+
+impl Facts<'_> {
+    /// Runs one statement; returns how many rows it changed.
+    fn exec(&self, sql: &str, params: &[&dyn ToSql]) -> Result<usize> {
+        Ok(usize::try_from(self.db.execute(sql, params)?).unwrap_or(usize::MAX))
+    }
+
+    /// Every row of one statement, each read by `read`.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        read: impl Fn(&Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        self.db.query(sql, params)?.iter().map(read).collect()
+    }
+
+    /// The first row of one statement, if there is one.
+    fn optional_row<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        read: impl FnOnce(&Row) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.db.query(sql, params)?.first().map(read).transpose()
+    }
+
+    /// The first row of one statement, which must exist (an aggregate, a known key).
+    fn row<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        read: impl FnOnce(&Row) -> Result<T>,
+    ) -> Result<T> {
+        self.optional_row(sql, params, read)?
+            .ok_or(StoreError::Sql(SqlError::NoRow))
+    }
+
+    /// One column of the first row of one statement, which must exist.
+    fn value<T: zodex_sql::FromSql>(&self, sql: &str, params: &[&dyn ToSql]) -> Result<T> {
+        self.row(sql, params, |r| Ok(r.get(0)?))
+    }
 }
 
 #[cfg(test)]
@@ -219,6 +238,14 @@ pub(crate) mod test_support {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("state.db")).unwrap();
         (dir, store)
+    }
+
+    impl Store {
+        /// Runs statements outside any transaction: what a person with the database file (or
+        /// a role that may change it) could do behind the publisher's back.
+        pub fn batch_for_test(&mut self, sql: &str) {
+            self.backend.batch(sql).unwrap();
+        }
     }
 }
 
@@ -237,21 +264,20 @@ mod tests {
         );
         drop(store);
         // Opening again applies nothing twice.
-        let store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         assert_eq!(
             store.schema_version().unwrap(),
             Store::known_schema_version()
         );
-        let mode: String = store
-            .conn
-            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        let (mode, fk): (String, i64) = store
+            .read(|f| {
+                Ok((
+                    f.value("PRAGMA journal_mode", &[])?,
+                    f.value("PRAGMA foreign_keys", &[])?,
+                ))
+            })
             .unwrap();
-        assert_eq!(mode, "wal");
-        let fk: i64 = store
-            .conn
-            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(fk, 1);
+        assert_eq!((mode.as_str(), fk), ("wal", 1));
     }
 
     #[test]
@@ -259,18 +285,10 @@ mod tests {
         let (_dir, mut store) = test_support::temp_store();
         let failed: Result<()> = store.read(|_| Err(StoreError::NotFound("on purpose".into())));
         assert!(failed.is_err());
-        assert!(
-            store.conn.is_autocommit(),
-            "the failed read was rolled back"
-        );
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _ = store.read(|_| -> Result<()> { panic!("on purpose") });
         }));
         assert!(panicked.is_err());
-        assert!(
-            store.conn.is_autocommit(),
-            "the panicking read was rolled back"
-        );
         // Both kinds of transaction still start (no "transaction within a transaction").
         store.read(|f| f.coverage_both("demo/app")).unwrap();
         store
@@ -291,6 +309,26 @@ mod tests {
         let (writer, reader) = store.read(|f| f.coverage_both("demo/app")).unwrap();
         assert_eq!(writer.and_then(|w| w.installation_id), Some(7));
         assert!(reader.is_none());
+        // A failed write keeps nothing.
+        let failed: Result<()> = store.write(|f| {
+            f.record_coverage(
+                "demo/other",
+                App::Reader,
+                &CoverageFact {
+                    installed: false,
+                    installation_id: None,
+                    default_branch: None,
+                    checked_at: 1,
+                    expires_at: 2,
+                },
+            )?;
+            Err(StoreError::Conflict("on purpose".into()))
+        });
+        assert!(failed.is_err());
+        assert_eq!(
+            store.read(|f| f.coverage_both("demo/other")).unwrap(),
+            (None, None)
+        );
     }
 
     #[test]
@@ -298,7 +336,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         drop(Store::open(&path).unwrap());
-        let conn = Connection::open(&path).unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
         conn.pragma_update(None, "user_version", 99).unwrap();
         drop(conn);
         let err = Store::open(&path).err().expect("must refuse");

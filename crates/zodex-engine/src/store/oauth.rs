@@ -5,8 +5,9 @@
 //! authorization server (`publisher::oauth`). Secrets are stored by their SHA-256, except the
 //! signing key, which lives here because only the publisher user can read this file.
 
+use super::params;
 use super::{Facts, Result};
-use rusqlite::{OptionalExtension, Row, params};
+use zodex_sql::Row;
 
 /// The key access tokens are signed with.
 #[derive(Clone)]
@@ -106,10 +107,10 @@ impl OAuthDecision {
 
 const DECISION_COLUMNS: &str = "user_code, approve, decided_by, decided_at, expires_at, withdrawn_at, page_sha256, claimed_at, client_id, client_name, redirect_uri";
 
-fn decision_row(row: &Row<'_>) -> rusqlite::Result<OAuthDecision> {
+fn decision_row(row: &Row) -> Result<OAuthDecision> {
     Ok(OAuthDecision {
         user_code: row.get(0)?,
-        approve: row.get::<_, i64>(1)? == 1,
+        approve: row.get::<i64>(1)? == 1,
         decided_by: row.get(2)?,
         decided_at: row.get(3)?,
         expires_at: row.get(4)?,
@@ -146,7 +147,7 @@ pub struct OAuthRefresh {
 
 const CLIENT_COLUMNS: &str = "client_id, kind, name, redirect_uris, auth_method, secret_sha256, created_at, last_used_at, revoked_at";
 
-fn client_row(row: &Row<'_>) -> rusqlite::Result<OAuthClient> {
+fn client_row(row: &Row) -> Result<OAuthClient> {
     let uris: String = row.get(3)?;
     Ok(OAuthClient {
         client_id: row.get(0)?,
@@ -163,7 +164,7 @@ fn client_row(row: &Row<'_>) -> rusqlite::Result<OAuthClient> {
 
 const AUTHORIZATION_COLUMNS: &str = "id, user_code, client_id, redirect_uri, state, code_challenge, scope, resource, created_at, expires_at, approved_at, denied_at, code_sha256, code_expires_at, code_used_at, family";
 
-fn authorization_row(row: &Row<'_>) -> rusqlite::Result<OAuthAuthorization> {
+fn authorization_row(row: &Row) -> Result<OAuthAuthorization> {
     Ok(OAuthAuthorization {
         id: row.get(0)?,
         user_code: row.get(1)?,
@@ -186,7 +187,7 @@ fn authorization_row(row: &Row<'_>) -> rusqlite::Result<OAuthAuthorization> {
 
 const FAMILY_COLUMNS: &str = "family, client_id, scope, resource, created_at, expires_at, last_used_at, revoked_at, revoked_why";
 
-fn family_row(row: &Row<'_>) -> rusqlite::Result<OAuthFamily> {
+fn family_row(row: &Row) -> Result<OAuthFamily> {
     Ok(OAuthFamily {
         family: row.get(0)?,
         client_id: row.get(1)?,
@@ -203,42 +204,39 @@ fn family_row(row: &Row<'_>) -> rusqlite::Result<OAuthFamily> {
 impl Facts<'_> {
     /// The current signing key, if one was made.
     pub fn oauth_signing_key(&self) -> Result<Option<SigningKey>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT kid, pkcs8, public_key FROM mcp_oauth_keys WHERE retired_at IS NULL
+        self.optional_row(
+            "SELECT kid, pkcs8, public_key FROM mcp_oauth_keys WHERE retired_at IS NULL
                  ORDER BY created_at DESC LIMIT 1",
-                [],
-                |r| {
-                    Ok(SigningKey {
-                        kid: r.get(0)?,
-                        pkcs8: r.get(1)?,
-                        public_key: r.get(2)?,
-                    })
-                },
-            )
-            .optional()?)
+            &[],
+            |r| {
+                Ok(SigningKey {
+                    kid: r.get(0)?,
+                    pkcs8: r.get(1)?,
+                    public_key: r.get(2)?,
+                })
+            },
+        )
     }
 
     /// Retires every current signing key; returns how many.
     pub fn retire_oauth_signing_keys(&self, now: i64) -> Result<usize> {
-        Ok(self.conn.execute(
+        self.exec(
             "UPDATE mcp_oauth_keys SET retired_at = ?1 WHERE retired_at IS NULL",
-            [now],
-        )?)
+            params![now],
+        )
     }
 
     /// Revokes every family not revoked yet; returns how many.
     pub fn revoke_every_oauth_family(&self, why: &str, now: i64) -> Result<usize> {
-        Ok(self.conn.execute(
+        self.exec(
             "UPDATE mcp_oauth_families SET revoked_at = ?1, revoked_why = ?2
              WHERE revoked_at IS NULL AND expires_at > ?1",
             params![now, why],
-        )?)
+        )
     }
 
     pub fn insert_oauth_signing_key(&self, key: &SigningKey, now: i64) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO mcp_oauth_keys (kid, pkcs8, public_key, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![key.kid, key.pkcs8, key.public_key, now],
         )?;
@@ -246,21 +244,18 @@ impl Facts<'_> {
     }
 
     pub fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!("SELECT {CLIENT_COLUMNS} FROM mcp_oauth_clients WHERE client_id = ?1"),
-                [client_id],
-                client_row,
-            )
-            .optional()?)
+        self.optional_row(
+            &format!("SELECT {CLIENT_COLUMNS} FROM mcp_oauth_clients WHERE client_id = ?1"),
+            params![client_id],
+            client_row,
+        )
     }
 
     /// Records a client, or refreshes a metadata-document client's name and redirect URIs
     /// (its document may change); a revoked client stays revoked.
     pub fn upsert_oauth_client(&self, client: &OAuthClient) -> Result<()> {
         let uris = serde_json::to_string(&client.redirect_uris).unwrap_or_else(|_| "[]".into());
-        self.conn.execute(
+        self.exec(
             "INSERT INTO mcp_oauth_clients (client_id, kind, name, redirect_uris, auth_method,
                                             secret_sha256, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -280,7 +275,7 @@ impl Facts<'_> {
     }
 
     pub fn touch_oauth_client(&self, client_id: &str, now: i64) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE mcp_oauth_clients SET last_used_at = ?2 WHERE client_id = ?1",
             params![client_id, now],
         )?;
@@ -289,32 +284,33 @@ impl Facts<'_> {
 
     /// Every client, the most recently used first.
     pub fn oauth_clients(&self) -> Result<Vec<OAuthClient>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {CLIENT_COLUMNS} FROM mcp_oauth_clients
+        self.rows(
+            &format!(
+                "SELECT {CLIENT_COLUMNS} FROM mcp_oauth_clients
              ORDER BY COALESCE(last_used_at, created_at) DESC LIMIT 500"
-        ))?;
-        Ok(stmt
-            .query_map([], client_row)?
-            .collect::<rusqlite::Result<_>>()?)
+            ),
+            &[],
+            client_row,
+        )
     }
 
     /// Marks a client revoked and revokes its families; returns how many families ended, or
     /// `None` when there is no such client.
     pub fn revoke_oauth_client(&self, client_id: &str, now: i64) -> Result<Option<usize>> {
-        let found = self.conn.execute(
+        let found = self.exec(
             "UPDATE mcp_oauth_clients SET revoked_at = COALESCE(revoked_at, ?2) WHERE client_id = ?1",
             params![client_id, now],
         )?;
         if found == 0 {
             return Ok(None);
         }
-        let families = self.conn.execute(
+        let families = self.exec(
             "UPDATE mcp_oauth_families SET revoked_at = ?2, revoked_why = 'revoked by the operator'
              WHERE client_id = ?1 AND revoked_at IS NULL",
             params![client_id, now],
         )?;
         // Authorizations still waiting for consent or for their code exchange end too.
-        self.conn.execute(
+        self.exec(
             "UPDATE mcp_oauth_authorizations SET denied_at = ?2
              WHERE client_id = ?1 AND denied_at IS NULL AND code_used_at IS NULL",
             params![client_id, now],
@@ -323,11 +319,11 @@ impl Facts<'_> {
     }
 
     pub fn insert_oauth_authorization(&self, a: &NewAuthorization<'_>) -> Result<i64> {
-        self.conn.execute(
+        self.value(
             "INSERT INTO mcp_oauth_authorizations (user_code, browser_sha256, client_id,
                  redirect_uri, code_challenge, scope, resource, created_at, expires_at,
                  approved_at, approved_by, code_sha256, code_expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING id",
             params![
                 a.user_code,
                 a.page_sha256,
@@ -343,44 +339,36 @@ impl Facts<'_> {
                 a.code_sha256,
                 a.code_expires_at
             ],
-        )?;
-        Ok(self.conn.last_insert_rowid())
+        )
     }
 
     pub fn oauth_authorization_by_code(
         &self,
         code_sha256: &str,
     ) -> Result<Option<OAuthAuthorization>> {
-        Ok(self
-            .conn
-            .query_row(
+        self.optional_row(
                 &format!(
                     "SELECT {AUTHORIZATION_COLUMNS} FROM mcp_oauth_authorizations WHERE code_sha256 = ?1"
                 ),
-                [code_sha256],
+                params![code_sha256],
                 authorization_row,
-            )
-            .optional()?)
+)
     }
 
     /// Whether an authorization (an earlier page's) already holds `user_code`.
     pub fn oauth_user_code_taken(&self, user_code: &str) -> Result<bool> {
-        Ok(self.conn.query_row(
+        self.value(
             "SELECT EXISTS (SELECT 1 FROM mcp_oauth_authorizations WHERE user_code = ?1)",
-            [user_code],
-            |r| r.get(0),
-        )?)
+            params![user_code],
+        )
     }
 
     pub fn oauth_decision(&self, user_code: &str) -> Result<Option<OAuthDecision>> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!("SELECT {DECISION_COLUMNS} FROM mcp_oauth_decisions WHERE user_code = ?1"),
-                [user_code],
-                decision_row,
-            )
-            .optional()?)
+        self.optional_row(
+            &format!("SELECT {DECISION_COLUMNS} FROM mcp_oauth_decisions WHERE user_code = ?1"),
+            params![user_code],
+            decision_row,
+        )
     }
 
     /// Records the operator's decision on `user_code`, replacing one no longer in force.
@@ -392,10 +380,14 @@ impl Facts<'_> {
         now: i64,
         expires_at: i64,
     ) -> Result<()> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO mcp_oauth_decisions
+        self.exec(
+            "INSERT INTO mcp_oauth_decisions
                  (user_code, approve, decided_by, decided_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (user_code) DO UPDATE SET approve = excluded.approve,
+                 decided_by = excluded.decided_by, decided_at = excluded.decided_at,
+                 expires_at = excluded.expires_at, withdrawn_at = NULL, page_sha256 = NULL,
+                 claimed_at = NULL, client_id = NULL, client_name = NULL, redirect_uri = NULL",
             params![user_code, approve as i64, by, now, expires_at],
         )?;
         Ok(())
@@ -412,7 +404,7 @@ impl Facts<'_> {
         redirect_uri: &str,
         now: i64,
     ) -> Result<bool> {
-        Ok(self.conn.execute(
+        Ok(self.exec(
             "UPDATE mcp_oauth_decisions SET page_sha256 = ?2, claimed_at = ?6, client_id = ?3,
                  client_name = ?4, redirect_uri = ?5
              WHERE user_code = ?1 AND approve = 1 AND claimed_at IS NULL
@@ -430,7 +422,7 @@ impl Facts<'_> {
 
     /// Withdraws an approval no page claimed; false when a page claimed it first.
     pub fn withdraw_oauth_decision(&self, user_code: &str, now: i64) -> Result<bool> {
-        Ok(self.conn.execute(
+        Ok(self.exec(
             "UPDATE mcp_oauth_decisions SET withdrawn_at = ?2
              WHERE user_code = ?1 AND claimed_at IS NULL AND withdrawn_at IS NULL",
             params![user_code, now],
@@ -439,19 +431,20 @@ impl Facts<'_> {
 
     /// Approvals a page has not claimed yet (the operator's `approve` is waiting on them).
     pub fn unclaimed_oauth_approvals(&self, now: i64) -> Result<Vec<OAuthDecision>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {DECISION_COLUMNS} FROM mcp_oauth_decisions
+        self.rows(
+            &format!(
+                "SELECT {DECISION_COLUMNS} FROM mcp_oauth_decisions
              WHERE approve = 1 AND claimed_at IS NULL AND withdrawn_at IS NULL AND expires_at > ?1
              ORDER BY decided_at DESC LIMIT 50"
-        ))?;
-        Ok(stmt
-            .query_map([now], decision_row)?
-            .collect::<rusqlite::Result<_>>()?)
+            ),
+            params![now],
+            decision_row,
+        )
     }
 
     /// Marks a code used and names the family its tokens belong to; false when it was used.
     pub fn use_oauth_code(&self, id: i64, family: &str, now: i64) -> Result<bool> {
-        Ok(self.conn.execute(
+        Ok(self.exec(
             "UPDATE mcp_oauth_authorizations SET code_used_at = ?2, family = ?3
              WHERE id = ?1 AND code_used_at IS NULL",
             params![id, now, family],
@@ -459,7 +452,7 @@ impl Facts<'_> {
     }
 
     pub fn insert_oauth_family(&self, f: &OAuthFamily) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO mcp_oauth_families (family, client_id, scope, resource, created_at,
                                              expires_at, last_used_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?5)",
@@ -476,41 +469,38 @@ impl Facts<'_> {
     }
 
     pub fn oauth_family(&self, family: &str) -> Result<Option<OAuthFamily>> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!("SELECT {FAMILY_COLUMNS} FROM mcp_oauth_families WHERE family = ?1"),
-                [family],
-                family_row,
-            )
-            .optional()?)
+        self.optional_row(
+            &format!("SELECT {FAMILY_COLUMNS} FROM mcp_oauth_families WHERE family = ?1"),
+            params![family],
+            family_row,
+        )
     }
 
     /// Families not revoked and not expired, the most recently used first.
     pub fn live_oauth_families(&self, now: i64) -> Result<Vec<OAuthFamily>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {FAMILY_COLUMNS} FROM mcp_oauth_families
+        self.rows(
+            &format!(
+                "SELECT {FAMILY_COLUMNS} FROM mcp_oauth_families
              WHERE revoked_at IS NULL AND expires_at > ?1
              ORDER BY last_used_at DESC LIMIT 500"
-        ))?;
-        Ok(stmt
-            .query_map([now], family_row)?
-            .collect::<rusqlite::Result<_>>()?)
+            ),
+            params![now],
+            family_row,
+        )
     }
 
     /// Families revoked at or after `since` (their access tokens may still be unexpired).
     pub fn recently_revoked_oauth_families(&self, since: i64) -> Result<Vec<String>> {
-        let mut stmt = self.conn.prepare(
+        self.rows(
             "SELECT family FROM mcp_oauth_families WHERE revoked_at >= ?1 ORDER BY family",
-        )?;
-        Ok(stmt
-            .query_map([since], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?)
+            params![since],
+            |r| Ok(r.get(0)?),
+        )
     }
 
     /// Revokes a family; false when it already was.
     pub fn revoke_oauth_family(&self, family: &str, why: &str, now: i64) -> Result<bool> {
-        Ok(self.conn.execute(
+        Ok(self.exec(
             "UPDATE mcp_oauth_families SET revoked_at = ?2, revoked_why = ?3
              WHERE family = ?1 AND revoked_at IS NULL",
             params![family, now, why],
@@ -518,7 +508,7 @@ impl Facts<'_> {
     }
 
     pub fn touch_oauth_family(&self, family: &str, now: i64) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "UPDATE mcp_oauth_families SET last_used_at = ?2 WHERE family = ?1",
             params![family, now],
         )?;
@@ -526,7 +516,7 @@ impl Facts<'_> {
     }
 
     pub fn insert_oauth_refresh(&self, token_sha256: &str, family: &str, now: i64) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO mcp_oauth_refresh_tokens (token_sha256, family, issued_at) VALUES (?1, ?2, ?3)",
             params![token_sha256, family, now],
         )?;
@@ -534,11 +524,9 @@ impl Facts<'_> {
     }
 
     pub fn oauth_refresh(&self, token_sha256: &str) -> Result<Option<OAuthRefresh>> {
-        Ok(self
-            .conn
-            .query_row(
+        self.optional_row(
                 "SELECT family, issued_at, used_at FROM mcp_oauth_refresh_tokens WHERE token_sha256 = ?1",
-                [token_sha256],
+                params![token_sha256],
                 |r| {
                     Ok(OAuthRefresh {
                         family: r.get(0)?,
@@ -546,31 +534,27 @@ impl Facts<'_> {
                         used_at: r.get(2)?,
                     })
                 },
-            )
-            .optional()?)
+)
     }
 
     /// Marks a refresh token used; false when it already was (a replay).
     pub fn use_oauth_refresh(&self, token_sha256: &str, now: i64) -> Result<bool> {
-        Ok(self.conn.execute(
+        Ok(self.exec(
             "UPDATE mcp_oauth_refresh_tokens SET used_at = ?2 WHERE token_sha256 = ?1 AND used_at IS NULL",
             params![token_sha256, now],
         )? == 1)
     }
 
     pub fn oauth_setting(&self, name: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT value FROM mcp_oauth_settings WHERE name = ?1",
-                [name],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.optional_row(
+            "SELECT value FROM mcp_oauth_settings WHERE name = ?1",
+            params![name],
+            |r| Ok(r.get(0)?),
+        )
     }
 
     pub fn set_oauth_setting(&self, name: &str, value: &str) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "INSERT INTO mcp_oauth_settings (name, value) VALUES (?1, ?2)
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             params![name, value],
@@ -581,20 +565,20 @@ impl Facts<'_> {
     /// Forgets decisions and authorizations that ended before `before`, and the refresh
     /// tokens of families that ended before it.
     pub fn prune_oauth(&self, before: i64) -> Result<()> {
-        self.conn.execute(
+        self.exec(
             "DELETE FROM mcp_oauth_decisions WHERE expires_at < ?1",
-            [before],
+            params![before],
         )?;
-        self.conn.execute(
+        self.exec(
             "DELETE FROM mcp_oauth_authorizations
              WHERE expires_at < ?1 AND (code_expires_at IS NULL OR code_expires_at < ?1)",
-            [before],
+            params![before],
         )?;
-        self.conn.execute(
+        self.exec(
             "DELETE FROM mcp_oauth_refresh_tokens WHERE family IN
                (SELECT family FROM mcp_oauth_families
                 WHERE expires_at < ?1 OR revoked_at < ?1)",
-            [before],
+            params![before],
         )?;
         Ok(())
     }

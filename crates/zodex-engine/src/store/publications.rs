@@ -1,8 +1,8 @@
 //! Review-first publications, keyed by an idempotency key so a retried publish finds the
 //! branch and pull request of the first attempt instead of making new ones.
 
+use super::params;
 use super::{Facts, Result};
-use rusqlite::{OptionalExtension, params};
 
 /// Where a publication is. `Pushing` is recorded before the branch goes up (a crash leaves a
 /// branch a retry reuses), `Pushed` once GitHub has it, `Opened` with the pull request;
@@ -32,17 +32,6 @@ impl PublicationState {
     }
 }
 
-impl rusqlite::types::FromSql for PublicationState {
-    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        let text = value.as_str()?;
-        Self::parse(text).ok_or_else(|| {
-            rusqlite::types::FromSqlError::Other(
-                format!("unknown publication state {text:?}").into(),
-            )
-        })
-    }
-}
-
 /// A publication under its idempotency key: its branch, and its pull request once opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publication {
@@ -58,13 +47,12 @@ pub struct Publication {
 
 impl Facts<'_> {
     pub fn publication(&self, key: &str) -> Result<Option<Publication>> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT idempotency_key, repo_key, branch, base, pr_number, url, state, error
-                 FROM publications WHERE idempotency_key = ?1",
-            )?
-            .query_row(params![key], |row| {
+        self.optional_row(
+            "SELECT idempotency_key, repo_key, branch, base, pr_number, url, state, error
+             FROM publications WHERE idempotency_key = ?1",
+            params![key],
+            |row| {
+                let state: String = row.get(6)?;
                 Ok(Publication {
                     idempotency_key: row.get(0)?,
                     repo_key: row.get(1)?,
@@ -72,24 +60,23 @@ impl Facts<'_> {
                     base: row.get(3)?,
                     pr_number: row.get(4)?,
                     url: row.get(5)?,
-                    state: row.get(6)?,
+                    state: PublicationState::parse(&state)
+                        .ok_or_else(|| super::grants::bad_column("publications.state", &state))?,
                     error: row.get(7)?,
                 })
-            })
-            .optional()?)
+            },
+        )
     }
 
     /// Inserts or replaces the row for `p.idempotency_key`.
     pub fn save_publication(&self, p: &Publication, now: i64) -> Result<()> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO publications (idempotency_key, repo_key, branch, base, pr_number, url,
+        self.exec(
+            "INSERT INTO publications (idempotency_key, repo_key, branch, base, pr_number, url,
                      state, error, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
                  ON CONFLICT (idempotency_key) DO UPDATE SET branch = ?3, base = ?4,
                      pr_number = ?5, url = ?6, state = ?7, error = ?8, updated_at = ?9",
-            )?
-            .execute(params![
+            params![
                 p.idempotency_key,
                 p.repo_key,
                 p.branch,
@@ -99,7 +86,8 @@ impl Facts<'_> {
                 p.state.as_str(),
                 p.error,
                 now
-            ])?;
+            ],
+        )?;
         Ok(())
     }
 }

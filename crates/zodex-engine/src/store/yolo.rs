@@ -1,9 +1,9 @@
 //! YOLO scopes: time-boxed push authority over one repository or every installed one.
 
 use super::grants::{patterns_from, patterns_to};
-use super::{Facts, Result};
+use super::{Facts, Result, params};
 use crate::refscope::patterns_meet;
-use rusqlite::{Row, params};
+use zodex_sql::Row;
 
 /// The columns of a scope, in the order [`YoloScope::from_columns`] reads them.
 macro_rules! yolo_columns {
@@ -36,12 +36,12 @@ impl YoloScope {
         self.cleared_at.is_none() && self.expires_at.is_none_or(|at| now < at)
     }
 
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+    fn from_row(row: &Row) -> Result<Self> {
         Self::from_columns(row, 0)
     }
 
     /// A scope from [`yolo_columns!`] starting at column `at` (read by position).
-    pub(super) fn from_columns(row: &Row<'_>, at: usize) -> rusqlite::Result<Self> {
+    pub(super) fn from_columns(row: &Row, at: usize) -> Result<Self> {
         Ok(Self {
             id: row.get(at)?,
             repo_key: row.get(at + 1)?,
@@ -71,10 +71,10 @@ pub struct NewYolo {
 impl Facts<'_> {
     pub fn insert_yolo(&self, scope: &NewYolo, now: i64) -> Result<YoloScope> {
         let (key, display) = scope.repo.clone().unzip();
-        self.conn.execute(
+        let id: i64 = self.value(
             "INSERT INTO yolo_scopes (repo_key, repo_display, allow_workflows, created_at, expires_at,
                                       created_by, ref_patterns)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
             params![
                 key,
                 display,
@@ -85,15 +85,15 @@ impl Facts<'_> {
                 patterns_to(&scope.refs),
             ],
         )?;
-        let id = self.conn.last_insert_rowid();
-        Ok(self
-            .conn
-            .prepare_cached(concat!(
+        self.row(
+            concat!(
                 "SELECT ",
                 yolo_columns!(),
                 " FROM yolo_scopes WHERE id = ?1"
-            ))?
-            .query_row([id], YoloScope::from_row)?)
+            ),
+            params![id],
+            YoloScope::from_row,
+        )
     }
 
     /// The uncleared scope covering a repository that reaches furthest: a scope naming the
@@ -109,16 +109,18 @@ impl Facts<'_> {
         repo_key: &str,
         scopes: Option<&[String]>,
     ) -> Result<Option<YoloScope>> {
-        let mut stmt = self.conn.prepare_cached(concat!(
-            "SELECT ",
-            yolo_columns!(),
-            " FROM yolo_scopes
-             WHERE cleared_at IS NULL AND (repo_key = ?1 OR repo_key IS NULL)
-             ORDER BY expires_at IS NULL DESC, expires_at DESC, allow_workflows DESC, id DESC"
-        ))?;
-        let rows = stmt.query_map([repo_key], YoloScope::from_row)?;
+        let rows = self.rows(
+            concat!(
+                "SELECT ",
+                yolo_columns!(),
+                " FROM yolo_scopes
+                 WHERE cleared_at IS NULL AND (repo_key = ?1 OR repo_key IS NULL)
+                 ORDER BY expires_at IS NULL DESC, expires_at DESC, allow_workflows DESC, id DESC"
+            ),
+            params![repo_key],
+            YoloScope::from_row,
+        )?;
         for scope in rows {
-            let scope = scope?;
             if scopes.is_none_or(|scopes| patterns_meet(&scope.refs, scopes)) {
                 return Ok(Some(scope));
             }
@@ -128,19 +130,21 @@ impl Facts<'_> {
 
     /// Scopes not cleared, newest first (expired ones included: callers show them as expired).
     pub fn uncleared_yolo(&self) -> Result<Vec<YoloScope>> {
-        let mut stmt = self.conn.prepare_cached(concat!(
-            "SELECT ",
-            yolo_columns!(),
-            " FROM yolo_scopes WHERE cleared_at IS NULL ORDER BY id DESC"
-        ))?;
-        let rows = stmt.query_map([], YoloScope::from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.rows(
+            concat!(
+                "SELECT ",
+                yolo_columns!(),
+                " FROM yolo_scopes WHERE cleared_at IS NULL ORDER BY id DESC"
+            ),
+            &[],
+            YoloScope::from_row,
+        )
     }
 
     /// Clears every scope (`zodex sprite github default`); explicit grants are untouched.
     pub fn clear_yolo(&self, by: &str, now: i64) -> Result<Vec<YoloScope>> {
         let live = self.uncleared_yolo()?;
-        self.conn.execute(
+        self.exec(
             "UPDATE yolo_scopes SET cleared_at = ?1, cleared_by = ?2 WHERE cleared_at IS NULL",
             params![now, by],
         )?;
