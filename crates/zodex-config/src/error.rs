@@ -36,6 +36,8 @@ pub enum SettingError {
     TestClockFile,
     #[error(transparent)]
     AuditSink(#[from] AuditSinkError),
+    #[error(transparent)]
+    Store(#[from] super::StoreSettingError),
     #[error("audit sink name {0:?} is used twice")]
     AuditSinkNameTwice(String),
     #[error("max_pending_requests = {0} is out of range; use 1 to 10000 (default 20)")]

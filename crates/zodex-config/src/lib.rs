@@ -36,7 +36,11 @@ use std::path::{Path, PathBuf};
 use zodex_engine::targets::{TargetSpec, Targets};
 
 mod error;
+mod store;
 pub use error::{AuditSinkError, ConfigError, SettingError};
+pub use store::{
+    PostgresLocation, STORE_PASSWORD_ENV, StoreConfig, StoreLocation, StoreSettingError,
+};
 /// The `[mcp]` table, `zodex-agent serve`'s and the publisher's one type; the MCP key's hash
 /// and its file, which the publisher writes and `zodex-agent serve` reads.
 pub use zodex_mcp_settings::{KeyHash as McpKeyHash, McpConfig};
@@ -116,6 +120,10 @@ pub struct Config {
     /// all of them together may hold. Safe defaults when absent ([`AgentLimits::default`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_limits: Option<AgentLimits>,
+    /// `[store]`: the publisher's state in PostgreSQL (`url = "postgres://…"`), which several
+    /// publishers may share. Absent: SQLite in `state_dir`, the embedded default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreConfig>,
     /// A test build's clock: the publisher's time is the system's plus the whole seconds this
     /// file holds, so a test advances time instead of sleeping. A release build refuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,6 +324,8 @@ pub struct Checked {
     pub pr_branch_prefix: String,
     /// `[mcp]`'s OAuth settings; `None`: OAuth is off.
     pub mcp_oauth: Option<McpOAuthConfig>,
+    /// Where the state lives: `[store]`, or SQLite in `state_dir`.
+    pub store: StoreLocation,
 }
 
 /// `[mcp] public_url`, `oauth_file` and `oauth_cimd_private_hosts`, as the publisher reads them.
@@ -334,6 +344,7 @@ impl Checked {
             limits: config.limits()?,
             agent_limits: config.agent_limits()?,
             pr_branch_prefix: config.pr_branch_prefix()?,
+            store: config.store_location()?,
             mcp_oauth: config
                 .mcp_oauth()?
                 .map(|(public_url, file, private_hosts)| McpOAuthConfig {
@@ -489,6 +500,14 @@ impl Config {
 
     pub fn state_db(&self) -> PathBuf {
         self.state_dir.join("state.db")
+    }
+
+    /// Where the state lives: `[store]`'s database, or SQLite's file in `state_dir`.
+    pub fn store_location(&self) -> Result<StoreLocation, SettingError> {
+        match &self.store {
+            None => Ok(StoreLocation::Sqlite(self.state_db())),
+            Some(table) => Ok(table.location()?),
+        }
     }
 
     pub fn to_toml(&self) -> String {

@@ -6,6 +6,7 @@
 mod audit;
 mod audit_chain;
 mod audit_export;
+mod copy;
 mod coverage;
 mod decision_facts;
 mod grants;
@@ -17,6 +18,7 @@ mod yolo;
 pub use audit::{AuditEntry, AuditFilter, AuditRow};
 pub use audit_chain::{AuditVerification, Chain, ChainCheck, ChainHead, GENESIS};
 pub use audit_export::{AuditRecord, SinkCursor};
+pub use copy::{CopyReport, copy_state};
 pub use coverage::{App, CoverageFact};
 pub use decision_facts::DecisionFacts;
 pub use grants::{Grant, GrantState, GrantVia, NewGrant};
