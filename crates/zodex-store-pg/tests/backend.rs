@@ -335,3 +335,32 @@ fn describe_names_the_database_without_a_password() {
     assert_eq!(store.backend().describe(), described);
     assert_eq!(store.backend().dialect(), zodex_sql::Dialect::Postgres);
 }
+
+#[test]
+fn each_spelling_of_a_socket_url_reaches_the_server() {
+    let url = temp::fresh_database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let dir = temp::shared().dir().display().to_string();
+    let encoded = dir.replace('/', "%2F");
+    for spelling in [
+        url.clone(),
+        format!("postgres://zodex@{encoded}/{db}"),
+        format!("postgres://zodex@/{db}?host={dir}"),
+        format!("host={dir} user=zodex dbname={db}"),
+    ] {
+        let store = PgStore::connect(&PgSettings::new(spelling.as_str())).unwrap();
+        let rows = store
+            .backend()
+            .query("SELECT current_database()::text", &[])
+            .unwrap();
+        assert_eq!(rows[0].get::<String>(0).unwrap(), db, "{spelling}");
+    }
+}
+
+#[test]
+fn stores_are_shared_across_threads_and_backends_move_between_them() {
+    fn clone_send_sync<T: Clone + Send + Sync>() {}
+    fn send<T: Send>() {}
+    clone_send_sync::<PgStore>();
+    send::<zodex_store_pg::PgBackend>();
+}

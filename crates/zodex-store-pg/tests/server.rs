@@ -203,3 +203,52 @@ fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
+
+#[test]
+fn the_password_in_settings_overrides_the_urls_and_never_shows_in_errors() {
+    let dir = short_dir();
+    let server = TempServer::start(
+        dir.path(),
+        TempOptions {
+            fast: true,
+            port: None,
+        },
+    )
+    .unwrap();
+    server.create_database("auth").unwrap();
+    let admin = PgStore::connect(&PgSettings::new(server.url("auth"))).unwrap();
+    let db = admin.backend();
+    db.batch(&format!("ALTER ROLE zodex PASSWORD '{PASSWORD}'"))
+        .unwrap();
+    std::fs::write(
+        server.dir().join("data/pg_hba.conf"),
+        "local all all scram-sha-256\n",
+    )
+    .unwrap();
+    db.query("SELECT pg_reload_conf()", &[]).unwrap();
+    drop((db, admin));
+
+    let url = server
+        .url("auth")
+        .replace("zodex@", "zodex:wrong-password@");
+    let with_password = PgStore::connect(&settings(url.clone())).unwrap();
+    let rows = with_password
+        .backend()
+        .query("SELECT 1::bigint", &[])
+        .unwrap();
+    assert_eq!(rows[0].get::<i64>(0).unwrap(), 1);
+
+    let mut wrong = settings(url);
+    wrong.password = Some(format!("{PASSWORD}-but-wrong"));
+    let err = PgStore::connect(&wrong)
+        .unwrap()
+        .backend()
+        .begin(TxMode::Read)
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("password authentication failed"), "{text}");
+    assert!(
+        !text.contains(PASSWORD) && !text.contains("wrong-password"),
+        "{text}"
+    );
+}
