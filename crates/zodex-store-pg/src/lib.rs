@@ -96,8 +96,9 @@ impl Drop for OwnedRuntime {
 
 /// What every backend of one store shares.
 pub(crate) struct Shared {
-    runtime: OwnedRuntime,
+    /// Declared before the runtime, so idle connections close while it still runs.
     pub(crate) pool: Pool,
+    runtime: OwnedRuntime,
     /// Where the database is, for messages: the URL's host, port and database, no password.
     pub(crate) describe: String,
     /// The pool's wait timeout, also the longest wait for the write lock.

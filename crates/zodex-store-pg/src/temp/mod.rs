@@ -70,7 +70,7 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TempError {
 /// A running private PostgreSQL server. Stopped by [`stop`](Self::stop) or when dropped.
 pub struct TempServer {
     dir: PathBuf,
-    bin: PathBuf,
+    pg_ctl: PathBuf,
     /// The user (uid, gid) the server runs as when this process is root.
     run_as: Option<(u32, u32)>,
     options: TempOptions,
@@ -106,10 +106,7 @@ impl TempServer {
             });
         }
         let initdb = find_bin("initdb")?;
-        let bin = initdb.parent().unwrap_or(Path::new("/")).to_path_buf();
-        if !bin.join("pg_ctl").exists() {
-            find_bin("pg_ctl")?;
-        }
+        let pg_ctl = find_bin("pg_ctl")?;
         let run_as = if is_root() {
             Some(system_user()?)
         } else {
@@ -123,7 +120,7 @@ impl TempServer {
         }
         let server = TempServer {
             dir,
-            bin,
+            pg_ctl,
             run_as,
             options,
             running: AtomicBool::new(false),
@@ -175,7 +172,7 @@ impl TempServer {
         let log = self.log();
         self.run(
             "pg_ctl start",
-            &self.bin.join("pg_ctl"),
+            &self.pg_ctl,
             &[
                 OsStr::new("-D"),
                 data.as_os_str(),
@@ -206,7 +203,7 @@ impl TempServer {
         let data = self.data();
         self.run(
             "pg_ctl stop",
-            &self.bin.join("pg_ctl"),
+            &self.pg_ctl,
             &[
                 OsStr::new("-D"),
                 data.as_os_str(),
@@ -384,4 +381,23 @@ fn system_user() -> Result<(u32, u32), TempError> {
         .ok_or(TempError::Missing(
             "a postgres (or nobody) user to run the server as",
         ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_directory_becomes_a_url_host() {
+        assert_eq!(
+            encode_path(Path::new("/tmp/zodex-pg 1")),
+            "%2Ftmp%2Fzodex-pg%201"
+        );
+    }
+
+    #[test]
+    fn a_missing_program_says_what_to_install() {
+        let text = TempError::Missing("initdb").to_string();
+        assert!(text.starts_with("initdb not found: install Debian's postgresql package"));
+    }
 }
