@@ -364,3 +364,36 @@ fn stores_are_shared_across_threads_and_backends_move_between_them() {
     clone_send_sync::<PgStore>();
     send::<zodex_store_pg::PgBackend>();
 }
+
+#[test]
+fn concurrent_read_modify_write_transactions_lose_no_update() {
+    let store = store_with(|s| s.pool_size = 4);
+    store
+        .backend()
+        .batch("CREATE TABLE c (n BIGINT NOT NULL); INSERT INTO c VALUES (0)")
+        .unwrap();
+    let (threads, rounds) = (6, 40);
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let db = store.backend();
+                for _ in 0..rounds {
+                    db.begin(TxMode::Write).unwrap();
+                    // Read, then write what was read plus one: without the write lock two
+                    // transactions would read the same n and one increment would be lost.
+                    let n: i64 = db.query("SELECT n FROM c", &[]).unwrap()[0].get(0).unwrap();
+                    db.execute("UPDATE c SET n = ?1", &[&(n + 1)]).unwrap();
+                    db.commit().unwrap();
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let n: i64 = store.backend().query("SELECT n FROM c", &[]).unwrap()[0]
+        .get(0)
+        .unwrap();
+    assert_eq!(n, threads * rounds);
+}
