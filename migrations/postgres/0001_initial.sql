@@ -261,3 +261,35 @@ CREATE TABLE mcp_oauth_decisions (
     client_name  TEXT,
     redirect_uri TEXT
 );
+
+-- Pruning the audit: the one way rows leave audit_events. The role the publisher connects as
+-- may only INSERT and SELECT there (`zodex-prd store init` grants exactly that); this
+-- function runs with its owner's rights and removes only from a chain's start, up to
+-- sequence number `through`, recording the last removed row as the chain's new base, so what
+-- stays is checkable from there and the removal itself is on record. Returns the rows removed.
+CREATE FUNCTION zodex_prune_chain(p_chain TEXT, p_through BIGINT, p_now BIGINT) RETURNS BIGINT
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    schema_name TEXT := (SELECT nspname FROM pg_namespace n JOIN pg_proc p ON p.pronamespace = n.oid
+                         WHERE p.proname = 'zodex_prune_chain' LIMIT 1);
+    last_seq  BIGINT;
+    last_link TEXT;
+    gone      BIGINT;
+BEGIN
+    EXECUTE format('SELECT seq, link FROM %I.audit_events WHERE chain = $1 AND seq <= $2
+                    ORDER BY seq DESC LIMIT 1', schema_name)
+        INTO last_seq, last_link USING p_chain, p_through;
+    IF last_seq IS NULL THEN
+        RETURN 0;
+    END IF;
+    EXECUTE format('UPDATE %I.issued_tokens SET audit_id = NULL WHERE audit_id IN
+                    (SELECT id FROM %I.audit_events WHERE chain = $1 AND seq <= $2)',
+                   schema_name, schema_name) USING p_chain, last_seq;
+    EXECUTE format('DELETE FROM %I.audit_events WHERE chain = $1 AND seq <= $2', schema_name)
+        USING p_chain, last_seq;
+    GET DIAGNOSTICS gone = ROW_COUNT;
+    EXECUTE format('UPDATE %I.audit_chains SET base_seq = $2, base_link = $3,
+                        pruned_rows = pruned_rows + $4, pruned_at = $5 WHERE chain = $1',
+                   schema_name) USING p_chain, last_seq, last_link, gone, p_now;
+    RETURN gone;
+END $$;

@@ -11,6 +11,7 @@ pub mod local;
 pub mod pipe;
 pub mod prd;
 pub mod prd_install;
+pub mod prd_store;
 pub mod proofs;
 pub mod publish;
 pub mod remote_helper;

@@ -130,6 +130,12 @@ enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// The state store: check it, prepare a PostgreSQL database for publishers, or copy a
+    /// store into another (`zodex-prd store --help`).
+    Store {
+        #[command(subcommand)]
+        command: super::prd_store::StoreCommand,
+    },
     /// Internal: index one bundle's pack into a quarantine, under the resource limits the
     /// daemon set; the daemon runs this itself (see `publisher::publish::indexer`).
     #[command(name = indexer::SUBCOMMAND, hide = true)]
@@ -244,6 +250,7 @@ pub fn main() -> i32 {
         Command::Policy {
             command: PolicyCommand::Prove { dir, config, json },
         } => prove(dir, config, json),
+        Command::Store { command } => super::prd_store::run(command),
         Command::IndexPack {
             bundle,
             offset,

@@ -44,4 +44,5 @@ mod publish_wire;
 mod serve_ground;
 mod setup_safety;
 mod shallow_mirror;
+mod store_postgres;
 mod tidy;

@@ -53,6 +53,9 @@
 //!   - `host::tests`: configuration refused at start, limits enforced on requests.
 //! - `credentials`: the token cache behind the credential helper, and the live set of write
 //!   tokens (registered before they are recorded, persisted 0600) revoked by value.
+//! - `store_admin`: `zodex-prd store check|init|migrate` (verify, prepare PostgreSQL's roles,
+//!   copy a store into another with its audit proven equal).
+//! - `store_open`: the store where `[store]` puts it (SQLite's file, or PostgreSQL's pool).
 //! - `shared_store`: the one state store behind a lock (`run` on a blocking thread, `with` from
 //!   one); what `oauth` and `sinks` hold instead of the host.
 //! - `clock`: the system's clock; in a test build only, plus the offset in `test_clock_file`.
@@ -114,4 +117,6 @@ pub use zodex_git as publish;
 pub mod shared_store;
 pub mod sinks;
 pub mod sockets;
+pub mod store_admin;
+pub mod store_open;
 pub mod watch;

@@ -4,6 +4,8 @@
 //!   against it;
 //! - `devhub`: a seeded devhub on a background runtime, App JWTs, tokens, git with controlled
 //!   credentials;
+//! - `replicas`: publishers sharing one PostgreSQL database (`[store]`), each a real
+//!   `zodex-prd serve`;
 //! - `rig`: a devhub and a real `zodex-prd serve` configured with its URLs and App keys, and git
 //!   as the agent runs it (credential helper, pushes through `git-remote-zodex`);
 //! - `mcp_server`: a `zodex-agent serve` and a raw HTTP client for the MCP endpoint;
@@ -27,6 +29,7 @@ pub mod dev;
 pub mod devhub;
 pub mod mcp_server;
 pub mod packs;
+pub mod replicas;
 pub mod rig;
 pub mod routines;
 pub mod sprite;

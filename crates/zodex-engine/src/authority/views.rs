@@ -288,7 +288,7 @@ mod tests {
     use super::*;
     use crate::authority::pages::{DebugBytes, MAX_PAGE_ROWS, PAGE_BYTES};
     use crate::policy::Policies;
-    use crate::store::test_support::temp_store;
+    use crate::store::test_support::{on_each_backend, temp_store};
     use crate::targets::{TargetSpec, Targets};
     use crate::{Engine, GrantTerms, RepoName};
 
@@ -320,98 +320,102 @@ mod tests {
     /// check the same pages as they travel (`answers::bytes`).
     #[test]
     fn pages_of_big_requests_stay_within_the_budget_and_cover_everything() {
-        let (_dir, mut store) = temp_store();
-        let engine = engine();
-        let a = Authority { engine: &engine };
-        let operator = Principal::Operator("uid:0".into());
-        let reason = "\u{1b}".repeat(super::super::MAX_REASON_CHARS);
-        let mut made = Vec::new();
-        for i in 0..150 {
-            let repo = RepoName::parse(&format!("demo/r{i}")).unwrap();
-            let grant = a
-                .request_push_capped(&mut store, &repo, terms(), Some(reason.clone()), 500, 10)
-                .unwrap();
-            made.push(grant.id);
-        }
-        let mut seen = Vec::new();
-        let mut before = None;
-        let mut pages = 0;
-        loop {
-            let page = a
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let engine = engine();
+            let a = Authority { engine: &engine };
+            let operator = Principal::Operator("uid:0".into());
+            let reason = "\u{1b}".repeat(super::super::MAX_REASON_CHARS);
+            let mut made = Vec::new();
+            for i in 0..150 {
+                let repo = RepoName::parse(&format!("demo/r{i}")).unwrap();
+                let grant = a
+                    .request_push_capped(&mut store, &repo, terms(), Some(reason.clone()), 500, 10)
+                    .unwrap();
+                made.push(grant.id);
+            }
+            let mut seen = Vec::new();
+            let mut before = None;
+            let mut pages = 0;
+            loop {
+                let page = a
+                    .requests(
+                        &mut store,
+                        &operator,
+                        PageRequest {
+                            limit: Some(MAX_PAGE_ROWS),
+                            before,
+                        },
+                        &DebugBytes,
+                        20,
+                    )
+                    .unwrap();
+                let bytes = measured(&page.items, |v| DebugBytes.grant_view(v));
+                assert!(bytes <= PAGE_BYTES, "{bytes} bytes");
+                // Oldest first within a page.
+                let ids: Vec<i64> = page.items.iter().map(|v| v.grant.id).collect();
+                assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+                seen.extend(ids);
+                pages += 1;
+                match page.next_before {
+                    Some(cursor) => before = Some(cursor),
+                    None => break,
+                }
+            }
+            assert!(pages > 1, "150 rows of ~6 KB fit one page?");
+            seen.sort();
+            assert_eq!(seen, made);
+            // Status keeps each list within its bounds and tells the total.
+            let status = a.status(&mut store, &operator, &DebugBytes, 20).unwrap();
+            assert_eq!(status.pending_total, 150);
+            assert!(status.pending.len() <= STATUS_LIST_ROWS as usize);
+            assert!(measured(&status.pending, |v| DebugBytes.grant_view(v)) <= STATUS_LIST_BYTES);
+            let err = a
                 .requests(
                     &mut store,
                     &operator,
                     PageRequest {
-                        limit: Some(MAX_PAGE_ROWS),
-                        before,
+                        limit: Some(MAX_PAGE_ROWS + 1),
+                        before: None,
                     },
                     &DebugBytes,
                     20,
                 )
-                .unwrap();
-            let bytes = measured(&page.items, |v| DebugBytes.grant_view(v));
-            assert!(bytes <= PAGE_BYTES, "{bytes} bytes");
-            // Oldest first within a page.
-            let ids: Vec<i64> = page.items.iter().map(|v| v.grant.id).collect();
-            assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
-            seen.extend(ids);
-            pages += 1;
-            match page.next_before {
-                Some(cursor) => before = Some(cursor),
-                None => break,
-            }
-        }
-        assert!(pages > 1, "150 rows of ~6 KB fit one page?");
-        seen.sort();
-        assert_eq!(seen, made);
-        // Status keeps each list within its bounds and tells the total.
-        let status = a.status(&mut store, &operator, &DebugBytes, 20).unwrap();
-        assert_eq!(status.pending_total, 150);
-        assert!(status.pending.len() <= STATUS_LIST_ROWS as usize);
-        assert!(measured(&status.pending, |v| DebugBytes.grant_view(v)) <= STATUS_LIST_BYTES);
-        let err = a
-            .requests(
-                &mut store,
-                &operator,
-                PageRequest {
-                    limit: Some(MAX_PAGE_ROWS + 1),
-                    before: None,
-                },
-                &DebugBytes,
-                20,
-            )
-            .unwrap_err();
-        assert!(err.to_string().contains("--limit"), "{err}");
+                .unwrap_err();
+            assert!(err.to_string().contains("--limit"), "{err}");
+        });
     }
 
     #[test]
     fn pruning_keeps_recent_history_and_records_itself() {
-        let (_dir, mut store) = temp_store();
-        let engine = engine();
-        let a = Authority { engine: &engine };
-        let operator = Principal::Operator("uid:0".into());
-        for (i, at) in [0, 0, 5000].into_iter().enumerate() {
-            let repo = RepoName::parse(&format!("demo/r{i}")).unwrap();
-            let grant = a
-                .request_push_capped(&mut store, &repo, terms(), None, 20, at)
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let engine = engine();
+            let a = Authority { engine: &engine };
+            let operator = Principal::Operator("uid:0".into());
+            for (i, at) in [0, 0, 5000].into_iter().enumerate() {
+                let repo = RepoName::parse(&format!("demo/r{i}")).unwrap();
+                let grant = a
+                    .request_push_capped(&mut store, &repo, terms(), None, 20, at)
+                    .unwrap();
+                a.deny(&mut store, &operator, grant.id, at).unwrap();
+            }
+            // Keep a day: everything from time 0 goes, the rows from 5000 stay.
+            let (rows, grants) = a
+                .prune_history(&mut store, 86_400, 1_000, 86_400 + 10)
                 .unwrap();
-            a.deny(&mut store, &operator, grant.id, at).unwrap();
-        }
-        // Keep a day: everything from time 0 goes, the rows from 5000 stay.
-        let (rows, grants) = a
-            .prune_history(&mut store, 86_400, 1_000, 86_400 + 10)
-            .unwrap();
-        assert_eq!((rows, grants), (4, 2));
-        let audit = a
-            .audit(&mut store, &operator, &AuditFilter::default(), 86_410)
-            .unwrap();
-        let actions: Vec<&str> = audit.iter().map(|r| r.entry.action.as_stored()).collect();
-        assert_eq!(actions, vec!["RequestPush", "DenyRequest", "PruneHistory"]);
-        assert_eq!(audit[2].entry.detail.as_ref().unwrap()["audit_rows"], 4);
-        // Nothing more to prune: no further row.
-        assert_eq!(
-            a.prune_history(&mut store, 86_400, 1_000, 86_420).unwrap(),
-            (0, 0)
-        );
+            assert_eq!((rows, grants), (4, 2));
+            let audit = a
+                .audit(&mut store, &operator, &AuditFilter::default(), 86_410)
+                .unwrap();
+            let actions: Vec<&str> = audit.iter().map(|r| r.entry.action.as_stored()).collect();
+            assert_eq!(actions, vec!["RequestPush", "DenyRequest", "PruneHistory"]);
+            assert_eq!(audit[2].entry.detail.as_ref().unwrap()["audit_rows"], 4);
+            // Nothing more to prune: no further row.
+            assert_eq!(
+                a.prune_history(&mut store, 86_400, 1_000, 86_420).unwrap(),
+                (0, 0)
+            );
+        });
     }
 }

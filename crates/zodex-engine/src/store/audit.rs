@@ -223,7 +223,7 @@ impl Facts<'_> {
                                  ORDER BY id DESC LIMIT 1),
                                 e.token_sha256) AS token_sha256
                 FROM audit_events e
-                WHERE e.outcome_of IS NULL AND e.at >= ?1 AND (?2 IS NULL OR e.repo_key = ?2)
+                WHERE e.outcome_of IS NULL AND e.at >= ?1 AND (CAST(?2 AS TEXT) IS NULL OR e.repo_key = ?2)
                       AND e.id < ?4
                 ORDER BY e.id DESC LIMIT ?3
              ) AS page ORDER BY id ASC",
@@ -268,162 +268,170 @@ impl Facts<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::temp_store;
+    use super::super::test_support::{on_each_backend, temp_store};
     use super::*;
 
     #[test]
     fn filters_by_time_and_repo_and_keeps_policies() {
-        let (_dir, mut store) = temp_store();
-        for (at, repo) in [(10, "acme/app"), (20, "acme/other"), (30, "acme/app")] {
-            let event = AuditEntry {
-                principal: Actor::Agent,
-                action: crate::Action::Push.into(),
-                repo_key: Some(repo.into()),
-                decision: AuditDecision::Deny,
-                policies: vec!["protect-default-branch".into()],
-                ..Default::default()
-            };
-            store.write(|f| f.audit(&event, at)).unwrap();
-        }
-        let rows = store
-            .read(|f| {
-                f.audit_rows(&AuditFilter {
-                    since: Some(15),
-                    repo_key: Some("acme/app".into()),
-                    limit: None,
-                    before: None,
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            for (at, repo) in [(10, "acme/app"), (20, "acme/other"), (30, "acme/app")] {
+                let event = AuditEntry {
+                    principal: Actor::Agent,
+                    action: crate::Action::Push.into(),
+                    repo_key: Some(repo.into()),
+                    decision: AuditDecision::Deny,
+                    policies: vec!["protect-default-branch".into()],
+                    ..Default::default()
+                };
+                store.write(|f| f.audit(&event, at)).unwrap();
+            }
+            let rows = store
+                .read(|f| {
+                    f.audit_rows(&AuditFilter {
+                        since: Some(15),
+                        repo_key: Some("acme/app".into()),
+                        limit: None,
+                        before: None,
+                    })
                 })
-            })
-            .unwrap();
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].at, 30);
-        assert_eq!(
-            rows[0].entry.policies,
-            vec!["protect-default-branch".to_string()]
-        );
-        let all = store
-            .read(|f| f.audit_rows(&AuditFilter::default()))
-            .unwrap();
-        assert_eq!(all.len(), 3);
+                .unwrap();
+            assert_eq!(rows.len(), 1);
+            assert_eq!(rows[0].at, 30);
+            assert_eq!(
+                rows[0].entry.policies,
+                vec!["protect-default-branch".to_string()]
+            );
+            let all = store
+                .read(|f| f.audit_rows(&AuditFilter::default()))
+                .unwrap();
+            assert_eq!(all.len(), 3);
+        });
     }
 
     #[test]
     fn rows_are_bounded_whatever_was_sent() {
-        let (_dir, mut store) = temp_store();
-        let event = AuditEntry {
-            principal: Actor::Agent,
-            action: crate::Action::Push.into(),
-            decision: AuditDecision::Deny,
-            ref_name: Some(format!("refs/heads/{}", "\u{1b}".repeat(500_000))),
-            detail: Some(serde_json::json!({ "error": "x".repeat(100_000) })),
-            ..Default::default()
-        };
-        store.write(|f| f.audit(&event, 1)).unwrap();
-        let rows = store
-            .read(|f| f.audit_rows(&AuditFilter::default()))
-            .unwrap();
-        // The row's size as it travels is the protocol's to measure (its `answers::bytes`
-        // tests check this row's JSON); here, everything the row holds.
-        let text = format!("{:?}", rows[0]);
-        assert!(text.len() < 64 * 1024, "{} bytes", text.len());
-        let reference = rows[0].entry.ref_name.as_deref().unwrap();
-        assert!(
-            reference.ends_with("[cut: 500011 characters in all]"),
-            "{}",
-            &reference[2000..]
-        );
-        assert!(
-            rows[0].entry.detail.as_ref().unwrap()["cut"]
-                .as_str()
-                .unwrap()
-                .contains("bytes")
-        );
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let event = AuditEntry {
+                principal: Actor::Agent,
+                action: crate::Action::Push.into(),
+                decision: AuditDecision::Deny,
+                ref_name: Some(format!("refs/heads/{}", "\u{1b}".repeat(500_000))),
+                detail: Some(serde_json::json!({ "error": "x".repeat(100_000) })),
+                ..Default::default()
+            };
+            store.write(|f| f.audit(&event, 1)).unwrap();
+            let rows = store
+                .read(|f| f.audit_rows(&AuditFilter::default()))
+                .unwrap();
+            // The row's size as it travels is the protocol's to measure (its `answers::bytes`
+            // tests check this row's JSON); here, everything the row holds.
+            let text = format!("{:?}", rows[0]);
+            assert!(text.len() < 64 * 1024, "{} bytes", text.len());
+            let reference = rows[0].entry.ref_name.as_deref().unwrap();
+            assert!(
+                reference.ends_with("[cut: 500011 characters in all]"),
+                "{}",
+                &reference[2000..]
+            );
+            assert!(
+                rows[0].entry.detail.as_ref().unwrap()["cut"]
+                    .as_str()
+                    .unwrap()
+                    .contains("bytes")
+            );
+        });
     }
 
     #[test]
     fn a_flood_of_agent_refusals_prunes_only_the_agents_own_rows() {
-        let (_dir, mut store) = temp_store();
-        let row = |principal: &str, action: &str, decision: &str| AuditEntry {
-            principal: principal.parse().unwrap(),
-            action: action.parse().unwrap(),
-            decision: decision.parse().unwrap(),
-            ..Default::default()
-        };
-        // The evidence: an operator's grant and an allowed push, then a flood by the agent.
-        store
-            .write(|f| f.audit(&row("operator:uid:1000", "GrantPush", "event"), 100))
-            .unwrap();
-        store
-            .write(|f| f.audit(&row("agent", "Push", "allow"), 101))
-            .unwrap();
-        for at in 0..50 {
-            let (action, decision) = match at % 3 {
-                0 => ("Push", "deny"),
-                1 => ("RequestPush", "allow"),
-                _ => ("IssueWriteToken", "deny"),
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let row = |principal: &str, action: &str, decision: &str| AuditEntry {
+                principal: principal.parse().unwrap(),
+                action: action.parse().unwrap(),
+                decision: decision.parse().unwrap(),
+                ..Default::default()
             };
+            // The evidence: an operator's grant and an allowed push, then a flood by the agent.
             store
-                .write(|f| f.audit(&row("agent", action, decision), 200 + at))
+                .write(|f| f.audit(&row("operator:uid:1000", "GrantPush", "event"), 100))
                 .unwrap();
-        }
-        // Nothing is old; the row limit of 10 binds the agent's bulk only.
-        assert_eq!(store.write(|f| f.prune_audit(0, 10, 300)).unwrap(), 40);
-        let left = store
-            .read(|f| f.audit_rows(&AuditFilter::default()))
-            .unwrap();
-        let kept: Vec<(String, &str)> = left
-            .iter()
-            .filter(|r| r.at < 200)
-            .map(|r| (r.entry.principal.to_string(), r.entry.action.as_stored()))
-            .collect();
-        assert_eq!(
-            kept,
-            vec![
-                ("operator:uid:1000".to_string(), "GrantPush"),
-                ("agent".to_string(), "Push")
-            ]
-        );
-        let flood: Vec<i64> = left.iter().filter(|r| r.at >= 200).map(|r| r.at).collect();
-        assert_eq!(
-            flood,
-            (240..250).collect::<Vec<_>>(),
-            "the newest 10 of the flood"
-        );
-        // Age still applies to everything.
-        assert_eq!(store.write(|f| f.prune_audit(201, 10, 300)).unwrap(), 2);
+            store
+                .write(|f| f.audit(&row("agent", "Push", "allow"), 101))
+                .unwrap();
+            for at in 0..50 {
+                let (action, decision) = match at % 3 {
+                    0 => ("Push", "deny"),
+                    1 => ("RequestPush", "allow"),
+                    _ => ("IssueWriteToken", "deny"),
+                };
+                store
+                    .write(|f| f.audit(&row("agent", action, decision), 200 + at))
+                    .unwrap();
+            }
+            // Nothing is old; the row limit of 10 binds the agent's bulk only.
+            assert_eq!(store.write(|f| f.prune_audit(0, 10, 300)).unwrap(), 40);
+            let left = store
+                .read(|f| f.audit_rows(&AuditFilter::default()))
+                .unwrap();
+            let kept: Vec<(String, &str)> = left
+                .iter()
+                .filter(|r| r.at < 200)
+                .map(|r| (r.entry.principal.to_string(), r.entry.action.as_stored()))
+                .collect();
+            assert_eq!(
+                kept,
+                vec![
+                    ("operator:uid:1000".to_string(), "GrantPush"),
+                    ("agent".to_string(), "Push")
+                ]
+            );
+            let flood: Vec<i64> = left.iter().filter(|r| r.at >= 200).map(|r| r.at).collect();
+            assert_eq!(
+                flood,
+                (240..250).collect::<Vec<_>>(),
+                "the newest 10 of the flood"
+            );
+            // Age still applies to everything.
+            assert_eq!(store.write(|f| f.prune_audit(201, 10, 300)).unwrap(), 2);
+        });
     }
 
     #[test]
     fn pruning_keeps_the_newest_rows_within_age_and_count() {
-        let (_dir, mut store) = temp_store();
-        for at in 0..10 {
-            let event = AuditEntry {
-                principal: Actor::Agent,
-                action: crate::Action::RequestPush.into(),
-                decision: AuditDecision::Allow,
-                ..Default::default()
-            };
-            store.write(|f| f.audit(&event, at * 10)).unwrap();
-        }
-        // Older than 25: rows at 0, 10, 20; then only the newest 5 of the rest stay.
-        assert_eq!(store.write(|f| f.prune_audit(25, 5, 300)).unwrap(), 5);
-        let left: Vec<i64> = store
-            .read(|f| f.audit_rows(&AuditFilter::default()))
-            .unwrap()
-            .iter()
-            .map(|r| r.at)
-            .collect();
-        assert_eq!(left, vec![50, 60, 70, 80, 90]);
-        // Paging: rows below a cursor.
-        let page = store
-            .read(|f| {
-                f.audit_rows(&AuditFilter {
-                    limit: Some(2),
-                    before: Some(9),
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            for at in 0..10 {
+                let event = AuditEntry {
+                    principal: Actor::Agent,
+                    action: crate::Action::RequestPush.into(),
+                    decision: AuditDecision::Allow,
                     ..Default::default()
+                };
+                store.write(|f| f.audit(&event, at * 10)).unwrap();
+            }
+            // Older than 25: rows at 0, 10, 20; then only the newest 5 of the rest stay.
+            assert_eq!(store.write(|f| f.prune_audit(25, 5, 300)).unwrap(), 5);
+            let left: Vec<i64> = store
+                .read(|f| f.audit_rows(&AuditFilter::default()))
+                .unwrap()
+                .iter()
+                .map(|r| r.at)
+                .collect();
+            assert_eq!(left, vec![50, 60, 70, 80, 90]);
+            // Paging: rows below a cursor.
+            let page = store
+                .read(|f| {
+                    f.audit_rows(&AuditFilter {
+                        limit: Some(2),
+                        before: Some(9),
+                        ..Default::default()
+                    })
                 })
-            })
-            .unwrap();
-        assert_eq!(page.iter().map(|r| r.id).collect::<Vec<_>>(), vec![7, 8]);
+                .unwrap();
+            assert_eq!(page.iter().map(|r| r.id).collect::<Vec<_>>(), vec![7, 8]);
+        });
     }
 }

@@ -253,6 +253,15 @@ impl Facts<'_> {
     /// Deletes the first rows of `chain` up to sequence number `through`, recording the last
     /// deleted row as the chain's new base. Returns how many rows went.
     pub(super) fn prune_chain(&self, chain: Chain, through: i64, now: i64) -> Result<usize> {
+        if self.db.dialect() == super::Dialect::Postgres {
+            // The publisher's role may not delete audit rows: the database's own function
+            // does, from the chain's start only (migrations/postgres/0001_initial.sql).
+            let gone: i64 = self.value(
+                "SELECT zodex_prune_chain(?1, CAST(?2 AS BIGINT), CAST(?3 AS BIGINT))",
+                params![chain.as_str(), through, now],
+            )?;
+            return Ok(usize::try_from(gone).unwrap_or(0));
+        }
         let last: Option<(i64, String)> = self.optional_row(
             "SELECT seq, link FROM audit_events WHERE chain = ?1 AND seq <= ?2
              ORDER BY seq DESC LIMIT 1",
@@ -430,7 +439,7 @@ pub(super) fn link_existing_rows(facts: &Facts<'_>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::temp_store;
+    use super::super::test_support::{on_each_backend, temp_store};
     use super::super::{AuditFilter, Store};
     use super::*;
 
@@ -485,144 +494,160 @@ mod tests {
 
     #[test]
     fn an_untouched_log_verifies_and_each_chain_counts_its_rows() {
-        let (_dir, mut store) = log();
-        let report = store.read(|f| f.verify_audit()).unwrap();
-        assert!(report.ok, "{report:?}");
-        let rows: Vec<(Chain, i64)> = report
-            .chains
-            .iter()
-            .map(|c| (c.head.chain, c.rows))
-            .collect();
-        assert_eq!(rows, vec![(Chain::Evidence, 5), (Chain::Bulk, 4)]);
+        on_each_backend(|| {
+            let (_dir, mut store) = log();
+            let report = store.read(|f| f.verify_audit()).unwrap();
+            assert!(report.ok, "{report:?}");
+            let rows: Vec<(Chain, i64)> = report
+                .chains
+                .iter()
+                .map(|c| (c.head.chain, c.rows))
+                .collect();
+            assert_eq!(rows, vec![(Chain::Evidence, 5), (Chain::Bulk, 4)]);
+        });
     }
 
     #[test]
     fn an_edited_row_is_named() {
-        let (_dir, mut store) = log();
-        sql(
-            &mut store,
-            "UPDATE audit_events SET decision = 'allow' WHERE id = 4",
-        );
-        assert_eq!(
-            problems(&mut store),
-            vec!["row 4 was changed: its content does not match its link (sequence 2)"]
-        );
+        on_each_backend(|| {
+            let (_dir, mut store) = log();
+            sql(
+                &mut store,
+                "UPDATE audit_events SET decision = 'allow' WHERE id = 4",
+            );
+            assert_eq!(
+                problems(&mut store),
+                vec!["row 4 was changed: its content does not match its link (sequence 2)"]
+            );
+        });
     }
 
     #[test]
     fn a_deleted_row_is_named_by_its_neighbours() {
-        let (_dir, mut store) = log();
-        sql(&mut store, "DELETE FROM audit_events WHERE id = 5");
-        let found = problems(&mut store);
-        assert_eq!(found.len(), 1, "{found:?}");
-        assert!(
-            found[0].starts_with("1 row(s) were removed between row 3 and row 7"),
-            "{found:?}"
-        );
-        // The newest row of a chain: the recorded head says it existed.
-        let (_dir, mut store) = log();
-        sql(&mut store, "DELETE FROM audit_events WHERE id = 9");
-        let found = problems(&mut store);
-        assert!(
-            found[0].contains("1 row(s) were removed after row 7"),
-            "{found:?}"
-        );
+        on_each_backend(|| {
+            let (_dir, mut store) = log();
+            sql(&mut store, "DELETE FROM audit_events WHERE id = 5");
+            let found = problems(&mut store);
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(
+                found[0].starts_with("1 row(s) were removed between row 3 and row 7"),
+                "{found:?}"
+            );
+            // The newest row of a chain: the recorded head says it existed.
+            let (_dir, mut store) = log();
+            sql(&mut store, "DELETE FROM audit_events WHERE id = 9");
+            let found = problems(&mut store);
+            assert!(
+                found[0].contains("1 row(s) were removed after row 7"),
+                "{found:?}"
+            );
+        });
     }
 
     #[test]
     fn a_reordered_pair_and_an_inserted_row_are_named() {
-        let (_dir, mut store) = log();
-        sql(
-            &mut store,
-            "UPDATE audit_events SET id = -1 WHERE id = 3;
+        on_each_backend(|| {
+            let (_dir, mut store) = log();
+            sql(
+                &mut store,
+                "UPDATE audit_events SET id = -1 WHERE id = 3;
              UPDATE audit_events SET id = 3 WHERE id = 5;
              UPDATE audit_events SET id = 5 WHERE id = -1;",
-        );
-        assert_eq!(
-            problems(&mut store),
-            vec!["rows 3 and 5 are out of order: sequence 3 comes before 2 (rows reordered)"]
-        );
+            );
+            assert_eq!(
+                problems(&mut store),
+                vec!["rows 3 and 5 are out of order: sequence 3 comes before 2 (rows reordered)"]
+            );
 
-        let (_dir, mut store) = log();
-        sql(
-            &mut store,
-            "INSERT INTO audit_events (id, at, principal, action, decision, policies)
+            let (_dir, mut store) = log();
+            sql(
+                &mut store,
+                "INSERT INTO audit_events (id, at, principal, action, decision, policies)
              VALUES (100, 30, 'uid:0', 'GrantPush', 'allow', '[]')",
-        );
-        assert_eq!(problems(&mut store), vec!["unlinked 100"]);
+            );
+            assert_eq!(problems(&mut store), vec!["unlinked 100"]);
+        });
     }
 
     #[test]
     fn pruning_keeps_what_stays_checkable_and_never_touches_evidence_for_bulk() {
-        let (_dir, mut store) = log();
-        // Keep 1 of the agent's 4 refusals; nothing is old enough to go by age.
-        assert_eq!(store.write(|f| f.prune_audit(0, 1, 50)).unwrap(), 3);
-        let report = store.read(|f| f.verify_audit()).unwrap();
-        assert!(report.ok, "{report:?}");
-        let bulk = &report.chains[1];
-        assert_eq!(
-            (bulk.head.base_seq, bulk.head.pruned_rows, bulk.rows),
-            (3, 3, 1)
-        );
-        assert_eq!(report.chains[0].rows, 5, "the evidence is whole");
-        // By age: everything before 22 goes, from the start of each chain only.
-        store.write(|f| f.prune_audit(22, 1_000, 60)).unwrap();
-        assert!(store.read(|f| f.verify_audit()).unwrap().ok);
-        // A row removed after pruning is still found.
-        sql(
-            &mut store,
-            "DELETE FROM audit_events WHERE id = (SELECT MIN(id) FROM audit_events WHERE chain = 'evidence')",
-        );
-        assert!(problems(&mut store)[0].contains("were removed between the chain's base and row"));
+        on_each_backend(|| {
+            let (_dir, mut store) = log();
+            // Keep 1 of the agent's 4 refusals; nothing is old enough to go by age.
+            assert_eq!(store.write(|f| f.prune_audit(0, 1, 50)).unwrap(), 3);
+            let report = store.read(|f| f.verify_audit()).unwrap();
+            assert!(report.ok, "{report:?}");
+            let bulk = &report.chains[1];
+            assert_eq!(
+                (bulk.head.base_seq, bulk.head.pruned_rows, bulk.rows),
+                (3, 3, 1)
+            );
+            assert_eq!(report.chains[0].rows, 5, "the evidence is whole");
+            // By age: everything before 22 goes, from the start of each chain only.
+            store.write(|f| f.prune_audit(22, 1_000, 60)).unwrap();
+            assert!(store.read(|f| f.verify_audit()).unwrap().ok);
+            // A row removed after pruning is still found.
+            sql(
+                &mut store,
+                "DELETE FROM audit_events WHERE id = (SELECT MIN(id) FROM audit_events WHERE chain = 'evidence')",
+            );
+            assert!(
+                problems(&mut store)[0].contains("were removed between the chain's base and row")
+            );
+        });
     }
 
     #[test]
     fn an_outcome_is_a_row_of_its_own_shown_on_its_decision() {
-        let (_dir, mut store) = log();
-        store
-            .write(|f| f.audit_outcome(3, &crate::Outcome::Pushed, Some("abc"), 40))
-            .unwrap();
-        store
-            .write(|f| f.audit_outcome(3, &crate::Outcome::Failed("later".into()), None, 41))
-            .unwrap();
-        let rows = store
-            .read(|f| f.audit_rows(&AuditFilter::default()))
-            .unwrap();
-        assert_eq!(rows.len(), 9, "outcome rows are not listed on their own");
-        let pushed = rows.iter().find(|r| r.id == 3).unwrap();
-        assert_eq!(pushed.entry.outcome.as_deref(), Some("failed: later"));
-        assert_eq!(pushed.entry.token_sha256.as_deref(), Some("abc"));
-        assert!(store.read(|f| f.verify_audit()).unwrap().ok);
-        sql(
-            &mut store,
-            "UPDATE audit_events SET outcome = 'pushed' WHERE id = 11",
-        );
-        assert!(problems(&mut store)[0].contains("row 11 was changed"));
+        on_each_backend(|| {
+            let (_dir, mut store) = log();
+            store
+                .write(|f| f.audit_outcome(3, &crate::Outcome::Pushed, Some("abc"), 40))
+                .unwrap();
+            store
+                .write(|f| f.audit_outcome(3, &crate::Outcome::Failed("later".into()), None, 41))
+                .unwrap();
+            let rows = store
+                .read(|f| f.audit_rows(&AuditFilter::default()))
+                .unwrap();
+            assert_eq!(rows.len(), 9, "outcome rows are not listed on their own");
+            let pushed = rows.iter().find(|r| r.id == 3).unwrap();
+            assert_eq!(pushed.entry.outcome.as_deref(), Some("failed: later"));
+            assert_eq!(pushed.entry.token_sha256.as_deref(), Some("abc"));
+            assert!(store.read(|f| f.verify_audit()).unwrap().ok);
+            sql(
+                &mut store,
+                "UPDATE audit_events SET outcome = 'pushed' WHERE id = 11",
+            );
+            assert!(problems(&mut store)[0].contains("row 11 was changed"));
+        });
     }
 
     #[test]
     fn rows_an_older_version_wrote_are_linked_by_the_migration() {
-        let (_dir, mut store) = temp_store();
-        sql(
-            &mut store,
-            "INSERT INTO audit_events (id, at, principal, action, decision, policies, outcome)
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            sql(
+                &mut store,
+                "INSERT INTO audit_events (id, at, principal, action, decision, policies, outcome)
              VALUES (1, 5, 'agent', 'Push', 'deny', '[]', NULL),
                     (2, 6, 'agent', 'Push', 'allow', '[]', 'pushed'),
                     (3, 7, 'uid:0', 'GrantPush', 'allow', '[]', NULL)",
-        );
-        assert_eq!(
-            problems(&mut store),
-            vec!["unlinked 1", "unlinked 2", "unlinked 3"]
-        );
-        store.write(link_existing_rows).unwrap();
-        let report = store.read(|f| f.verify_audit()).unwrap();
-        assert!(report.ok, "{report:?}");
-        assert_eq!(report.chains[0].head.head_seq, 2);
-        assert_eq!(report.chains[1].head.head_seq, 1);
-        // New rows continue the chains.
-        store
-            .write(|f| f.audit(&event("uid:0", "RevokePush", "allow"), 8))
-            .unwrap();
-        assert!(store.read(|f| f.verify_audit()).unwrap().ok);
+            );
+            assert_eq!(
+                problems(&mut store),
+                vec!["unlinked 1", "unlinked 2", "unlinked 3"]
+            );
+            store.write(link_existing_rows).unwrap();
+            let report = store.read(|f| f.verify_audit()).unwrap();
+            assert!(report.ok, "{report:?}");
+            assert_eq!(report.chains[0].head.head_seq, 2);
+            assert_eq!(report.chains[1].head.head_seq, 1);
+            // New rows continue the chains.
+            store
+                .write(|f| f.audit(&event("uid:0", "RevokePush", "allow"), 8))
+                .unwrap();
+            assert!(store.read(|f| f.verify_audit()).unwrap().ok);
+        });
     }
 }

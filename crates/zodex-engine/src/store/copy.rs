@@ -85,7 +85,12 @@ const TABLES: &[(&str, &str)] = &[
 
 /// Tables whose `id` PostgreSQL numbers itself: after rows are copied with their ids, its
 /// counter must start past them.
-const NUMBERED: &[&str] = &["grants", "yolo_scopes", "mcp_oauth_authorizations"];
+const NUMBERED: &[&str] = &[
+    "grants",
+    "yolo_scopes",
+    "audit_events",
+    "mcp_oauth_authorizations",
+];
 
 /// What a copy moved, and the chain heads it proved equal on both sides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +211,7 @@ fn insert_all(f: &Facts<'_>, table: &str, columns: &str, rows: &[Row]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_support::temp_store;
+    use crate::store::test_support::{on_each_backend, temp_store};
     use crate::store::{AuditEntry, GrantVia, NewGrant};
 
     fn some_state(store: &mut Store) {
@@ -262,40 +267,44 @@ mod tests {
 
     #[test]
     fn a_copy_carries_every_row_and_the_same_chain_heads() {
-        let (_a, mut from) = temp_store();
-        let (_b, mut to) = temp_store();
-        some_state(&mut from);
-        let report = copy_state(&mut from, &mut to, false).unwrap();
-        assert!(report.rows.contains(&("grants", 1)), "{report:?}");
-        assert!(report.rows.contains(&("audit_events", 5)), "{report:?}");
-        let grant = to.read(|f| f.grant(1)).unwrap();
-        assert_eq!(grant.reason.as_deref(), Some("copy me"));
-        // The copy goes on: a new grant takes the next id, a new audit row extends the chain.
-        some_state(&mut to);
-        assert!(to.read(|f| f.grant(2)).is_ok());
-        assert!(to.read(|f| f.verify_audit()).unwrap().ok);
+        on_each_backend(|| {
+            let (_a, mut from) = temp_store();
+            let (_b, mut to) = temp_store();
+            some_state(&mut from);
+            let report = copy_state(&mut from, &mut to, false).unwrap();
+            assert!(report.rows.contains(&("grants", 1)), "{report:?}");
+            assert!(report.rows.contains(&("audit_events", 5)), "{report:?}");
+            let grant = to.read(|f| f.grant(1)).unwrap();
+            assert_eq!(grant.reason.as_deref(), Some("copy me"));
+            // The copy goes on: a new grant takes the next id, a new audit row extends the chain.
+            some_state(&mut to);
+            assert!(to.read(|f| f.grant(2)).is_ok());
+            assert!(to.read(|f| f.verify_audit()).unwrap().ok);
+        });
     }
 
     #[test]
     fn a_target_with_state_is_refused_unless_replaced_and_a_bad_source_never_copied() {
-        let (_a, mut from) = temp_store();
-        let (_b, mut to) = temp_store();
-        some_state(&mut from);
-        some_state(&mut to);
-        let err = copy_state(&mut from, &mut to, false)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("already holds state") && err.contains("--replace"),
-            "{err}"
-        );
-        copy_state(&mut from, &mut to, true).unwrap();
-        from.batch_for_test("UPDATE audit_events SET decision = 'allow' WHERE id = 2");
-        let (_c, mut fresh) = temp_store();
-        let err = copy_state(&mut from, &mut fresh, false)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("does not verify"), "{err}");
-        assert_eq!(fresh.read(held_rows).unwrap(), 0, "nothing was copied");
+        on_each_backend(|| {
+            let (_a, mut from) = temp_store();
+            let (_b, mut to) = temp_store();
+            some_state(&mut from);
+            some_state(&mut to);
+            let err = copy_state(&mut from, &mut to, false)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("already holds state") && err.contains("--replace"),
+                "{err}"
+            );
+            copy_state(&mut from, &mut to, true).unwrap();
+            from.batch_for_test("UPDATE audit_events SET decision = 'allow' WHERE id = 2");
+            let (_c, mut fresh) = temp_store();
+            let err = copy_state(&mut from, &mut fresh, false)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("does not verify"), "{err}");
+            assert_eq!(fresh.read(held_rows).unwrap(), 0, "nothing was copied");
+        });
     }
 }

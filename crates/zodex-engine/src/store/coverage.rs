@@ -102,36 +102,38 @@ impl Facts<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::temp_store;
+    use super::super::test_support::{on_each_backend, temp_store};
     use super::*;
 
     #[test]
     fn records_and_replaces_per_app() {
-        let (_dir, mut store) = temp_store();
-        let fact = CoverageFact {
-            installed: true,
-            installation_id: Some(7),
-            default_branch: Some("main".into()),
-            checked_at: 10,
-            expires_at: 610,
-        };
-        store
-            .write(|f| f.record_coverage("acme/app", App::Writer, &fact))
-            .unwrap();
-        let negative = CoverageFact {
-            installed: false,
-            installation_id: None,
-            expires_at: 70,
-            ..fact.clone()
-        };
-        store
-            .write(|f| f.record_coverage("acme/app", App::Writer, &negative))
-            .unwrap();
-        let got = store.read(|f| f.coverage("acme/app", App::Writer)).unwrap();
-        assert_eq!(got, Some(negative));
-        assert_eq!(
-            store.read(|f| f.coverage("acme/app", App::Reader)).unwrap(),
-            None
-        );
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let fact = CoverageFact {
+                installed: true,
+                installation_id: Some(7),
+                default_branch: Some("main".into()),
+                checked_at: 10,
+                expires_at: 610,
+            };
+            store
+                .write(|f| f.record_coverage("acme/app", App::Writer, &fact))
+                .unwrap();
+            let negative = CoverageFact {
+                installed: false,
+                installation_id: None,
+                expires_at: 70,
+                ..fact.clone()
+            };
+            store
+                .write(|f| f.record_coverage("acme/app", App::Writer, &negative))
+                .unwrap();
+            let got = store.read(|f| f.coverage("acme/app", App::Writer)).unwrap();
+            assert_eq!(got, Some(negative));
+            assert_eq!(
+                store.read(|f| f.coverage("acme/app", App::Reader)).unwrap(),
+                None
+            );
+        });
     }
 }

@@ -51,7 +51,11 @@ const DECISION_FACTS_SQL: &str = concat!(
     "app, installed, installation_id, default_branch, checked_at, expires_at, ",
     nulls!(16),
     ", ",
-    nulls!(10),
+    // Typed: PostgreSQL types a union's columns pair by pair, and a column that is NULL in the
+    // first two branches would be read as text before the third's integers arrive.
+    "CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT), \
+     CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT), \
+     CAST(NULL AS TEXT), CAST(NULL AS TEXT)",
     " FROM coverage WHERE repo_key = ?1",
     " UNION ALL SELECT 1, CASE WHEN expires_at IS NULL THEN 1 ELSE 0 END, expires_at, 0, id, ",
     nulls!(6),

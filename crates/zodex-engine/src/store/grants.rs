@@ -462,7 +462,7 @@ impl Facts<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::temp_store;
+    use super::super::test_support::{on_each_backend, temp_store};
     use super::*;
 
     fn new_grant(approved: bool, ttl: Option<i64>) -> NewGrant {
@@ -481,176 +481,190 @@ mod tests {
 
     #[test]
     fn operator_grant_is_active_with_its_expiry() {
-        let (_dir, mut store) = temp_store();
-        let grant = store
-            .write(|f| f.insert_grant(&new_grant(true, Some(60)), 1000))
-            .unwrap();
-        assert_eq!(grant.state, GrantState::Active);
-        assert_eq!(grant.expires_at, Some(1060));
-        assert!(grant.is_live(1059));
-        assert!(!grant.is_live(1060));
-        let candidate = store.read(|f| f.candidate_grant("acme/app")).unwrap();
-        assert_eq!(candidate.unwrap().id, grant.id);
-        assert!(
-            store
-                .read(|f| f.candidate_grant("acme/other"))
-                .unwrap()
-                .is_none()
-        );
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let grant = store
+                .write(|f| f.insert_grant(&new_grant(true, Some(60)), 1000))
+                .unwrap();
+            assert_eq!(grant.state, GrantState::Active);
+            assert_eq!(grant.expires_at, Some(1060));
+            assert!(grant.is_live(1059));
+            assert!(!grant.is_live(1060));
+            let candidate = store.read(|f| f.candidate_grant("acme/app")).unwrap();
+            assert_eq!(candidate.unwrap().id, grant.id);
+            assert!(
+                store
+                    .read(|f| f.candidate_grant("acme/other"))
+                    .unwrap()
+                    .is_none()
+            );
+        });
     }
 
     #[test]
     fn request_is_pending_until_approved_and_ttl_starts_at_approval() {
-        let (_dir, mut store) = temp_store();
-        let request = store
-            .write(|f| f.insert_grant(&new_grant(false, Some(1800)), 1000))
-            .unwrap();
-        assert_eq!(request.state, GrantState::Pending);
-        assert!(
-            store
-                .read(|f| f.candidate_grant("acme/app"))
-                .unwrap()
-                .is_none()
-        );
-        let approved = store
-            .write(|f| f.approve_grant(request.id, "uid:0", None, 2000))
-            .unwrap();
-        assert_eq!(approved.state, GrantState::Active);
-        assert_eq!(approved.expires_at, Some(3800));
-        let err = store
-            .write(|f| f.approve_grant(request.id, "uid:0", None, 2000))
-            .unwrap_err();
-        assert!(err.to_string().contains("not pending"), "{err}");
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let request = store
+                .write(|f| f.insert_grant(&new_grant(false, Some(1800)), 1000))
+                .unwrap();
+            assert_eq!(request.state, GrantState::Pending);
+            assert!(
+                store
+                    .read(|f| f.candidate_grant("acme/app"))
+                    .unwrap()
+                    .is_none()
+            );
+            let approved = store
+                .write(|f| f.approve_grant(request.id, "uid:0", None, 2000))
+                .unwrap();
+            assert_eq!(approved.state, GrantState::Active);
+            assert_eq!(approved.expires_at, Some(3800));
+            let err = store
+                .write(|f| f.approve_grant(request.id, "uid:0", None, 2000))
+                .unwrap_err();
+            assert!(err.to_string().contains("not pending"), "{err}");
+        });
     }
 
     #[test]
     fn revoke_ends_active_and_pending_and_expire_marks_only_due() {
-        let (_dir, mut store) = temp_store();
-        store
-            .write(|f| f.insert_grant(&new_grant(true, Some(10)), 100))
-            .unwrap();
-        store
-            .write(|f| f.insert_grant(&new_grant(true, None), 100))
-            .unwrap();
-        let expired = store.write(|f| f.expire_grants(110)).unwrap();
-        assert_eq!(expired.len(), 1);
-        assert_eq!(expired[0].state, GrantState::Expired);
-        store
-            .write(|f| f.insert_grant(&new_grant(false, None), 120))
-            .unwrap();
-        let revoked = store
-            .write(|f| f.revoke_grants("acme/app", "uid:0", 130))
-            .unwrap();
-        assert_eq!(revoked.len(), 2);
-        assert!(revoked.iter().all(|g| g.state == GrantState::Revoked));
-        assert!(
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
             store
-                .read(|f| f.candidate_grant("acme/app"))
-                .unwrap()
-                .is_none()
-        );
+                .write(|f| f.insert_grant(&new_grant(true, Some(10)), 100))
+                .unwrap();
+            store
+                .write(|f| f.insert_grant(&new_grant(true, None), 100))
+                .unwrap();
+            let expired = store.write(|f| f.expire_grants(110)).unwrap();
+            assert_eq!(expired.len(), 1);
+            assert_eq!(expired[0].state, GrantState::Expired);
+            store
+                .write(|f| f.insert_grant(&new_grant(false, None), 120))
+                .unwrap();
+            let revoked = store
+                .write(|f| f.revoke_grants("acme/app", "uid:0", 130))
+                .unwrap();
+            assert_eq!(revoked.len(), 2);
+            assert!(revoked.iter().all(|g| g.state == GrantState::Revoked));
+            assert!(
+                store
+                    .read(|f| f.candidate_grant("acme/app"))
+                    .unwrap()
+                    .is_none()
+            );
+        });
     }
 
     #[test]
     fn pending_requests_page_and_count_in_sql() {
-        let (_dir, mut store) = temp_store();
-        for at in 0..5 {
-            store
-                .write(|f| f.insert_grant(&new_grant(false, None), at))
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            for at in 0..5 {
+                store
+                    .write(|f| f.insert_grant(&new_grant(false, None), at))
+                    .unwrap();
+            }
+            let page = store
+                .read(|f| f.grants_in_state(GrantState::Pending, None, 2))
                 .unwrap();
-        }
-        let page = store
-            .read(|f| f.grants_in_state(GrantState::Pending, None, 2))
-            .unwrap();
-        assert_eq!(page.iter().map(|g| g.id).collect::<Vec<_>>(), vec![5, 4]);
-        let next = store
-            .read(|f| f.grants_in_state(GrantState::Pending, Some(4), 10))
-            .unwrap();
-        assert_eq!(next.iter().map(|g| g.id).collect::<Vec<_>>(), vec![3, 2, 1]);
-        assert_eq!(
-            store
-                .read(|f| f.count_grants_in(GrantState::Pending))
-                .unwrap(),
-            5
-        );
-        let replaced = store.write(|f| f.replace_request(3, 10)).unwrap();
-        assert_eq!(replaced.state, GrantState::Revoked);
-        assert_eq!(replaced.ended_by.as_deref(), Some("agent:replaced"));
-        assert_eq!(
-            store
-                .read(|f| f.pending_requests_for("acme/app"))
-                .unwrap()
-                .len(),
-            4
-        );
+            assert_eq!(page.iter().map(|g| g.id).collect::<Vec<_>>(), vec![5, 4]);
+            let next = store
+                .read(|f| f.grants_in_state(GrantState::Pending, Some(4), 10))
+                .unwrap();
+            assert_eq!(next.iter().map(|g| g.id).collect::<Vec<_>>(), vec![3, 2, 1]);
+            assert_eq!(
+                store
+                    .read(|f| f.count_grants_in(GrantState::Pending))
+                    .unwrap(),
+                5
+            );
+            let replaced = store.write(|f| f.replace_request(3, 10)).unwrap();
+            assert_eq!(replaced.state, GrantState::Revoked);
+            assert_eq!(replaced.ended_by.as_deref(), Some("agent:replaced"));
+            assert_eq!(
+                store
+                    .read(|f| f.pending_requests_for("acme/app"))
+                    .unwrap()
+                    .len(),
+                4
+            );
+        });
     }
 
     #[test]
     fn approving_a_replaced_request_names_its_replacement() {
-        let (_dir, mut store) = temp_store();
-        let first = store
-            .write(|f| f.insert_grant(&new_grant(false, Some(600)), 1))
-            .unwrap();
-        // The agent asks again for the same repository: #1 is replaced by #2.
-        store.write(|f| f.replace_request(first.id, 2)).unwrap();
-        let second = store
-            .write(|f| f.insert_grant(&new_grant(false, None), 2))
-            .unwrap();
-        for refused in [
-            store.write(|f| f.approve_grant(first.id, "uid:0", None, 3)),
-            store.write(|f| f.deny_request(first.id, "uid:0", 3)),
-        ] {
-            let message = refused.unwrap_err().to_string();
-            assert!(
-                message.contains(&format!("replaced by #{}", second.id)),
-                "{message}"
-            );
-            assert!(!message.contains("revoked"), "{message}");
-        }
-        // Nothing changed: the replacement is still pending, on its own terms.
-        let pending = store.read(|f| f.grant(second.id)).unwrap();
-        assert_eq!(pending.state, GrantState::Pending);
-        assert_eq!(pending.ttl_seconds, None);
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let first = store
+                .write(|f| f.insert_grant(&new_grant(false, Some(600)), 1))
+                .unwrap();
+            // The agent asks again for the same repository: #1 is replaced by #2.
+            store.write(|f| f.replace_request(first.id, 2)).unwrap();
+            let second = store
+                .write(|f| f.insert_grant(&new_grant(false, None), 2))
+                .unwrap();
+            for refused in [
+                store.write(|f| f.approve_grant(first.id, "uid:0", None, 3)),
+                store.write(|f| f.deny_request(first.id, "uid:0", 3)),
+            ] {
+                let message = refused.unwrap_err().to_string();
+                assert!(
+                    message.contains(&format!("replaced by #{}", second.id)),
+                    "{message}"
+                );
+                assert!(!message.contains("revoked"), "{message}");
+            }
+            // Nothing changed: the replacement is still pending, on its own terms.
+            let pending = store.read(|f| f.grant(second.id)).unwrap();
+            assert_eq!(pending.state, GrantState::Pending);
+            assert_eq!(pending.ttl_seconds, None);
+        });
     }
 
     #[test]
     fn pruning_drops_old_and_surplus_ended_grants_only() {
-        let (_dir, mut store) = temp_store();
-        for at in 0..6 {
-            let g = store
-                .write(|f| f.insert_grant(&new_grant(false, None), at))
-                .unwrap();
-            if at < 5 {
-                store
-                    .write(|f| f.deny_request(g.id, "uid:0", at * 100))
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            for at in 0..6 {
+                let g = store
+                    .write(|f| f.insert_grant(&new_grant(false, None), at))
                     .unwrap();
+                if at < 5 {
+                    store
+                        .write(|f| f.deny_request(g.id, "uid:0", at * 100))
+                        .unwrap();
+                }
             }
-        }
-        // Ended at 0 and 100 are older than the cutoff; of the rest the newest 2 are kept.
-        let pruned = store.write(|f| f.prune_ended_grants(150, 2, 1000)).unwrap();
-        assert_eq!(pruned, 3);
-        let left: Vec<i64> = store
-            .read(|f| f.grants_in(&[GrantState::Denied, GrantState::Pending]))
-            .unwrap()
-            .iter()
-            .map(|g| g.id)
-            .collect();
-        assert_eq!(left, vec![6, 5, 4]);
+            // Ended at 0 and 100 are older than the cutoff; of the rest the newest 2 are kept.
+            let pruned = store.write(|f| f.prune_ended_grants(150, 2, 1000)).unwrap();
+            assert_eq!(pruned, 3);
+            let left: Vec<i64> = store
+                .read(|f| f.grants_in(&[GrantState::Denied, GrantState::Pending]))
+                .unwrap()
+                .iter()
+                .map(|g| g.id)
+                .collect();
+            assert_eq!(left, vec![6, 5, 4]);
+        });
     }
 
     #[test]
     fn a_failed_write_leaves_nothing_behind() {
-        let (_dir, mut store) = temp_store();
-        let err = store.write(|f| {
-            f.insert_grant(&new_grant(true, None), 1)?;
-            f.approve_grant(999, "x", None, 1)
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let err = store.write(|f| {
+                f.insert_grant(&new_grant(true, None), 1)?;
+                f.approve_grant(999, "x", None, 1)
+            });
+            assert!(err.is_err());
+            assert!(
+                store
+                    .read(|f| f.candidate_grant("acme/app"))
+                    .unwrap()
+                    .is_none()
+            );
         });
-        assert!(err.is_err());
-        assert!(
-            store
-                .read(|f| f.candidate_grant("acme/app"))
-                .unwrap()
-                .is_none()
-        );
     }
 }

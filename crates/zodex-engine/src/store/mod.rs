@@ -134,6 +134,12 @@ impl Store {
         migrate::KNOWN_VERSION
     }
 
+    /// Runs an administrator's statements (roles, rights) in one write transaction: for
+    /// `zodex-prd store init`, never for state.
+    pub fn administer(&mut self, sql: &str) -> Result<()> {
+        self.transaction(TxMode::Write, |f| Ok(f.db.batch(sql)?))
+    }
+
     /// Runs `f` in one read transaction: every fact it reads comes from one snapshot. If `f`
     /// fails or panics the snapshot is rolled back.
     pub fn read<T>(&mut self, f: impl FnOnce(&Facts<'_>) -> Result<T>) -> Result<T> {
@@ -234,11 +240,52 @@ impl Facts<'_> {
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::*;
+    use std::cell::Cell;
 
-    /// A store in a fresh temporary directory (kept alive by the returned guard).
+    /// Which database [`temp_store`] opens on this thread.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum On {
+        Sqlite,
+        Postgres,
+    }
+
+    thread_local! {
+        static ON: Cell<On> = const { Cell::new(On::Sqlite) };
+    }
+
+    /// Runs `test` once on SQLite and once on PostgreSQL (a fresh database on the test
+    /// process's own server): every store test is one body, run on both. A failure names the
+    /// database it happened on.
+    pub fn on_each_backend(test: impl Fn()) {
+        struct Naming(On);
+        impl Drop for Naming {
+            fn drop(&mut self) {
+                ON.with(|on| on.set(On::Sqlite));
+                if std::thread::panicking() {
+                    eprintln!("(this failure was on {:?})", self.0);
+                }
+            }
+        }
+        for on in [On::Sqlite, On::Postgres] {
+            ON.with(|cell| cell.set(on));
+            let _naming = Naming(on);
+            test();
+        }
+    }
+
+    /// A store on a fresh database (kept alive by the returned guard): SQLite in a temporary
+    /// directory, or PostgreSQL inside [`on_each_backend`]'s second run.
     pub fn temp_store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        let store = match ON.with(Cell::get) {
+            On::Sqlite => Store::open(&dir.path().join("state.db")).unwrap(),
+            On::Postgres => {
+                let url = zodex_store_pg::temp::fresh_database();
+                let pool = zodex_store_pg::PgStore::connect(&zodex_store_pg::PgSettings::new(url))
+                    .unwrap();
+                Store::on(Box::new(pool.backend())).unwrap()
+            }
+        };
         (dir, store)
     }
 

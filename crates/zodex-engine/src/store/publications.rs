@@ -95,52 +95,56 @@ impl Facts<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_support::temp_store;
+    use crate::store::test_support::{on_each_backend, temp_store};
     use crate::store::{AuditEntry, AuditFilter};
 
     #[test]
     fn a_publication_is_saved_then_updated_in_place() {
-        let (_dir, mut store) = temp_store();
-        let mut p = Publication {
-            idempotency_key: "k".into(),
-            repo_key: "demo/app".into(),
-            branch: "zodex/x".into(),
-            base: "main".into(),
-            pr_number: None,
-            url: None,
-            state: PublicationState::Pushing,
-            error: None,
-        };
-        store.write(|f| f.save_publication(&p, 1)).unwrap();
-        p.state = PublicationState::Opened;
-        p.pr_number = Some(7);
-        store.write(|f| f.save_publication(&p, 2)).unwrap();
-        assert_eq!(store.read(|f| f.publication("k")).unwrap(), Some(p));
-        assert_eq!(store.read(|f| f.publication("other")).unwrap(), None);
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let mut p = Publication {
+                idempotency_key: "k".into(),
+                repo_key: "demo/app".into(),
+                branch: "zodex/x".into(),
+                base: "main".into(),
+                pr_number: None,
+                url: None,
+                state: PublicationState::Pushing,
+                error: None,
+            };
+            store.write(|f| f.save_publication(&p, 1)).unwrap();
+            p.state = PublicationState::Opened;
+            p.pr_number = Some(7);
+            store.write(|f| f.save_publication(&p, 2)).unwrap();
+            assert_eq!(store.read(|f| f.publication("k")).unwrap(), Some(p));
+            assert_eq!(store.read(|f| f.publication("other")).unwrap(), None);
+        });
     }
 
     #[test]
     fn an_audit_row_gets_its_outcome_later() {
-        let (_dir, mut store) = temp_store();
-        let id = store
-            .write(|f| {
-                f.audit(
-                    &AuditEntry {
-                        action: crate::Action::Push.into(),
-                        decision: crate::vocabulary::AuditDecision::Allow,
-                        ..Default::default()
-                    },
-                    5,
-                )
-            })
-            .unwrap();
-        store
-            .write(|f| f.audit_outcome(id, &crate::Outcome::Pushed, Some("abc"), 2))
-            .unwrap();
-        let rows = store
-            .read(|f| f.audit_rows(&AuditFilter::default()))
-            .unwrap();
-        assert_eq!(rows[0].entry.outcome.as_deref(), Some("pushed"));
-        assert_eq!(rows[0].entry.token_sha256.as_deref(), Some("abc"));
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let id = store
+                .write(|f| {
+                    f.audit(
+                        &AuditEntry {
+                            action: crate::Action::Push.into(),
+                            decision: crate::vocabulary::AuditDecision::Allow,
+                            ..Default::default()
+                        },
+                        5,
+                    )
+                })
+                .unwrap();
+            store
+                .write(|f| f.audit_outcome(id, &crate::Outcome::Pushed, Some("abc"), 2))
+                .unwrap();
+            let rows = store
+                .read(|f| f.audit_rows(&AuditFilter::default()))
+                .unwrap();
+            assert_eq!(rows[0].entry.outcome.as_deref(), Some("pushed"));
+            assert_eq!(rows[0].entry.token_sha256.as_deref(), Some("abc"));
+        });
     }
 }

@@ -154,41 +154,43 @@ impl Facts<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::temp_store;
+    use super::super::test_support::{on_each_backend, temp_store};
     use super::*;
 
     #[test]
     fn all_installed_scope_covers_every_repo_and_default_clears_it() {
-        let (_dir, mut store) = temp_store();
-        let scope = NewYolo {
-            repo: None,
-            allow_workflows: false,
-            ttl_seconds: Some(7200),
-            created_by: "uid:0".into(),
-            refs: Vec::new(),
-        };
-        store.write(|f| f.insert_yolo(&scope, 100)).unwrap();
-        let one = NewYolo {
-            repo: Some(("acme/app".into(), "acme/app".into())),
-            ttl_seconds: Some(60),
-            ..scope.clone()
-        };
-        store.write(|f| f.insert_yolo(&one, 100)).unwrap();
-        let candidate = store.read(|f| f.candidate_yolo("zeta/x")).unwrap().unwrap();
-        assert_eq!(candidate.repo_key, None);
-        // The all-installed scope reaches further than the one-repo scope.
-        let candidate = store
-            .read(|f| f.candidate_yolo("acme/app"))
-            .unwrap()
-            .unwrap();
-        assert_eq!(candidate.expires_at, Some(7300));
-        let cleared = store.write(|f| f.clear_yolo("uid:0", 200)).unwrap();
-        assert_eq!(cleared.len(), 2);
-        assert!(
-            store
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let scope = NewYolo {
+                repo: None,
+                allow_workflows: false,
+                ttl_seconds: Some(7200),
+                created_by: "uid:0".into(),
+                refs: Vec::new(),
+            };
+            store.write(|f| f.insert_yolo(&scope, 100)).unwrap();
+            let one = NewYolo {
+                repo: Some(("acme/app".into(), "acme/app".into())),
+                ttl_seconds: Some(60),
+                ..scope.clone()
+            };
+            store.write(|f| f.insert_yolo(&one, 100)).unwrap();
+            let candidate = store.read(|f| f.candidate_yolo("zeta/x")).unwrap().unwrap();
+            assert_eq!(candidate.repo_key, None);
+            // The all-installed scope reaches further than the one-repo scope.
+            let candidate = store
                 .read(|f| f.candidate_yolo("acme/app"))
                 .unwrap()
-                .is_none()
-        );
+                .unwrap();
+            assert_eq!(candidate.expires_at, Some(7300));
+            let cleared = store.write(|f| f.clear_yolo("uid:0", 200)).unwrap();
+            assert_eq!(cleared.len(), 2);
+            assert!(
+                store
+                    .read(|f| f.candidate_yolo("acme/app"))
+                    .unwrap()
+                    .is_none()
+            );
+        });
     }
 }

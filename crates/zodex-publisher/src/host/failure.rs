@@ -115,6 +115,17 @@ impl From<StoreError> for Failure {
         match err {
             StoreError::NotFound(m) => Self::new(ErrorKind::NotFound, m),
             StoreError::Conflict(m) => Self::new(ErrorKind::Conflict, m),
+            // Nothing was decided: the state cannot be read. The message names the store
+            // ("state store unreachable: …", "state store busy: …"); try again.
+            StoreError::Unavailable(e) => {
+                tracing::warn!(error = %e, "state store unavailable");
+                Self::new(
+                    ErrorKind::Upstream,
+                    format!(
+                        "{e}; nothing was decided, try again (`zodex-prd status` shows the store)"
+                    ),
+                )
+            }
             other => {
                 tracing::error!(error = %other, "state database error");
                 Self::new(

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use zodex_config::Checked;
 use zodex_engine::authority::AuthorityError;
 use zodex_engine::policy::PolicyError;
-use zodex_engine::store::{Store, StoreError};
+use zodex_engine::store::StoreError;
 use zodex_engine::{Engine, GrantTerms, Principal};
 use zodex_protocol::answers::{self, Grant, Pong, Status, WireBytes};
 use zodex_protocol::{AgentRequest, ErrorKind, Response};
@@ -137,7 +137,7 @@ impl Host {
             waived,
         } = Subject::load(config.policy_dir.as_deref(), &config.waive_properties)?;
         let targets = checked.targets.clone();
-        let store = SharedStore::new(Store::open(&config.state_db())?);
+        let store = SharedStore::new(crate::store_open::open_store(&checked.store)?);
         let clock = match &config.test_clock_file {
             Some(file) => Clock::offset_by(file.clone()),
             None => Clock::system(),

@@ -1,0 +1,198 @@
+//! `zodex-prd store …`: checking a store, preparing a PostgreSQL database for publishers, and
+//! moving a sprite's state from one store to another. The command line parses and prints; the
+//! work is here.
+
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use zodex_config::StoreLocation;
+use zodex_engine::store::{AuditVerification, ChainHead, Store, StoreError};
+
+use crate::store_open::open_store;
+
+/// The role `store init` creates for publishers when none is named.
+pub const DEFAULT_PUBLISHER_ROLE: &str = "zodex_publisher";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreAdminError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "store {0:?}: give sqlite:PATH (a state.db file) or postgres://USER@HOST/DB (no password in it: use --password-file)"
+    )]
+    Spec(String),
+    #[error(transparent)]
+    Setting(#[from] zodex_config::StoreSettingError),
+    #[error("role name {0:?}: use 1 to 63 of a-z, 0-9 and _, starting with a letter")]
+    Role(String),
+    #[error("`store init` prepares a PostgreSQL database; {0} is SQLite, which needs no roles")]
+    NotPostgres(String),
+}
+
+/// Where a store is, as a command names it: `sqlite:PATH` or a `postgres://` URL.
+pub fn location_of(
+    spec: &str,
+    password_file: Option<&Path>,
+) -> Result<StoreLocation, StoreAdminError> {
+    if let Some(path) = spec.strip_prefix("sqlite:") {
+        if path.is_empty() {
+            return Err(StoreAdminError::Spec(spec.into()));
+        }
+        return Ok(StoreLocation::Sqlite(PathBuf::from(path)));
+    }
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        let table = zodex_config::StoreConfig {
+            url: spec.into(),
+            password_file: password_file.map(Path::to_path_buf),
+            ..Default::default()
+        };
+        return Ok(table.location()?);
+    }
+    Err(StoreAdminError::Spec(spec.into()))
+}
+
+/// What `store check` found.
+#[derive(Debug, Serialize)]
+pub struct StoreCheck {
+    pub location: String,
+    pub database: &'static str,
+    pub schema_version: i64,
+    pub known_schema_version: i64,
+    pub audit_ok: bool,
+    pub chains: Vec<ChainReport>,
+    pub unlinked_rows: Vec<i64>,
+}
+
+/// One audit chain as `store check` and `store migrate` show it.
+#[derive(Debug, Serialize)]
+pub struct ChainReport {
+    pub chain: &'static str,
+    pub head_seq: i64,
+    pub head_link: String,
+    pub base_seq: i64,
+    pub rows: Option<i64>,
+    pub problem: Option<String>,
+}
+
+impl From<&ChainHead> for ChainReport {
+    fn from(head: &ChainHead) -> Self {
+        Self {
+            chain: head.chain.as_str(),
+            head_seq: head.head_seq,
+            head_link: head.head_link.clone(),
+            base_seq: head.base_seq,
+            rows: None,
+            problem: None,
+        }
+    }
+}
+
+fn chains_of(check: &AuditVerification) -> Vec<ChainReport> {
+    check
+        .chains
+        .iter()
+        .map(|c| ChainReport {
+            rows: Some(c.rows),
+            problem: c.problem.clone(),
+            ..ChainReport::from(&c.head)
+        })
+        .collect()
+}
+
+/// Opens the store at `location` (bringing its schema up to date) and verifies its audit.
+pub fn check(location: &StoreLocation) -> Result<StoreCheck, StoreAdminError> {
+    let mut store = open_store(location)?;
+    let audit = store.read(|f| f.verify_audit())?;
+    Ok(StoreCheck {
+        location: store.describe(),
+        database: store.dialect().as_str(),
+        schema_version: store.schema_version()?,
+        known_schema_version: Store::known_schema_version(),
+        audit_ok: audit.ok,
+        chains: chains_of(&audit),
+        unlinked_rows: audit.unlinked_rows,
+    })
+}
+
+/// What `store migrate` did.
+#[derive(Debug, Serialize)]
+pub struct MigrateReport {
+    pub from: String,
+    pub to: String,
+    pub rows: Vec<(&'static str, usize)>,
+    /// The chain heads, equal on both sides (checked after the copy).
+    pub chains: Vec<ChainReport>,
+}
+
+/// Copies every row of the store at `from` into the store at `to` (see
+/// `zodex_engine::store::copy_state`: the audit verified before and after, the chain heads
+/// equal, an occupied target refused unless `replace`).
+pub fn migrate(
+    from: &StoreLocation,
+    to: &StoreLocation,
+    replace: bool,
+) -> Result<MigrateReport, StoreAdminError> {
+    let mut source = open_store(from)?;
+    let mut target = open_store(to)?;
+    let report = zodex_engine::store::copy_state(&mut source, &mut target, replace)?;
+    Ok(MigrateReport {
+        from: source.describe(),
+        to: target.describe(),
+        rows: report.rows,
+        chains: report.heads.iter().map(ChainReport::from).collect(),
+    })
+}
+
+/// What `store init` did.
+#[derive(Debug, Serialize)]
+pub struct InitReport {
+    pub location: String,
+    pub schema_version: i64,
+    pub publisher_role: String,
+}
+
+/// Prepares a PostgreSQL database for publishers, connected as its owner: brings the schema
+/// up to date, and creates the publisher's role (if missing) with exactly the rights a
+/// publisher needs — every table's rows, but on the audit only INSERT and SELECT (pruning goes
+/// through `zodex_prune_chain`, which runs with the owner's rights and removes only from a
+/// chain's start). The role logs in with the password or authentication the database
+/// administrator gives it; `store init` sets none.
+pub fn init(location: &StoreLocation, role: &str) -> Result<InitReport, StoreAdminError> {
+    if !valid_role(role) {
+        return Err(StoreAdminError::Role(role.into()));
+    }
+    if let StoreLocation::Sqlite(path) = location {
+        return Err(StoreAdminError::NotPostgres(path.display().to_string()));
+    }
+    let mut store = open_store(location)?;
+    store.administer(&grants_sql(role))?;
+    Ok(InitReport {
+        location: store.describe(),
+        schema_version: store.schema_version()?,
+        publisher_role: role.into(),
+    })
+}
+
+fn valid_role(role: &str) -> bool {
+    let mut bytes = role.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z'))
+        && role.len() <= 63
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+}
+
+/// The role and its rights. `role` is checked to be a plain lower-case name (no quoting needed).
+fn grants_sql(role: &str) -> String {
+    format!(
+        "DO $$ BEGIN
+             IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN
+                 CREATE ROLE {role} LOGIN;
+             END IF;
+         END $$;
+         GRANT USAGE ON SCHEMA public TO {role};
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};
+         REVOKE UPDATE, DELETE, TRUNCATE ON audit_events FROM {role};
+         REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON zodex_schema FROM {role};
+         GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};
+         REVOKE ALL ON FUNCTION zodex_prune_chain(TEXT, BIGINT, BIGINT) FROM PUBLIC;
+         GRANT EXECUTE ON FUNCTION zodex_prune_chain(TEXT, BIGINT, BIGINT) TO {role};"
+    )
+}

@@ -1,0 +1,193 @@
+//! `zodex-prd store …`: parse, call `publisher::store_admin`, print.
+
+use super::{EXIT_FAILURE, EXIT_OK, render};
+use crate::config::Config;
+use crate::publisher::store_admin::{self, ChainReport, DEFAULT_PUBLISHER_ROLE};
+use clap::Subcommand;
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum StoreCommand {
+    /// Open the store (the configuration's, or --store), bring its schema up to date, and
+    /// verify its audit chains. Exit code 0 only when every link holds.
+    Check {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// `sqlite:PATH` or `postgres://USER@HOST/DB` instead of the configuration's store.
+        #[arg(long)]
+        store: Option<String>,
+        /// The PostgreSQL password's file (with --store).
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prepare a PostgreSQL database for publishers, connected as its owner: the schema, and a
+    /// role for publishers that may add audit rows but never change or delete them.
+    Init {
+        /// `postgres://OWNER@HOST/DB`.
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+        /// The role publishers connect as (created if missing, without a password).
+        #[arg(long, default_value = DEFAULT_PUBLISHER_ROLE)]
+        role: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy every row of one store into another (a sprite's SQLite into a fleet's
+    /// PostgreSQL), verifying both audits: the chain heads must match after the copy. Stop the
+    /// publishers of both first.
+    Migrate {
+        /// `sqlite:PATH` or `postgres://USER@HOST/DB`.
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+        /// The PostgreSQL password's file (for whichever side is PostgreSQL).
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+        /// Delete the target's state first when it holds any (otherwise refused).
+        #[arg(long)]
+        replace: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(command: StoreCommand) -> i32 {
+    match command {
+        StoreCommand::Check {
+            config,
+            store,
+            password_file,
+            json,
+        } => check(config, store, password_file, json),
+        StoreCommand::Init {
+            url,
+            password_file,
+            role,
+            json,
+        } => init(url, password_file, role, json),
+        StoreCommand::Migrate {
+            from,
+            to,
+            password_file,
+            replace,
+            json,
+        } => migrate(from, to, password_file, replace, json),
+    }
+}
+
+fn check(
+    config: Option<PathBuf>,
+    store: Option<String>,
+    password_file: Option<PathBuf>,
+    json: bool,
+) -> i32 {
+    let location = match store {
+        Some(spec) => {
+            store_admin::location_of(&spec, password_file.as_deref()).map_err(|e| e.to_string())
+        }
+        None => Config::load(&Config::resolve_path(config.as_deref()))
+            .map_err(|e| e.to_string())
+            .and_then(|c| c.store_location().map_err(|e| e.to_string())),
+    };
+    let report = match location.map(|l| store_admin::check(&l).map_err(|e| e.to_string())) {
+        Ok(Ok(report)) => report,
+        Ok(Err(e)) | Err(e) => return super::print_failure(&e, json),
+    };
+    let ok = report.audit_ok;
+    if json {
+        super::print_json_ok(&report);
+    } else {
+        println!(
+            "{} store {} (schema {} of {})",
+            report.database,
+            render::safe(&report.location),
+            report.schema_version,
+            report.known_schema_version
+        );
+        print_chains(&report.chains);
+        if !report.unlinked_rows.is_empty() {
+            println!("FAIL rows carrying no link: {:?}", report.unlinked_rows);
+        }
+        println!(
+            "{}",
+            if ok {
+                "audit verifies"
+            } else {
+                "audit does NOT verify"
+            }
+        );
+    }
+    if ok { EXIT_OK } else { EXIT_FAILURE }
+}
+
+fn print_chains(chains: &[ChainReport]) {
+    for chain in chains {
+        let rows = chain
+            .rows
+            .map(|r| format!(", {r} rows"))
+            .unwrap_or_default();
+        println!(
+            "{} {}: head {} {}{rows}",
+            if chain.problem.is_none() {
+                "ok  "
+            } else {
+                "FAIL"
+            },
+            chain.chain,
+            chain.head_seq,
+            chain.head_link
+        );
+        if let Some(problem) = &chain.problem {
+            println!("     {}", render::safe(problem));
+        }
+    }
+}
+
+fn init(url: String, password_file: Option<PathBuf>, role: String, json: bool) -> i32 {
+    let done = store_admin::location_of(&url, password_file.as_deref())
+        .and_then(|location| store_admin::init(&location, &role));
+    match done {
+        Ok(report) if json => super::print_json_ok(&report),
+        Ok(report) => {
+            println!(
+                "prepared {} (schema {}); publishers connect as role {} (set its password, or its certificate or peer authentication, yourself)",
+                render::safe(&report.location),
+                report.schema_version,
+                report.publisher_role
+            );
+            EXIT_OK
+        }
+        Err(e) => super::print_failure(&e, json),
+    }
+}
+
+fn migrate(
+    from: String,
+    to: String,
+    password_file: Option<PathBuf>,
+    replace: bool,
+    json: bool,
+) -> i32 {
+    let locations = store_admin::location_of(&from, password_file.as_deref())
+        .and_then(|f| store_admin::location_of(&to, password_file.as_deref()).map(|t| (f, t)));
+    let done = locations.and_then(|(from, to)| store_admin::migrate(&from, &to, replace));
+    match done {
+        Ok(report) if json => super::print_json_ok(&report),
+        Ok(report) => {
+            let rows: usize = report.rows.iter().map(|(_, n)| n).sum();
+            println!(
+                "copied {rows} rows from {} to {}; both audits verify and end in the same heads:",
+                render::safe(&report.from),
+                render::safe(&report.to)
+            );
+            print_chains(&report.chains);
+            EXIT_OK
+        }
+        Err(e) => super::print_failure(&e, json),
+    }
+}

@@ -1,0 +1,134 @@
+//! Publishers sharing one PostgreSQL database: a `zodex dev up` installation's configuration
+//! copied per replica (its own state directory and sockets) with `[store]` naming the
+//! database, each replica a real `zodex-prd serve`.
+
+use super::dev::{AGENT, Dev, PRD, Run};
+use super::wait::eventually_with;
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A new database on the test process's own PostgreSQL server, prepared by `zodex-prd store
+/// init` (as the server's owner); returns the URL publishers connect with: the publisher role.
+pub fn prepared_database() -> String {
+    let owner_url = zodex_store_pg::temp::fresh_database();
+    let run = Run::from(
+        Command::new(PRD)
+            .args(["store", "init", "--url", &owner_url, "--json"])
+            .output()
+            .unwrap(),
+    )
+    .ok();
+    assert_eq!(run.json()["result"]["publisher_role"], "zodex_publisher");
+    as_role(&owner_url, "zodex_publisher")
+}
+
+/// `url` with its user replaced by `role`.
+pub fn as_role(url: &str, role: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (_, rest) = rest.split_once('@').unwrap();
+    format!("{scheme}://{role}@{rest}")
+}
+
+/// One `zodex-prd serve` on the shared database, killed when dropped.
+pub struct Replica {
+    pub name: String,
+    pub config: PathBuf,
+    pub admin_socket: PathBuf,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Replica {
+    pub fn start(dev: &Dev, name: &str, url: &str) -> Replica {
+        let (config, admin_socket) = dev.second_config(name, "");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!("\n[store]\nurl = \"{url}\"\n"));
+        std::fs::write(&config, text).unwrap();
+        let log = dev.dir.join(format!("{name}.log"));
+        let child = Command::new(PRD)
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut replica = Replica {
+            name: name.into(),
+            config,
+            admin_socket,
+            child,
+            log,
+        };
+        let socket = replica.admin_socket.clone();
+        let log = replica.log.clone();
+        eventually_with(
+            &format!("replica {name} listens"),
+            Duration::from_secs(60),
+            || std::fs::read_to_string(&log).unwrap_or_default(),
+            || {
+                if let Ok(Some(status)) = replica.child.try_wait() {
+                    panic!(
+                        "replica {name} exited ({status}): {}",
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    );
+                }
+                socket.exists()
+            },
+        );
+        replica
+    }
+
+    /// One admin request (JSON) through `zodex-prd admin`; the response.
+    pub fn admin(&self, request: &str) -> Value {
+        let mut child = Command::new(PRD)
+            .args(["admin", "--config", self.config.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(request.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "replica {}: not JSON ({e}): {}{}",
+                self.name,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    /// `zodex-agent ARGS` talking to this replica's agent socket.
+    pub fn agent(&self, dev: &Dev, args: &[&str]) -> Run {
+        let mut command = dev.agent_command(args);
+        command.env("ZODEX_CONFIG", &self.config);
+        let _ = AGENT;
+        Run::from(command.output().unwrap())
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Ends the process at once, as a crash would (SIGKILL).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
