@@ -48,21 +48,38 @@ pub fn record_outcome(
 
 /// The audit sink `sink`'s cursor and up to `limit` rows after it (a new sink starts at the
 /// newest row).
+/// How long a process holds an audit sink's lease without renewing it: another process takes
+/// the sink over this long after the holder stopped (it renews with every batch).
+pub const SINK_LEASE_SECONDS: i64 = 10;
+
+/// Up to `limit` rows `sink` has not delivered, when `holder` holds (or now takes) the sink's
+/// lease; `None` while another process ships it.
 pub fn sink_batch(
     store: &mut Store,
     sink: &str,
+    holder: &str,
     limit: u32,
-) -> Result<(SinkCursor, Vec<AuditRecord>), StoreError> {
+    now: i64,
+) -> Result<Option<(SinkCursor, Vec<AuditRecord>)>, StoreError> {
     store.write(|f| {
+        if !f.claim_sink(sink, holder, now, now + SINK_LEASE_SECONDS)? {
+            return Ok(None);
+        }
         let cursor = f.sink_cursor(sink)?;
         let rows = f.audit_records_after(cursor.delivered_id, limit)?;
-        Ok((cursor, rows))
+        Ok(Some((cursor, rows)))
     })
 }
 
-/// The audit sink `sink` delivered every row up to `id`.
-pub fn sink_delivered(store: &mut Store, sink: &str, id: i64, now: i64) -> Result<(), StoreError> {
-    store.write(|f| f.sink_delivered(sink, id, now))
+/// The audit sink `sink` delivered every row up to `id` (refused when `holder` lost the lease).
+pub fn sink_delivered(
+    store: &mut Store,
+    sink: &str,
+    holder: &str,
+    id: i64,
+    now: i64,
+) -> Result<(), StoreError> {
+    store.write(|f| f.sink_delivered(sink, holder, id, now))
 }
 
 /// The audit sink `sink` failed with `error`.

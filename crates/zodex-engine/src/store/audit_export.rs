@@ -100,15 +100,45 @@ impl Facts<'_> {
         )
     }
 
-    /// `sink` delivered every row up to `id`.
-    pub fn sink_delivered(&self, sink: &str, id: i64, now: i64) -> Result<()> {
-        self.exec(
+    /// Takes or renews `sink`'s lease for `holder` until `until`: true when `holder` now
+    /// holds it (it was free, ran out before `now`, or was `holder`'s already).
+    pub fn claim_sink(&self, sink: &str, holder: &str, now: i64, until: i64) -> Result<bool> {
+        self.sink_cursor(sink)?;
+        let claimed = self.exec(
+            "UPDATE audit_sink_cursors SET leased_by = ?2, lease_until = ?4
+             WHERE sink = ?1 AND (leased_by IS NULL OR leased_by = ?2 OR lease_until <= ?3)",
+            params![sink, holder, now, until],
+        )?;
+        Ok(claimed == 1)
+    }
+
+    /// Who holds `sink`'s lease, and until when (`None`: nobody yet).
+    pub fn sink_lease(&self, sink: &str) -> Result<Option<(String, i64)>> {
+        Ok(self
+            .optional_row(
+                "SELECT leased_by, lease_until FROM audit_sink_cursors WHERE sink = ?1",
+                params![sink],
+                |r| Ok((r.get::<Option<String>>(0)?, r.get::<Option<i64>>(1)?)),
+            )?
+            .and_then(|(by, until)| Some((by?, until?))))
+    }
+
+    /// `sink` delivered every row up to `id`, shipped by `holder`; refused (a conflict) when
+    /// `holder` no longer holds the lease: another process ships the sink now.
+    pub fn sink_delivered(&self, sink: &str, holder: &str, id: i64, now: i64) -> Result<()> {
+        let moved = self.exec(
             "UPDATE audit_sink_cursors
              SET delivered_id = CASE WHEN delivered_id > ?2 THEN delivered_id ELSE ?2 END,
                  delivered_at = ?3,
-                 failures = 0, last_error = NULL, last_attempt = ?3 WHERE sink = ?1",
-            params![sink, id, now],
+                 failures = 0, last_error = NULL, last_attempt = ?3
+             WHERE sink = ?1 AND leased_by = ?4",
+            params![sink, id, now, holder],
         )?;
+        if moved == 0 {
+            return Err(super::StoreError::Conflict(format!(
+                "audit sink {sink}: this process no longer holds its lease (another ships it now); its cursor was not moved"
+            )));
+        }
         Ok(())
     }
 
@@ -121,5 +151,56 @@ impl Facts<'_> {
             params![sink, error, now],
         )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{on_each_backend, temp_store};
+    use crate::store::AuditEntry;
+
+    #[test]
+    fn one_process_ships_a_sink_at_a_time_and_another_takes_over_when_its_lease_ends() {
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            store
+                .write(|f| f.audit(&AuditEntry::default(), 1).map(drop))
+                .unwrap();
+            let claim = |store: &mut crate::store::Store, who: &str, now: i64| {
+                store
+                    .write(|f| f.claim_sink("siem", who, now, now + 10))
+                    .unwrap()
+            };
+            assert!(claim(&mut store, "a", 100), "a free sink is taken");
+            assert!(!claim(&mut store, "b", 105), "not while a's lease runs");
+            assert!(claim(&mut store, "a", 105), "a renews");
+            // b may not move the cursor of a sink it does not hold.
+            let refused = store.write(|f| f.sink_delivered("siem", "b", 1, 106));
+            assert!(
+                refused
+                    .unwrap_err()
+                    .to_string()
+                    .contains("no longer holds its lease"),
+                "b was refused"
+            );
+            // a stops renewing; once its lease has run out, b takes over and a is fenced off.
+            assert!(claim(&mut store, "b", 115));
+            assert_eq!(
+                store.read(|f| f.sink_lease("siem")).unwrap(),
+                Some(("b".to_string(), 125))
+            );
+            assert!(
+                store
+                    .write(|f| f.sink_delivered("siem", "a", 1, 116))
+                    .is_err()
+            );
+            store
+                .write(|f| f.sink_delivered("siem", "b", 1, 116))
+                .unwrap();
+            assert_eq!(
+                store.write(|f| f.sink_cursor("siem")).unwrap().delivered_id,
+                1
+            );
+        });
     }
 }

@@ -21,13 +21,20 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0004_audit_sinks.sql"),
     include_str!("../../../../migrations/0005_mcp_oauth.sql"),
     include_str!("../../../../migrations/0006_mcp_oauth_decisions.sql"),
+    include_str!("../../../../migrations/0007_audit_sink_leases.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
-const POSTGRES: &[(i64, &str)] = &[(
-    6,
-    include_str!("../../../../migrations/postgres/0001_initial.sql"),
-)];
+const POSTGRES: &[(i64, &str)] = &[
+    (
+        6,
+        include_str!("../../../../migrations/postgres/0001_initial.sql"),
+    ),
+    (
+        7,
+        include_str!("../../../../migrations/postgres/0007_audit_sink_leases.sql"),
+    ),
+];
 
 /// The newest schema version this binary knows.
 pub(super) const KNOWN_VERSION: i64 = SQLITE.len() as i64;

@@ -216,6 +216,7 @@ impl Host {
         crate::sinks::Outbox {
             store: self.core.store.clone(),
             clock: self.core.clock.clone(),
+            holder: crate::sinks::Outbox::holder_name(),
         }
     }
 

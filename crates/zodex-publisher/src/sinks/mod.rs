@@ -81,6 +81,24 @@ impl Sink {
 pub struct Outbox {
     pub store: SharedStore,
     pub clock: Clock,
+    /// This process among the publishers sharing the store: the name its sink leases carry.
+    pub holder: String,
+}
+
+impl Outbox {
+    /// A name no other publisher process carries: the host, the pid, and random bits (a pid
+    /// is reused after a restart; the old process's lease must not pass to the new one).
+    pub fn holder_name() -> String {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let mut random = [0u8; 6];
+        let _ = getrandom::fill(&mut random);
+        format!(
+            "{}:{}:{}",
+            host.trim(),
+            std::process::id(),
+            hex::encode(random)
+        )
+    }
 }
 
 /// Starts one delivery task per configured sink.
@@ -126,12 +144,22 @@ async fn deliver_some(
     config: &SinkConfig,
     sink: &mut Option<Sink>,
 ) -> Result<usize, SinkError> {
-    let name = config.name().to_string();
-    let (_, rows) = outbox
+    let (name, holder, now) = (
+        config.name().to_string(),
+        outbox.holder.clone(),
+        outbox.clock.now(),
+    );
+    let batch = outbox
         .store
-        .run(move |s| ledger::sink_batch(s, &name, BATCH))
+        .run(move |s| ledger::sink_batch(s, &name, &holder, BATCH, now))
         .await
         .map_err(SinkError::ReadLog)?;
+    // Another publisher on the same store ships this sink now; this one waits its turn (it
+    // takes over once that one's lease runs out).
+    let Some((_, rows)) = batch else {
+        *sink = None;
+        return Ok(0);
+    };
     if rows.is_empty() {
         return Ok(0);
     }
@@ -142,9 +170,10 @@ async fn deliver_some(
     for record in &rows {
         open.deliver(record).await?;
         let (name, id, now) = (config.name().to_string(), record.row.id, outbox.clock.now());
+        let holder = outbox.holder.clone();
         outbox
             .store
-            .run(move |s| ledger::sink_delivered(s, &name, id, now))
+            .run(move |s| ledger::sink_delivered(s, &name, &holder, id, now))
             .await
             .map_err(SinkError::Record)?;
     }
