@@ -177,3 +177,125 @@ fn a_sprites_sqlite_state_moves_to_postgres_with_its_audit_proven_equal() {
         "{requests}"
     );
 }
+
+/// The newest audit row's id (as the publisher role reads it).
+fn newest_audit_id(publisher: &zodex_store_pg::PgBackend) -> i64 {
+    let rows = publisher
+        .query("SELECT COALESCE(MAX(id), 0) FROM audit_events", &[])
+        .unwrap();
+    rows[0].get::<i64>(0).unwrap()
+}
+
+/// The ids of the events in a JSON Lines sink file, in file order.
+fn ids_in(path: &std::path::Path) -> Vec<i64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_sink_shared_by_two_replicas_gets_every_row_once_in_order_across_a_kill() {
+    let dev = Dev::up();
+    let url = prepared_database();
+    let file = dev.dir.join("siem.jsonl");
+    let sink = format!(
+        "[[audit_sinks]]\nkind = \"jsonl\"\nname = \"siem\"\npath = \"{}\"\n",
+        file.display()
+    );
+    let mut a = Replica::start_with(&dev, "a", &url, &sink);
+    let mut b = Replica::start_with(&dev, "b", &url, &sink);
+    let publisher = PgStore::connect(&PgSettings::new(url.clone()))
+        .unwrap()
+        .backend();
+    let caught_up = |what: &str| {
+        let newest = newest_audit_id(&publisher);
+        crate::support::wait::eventually(what, std::time::Duration::from_secs(40), || {
+            ids_in(&file).last().is_some_and(|id| *id >= newest)
+        });
+    };
+    for i in 0..8 {
+        request(&dev, &a, &format!("demo/first{i}"));
+    }
+    caught_up("the sink has the first rows");
+    // Whoever ships the sink dies at once; the other takes it over when the lease runs out.
+    let holder = publisher
+        .query(
+            "SELECT leased_by FROM audit_sink_cursors WHERE sink = 'siem'",
+            &[],
+        )
+        .unwrap()[0]
+        .get::<String>(0)
+        .unwrap();
+    let (survivor, dead) = if holder.contains(&format!(":{}:", a.pid())) {
+        a.kill();
+        (&b, "a")
+    } else {
+        b.kill();
+        (&a, "b")
+    };
+    for i in 0..8 {
+        request(&dev, survivor, &format!("demo/second{i}"));
+    }
+    caught_up(&format!(
+        "the survivor ships the rows after {dead} was killed"
+    ));
+    let ids = ids_in(&file);
+    let expected: Vec<i64> = publisher
+        .query(
+            "SELECT id FROM audit_events WHERE id >= ?1 ORDER BY id",
+            &[&ids[0]],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<i64>(0).unwrap())
+        .collect();
+    assert_eq!(ids, expected, "every row once, in order");
+}
+
+#[test]
+fn a_database_that_goes_away_refuses_decisions_by_name_and_is_used_again_when_back() {
+    let dev = Dev::up();
+    let dir = tempfile::Builder::new()
+        .prefix("zpg")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let server = zodex_store_pg::temp::TempServer::start(
+        &dir.path().join("pg"),
+        zodex_store_pg::temp::TempOptions {
+            fast: true,
+            port: None,
+        },
+    )
+    .unwrap();
+    server.create_database("state").unwrap();
+    let owner = server.url("state");
+    prd(&["store", "init", "--url", &owner]).ok();
+    let a = Replica::start(&dev, "a", &as_role(&owner, "zodex_publisher"));
+    assert_eq!(a.admin("{\"op\":\"status\"}")["ok"], true);
+    server.stop().unwrap();
+    let refused = a.admin("{\"op\":\"status\"}");
+    assert_eq!(refused["ok"], false, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("state store unreachable"), "{refused}");
+    let run = a.agent(&dev, &["github", "request-push", "--repo", "demo/app"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("state store unreachable"),
+        "{}",
+        run.stderr
+    );
+    // Back: the same process serves again, no restart.
+    server.start_again().unwrap();
+    crate::support::wait::eventually(
+        "the publisher uses the database again",
+        std::time::Duration::from_secs(30),
+        || a.admin("{\"op\":\"status\"}")["ok"] == true,
+    );
+    request(&dev, &a, "demo/app");
+}

@@ -43,9 +43,15 @@ pub struct Replica {
 
 impl Replica {
     pub fn start(dev: &Dev, name: &str, url: &str) -> Replica {
+        Self::start_with(dev, name, url, "")
+    }
+
+    /// [`Replica::start`] with `extra` (tables such as `[[audit_sinks]]`) at the end of its
+    /// configuration.
+    pub fn start_with(dev: &Dev, name: &str, url: &str, extra: &str) -> Replica {
         let (config, admin_socket) = dev.second_config(name, "");
         let mut text = std::fs::read_to_string(&config).unwrap();
-        text.push_str(&format!("\n[store]\nurl = \"{url}\"\n"));
+        text.push_str(&format!("\n[store]\nurl = \"{url}\"\n{extra}\n"));
         std::fs::write(&config, text).unwrap();
         let log = dev.dir.join(format!("{name}.log"));
         let child = Command::new(PRD)
@@ -118,6 +124,10 @@ impl Replica {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Ends the process at once, as a crash would (SIGKILL).
