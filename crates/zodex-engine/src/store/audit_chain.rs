@@ -192,11 +192,18 @@ impl StoredRow {
 impl Facts<'_> {
     /// Appends `row` (its id, chain, sequence number and link filled in here) to its chain.
     pub(super) fn append_linked(&self, mut row: StoredRow, chain: Chain) -> Result<i64> {
-        let head = self.chain_head(chain)?;
-        row.id = self.value("SELECT COALESCE(MAX(id), 0) + 1 FROM audit_events", &[])?;
+        // The head and the next id in one statement: on PostgreSQL each statement is a round
+        // trip, taken while every other writer waits.
+        let (head_seq, head_link, next_id): (i64, String, i64) = self.row(
+            "SELECT head_seq, head_link, (SELECT COALESCE(MAX(id), 0) + 1 FROM audit_events)
+             FROM audit_chains WHERE chain = ?1",
+            params![chain.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        row.id = next_id;
         row.chain = Some(chain.as_str().to_string());
-        row.seq = Some(head.head_seq + 1);
-        let link = row.link_after(&head.head_link);
+        row.seq = Some(head_seq + 1);
+        let link = row.link_after(&head_link);
         self.exec(
             &format!(
                 "INSERT INTO audit_events ({COLUMNS})
