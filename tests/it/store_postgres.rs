@@ -278,7 +278,33 @@ fn a_database_that_goes_away_refuses_decisions_by_name_and_is_used_again_when_ba
     prd(&["store", "init", "--url", &owner]).ok();
     let a = Replica::start(&dev, "a", &as_role(&owner, "zodex_publisher"));
     assert_eq!(a.admin("{\"op\":\"status\"}")["ok"], true);
+    let ground = |replica: &Replica| -> serde_json::Value {
+        let run = prd(&[
+            "check-ground",
+            "--config",
+            replica.config.to_str().unwrap(),
+            "--json",
+        ]);
+        run.json()["result"]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["check"] == "state-store")
+            .cloned()
+            .unwrap_or_else(|| panic!("no state-store finding: {}", run.stdout))
+    };
+    assert_eq!(ground(&a)["ok"], true, "{}", ground(&a));
     server.stop().unwrap();
+    // Doctor's ground checks say so, naming the store.
+    let down = ground(&a);
+    assert_eq!(down["ok"], false, "{down}");
+    assert!(
+        down["message"]
+            .as_str()
+            .unwrap()
+            .contains("state store unreachable"),
+        "{down}"
+    );
     let refused = a.admin("{\"op\":\"status\"}");
     assert_eq!(refused["ok"], false, "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();

@@ -108,6 +108,7 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
             "zodex-github",
             "zodex-git",
             "zodex-store-pg",
+            "zodex-sql",
         ],
     ),
     (

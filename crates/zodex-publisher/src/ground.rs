@@ -79,6 +79,7 @@ pub fn serving_uid(config: &Config) -> u32 {
 /// Every check: the local ones, then, when `[github]` is configured, the GitHub ones.
 pub async fn check(config: &Config) -> Vec<Finding> {
     let mut findings = local_checks(config);
+    findings.extend(store_check(config));
     findings.extend(sink_checks(config));
     for finding in github_ground(config).await {
         // A key file the local checks already found wrong is said once.
@@ -144,6 +145,51 @@ pub fn local_checks_for(config: &Config, uid: u32) -> Vec<Finding> {
         findings.push(socket_dir(&dir, uid));
     }
     findings
+}
+
+/// `[store]`'s PostgreSQL: reachable as the publisher connects, and its schema version (SQLite,
+/// the default, is the state directory's check). Nothing is migrated here.
+fn store_check(config: &Config) -> Option<Finding> {
+    let zodex_config::StoreLocation::Postgres(pg) = config.store_location().ok()? else {
+        return None;
+    };
+    let reached = pg
+        .password()
+        .map_err(|e| e.to_string())
+        .and_then(|password| {
+            let settings = zodex_store_pg::PgSettings {
+                password,
+                pool_size: 1,
+                wait_timeout: pg.wait,
+                ..zodex_store_pg::PgSettings::new(pg.url.clone())
+            };
+            let store = zodex_store_pg::PgStore::connect(&settings).map_err(|e| e.to_string())?;
+            let rows = zodex_sql::Backend::query(
+                &store.backend(),
+                "SELECT COALESCE(MAX(version), 0) FROM zodex_schema",
+                &[],
+            )
+            .map_err(|e| e.to_string())?;
+            let version: i64 = rows
+                .first()
+                .map(|r| r.get(0))
+                .transpose()
+                .map_err(|e| e.to_string())?
+                .unwrap_or(0);
+            Ok((store.describe(), version))
+        });
+    Some(match reached {
+        Ok((at, version)) => Finding::ok(
+            "state-store",
+            format!("state store {at} is reachable (PostgreSQL, schema version {version})"),
+        ),
+        Err(e) => Finding::fail(
+            "state-store",
+            format!(
+                "{e}; check [store] url and password_file, that PostgreSQL is running, and that `zodex-prd store init` prepared the database"
+            ),
+        ),
+    })
 }
 
 /// The audit sinks' files: checked by `check-ground` (doctor), never a reason for `serve` to
