@@ -144,7 +144,7 @@ fn mint_use_and_revoke_once() {
         );
         assert!(minted.expires_at > now() + 3000);
         let row = store
-            .with(|s| record::minted(s, &minted, None, None, now()))
+            .with(|s| record::minted(s, &minted, None, None, None, now()))
             .unwrap();
         assert_eq!(row.token_sha256, minted.token.sha256());
         assert_eq!(row.purpose, "read");

@@ -325,3 +325,64 @@ fn a_database_that_goes_away_refuses_decisions_by_name_and_is_used_again_when_ba
     );
     request(&dev, &a, "demo/app");
 }
+
+#[test]
+fn a_write_token_of_a_killed_replica_is_revoked_by_the_survivor() {
+    let dev = Dev::up();
+    let url = prepared_database();
+    let mut a = Replica::start(&dev, "a", &url);
+    let b = Replica::start(&dev, "b", &url);
+    let granted =
+        a.admin(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":3600},"via":"token"}"#);
+    assert_eq!(granted["ok"], true, "{granted}");
+    // The agent's credential helper takes a write token from A.
+    let git_url = dev.info["devhub_git_url"].as_str().unwrap();
+    let host = git_url
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
+    let mut helper =
+        dev.agent_command(&["credential", "--config", a.config.to_str().unwrap(), "get"]);
+    helper
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = helper.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("protocol=http\nhost={host}\npath=demo/app.git\n\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let answer = String::from_utf8_lossy(&out.stdout).into_owned();
+    let token = answer
+        .lines()
+        .find_map(|l| l.strip_prefix("password="))
+        .unwrap_or_else(|| panic!("no token: {answer}"))
+        .to_string();
+    let api = dev.info["devhub_api_url"].as_str().unwrap().to_string();
+    let live = |token: &str| {
+        reqwest::blocking::Client::new()
+            .get(format!("{api}/installation/repositories"))
+            .bearer_auth(token)
+            .send()
+            .unwrap()
+            .status()
+            == 200
+    };
+    assert!(live(&token), "the write token works");
+    // A dies holding it; B, alive, revokes it once A has been silent long enough.
+    a.kill();
+    crate::support::wait::eventually_with(
+        "the survivor revokes the killed replica's write token",
+        std::time::Duration::from_secs(60),
+        || b.log(),
+        || !live(&token),
+    );
+    assert!(
+        b.log()
+            .contains("revoked a write token whose publisher stopped"),
+        "{}",
+        b.log()
+    );
+}

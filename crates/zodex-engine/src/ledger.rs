@@ -121,6 +121,38 @@ pub fn record_token(store: &mut Store, token: &IssuedToken) -> Result<(), StoreE
     store.write(|f| f.record_token(token))
 }
 
+/// Records a write token with its sealed value and the process that minted it (see
+/// `Facts::seal_token`), in one transaction.
+pub fn record_sealed_token(
+    store: &mut Store,
+    token: &IssuedToken,
+    sealed: &[u8],
+    holder: &str,
+) -> Result<(), StoreError> {
+    store.write(|f| {
+        f.record_token(token)?;
+        f.seal_token(&token.token_sha256, sealed, holder)
+    })
+}
+
+/// `holder` (a publisher process) is alive at `now`; processes silent for a day are forgotten.
+pub fn publisher_alive(store: &mut Store, holder: &str, now: i64) -> Result<(), StoreError> {
+    store.write(|f| {
+        f.publisher_alive(holder, now)?;
+        f.forget_publishers(now - 86_400).map(drop)
+    })
+}
+
+/// The sealed write tokens of publishers silent since `alive_since` (never `me`'s).
+pub fn orphaned_tokens(
+    store: &mut Store,
+    me: &str,
+    now: i64,
+    alive_since: i64,
+) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+    store.read(|f| f.orphaned_tokens(me, now, alive_since))
+}
+
 /// What marking a token revoked found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RevocationMark {

@@ -107,6 +107,11 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
             if n > 0 {
                 tracing::info!(revoked = n, "revoked write tokens of ended grants");
             }
+            // Publishers sharing the store: this one is alive; a stopped one's tokens go.
+            let n = host.sweep_orphaned_tokens().await;
+            if n > 0 {
+                tracing::warn!(revoked = n, "revoked write tokens of stopped publishers");
+            }
             // Audit rows and ended grants past their retention (Host prunes once a minute).
             host.prune_if_due().await;
         }

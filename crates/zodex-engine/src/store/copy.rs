@@ -40,7 +40,7 @@ const TABLES: &[(&str, &str)] = &[
     (
         "issued_tokens",
         "token_sha256, repo_key, app, permissions, purpose, grant_id, audit_id, issued_at, \
-         expires_at, revoked_at",
+         expires_at, revoked_at, sealed, holder",
     ),
     (
         "audit_sink_cursors",
@@ -81,6 +81,7 @@ const TABLES: &[(&str, &str)] = &[
         "token_sha256, family, issued_at, used_at",
     ),
     ("mcp_oauth_settings", "name, value"),
+    ("publisher_processes", "holder, seen_at"),
 ];
 
 /// Tables whose `id` PostgreSQL numbers itself: after rows are copied with their ids, its

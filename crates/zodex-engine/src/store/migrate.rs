@@ -22,6 +22,7 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0005_mcp_oauth.sql"),
     include_str!("../../../../migrations/0006_mcp_oauth_decisions.sql"),
     include_str!("../../../../migrations/0007_audit_sink_leases.sql"),
+    include_str!("../../../../migrations/0008_token_ledger_seals.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
@@ -33,6 +34,10 @@ const POSTGRES: &[(i64, &str)] = &[
     (
         7,
         include_str!("../../../../migrations/postgres/0007_audit_sink_leases.sql"),
+    ),
+    (
+        8,
+        include_str!("../../../../migrations/postgres/0008_token_ledger_seals.sql"),
     ),
 ];
 

@@ -19,6 +19,9 @@ pub(crate) struct Core {
     pub clock: Clock,
     pub github: Option<Arc<GitHub>>,
     pub settings: Settings,
+    /// This process among the publishers sharing the store: the name its audit-sink leases
+    /// and sealed tokens carry.
+    pub holder: String,
 }
 
 /// What the host takes from the configuration, checked when it opens.

@@ -19,11 +19,20 @@ use zodex_protocol::{CredentialGrant, ErrorKind, Response};
 pub(crate) struct Credentials {
     core: Arc<Core>,
     tokens: Tokens,
+    /// Seals write tokens into the ledger (none without `[github]`).
+    seal: Option<super::seal::TokenSeal>,
+    /// When this process last said it was alive (the sweeper says so every few seconds).
+    alive_at: std::sync::atomic::AtomicI64,
 }
 
 impl Credentials {
-    pub fn new(core: Arc<Core>, tokens: Tokens) -> Self {
-        Self { core, tokens }
+    pub fn new(core: Arc<Core>, tokens: Tokens, seal: Option<super::seal::TokenSeal>) -> Self {
+        Self {
+            core,
+            tokens,
+            seal,
+            alive_at: std::sync::atomic::AtomicI64::new(i64::MIN),
+        }
     }
 
     fn github_for(&self, host: &str) -> Result<&GitHub, Failure> {
@@ -79,9 +88,16 @@ impl Credentials {
                 .register_write(&minted.token, minted.expires_at);
         }
         let recording = minted.clone();
+        let sealed = (token_use != TokenUse::Read)
+            .then(|| self.seal.as_ref().map(|seal| seal.seal(&minted.token)))
+            .flatten();
+        let holder = self.core.holder.clone();
         let recorded = self
             .core
-            .stored(move |_, s| super::record::minted(s, &recording, grant_id, audit_id, now))
+            .stored(move |_, s| {
+                let sealed = sealed.as_deref().map(|sealed| (sealed, holder.as_str()));
+                super::record::minted(s, &recording, grant_id, audit_id, sealed, now)
+            })
             .await;
         if let Err(e) = recorded {
             // Never hand out what the state does not know: take it back at GitHub.
@@ -401,6 +417,61 @@ impl Credentials {
                     error = %e,
                     "revoking a write token of the previous run failed; it stays recorded for the next start and the sweeper"
                 ),
+            }
+        }
+        revoked
+    }
+}
+
+impl Credentials {
+    /// Says this process is alive (every few seconds), then revokes, by value, the sealed write
+    /// tokens of publishers on the same store that have been silent for
+    /// [`super::seal::SILENT_AFTER_SECONDS`]: a publisher killed between minting and revoking
+    /// leaves nothing live behind. Returns how many were revoked.
+    pub async fn sweep_orphaned_tokens(&self) -> usize {
+        use std::sync::atomic::Ordering;
+        let now = self.core.now();
+        if now.saturating_sub(self.alive_at.load(Ordering::Relaxed)) < 5 {
+            return 0;
+        }
+        self.alive_at.store(now, Ordering::Relaxed);
+        let me = self.core.holder.clone();
+        let alive = {
+            let me = me.clone();
+            self.core
+                .stored(move |_, s| zodex_engine::ledger::publisher_alive(s, &me, now))
+                .await
+        };
+        if let Err(e) = alive {
+            tracing::warn!(error = %e, "cannot say this publisher is alive; others may sweep its tokens");
+        }
+        let (Some(github), Some(seal)) = (&self.core.github, &self.seal) else {
+            return 0;
+        };
+        let since = now - super::seal::SILENT_AFTER_SECONDS;
+        let orphans = self
+            .core
+            .stored(move |_, s| zodex_engine::ledger::orphaned_tokens(s, &me, now, since))
+            .await
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "listing the tokens of stopped publishers failed");
+                Vec::new()
+            });
+        let mut revoked = 0;
+        for (sha256, sealed) in orphans {
+            let Some(token) = seal.open(&sha256, &sealed) else {
+                tracing::error!(token_sha256 = %sha256, "a sealed write token does not open with this deployment's writer key; it lapses at its expiry");
+                continue;
+            };
+            match super::record::revoke_unconditionally(github, &self.core.store, &token, now).await
+            {
+                Ok(_) => {
+                    tracing::warn!(token_sha256 = %sha256, "revoked a write token whose publisher stopped");
+                    revoked += 1;
+                }
+                Err(e) => {
+                    tracing::error!(token_sha256 = %sha256, error = %e, "revoking a stopped publisher's write token failed; the next sweep tries again")
+                }
             }
         }
         revoked

@@ -30,6 +30,7 @@ mod mirror;
 mod pipeline;
 mod proofs;
 pub mod record;
+mod seal;
 mod shallow;
 mod tokens;
 
@@ -170,9 +171,21 @@ impl Host {
             clock,
             github,
             settings,
+            holder: crate::sinks::Outbox::holder_name(),
         });
+        let seal = match &config.github {
+            Some(github) => Some(seal::TokenSeal::from_writer_key(
+                &std::fs::read(&github.writer.private_key_file).map_err(|e| {
+                    HostError::Config(format!(
+                        "cannot read the writer key {}: {e}",
+                        github.writer.private_key_file.display()
+                    ))
+                })?,
+            )),
+            None => None,
+        };
         let tokens = tokens::Tokens::open(config.state_dir.join("write-tokens"));
-        let credentials = Arc::new(Credentials::new(core.clone(), tokens));
+        let credentials = Arc::new(Credentials::new(core.clone(), tokens, seal));
         let disk = crate::publish::Mirrors::new(config.state_dir.join("mirrors"), config.tmp_dir());
         let mirrors = Arc::new(Mirrors::new(core.clone(), credentials.clone(), disk));
         let pipeline = Arc::new(Pipeline::new(
@@ -216,8 +229,14 @@ impl Host {
         crate::sinks::Outbox {
             store: self.core.store.clone(),
             clock: self.core.clock.clone(),
-            holder: crate::sinks::Outbox::holder_name(),
+            holder: self.core.holder.clone(),
         }
+    }
+
+    /// Says this process is alive, and revokes the sealed write tokens of publishers on the
+    /// same store that stopped saying so (the sweeper's tick).
+    pub async fn sweep_orphaned_tokens(&self) -> usize {
+        self.credentials.sweep_orphaned_tokens().await
     }
 
     /// Revokes the write tokens a previous run left behind (once, at start).

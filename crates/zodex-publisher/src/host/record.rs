@@ -22,11 +22,14 @@ pub fn coverage(store: &mut Store, repo: &RepoName, coverage: &Coverage) -> Resu
 }
 
 /// Records a minted token; returns the row as stored.
+/// `sealed`: the write token's sealed value and this process's name, kept so another publisher
+/// can revoke it should this one die (see `host::seal`).
 pub fn minted(
     store: &mut Store,
     minted: &MintedToken,
     grant_id: Option<i64>,
     audit_id: Option<i64>,
+    sealed: Option<(&[u8], &str)>,
     now: i64,
 ) -> Result<IssuedToken, StoreError> {
     let row = IssuedToken {
@@ -42,7 +45,10 @@ pub fn minted(
         expires_at: minted.expires_at,
         revoked_at: None,
     };
-    ledger::record_token(store, &row)?;
+    match sealed {
+        Some((sealed, holder)) => ledger::record_sealed_token(store, &row, sealed, holder)?,
+        None => ledger::record_token(store, &row)?,
+    }
     Ok(row)
 }
 
