@@ -386,3 +386,42 @@ fn a_write_token_of_a_killed_replica_is_revoked_by_the_survivor() {
         b.log()
     );
 }
+
+#[test]
+fn an_agent_waiting_on_one_replica_is_woken_by_an_approval_on_another() {
+    let dev = Dev::up();
+    let url = prepared_database();
+    let a = Replica::start(&dev, "a", &url);
+    let b = Replica::start(&dev, "b", &url);
+    let mut waiting =
+        dev.agent_command(&["github", "request-push", "--repo", "demo/app", "--wait"]);
+    waiting
+        .env("ZODEX_CONFIG", &b.config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = waiting.spawn().unwrap();
+    let pending = crate::support::wait::eventually(
+        "the agent's request reaches the shared state",
+        std::time::Duration::from_secs(20),
+        || {
+            let page = a.admin("{\"op\":\"requests\"}");
+            page["result"]
+                .as_array()
+                .and_then(|r| r.first())
+                .and_then(|r| r["id"].as_i64())
+        },
+    );
+    let approved_at = std::time::Instant::now();
+    let approved = a.admin(&format!("{{\"op\":\"approve\",\"id\":{pending}}}"));
+    assert_eq!(approved["ok"], true, "{approved}");
+    let status = child.wait().unwrap();
+    let waited = approved_at.elapsed();
+    assert!(status.success(), "the waiting agent saw the approval");
+    // The agent re-reads its request every half second, on B, from the shared state: it wakes
+    // within a second (measured ~0.6 s here). The bound leaves room for a loaded CI machine
+    // and still fails a wake-up that waited for a slow periodic re-read or never came.
+    assert!(
+        waited < std::time::Duration::from_secs(3),
+        "woken {waited:?} after the approval on A"
+    );
+}
