@@ -416,9 +416,10 @@ fn an_agent_waiting_on_one_replica_is_woken_by_an_approval_on_another() {
     assert_eq!(approved["ok"], true, "{approved}");
     let status = child.wait().unwrap();
     let waited = approved_at.elapsed();
+    eprintln!("woken {waited:?} after the approval");
     assert!(status.success(), "the waiting agent saw the approval");
     // The agent re-reads its request every half second, on B, from the shared state: it wakes
-    // within a second (measured ~0.6 s here). The bound leaves room for a loaded CI machine
+    // within a second (measured 0.5 s here). The bound leaves room for a loaded CI machine
     // and still fails a wake-up that waited for a slow periodic re-read or never came.
     assert!(
         waited < std::time::Duration::from_secs(3),
