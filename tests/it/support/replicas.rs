@@ -69,7 +69,11 @@ impl Replica {
             child,
             log,
         };
-        let socket = replica.admin_socket.clone();
+        // Both sockets: the agent's is bound after the admin's.
+        let agent_socket = replica
+            .admin_socket
+            .with_file_name(format!("agent-{name}.sock"));
+        let admin_socket = replica.admin_socket.clone();
         let log = replica.log.clone();
         eventually_with(
             &format!("replica {name} listens"),
@@ -82,7 +86,7 @@ impl Replica {
                         std::fs::read_to_string(&log).unwrap_or_default()
                     );
                 }
-                socket.exists()
+                admin_socket.exists() && agent_socket.exists()
             },
         );
         replica
