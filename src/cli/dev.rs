@@ -13,6 +13,11 @@ pub enum DevCommand {
         /// Where to keep the installation (default: $ZODEX_HOME/dev, ZODEX_HOME defaulting to ~/.zodex).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Keep the publisher's state in a private PostgreSQL server (the machine's own
+        /// install: initdb and pg_ctl in the installation directory, a Unix socket of its own)
+        /// instead of SQLite.
+        #[arg(long)]
+        postgres: bool,
         #[arg(long)]
         json: bool,
     },
@@ -37,9 +42,13 @@ pub enum DevCommand {
 
 pub fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
     match command {
-        DevCommand::Up { dir, json } => {
+        DevCommand::Up {
+            dir,
+            postgres,
+            json,
+        } => {
             let dir = dir.unwrap_or_else(dev::default_dir);
-            match dev::up(&dir, registry) {
+            match dev::up(&dir, registry, postgres) {
                 Ok(install) if json => super::print_json_ok(&install),
                 Ok(install) => {
                     println!("{}", render_dev_up(&install));
@@ -61,11 +70,16 @@ pub fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
             match dev::down(&dir, registry) {
                 Ok(down) if json => super::print_json_ok(&down),
                 Ok(down) => {
-                    if down.stopped_pids.is_empty() {
+                    if down.stopped_pids.is_empty() && !down.stopped_postgres {
                         println!("Nothing was running in {}.", down.dir.display());
                     } else {
                         println!(
-                            "Stopped zodex-prd and zodex-agent serve in {}.",
+                            "Stopped zodex-prd and zodex-agent serve{} in {}.",
+                            if down.stopped_postgres {
+                                " and PostgreSQL"
+                            } else {
+                                ""
+                            },
                             down.dir.display()
                         );
                     }
@@ -84,6 +98,7 @@ fn render_dev_up(install: &dev::DevInstall) -> String {
          MCP server (zodex-agent serve, pid {agent_pid}): {mcp_url}\n\
          Local GitHub (devhub, pid {devhub_pid}): API {devhub_api}, git {devhub_git}\n\
          \x20 (a secret: whoever holds this URL runs commands here; also in {dir}/mcp-url)\n\
+         State: {store}\n\
          \n\
          Walk through it (agent lines in a shell that ran `source {env}`):\n\
          \x20 agent:    git clone https://github.com/demo/app && cd app   # a read token from zodex-prd\n\
@@ -112,6 +127,14 @@ fn render_dev_up(install: &dev::DevInstall) -> String {
         devhub_api = install.devhub_api_url,
         devhub_git = install.devhub_git_url,
         mcp_url = install.mcp_url,
+        store = match (&install.store_url, &install.postgres_dir) {
+            (Some(url), Some(cluster)) => format!(
+                "PostgreSQL {url} (a private server, its data in {})",
+                cluster.display()
+            ),
+            (Some(url), None) => format!("PostgreSQL {url}"),
+            _ => "SQLite, in the state directory".to_string(),
+        },
         env = install.env_file.display(),
         log = install.log.display(),
         dir_flag = if install.dir == dev::default_dir() {

@@ -224,7 +224,15 @@ fn denials_exit_3_and_name_the_policy_and_the_unblocking_command() {
 
 #[test]
 fn request_push_waits_for_approval_and_denied_requests_end_the_wait() {
-    let dev = Dev::up();
+    request_push_waits_for_approval_and_denial(&Dev::up());
+}
+
+#[test]
+fn request_push_waits_for_approval_and_denial_on_postgres() {
+    request_push_waits_for_approval_and_denial(&Dev::up_with(&["--postgres"]));
+}
+
+fn request_push_waits_for_approval_and_denial(dev: &Dev) {
     let waiter = dev
         .agent_command(&[
             "github",
@@ -241,7 +249,7 @@ fn request_push_waits_for_approval_and_denied_requests_end_the_wait() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let id = wait_for_pending(&dev);
+    let id = wait_for_pending(dev);
     let approved = dev.github_json(&["approve", &id.to_string(), "--ttl", "5m"]);
     assert_eq!(approved["result"]["state"], "active");
     let out = waiter.wait_with_output().unwrap();
@@ -265,7 +273,7 @@ fn request_push_waits_for_approval_and_denied_requests_end_the_wait() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let id = wait_for_pending(&dev);
+    let id = wait_for_pending(dev);
     dev.zodex(&["sprite", "github", "deny", &id.to_string()])
         .ok();
     let out = waiter.wait_with_output().unwrap();
@@ -445,7 +453,41 @@ fn sprite_registry_choice_and_errors() {
 
 #[test]
 fn dev_up_is_idempotent_and_down_stops_the_daemon() {
-    let dev = Dev::up();
+    dev_up_is_idempotent_and_down_stops_it(&Dev::up());
+}
+
+/// On PostgreSQL `dev up` again reuses the cluster, and `dev down` stops the server too.
+#[test]
+fn dev_up_postgres_is_idempotent_and_down_stops_the_server() {
+    let dev = Dev::up_with(&["--postgres"]);
+    let cluster = PathBuf::from(dev.info["postgres_dir"].as_str().unwrap());
+    let pid_file = cluster.join("data/postmaster.pid");
+    assert!(pid_file.exists(), "{}", dev.info);
+    let server_pid = std::fs::read_to_string(&pid_file).unwrap();
+    let again = dev
+        .zodex(&["dev", "up", "--postgres", "--json", "--dir", dev.dir.to_str().unwrap()])
+        .ok()
+        .json();
+    assert_eq!(again["result"]["postgres_dir"], dev.info["postgres_dir"]);
+    assert_eq!(again["result"]["store_url"], dev.info["store_url"]);
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap(),
+        server_pid,
+        "the same server"
+    );
+    dev_up_is_idempotent_and_down_stops_it(&dev);
+    assert!(
+        !pid_file.exists(),
+        "dev down leaves PostgreSQL running: {server_pid}"
+    );
+    let pid: i32 = server_pid.lines().next().unwrap().trim().parse().unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "postgres {pid} still runs"
+    );
+}
+
+fn dev_up_is_idempotent_and_down_stops_it(dev: &Dev) {
     let again = dev
         .zodex(&["dev", "up", "--dir", dev.dir.to_str().unwrap()])
         .ok();

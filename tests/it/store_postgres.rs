@@ -425,4 +425,62 @@ fn an_agent_waiting_on_one_replica_is_woken_by_an_approval_on_another() {
         waited < std::time::Duration::from_secs(3),
         "woken {waited:?} after the approval on A"
     );
+/// `zodex dev up --postgres`: the installation's state in its own PostgreSQL server, and the
+/// basics work on it — a request, its approval, the grant in `status`, the audit verifying.
+#[test]
+fn dev_up_postgres_runs_the_installation_on_its_own_database() {
+    let dev = Dev::up_with(&["--postgres"]);
+    assert_eq!(dev.info["store"], "postgres", "{}", dev.info);
+    let url = dev.info["store_url"].as_str().unwrap();
+    assert!(url.starts_with("postgres://zodex_publisher@"), "{url}");
+    let config = std::fs::read_to_string(dev.config()).unwrap();
+    assert!(config.contains("[store]") && config.contains(url), "{config}");
+
+    let id = dev
+        .agent(&["github", "request-push", "--repo", "demo/app", "--json"])
+        .ok()
+        .json()["result"]["id"]
+        .as_i64()
+        .unwrap();
+    let approved = dev.github_json(&["approve", &id.to_string(), "--ttl", "5m"]);
+    assert_eq!(approved["result"]["state"], "active", "{approved}");
+    let status = dev.github_json(&["status"]);
+    assert_eq!(status["result"]["grants"][0]["repo_key"], "demo/app");
+    let verified = dev.zodex(&["sprite", "github", "audit", "--verify"]).ok();
+    assert!(
+        verified.stdout.contains("The audit log holds"),
+        "{}",
+        verified.stdout
+    );
+    let check = dev
+        .prd(&[
+            "store",
+            "check",
+            "--config",
+            dev.config().to_str().unwrap(),
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(check["result"]["database"], "postgres", "{check}");
+    assert_eq!(check["result"]["audit_ok"], true, "{check}");
+    // Nothing was written to SQLite.
+    assert!(!dev.dir.join("state/state.db").exists());
+}
+
+/// `--postgres` on an installation that already keeps its state in SQLite is refused, saying
+/// what to do, and leaves it as it was.
+#[test]
+fn dev_up_postgres_refuses_an_installation_on_sqlite() {
+    let dev = Dev::up();
+    let run = dev
+        .zodex(&["dev", "up", "--postgres", "--dir", dev.dir.to_str().unwrap()])
+        .code(1);
+    assert!(
+        run.stderr.contains("keeps its state in SQLite") && run.stderr.contains("--dir"),
+        "{}",
+        run.stderr
+    );
+    assert!(!dev.dir.join("postgres.json").exists());
+    dev.agent(&["github", "status"]).ok();
 }

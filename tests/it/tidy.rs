@@ -88,6 +88,7 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
             "zodex-install",
             "zodex-tools",
             "zodex-devhub",
+            "zodex-store-pg",
         ],
     ),
     (

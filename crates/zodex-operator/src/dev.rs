@@ -1,6 +1,13 @@
 //! `zodex dev up|down`: a complete local installation as the current user, on embedded
 //! defaults, in one directory — configuration, state, sockets, logs and a running `zodex-prd` —
-//! registered as the sprite `dev`.
+//! registered as the sprite `dev`. With `--postgres` the state is in a private PostgreSQL
+//! server of the installation's own (`postgres`); `mcp` starts `zodex-agent serve`.
+
+mod mcp;
+mod postgres;
+mod process;
+
+use process::{running_pid, stop, wait_ready};
 
 use super::registry::{Registry, SpriteEntry, local_admin_command};
 use super::{sibling_binary, transport};
@@ -11,7 +18,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use zodex_config::{Config, McpConfig};
 use zodex_engine::targets::TargetSpec;
-use zodex_protocol::AdminRequest;
 
 pub const DEV_SPRITE: &str = "dev";
 
@@ -33,6 +39,9 @@ pub enum DevError {
     Runtime(std::io::Error),
     #[error(transparent)]
     DevHub(#[from] zodex_devhub::DevHubError),
+    /// The installation's PostgreSQL (`--postgres`), in words that say what to do.
+    #[error("{0}")]
+    Postgres(String),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DevError {
@@ -60,6 +69,14 @@ pub struct DevInstall {
     pub devhub_pid: i32,
     /// False when an earlier `dev up` was still running and was reused.
     pub started: bool,
+    /// Where the publisher keeps its state: `sqlite` or `postgres`.
+    pub store: &'static str,
+    /// The database URL the publisher connects with (never a password), on PostgreSQL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_url: Option<String>,
+    /// The private PostgreSQL cluster's directory (`--postgres`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub postgres_dir: Option<PathBuf>,
 }
 
 /// The default directory: `$ZODEX_HOME/dev`.
@@ -127,18 +144,9 @@ fn mcp_table(dir: &Path) -> McpConfig {
     }
 }
 
-fn running_pid(pid_file: &Path) -> Option<i32> {
-    let pid: i32 = std::fs::read_to_string(pid_file)
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    // Signal 0 checks the process exists without touching it.
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).ok()?;
-    Some(pid)
-}
-
-pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
+/// `zodex dev up`; `postgres`: keep the state in a private PostgreSQL server (implied when the
+/// installation already has one).
+pub fn up(dir: &Path, registry: &Registry, on_postgres: bool) -> Result<DevInstall, DevError> {
     std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let dir = dir
         .canonicalize()
@@ -154,10 +162,27 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
             .map_err(io(format!("cannot create {}/{sub}", dir.display())))?;
     }
     let (config_path, env_file, log, pid_file) = layout(&dir);
+    let recorded = postgres::recorded(&dir).is_some();
+    if on_postgres && !recorded && config_path.exists() {
+        return Err(DevError::Postgres(format!(
+            "{dir} keeps its state in SQLite already: to run on PostgreSQL, use another --dir \
+             (or `zodex dev down --dir {dir}` and remove it first)",
+            dir = dir.display()
+        )));
+    }
     let (devhub, devhub_pid) = start_devhub(&dir)?;
+    let database = if on_postgres || recorded {
+        Some(postgres::ensure(&dir, &sibling_binary("zodex-prd"))?)
+    } else {
+        None
+    };
     if !config_path.exists() {
         let mut config = default_config(&dir);
         config.github = Some(dev_github_config(&dir, &devhub)?);
+        config.store = database.as_ref().map(|db| zodex_config::StoreConfig {
+            url: db.url.clone(),
+            ..Default::default()
+        });
         config.test_clock_file = test_clock_file();
         let text = format!(
             "{}: a local installation on embedded defaults. Edit freely.\n{}",
@@ -219,7 +244,7 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
         worker: None,
     };
     wait_ready(&sprite, &log, Duration::from_secs(10))?;
-    let (mcp_url, agent_pid) = start_mcp(&dir, &config, &config_path, &sprite)?;
+    let (mcp_url, agent_pid) = mcp::start_mcp(&dir, &config, &config_path, &sprite)?;
     registry.upsert(sprite)?;
     Ok(DevInstall {
         dir: dir.clone(),
@@ -236,6 +261,13 @@ pub fn up(dir: &Path, registry: &Registry) -> Result<DevInstall, DevError> {
         devhub_git_url: devhub.git_url,
         devhub_pid,
         started,
+        store: if config.store.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        },
+        store_url: config.store.map(|s| s.url),
+        postgres_dir: database.map(|db| db.cluster_dir),
     })
 }
 
@@ -400,127 +432,13 @@ fn record_ports(
     std::fs::write(seeded, record.to_string()).map_err(io("cannot write devhub-seed.json"))
 }
 
-/// Starts `zodex-agent serve` for the local sprite (unless it runs) with a fresh key whose hash
-/// travels through the admin path, exactly as `zodex sprite connect` does for a remote sprite.
-fn start_mcp(
-    dir: &Path,
-    config: &Config,
-    config_path: &Path,
-    sprite: &SpriteEntry,
-) -> Result<(String, i32), DevError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let pid_file = dir.join("run/zodex-agent.pid");
-    let url_file = dir.join("mcp-url");
-    if let (Some(pid), Ok(url)) = (running_pid(&pid_file), std::fs::read_to_string(&url_file)) {
-        return Ok((url.trim().to_string(), pid));
-    }
-    let listen = config
-        .mcp
-        .as_ref()
-        .and_then(|m| m.listen.clone())
-        .unwrap_or_else(|| "127.0.0.1:8080".to_string());
-    let key = zodex_tools::server::key::generate_key().map_err(|e| DevError::Io {
-        context: "cannot make the MCP key".into(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    let request = AdminRequest::SetMcpKeyHash {
-        sha256: zodex_tools::server::key::KeyHash::of_key(&key).to_hex(),
-    };
-    match transport::call(sprite, &request) {
-        Ok(response) if response.ok => {}
-        Ok(response) => {
-            return Err(DevError::Io {
-                context: "zodex-prd refused the MCP key".into(),
-                source: std::io::Error::other(
-                    response.error.map(|e| e.message).unwrap_or_default(),
-                ),
-            });
-        }
-        Err(e) => {
-            return Err(DevError::Io {
-                context: "cannot reach zodex-prd".into(),
-                source: std::io::Error::other(e.to_string()),
-            });
-        }
-    }
-    let log = dir.join("logs/zodex-agent.log");
-    let log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .map_err(io(format!("cannot open {}", log.display())))?;
-    let child = Command::new(sibling_binary("zodex-agent"))
-        .args(["serve", "--config"])
-        .arg(config_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log_file)
-        .process_group(0)
-        .spawn()
-        .map_err(io("cannot start zodex-agent serve"))?;
-    let pid = child.id() as i32;
-    std::fs::write(&pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
-    let url = format!("http://{listen}/mcp?key={key}");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&url_file)
-        .map_err(io("cannot write mcp-url"))?;
-    file.write_all(format!("{url}\n").as_bytes())
-        .map_err(io("cannot write mcp-url"))?;
-    let start = Instant::now();
-    while !health_ok(&listen) {
-        if start.elapsed() > Duration::from_secs(10) {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(DevError::NotReady { log, tail: text });
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok((url, pid))
-}
-
-/// `GET /health` answers 200.
-fn health_ok(listen: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(listen) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let request = format!("GET /health HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\r\n");
-    let mut answer = String::new();
-    stream.write_all(request.as_bytes()).is_ok()
-        && stream.read_to_string(&mut answer).is_ok()
-        && answer.starts_with("HTTP/1.1 200")
-}
-
-fn wait_ready(sprite: &SpriteEntry, log: &Path, limit: Duration) -> Result<(), DevError> {
-    let start = Instant::now();
-    loop {
-        if let Ok(response) = transport::call(sprite, &AdminRequest::Ping)
-            && response.ok
-        {
-            return Ok(());
-        }
-        if start.elapsed() > limit {
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(15).collect();
-            return Err(DevError::NotReady {
-                log: log.to_path_buf(),
-                tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// What `zodex dev down` stopped.
 #[derive(Debug, Clone, Serialize)]
 pub struct DevDown {
     pub dir: PathBuf,
     pub stopped_pids: Vec<i32>,
+    /// The installation's PostgreSQL server was running and is stopped (its data is kept).
+    pub stopped_postgres: bool,
 }
 
 pub fn down(dir: &Path, registry: &Registry) -> Result<DevDown, DevError> {
@@ -537,6 +455,8 @@ pub fn down(dir: &Path, registry: &Registry) -> Result<DevDown, DevError> {
         }
         let _ = std::fs::remove_file(&pid_file);
     }
+    // The publisher is gone: its database may go too.
+    let stopped_postgres = postgres::stop(dir)?;
     // Forget the `dev` sprite only if it is this installation's.
     let config_text = config_path
         .canonicalize()
@@ -551,23 +471,8 @@ pub fn down(dir: &Path, registry: &Registry) -> Result<DevDown, DevError> {
     Ok(DevDown {
         dir: dir.to_path_buf(),
         stopped_pids: stopped,
+        stopped_postgres,
     })
-}
-
-/// SIGTERM, then SIGKILL after five seconds.
-fn stop(pid: i32) {
-    use nix::sys::signal::{Signal, kill};
-    let pid = nix::unistd::Pid::from_raw(pid);
-    let _ = kill(pid, Signal::SIGTERM);
-    let start = Instant::now();
-    while kill(pid, None).is_ok() && start.elapsed() < Duration::from_secs(5) {
-        // Reap it if it is our child; otherwise just wait for it to go.
-        let _ = nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if kill(pid, None).is_ok() {
-        let _ = kill(pid, Signal::SIGKILL);
-    }
 }
 
 /// Runs the local GitHub (devhub) in the foreground until it is stopped: what `zodex dev up`

@@ -5,7 +5,8 @@
 //! `http`), the operator's board (`board`), and `zodex dev up|down`. Its user is the root crate's
 //! `cli` behind the `zodex` binary. It talks to a sprite through `zodex-protocol`, takes the
 //! installer's layout and report types from `zodex-install`, capability keys and local mode's history from
-//! `zodex-tools`, and the local GitHub of `zodex dev` from `zodex-devhub`.
+//! `zodex-tools`, the local GitHub of `zodex dev` from `zodex-devhub`, and its private PostgreSQL
+//! server from `zodex-store-pg`.
 //!
 //! Code map:
 //! - `registry`: `$ZODEX_HOME/sprites.toml`, each sprite and the command that reaches its
@@ -20,6 +21,8 @@
 //!   0600; `--oauth`: the key-less URL, checked against the issuer the sprite serves.
 //! - `dev`: `zodex dev up|down`: a one-user installation on embedded defaults — devhub,
 //!   `zodex-prd` and `zodex-agent serve` in the background — registered as the sprite `dev`.
+//!   - `dev::postgres`: `--postgres`, the state in a private PostgreSQL server (from
+//!     `zodex-store-pg`'s `temp`), prepared by `zodex-prd store init`.
 //! - `http`: one HTTPS or loopback HTTP request, bounded in time and size; no error names a query.
 //! - `worker`: `zodex sprite proxy deploy|dev|status|verify`, the edge Worker (`worker/`, its
 //!   sources embedded) in front of a sprite.

@@ -63,18 +63,28 @@ impl Run {
 impl Dev {
     /// `zodex dev up --json` in a fresh `ZODEX_HOME`; `info` is its `result`.
     pub fn up() -> Self {
+        Self::up_with(&[])
+    }
+
+    /// `zodex dev up --json ARGS` (e.g. `&["--postgres"]`) in a fresh `ZODEX_HOME`.
+    pub fn up_with(args: &[&str]) -> Self {
         let home = tempfile::tempdir().unwrap();
         let dir = home.path().join("dev");
+        if args.contains(&"--postgres") && is_root() {
+            // As root the server runs as `postgres`, which must reach `dir/postgres` (else
+            // `dev up` puts the cluster under /tmp).
+            std::fs::create_dir_all(&dir).unwrap();
+            open_path_to(&dir.join("postgres"));
+        }
         let mut dev = Self {
             dir: dir.clone(),
             home,
             info: Value::Null,
         };
         // A test build of `zodex dev up` names this file as the publisher's test clock.
-        let mut up = dev.command(
-            ZODEX,
-            &["dev", "up", "--json", "--dir", dir.to_str().unwrap()],
-        );
+        let mut full = vec!["dev", "up", "--json", "--dir", dir.to_str().unwrap()];
+        full.extend_from_slice(args);
+        let mut up = dev.command(ZODEX, &full);
         up.env(TEST_CLOCK_ENV, dev.clock_file());
         let run = Run::from(up.output().unwrap()).ok();
         // The `--json` envelope's result (docs/json.md).

@@ -67,9 +67,12 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TempError {
     move |source| TempError::Io { what, source }
 }
 
-/// A running private PostgreSQL server. Stopped by [`stop`](Self::stop) or when dropped.
+/// A running private PostgreSQL server. Stopped by [`stop`](Self::stop) or when dropped
+/// (unless [`keep_running`](Self::keep_running) let it go).
 pub struct TempServer {
     dir: PathBuf,
+    /// Where its Unix socket is: `dir`, unless the caller chose a shorter one.
+    socket_dir: PathBuf,
     pg_ctl: PathBuf,
     /// The user (uid, gid) the server runs as when this process is root.
     run_as: Option<(u32, u32)>,
@@ -84,14 +87,37 @@ pub struct TempServer {
 const USER: &str = "zodex";
 
 impl TempServer {
-    /// Creates the cluster in `dir/data` (unless one is already there) and starts it; the log
-    /// is `dir/server.log`.
+    /// Creates the cluster in `dir/data` (unless one is already there) and starts it (or
+    /// takes over the one already running there); the log is `dir/server.log`.
     pub fn start(dir: &Path, options: TempOptions) -> Result<TempServer, TempError> {
+        Self::start_with_socket(dir, None, options)
+    }
+
+    /// As [`start`](Self::start), with the Unix socket in `socket_dir` (created if missing)
+    /// instead of `dir`: for a cluster kept in a directory too deep for a socket's path.
+    pub fn start_with_socket(
+        dir: &Path,
+        socket_dir: Option<&Path>,
+        options: TempOptions,
+    ) -> Result<TempServer, TempError> {
         std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
-        let dir = dir
-            .canonicalize()
-            .map_err(io(format!("cannot resolve {}", dir.display())))?;
-        let socket = dir.join(format!(".s.PGSQL.{}", options.port.unwrap_or(5432)));
+        if let Some(socket_dir) = socket_dir {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(socket_dir)
+                .map_err(io(format!("cannot create {}", socket_dir.display())))?;
+        }
+        let mut server = Self::open(dir, options)?;
+        if let Some(socket_dir) = socket_dir {
+            server.socket_dir = socket_dir
+                .canonicalize()
+                .map_err(io(format!("cannot resolve {}", socket_dir.display())))?;
+        }
+        let socket = server
+            .socket_dir
+            .join(format!(".s.PGSQL.{}", options.port.unwrap_or(5432)));
         let len = socket.as_os_str().len();
         if len > 107 {
             return Err(TempError::SocketPathTooLong {
@@ -99,34 +125,21 @@ impl TempServer {
                 len,
             });
         }
-        if dir.as_os_str().as_bytes().contains(&b'\'') {
+        if server.socket_dir.as_os_str().as_bytes().contains(&b'\'') {
             return Err(TempError::Failed {
                 what: "choosing the directory".into(),
-                output: format!("{} contains a quote; choose another", dir.display()),
+                output: format!("{} contains a quote; choose another", server.socket_dir.display()),
             });
         }
         let initdb = find_bin("initdb")?;
-        let pg_ctl = find_bin("pg_ctl")?;
-        let run_as = if is_root() {
-            Some(system_user()?)
-        } else {
-            None
-        };
-        if let Some((uid, gid)) = run_as {
-            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(io(format!(
-                "cannot hand {} to the server's user",
-                dir.display()
-            )))?;
+        if let Some((uid, gid)) = server.run_as {
+            for owned in [&server.dir, &server.socket_dir] {
+                std::os::unix::fs::chown(owned, Some(uid), Some(gid)).map_err(io(format!(
+                    "cannot hand {} to the server's user",
+                    owned.display()
+                )))?;
+            }
         }
-        let server = TempServer {
-            dir,
-            pg_ctl,
-            run_as,
-            options,
-            running: AtomicBool::new(false),
-            admin: OnceLock::new(),
-            control: Mutex::new(()),
-        };
         if !server.data().join("PG_VERSION").exists() {
             let data = server.data();
             server.run(
@@ -150,16 +163,69 @@ impl TempServer {
         Ok(server)
     }
 
+    /// The server of an existing directory, not started.
+    fn open(dir: &Path, options: TempOptions) -> Result<TempServer, TempError> {
+        let dir = dir
+            .canonicalize()
+            .map_err(io(format!("cannot resolve {}", dir.display())))?;
+        let pg_ctl = find_bin("pg_ctl")?;
+        Ok(TempServer {
+            socket_dir: dir.clone(),
+            dir,
+            pg_ctl,
+            run_as: server_user()?,
+            options,
+            running: AtomicBool::new(false),
+            admin: OnceLock::new(),
+            control: Mutex::new(()),
+        })
+    }
+
+    /// Stops the server of the cluster in `dir` (`pg_ctl stop -m fast`) if one runs there,
+    /// whoever started it. True when it was running.
+    pub fn stop_cluster(dir: &Path) -> Result<bool, TempError> {
+        if !dir.join("data").join("PG_VERSION").exists() {
+            return Ok(false);
+        }
+        let server = Self::open(dir, TempOptions::default())?;
+        if !server.is_running() {
+            return Ok(false);
+        }
+        server.running.store(true, Ordering::SeqCst);
+        server.stop()?;
+        Ok(true)
+    }
+
+    /// Whether a server runs on this cluster's data (`pg_ctl status`).
+    pub fn is_running(&self) -> bool {
+        let data = self.data();
+        let args = [OsStr::new("-D"), data.as_os_str(), OsStr::new("status")];
+        self.command(&self.pg_ctl, &args)
+            .output()
+            .is_ok_and(|out| out.status.success())
+    }
+
+    /// Lets the server run on after this value is gone (for `zodex dev up`, whose server
+    /// outlives the command; `zodex dev down` stops it with [`stop_cluster`](Self::stop_cluster)).
+    pub fn keep_running(self) {
+        self.running.store(false, Ordering::SeqCst);
+    }
+
     /// Starts the server again after [`stop`](Self::stop), on the same data.
     pub fn start_again(&self) -> Result<(), TempError> {
         let _guard = self.control.lock().unwrap_or_else(|e| e.into_inner());
         if self.running.load(Ordering::SeqCst) {
             return Ok(());
         }
+        if self.is_running() {
+            // Already up on this data (an earlier `zodex dev up`): take it over.
+            self.running.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
         // pg_ctl hands `-o` to a shell: the directory was checked to hold no quote.
         let mut opts = format!(
             "-k '{}' -c unix_socket_permissions=0777",
-            self.dir.display()
+            self.socket_dir.display()
         );
         match self.options.port {
             Some(port) => opts.push_str(&format!(" -p {port} -c listen_addresses=127.0.0.1")),
@@ -215,10 +281,19 @@ impl TempServer {
         )
     }
 
-    /// A URL [`PgStore`] accepts for database `db`, over the Unix socket.
+    /// A URL [`PgStore`] accepts for database `db`, over the Unix socket, as the cluster's
+    /// owner.
     pub fn url(&self, db: &str) -> String {
+        self.url_as(USER, db)
+    }
+
+    /// The same URL for another role (`user`, a plain name).
+    pub fn url_as(&self, user: &str, db: &str) -> String {
         let port = self.options.port.unwrap_or(5432);
-        format!("postgres://{USER}@{}:{port}/{db}", encode_path(&self.dir))
+        format!(
+            "postgres://{user}@{}:{port}/{db}",
+            encode_path(&self.socket_dir)
+        )
     }
 
     /// The loopback TCP URL for `db`, when the server was started with a port.
@@ -227,9 +302,14 @@ impl TempServer {
         Some(format!("postgres://{USER}@127.0.0.1:{port}/{db}"))
     }
 
-    /// The directory holding the data, the log and the socket.
+    /// The directory holding the data, the log and (unless placed elsewhere) the socket.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The directory holding the Unix socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.socket_dir
     }
 
     /// Creates an empty database (`name`: lower-case letters, digits, underscores).
@@ -271,29 +351,8 @@ impl TempServer {
 
     /// Runs a PostgreSQL program, as the server's user when this process is root.
     fn run(&self, what: &str, program: &Path, args: &[&OsStr]) -> Result<(), TempError> {
-        let mut command = match self.run_as {
-            Some((uid, gid)) => {
-                let mut c = Command::new("setpriv");
-                c.arg(format!("--reuid={uid}"))
-                    .arg(format!("--regid={gid}"))
-                    .arg("--init-groups")
-                    .arg(program);
-                c
-            }
-            None => Command::new(program),
-        };
-        command.args(args).current_dir(&self.dir);
-        for var in [
-            "PGDATA",
-            "PGHOST",
-            "PGPORT",
-            "PGUSER",
-            "PGDATABASE",
-            "PGOPTIONS",
-        ] {
-            command.env_remove(var);
-        }
-        let output = command
+        let output = self
+            .command(program, args)
             .output()
             .map_err(io(format!("cannot run {}", program.display())))?;
         if output.status.success() {
@@ -316,6 +375,34 @@ impl TempServer {
             what: what.into(),
             output: text,
         })
+    }
+
+    /// A PostgreSQL program's command, as the server's user when this process is root, with
+    /// no `PG*` variable of the caller's.
+    fn command(&self, program: &Path, args: &[&OsStr]) -> Command {
+        let mut command = match self.run_as {
+            Some((uid, gid)) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={gid}"))
+                    .arg("--init-groups")
+                    .arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        command.args(args).current_dir(&self.dir);
+        for var in [
+            "PGDATA",
+            "PGHOST",
+            "PGPORT",
+            "PGUSER",
+            "PGDATABASE",
+            "PGOPTIONS",
+        ] {
+            command.env_remove(var);
+        }
+        command
     }
 }
 
@@ -358,6 +445,16 @@ fn find_bin(name: &'static str) -> Result<PathBuf, TempError> {
         .filter(|(_, p)| p.is_file())
         .max_by(|a, b| a.0.total_cmp(&b.0));
     newest.map(|(_, p)| p).ok_or(TempError::Missing(name))
+}
+
+/// The user (uid, gid) a server runs as when this process is root (PostgreSQL refuses root);
+/// `None` when the server runs as this process's own user.
+pub fn server_user() -> Result<Option<(u32, u32)>, TempError> {
+    if is_root() {
+        system_user().map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 fn is_root() -> bool {
