@@ -425,6 +425,8 @@ fn an_agent_waiting_on_one_replica_is_woken_by_an_approval_on_another() {
         waited < std::time::Duration::from_secs(3),
         "woken {waited:?} after the approval on A"
     );
+}
+
 /// `zodex dev up --postgres`: the installation's state in its own PostgreSQL server, and the
 /// basics work on it — a request, its approval, the grant in `status`, the audit verifying.
 #[test]
@@ -434,7 +436,10 @@ fn dev_up_postgres_runs_the_installation_on_its_own_database() {
     let url = dev.info["store_url"].as_str().unwrap();
     assert!(url.starts_with("postgres://zodex_publisher@"), "{url}");
     let config = std::fs::read_to_string(dev.config()).unwrap();
-    assert!(config.contains("[store]") && config.contains(url), "{config}");
+    assert!(
+        config.contains("[store]") && config.contains(url),
+        "{config}"
+    );
 
     let id = dev
         .agent(&["github", "request-push", "--repo", "demo/app", "--json"])
@@ -474,7 +479,13 @@ fn dev_up_postgres_runs_the_installation_on_its_own_database() {
 fn dev_up_postgres_refuses_an_installation_on_sqlite() {
     let dev = Dev::up();
     let run = dev
-        .zodex(&["dev", "up", "--postgres", "--dir", dev.dir.to_str().unwrap()])
+        .zodex(&[
+            "dev",
+            "up",
+            "--postgres",
+            "--dir",
+            dev.dir.to_str().unwrap(),
+        ])
         .code(1);
     assert!(
         run.stderr.contains("keeps its state in SQLite") && run.stderr.contains("--dir"),

@@ -10,7 +10,7 @@ mod process;
 use process::{running_pid, stop, wait_ready};
 
 use super::registry::{Registry, SpriteEntry, local_admin_command};
-use super::{sibling_binary, transport};
+use super::sibling_binary;
 use serde::Serialize;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

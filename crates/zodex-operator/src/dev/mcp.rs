@@ -4,12 +4,12 @@
 use super::{DevError, io, running_pid};
 use crate::registry::SpriteEntry;
 use crate::{sibling_binary, transport};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use zodex_config::Config;
 use zodex_protocol::AdminRequest;
-use std::os::unix::process::CommandExt;
 
 /// Starts `zodex-agent serve` for the local sprite (unless it runs) with a fresh key whose hash
 /// travels through the admin path, exactly as `zodex sprite connect` does for a remote sprite.

@@ -19,7 +19,11 @@ pub(super) fn running_pid(pid_file: &Path) -> Option<i32> {
     Some(pid)
 }
 
-pub(super) fn wait_ready(sprite: &SpriteEntry, log: &Path, limit: Duration) -> Result<(), DevError> {
+pub(super) fn wait_ready(
+    sprite: &SpriteEntry,
+    log: &Path,
+    limit: Duration,
+) -> Result<(), DevError> {
     let start = Instant::now();
     loop {
         if let Ok(response) = transport::call(sprite, &AdminRequest::Ping)

@@ -128,7 +128,10 @@ impl TempServer {
         if server.socket_dir.as_os_str().as_bytes().contains(&b'\'') {
             return Err(TempError::Failed {
                 what: "choosing the directory".into(),
-                output: format!("{} contains a quote; choose another", server.socket_dir.display()),
+                output: format!(
+                    "{} contains a quote; choose another",
+                    server.socket_dir.display()
+                ),
             });
         }
         let initdb = find_bin("initdb")?;
