@@ -175,7 +175,15 @@ fn a_flood_by_the_agent_erases_no_evidence_and_the_chain_still_verifies() {
 
 #[test]
 fn the_operator_verifies_the_log_and_reads_its_heads_in_status() {
-    let dev = Dev::up();
+    the_operator_verifies_the_log_and_reads_its_heads(&Dev::up());
+}
+
+#[test]
+fn the_operator_verifies_the_log_and_reads_its_heads_on_postgres() {
+    the_operator_verifies_the_log_and_reads_its_heads(&Dev::up_with(&["--postgres"]));
+}
+
+fn the_operator_verifies_the_log_and_reads_its_heads(dev: &Dev) {
     dev.zodex(&[
         "sprite",
         "github",
@@ -204,9 +212,7 @@ fn the_operator_verifies_the_log_and_reads_its_heads_in_status() {
         verified.stdout
     );
 
-    let db = dev.dir.join("state/state.db");
-    sqlite(
-        &db,
+    dev.change_state_by_hand(
         "UPDATE audit_events SET principal = 'someone else' WHERE action = 'GrantPush'",
     );
     let broken = dev

@@ -793,8 +793,18 @@ fn dev_up_env_clones_github_urls_from_the_local_github() {
 /// revoke, push denied.
 #[test]
 fn the_dev_up_walkthrough_works_end_to_end() {
-    let dev = Dev::up();
-    let agent = agent_shell(&dev);
+    the_dev_up_walkthrough(&Dev::up());
+}
+
+/// The same walk on `zodex dev up --postgres`: a read token for the clone, a pull request, a
+/// push under a grant, and the push refused once the grant is revoked.
+#[test]
+fn the_dev_up_walkthrough_works_end_to_end_on_postgres() {
+    the_dev_up_walkthrough(&Dev::up_with(&["--postgres"]));
+}
+
+fn the_dev_up_walkthrough(dev: &Dev) {
+    let agent = agent_shell(dev);
     let (ok, out) = agent("git clone -q https://github.com/demo/app");
     assert!(ok, "{out}");
     let (ok, out) =

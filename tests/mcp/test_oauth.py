@@ -79,15 +79,20 @@ def pkce() -> tuple[str, str]:
 class Sprite:
     """A `zodex dev up` sprite and its operator's CLI."""
 
-    def __init__(self, home: Path, extra_env: dict | None = None):
+    def __init__(self, home: Path, extra_env: dict | None = None, store: str = "sqlite"):
         self.home = home
         # Short: the sockets' paths must fit in sun_path.
         self.dir = Path(tempfile.mkdtemp(prefix="zoa-", dir="/tmp"))
+        # On PostgreSQL the private server keeps its cluster in the directory; as root it runs
+        # as `postgres`, which must be able to reach it.
+        self.dir.chmod(0o711)
+        self.store = store
         self.env = dict(base_env(home), PATH=f"{BIN_DIR}:/usr/bin:/bin", **(extra_env or {}))
         self.up()
 
     def up(self) -> None:
-        r = self.zodex("dev", "up", "--dir", str(self.dir), "--json")
+        flags = ["--postgres"] if self.store == "postgres" else []
+        r = self.zodex("dev", "up", "--dir", str(self.dir), "--json", *flags)
         assert r.returncode == 0, r.stdout + r.stderr
         url = json.loads(r.stdout)["result"]["mcp_url"]
         self.key_url = url
@@ -188,8 +193,10 @@ def run_tool(url: str, cmd: str, token: str | None = None) -> int:
 
 
 @pytest.fixture
-def sprite(tmp_path):
-    s = Sprite(tmp_path / "home")
+def sprite(tmp_path, request):
+    """A `zodex dev up` sprite; parametrised indirectly with "postgres" it keeps its state in a
+    private PostgreSQL server (`--postgres`) instead of SQLite."""
+    s = Sprite(tmp_path / "home", store=getattr(request, "param", "sqlite"))
     yield s
     s.down()
     shutil.rmtree(s.dir, ignore_errors=True)
@@ -272,6 +279,7 @@ def sdk_session(sprite: Sprite, ledger: Path, client_metadata_url: str | None = 
     return seen
 
 
+@pytest.mark.parametrize("sprite", ["sqlite", "postgres"], indirect=True)
 def test_the_sdks_oauth_client_registers_gets_approved_and_runs_a_tool(sprite, tmp_path):
     # Without a token: the challenge that starts the flow.
     status, headers, _ = request("POST", sprite.mcp, b"{}", {"Content-Type": "application/json"})

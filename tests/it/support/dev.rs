@@ -186,6 +186,37 @@ impl Dev {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("logs/zodex-prd.log")).unwrap_or_default()
     }
+
+    /// Runs `sql` on the installation's state as a person with full access to it would: with
+    /// `sqlite3` on the SQLite file, or as the database's owner on PostgreSQL (`--postgres`;
+    /// the publisher's own role could not change the audit).
+    pub fn change_state_by_hand(&self, sql: &str) {
+        use zodex_sql::Backend;
+        match self.info["store_url"].as_str() {
+            Some(publisher_url) => {
+                // The private server's owner is the role its cluster was made with.
+                let owner = super::replicas::as_role(publisher_url, "zodex");
+                let store =
+                    zodex_store_pg::PgStore::connect(&zodex_store_pg::PgSettings::new(owner))
+                        .unwrap();
+                store
+                    .backend()
+                    .batch(sql)
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+            None => {
+                let db = self.dir.join("state/state.db");
+                let out = Command::new("sqlite3").arg(&db).arg(sql).output().expect(
+                    "sqlite3 (Debian's sqlite3 package) changes the state by hand; install it",
+                );
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
 }
 
 impl Drop for Dev {
