@@ -6,7 +6,8 @@
 //!
 //! PostgreSQL is a private server this bench starts (Debian's package, a Unix socket, fsync
 //! on: what a real deployment pays per commit), SQLite a file in a temporary directory. The
-//! second process of each pair is this binary run again (`--child …`).
+//! second process of each pair is this binary run again (`--child …`); both open their store
+//! first and start together at a signal, so the figures time the work, not process start-up.
 //!
 //! Run: `cargo bench --bench store_backends`.
 
@@ -14,6 +15,7 @@
 mod bench_line;
 
 use bench_line::BenchLine;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use zodex::engine::policy::Policies;
@@ -111,13 +113,14 @@ fn engine_and_ask() -> (Engine, Ask) {
 }
 
 /// `n` decisions on `spec`'s store; each one's time in microseconds.
-fn decide(spec: &str, n: usize) -> Vec<f64> {
+fn decide(spec: &str, n: usize, ready: impl FnOnce()) -> Vec<f64> {
     let mut store = open(spec);
     let (engine, ask) = engine_and_ask();
     let decision = store
         .read(|f| engine.decide(f, &Principal::Agent, &ask, NOW))
         .unwrap();
     assert!(decision.allowed, "{decision:?}");
+    ready();
     (0..n)
         .map(|_| {
             let start = Instant::now();
@@ -132,8 +135,9 @@ fn decide(spec: &str, n: usize) -> Vec<f64> {
 }
 
 /// `n` audit rows appended to `spec`'s store, one transaction each.
-fn append(spec: &str, n: usize) {
+fn append(spec: &str, n: usize, ready: impl FnOnce()) {
     let mut store = open(spec);
+    ready();
     for i in 0..n {
         store
             .write(|f| f.audit(&entry("demo/repo1"), NOW + i as i64))
@@ -146,40 +150,64 @@ fn percentile(samples: &mut [f64], q: f64) -> f64 {
     samples[((samples.len() as f64 - 1.0) * q) as usize]
 }
 
-/// Runs `--child WHAT SPEC N` in two processes at once; their outputs (one number per line).
+/// Runs `--child WHAT SPEC N` in two processes at once; their outputs (one number per line)
+/// and the time from the start signal until both are done.
 fn two_children(what: &str, spec: &str, n: usize) -> (Vec<f64>, Duration) {
-    let start = Instant::now();
-    let children: Vec<_> = (0..2)
+    let mut children: Vec<_> = (0..2)
         .map(|_| {
             Command::new(std::env::current_exe().unwrap())
                 .args(["--child", what, spec, &n.to_string()])
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
+    // Each child says "ready" once its store is open; both then start at once.
+    let mut outputs: Vec<_> = children
+        .iter_mut()
+        .map(|child| {
+            let mut out = BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "ready", "a child failed before it started");
+            out
+        })
+        .collect();
+    let start = Instant::now();
+    for child in &mut children {
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
     let mut values = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "a child failed");
+    for (mut child, out) in children.into_iter().zip(&mut outputs) {
+        // Read to the end before waiting, so a child is never blocked on a full pipe.
         values.extend(
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
+            out.lines()
+                .map_while(Result::ok)
                 .filter_map(|l| l.parse::<f64>().ok()),
         );
+        assert!(child.wait().unwrap().success(), "a child failed");
     }
     (values, start.elapsed())
+}
+
+/// Tells the parent this child is ready, then waits for its signal to start.
+fn ready_then_wait() {
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).unwrap();
 }
 
 fn child(args: &[String]) {
     let (what, spec, n) = (&args[0], &args[1], args[2].parse::<usize>().unwrap());
     match what.as_str() {
         "decide" => {
-            for us in decide(spec, n) {
+            for us in decide(spec, n, ready_then_wait) {
                 println!("{us}");
             }
         }
-        "append" => append(spec, n),
+        "append" => append(spec, n, ready_then_wait),
         other => panic!("unknown child {other}"),
     }
 }
@@ -215,7 +243,7 @@ fn main() {
 
     let mut p50 = Vec::new();
     for (name, spec) in &stores {
-        let mut one = decide(spec, DECISIONS);
+        let mut one = decide(spec, DECISIONS, || ());
         let (mut two, _) = two_children("decide", spec, DECISIONS / 2);
         let (a50, a99) = (percentile(&mut one, 0.5), percentile(&mut one, 0.99));
         let (b50, b99) = (percentile(&mut two, 0.5), percentile(&mut two, 0.99));

@@ -26,6 +26,10 @@ pub const WRITE_LOCK_KEY: i64 = 0x7a6f_6465_7800_0001;
 struct State {
     /// The borrowed connection, while a transaction is open.
     conn: Option<Object>,
+    /// The transaction's opening statements, not sent yet: they go out with its first
+    /// statement, in the same round trip (pipelined), which a writer holding the lock that
+    /// serialises writers saves on every transaction.
+    pending_begin: Option<String>,
     /// A statement of the open transaction failed: PostgreSQL has aborted it, and `COMMIT`
     /// would quietly roll back, so `commit` must report it instead.
     failed: bool,
@@ -75,8 +79,12 @@ impl PgBackend {
     /// statement when no transaction is open.
     fn with_connection<T>(
         &self,
-        work: impl AsyncFnOnce(&Object) -> Result<T, tokio_postgres::Error>,
+        work: impl AsyncFn(&Object) -> Result<T, tokio_postgres::Error>,
     ) -> Result<T, SqlError> {
+        let begin = self.state.borrow_mut().pending_begin.take();
+        if let Some(begin) = begin {
+            return self.open_with(&begin, &work);
+        }
         let mut state = self.state.borrow_mut();
         if let Some(conn) = state.conn.as_ref() {
             let result = self.shared.block_on(work(conn));
@@ -100,6 +108,49 @@ impl PgBackend {
         }
     }
 
+    /// The transaction's first statement, sent with its opening in one round trip. `join`
+    /// polls the opening first, so it is queued on the connection before the statement and
+    /// PostgreSQL runs them in that order. When the opening fails (the lock's wait timed out)
+    /// the statement fails in the aborted block, and the opening's error is the one reported.
+    fn open_with<T>(
+        &self,
+        begin: &str,
+        work: &impl AsyncFn(&Object) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<T, SqlError> {
+        let mut retried = false;
+        loop {
+            let mut state = self.state.borrow_mut();
+            let Some(conn) = state.conn.as_ref() else {
+                return Err(SqlError::Other("no transaction is open".into()));
+            };
+            let (opened, result) = self
+                .shared
+                .block_on(async { futures_util::join!(conn.batch_execute(begin), work(conn)) });
+            match opened.and(result) {
+                Ok(value) => return Ok(value),
+                Err(e) if is_broken(&e) && !retried => {
+                    // A connection that died while pooled (the server restarted): nothing of
+                    // this transaction can have been committed (no COMMIT was sent), so one
+                    // retry on a fresh connection is safe. This is how the store recovers
+                    // after the server is back, without being rebuilt.
+                    retried = true;
+                    let dead = state.conn.take();
+                    drop(state);
+                    if let Some(dead) = dead {
+                        discard(dead);
+                    }
+                    let fresh = self.borrow_connection()?;
+                    self.state.borrow_mut().conn = Some(fresh);
+                }
+                Err(e) => {
+                    state.failed = true;
+                    state.broken |= is_broken(&e);
+                    return Err(from_pg(&self.shared, &e));
+                }
+            }
+        }
+    }
+
     fn params(params: &[&dyn ToSql]) -> Vec<Param> {
         params.iter().map(|p| Param(p.to_value())).collect()
     }
@@ -113,7 +164,12 @@ impl PgBackend {
         };
         let broken = std::mem::take(&mut state.broken);
         state.failed = false;
+        // Nothing of the transaction was sent: there is nothing to end.
+        let never_opened = state.pending_begin.take().is_some();
         drop(state);
+        if never_opened {
+            return Ok(());
+        }
         if broken {
             discard(conn);
             return Ok(());
@@ -136,12 +192,6 @@ fn discard(conn: Object) {
     drop(Object::take(conn));
 }
 
-/// Whether `result` of a BEGIN says the connection was stale (the server restarted since it was
-/// pooled), so a fresh one may be tried.
-fn stale(result: &Result<(), tokio_postgres::Error>) -> bool {
-    matches!(result, Err(e) if is_broken(e))
-}
-
 impl Backend for PgBackend {
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
@@ -155,35 +205,11 @@ impl Backend for PgBackend {
         if self.state.borrow().conn.is_some() {
             return Err(SqlError::Other("a transaction is already open".into()));
         }
-        let sql = self.begin_sql(mode);
-        let mut conn = self.borrow_connection()?;
-        let mut result = self.shared.block_on(conn.batch_execute(&sql));
-        if stale(&result) {
-            // Nothing ran on a dead connection, so one retry on a fresh one is safe: this is
-            // how the store recovers after the server restarts, without being rebuilt.
-            discard(conn);
-            conn = self.borrow_connection()?;
-            result = self.shared.block_on(conn.batch_execute(&sql));
-        }
-        match result {
-            Ok(()) => {
-                self.state.borrow_mut().conn = Some(conn);
-                Ok(())
-            }
-            Err(e) => {
-                // The lock's wait timed out (or the like) inside an open block: clean it up
-                // before the connection goes back.
-                if is_broken(&e)
-                    || self
-                        .shared
-                        .block_on(conn.batch_execute("ROLLBACK"))
-                        .is_err()
-                {
-                    discard(conn);
-                }
-                Err(from_pg(&self.shared, &e))
-            }
-        }
+        let conn = self.borrow_connection()?;
+        let mut state = self.state.borrow_mut();
+        state.conn = Some(conn);
+        state.pending_begin = Some(self.begin_sql(mode));
+        Ok(())
     }
 
     fn commit(&self) -> Result<(), SqlError> {
@@ -244,6 +270,10 @@ impl Drop for PgBackend {
         let Some(conn) = state.conn.take() else {
             return;
         };
+        if state.pending_begin.take().is_some() {
+            // Never opened on the server: the connection goes back as it is.
+            return;
+        }
         if state.broken {
             discard(conn);
             return;

@@ -171,8 +171,10 @@ impl PgStore {
         config.connect_timeout(settings.connect_timeout);
         config.application_name("zodex");
         let describe = describe(&config);
+        // One worker is enough to carry the connections' bytes (callers poll their own
+        // statements), and fewer threads to wake is a shorter round trip on a small machine.
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(1)
             .thread_name("zodex-store-pg")
             .enable_all()
             .build()

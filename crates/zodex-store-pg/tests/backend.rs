@@ -156,12 +156,13 @@ fn write_transactions_are_serialised_and_the_second_sees_the_first() {
             let db = store.backend();
             started.send(()).unwrap();
             db.begin(TxMode::Write).unwrap();
-            // Only reachable once the first has released the lock, i.e. committed.
+            // The first statement takes the lock with it: it only answers once the first
+            // writer has released the lock, i.e. committed.
+            let seen = count(&db, "w");
             assert!(
                 first_committing.load(Ordering::SeqCst),
-                "began beside another writer"
+                "ran beside another writer"
             );
-            let seen = count(&db, "w");
             db.execute("INSERT INTO w VALUES (?1)", &[&(seen + 1)])
                 .unwrap();
             db.commit().unwrap();
@@ -284,11 +285,17 @@ fn waiting_for_the_write_lock_is_bounded_too() {
     // Advisory locks belong to one database, so two backends of one store share it.
     let a = store_with(|s| s.wait_timeout = Duration::from_millis(200));
     let (first, second) = (a.backend(), a.backend());
+    // The lock is taken with the transaction's first statement (sent in the same round trip),
+    // so that is where a writer waiting too long is told it is busy.
     first.begin(TxMode::Write).unwrap();
-    let err = second.begin(TxMode::Write).unwrap_err();
+    first.query("SELECT 1", &[]).unwrap();
+    second.begin(TxMode::Write).unwrap();
+    let err = second.query("SELECT 1", &[]).unwrap_err();
     assert!(matches!(err, SqlError::Busy(_)), "{err:?}");
+    second.rollback();
     first.commit().unwrap();
     second.begin(TxMode::Write).unwrap();
+    second.query("SELECT 1", &[]).unwrap();
     second.commit().unwrap();
 }
 

@@ -105,7 +105,7 @@ pub struct AuditVerification {
 }
 
 /// The columns a link covers, in the order they are hashed, then the link.
-const COLUMNS: &str = "id, chain, seq, at, principal, action, repo_key, ref_name, old_oid, \
+pub(super) const COLUMNS: &str = "id, chain, seq, at, principal, action, repo_key, ref_name, old_oid, \
      new_oid, bundle_bytes, bundle_sha256, decision, policies, token_sha256, outcome, detail, \
      outcome_of, link";
 
@@ -161,10 +161,24 @@ impl StoredRow {
     /// SHA-256 (hex) of `previous` and this row's content: a JSON array of every column but
     /// the link, so no two different rows encode alike.
     pub fn link_after(&self, previous: &str) -> String {
-        let content = serde_json::json!([
+        let content = format!(
+            "[{},{},{},{}]",
             self.id,
-            self.chain,
-            self.seq,
+            json(&self.chain),
+            json(&self.seq),
+            self.content_tail()
+        );
+        let mut hash = Sha256::new();
+        hash.update(previous.as_bytes());
+        hash.update(b"\n");
+        hash.update(content.as_bytes());
+        hex::encode(hash.finalize())
+    }
+
+    /// The content after the id, chain and sequence number: the inside of a JSON array, to
+    /// which PostgreSQL's one-statement append adds the id and number it picks itself.
+    pub(super) fn content_tail(&self) -> String {
+        let rest = serde_json::json!([
             self.at,
             self.principal,
             self.action,
@@ -180,64 +194,18 @@ impl StoredRow {
             self.outcome,
             self.detail,
             self.outcome_of,
-        ]);
-        let mut hash = Sha256::new();
-        hash.update(previous.as_bytes());
-        hash.update(b"\n");
-        hash.update(content.to_string().as_bytes());
-        hex::encode(hash.finalize())
+        ])
+        .to_string();
+        rest[1..rest.len() - 1].to_string()
     }
 }
 
-impl Facts<'_> {
-    /// Appends `row` (its id, chain, sequence number and link filled in here) to its chain.
-    pub(super) fn append_linked(&self, mut row: StoredRow, chain: Chain) -> Result<i64> {
-        // The head and the next id in one statement: on PostgreSQL each statement is a round
-        // trip, taken while every other writer waits.
-        let (head_seq, head_link, next_id): (i64, String, i64) = self.row(
-            "SELECT head_seq, head_link, (SELECT COALESCE(MAX(id), 0) + 1 FROM audit_events)
-             FROM audit_chains WHERE chain = ?1",
-            params![chain.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
-        row.id = next_id;
-        row.chain = Some(chain.as_str().to_string());
-        row.seq = Some(head_seq + 1);
-        let link = row.link_after(&head_link);
-        self.exec(
-            &format!(
-                "INSERT INTO audit_events ({COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
-            ),
-            params![
-                row.id,
-                row.chain,
-                row.seq,
-                row.at,
-                row.principal,
-                row.action,
-                row.repo_key,
-                row.ref_name,
-                row.old_oid,
-                row.new_oid,
-                row.bundle_bytes,
-                row.bundle_sha256,
-                row.decision,
-                row.policies,
-                row.token_sha256,
-                row.outcome,
-                row.detail,
-                row.outcome_of,
-                link,
-            ],
-        )?;
-        self.exec(
-            "UPDATE audit_chains SET head_seq = ?2, head_link = ?3 WHERE chain = ?1",
-            params![chain.as_str(), row.seq, link],
-        )?;
-        Ok(row.id)
-    }
+/// `value` as compact JSON.
+pub(super) fn json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("plain values serialise")
+}
 
+impl Facts<'_> {
     /// A chain's recorded head and base.
     pub fn chain_head(&self, chain: Chain) -> Result<ChainHead> {
         self.row(

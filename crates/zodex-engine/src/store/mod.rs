@@ -4,6 +4,7 @@
 //! half-written row, and every decision reads its facts from one snapshot.
 
 mod audit;
+mod audit_append;
 mod audit_chain;
 mod audit_export;
 mod copy;
