@@ -29,10 +29,13 @@ mod changes;
 mod cpu;
 #[path = "support/log_figures.rs"]
 mod log_figures;
+#[path = "support/proc_status.rs"]
+mod proc_status;
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use changes::commit_change;
+use proc_status::status_kib;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -56,16 +59,6 @@ fn timed(f: impl FnOnce() -> (std::process::Output, Duration)) -> Duration {
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
-}
-
-/// A `kB` field of /proc/PID/status.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// Samples zodex-prd's resident memory every 5 ms: the peaks of its anonymous memory (heap,

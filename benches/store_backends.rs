@@ -2,7 +2,9 @@
 //! - a push decision including its facts, p50 and p99, from one process and from two
 //!   processes deciding at once (targets on PostgreSQL: p50 <= 1 ms, p99 <= 5 ms);
 //! - audit appends from two processes into one chain (target >= 2,000 rows/s), the chain
-//!   verified afterwards.
+//!   verified afterwards;
+//! - a publisher's peak RSS (VmHWM) over the same work (requests, approvals, revocations,
+//!   status) on each store: `zodex dev up` against `zodex dev up --postgres`.
 //!
 //! PostgreSQL is a private server this bench starts (Debian's package, a Unix socket, fsync
 //! on: what a real deployment pays per commit), SQLite a file in a temporary directory. The
@@ -13,6 +15,10 @@
 
 #[path = "support/bench_line.rs"]
 mod bench_line;
+#[path = "support/proc_status.rs"]
+mod proc_status;
+#[path = "../tests/it/support/mod.rs"]
+mod support;
 
 use bench_line::BenchLine;
 use std::io::{BufRead, BufReader, Write};
@@ -27,6 +33,8 @@ use zodex_store_pg::{PgSettings, PgStore};
 const NOW: i64 = 1_900_000_000;
 const DECISIONS: usize = 5_000;
 const APPENDS_PER_PROCESS: usize = 1_000;
+/// Requests approved then revoked, per publisher, for the RSS figure.
+const RSS_ROUNDS: usize = 40;
 
 /// A store named as the children take it: `sqlite:PATH` or a PostgreSQL URL.
 fn open(spec: &str) -> Store {
@@ -318,4 +326,45 @@ fn main() {
         "postgres appends target >= 2000 rows/s: {}",
         if met { "met" } else { "NOT met" }
     );
+
+    publisher_rss();
+}
+
+/// A publisher's peak and final resident set, in KiB, after `RSS_ROUNDS` requests approved
+/// and revoked and a status after each, on each store.
+fn publisher_rss() {
+    let mut figures = Vec::new();
+    for (name, args) in [("sqlite", &[][..]), ("postgres", &["--postgres"][..])] {
+        let dev = support::dev::Dev::up_with(args);
+        let pid = dev.info["publisher_pid"].as_u64().unwrap() as u32;
+        for round in 0..RSS_ROUNDS {
+            let repo = format!("demo/app{}", round % 4);
+            let run = dev
+                .agent(&["github", "request-push", "--repo", &repo, "--json"])
+                .ok();
+            let id = run.json()["result"]["id"].as_i64().unwrap().to_string();
+            let approved = dev.github_json(&["approve", &id, "--ttl", "5m"]);
+            assert_eq!(approved["result"]["state"], "active", "{approved}");
+            dev.zodex(&["sprite", "github", "revoke-push", "--repo", &repo])
+                .ok();
+            dev.github_json(&["status"]);
+        }
+        let peak = proc_status::status_kib(pid, "VmHWM:");
+        let now = proc_status::status_kib(pid, "VmRSS:");
+        assert!(peak > 0, "{name}: the publisher (pid {pid}) is running");
+        println!(
+            "{name:8} publisher RSS over {RSS_ROUNDS} approvals: peak {peak} KiB, at the end {now} KiB"
+        );
+        figures.push(peak as f64);
+    }
+    BenchLine {
+        name: "store_pg_publisher_peak_rss",
+        unit: "KiB",
+        value: figures[1],
+        baseline: Some(figures[0]),
+        max_ratio: None,
+        max_value: None,
+        max_added: None,
+    }
+    .print();
 }

@@ -61,6 +61,59 @@ fn two_replicas_approving_one_request_at_once_make_exactly_one_grant() {
     assert_eq!(verify["result"]["ok"], true, "{verify}");
 }
 
+/// The evidence chain's head sequence number, as `replica` reports it.
+fn evidence_head(replica: &Replica) -> i64 {
+    let verify = replica.admin("{\"op\":\"audit_verify\"}");
+    assert_eq!(verify["result"]["ok"], true, "{verify}");
+    verify["result"]["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["chain"] == "evidence")
+        .map(|c| c["head_seq"].as_i64().unwrap())
+        .unwrap_or_else(|| panic!("no evidence chain: {verify}"))
+}
+
+#[test]
+fn two_replicas_appending_two_thousand_audit_rows_at_once_keep_one_chain_that_verifies() {
+    let dev = Dev::up();
+    let url = prepared_database();
+    let a = Replica::start(&dev, "a", &url);
+    let b = Replica::start(&dev, "b", &url);
+    let grant = |replica: &Replica, repo: &str| {
+        let answer = replica.admin_in_process(&format!(
+            "{{\"op\":\"grant_push\",\"repo\":\"{repo}\",\"ttl\":{{\"seconds\":600}}}}"
+        ));
+        assert_eq!(answer["ok"], true, "{}: {answer}", replica.name);
+    };
+    // How many evidence rows one operator grant writes, measured rather than assumed.
+    let before = evidence_head(&a);
+    grant(&a, "demo/probe");
+    let per_grant = evidence_head(&a) - before;
+    assert!(per_grant >= 1, "a grant is audited");
+
+    const GRANTS_PER_REPLICA: i64 = 1_000;
+    let before = evidence_head(&a);
+    std::thread::scope(|s| {
+        for replica in [&a, &b] {
+            s.spawn(move || {
+                for i in 0..GRANTS_PER_REPLICA {
+                    grant(replica, &format!("demo/{}{}", replica.name, i % 7));
+                }
+            });
+        }
+    });
+    // Every row is on the one chain, numbered without gaps or forks (verify walks it), and
+    // both replicas see the same head.
+    let added = evidence_head(&b) - before;
+    assert_eq!(added, 2 * GRANTS_PER_REPLICA * per_grant);
+    assert_eq!(evidence_head(&a), evidence_head(&b));
+    assert!(
+        added >= 2_000,
+        "the run appended {added} rows, fewer than it sets out to"
+    );
+}
+
 /// Would `replica` allow a push to `demo/app`'s main now? (`explain`: the decision a push
 /// gets, on that replica's view of the shared state.)
 fn push_allowed(replica: &Replica) -> bool {

@@ -118,6 +118,14 @@ impl Replica {
         })
     }
 
+    /// One admin request through the admin socket from this process (no `zodex-prd admin`
+    /// process per call): for tests that send thousands.
+    pub fn admin_in_process(&self, request: &str) -> Value {
+        let answer = zodex::publisher::sockets::admin_call(&self.admin_socket, None, request)
+            .unwrap_or_else(|e| panic!("replica {}: {e}", self.name));
+        serde_json::to_value(answer).unwrap()
+    }
+
     /// `zodex-agent ARGS` talking to this replica's agent socket.
     pub fn agent(&self, dev: &Dev, args: &[&str]) -> Run {
         let mut command = dev.agent_command(args);
