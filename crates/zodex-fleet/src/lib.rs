@@ -1,0 +1,56 @@
+//! A fleet's identities: one certificate authority per fleet, a certificate per member (a
+//! sprite's relay, an operator, a replica of the service), and the mutual-TLS configurations
+//! they talk over (issue "A fleet"; docs/fleet.md).
+//!
+//! Why mutual TLS and not signed requests: the handshake authenticates both ends before a
+//! request is read, binds every byte of the session to the keys (no body-binding, replay or
+//! clock-skew scheme of our own to get right), and is what a load balancer in TCP pass-through
+//! leaves intact. The identity is a SPIFFE-shaped URI in the certificate ([`identity`]).
+//!
+//! Code map:
+//! - [`identity`]: names, roles, and the identity a certificate carries;
+//! - [`ca`]: the fleet's CA (create, load, issue) and a member's own key pair and request;
+//! - [`tls`]: rustls configurations for the service and for members, and who the peer is.
+//!
+//! Invariants: a member's private key is made where it runs and never leaves it (only a
+//! request does); the CA writes every field of a certificate itself (a request chooses only its
+//! key, and must ask for the identity it is registered as); member certificates are for clients
+//! and service certificates for servers, never both; both ends trust the fleet's CA only.
+
+pub mod ca;
+pub mod identity;
+pub mod tls;
+
+pub use ca::{FleetCa, MemberKey};
+pub use identity::{Identity, Name, Role};
+
+/// What can go wrong with a fleet identity. Messages say what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error(
+        "{0:?} is not a valid fleet, sprite or operator name: use 1 to 63 of a-z, 0-9 and '-', not starting with '-'"
+    )]
+    BadName(String),
+    #[error("the certificate cannot be used: {0}")]
+    BadCertificate(String),
+    #[error(
+        "the certificate request is refused: {0}; make a new request with the sprite's own key (zodex fleet enroll)"
+    )]
+    BadRequest(String),
+    #[error("the private key cannot be read (expected a PEM private key made by zodex)")]
+    BadKey,
+    #[error("the certificate belongs to fleet {0:?}, not this one")]
+    OtherFleet(String),
+    #[error("the certificate is the {identity}'s; this needs a {wanted}'s")]
+    WrongRole {
+        identity: String,
+        wanted: &'static str,
+    },
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("the key or certificate could not be made: {0}")]
+    Crypto(String),
+}
+
+#[cfg(test)]
+mod tests;
