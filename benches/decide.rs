@@ -43,6 +43,7 @@ fn setup() -> (tempfile::TempDir, Store, Engine, Ask) {
                         allow_workflows: i % 7 == 0,
                         approved_by: Some("operator:uid:0".into()),
                         refs: Vec::new(),
+                        owner: Default::default(),
                     },
                     NOW - 10,
                 )?;
@@ -202,7 +203,7 @@ fn main() {
     for _ in 0..20_000 {
         let start = Instant::now();
         let read = store
-            .read(|f| f.decision_facts(&key, Some(&scopes)))
+            .read(|f| f.decision_facts(&key, Some(&scopes), None))
             .unwrap();
         load.push(start.elapsed());
         let start = Instant::now();

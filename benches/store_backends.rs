@@ -63,6 +63,7 @@ fn seed(store: &mut Store) {
                         allow_workflows: false,
                         approved_by: Some("operator:uid:0".into()),
                         refs: Vec::new(),
+                        owner: Default::default(),
                     },
                     NOW - 10,
                 )?;

@@ -8,7 +8,7 @@ use crate::engine::RepoName;
 use crate::operator::registry::{Registry, SpriteEntry, exec_admin_command, local_admin_command};
 use crate::operator::transport;
 use crate::protocol::answers::{AuditRow, Explanation, Grant, GrantVia, GrantView, YoloScope};
-use crate::protocol::{AdminRequest, Ttl};
+use crate::protocol::{AdminRequest, ForSprites, Ttl};
 use crate::publisher::prove::Report;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -217,6 +217,26 @@ enum Via {
     Token,
 }
 
+/// Which agents a grant or scope serves when the publisher serves a fleet.
+#[derive(Args)]
+struct ForSpritesArgs {
+    /// In a fleet: for this sprite's agent only.
+    #[arg(long, value_name = "NAME", conflicts_with = "label")]
+    sprite: Option<String>,
+    /// In a fleet: for every sprite carrying this label.
+    #[arg(long, value_name = "KEY=VALUE")]
+    label: Option<String>,
+}
+
+impl From<ForSpritesArgs> for ForSprites {
+    fn from(args: ForSpritesArgs) -> Self {
+        Self {
+            sprite: args.sprite,
+            label: args.label,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum GithubCommand {
     /// Let the agent push to one repository (default 30m, through the gateway).
@@ -234,11 +254,16 @@ enum GithubCommand {
         /// (`refs/tags/v1`) or a prefix ending in `/*` (`feature/*`). Default: every ref.
         #[arg(long = "ref", value_name = "PATTERN")]
         refs: Vec<String>,
+        #[command(flatten)]
+        to: ForSpritesArgs,
     },
-    /// End every grant and pending request for a repository.
+    /// End every grant and pending request for a repository (in a fleet: of one sprite or
+    /// label with --sprite/--label, else of every sprite).
     RevokePush {
         #[arg(long, value_parser = repo_arg)]
         repo: RepoName,
+        #[command(flatten)]
+        to: ForSpritesArgs,
     },
     /// Let the agent push freely for a while: to the given repositories, or to every
     /// repository the writer App is installed on (default 2h).
@@ -252,6 +277,8 @@ enum GithubCommand {
         /// Limit the scope to these refs (repeatable), as for grant-push. Default: every ref.
         #[arg(long = "ref", value_name = "PATTERN")]
         refs: Vec<String>,
+        #[command(flatten)]
+        to: ForSpritesArgs,
     },
     /// Back to defaults: clear every YOLO scope (explicit grants stay).
     Default,
@@ -536,8 +563,10 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             allow_workflows,
             via,
             refs,
+            to,
         } => {
             let request = AdminRequest::GrantPush {
+                to: to.into(),
                 repo: repo.to_string(),
                 ttl: ttl.resolve(),
                 allow_workflows,
@@ -549,9 +578,10 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             };
             send(target, registry, &request, |g| render::grant(g, "Granted"))
         }
-        GithubCommand::RevokePush { repo } => {
+        GithubCommand::RevokePush { repo, to } => {
             let request = AdminRequest::RevokePush {
                 repo: repo.to_string(),
+                to: to.into(),
             };
             let empty =
                 format!("Nothing to revoke: {repo} had no active grant or pending request.");
@@ -564,9 +594,11 @@ fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
             ttl,
             allow_workflows,
             refs,
+            to,
         } => {
             let request = AdminRequest::Yolo {
                 refs,
+                to: to.into(),
                 repos: repos.iter().map(ToString::to_string).collect(),
                 ttl: ttl.resolve(),
                 allow_workflows,

@@ -34,6 +34,7 @@ fn decisions_under_concurrent_grant_writes_never_fail_or_see_half_a_grant() {
         allow_workflows: false,
         approved_by: Some("operator:uid:0".into()),
         refs: Vec::new(),
+        owner: Default::default(),
     };
     {
         let mut store = Store::open(&db).unwrap();
@@ -76,7 +77,7 @@ fn decisions_under_concurrent_grant_writes_never_fail_or_see_half_a_grant() {
             while !done.load(Ordering::Relaxed) {
                 store
                     .write(|f| {
-                        f.revoke_grants("demo/app", "operator:uid:0", NOW)?;
+                        f.revoke_grants("demo/app", None, "operator:uid:0", NOW)?;
                         f.insert_grant(&grant(), NOW)
                     })
                     .expect("grant writes never fail");

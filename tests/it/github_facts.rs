@@ -182,6 +182,7 @@ fn a_renamed_default_branch_is_followed_after_the_coverage_check() {
                 via: GrantVia::Gateway,
                 refs: Vec::new(),
             },
+            Default::default(),
             now,
         )
         .unwrap();

@@ -27,8 +27,8 @@ use zodex::engine::ttl::{format_duration, parse_ttl};
 use zodex::protocol::answers::GrantVia;
 use zodex::protocol::bundle_header::{BundleError, MAX_HEADER_BYTES, read_header, write_header};
 use zodex::protocol::{
-    AGENT_HEADER_LEN, AGENT_VERSION, AdminRequest, AgentHeader, AgentRequest, MAX_REQUEST_BYTES,
-    PushUpdate, Ttl, read_response,
+    AGENT_HEADER_LEN, AGENT_VERSION, AdminRequest, AgentHeader, AgentRequest, ForSprites,
+    MAX_REQUEST_BYTES, PushUpdate, Ttl, read_response,
 };
 use zodex::publisher::publish::valid_refname;
 use zodex::tools::apply_patch::check_patch;
@@ -333,28 +333,41 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
         Just(AdminRequest::Status),
         (option::of(any::<u32>()), option::of(any::<i64>()))
             .prop_map(|(limit, before)| AdminRequest::Requests { limit, before }),
-        (text(), any_ttl(), any::<bool>(), via, vec(text(), 0..3)).prop_map(
-            |(repo, ttl, allow_workflows, via, refs)| AdminRequest::GrantPush {
-                repo,
-                ttl,
-                allow_workflows,
-                via,
-                refs,
-            }
-        ),
-        text().prop_map(|repo| AdminRequest::RevokePush { repo }),
+        (
+            text(),
+            any_ttl(),
+            any::<bool>(),
+            via,
+            vec(text(), 0..3),
+            any_for_sprites()
+        )
+            .prop_map(|(repo, ttl, allow_workflows, via, refs, to)| {
+                AdminRequest::GrantPush {
+                    repo,
+                    ttl,
+                    allow_workflows,
+                    via,
+                    refs,
+                    to,
+                }
+            }),
+        (text(), any_for_sprites()).prop_map(|(repo, to)| AdminRequest::RevokePush { repo, to }),
         (
             vec(text(), 0..3),
             any_ttl(),
             any::<bool>(),
-            vec(text(), 0..3)
+            vec(text(), 0..3),
+            any_for_sprites()
         )
-            .prop_map(|(repos, ttl, allow_workflows, refs)| AdminRequest::Yolo {
-                repos,
-                ttl,
-                allow_workflows,
-                refs,
-            }),
+            .prop_map(
+                |(repos, ttl, allow_workflows, refs, to)| AdminRequest::Yolo {
+                    repos,
+                    ttl,
+                    allow_workflows,
+                    refs,
+                    to,
+                }
+            ),
         (any::<i64>(), option::of(any_ttl()))
             .prop_map(|(id, ttl)| AdminRequest::Approve { id, ttl }),
         any::<i64>().prop_map(|id| AdminRequest::Deny { id }),
@@ -766,4 +779,9 @@ proptest! {
             Err(e) => prop_assert!(!e.to_string().is_empty()),
         }
     }
+}
+
+fn any_for_sprites() -> impl Strategy<Value = ForSprites> {
+    (option::of(text()), option::of(text()))
+        .prop_map(|(sprite, label)| ForSprites { sprite, label })
 }

@@ -86,6 +86,7 @@ fn any_grant() -> impl Strategy<Value = Option<Grant>> {
             ended_at: None,
             ended_by: None,
             refs,
+            owner: Default::default(),
         });
     proptest::option::of(grant)
 }
@@ -110,6 +111,7 @@ fn any_yolo() -> impl Strategy<Value = Option<YoloScope>> {
                 cleared_at: None,
                 cleared_by: None,
                 refs,
+                owner: Default::default(),
             },
         );
     proptest::option::of(scope)

@@ -7,11 +7,10 @@
 //! reads comes in pages that stay far below the admin socket's reply cap.
 
 use super::decide::{Action, Ask, Decision, Engine, GrantTerms, Principal};
+use super::fleet::Owner;
 use super::hints::unblock_hint;
 use super::repo::RepoName;
-use super::store::{
-    AuditEntry, Facts, Grant, GrantState, NewGrant, NewYolo, Store, StoreError, YoloScope,
-};
+use super::store::{AuditEntry, Facts, Grant, NewGrant, NewYolo, Store, StoreError, YoloScope};
 use super::vocabulary::{Actor, AuditDecision, EventKind};
 
 mod pages;
@@ -62,11 +61,7 @@ impl Denial {
             repo: repo_text.clone(),
             policies: decision.policies.clone(),
             message: format!("{}{target}: {why}", decision.action.name()),
-            unblock: unblock_hint(
-                decision,
-                repo_text.as_deref(),
-                *principal == Principal::Agent,
-            ),
+            unblock: unblock_hint(decision, repo_text.as_deref(), principal.is_agent()),
         }
     }
 }
@@ -191,13 +186,15 @@ impl Authority<'_> {
         })?)
     }
 
-    /// The operator grants push access directly.
+    /// The operator grants push access directly, to `owner`'s agent: the single sprite's, one
+    /// fleet sprite's, or every sprite with a label.
     pub fn grant_push(
         &self,
         store: &mut Store,
         principal: &Principal,
         repo: &RepoName,
         terms: GrantTerms,
+        owner: Owner,
         now: i64,
     ) -> Outcome<Grant> {
         let ask = Ask::GrantPush {
@@ -206,10 +203,16 @@ impl Authority<'_> {
             agent_terms: false,
         };
         self.decide_then(store, principal, &ask, now, |facts, _, event| {
-            let grant = facts.insert_grant(&new_grant(repo, principal, None, &terms, true), now)?;
-            event.detail = Some(with_refs(
-                serde_json::json!({ "grant": grant.id, "change": "granted" }),
-                &grant.refs,
+            let grant = facts.insert_grant(
+                &new_grant(repo, principal, None, &terms, true, owner.clone()),
+                now,
+            )?;
+            event.detail = Some(with_owner(
+                with_refs(
+                    serde_json::json!({ "grant": grant.id, "change": "granted" }),
+                    &grant.refs,
+                ),
+                &grant.owner,
             ));
             Ok(grant)
         })
@@ -227,6 +230,7 @@ impl Authority<'_> {
     ) -> Outcome<Grant> {
         self.request_push_capped(
             store,
+            &Principal::Agent,
             repo,
             terms,
             reason,
@@ -237,10 +241,14 @@ impl Authority<'_> {
 
     /// [`Self::request_push`] with the sprite's own cap on pending requests. A request for a
     /// repository the agent already has a pending request for replaces that one (audited);
-    /// at the cap, a request for another repository is refused and audited as refused.
+    /// at the cap, a request for another repository is refused and audited as refused. The cap
+    /// counts `agent`'s own requests: in a fleet one sprite's requests never crowd out
+    /// another's.
+    #[allow(clippy::too_many_arguments)]
     pub fn request_push_capped(
         &self,
         store: &mut Store,
+        agent: &Principal,
         repo: &RepoName,
         terms: GrantTerms,
         reason: Option<String>,
@@ -254,7 +262,13 @@ impl Authority<'_> {
                 "the reason is {chars} characters long; at most {MAX_REASON_CHARS} are accepted: shorten --reason"
             )));
         }
-        let principal = Principal::Agent;
+        if !agent.is_agent() {
+            return Err(AuthorityError::Invalid(
+                "only an agent requests push access; an operator grants it with grant-push".into(),
+            ));
+        }
+        let principal = agent.clone();
+        let owner = principal.owner();
         let ask = Ask::RequestPush {
             repo: repo.clone(),
             grant: terms.clone(),
@@ -275,9 +289,9 @@ impl Authority<'_> {
                     &principal,
                 ))));
             }
-            let earlier = facts.pending_requests_for(&repo.key())?;
+            let earlier = facts.pending_requests_for(&repo.key(), &owner)?;
             let others = facts
-                .count_grants_in(GrantState::Pending)?
+                .count_pending_of(&owner)?
                 .saturating_sub(earlier.len() as u64);
             if others >= u64::from(max_pending) {
                 event.decision = AuditDecision::Deny;
@@ -301,7 +315,14 @@ impl Authority<'_> {
             }
             let approved = self.engine.decide(facts, &principal, &self_grant, now)?;
             let grant = facts.insert_grant(
-                &new_grant(repo, &principal, reason.clone(), &terms, approved.allowed),
+                &new_grant(
+                    repo,
+                    &principal,
+                    reason.clone(),
+                    &terms,
+                    approved.allowed,
+                    owner.clone(),
+                ),
                 now,
             )?;
             event.detail = Some(serde_json::json!({
@@ -377,17 +398,25 @@ impl Authority<'_> {
         })
     }
 
-    /// Revokes every active grant and pending request for a repository.
+    /// Revokes every active grant and pending request for a repository: an agent's own, or
+    /// (an operator) those of `owner`, or every one when `owner` is `None`.
     pub fn revoke_push(
         &self,
         store: &mut Store,
         principal: &Principal,
         repo: &RepoName,
+        owner: Option<&Owner>,
         now: i64,
     ) -> Outcome<Vec<Grant>> {
         let ask = Ask::RevokePush { repo: repo.clone() };
+        let own = principal.owner();
+        let owner = if principal.is_agent() {
+            Some(&own)
+        } else {
+            owner
+        };
         self.decide_then(store, principal, &ask, now, |facts, _, event| {
-            let revoked = facts.revoke_grants(&repo.key(), &principal.label(), now)?;
+            let revoked = facts.revoke_grants(&repo.key(), owner, &principal.label(), now)?;
             let ids: Vec<i64> = revoked.iter().map(|g| g.id).collect();
             event.detail = Some(serde_json::json!({ "revoked": ids }));
             Ok(revoked)
@@ -395,13 +424,14 @@ impl Authority<'_> {
     }
 
     /// Sets YOLO scopes: one per repository, or one over every installed repository when
-    /// `repos` is empty. All or nothing: one denial sets none.
+    /// `repos` is empty, for `owner`'s agent. All or nothing: one denial sets none.
     pub fn set_yolo(
         &self,
         store: &mut Store,
         principal: &Principal,
         repos: &[RepoName],
         terms: YoloTerms,
+        owner: Owner,
         now: i64,
     ) -> Outcome<Vec<YoloScope>> {
         let YoloTerms {
@@ -449,12 +479,16 @@ impl Authority<'_> {
                         ttl_seconds,
                         created_by: principal.label(),
                         refs: refs.clone(),
+                        owner: owner.clone(),
                     },
                     now,
                 )?;
-                event.detail = Some(with_refs(
-                    serde_json::json!({ "yolo": scope.id, "change": "set" }),
-                    &refs,
+                event.detail = Some(with_owner(
+                    with_refs(
+                        serde_json::json!({ "yolo": scope.id, "change": "set" }),
+                        &refs,
+                    ),
+                    &scope.owner,
                 ));
                 facts.audit(&event, now)?;
                 scopes.push(scope);
@@ -514,15 +548,18 @@ fn new_grant(
     reason: Option<String>,
     terms: &GrantTerms,
     approved: bool,
+    owner: Owner,
 ) -> NewGrant {
     NewGrant {
         repo_key: repo.key(),
         repo: repo.to_string(),
-        created_by: match principal {
-            Principal::Agent => "agent",
-            Principal::Operator(_) => "operator",
+        created_by: if principal.is_agent() {
+            "agent"
+        } else {
+            "operator"
         }
         .to_string(),
+        owner,
         reason,
         ttl_seconds: terms.ttl_seconds,
         via: terms.via,
@@ -558,6 +595,16 @@ fn with_refs(mut detail: serde_json::Value, refs: &[String]) -> serde_json::Valu
         && let Some(fields) = detail.as_object_mut()
     {
         fields.insert("refs".to_string(), serde_json::json!(refs));
+    }
+    detail
+}
+
+/// Names a fleet owner in an audit row's detail (a single sprite's own grants say nothing).
+fn with_owner(mut detail: serde_json::Value, owner: &Owner) -> serde_json::Value {
+    if *owner != Owner::Local
+        && let Some(fields) = detail.as_object_mut()
+    {
+        fields.insert("owner".to_string(), serde_json::json!(owner.cedar()));
     }
     detail
 }

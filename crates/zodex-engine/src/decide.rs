@@ -10,6 +10,7 @@ mod error;
 
 pub use error::CedarRequestError;
 
+use super::fleet::{FleetSprite, Owner};
 use super::object_id::ObjectId;
 use super::policy::{ActionIndex, Policies};
 use super::ref_change::RefChange;
@@ -31,6 +32,8 @@ use std::str::FromStr;
 pub enum Principal {
     /// The agent user on the sprite.
     Agent,
+    /// The agent of one sprite of a fleet, as its relay's certificate and the registry name it.
+    Sprite(FleetSprite),
     /// An operator, named by how the admin socket authenticated them (e.g. `uid:1000`).
     Operator(String),
 }
@@ -40,7 +43,43 @@ impl Principal {
     pub fn label(&self) -> String {
         match self {
             Self::Agent => "agent".to_string(),
+            Self::Sprite(sprite) => format!("sprite:{}", sprite.name),
             Self::Operator(who) => format!("operator:{who}"),
+        }
+    }
+
+    /// An agent, of the single sprite or of a fleet's sprite.
+    pub fn is_agent(&self) -> bool {
+        matches!(self, Self::Agent | Self::Sprite(_))
+    }
+
+    /// The fleet sprite whose agent asks (`None`: the single sprite's agent, or an operator).
+    pub fn sprite(&self) -> Option<&FleetSprite> {
+        match self {
+            Self::Sprite(sprite) => Some(sprite),
+            _ => None,
+        }
+    }
+
+    /// Who a grant or YOLO scope must belong to for this agent's pushes (an operator asks on
+    /// the single sprite's agent's behalf).
+    pub fn owner(&self) -> Owner {
+        match self {
+            Self::Sprite(sprite) => Owner::Sprite(sprite.name.clone()),
+            _ => Owner::Local,
+        }
+    }
+
+    /// What Cedar compares a grant's or scope's owner with (`context.owners`): `local` for the
+    /// single sprite's agent; for a fleet sprite its name and each of its labels.
+    pub fn owners(&self) -> Vec<String> {
+        match self {
+            Self::Sprite(sprite) => std::iter::once(Owner::Sprite(sprite.name.clone()))
+                .chain(sprite.labels.iter().cloned().map(Owner::Label))
+                .map(|o| o.cedar())
+                .collect(),
+            Self::Agent => vec![Owner::Local.cedar()],
+            Self::Operator(_) => Vec::new(),
         }
     }
 }
@@ -345,6 +384,7 @@ fn grant_record(grant: &Grant) -> RestrictedExpression {
         ("id", long(grant.id)),
         ("allow_workflows", boolean(grant.allow_workflows)),
         ("via", string(grant.via.as_str())),
+        ("owner", string(&grant.owner.cedar())),
     ];
     if let Some(at) = grant.expires_at {
         fields.push(("expires_at", long(at)));
@@ -364,6 +404,7 @@ fn yolo_record(scope: &YoloScope) -> RestrictedExpression {
         ("id", long(scope.id)),
         ("allow_workflows", boolean(scope.allow_workflows)),
         ("all_installed", boolean(scope.repo_key.is_none())),
+        ("owner", string(&scope.owner.cedar())),
     ];
     if let Some(at) = scope.expires_at {
         fields.push(("expires_at", long(at)));
@@ -453,7 +494,8 @@ impl Engine {
                     Ask::Push { update, .. } => Some(scopes_of(update.ref_name.as_str())),
                     _ => None,
                 };
-                let read = facts.decision_facts(&repo.key(), scopes.as_deref())?;
+                let read =
+                    facts.decision_facts(&repo.key(), scopes.as_deref(), principal.sprite())?;
                 let repository = self.repo_facts_from(repo, read.writer, read.reader, now);
                 // Only a push weighs a grant and a YOLO scope; a write token only a grant.
                 let (grant, yolo) = match ask {
@@ -497,6 +539,7 @@ impl Engine {
     ) -> std::result::Result<(Request, Entities), CedarRequestError> {
         let principal_uid = match principal {
             Principal::Agent => uid("Agent", "agent"),
+            Principal::Sprite(sprite) => uid("Agent", &format!("sprite:{}", sprite.name)),
             Principal::Operator(who) => uid("Operator", who),
         };
         let mut entities = Vec::new();
@@ -539,6 +582,7 @@ impl Engine {
         };
         let context = build_context(
             ask,
+            &principal.owners(),
             repository,
             grant,
             yolo,
@@ -676,6 +720,7 @@ pub fn default_branch(facts: &[Option<&super::store::CoverageFact>], now: i64) -
 /// The context record for one question; its shape follows the schema's per-action types.
 fn build_context(
     ask: &Ask,
+    owners: &[String],
     repository: Option<&RepoFacts>,
     grant: Option<&Grant>,
     yolo: Option<&YoloScope>,
@@ -735,6 +780,7 @@ fn build_context(
             if let Some(scope) = yolo {
                 ctx.push(("yolo", yolo_record(scope)));
             }
+            ctx.push(("owners", strings(owners)));
             let default_branch = repository.and_then(|r| r.default_branch.as_deref());
             let default_ref = default_branch.map(|b| format!("refs/heads/{b}"));
             let change = update.change.cedar_facts();
@@ -755,6 +801,7 @@ fn build_context(
             if let Some(grant) = grant {
                 ctx.push(("grant", grant_record(grant)));
             }
+            ctx.push(("owners", strings(owners)));
         }
         Ask::Read { .. }
         | Ask::RevokePush { .. }

@@ -71,6 +71,7 @@
 //!   row changed, inserted, reordered or removed.
 
 pub mod decide;
+pub mod fleet;
 pub mod object_id;
 pub mod policy;
 pub mod properties;
@@ -100,5 +101,7 @@ pub use authority::{Authority, AuthorityError, Denial, Status, YoloTerms};
 
 #[cfg(test)]
 mod action_index_tests;
+#[cfg(test)]
+mod fleet_tests;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! Scenario tests of the engine: every built-in rule with allow and deny cases, through the
 //! same `Authority` operations the daemon runs, over a real SQLite file and a real PostgreSQL database (each scenario runs on both).
 
+use super::fleet::Owner;
 use super::store::{App, AuditFilter, CoverageFact, GrantState, GrantVia, Store};
 use super::targets::{TargetSpec, Targets};
 use super::*;
@@ -8,14 +9,14 @@ use crate::authority::DebugBytes;
 use crate::policy::Policies;
 use crate::store::test_support::on_each_backend;
 
-const NOW: i64 = 1_800_000_000;
+pub(crate) const NOW: i64 = 1_800_000_000;
 const CEILING: i64 = 134_217_728;
 
-struct World {
+pub(crate) struct World {
     _dir: tempfile::TempDir,
-    store: Store,
-    engine: Engine,
-    operator: Principal,
+    pub(crate) store: Store,
+    pub(crate) engine: Engine,
+    pub(crate) operator: Principal,
 }
 
 fn world_with(operator_dir: Option<&std::path::Path>) -> World {
@@ -50,7 +51,7 @@ fn world_with(operator_dir: Option<&std::path::Path>) -> World {
     }
 }
 
-fn world() -> World {
+pub(crate) fn world() -> World {
     world_with(None)
 }
 
@@ -81,11 +82,11 @@ fn cover_on(
     }
 }
 
-fn repo(name: &str) -> RepoName {
+pub(crate) fn repo(name: &str) -> RepoName {
     RepoName::parse(name).unwrap()
 }
 
-fn terms(ttl: Option<i64>) -> GrantTerms {
+pub(crate) fn terms(ttl: Option<i64>) -> GrantTerms {
     GrantTerms {
         ttl_seconds: ttl,
         allow_workflows: false,
@@ -107,7 +108,7 @@ fn what_if(ref_name: &str, [ref_exists, force, delete, touches_workflows]: [bool
     }
 }
 
-fn push(name: &str, ref_name: &str) -> Ask {
+pub(crate) fn push(name: &str, ref_name: &str) -> Ask {
     Ask::Push {
         repo: repo(name),
         update: what_if(ref_name, [false, false, false, false]),
@@ -117,7 +118,10 @@ fn push(name: &str, ref_name: &str) -> Ask {
 
 impl World {
     /// Runs an `Authority` operation against this world's store.
-    fn op<T>(&mut self, f: impl FnOnce(Authority<'_>, &mut Store, &Principal) -> T) -> T {
+    pub(crate) fn op<T>(
+        &mut self,
+        f: impl FnOnce(Authority<'_>, &mut Store, &Principal) -> T,
+    ) -> T {
         let operator = self.operator.clone();
         f(
             Authority {
@@ -139,7 +143,14 @@ impl World {
         let operator = self.operator.clone();
         let engine = &self.engine;
         Authority { engine }
-            .grant_push(&mut self.store, &operator, &repo(name), terms, NOW)
+            .grant_push(
+                &mut self.store,
+                &operator,
+                &repo(name),
+                terms,
+                Owner::Local,
+                NOW,
+            )
             .unwrap()
     }
 }
@@ -193,7 +204,7 @@ fn revoked_grant_denies_and_the_denial_names_request_push() {
         let mut w = world();
         w.grant("demo/app", terms(None));
         let revoked = w
-            .op(|a, s, op| a.revoke_push(s, op, &repo("DEMO/app"), NOW))
+            .op(|a, s, op| a.revoke_push(s, op, &repo("DEMO/app"), None, NOW))
             .unwrap();
         assert_eq!(revoked.len(), 1);
         assert_eq!(revoked[0].state, GrantState::Revoked);
@@ -218,7 +229,16 @@ fn yolo_for_all_installed_needs_writer_coverage_and_expires() {
     on_each_backend(|| {
         let mut w = world();
         let scopes = w
-            .op(|a, s, op| a.set_yolo(s, op, &[], YoloTerms::new(Some(7200), false), NOW))
+            .op(|a, s, op| {
+                a.set_yolo(
+                    s,
+                    op,
+                    &[],
+                    YoloTerms::new(Some(7200), false),
+                    Owner::Local,
+                    NOW,
+                )
+            })
             .unwrap();
         assert_eq!(scopes.len(), 1);
         let d = w.decide(&push("demo/app", "refs/heads/f"), NOW);
@@ -248,8 +268,17 @@ fn yolo_for_all_installed_needs_writer_coverage_and_expires() {
 fn yolo_for_one_repository_covers_only_it() {
     on_each_backend(|| {
         let mut w = world();
-        w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], YoloTerms::new(None, false), NOW))
-            .unwrap();
+        w.op(|a, s, op| {
+            a.set_yolo(
+                s,
+                op,
+                &[repo("demo/lib")],
+                YoloTerms::new(None, false),
+                Owner::Local,
+                NOW,
+            )
+        })
+        .unwrap();
         cover(&mut w.store, "demo/lib", true, true, NOW + 20_000_000);
         assert!(
             w.decide(&push("demo/lib", "refs/heads/f"), NOW + 10_000_000)
@@ -264,7 +293,7 @@ fn default_clears_every_yolo_scope_and_keeps_grants() {
     on_each_backend(|| {
         let mut w = world();
         w.grant("demo/app", terms(None));
-        w.op(|a, s, op| a.set_yolo(s, op, &[], YoloTerms::new(None, false), NOW))
+        w.op(|a, s, op| a.set_yolo(s, op, &[], YoloTerms::new(None, false), Owner::Local, NOW))
             .unwrap();
         let cleared = w.op(|a, s, op| a.clear_yolo(s, op, NOW)).unwrap();
         assert_eq!(cleared.len(), 1);
@@ -493,11 +522,29 @@ fn workflow_changes_need_an_allowance_on_the_grant_or_scope() {
             },
         );
         assert!(w.decide(&wf("demo/app"), NOW).allowed);
-        w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], YoloTerms::new(None, false), NOW))
-            .unwrap();
+        w.op(|a, s, op| {
+            a.set_yolo(
+                s,
+                op,
+                &[repo("demo/lib")],
+                YoloTerms::new(None, false),
+                Owner::Local,
+                NOW,
+            )
+        })
+        .unwrap();
         assert_denied_by(&w.decide(&wf("demo/lib"), NOW), "workflow-allowance");
-        w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/lib")], YoloTerms::new(None, true), NOW))
-            .unwrap();
+        w.op(|a, s, op| {
+            a.set_yolo(
+                s,
+                op,
+                &[repo("demo/lib")],
+                YoloTerms::new(None, true),
+                Owner::Local,
+                NOW,
+            )
+        })
+        .unwrap();
         assert!(w.decide(&wf("demo/lib"), NOW).allowed);
     });
 }
@@ -513,8 +560,17 @@ fn an_expired_grants_workflow_allowance_does_not_lend_itself_to_a_live_scope() {
                 ..terms(Some(10))
             },
         );
-        w.op(|a, s, op| a.set_yolo(s, op, &[repo("demo/app")], YoloTerms::new(None, false), NOW))
-            .unwrap();
+        w.op(|a, s, op| {
+            a.set_yolo(
+                s,
+                op,
+                &[repo("demo/app")],
+                YoloTerms::new(None, false),
+                Owner::Local,
+                NOW,
+            )
+        })
+        .unwrap();
         let wf = Ask::Push {
             repo: repo("demo/app"),
             update: what_if("refs/heads/ci", [false, false, false, true]),
@@ -663,7 +719,7 @@ fn an_agents_request_never_ends_in_a_grant_past_max_request_ttl() {
         assert_eq!(approved.state, GrantState::Active);
         assert_eq!(approved.expires_at, Some(NOW + 8 * 3600));
         let granted = w
-            .op(|a, s, op| a.grant_push(s, op, &repo("acme/app"), terms(None), NOW))
+            .op(|a, s, op| a.grant_push(s, op, &repo("acme/app"), terms(None), Owner::Local, NOW))
             .unwrap();
         assert_eq!(
             granted.expires_at, None,
@@ -765,11 +821,25 @@ fn the_agent_cannot_grant_set_yolo_or_read_the_audit() {
         let mut w = world();
         let agent = Principal::Agent;
         let err = Authority { engine: &w.engine }
-            .grant_push(&mut w.store, &agent, &repo("demo/app"), terms(None), NOW)
+            .grant_push(
+                &mut w.store,
+                &agent,
+                &repo("demo/app"),
+                terms(None),
+                Owner::Local,
+                NOW,
+            )
             .unwrap_err();
         assert!(matches!(err, AuthorityError::Denied(_)), "{err}");
         let err = Authority { engine: &w.engine }
-            .set_yolo(&mut w.store, &agent, &[], YoloTerms::new(None, false), NOW)
+            .set_yolo(
+                &mut w.store,
+                &agent,
+                &[],
+                YoloTerms::new(None, false),
+                Owner::Local,
+                NOW,
+            )
             .unwrap_err();
         assert!(matches!(err, AuthorityError::Denied(_)), "{err}");
         let err = Authority { engine: &w.engine }
@@ -796,8 +866,17 @@ fn status_shows_expired_entries_as_expired_never_active() {
                 ..terms(None)
             },
         );
-        w.op(|a, s, op| a.set_yolo(s, op, &[], YoloTerms::new(Some(5), false), NOW))
-            .unwrap();
+        w.op(|a, s, op| {
+            a.set_yolo(
+                s,
+                op,
+                &[],
+                YoloTerms::new(Some(5), false),
+                Owner::Local,
+                NOW,
+            )
+        })
+        .unwrap();
         let status = w
             .op(|a, s, op| a.status(s, op, &DebugBytes, NOW + 10))
             .unwrap();
@@ -920,6 +999,7 @@ fn every_context_conforms_to_the_schema() {
             ended_at: None,
             ended_by: None,
             refs: Vec::new(),
+            owner: Default::default(),
         };
         let asks = [
             Ask::Read {
@@ -1069,7 +1149,8 @@ fn a_yolo_scope_limited_to_refs_covers_only_those_and_its_workflow_allowance_too
             refs: vec!["refs/heads/bot/*".into()],
             ..YoloTerms::new(None, true)
         };
-        w.op(|a, s, op| a.set_yolo(s, op, &[], scope, NOW)).unwrap();
+        w.op(|a, s, op| a.set_yolo(s, op, &[], scope, Owner::Local, NOW))
+            .unwrap();
         assert!(w.decide(&push("demo/lib", "refs/heads/bot/1"), NOW).allowed);
         assert_no_permit(&w.decide(&push("demo/lib", "refs/heads/main"), NOW));
         // A grant for every ref without an allowance: the scope's allowance covers bot/* only.
@@ -1098,6 +1179,7 @@ fn a_ref_limited_grant_never_travels_as_a_token() {
                 via: GrantVia::Token,
                 ..limited(&["refs/heads/feature/*"])
             },
+            Owner::Local,
             NOW,
         );
         match refused {

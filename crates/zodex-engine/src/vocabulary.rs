@@ -20,6 +20,8 @@ use crate::decide::{Action, Principal};
 pub enum Actor {
     /// The agent user on the sprite (its socket's peer).
     Agent,
+    /// The agent of a fleet's sprite, by the sprite's name.
+    Sprite(String),
     /// An operator, named by how the admin socket authenticated them (`uid:1000`).
     Operator(String),
     /// The publisher itself: expiries, outcomes, sweeps — what no caller asked for.
@@ -35,6 +37,7 @@ impl Actor {
     pub fn as_stored(&self) -> Cow<'static, str> {
         match self {
             Self::Agent => Cow::Borrowed("agent"),
+            Self::Sprite(name) => Cow::Owned(format!("sprite:{name}")),
             Self::Operator(who) => Cow::Owned(format!("operator:{who}")),
             Self::Publisher => Cow::Borrowed("zodex-prd"),
             Self::McpClient => Cow::Borrowed("mcp-client"),
@@ -60,6 +63,7 @@ impl From<&Principal> for Actor {
     fn from(principal: &Principal) -> Self {
         match principal {
             Principal::Agent => Self::Agent,
+            Principal::Sprite(sprite) => Self::Sprite(sprite.name.to_string()),
             Principal::Operator(who) => Self::Operator(who.clone()),
         }
     }
@@ -90,10 +94,18 @@ impl FromStr for Actor {
             "agent" => Ok(Self::Agent),
             "zodex-prd" => Ok(Self::Publisher),
             "mcp-client" => Ok(Self::McpClient),
-            _ => match text.strip_prefix("operator:") {
-                Some(who) if !who.is_empty() => Ok(Self::Operator(who.to_string())),
-                _ => Err(UnknownActor(text.to_string())),
-            },
+            _ => {
+                if let Some(who) = text.strip_prefix("operator:").filter(|w| !w.is_empty()) {
+                    Ok(Self::Operator(who.to_string()))
+                } else if let Some(name) = text
+                    .strip_prefix("sprite:")
+                    .filter(|n| crate::fleet::MemberName::parse(n).is_ok())
+                {
+                    Ok(Self::Sprite(name.to_string()))
+                } else {
+                    Err(UnknownActor(text.to_string()))
+                }
+            }
         }
     }
 }

@@ -5,6 +5,16 @@ use super::Ttl;
 use super::answers::GrantVia;
 use serde::{Deserialize, Serialize};
 
+/// Which agents a grant or YOLO scope serves, in a fleet: one sprite, or every sprite with a
+/// label. Neither: the single sprite's own agent (or, for a revoke, every owner).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForSprites {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sprite: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
 /// Requests an operator sends through `zodex-prd admin`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -21,9 +31,17 @@ pub enum AdminRequest {
         /// every ref. The publisher normalises and checks them.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         refs: Vec<String>,
+        /// In a fleet: the sprite whose agent the grant serves, or (`label`) every sprite with
+        /// a `key=value` label; neither: the single sprite's own agent.
+        #[serde(flatten)]
+        to: ForSprites,
     },
+    /// Ends the repository's grants and requests: those of `to` when it names a sprite or
+    /// label, else every one.
     RevokePush {
         repo: String,
+        #[serde(flatten)]
+        to: ForSprites,
     },
     /// An empty `repos` sets one scope over every installed repository.
     Yolo {
@@ -35,6 +53,8 @@ pub enum AdminRequest {
         /// Ref patterns the scope is limited to; none: every ref.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         refs: Vec<String>,
+        #[serde(flatten)]
+        to: ForSprites,
     },
     Default,
     /// Prove the write invariants of the daemon's effective policy set now; the answer is a
@@ -214,6 +234,7 @@ mod tests {
             allow_workflows: false,
             via: GrantVia::Token,
             refs: Vec::new(),
+            to: ForSprites::default(),
         };
         let json = serde_json::to_string(&request).unwrap();
         assert_eq!(
@@ -241,7 +262,25 @@ mod tests {
                 ttl: Ttl::NoTtl,
                 allow_workflows: false,
                 refs: vec![],
+                to: ForSprites::default(),
             }
+        );
+        // A fleet's owner travels as two optional fields beside the others.
+        let parsed: AdminRequest =
+            serde_json::from_str(r#"{"op":"revoke_push","repo":"a/b","sprite":"s1"}"#).unwrap();
+        assert_eq!(
+            parsed,
+            AdminRequest::RevokePush {
+                repo: "a/b".into(),
+                to: ForSprites {
+                    sprite: Some("s1".into()),
+                    label: None
+                }
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&parsed).unwrap(),
+            r#"{"op":"revoke_push","repo":"a/b","sprite":"s1"}"#
         );
     }
 }

@@ -376,7 +376,7 @@ async fn agent_request(
         return bundle_request(stream, socket, slot, request, header.bundle_len).await;
     }
     let host = socket.host.clone();
-    tokio::spawn(async move { host.agent(request).await })
+    tokio::spawn(async move { host.agent(Principal::Agent, request).await })
         .await
         .unwrap_or_else(handler_failed)
 }

@@ -330,7 +330,15 @@ mod tests {
             for i in 0..150 {
                 let repo = RepoName::parse(&format!("demo/r{i}")).unwrap();
                 let grant = a
-                    .request_push_capped(&mut store, &repo, terms(), Some(reason.clone()), 500, 10)
+                    .request_push_capped(
+                        &mut store,
+                        &Principal::Agent,
+                        &repo,
+                        terms(),
+                        Some(reason.clone()),
+                        500,
+                        10,
+                    )
                     .unwrap();
                 made.push(grant.id);
             }
@@ -396,7 +404,15 @@ mod tests {
             for (i, at) in [0, 0, 5000].into_iter().enumerate() {
                 let repo = RepoName::parse(&format!("demo/r{i}")).unwrap();
                 let grant = a
-                    .request_push_capped(&mut store, &repo, terms(), None, 20, at)
+                    .request_push_capped(
+                        &mut store,
+                        &Principal::Agent,
+                        &repo,
+                        terms(),
+                        None,
+                        20,
+                        at,
+                    )
                     .unwrap();
                 a.deny(&mut store, &operator, grant.id, at).unwrap();
             }

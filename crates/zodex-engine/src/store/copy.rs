@@ -20,12 +20,12 @@ const TABLES: &[(&str, &str)] = &[
         "grants",
         "id, repo_key, repo_display, state, created_by, reason, ttl_seconds, via, \
          allow_workflows, created_at, activated_at, expires_at, approved_by, ended_at, ended_by, \
-         ref_patterns",
+         ref_patterns, sprite, sprite_label",
     ),
     (
         "yolo_scopes",
         "id, repo_key, repo_display, allow_workflows, created_at, expires_at, created_by, \
-         cleared_at, cleared_by, ref_patterns",
+         cleared_at, cleared_by, ref_patterns, sprite, sprite_label",
     ),
     (
         "audit_chains",
@@ -82,6 +82,10 @@ const TABLES: &[(&str, &str)] = &[
     ),
     ("mcp_oauth_settings", "name, value"),
     ("publisher_processes", "holder, seen_at"),
+    (
+        "fleet_members",
+        "role, name, labels, key_sha256, enrolled_at, enrolled_by, removed_at, removed_by",
+    ),
 ];
 
 /// Tables whose `id` PostgreSQL numbers itself: after rows are copied with their ids, its
@@ -229,6 +233,7 @@ mod tests {
                         allow_workflows: false,
                         approved_by: Some("uid:0".into()),
                         refs: vec!["refs/heads/main".into()],
+                        owner: Default::default(),
                     },
                     100,
                 )?;

@@ -11,6 +11,7 @@ use super::coverage::{App, CoverageFact};
 use super::grants::{Grant, grant_columns};
 use super::yolo::{YoloScope, yolo_columns};
 use super::{Facts, Result, params};
+use crate::fleet::FleetSprite;
 use crate::refscope::patterns_meet;
 
 /// What one decision about a repository reads from the state.
@@ -35,11 +36,11 @@ macro_rules! nulls {
     (6) => {
         "NULL, NULL, NULL, NULL, NULL, NULL"
     };
-    (10) => {
-        "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+    (12) => {
+        "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
     };
-    (16) => {
-        "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+    (18) => {
+        "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
     };
 }
 
@@ -49,26 +50,26 @@ macro_rules! nulls {
 const DECISION_FACTS_SQL: &str = concat!(
     "SELECT 0 AS kind, 0 AS k1, 0 AS k2, 0 AS k3, 0 AS k4, ",
     "app, installed, installation_id, default_branch, checked_at, expires_at, ",
-    nulls!(16),
+    nulls!(18),
     ", ",
     // Typed: PostgreSQL types a union's columns pair by pair, and a column that is NULL in the
     // first two branches would be read as text before the third's integers arrive.
     "CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT), \
      CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT), \
-     CAST(NULL AS TEXT), CAST(NULL AS TEXT)",
+     CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT)",
     " FROM coverage WHERE repo_key = ?1",
     " UNION ALL SELECT 1, CASE WHEN expires_at IS NULL THEN 1 ELSE 0 END, expires_at, 0, id, ",
     nulls!(6),
     ", ",
     grant_columns!(),
     ", ",
-    nulls!(10),
+    nulls!(12),
     " FROM grants WHERE repo_key = ?1 AND state = 'active'",
     " UNION ALL SELECT 2, CASE WHEN expires_at IS NULL THEN 1 ELSE 0 END, expires_at, \
      allow_workflows, id, ",
     nulls!(6),
     ", ",
-    nulls!(16),
+    nulls!(18),
     ", ",
     yolo_columns!(),
     " FROM yolo_scopes WHERE cleared_at IS NULL AND (repo_key = ?1 OR repo_key IS NULL)",
@@ -78,15 +79,18 @@ const DECISION_FACTS_SQL: &str = concat!(
 /// Where each kind's own columns start.
 const COVERAGE: usize = 5;
 const GRANT: usize = COVERAGE + 6;
-const YOLO: usize = GRANT + 16;
+const YOLO: usize = GRANT + 18;
 
 impl Facts<'_> {
     /// The facts one decision about `repo_key` needs; candidates are limited to those covering
-    /// one of `scopes` (a ref's scopes, `refscope::scopes_of`) when given.
+    /// one of `scopes` (a ref's scopes, `refscope::scopes_of`) when given, and to those that
+    /// belong to `agent` (`None`: the single sprite's agent). Another sprite's grant or scope
+    /// is passed over without a trace (not even its refs in the advice).
     pub fn decision_facts(
         &self,
         repo_key: &str,
         scopes: Option<&[String]>,
+        agent: Option<&FleetSprite>,
     ) -> Result<DecisionFacts> {
         let rows = self.db.query(DECISION_FACTS_SQL, params![repo_key])?;
         let mut found = DecisionFacts::default();
@@ -110,6 +114,9 @@ impl Facts<'_> {
                 }
                 1 if found.grant.is_none() => {
                     let grant = Grant::from_columns(row, GRANT)?;
+                    if !grant.owner.covers(agent) {
+                        continue;
+                    }
                     if meets(&grant.refs) {
                         found.grant = Some(grant);
                     } else {
@@ -118,6 +125,9 @@ impl Facts<'_> {
                 }
                 2 if found.yolo.is_none() => {
                     let scope = YoloScope::from_columns(row, YOLO)?;
+                    if !scope.owner.covers(agent) {
+                        continue;
+                    }
                     if meets(&scope.refs) {
                         found.yolo = Some(scope);
                     } else {
@@ -192,6 +202,7 @@ mod tests {
                     ttl_seconds: row.ttl,
                     created_by: "operator".into(),
                     refs: row.refs.clone(),
+                    owner: Default::default(),
                 },
                 at,
             )?;
@@ -213,6 +224,7 @@ mod tests {
                     allow_workflows: row.allow_workflows,
                     approved_by: Some("operator:uid:0".into()),
                     refs: row.refs.clone(),
+                    owner: Default::default(),
                 },
                 at,
             )?;
@@ -265,11 +277,11 @@ mod tests {
                 let apart = DecisionFacts {
                     writer,
                     reader,
-                    grant: f.candidate_grant_for("demo/app", scopes)?,
-                    yolo: f.candidate_yolo_for("demo/app", scopes)?,
+                    grant: f.candidate_grant_for("demo/app", scopes, None)?,
+                    yolo: f.candidate_yolo_for("demo/app", scopes, None)?,
                     passed_over_refs: Vec::new(),
                 };
-                Ok((f.decision_facts("demo/app", scopes)?, apart))
+                Ok((f.decision_facts("demo/app", scopes, None)?, apart))
             }).unwrap();
             // What was passed over is advice only, and the queries apart do not say it.
             prop_assert_eq!(DecisionFacts { passed_over_refs: Vec::new(), ..one }, apart);

@@ -1,6 +1,7 @@
 //! Explicit push grants and the agent's pending requests for them.
 
 use super::{Facts, Result, StoreError, params};
+use crate::fleet::{FleetSprite, Owner};
 use crate::refscope::patterns_meet;
 use zodex_sql::Row;
 
@@ -93,13 +94,16 @@ pub struct Grant {
     pub ended_by: Option<String>,
     /// The refs the grant covers (normalised patterns); empty: every ref.
     pub refs: Vec<String>,
+    /// Whose agent it lets push: the single sprite's, one fleet sprite's, or a label's.
+    pub owner: Owner,
 }
 
 /// The columns of a grant, in the order [`Grant::from_columns`] reads them.
 macro_rules! grant_columns {
     () => {
         "id, repo_key, repo_display, state, created_by, reason, ttl_seconds, via, allow_workflows, \
-         created_at, activated_at, expires_at, approved_by, ended_at, ended_by, ref_patterns"
+         created_at, activated_at, expires_at, approved_by, ended_at, ended_by, ref_patterns, sprite, \
+         sprite_label"
     };
 }
 pub(super) use grant_columns;
@@ -110,6 +114,18 @@ pub(super) fn patterns_from(column: &str, text: Option<String>) -> Result<Vec<St
         None => Ok(Vec::new()),
         Some(text) => serde_json::from_str(&text).map_err(|_| bad_column(column, &text)),
     }
+}
+
+/// The owner a row's `sprite` and `sprite_label` columns name; anything else is a bad column,
+/// never an owner that would match another sprite.
+pub(super) fn owner_from(
+    table: &str,
+    sprite: Option<String>,
+    label: Option<String>,
+) -> Result<Owner> {
+    let shown = format!("{sprite:?}/{label:?}");
+    Owner::from_columns(sprite, label)
+        .map_err(|_| bad_column(&format!("{table}.sprite/sprite_label"), &shown))
 }
 
 /// The column value for `patterns`: NULL when there are none.
@@ -148,6 +164,7 @@ impl Grant {
             ended_at: row.get(at + 13)?,
             ended_by: row.get(at + 14)?,
             refs: patterns_from("grants.ref_patterns", row.get(at + 15)?)?,
+            owner: owner_from("grants", row.get(at + 16)?, row.get(at + 17)?)?,
         })
     }
 }
@@ -167,6 +184,7 @@ pub struct NewGrant {
     pub approved_by: Option<String>,
     /// Normalised ref patterns; empty: every ref.
     pub refs: Vec<String>,
+    pub owner: Owner,
 }
 
 impl Facts<'_> {
@@ -181,8 +199,8 @@ impl Facts<'_> {
         let id: i64 = self.value(
             "INSERT INTO grants (repo_key, repo_display, state, created_by, reason, ttl_seconds, via,
                                  allow_workflows, created_at, activated_at, expires_at, approved_by,
-                                 ref_patterns)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING id",
+                                 ref_patterns, sprite, sprite_label)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) RETURNING id",
             params![
                 grant.repo_key,
                 grant.repo,
@@ -197,6 +215,8 @@ impl Facts<'_> {
                 expires_at,
                 grant.approved_by,
                 patterns_to(&grant.refs),
+                grant.owner.columns().0,
+                grant.owner.columns().1,
             ],
         )?;
         self.grant(id)
@@ -218,16 +238,19 @@ impl Facts<'_> {
     /// The active grant for a repository that reaches furthest (no TTL first, then the latest
     /// expiry). It may already have expired: Cedar decides that against `context.now`.
     pub fn candidate_grant(&self, repo_key: &str) -> Result<Option<Grant>> {
-        self.candidate_grant_for(repo_key, None)
+        self.candidate_grant_for(repo_key, None, None)
     }
 
     /// Like [`Self::candidate_grant`], among the grants whose ref patterns meet `scopes` (the
     /// ref's `refscope::scopes_of`) when given: a grant for `feature/*` is no candidate for
-    /// `main` while one for every ref is. Cedar decides the match again.
+    /// `main` while one for every ref is. Cedar decides the match again. Only grants that
+    /// belong to `agent` are candidates (`None`: the single sprite's agent): another sprite's
+    /// grant is never read into a decision.
     pub fn candidate_grant_for(
         &self,
         repo_key: &str,
         scopes: Option<&[String]>,
+        agent: Option<&FleetSprite>,
     ) -> Result<Option<Grant>> {
         let grants = self.rows(
             concat!(
@@ -239,7 +262,7 @@ impl Facts<'_> {
             params![repo_key],
             Grant::from_row,
         )?;
-        for grant in grants {
+        for grant in grants.into_iter().filter(|g| g.owner.covers(agent)) {
             if scopes.is_none_or(|scopes| patterns_meet(&grant.refs, scopes)) {
                 return Ok(Some(grant));
             }
@@ -298,18 +321,31 @@ impl Facts<'_> {
         Ok(count.max(0) as u64)
     }
 
-    /// The agent's pending requests for one repository (normally none or one).
-    pub fn pending_requests_for(&self, repo_key: &str) -> Result<Vec<Grant>> {
+    /// `owner`'s agent's pending requests for one repository (normally none or one).
+    pub fn pending_requests_for(&self, repo_key: &str, owner: &Owner) -> Result<Vec<Grant>> {
+        let (sprite, label) = owner.columns();
         self.rows(
             concat!(
                 "SELECT ",
                 grant_columns!(),
                 " FROM grants WHERE repo_key = ?1 AND state = 'pending' AND created_by = 'agent'
+                   AND sprite IS NOT DISTINCT FROM ?2 AND sprite_label IS NOT DISTINCT FROM ?3
              ORDER BY id"
             ),
-            params![repo_key],
+            params![repo_key, sprite, label],
             Grant::from_row,
         )
+    }
+
+    /// How many requests of `owner`'s agent are pending.
+    pub fn count_pending_of(&self, owner: &Owner) -> Result<u64> {
+        let (sprite, label) = owner.columns();
+        let count: i64 = self.value(
+            "SELECT COUNT(*) FROM grants WHERE state = 'pending'
+               AND sprite IS NOT DISTINCT FROM ?1 AND sprite_label IS NOT DISTINCT FROM ?2",
+            params![sprite, label],
+        )?;
+        Ok(count.max(0) as u64)
     }
 
     /// Why `grant` cannot be `done` (approved, denied): it is not pending. A request the agent
@@ -416,11 +452,21 @@ impl Facts<'_> {
         self.grant(id)
     }
 
-    /// Revokes every active grant and pending request for a repository; returns them.
-    pub fn revoke_grants(&self, repo_key: &str, by: &str, now: i64) -> Result<Vec<Grant>> {
+    /// Revokes every active grant and pending request for a repository (of `owner` only, when
+    /// given); returns them.
+    pub fn revoke_grants(
+        &self,
+        repo_key: &str,
+        owner: Option<&Owner>,
+        by: &str,
+        now: i64,
+    ) -> Result<Vec<Grant>> {
+        let (sprite, label) = owner.map(Owner::columns).unwrap_or_default();
         let ids: Vec<i64> = self.rows(
-            "SELECT id FROM grants WHERE repo_key = ?1 AND state IN ('active', 'pending')",
-            params![repo_key],
+            "SELECT id FROM grants WHERE repo_key = ?1 AND state IN ('active', 'pending')
+               AND (?2 = 0 OR (sprite IS NOT DISTINCT FROM ?3
+                               AND sprite_label IS NOT DISTINCT FROM ?4))",
+            params![repo_key, i64::from(owner.is_some()), sprite, label],
             |row| Ok(row.get(0)?),
         )?;
         let mut out = Vec::with_capacity(ids.len());
@@ -476,6 +522,7 @@ mod tests {
             allow_workflows: false,
             approved_by: approved.then(|| "uid:0".into()),
             refs: Vec::new(),
+            owner: Default::default(),
         }
     }
 
@@ -544,7 +591,7 @@ mod tests {
                 .write(|f| f.insert_grant(&new_grant(false, None), 120))
                 .unwrap();
             let revoked = store
-                .write(|f| f.revoke_grants("acme/app", "uid:0", 130))
+                .write(|f| f.revoke_grants("acme/app", None, "uid:0", 130))
                 .unwrap();
             assert_eq!(revoked.len(), 2);
             assert!(revoked.iter().all(|g| g.state == GrantState::Revoked));
@@ -585,7 +632,7 @@ mod tests {
             assert_eq!(replaced.ended_by.as_deref(), Some("agent:replaced"));
             assert_eq!(
                 store
-                    .read(|f| f.pending_requests_for("acme/app"))
+                    .read(|f| f.pending_requests_for("acme/app", &Owner::Local))
                     .unwrap()
                     .len(),
                 4

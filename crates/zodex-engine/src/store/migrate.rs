@@ -23,6 +23,7 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0006_mcp_oauth_decisions.sql"),
     include_str!("../../../../migrations/0007_audit_sink_leases.sql"),
     include_str!("../../../../migrations/0008_token_ledger_seals.sql"),
+    include_str!("../../../../migrations/0009_fleet.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
@@ -38,6 +39,10 @@ const POSTGRES: &[(i64, &str)] = &[
     (
         8,
         include_str!("../../../../migrations/postgres/0008_token_ledger_seals.sql"),
+    ),
+    (
+        9,
+        include_str!("../../../../migrations/postgres/0009_fleet.sql"),
     ),
 ];
 

@@ -10,6 +10,7 @@ mod audit_export;
 mod copy;
 mod coverage;
 mod decision_facts;
+mod fleet;
 mod grants;
 mod oauth;
 mod publications;
@@ -22,6 +23,7 @@ pub use audit_export::{AuditRecord, SinkCursor};
 pub use copy::{CopyReport, copy_state};
 pub use coverage::{App, CoverageFact};
 pub use decision_facts::DecisionFacts;
+pub use fleet::{Member, NewMember, normalise_labels};
 pub use grants::{Grant, GrantState, GrantVia, NewGrant};
 pub use oauth::{
     NewAuthorization, OAuthAuthorization, OAuthClient, OAuthDecision, OAuthFamily, OAuthRefresh,

@@ -1,7 +1,8 @@
 //! YOLO scopes: time-boxed push authority over one repository or every installed one.
 
-use super::grants::{patterns_from, patterns_to};
+use super::grants::{owner_from, patterns_from, patterns_to};
 use super::{Facts, Result, params};
+use crate::fleet::{FleetSprite, Owner};
 use crate::refscope::patterns_meet;
 use zodex_sql::Row;
 
@@ -9,7 +10,7 @@ use zodex_sql::Row;
 macro_rules! yolo_columns {
     () => {
         "id, repo_key, repo_display, allow_workflows, created_at, expires_at, created_by, \
-         cleared_at, cleared_by, ref_patterns"
+         cleared_at, cleared_by, ref_patterns, sprite, sprite_label"
     };
 }
 pub(super) use yolo_columns;
@@ -29,6 +30,8 @@ pub struct YoloScope {
     pub cleared_by: Option<String>,
     /// The refs the scope covers (normalised patterns); empty: every ref.
     pub refs: Vec<String>,
+    /// Whose agent it lets push.
+    pub owner: Owner,
 }
 
 impl YoloScope {
@@ -53,6 +56,7 @@ impl YoloScope {
             cleared_at: row.get(at + 7)?,
             cleared_by: row.get(at + 8)?,
             refs: patterns_from("yolo_scopes.ref_patterns", row.get(at + 9)?)?,
+            owner: owner_from("yolo_scopes", row.get(at + 10)?, row.get(at + 11)?)?,
         })
     }
 }
@@ -66,6 +70,7 @@ pub struct NewYolo {
     pub created_by: String,
     /// Normalised ref patterns; empty: every ref.
     pub refs: Vec<String>,
+    pub owner: Owner,
 }
 
 impl Facts<'_> {
@@ -73,8 +78,8 @@ impl Facts<'_> {
         let (key, display) = scope.repo.clone().unzip();
         let id: i64 = self.value(
             "INSERT INTO yolo_scopes (repo_key, repo_display, allow_workflows, created_at, expires_at,
-                                      created_by, ref_patterns)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                                      created_by, ref_patterns, sprite, sprite_label)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
             params![
                 key,
                 display,
@@ -83,6 +88,8 @@ impl Facts<'_> {
                 scope.ttl_seconds.map(|t| now + t),
                 scope.created_by,
                 patterns_to(&scope.refs),
+                scope.owner.columns().0,
+                scope.owner.columns().1,
             ],
         )?;
         self.row(
@@ -99,15 +106,16 @@ impl Facts<'_> {
     /// The uncleared scope covering a repository that reaches furthest: a scope naming the
     /// repository or an all-installed scope. It may have expired; Cedar decides.
     pub fn candidate_yolo(&self, repo_key: &str) -> Result<Option<YoloScope>> {
-        self.candidate_yolo_for(repo_key, None)
+        self.candidate_yolo_for(repo_key, None, None)
     }
 
     /// Like [`Self::candidate_yolo`], among the scopes whose ref patterns meet `scopes` when
-    /// given (see `candidate_grant_for`). Cedar decides the match again.
+    /// given (see `candidate_grant_for`), belonging to `agent`. Cedar decides the match again.
     pub fn candidate_yolo_for(
         &self,
         repo_key: &str,
         scopes: Option<&[String]>,
+        agent: Option<&FleetSprite>,
     ) -> Result<Option<YoloScope>> {
         let rows = self.rows(
             concat!(
@@ -120,7 +128,7 @@ impl Facts<'_> {
             params![repo_key],
             YoloScope::from_row,
         )?;
-        for scope in rows {
+        for scope in rows.into_iter().filter(|s| s.owner.covers(agent)) {
             if scopes.is_none_or(|scopes| patterns_meet(&scope.refs, scopes)) {
                 return Ok(Some(scope));
             }
@@ -167,6 +175,7 @@ mod tests {
                 ttl_seconds: Some(7200),
                 created_by: "uid:0".into(),
                 refs: Vec::new(),
+                owner: Default::default(),
             };
             store.write(|f| f.insert_yolo(&scope, 100)).unwrap();
             let one = NewYolo {

@@ -62,7 +62,10 @@ impl Action {
                 ttl: Some(Ttl::Seconds(ttl_seconds)),
             },
             Action::Deny { id } => AdminRequest::Deny { id },
-            Action::RevokePush { repo } => AdminRequest::RevokePush { repo },
+            Action::RevokePush { repo } => AdminRequest::RevokePush {
+                repo,
+                to: Default::default(),
+            },
             Action::Default => AdminRequest::Default,
             Action::Explain { repo, ref_name } => AdminRequest::Explain {
                 repo,

@@ -102,7 +102,15 @@ mod tests {
         for i in 0..n {
             let repo = RepoName::parse(&format!("demo/r{i}")).unwrap();
             let grant = a
-                .request_push_capped(&mut store, &repo, terms(), Some(reason.clone()), 500, 10)
+                .request_push_capped(
+                    &mut store,
+                    &zodex_engine::Principal::Agent,
+                    &repo,
+                    terms(),
+                    Some(reason.clone()),
+                    500,
+                    10,
+                )
                 .unwrap();
             made.push(grant.id);
         }

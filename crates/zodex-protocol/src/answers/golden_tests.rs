@@ -44,6 +44,9 @@ fn full_grant() -> engine_store::Grant {
         ended_at: Some(1500),
         ended_by: Some("zodex-prd".into()),
         refs: vec!["refs/heads/feature/*".into(), "refs/tags/*".into()],
+        owner: zodex_engine::fleet::Owner::Sprite(
+            zodex_engine::fleet::MemberName::parse("sprite-2").unwrap(),
+        ),
     }
 }
 
@@ -65,10 +68,11 @@ fn bare_grant() -> engine_store::Grant {
         ended_at: None,
         ended_by: None,
         refs: Vec::new(),
+        owner: Default::default(),
     }
 }
 
-const FULL_GRANT: &str = r#"{"id":7,"repo_key":"demo/app","repo":"Demo/App","state":"active","created_by":"agent","reason":"fix \u001b[2K the build","ttl_seconds":1800,"via":"token","allow_workflows":true,"created_at":100,"activated_at":110,"expires_at":1910,"approved_by":"operator:uid:1000","ended_at":1500,"ended_by":"zodex-prd","refs":["refs/heads/feature/*","refs/tags/*"]}"#;
+const FULL_GRANT: &str = r#"{"id":7,"repo_key":"demo/app","repo":"Demo/App","state":"active","created_by":"agent","reason":"fix \u001b[2K the build","ttl_seconds":1800,"via":"token","allow_workflows":true,"created_at":100,"activated_at":110,"expires_at":1910,"approved_by":"operator:uid:1000","ended_at":1500,"ended_by":"zodex-prd","refs":["refs/heads/feature/*","refs/tags/*"],"owner":"sprite:sprite-2"}"#;
 const BARE_GRANT: &str = r#"{"id":8,"repo_key":"demo/app","repo":"demo/app","state":"pending","created_by":"operator:uid:0","reason":null,"ttl_seconds":null,"via":"gateway","allow_workflows":false,"created_at":200,"activated_at":null,"expires_at":null,"approved_by":null,"ended_at":null,"ended_by":null}"#;
 
 #[test]
@@ -118,7 +122,7 @@ fn bare_view() -> engine_authority::GrantView {
     }
 }
 
-const FULL_VIEW: &str = r#"{"id":7,"repo_key":"demo/app","repo":"Demo/App","state":"active","created_by":"agent","reason":"fix \u001b[2K the build","ttl_seconds":1800,"via":"token","allow_workflows":true,"created_at":100,"activated_at":110,"expires_at":1910,"approved_by":"operator:uid:1000","ended_at":1500,"ended_by":"zodex-prd","refs":["refs/heads/feature/*","refs/tags/*"],"shown_state":"active","seconds_left":410,"warning":"via token: the credential helper may hand git a one-repo write token; GitHub cannot limit a token to branches, so the per-ref rules (default branch, tags, workflows) do not hold on that path","writer_app":"not_installed"}"#;
+const FULL_VIEW: &str = r#"{"id":7,"repo_key":"demo/app","repo":"Demo/App","state":"active","created_by":"agent","reason":"fix \u001b[2K the build","ttl_seconds":1800,"via":"token","allow_workflows":true,"created_at":100,"activated_at":110,"expires_at":1910,"approved_by":"operator:uid:1000","ended_at":1500,"ended_by":"zodex-prd","refs":["refs/heads/feature/*","refs/tags/*"],"owner":"sprite:sprite-2","shown_state":"active","seconds_left":410,"warning":"via token: the credential helper may hand git a one-repo write token; GitHub cannot limit a token to branches, so the per-ref rules (default branch, tags, workflows) do not hold on that path","writer_app":"not_installed"}"#;
 const BARE_VIEW: &str = r#"{"id":8,"repo_key":"demo/app","repo":"demo/app","state":"pending","created_by":"operator:uid:0","reason":null,"ttl_seconds":null,"via":"gateway","allow_workflows":false,"created_at":200,"activated_at":null,"expires_at":null,"approved_by":null,"ended_at":null,"ended_by":null,"shown_state":"pending","seconds_left":null,"warning":null}"#;
 
 #[test]
@@ -149,6 +153,7 @@ fn every_repo_scope() -> engine_store::YoloScope {
         cleared_at: None,
         cleared_by: None,
         refs: Vec::new(),
+        owner: Default::default(),
     }
 }
 
@@ -164,11 +169,14 @@ fn one_repo_scope() -> engine_store::YoloScope {
         cleared_at: Some(900),
         cleared_by: Some("operator:uid:1000".into()),
         refs: vec!["refs/heads/*".into()],
+        owner: zodex_engine::fleet::Owner::Label(
+            zodex_engine::fleet::SpriteLabel::parse("team=web").unwrap(),
+        ),
     }
 }
 
 const EVERY_REPO_SCOPE: &str = r#"{"id":3,"repo_key":null,"repo":null,"allow_workflows":false,"created_at":300,"expires_at":7500,"created_by":"operator:uid:0","cleared_at":null,"cleared_by":null}"#;
-const ONE_REPO_SCOPE: &str = r#"{"id":4,"repo_key":"demo/app","repo":"Demo/App","allow_workflows":true,"created_at":300,"expires_at":null,"created_by":"operator:uid:1000","cleared_at":900,"cleared_by":"operator:uid:1000","refs":["refs/heads/*"]}"#;
+const ONE_REPO_SCOPE: &str = r#"{"id":4,"repo_key":"demo/app","repo":"Demo/App","allow_workflows":true,"created_at":300,"expires_at":null,"created_by":"operator:uid:1000","cleared_at":900,"cleared_by":"operator:uid:1000","refs":["refs/heads/*"],"owner":"label:team=web"}"#;
 
 #[test]
 fn yolo_scopes_and_their_views() {
@@ -187,7 +195,7 @@ fn yolo_scopes_and_their_views() {
     };
     pinned::<YoloView>(
         view,
-        r#"{"id":4,"repo_key":"demo/app","repo":"Demo/App","allow_workflows":true,"created_at":300,"expires_at":null,"created_by":"operator:uid:1000","cleared_at":900,"cleared_by":"operator:uid:1000","refs":["refs/heads/*"],"shown_state":"expired","seconds_left":null}"#,
+        r#"{"id":4,"repo_key":"demo/app","repo":"Demo/App","allow_workflows":true,"created_at":300,"expires_at":null,"created_by":"operator:uid:1000","cleared_at":900,"cleared_by":"operator:uid:1000","refs":["refs/heads/*"],"owner":"label:team=web","shown_state":"expired","seconds_left":null}"#,
     );
 }
 
@@ -579,9 +587,13 @@ fn pages_and_requests() {
         allow_workflows: true,
         via: Default::default(),
         refs: vec!["feature/*".into()],
+        to: crate::ForSprites {
+            sprite: None,
+            label: Some("team=web".into()),
+        },
     };
     assert_eq!(
         serde_json::to_string(&gateway).unwrap(),
-        r#"{"op":"grant_push","repo":"demo/app","ttl":"default","allow_workflows":true,"via":"gateway","refs":["feature/*"]}"#
+        r#"{"op":"grant_push","repo":"demo/app","ttl":"default","allow_workflows":true,"via":"gateway","refs":["feature/*"],"label":"team=web"}"#
     );
 }

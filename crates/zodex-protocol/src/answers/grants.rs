@@ -80,6 +80,10 @@ pub struct Grant {
     /// The refs the grant covers (normalised patterns); empty: every ref.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refs: Vec<String>,
+    /// In a fleet, whose agent it serves: `sprite:NAME` or `label:KEY=VALUE`; absent: the
+    /// single sprite's own agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl From<engine_store::Grant> for Grant {
@@ -101,6 +105,7 @@ impl From<engine_store::Grant> for Grant {
             ended_at: grant.ended_at,
             ended_by: grant.ended_by,
             refs: grant.refs,
+            owner: fleet_owner(&grant.owner),
         }
     }
 }
@@ -154,6 +159,9 @@ pub struct YoloScope {
     /// The refs the scope covers (normalised patterns); empty: every ref.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refs: Vec<String>,
+    /// As on a grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl From<engine_store::YoloScope> for YoloScope {
@@ -169,6 +177,7 @@ impl From<engine_store::YoloScope> for YoloScope {
             cleared_at: scope.cleared_at,
             cleared_by: scope.cleared_by,
             refs: scope.refs,
+            owner: fleet_owner(&scope.owner),
         }
     }
 }
@@ -228,4 +237,9 @@ impl From<engine_authority::Status> for Status {
             recently_ended_total: status.recently_ended_total,
         }
     }
+}
+
+/// A fleet owner as answers show it; the single sprite's own grants show none.
+fn fleet_owner(owner: &zodex_engine::fleet::Owner) -> Option<String> {
+    (*owner != zodex_engine::fleet::Owner::Local).then(|| owner.cedar())
 }

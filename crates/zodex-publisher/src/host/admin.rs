@@ -9,6 +9,7 @@ use super::{
 use std::sync::Arc;
 use zodex_config::McpKeyHash as KeyHash;
 use zodex_engine::authority::PageRequest;
+use zodex_engine::fleet::{MemberName, Owner, SpriteLabel};
 use zodex_engine::refscope::{RefPattern, patterns_meet, scopes_of};
 use zodex_engine::store::{AuditFilter, Store};
 use zodex_engine::{
@@ -18,7 +19,7 @@ use zodex_protocol::answers::{
     self, AuditVerification, ExplainedGrant, Explanation, Grant, KeyHashStored, Pong, Status,
     StatusAnswer, WireBytes, YoloScope,
 };
-use zodex_protocol::{AdminRequest, ErrorKind, MAX_REQUEST_BYTES, Response};
+use zodex_protocol::{AdminRequest, ErrorKind, ForSprites, MAX_REQUEST_BYTES, Response};
 
 impl Host {
     /// Deletes audit rows and ended grants past their retention, at most once a minute (the
@@ -133,6 +134,7 @@ impl Host {
                     allow_workflows,
                     via,
                     refs,
+                    to,
                 } => {
                     let terms = GrantTerms {
                         ttl_seconds: check_ttl(ttl, DEFAULT_PUSH_TTL_SECONDS)?,
@@ -140,11 +142,17 @@ impl Host {
                         via: via.into(),
                         refs: ref_patterns(&refs)?,
                     };
-                    let grant = a.grant_push(s, principal, &parse_repo(&repo)?, terms, now)?;
+                    let owner = owner_of(&to)?;
+                    let grant =
+                        a.grant_push(s, principal, &parse_repo(&repo)?, terms, owner, now)?;
                     Response::ok(Grant::from(grant))
                 }
-                AdminRequest::RevokePush { repo } => {
-                    let ended = a.revoke_push(s, principal, &parse_repo(&repo)?, now)?;
+                AdminRequest::RevokePush { repo, to } => {
+                    let owner = (to != ForSprites::default())
+                        .then(|| owner_of(&to))
+                        .transpose()?;
+                    let ended =
+                        a.revoke_push(s, principal, &parse_repo(&repo)?, owner.as_ref(), now)?;
                     Response::ok(answers::all::<_, Grant>(ended))
                 }
                 AdminRequest::Yolo {
@@ -152,7 +160,9 @@ impl Host {
                     ttl,
                     allow_workflows,
                     refs,
+                    to,
                 } => {
+                    let owner = owner_of(&to)?;
                     let repos = repos
                         .iter()
                         .map(|r| parse_repo(r))
@@ -162,7 +172,7 @@ impl Host {
                         allow_workflows,
                         refs: ref_patterns(&refs)?,
                     };
-                    let set = a.set_yolo(s, principal, &repos, terms, now)?;
+                    let set = a.set_yolo(s, principal, &repos, terms, owner, now)?;
                     Response::ok(answers::all::<_, YoloScope>(set))
                 }
                 AdminRequest::Default => {
@@ -420,4 +430,21 @@ fn ref_patterns(refs: &[String]) -> Result<Vec<String>, Failure> {
     RefPattern::parse_all(refs)
         .map(|all| all.into_iter().map(|p| p.as_str().to_string()).collect())
         .map_err(|e| Failure::usage(e.to_string()))
+}
+
+/// The owner an operator's `--sprite NAME` or `--label KEY=VALUE` names (neither: the single
+/// sprite's own agent).
+fn owner_of(to: &ForSprites) -> Result<Owner, Failure> {
+    match (&to.sprite, &to.label) {
+        (None, None) => Ok(Owner::Local),
+        (Some(name), None) => MemberName::parse(name)
+            .map(Owner::Sprite)
+            .map_err(|e| Failure::usage(e.to_string())),
+        (None, Some(label)) => SpriteLabel::parse(label)
+            .map(Owner::Label)
+            .map_err(|e| Failure::usage(e.to_string())),
+        (Some(_), Some(_)) => Err(Failure::usage(
+            "give --sprite or --label, not both: a grant serves one sprite or every sprite with a label",
+        )),
+    }
 }

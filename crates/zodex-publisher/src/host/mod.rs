@@ -258,8 +258,9 @@ impl Host {
             .map(|g| g.len())
     }
 
-    /// Handles one agent request (no bundle).
-    pub async fn agent(self: &Arc<Self>, request: AgentRequest) -> Response {
+    /// Handles one agent request (no bundle) of `agent`: the single sprite's agent, or a fleet
+    /// sprite's (its grants, requests and status are its own).
+    pub async fn agent(self: &Arc<Self>, agent: Principal, request: AgentRequest) -> Response {
         match request {
             AgentRequest::Credential { host, path } => {
                 return self
@@ -301,7 +302,6 @@ impl Host {
             _ => {}
         }
         let now = self.now();
-        let agent = Principal::Agent;
         let cap = self.core.settings.limits.max_pending_requests;
         let result = self.core.stored(move |a, s| -> Result<Response, Failure> {
             Ok(match request {
@@ -317,12 +317,12 @@ impl Host {
                         refs: Vec::new(),
                     };
                     let repo = parse_repo(&repo)?;
-                    let grant = a.request_push_capped(s, &repo, terms, reason, cap, now)?;
+                    let grant = a.request_push_capped(s, &agent, &repo, terms, reason, cap, now)?;
                     Response::ok(Grant::from(grant))
                 }
                 AgentRequest::RequestState { id } => {
                     let grant = s.read(|f| f.grant(id))?;
-                    if grant.created_by != "agent" {
+                    if grant.created_by != "agent" || !grant.owner.covers(agent.sprite()) {
                         return Err(Failure::new(
                             ErrorKind::NotFound,
                             format!("no request #{id} of the agent"),
@@ -331,7 +331,7 @@ impl Host {
                     Response::ok(Grant::from(grant))
                 }
                 AgentRequest::RevokePush { repo } => {
-                    let ended = a.revoke_push(s, &agent, &parse_repo(&repo)?, now)?;
+                    let ended = a.revoke_push(s, &agent, &parse_repo(&repo)?, None, now)?;
                     Response::ok(answers::all::<_, Grant>(ended))
                 }
                 AgentRequest::Status => {

@@ -36,21 +36,27 @@ async fn a_request_over_the_reason_limit_is_a_usage_error_naming_the_limit() {
         Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap(),
     );
     let response = host
-        .agent(AgentRequest::RequestPush {
-            repo: "demo/app".into(),
-            ttl: Ttl::Seconds(60),
-            reason: Some("é".repeat(1001)),
-        })
+        .agent(
+            Principal::Agent,
+            AgentRequest::RequestPush {
+                repo: "demo/app".into(),
+                ttl: Ttl::Seconds(60),
+                reason: Some("é".repeat(1001)),
+            },
+        )
         .await;
     let error = response.error.unwrap();
     assert_eq!(error.kind, ErrorKind::Usage);
     assert!(error.message.contains("at most 1000"), "{}", error.message);
     let response = host
-        .agent(AgentRequest::RequestPush {
-            repo: "demo/app".into(),
-            ttl: Ttl::Seconds(60),
-            reason: Some("é".repeat(1000)),
-        })
+        .agent(
+            Principal::Agent,
+            AgentRequest::RequestPush {
+                repo: "demo/app".into(),
+                ttl: Ttl::Seconds(60),
+                reason: Some("é".repeat(1000)),
+            },
+        )
         .await;
     assert!(response.ok, "{response:?}");
 }
@@ -62,11 +68,14 @@ async fn lifetimes_left_to_the_publisher_are_its_defaults() {
         Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap(),
     );
     let asked = host
-        .agent(AgentRequest::RequestPush {
-            repo: "demo/app".into(),
-            ttl: Ttl::Default,
-            reason: None,
-        })
+        .agent(
+            Principal::Agent,
+            AgentRequest::RequestPush {
+                repo: "demo/app".into(),
+                ttl: Ttl::Default,
+                reason: None,
+            },
+        )
         .await;
     assert!(asked.ok, "{asked:?}");
     assert_eq!(
@@ -83,6 +92,7 @@ async fn lifetimes_left_to_the_publisher_are_its_defaults() {
                 allow_workflows: false,
                 via: Default::default(),
                 refs: Vec::new(),
+                to: Default::default(),
             },
         )
         .await;
@@ -99,6 +109,7 @@ async fn lifetimes_left_to_the_publisher_are_its_defaults() {
                 ttl: Ttl::Default,
                 allow_workflows: false,
                 refs: Vec::new(),
+                to: Default::default(),
             },
         )
         .await;
@@ -124,7 +135,7 @@ async fn max_request_ttl_from_the_configuration_bounds_the_agents_requests() {
         reason: None,
     };
     for ttl in [Ttl::Seconds(3601), Ttl::NoTtl] {
-        let refused = host.agent(ask(ttl)).await;
+        let refused = host.agent(Principal::Agent, ask(ttl)).await;
         let error = refused.error.expect("refused");
         assert_eq!(error.kind, ErrorKind::Denied, "{error:?}");
         let unblock = error.unblock.clone().unwrap_or_default();
@@ -134,7 +145,11 @@ async fn max_request_ttl_from_the_configuration_bounds_the_agents_requests() {
             "{error:?}"
         );
     }
-    assert!(host.agent(ask(Ttl::Seconds(3600))).await.ok);
+    assert!(
+        host.agent(Principal::Agent, ask(Ttl::Seconds(3600)))
+            .await
+            .ok
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,254 @@
+//! The fleet's registry: its enrolled members (sprites and operators), their labels and the
+//! hash of the key each enrolled with. The service reads a member's row on every request, so a
+//! removal takes effect at the member's next request, whatever its certificate still says.
+
+use super::{Facts, Result, StoreError, params};
+use crate::fleet::{MemberName, MemberRole, SpriteLabel};
+
+/// A member as the registry holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub role: MemberRole,
+    pub name: MemberName,
+    /// Sorted, each key at most once.
+    pub labels: Vec<SpriteLabel>,
+    /// SHA-256 (hex) of the public key it enrolled with.
+    pub key_sha256: String,
+    pub enrolled_at: i64,
+    pub enrolled_by: String,
+    pub removed_at: Option<i64>,
+    pub removed_by: Option<String>,
+}
+
+impl Member {
+    pub fn is_enrolled(&self) -> bool {
+        self.removed_at.is_none()
+    }
+}
+
+/// What an enrolment records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMember {
+    pub role: MemberRole,
+    pub name: MemberName,
+    pub labels: Vec<SpriteLabel>,
+    pub key_sha256: String,
+}
+
+const COLUMNS: &str =
+    "role, name, labels, key_sha256, enrolled_at, enrolled_by, removed_at, removed_by";
+
+fn read_member(row: &zodex_sql::Row) -> Result<Member> {
+    let role: String = row.get(0)?;
+    let name: String = row.get(1)?;
+    let labels: String = row.get(2)?;
+    let bad = |what: &str, text: &str| super::grants::bad_column(what, text);
+    let labels: Vec<String> =
+        serde_json::from_str(&labels).map_err(|_| bad("fleet_members.labels", &labels))?;
+    Ok(Member {
+        role: MemberRole::parse(&role).ok_or_else(|| bad("fleet_members.role", &role))?,
+        name: MemberName::parse(&name).map_err(|_| bad("fleet_members.name", &name))?,
+        labels: labels
+            .iter()
+            .map(|l| SpriteLabel::parse(l).map_err(|_| bad("fleet_members.labels", l)))
+            .collect::<Result<_>>()?,
+        key_sha256: row.get(3)?,
+        enrolled_at: row.get(4)?,
+        enrolled_by: row.get(5)?,
+        removed_at: row.get(6)?,
+        removed_by: row.get(7)?,
+    })
+}
+
+/// Labels sorted, one value per key (a second value for a key is a mistake, not a choice).
+pub fn normalise_labels(mut labels: Vec<SpriteLabel>) -> Result<Vec<SpriteLabel>> {
+    labels.sort();
+    labels.dedup();
+    if let Some(pair) = labels.windows(2).find(|w| w[0].key() == w[1].key()) {
+        return Err(StoreError::Conflict(format!(
+            "two values for the label key `{}` ({} and {}); give each key one value",
+            pair[0].key(),
+            pair[0],
+            pair[1]
+        )));
+    }
+    Ok(labels)
+}
+
+impl Facts<'_> {
+    /// The member `name` of `role`, enrolled or removed.
+    pub fn member(&self, role: MemberRole, name: &MemberName) -> Result<Option<Member>> {
+        self.optional_row(
+            &format!("SELECT {COLUMNS} FROM fleet_members WHERE role = ?1 AND name = ?2"),
+            params![role.as_str(), name.as_str()],
+            read_member,
+        )
+    }
+
+    /// Every member of `role` (removed ones too), by name.
+    pub fn members(&self, role: MemberRole) -> Result<Vec<Member>> {
+        self.rows(
+            &format!("SELECT {COLUMNS} FROM fleet_members WHERE role = ?1 ORDER BY name"),
+            params![role.as_str()],
+            read_member,
+        )
+    }
+
+    /// Enrols a member, or enrols again one that was removed (with its new key and labels).
+    /// A member still enrolled is a conflict: remove it first, so a key is never replaced
+    /// silently.
+    pub fn enroll_member(&self, new: &NewMember, by: &str, now: i64) -> Result<Member> {
+        if let Some(existing) = self.member(new.role, &new.name)?
+            && existing.is_enrolled()
+        {
+            return Err(StoreError::Conflict(format!(
+                "{} {} is already enrolled (since {}); remove it first (`zodex fleet remove {}`) to enrol it with a new key",
+                new.role, new.name, existing.enrolled_at, new.name
+            )));
+        }
+        if new.key_sha256.len() != 64 || !new.key_sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StoreError::Conflict(
+                "the key hash must be 64 hex digits (SHA-256 of the public key)".into(),
+            ));
+        }
+        let labels = normalise_labels(new.labels.clone())?;
+        let json = serde_json::to_string(&labels.iter().map(|l| l.as_str()).collect::<Vec<_>>())
+            .expect("strings serialise");
+        self.exec(
+            "INSERT INTO fleet_members (role, name, labels, key_sha256, enrolled_at, enrolled_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (role, name) DO UPDATE SET labels = ?3, key_sha256 = ?4,
+                 enrolled_at = ?5, enrolled_by = ?6, removed_at = NULL, removed_by = NULL",
+            params![
+                new.role.as_str(),
+                new.name.as_str(),
+                json,
+                new.key_sha256.to_ascii_lowercase(),
+                now,
+                by
+            ],
+        )?;
+        self.member(new.role, &new.name)?
+            .ok_or(StoreError::Sql(zodex_sql::SqlError::NoRow))
+    }
+
+    /// Removes an enrolled member: its next request is refused.
+    pub fn remove_member(
+        &self,
+        role: MemberRole,
+        name: &MemberName,
+        by: &str,
+        now: i64,
+    ) -> Result<Member> {
+        let changed = self.exec(
+            "UPDATE fleet_members SET removed_at = ?3, removed_by = ?4
+             WHERE role = ?1 AND name = ?2 AND removed_at IS NULL",
+            params![role.as_str(), name.as_str(), now, by],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(format!(
+                "no enrolled {role} named {name}; `zodex fleet sprites` lists the fleet's members"
+            )));
+        }
+        self.member(role, name)?
+            .ok_or(StoreError::Sql(zodex_sql::SqlError::NoRow))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{on_each_backend, temp_store};
+    use super::*;
+
+    fn sprite(name: &str, labels: &[&str], key: char) -> NewMember {
+        NewMember {
+            role: MemberRole::Sprite,
+            name: MemberName::parse(name).unwrap(),
+            labels: labels
+                .iter()
+                .map(|l| SpriteLabel::parse(l).unwrap())
+                .collect(),
+            key_sha256: key.to_string().repeat(64),
+        }
+    }
+
+    #[test]
+    fn a_member_is_enrolled_removed_and_enrolled_again_with_a_new_key() {
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let name = MemberName::parse("sprite-1").unwrap();
+            let enrolled = store
+                .write(|f| {
+                    f.enroll_member(&sprite("sprite-1", &["team=b", "env=dev"], 'a'), "op", 10)
+                })
+                .unwrap();
+            assert_eq!(
+                enrolled
+                    .labels
+                    .iter()
+                    .map(|l| l.as_str())
+                    .collect::<Vec<_>>(),
+                ["env=dev", "team=b"]
+            );
+            assert!(enrolled.is_enrolled());
+            // A second enrolment of a live member never replaces its key.
+            let err = store
+                .write(|f| f.enroll_member(&sprite("sprite-1", &[], 'b'), "op", 11))
+                .unwrap_err();
+            assert!(err.to_string().contains("remove it first"), "{err}");
+            let kept = store
+                .read(|f| f.member(MemberRole::Sprite, &name))
+                .unwrap()
+                .unwrap();
+            assert_eq!(kept.key_sha256, "a".repeat(64));
+            // The same name as an operator is another member.
+            assert!(
+                store
+                    .read(|f| f.member(MemberRole::Operator, &name))
+                    .unwrap()
+                    .is_none()
+            );
+            let removed = store
+                .write(|f| f.remove_member(MemberRole::Sprite, &name, "op", 12))
+                .unwrap();
+            assert_eq!(removed.removed_at, Some(12));
+            let err = store
+                .write(|f| f.remove_member(MemberRole::Sprite, &name, "op", 13))
+                .unwrap_err();
+            assert!(err.to_string().contains("no enrolled sprite"), "{err}");
+            let again = store
+                .write(|f| f.enroll_member(&sprite("sprite-1", &[], 'c'), "op2", 14))
+                .unwrap();
+            assert!(again.is_enrolled());
+            assert_eq!(again.key_sha256, "c".repeat(64));
+            assert_eq!(again.enrolled_by, "op2");
+            assert_eq!(
+                store.read(|f| f.members(MemberRole::Sprite)).unwrap().len(),
+                1
+            );
+        });
+    }
+
+    #[test]
+    fn bad_enrolments_change_nothing() {
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let err = store
+                .write(|f| f.enroll_member(&sprite("s", &["team=a", "team=b"], 'a'), "op", 1))
+                .unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("two values for the label key `team`")
+            );
+            let mut short = sprite("s", &[], 'a');
+            short.key_sha256 = "abc".into();
+            assert!(store.write(|f| f.enroll_member(&short, "op", 1)).is_err());
+            assert!(
+                store
+                    .read(|f| f.members(MemberRole::Sprite))
+                    .unwrap()
+                    .is_empty()
+            );
+        });
+    }
+}
