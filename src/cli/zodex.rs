@@ -220,19 +220,19 @@ enum Via {
 /// Which agents a grant or scope serves when the publisher serves a fleet.
 #[derive(Args)]
 struct ForSpritesArgs {
-    /// In a fleet: for this sprite's agent only.
-    #[arg(long, value_name = "NAME", conflicts_with = "label")]
-    sprite: Option<String>,
+    /// In a fleet: for this sprite's agent only (`--sprite` names the publisher to talk to).
+    #[arg(long = "for-sprite", value_name = "NAME", conflicts_with = "for_label")]
+    for_sprite: Option<String>,
     /// In a fleet: for every sprite carrying this label.
-    #[arg(long, value_name = "KEY=VALUE")]
-    label: Option<String>,
+    #[arg(long = "for-label", value_name = "KEY=VALUE")]
+    for_label: Option<String>,
 }
 
 impl From<ForSpritesArgs> for ForSprites {
     fn from(args: ForSpritesArgs) -> Self {
         Self {
-            sprite: args.sprite,
-            label: args.label,
+            sprite: args.for_sprite,
+            label: args.for_label,
         }
     }
 }

@@ -111,6 +111,7 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
             "zodex-git",
             "zodex-store-pg",
             "zodex-sql",
+            "zodex-fleet",
         ],
     ),
     (

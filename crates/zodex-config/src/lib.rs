@@ -124,10 +124,29 @@ pub struct Config {
     /// publishers may share. Absent: SQLite in `state_dir`, the embedded default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreConfig>,
+    /// `[fleet]`: this publisher is (a replica of) a fleet's service: it holds the fleet's CA
+    /// and enrols sprites and operators (docs/fleet.md). Absent: a single sprite's publisher.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetConfig>,
     /// A test build's clock: the publisher's time is the system's plus the whole seconds this
     /// file holds, so a test advances time instead of sleeping. A release build refuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_clock_file: Option<PathBuf>,
+}
+
+/// The `[fleet]` table.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FleetConfig {
+    /// The fleet's name: the trust domain of its members' identities
+    /// (`spiffe://NAME/sprite/…`); a DNS label.
+    pub name: String,
+    /// The directory of the fleet's CA: `ca.pem` and `ca.key` (the key readable by the
+    /// publisher user only; `zodex-prd fleet init` makes both).
+    pub ca_dir: PathBuf,
+    /// How long a member's certificate lasts, in hours (default 24); relays renew before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_ttl_hours: Option<u32>,
 }
 
 /// One `[[audit_sinks]]` entry. Secrets (a webhook's signing key, a URL that is itself a

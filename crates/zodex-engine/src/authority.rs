@@ -13,9 +13,11 @@ use super::repo::RepoName;
 use super::store::{AuditEntry, Facts, Grant, NewGrant, NewYolo, Store, StoreError, YoloScope};
 use super::vocabulary::{Actor, AuditDecision, EventKind};
 
+mod members;
 mod pages;
 mod views;
 
+pub use members::NotAdmitted;
 pub use pages::{
     AnswerBytes, DEFAULT_PAGE_ROWS, MAX_PAGE_ROWS, PAGE_BYTES, Page, PageRequest,
     STATUS_LIST_BYTES, STATUS_LIST_ROWS,

@@ -202,10 +202,16 @@ pub enum EventKind {
     /// A remote MCP client's token request (refused ones are its bulk).
     McpOAuthToken,
     McpOAuthRevoke,
+    /// An operator enrolled a fleet member (a sprite or an operator) with its key.
+    FleetEnroll,
+    /// An operator removed a fleet member: its next request is refused.
+    FleetRemove,
+    /// The service refused a fleet connection (unknown, removed, or another key).
+    FleetRefused,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 12] = [
+    const ALL: [EventKind; 15] = [
         Self::Outcome,
         Self::Publication,
         Self::ExpireGrant,
@@ -218,6 +224,9 @@ impl EventKind {
         Self::McpOAuthDeny,
         Self::McpOAuthToken,
         Self::McpOAuthRevoke,
+        Self::FleetEnroll,
+        Self::FleetRemove,
+        Self::FleetRefused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -234,6 +243,9 @@ impl EventKind {
             Self::McpOAuthDeny => "McpOAuthDeny",
             Self::McpOAuthToken => "McpOAuthToken",
             Self::McpOAuthRevoke => "McpOAuthRevoke",
+            Self::FleetEnroll => "FleetEnroll",
+            Self::FleetRemove => "FleetRemove",
+            Self::FleetRefused => "FleetRefused",
         }
     }
 }

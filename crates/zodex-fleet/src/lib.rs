@@ -10,6 +10,7 @@
 //! Code map:
 //! - [`identity`]: names, roles, and the identity a certificate carries;
 //! - [`ca`]: the fleet's CA (create, load, issue) and a member's own key pair and request;
+//! - [`key_hash`]: the fingerprint of a member's key, from its request and its certificate;
 //! - [`tls`]: rustls configurations for the service and for members, and who the peer is.
 //!
 //! Invariants: a member's private key is made where it runs and never leaves it (only a
@@ -19,10 +20,12 @@
 
 pub mod ca;
 pub mod identity;
+pub mod key_hash;
 pub mod tls;
 
 pub use ca::{FleetCa, MemberKey};
 pub use identity::{Identity, Name, Role};
+pub use key_hash::{certificate_key_sha256, request_key_sha256};
 
 /// What can go wrong with a fleet identity. Messages say what to do next.
 #[derive(Debug, thiserror::Error)]

@@ -120,6 +120,23 @@ pub enum AdminRequest {
     McpKeyUrl {
         enabled: bool,
     },
+    /// Enrol a fleet member: the service signs `request_pem` (the member's own certificate
+    /// request; its private key never travels) and registers the key's hash and the labels.
+    /// The answer is a [`FleetEnrolled`].
+    FleetEnroll {
+        role: FleetRole,
+        name: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        labels: Vec<String>,
+        request_pem: String,
+    },
+    /// Remove a fleet member: its next request is refused.
+    FleetRemove {
+        role: FleetRole,
+        name: String,
+    },
+    /// The fleet's members, enrolled and removed.
+    FleetMembers,
     /// A what-if `Push` decision for the agent; no side effects.
     Explain {
         repo: String,
@@ -139,6 +156,14 @@ pub enum AdminRequest {
 
 impl AdminRequest {
     /// The MCP endpoint's OAuth commands (answered by the authorization server).
+    /// The fleet registry's requests, answered only by a fleet's service.
+    pub fn is_fleet(&self) -> bool {
+        matches!(
+            self,
+            Self::FleetEnroll { .. } | Self::FleetRemove { .. } | Self::FleetMembers
+        )
+    }
+
     pub fn is_mcp_oauth(&self) -> bool {
         matches!(
             self,
@@ -149,6 +174,71 @@ impl AdminRequest {
                 | Self::McpKeyUrl { .. }
         )
     }
+}
+
+/// What a fleet member is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FleetRole {
+    Sprite,
+    Operator,
+}
+
+impl From<FleetRole> for zodex_engine::fleet::MemberRole {
+    fn from(role: FleetRole) -> Self {
+        match role {
+            FleetRole::Sprite => Self::Sprite,
+            FleetRole::Operator => Self::Operator,
+        }
+    }
+}
+
+impl From<zodex_engine::fleet::MemberRole> for FleetRole {
+    fn from(role: zodex_engine::fleet::MemberRole) -> Self {
+        match role {
+            zodex_engine::fleet::MemberRole::Sprite => Self::Sprite,
+            zodex_engine::fleet::MemberRole::Operator => Self::Operator,
+        }
+    }
+}
+
+/// A fleet member as the registry holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetMember {
+    pub role: FleetRole,
+    pub name: String,
+    pub labels: Vec<String>,
+    pub key_sha256: String,
+    pub enrolled_at: i64,
+    pub enrolled_by: String,
+    pub removed_at: Option<i64>,
+    pub removed_by: Option<String>,
+}
+
+impl From<zodex_engine::store::Member> for FleetMember {
+    fn from(m: zodex_engine::store::Member) -> Self {
+        Self {
+            role: m.role.into(),
+            name: m.name.to_string(),
+            labels: m.labels.iter().map(ToString::to_string).collect(),
+            key_sha256: m.key_sha256,
+            enrolled_at: m.enrolled_at,
+            enrolled_by: m.enrolled_by,
+            removed_at: m.removed_at,
+            removed_by: m.removed_by,
+        }
+    }
+}
+
+/// The answer to [`AdminRequest::FleetEnroll`]: the member's certificate and the fleet's CA
+/// certificate it trusts the service by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetEnrolled {
+    pub member: FleetMember,
+    pub certificate_pem: String,
+    pub ca_pem: String,
+    /// The identity the certificate names, `spiffe://FLEET/ROLE/NAME`.
+    pub identity: String,
 }
 
 /// The answer to [`AdminRequest::CheckCoverage`]: what GitHub said just now.

@@ -41,8 +41,8 @@ pub mod response;
 pub mod ttl;
 
 pub use admin::{
-    AdminRequest, CoverageAnswer, ForSprites, McpAuthorizationView, McpClientView,
-    McpClientsAnswer, McpKeyUrlState, McpRevoked,
+    AdminRequest, CoverageAnswer, FleetEnrolled, FleetMember, FleetRole, ForSprites,
+    McpAuthorizationView, McpClientView, McpClientsAnswer, McpKeyUrlState, McpRevoked,
 };
 pub use agent::{
     AgentRequest, CredentialGrant, ListedRef, OAUTH_MAX_BODY, OAuthHttpReply, OAuthHttpRequest,

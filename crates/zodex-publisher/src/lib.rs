@@ -81,6 +81,8 @@
 //!   - `sinks::jsonl`: a JSON Lines file, appended, synced and rotated.
 //!   - `sinks::syslog`: RFC 5424 over TCP or a Unix datagram socket.
 //!   - `sinks::webhook`: one signed POST per row (or Slack's `{"text"}`).
+//! - `fleet`: `[fleet]`, a fleet's service: its CA (`zodex-prd fleet init`), signing members'
+//!   certificate requests at enrolment; the registry requests live in `host::fleet_admin`.
 //! - `watch`: `zodex-prd admin watch`, the board's one long-lived stream of audit rows and status.
 //! - `prove`: each property and `never-errors` compiled by the Symbolic Cedar Compiler per
 //!   request environment and handed to a solver (cvc5 or z3).
@@ -105,6 +107,7 @@
 pub mod clock;
 pub mod credentials;
 pub mod daemon;
+pub mod fleet;
 /// The GitHub client (crate `zodex-github`).
 pub use zodex_github as github;
 pub mod ground;

@@ -106,6 +106,10 @@ impl Host {
         if request.is_mcp_oauth() {
             return self.mcp_admin(principal, request, now).await;
         }
+        if request.is_fleet() {
+            return core::blocking(self, move |host| host.fleet_admin(&principal, request, now))
+                .await;
+        }
         // A what-if is answered on what GitHub says now, not on "never checked".
         if let AdminRequest::Explain { repo, ref_name, .. } = &request
             && let Err(failure) = self
@@ -199,7 +203,10 @@ impl Host {
                 | AdminRequest::McpDeny { .. }
                 | AdminRequest::McpClients
                 | AdminRequest::McpRevoke { .. }
-                | AdminRequest::McpKeyUrl { .. } => {
+                | AdminRequest::McpKeyUrl { .. }
+                | AdminRequest::FleetEnroll { .. }
+                | AdminRequest::FleetRemove { .. }
+                | AdminRequest::FleetMembers => {
                     unreachable!("answered above, without the store")
                 }
                 AdminRequest::Requests { limit, before } => {
@@ -432,7 +439,7 @@ fn ref_patterns(refs: &[String]) -> Result<Vec<String>, Failure> {
         .map_err(|e| Failure::usage(e.to_string()))
 }
 
-/// The owner an operator's `--sprite NAME` or `--label KEY=VALUE` names (neither: the single
+/// The owner an operator's `--for-sprite NAME` or `--for-label KEY=VALUE` names (neither: the single
 /// sprite's own agent).
 fn owner_of(to: &ForSprites) -> Result<Owner, Failure> {
     match (&to.sprite, &to.label) {
@@ -444,7 +451,7 @@ fn owner_of(to: &ForSprites) -> Result<Owner, Failure> {
             .map(Owner::Label)
             .map_err(|e| Failure::usage(e.to_string())),
         (Some(_), Some(_)) => Err(Failure::usage(
-            "give --sprite or --label, not both: a grant serves one sprite or every sprite with a label",
+            "give --for-sprite or --for-label, not both: a grant serves one sprite or every sprite with a label",
         )),
     }
 }

@@ -26,6 +26,7 @@ mod core;
 mod coverage;
 mod credential;
 mod failure;
+mod fleet_admin;
 mod mirror;
 mod pipeline;
 mod proofs;
@@ -79,6 +80,8 @@ pub struct Host {
     last_prune: Mutex<Option<i64>>,
     /// The MCP endpoint's OAuth authorization server, when `[mcp] oauth_file` is set.
     oauth: Option<Arc<crate::oauth::OAuth>>,
+    /// A fleet's service (`[fleet]`): the CA that signs members' certificates.
+    fleet: Option<Arc<crate::fleet::FleetService>>,
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -184,6 +187,13 @@ impl Host {
             )),
             None => None,
         };
+        let fleet = match &config.fleet {
+            Some(fleet) => Some(Arc::new(
+                crate::fleet::FleetService::load(fleet)
+                    .map_err(|e| HostError::Config(e.to_string()))?,
+            )),
+            None => None,
+        };
         let tokens = tokens::Tokens::open(config.state_dir.join("write-tokens"));
         let credentials = Arc::new(Credentials::new(core.clone(), tokens, seal));
         let disk = crate::publish::Mirrors::new(config.state_dir.join("mirrors"), config.tmp_dir());
@@ -201,6 +211,7 @@ impl Host {
             proofs: proofs::Proofs::new(properties, waived),
             last_prune: Mutex::new(None),
             oauth,
+            fleet,
         })
     }
 
@@ -349,5 +360,7 @@ impl Host {
     }
 }
 
+#[cfg(test)]
+mod fleet_tests;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,182 @@
+//! The fleet's service side (`[fleet]`): the CA this publisher signs members' certificates
+//! with, and the registry requests an operator sends (enrol, remove, list). The relay and the
+//! service's mutual-TLS listener build on this (docs/fleet.md).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use zodex_config::FleetConfig;
+use zodex_fleet::{FleetCa, Identity, Name, Role};
+
+/// Member certificates last this long unless `[fleet] member_ttl_hours` says otherwise.
+pub const DEFAULT_MEMBER_TTL_HOURS: u32 = 24;
+
+/// Why the fleet's CA cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetSetupError {
+    #[error(
+        "cannot read the fleet's CA at {path}: {source}; make it with `zodex-prd fleet init --dir {dir}` or point [fleet] ca_dir at it"
+    )]
+    Read {
+        path: PathBuf,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the fleet's CA key {path} is readable by others (mode {mode:o}); anyone who reads it can admit any sprite: `chmod 600 {path}`"
+    )]
+    Exposed { path: PathBuf, mode: u32 },
+    #[error("the fleet's CA at {dir}: {source}")]
+    Fleet {
+        dir: PathBuf,
+        source: zodex_fleet::FleetError,
+    },
+    #[error("cannot write the fleet's CA in {dir}: {source}")]
+    Write {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The service's signing side.
+pub struct FleetService {
+    ca: FleetCa,
+    member_ttl: Duration,
+}
+
+impl std::fmt::Debug for FleetService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetService")
+            .field("fleet", self.ca.fleet())
+            .field("member_ttl", &self.member_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FleetService {
+    /// Loads `[fleet]`'s CA; a key others can read refuses start.
+    pub fn load(config: &FleetConfig) -> Result<Self, FleetSetupError> {
+        let dir = &config.ca_dir;
+        let fleet_err = |source| FleetSetupError::Fleet {
+            dir: dir.clone(),
+            source,
+        };
+        let fleet = Name::parse(&config.name).map_err(fleet_err)?;
+        let read = |file: &str| {
+            let path = dir.join(file);
+            std::fs::read_to_string(&path).map_err(|source| FleetSetupError::Read {
+                path,
+                dir: dir.clone(),
+                source,
+            })
+        };
+        let key_path = dir.join("ca.key");
+        if let Ok(meta) = std::fs::metadata(&key_path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(FleetSetupError::Exposed {
+                    path: key_path,
+                    mode,
+                });
+            }
+        }
+        let ca = FleetCa::load(&fleet, &read("ca.pem")?, &read("ca.key")?).map_err(fleet_err)?;
+        let hours = config.member_ttl_hours.unwrap_or(DEFAULT_MEMBER_TTL_HOURS);
+        Ok(Self {
+            ca,
+            member_ttl: Duration::from_secs(u64::from(hours.max(1)) * 3600),
+        })
+    }
+
+    /// Makes a new CA for `fleet` in `dir` (`ca.pem`, and `ca.key` with mode 0600); refuses to
+    /// replace one that is there.
+    pub fn init(dir: &Path, fleet: &str) -> Result<(), FleetSetupError> {
+        let write_err = |source| FleetSetupError::Write {
+            dir: dir.to_path_buf(),
+            source,
+        };
+        let fleet_err = |source| FleetSetupError::Fleet {
+            dir: dir.to_path_buf(),
+            source,
+        };
+        let name = Name::parse(fleet).map_err(fleet_err)?;
+        let ca = FleetCa::create(&name).map_err(fleet_err)?;
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(dir)
+            .map_err(write_err)?;
+        let create = |file: &str, mode: u32, text: &str| {
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(dir.join(file))
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+        };
+        create("ca.key", 0o600, ca.key_pem()).map_err(write_err)?;
+        create("ca.pem", 0o644, ca.cert_pem()).map_err(write_err)?;
+        Ok(())
+    }
+
+    pub fn fleet(&self) -> &Name {
+        self.ca.fleet()
+    }
+
+    pub fn ca_pem(&self) -> &str {
+        self.ca.cert_pem()
+    }
+
+    /// Signs a member's certificate request for `role`/`name`; the request must ask for exactly
+    /// that identity and prove its key. Returns the identity and the certificate.
+    pub fn sign(
+        &self,
+        role: Role,
+        name: &str,
+        request_pem: &str,
+    ) -> Result<(Identity, String), zodex_fleet::FleetError> {
+        let identity = Identity::new(self.fleet(), role, &Name::parse(name)?);
+        let pem = self.ca.issue(request_pem, &identity, self.member_ttl)?;
+        Ok((identity, pem))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_makes_a_private_key_and_load_refuses_an_exposed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca_dir = dir.path().join("ca");
+        FleetService::init(&ca_dir, "acme").unwrap();
+        let mode = std::fs::metadata(ca_dir.join("ca.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Never replaced.
+        assert!(FleetService::init(&ca_dir, "acme").is_err());
+        let config = FleetConfig {
+            name: "acme".into(),
+            ca_dir: ca_dir.clone(),
+            member_ttl_hours: None,
+        };
+        let service = FleetService::load(&config).unwrap();
+        assert_eq!(service.fleet().as_str(), "acme");
+        assert!(!format!("{service:?}").contains("PRIVATE"));
+        std::fs::set_permissions(
+            ca_dir.join("ca.key"),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
+        let err = FleetService::load(&config).unwrap_err();
+        assert!(err.to_string().contains("chmod 600"), "{err}");
+        let missing = FleetConfig {
+            ca_dir: dir.path().join("none"),
+            ..config
+        };
+        let err = FleetService::load(&missing).unwrap_err();
+        assert!(err.to_string().contains("zodex-prd fleet init"), "{err}");
+    }
+}
