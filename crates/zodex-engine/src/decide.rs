@@ -74,7 +74,7 @@ impl Principal {
     /// single sprite's agent; for a fleet sprite its name and each of its labels.
     pub fn owners(&self) -> Vec<String> {
         match self {
-            Self::Sprite(sprite) => std::iter::once(Owner::Sprite(sprite.name.clone()))
+            Self::Sprite(sprite) => std::iter::once(self.owner())
                 .chain(sprite.labels.iter().cloned().map(Owner::Label))
                 .map(|o| o.cedar())
                 .collect(),
@@ -539,7 +539,7 @@ impl Engine {
     ) -> std::result::Result<(Request, Entities), CedarRequestError> {
         let principal_uid = match principal {
             Principal::Agent => uid("Agent", "agent"),
-            Principal::Sprite(sprite) => uid("Agent", &format!("sprite:{}", sprite.name)),
+            Principal::Sprite(_) => uid("Agent", &principal.label()),
             Principal::Operator(who) => uid("Operator", who),
         };
         let mut entities = Vec::new();
@@ -582,7 +582,7 @@ impl Engine {
         };
         let context = build_context(
             ask,
-            &principal.owners(),
+            principal,
             repository,
             grant,
             yolo,
@@ -720,7 +720,7 @@ pub fn default_branch(facts: &[Option<&super::store::CoverageFact>], now: i64) -
 /// The context record for one question; its shape follows the schema's per-action types.
 fn build_context(
     ask: &Ask,
-    owners: &[String],
+    principal: &Principal,
     repository: Option<&RepoFacts>,
     grant: Option<&Grant>,
     yolo: Option<&YoloScope>,
@@ -780,7 +780,7 @@ fn build_context(
             if let Some(scope) = yolo {
                 ctx.push(("yolo", yolo_record(scope)));
             }
-            ctx.push(("owners", strings(owners)));
+            ctx.push(("owners", strings(&principal.owners())));
             let default_branch = repository.and_then(|r| r.default_branch.as_deref());
             let default_ref = default_branch.map(|b| format!("refs/heads/{b}"));
             let change = update.change.cedar_facts();
@@ -801,7 +801,7 @@ fn build_context(
             if let Some(grant) = grant {
                 ctx.push(("grant", grant_record(grant)));
             }
-            ctx.push(("owners", strings(owners)));
+            ctx.push(("owners", strings(&principal.owners())));
         }
         Ask::Read { .. }
         | Ask::RevokePush { .. }

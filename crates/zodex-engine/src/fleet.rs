@@ -53,6 +53,15 @@ pub enum FleetNameError {
     Label(String),
 }
 
+impl FleetNameError {
+    /// The text that is no name or label (cut to 80 characters).
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Name(text) | Self::Label(text) => text,
+        }
+    }
+}
+
 impl MemberName {
     pub fn parse(text: &str) -> Result<Self, FleetNameError> {
         let ok = !text.is_empty()

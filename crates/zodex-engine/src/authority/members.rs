@@ -91,8 +91,10 @@ impl Authority<'_> {
         key_sha256: &str,
         now: i64,
     ) -> Outcome<Result<Member, NotAdmitted>> {
-        Ok(store.write(|f| {
-            let verdict = match f.member(role, name)? {
+        // A read decides; only a refusal writes (its audit row), so admitting a member on
+        // every request never takes the store's write lock.
+        let verdict = store.read(|f| {
+            Ok(match f.member(role, name)? {
                 None => Err(NotAdmitted::Unknown {
                     role,
                     name: name.clone(),
@@ -108,8 +110,10 @@ impl Authority<'_> {
                     })
                 }
                 Some(m) => Ok(m),
-            };
-            if let Err(refused) = &verdict {
+            })
+        })?;
+        if let Err(refused) = &verdict {
+            store.write(|f| {
                 f.audit(
                     &AuditEntry {
                         principal: Actor::Publisher,
@@ -124,10 +128,10 @@ impl Authority<'_> {
                         ..Default::default()
                     },
                     now,
-                )?;
-            }
-            Ok(verdict)
-        })?)
+                )
+            })?;
+        }
+        Ok(verdict)
     }
 }
 

@@ -123,9 +123,8 @@ pub(super) fn owner_from(
     sprite: Option<String>,
     label: Option<String>,
 ) -> Result<Owner> {
-    let shown = format!("{sprite:?}/{label:?}");
     Owner::from_columns(sprite, label)
-        .map_err(|_| bad_column(&format!("{table}.sprite/sprite_label"), &shown))
+        .map_err(|e| bad_column(&format!("{table}.sprite/sprite_label"), e.text()))
 }
 
 /// The column value for `patterns`: NULL when there are none.
