@@ -10,6 +10,7 @@ pub mod dev;
 pub mod local;
 pub mod pipe;
 pub mod prd;
+pub mod prd_fleet;
 pub mod prd_install;
 pub mod prd_store;
 pub mod proofs;

@@ -136,6 +136,17 @@ enum Command {
         #[command(subcommand)]
         command: super::prd_store::StoreCommand,
     },
+    /// A fleet's files: its CA on the service's host; a sprite's key and certificate.
+    Fleet {
+        #[command(subcommand)]
+        command: super::prd_fleet::FleetCommand,
+    },
+    /// On a fleet sprite: serve the agent socket for the fleet's service (`[relay]`), passing
+    /// each request to a replica over mutual TLS with the sprite's own key.
+    Relay {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Internal: index one bundle's pack into a quarantine, under the resource limits the
     /// daemon set; the daemon runs this itself (see `publisher::publish::indexer`).
     #[command(name = indexer::SUBCOMMAND, hide = true)]
@@ -197,11 +208,13 @@ enum AdminWatch {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Serve { .. }) {
+    if !matches!(cli.command, Command::Serve { .. } | Command::Relay { .. }) {
         super::pipe::end_quietly_when_stdout_closes();
     }
     match cli.command {
         Command::Serve { config } => serve(config),
+        Command::Relay { config } => super::prd_fleet::relay(config),
+        Command::Fleet { command } => super::prd_fleet::run(command),
         Command::CheckGround { config, json } => check_ground(config, json),
         Command::Admin {
             config,
@@ -283,14 +296,8 @@ fn load(config: Option<PathBuf>) -> Result<Config, i32> {
     })
 }
 
-fn serve(config: Option<PathBuf>) -> i32 {
-    let checked = match Config::load_checked(&Config::resolve_path(config.as_deref())) {
-        Ok(checked) => checked,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_FAILURE;
-        }
-    };
+/// A daemon's log (`serve`, `relay`): stderr, `ZODEX_LOG` filters (default `info`).
+pub(super) fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ZODEX_LOG")
@@ -300,6 +307,17 @@ fn serve(config: Option<PathBuf>) -> i32 {
         // Colours only for a person at a terminal: a service's log is a file or the journal.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+}
+
+fn serve(config: Option<PathBuf>) -> i32 {
+    let checked = match Config::load_checked(&Config::resolve_path(config.as_deref())) {
+        Ok(checked) => checked,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    init_logging();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

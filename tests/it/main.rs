@@ -27,6 +27,7 @@ mod deploy;
 mod deploy_oauth;
 mod devhub_contract;
 mod engine_concurrency;
+mod fleet;
 mod github_client;
 mod github_facts;
 mod json_envelope;

@@ -10,7 +10,7 @@
 
 use std::io::BufRead;
 use std::path::Path;
-use zodex_config::{Config, DEFAULT_GIT_URL};
+use zodex_config::Config;
 use zodex_engine::repo::split_remote_url;
 use zodex_protocol::{AgentRequest, CredentialGrant};
 
@@ -163,10 +163,7 @@ pub fn serve(config: Option<&Path>, operation: &str, input: &mut impl BufRead) -
         Ok(settings) => settings,
         Err(e) => return Reply::say(e.to_string()),
     };
-    let served = settings
-        .github
-        .as_ref()
-        .map_or(DEFAULT_GIT_URL, |g| g.git_url.as_str());
+    let served = settings.git_url();
     let served_host = split_remote_url(served).map(|(host, _)| host);
     let Some(host) = request
         .host

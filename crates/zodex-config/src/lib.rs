@@ -128,6 +128,10 @@ pub struct Config {
     /// and enrols sprites and operators (docs/fleet.md). Absent: a single sprite's publisher.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetConfig>,
+    /// `[relay]`: this sprite belongs to a fleet: `zodex-prd relay` serves its agent socket
+    /// for the fleet's service (docs/fleet.md). Absent: `zodex-prd serve` decides here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<RelayConfig>,
     /// A test build's clock: the publisher's time is the system's plus the whole seconds this
     /// file holds, so a test advances time instead of sleeping. A release build refuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,6 +151,34 @@ pub struct FleetConfig {
     /// How long a member's certificate lasts, in hours (default 24); relays renew before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member_ttl_hours: Option<u32>,
+    /// Where this replica takes its members' connections (mutual TLS), e.g.
+    /// `"0.0.0.0:7443"`. Absent: no listener (the admin socket still enrols members).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// This replica's name in its server certificate (`spiffe://FLEET/service/NAME`; default
+    /// `service`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
+    /// The host names and addresses members reach this replica by: its server certificate
+    /// answers to these (default `localhost`, `127.0.0.1`, `::1`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+}
+
+/// The `[relay]` table of a fleet sprite: `zodex-prd relay` serves the agent socket and
+/// forwards each request to the fleet's service.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RelayConfig {
+    /// The service's replicas, tried in turn (`https://HOST:PORT`).
+    pub services: Vec<String>,
+    /// The sprite's fleet files: `key.pem` (its private key, the publisher user's only,
+    /// 0600), `cert.pem` (its certificate) and `ca.pem` (the fleet's CA).
+    pub dir: PathBuf,
+    /// The git base of the GitHub the service writes to (`[github] git_url` on the service;
+    /// default `https://github.com`): the host the credential helper answers for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_url: Option<String>,
 }
 
 /// One `[[audit_sinks]]` entry. Secrets (a webhook's signing key, a URL that is itself a
@@ -377,6 +409,16 @@ impl Checked {
 }
 
 impl Config {
+    /// The git base of the GitHub this sprite's writes go to: `[github]`'s, or on a fleet
+    /// sprite `[relay]`'s, else github.com.
+    pub fn git_url(&self) -> &str {
+        match (&self.github, &self.relay) {
+            (Some(github), _) => &github.git_url,
+            (None, Some(relay)) => relay.git_url.as_deref().unwrap_or(DEFAULT_GIT_URL),
+            (None, None) => DEFAULT_GIT_URL,
+        }
+    }
+
     /// The path to use: `--config`, then `$ZODEX_CONFIG`, then the production default.
     pub fn resolve_path(flag: Option<&Path>) -> PathBuf {
         flag.map(Path::to_path_buf)

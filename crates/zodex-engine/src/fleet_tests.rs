@@ -201,3 +201,55 @@ fn a_fleet_sprites_decisions_are_audited_under_its_name() {
         );
     });
 }
+
+#[test]
+fn a_sprites_status_shows_its_own_grants_and_scopes_only() {
+    on_each_backend(|| {
+        let mut w = world();
+        let label = Owner::Label(SpriteLabel::parse("team=web").unwrap());
+        for (repo_name, owner) in [
+            ("demo/one", owner_sprite("s1")),
+            ("demo/two", owner_sprite("s2")),
+            ("demo/web", label.clone()),
+            ("demo/local", Owner::Local),
+        ] {
+            w.op(|a, s, op| a.grant_push(s, op, &repo(repo_name), terms(None), owner, NOW))
+                .unwrap();
+        }
+        w.op(|a, s, op| {
+            a.set_yolo(
+                s,
+                op,
+                &[],
+                YoloTerms::new(None, false),
+                owner_sprite("s2"),
+                NOW,
+            )
+        })
+        .unwrap();
+        let shown = |w: &mut World, who: &Principal| {
+            let engine = &w.engine;
+            let status = Authority { engine }
+                .status(&mut w.store, who, &crate::authority::DebugBytes, NOW)
+                .unwrap();
+            let mut repos: Vec<String> = status
+                .grants
+                .iter()
+                .map(|g| g.grant.repo_key.clone())
+                .collect();
+            repos.sort();
+            (repos, status.grants_total, status.yolo.len())
+        };
+        let s1 = sprite("s1", &["team=web"]);
+        assert_eq!(
+            shown(&mut w, &s1),
+            (vec!["demo/one".to_string(), "demo/web".to_string()], 2, 0)
+        );
+        assert_eq!(
+            shown(&mut w, &sprite("s2", &[])),
+            (vec!["demo/two".to_string()], 1, 1)
+        );
+        let operator = w.operator.clone();
+        assert_eq!(shown(&mut w, &operator).1, 4);
+    });
+}

@@ -208,10 +208,12 @@ pub enum EventKind {
     FleetRemove,
     /// The service refused a fleet connection (unknown, removed, or another key).
     FleetRefused,
+    /// A fleet sprite's relay renewed its certificate (same key, new validity).
+    FleetRenew,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 15] = [
+    const ALL: [EventKind; 16] = [
         Self::Outcome,
         Self::Publication,
         Self::ExpireGrant,
@@ -227,6 +229,7 @@ impl EventKind {
         Self::FleetEnroll,
         Self::FleetRemove,
         Self::FleetRefused,
+        Self::FleetRenew,
     ];
 
     pub fn name(self) -> &'static str {
@@ -246,6 +249,7 @@ impl EventKind {
             Self::FleetEnroll => "FleetEnroll",
             Self::FleetRemove => "FleetRemove",
             Self::FleetRefused => "FleetRefused",
+            Self::FleetRenew => "FleetRenew",
         }
     }
 }

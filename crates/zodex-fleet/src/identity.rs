@@ -9,7 +9,8 @@ use crate::FleetError;
 use std::fmt;
 
 /// A fleet's, sprite's, operator's or service's name: 1 to 63 of `a-z`, `0-9` and `-`,
-/// starting with a letter or digit (a DNS label, so it fits a URI authority and a path alike).
+/// starting and ending with a letter or digit (a DNS label, so it fits a URI authority and a
+/// path alike; the engine's `MemberName` holds the same rule, and enrolment checks both).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Name(String);
 
@@ -20,7 +21,8 @@ impl Name {
             && text
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !text.starts_with('-');
+            && !text.starts_with('-')
+            && !text.ends_with('-');
         if ok {
             Ok(Name(text.to_owned()))
         } else {
@@ -158,7 +160,17 @@ mod tests {
         for good in ["a", "sprite-2", "0day", &"x".repeat(63)] {
             assert!(Name::parse(good).is_ok(), "{good}");
         }
-        for bad in ["", "-a", "A", "a/b", "a.b", "é", &"x".repeat(64), "a b"] {
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "A",
+            "a/b",
+            "a.b",
+            "é",
+            &"x".repeat(64),
+            "a b",
+        ] {
             assert!(Name::parse(bad).is_err(), "{bad}");
         }
     }

@@ -31,7 +31,7 @@ pub use key_hash::{certificate_key_sha256, request_key_sha256};
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
     #[error(
-        "{0:?} is not a valid fleet, sprite or operator name: use 1 to 63 of a-z, 0-9 and '-', not starting with '-'"
+        "{0:?} is not a valid fleet, sprite or operator name: use 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'"
     )]
     BadName(String),
     #[error("the certificate cannot be used: {0}")]

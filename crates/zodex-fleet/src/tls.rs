@@ -108,3 +108,54 @@ pub fn peer_identity(
     }
     Ok(identity)
 }
+
+/// The member a verified connection's client certificate names: a sprite or an operator of
+/// `fleet` (a service's certificate is a server's and never a client's), with the SHA-256 of
+/// the key it certifies, which the service compares with the key the member enrolled with.
+pub fn peer_member(
+    peer_certificates: Option<&[CertificateDer<'_>]>,
+    fleet: &Name,
+) -> Result<(Identity, String), FleetError> {
+    let leaf = peer_certificates
+        .and_then(|chain| chain.first())
+        .ok_or_else(|| FleetError::BadCertificate("the peer presented none".into()))?;
+    let identity = Identity::of_certificate(leaf)?;
+    if &identity.fleet != fleet {
+        return Err(FleetError::OtherFleet(identity.fleet.to_string()));
+    }
+    if identity.role == Role::Service {
+        return Err(FleetError::WrongRole {
+            identity: identity.to_string(),
+            wanted: "sprite or operator",
+        });
+    }
+    let key = crate::certificate_key_sha256(leaf)?;
+    Ok((identity, key))
+}
+
+/// Checks, as the service's handshake would, that `cert_pem` is a member certificate the
+/// fleet's CA (`ca_pem`) issued and that it is valid now: what a member checks before it
+/// installs a certificate it was sent.
+pub fn verify_member(ca_pem: &str, cert_pem: &str) -> Result<(), FleetError> {
+    let verifier = WebPkiClientVerifier::builder_with_provider(roots(ca_pem)?, provider())
+        .build()
+        .map_err(|e| FleetError::Tls(e.to_string()))?;
+    let chain = certificates(cert_pem)?;
+    let now = rustls::pki_types::UnixTime::now();
+    verifier
+        .verify_client_cert(&chain[0], &chain[1..], now)
+        .map(|_| ())
+        .map_err(|e| FleetError::BadCertificate(e.to_string()))
+}
+
+/// When the (first) certificate in `cert_pem` starts and stops being valid, in Unix seconds.
+pub fn validity(cert_pem: &str) -> Result<(i64, i64), FleetError> {
+    let chain = certificates(cert_pem)?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&chain[0])
+        .map_err(|e| FleetError::BadCertificate(e.to_string()))?;
+    let validity = cert.validity();
+    Ok((
+        validity.not_before.timestamp(),
+        validity.not_after.timestamp(),
+    ))
+}

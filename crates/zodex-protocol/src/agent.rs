@@ -70,6 +70,12 @@ pub enum AgentRequest {
     /// as it arrived: the publisher alone decides it and holds what it needs. Answered with
     /// an [`OAuthHttpReply`].
     McpOauth(OAuthHttpRequest),
+    /// A fleet sprite's relay asks for a new certificate before its own expires: a request
+    /// signed with the key it enrolled with (the service signs nothing for another key).
+    /// Answered with a `FleetEnrolled`'s `certificate_pem`, `ca_pem` and `identity`.
+    FleetRenew {
+        request_pem: String,
+    },
 }
 
 impl AgentRequest {

@@ -10,17 +10,19 @@
 //! must keep a minimum average rate ([`spool`]); and while a body arrives nothing shared is held
 //! (no blocking thread, no store lock, no mirror lock).
 
+mod fleet_listener;
 mod gate;
 mod head;
 mod spool;
+mod sweeper;
 
 use super::ground::Finding;
 use super::host::{Host, HostError};
 use super::sockets::{admin_allowed, bind};
-use gate::{Bounds, ConnectionSlot, Gate};
+use gate::{Bounds, ConnectionSlot, Gate, Peer};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::time::Instant;
 use zodex_config::{AgentLimits, Checked};
@@ -91,66 +93,45 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
     // Every audit row also leaves the sprite as it is written (`[[audit_sinks]]`).
     crate::sinks::spawn_all(&host.outbox(), &config.audit_sinks);
 
-    let expiry_host = host.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tick.tick().await;
-            let host = &expiry_host;
-            match host.expire_due().await {
-                Ok(n) if n > 0 => tracing::info!(expired = n, "grants expired"),
-                Err(e) => tracing::error!(error = %e, "expiring grants failed"),
-                _ => {}
-            }
-            // Write tokens live no longer than their grant: revoke those of ended grants.
-            let n = host.revoke_ended_tokens().await;
-            if n > 0 {
-                tracing::info!(revoked = n, "revoked write tokens of ended grants");
-            }
-            // Publishers sharing the store: this one is alive; a stopped one's tokens go.
-            let n = host.sweep_orphaned_tokens().await;
-            if n > 0 {
-                tracing::warn!(revoked = n, "revoked write tokens of stopped publishers");
-            }
-            // Audit rows and ended grants past their retention (Host prunes once a minute).
-            host.prune_if_due().await;
-        }
-    });
+    sweeper::spawn(host.clone());
 
+    let admin_socket = Socket {
+        host: host.clone(),
+        side: Side::Admin,
+        gate: Gate::new(Bounds {
+            connections: ADMIN_CONNECTIONS,
+            connections_per_process: ADMIN_CONNECTIONS,
+            bundles: 0,
+            bundles_per_process: 0,
+            spool_bytes: 0,
+        }),
+        limits,
+    };
+    let agent_socket = Socket {
+        host: host.clone(),
+        side: Side::Agent,
+        gate: Gate::new(Bounds {
+            connections: limits.connections,
+            connections_per_process: limits.connections_per_process,
+            bundles: limits.bundles,
+            bundles_per_process: gate::BUNDLES_PER_PROCESS,
+            spool_bytes: limits.spool_mib.saturating_mul(1024 * 1024),
+        }),
+        limits,
+    };
+    // A fleet's members reach the same two sides over mutual TLS; the Unix sockets' bounds
+    // hold for them all together (each member counted as one peer).
+    let fleet_task = fleet_listener::bind(&host, config, &agent_socket, &admin_socket)
+        .await?
+        .map(|(listener, door)| tokio::spawn(fleet_listener::accept_loop(listener, door)));
     let operators = config.operator_uids.clone();
-    let admin_task = tokio::spawn(accept_loop(
-        admin,
-        Socket {
-            host: host.clone(),
-            side: Side::Admin,
-            gate: Gate::new(Bounds {
-                connections: ADMIN_CONNECTIONS,
-                connections_per_process: ADMIN_CONNECTIONS,
-                bundles: 0,
-                bundles_per_process: 0,
-                spool_bytes: 0,
-            }),
-            limits,
-        },
-        move |uid| admin_allowed(uid, publisher_uid, &operators),
-    ));
+    let admin_task = tokio::spawn(accept_loop(admin, admin_socket, move |uid| {
+        admin_allowed(uid, publisher_uid, &operators)
+    }));
     let agent_uid = config.agent_uid;
-    let agent_task = tokio::spawn(accept_loop(
-        agent,
-        Socket {
-            host: host.clone(),
-            side: Side::Agent,
-            gate: Gate::new(Bounds {
-                connections: limits.connections,
-                connections_per_process: limits.connections_per_process,
-                bundles: limits.bundles,
-                bundles_per_process: gate::BUNDLES_PER_PROCESS,
-                spool_bytes: limits.spool_mib.saturating_mul(1024 * 1024),
-            }),
-            limits,
-        },
-        move |uid| uid == agent_uid,
-    ));
+    let agent_task = tokio::spawn(accept_loop(agent, agent_socket, move |uid| {
+        uid == agent_uid
+    }));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|source| DaemonError::Bind {
@@ -163,6 +144,9 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
     }
     admin_task.abort();
     agent_task.abort();
+    if let Some(task) = fleet_task {
+        task.abort();
+    }
     let _ = std::fs::remove_file(&config.admin_socket);
     let _ = std::fs::remove_file(&config.agent_socket);
     Ok(())
@@ -260,32 +244,46 @@ async fn accept_loop(
             continue;
         }
         // Without a pid (a peer in another pid namespace), all such peers share one count.
-        let pid = cred.pid().unwrap_or(0);
-        let slot = match socket.gate.connection(pid) {
+        let peer = Peer::Process(cred.pid().unwrap_or(0));
+        let slot = match socket.gate.connection(peer) {
             Ok(slot) => slot,
             Err(busy) => {
-                tracing::warn!(pid, side = ?socket.side, "{busy}");
+                tracing::warn!(side = ?socket.side, "{busy}");
                 answer_now(&stream, &busy.response());
                 continue;
             }
         };
-        let socket = socket.clone();
-        tokio::spawn(async move {
-            let mut stream = stream;
-            let response = match socket.side {
-                Side::Admin => admin_request(&mut stream, &socket, uid).await,
-                Side::Agent => agent_request(&mut stream, &socket, &slot).await,
-            };
-            let sent = tokio::time::timeout(ANSWER_TIMEOUT, async {
-                stream.write_all(response.to_line().as_bytes()).await?;
-                stream.shutdown().await
-            });
-            if sent.await.is_err() {
-                tracing::warn!(pid, side = ?socket.side, "a client did not read its answer");
-            }
-            drop(slot);
-        });
+        let principal = match socket.side {
+            Side::Admin => Principal::Operator(format!("uid:{uid}")),
+            Side::Agent => Principal::Agent,
+        };
+        tokio::spawn(serve_connection(stream, socket.clone(), slot, principal));
     }
+}
+
+/// Serves one connection's request for `principal` (an operator on the admin side, an agent
+/// on the agent side) and writes its answer: a Unix socket's peer, or a fleet member on the
+/// service's listener, whose identity and enrolment were checked before this.
+async fn serve_connection<S>(
+    mut stream: S,
+    socket: Socket,
+    slot: ConnectionSlot,
+    principal: Principal,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let response = match socket.side {
+        Side::Admin => admin_request(&mut stream, &socket, principal).await,
+        Side::Agent => agent_request(&mut stream, &socket, &slot, principal).await,
+    };
+    let sent = tokio::time::timeout(ANSWER_TIMEOUT, async {
+        stream.write_all(response.to_line().as_bytes()).await?;
+        stream.shutdown().await
+    });
+    if sent.await.is_err() {
+        tracing::warn!(peer = %slot.peer(), side = ?socket.side, "a client did not read its answer");
+    }
+    drop(slot);
 }
 
 /// Writes `response` if the socket takes it without waiting (a short line always does on a
@@ -294,7 +292,11 @@ fn answer_now(stream: &UnixStream, response: &Response) {
     let _ = stream.try_write(response.to_line().as_bytes());
 }
 
-async fn admin_request(stream: &mut UnixStream, socket: &Socket, uid: u32) -> Response {
+async fn admin_request(
+    stream: &mut (impl AsyncRead + Unpin),
+    socket: &Socket,
+    principal: Principal,
+) -> Response {
     let mut line = Vec::new();
     let mut reader = BufReader::new(stream).take(MAX_REQUEST_BYTES as u64 + 1);
     let seconds = socket.limits.request_seconds;
@@ -333,7 +335,6 @@ async fn admin_request(stream: &mut UnixStream, socket: &Socket, uid: u32) -> Re
         }
     };
     let host = socket.host.clone();
-    let principal = Principal::Operator(format!("uid:{uid}"));
     // A task of its own: a panic in the handler is an error answer, not a lost connection.
     tokio::spawn(async move { host.admin(principal, request).await })
         .await
@@ -345,9 +346,10 @@ fn handler_failed(e: tokio::task::JoinError) -> Response {
 }
 
 async fn agent_request(
-    stream: &mut UnixStream,
+    stream: &mut (impl AsyncRead + Unpin),
     socket: &Socket,
     slot: &ConnectionSlot,
+    principal: Principal,
 ) -> Response {
     let seconds = socket.limits.request_seconds;
     let head = tokio::select! {
@@ -373,10 +375,17 @@ async fn agent_request(
         Ok(Ok(parsed)) => parsed,
     };
     if request.carries_bundle() {
-        return bundle_request(stream, socket, slot, request, header.bundle_len).await;
+        return bundle_request(
+            stream,
+            socket,
+            slot,
+            (principal, request),
+            header.bundle_len,
+        )
+        .await;
     }
     let host = socket.host.clone();
-    tokio::spawn(async move { host.agent(Principal::Agent, request).await })
+    tokio::spawn(async move { host.agent(principal, request).await })
         .await
         .unwrap_or_else(handler_failed)
 }
@@ -387,10 +396,10 @@ async fn agent_request(
 /// required pace, and handed to the host. The shares are given back once the host is done
 /// with the spooled file.
 async fn bundle_request(
-    stream: &mut UnixStream,
+    stream: &mut (impl AsyncRead + Unpin),
     socket: &Socket,
     slot: &ConnectionSlot,
-    request: AgentRequest,
+    (principal, request): (Principal, AgentRequest),
     bundle_len: u64,
 ) -> Response {
     let _bundle_slot = match socket.gate.bundle(slot) {
@@ -408,7 +417,7 @@ async fn bundle_request(
         } else {
             bundle_len
         };
-        tokio::spawn(async move { pipeline.admit(&request, declared).await }).await
+        tokio::spawn(async move { pipeline.admit(&principal, &request, declared).await }).await
     };
     let admission = match admitted {
         Err(e) => return handler_failed(e),
@@ -444,7 +453,7 @@ async fn bundle_request(
 /// the whole bundle, or why it did not arrive, when the spooling ends. Its share of the spool
 /// budget grows chunk by chunk and is given back once the host is done.
 async fn streamed_request(
-    stream: &mut UnixStream,
+    stream: &mut (impl AsyncRead + Unpin),
     socket: &Socket,
     request: AgentRequest,
     admission: crate::host::Admission,

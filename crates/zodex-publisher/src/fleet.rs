@@ -10,6 +10,11 @@ use zodex_fleet::{FleetCa, Identity, Name, Role};
 
 /// Member certificates last this long unless `[fleet] member_ttl_hours` says otherwise.
 pub const DEFAULT_MEMBER_TTL_HOURS: u32 = 24;
+/// A replica's server certificate, made afresh (with a fresh key, kept in memory) at every
+/// start, lasts this long.
+const SERVICE_CERT_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The names a replica's certificate answers to when `[fleet] hosts` names none.
+const DEFAULT_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// Why the fleet's CA cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +128,23 @@ impl FleetService {
         self.ca.fleet()
     }
 
+    /// The listener's TLS: a server certificate for this replica (`[fleet] replica`, answering
+    /// as `[fleet] hosts`), issued now by the fleet's CA with a key that never leaves memory,
+    /// and client certificates required from the same CA.
+    pub fn server_tls(
+        &self,
+        config: &FleetConfig,
+    ) -> Result<std::sync::Arc<rustls::ServerConfig>, zodex_fleet::FleetError> {
+        let replica = Name::parse(config.replica.as_deref().unwrap_or("service"))?;
+        let hosts: Vec<String> = if config.hosts.is_empty() {
+            DEFAULT_HOSTS.iter().map(|h| h.to_string()).collect()
+        } else {
+            config.hosts.clone()
+        };
+        let (cert, key) = self.ca.issue_service(&replica, &hosts, SERVICE_CERT_TTL)?;
+        zodex_fleet::tls::server_config(self.ca.cert_pem(), &cert, &key)
+    }
+
     pub fn ca_pem(&self) -> &str {
         self.ca.cert_pem()
     }
@@ -161,6 +183,9 @@ mod tests {
             name: "acme".into(),
             ca_dir: ca_dir.clone(),
             member_ttl_hours: None,
+            listen: None,
+            replica: None,
+            hosts: Vec::new(),
         };
         let service = FleetService::load(&config).unwrap();
         assert_eq!(service.fleet().as_str(), "acme");

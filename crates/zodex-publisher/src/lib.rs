@@ -10,11 +10,15 @@
 //! - `sockets`: bind in a private directory and rename into place with the final mode; refuse a
 //!   directory others can write, or a symlink; check the peer's uid both ways (`check_server`).
 //! - `daemon`: `serve`: the ground checked, the accept loops (the peer's uid checked before it
-//!   holds anything), request deadlines, and the sweeper (expires grants, revokes by value every
-//!   write token of an ended grant, prunes history).
+//!   holds anything), request deadlines.
 //!   - `daemon::gate`: connections in all and per process, bundle requests, spool bytes: over a
 //!     bound, "busy" at once, never queued; when full, the oldest idle connection makes room.
 //!   - `daemon::spool`: a bundle body into a private file at a minimum average rate.
+//!   - `daemon::sweeper`: once a second, grants expired, tokens of ended grants and stopped
+//!     publishers revoked, history pruned.
+//!   - `daemon::fleet_listener`: `[fleet] listen`: members over mutual TLS, refused at the
+//!     handshake (audited, bounded) or on the registry, then served as the Unix sockets serve,
+//!     a sprite as its own principal, an operator under its name.
 //! - `ground`: what `serve` checks before it serves (also `check-ground`, run by `doctor`): key
 //!   files and directories private, `GET /app` as each App.
 //!   - `ground::apps`: what `GET /app` must say of the reader and of the writer.
@@ -82,7 +86,10 @@
 //!   - `sinks::syslog`: RFC 5424 over TCP or a Unix datagram socket.
 //!   - `sinks::webhook`: one signed POST per row (or Slack's `{"text"}`).
 //! - `fleet`: `[fleet]`, a fleet's service: its CA (`zodex-prd fleet init`), signing members'
-//!   certificate requests at enrolment; the registry requests live in `host::fleet_admin`.
+//!   certificate requests at enrolment, the listener's server certificate; the registry
+//!   requests and the admission of members live in `host::fleet_admin`.
+//! - `relay`: `zodex-prd relay`, a fleet sprite's agent socket passed through to a replica of
+//!   the service over mutual TLS with the sprite's own key (no App key, no state).
 //! - `watch`: `zodex-prd admin watch`, the board's one long-lived stream of audit rows and status.
 //! - `prove`: each property and `never-errors` compiled by the Symbolic Cedar Compiler per
 //!   request environment and handed to a solver (cvc5 or z3).
@@ -97,7 +104,9 @@
 //!   state only through its named operations (`engine::Authority`, `engine::ledger`,
 //!   `engine::mcp_oauth`), never a transaction of its own (tidy checks).
 //! - A peer is refused before one byte of its request is read; the agent socket's principal is
-//!   always the agent, whatever the request says.
+//!   always the agent, a fleet connection's the member its certificate and the registry name,
+//!   whatever the request says; the principal admitted is the one every decision of that
+//!   request (and the token cache it is served from) is for.
 //! - No pack, whatever it declares, grows the daemon's memory.
 //! - Facts about a ref update come from GitHub's refs, never from which objects the mirror
 //!   stores; only objects the pushed tips reach enter the mirror.
@@ -115,6 +124,7 @@ pub mod host;
 pub use zodex_git::locks;
 pub mod oauth;
 pub mod prove;
+pub mod relay;
 /// The bytes of publishing: mirrors, bundle import, packs, the upload (crate `zodex-git`).
 pub use zodex_git as publish;
 pub mod shared_store;

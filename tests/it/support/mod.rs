@@ -4,6 +4,8 @@
 //!   against it;
 //! - `devhub`: a seeded devhub on a background runtime, App JWTs, tokens, git with controlled
 //!   credentials;
+//! - `fleet`: a fleet's service (a rig with `[fleet]` and its listener) and sprites, each with
+//!   its own key, certificate and a real `zodex-prd relay`;
 //! - `replicas`: publishers sharing one PostgreSQL database (`[store]`), each a real
 //!   `zodex-prd serve`;
 //! - `rig`: a devhub and a real `zodex-prd serve` configured with its URLs and App keys, and git
@@ -27,6 +29,7 @@ pub mod clock;
 pub mod deployment;
 pub mod dev;
 pub mod devhub;
+pub mod fleet;
 pub mod mcp_server;
 pub mod packs;
 pub mod replicas;

@@ -169,8 +169,14 @@ impl Rig {
     }
 
     pub fn agent_git_command(&self, dir: &Path) -> Command {
+        self.agent_git_command_as(dir, &self.config)
+    }
+
+    /// git as the agent runs it on a sprite whose configuration is `config` (a fleet sprite's,
+    /// whose agent socket is its relay's), against this rig's GitHub.
+    pub fn agent_git_command_as(&self, dir: &Path, config: &Path) -> Command {
         // As install sets it up: the small helper binary.
-        let helper = format!("!{CREDENTIAL_HELPER} --config {}", self.config.display());
+        let helper = format!("!{CREDENTIAL_HELPER} --config {}", config.display());
         let base = self.demo.hub.git_url();
         let bin = Path::new(REMOTE_HELPER).parent().unwrap();
         let path = format!(
@@ -180,7 +186,7 @@ impl Rig {
         );
         let mut cmd = super::devhub::git_command(dir);
         cmd.env("PATH", path)
-            .env("ZODEX_CONFIG", &self.config)
+            .env("ZODEX_CONFIG", config)
             .args(["-c", "credential.helper="])
             .args(["-c", &format!("credential.helper={helper}")])
             .args(["-c", "credential.useHttpPath=true"])
@@ -216,14 +222,7 @@ impl Rig {
     }
 
     fn agent_command(&self, dir: &Path, args: &[&str]) -> Command {
-        let mut cmd = Command::new(AGENT);
-        super::devhub::without_git_env(&mut cmd);
-        cmd.current_dir(dir)
-            .arg("github")
-            .args(args)
-            .arg("--config")
-            .arg(&self.config);
-        cmd
+        agent_command_as(dir, &self.config, args)
     }
 
     /// Waits (up to 60 s) until zodex-prd's log contains `needle`.
@@ -371,6 +370,18 @@ fn spawn_prd(dir: &Path, config: &Path) -> Child {
         .stderr(log)
         .spawn()
         .unwrap()
+}
+
+/// `zodex-agent github …` on the sprite whose configuration is `config`.
+pub fn agent_command_as(dir: &Path, config: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(AGENT);
+    super::devhub::without_git_env(&mut cmd);
+    cmd.current_dir(dir)
+        .arg("github")
+        .args(args)
+        .arg("--config")
+        .arg(config);
+    cmd
 }
 
 /// A finished command as a person reads it: exit status, stdout and stderr.

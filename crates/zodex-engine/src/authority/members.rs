@@ -133,6 +133,71 @@ impl Authority<'_> {
         }
         Ok(verdict)
     }
+
+    /// Whether `principal` (a fleet sprite, admitted on this connection) may have a new
+    /// certificate for the key whose hash is `key_sha256`: only for the very key it enrolled
+    /// with, while it is enrolled. Audited (`FleetRenew`) before the caller hands the
+    /// certificate out; a refusal is audited as [`Authority::admit_member`]'s are.
+    pub fn renew_member(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        key_sha256: &str,
+        now: i64,
+    ) -> Outcome<Result<Member, NotAdmitted>> {
+        let Some(sprite) = principal.sprite() else {
+            return Err(super::AuthorityError::Invalid(
+                "only a fleet sprite's relay renews a certificate".into(),
+            ));
+        };
+        let member =
+            match self.admit_member(store, MemberRole::Sprite, &sprite.name, key_sha256, now)? {
+                Ok(member) => member,
+                Err(refused) => return Ok(Err(refused)),
+            };
+        store.write(|f| {
+            f.audit(
+                &AuditEntry {
+                    principal: principal.into(),
+                    action: EventKind::FleetRenew.into(),
+                    decision: AuditDecision::Event,
+                    detail: Some(serde_json::json!({
+                        "role": "sprite",
+                        "name": sprite.name.as_str(),
+                        "key_sha256": key_sha256,
+                    })),
+                    ..Default::default()
+                },
+                now,
+            )
+        })?;
+        Ok(Ok(member))
+    }
+
+    /// Audits a connection refused before it named a member (no certificate, one of another
+    /// CA, expired, not yet valid, of another fleet, or a server's): `peer` is its network
+    /// address, `why` the handshake's reason.
+    pub fn refuse_connection(
+        &self,
+        store: &mut Store,
+        peer: &str,
+        why: &str,
+        now: i64,
+    ) -> Outcome<()> {
+        store.write(|f| {
+            f.audit(
+                &AuditEntry {
+                    principal: Actor::Publisher,
+                    action: EventKind::FleetRefused.into(),
+                    decision: AuditDecision::Deny,
+                    detail: Some(serde_json::json!({ "peer": peer, "why": why })),
+                    ..Default::default()
+                },
+                now,
+            )
+        })?;
+        Ok(())
+    }
 }
 
 impl From<&Member> for FleetSprite {

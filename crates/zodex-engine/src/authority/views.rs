@@ -4,6 +4,7 @@
 
 use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WARNING, YoloView};
 use crate::decide::{Ask, Principal};
+use crate::fleet::FleetSprite;
 use crate::store::{
     App, AuditEntry, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant,
     GrantState, GrantVia, Store, StoreError,
@@ -44,14 +45,19 @@ impl Authority<'_> {
         let shown = |items: Vec<GrantView>| {
             within_budget(items, STATUS_LIST_BYTES, |v| bytes.grant_view(v)).0
         };
+        let sprite = principal.sprite();
         Ok(store.read(|facts| {
             let mut grants = Vec::new();
-            let (ended, mut recently_ended_total) =
-                facts.grants_ended_since(now - 24 * 3600, STATUS_LIST_ROWS)?;
+            let (ended, mut recently_ended_total) = match sprite {
+                None => facts.grants_ended_since(now - 24 * 3600, STATUS_LIST_ROWS)?,
+                Some(sprite) => owned(
+                    |before| facts.grants_ended_before(now - 24 * 3600, before, SCAN_ROWS),
+                    sprite,
+                )?,
+            };
             let mut recently_ended: Vec<GrantView> =
                 ended.into_iter().map(|g| grant_view(g, now)).collect();
-            let active = facts.grants_in_state(GrantState::Active, None, STATUS_LIST_ROWS)?;
-            let mut grants_total = facts.count_grants_in(GrantState::Active)?;
+            let (active, mut grants_total) = in_state(facts, sprite, GrantState::Active)?;
             for grant in active {
                 let mut view = grant_view(grant, now);
                 if view.shown_state == "active" {
@@ -65,8 +71,8 @@ impl Authority<'_> {
                 }
             }
             recently_ended.truncate(STATUS_LIST_ROWS as usize);
-            let pending = facts
-                .grants_in_state(GrantState::Pending, None, STATUS_LIST_ROWS)?
+            let (pending, pending_total) = in_state(facts, sprite, GrantState::Pending)?;
+            let pending = pending
                 .into_iter()
                 .map(|g| {
                     let mut view = grant_view(g, now);
@@ -74,7 +80,10 @@ impl Authority<'_> {
                     Ok(view)
                 })
                 .collect::<Result<_, StoreError>>()?;
-            let scopes = facts.uncleared_yolo()?;
+            let mut scopes = facts.uncleared_yolo()?;
+            if let Some(sprite) = sprite {
+                scopes.retain(|scope| scope.owner.covers(Some(sprite)));
+            }
             let yolo_total = scopes.len() as u64;
             let yolo = scopes
                 .into_iter()
@@ -93,7 +102,7 @@ impl Authority<'_> {
                 grants: shown(grants),
                 grants_total,
                 pending: shown(pending),
-                pending_total: facts.count_grants_in(GrantState::Pending)?,
+                pending_total,
                 yolo: within_budget(yolo, STATUS_LIST_BYTES, |v| bytes.yolo_view(v)).0,
                 yolo_total,
                 recently_ended: shown(recently_ended),
@@ -101,7 +110,57 @@ impl Authority<'_> {
             })
         })?)
     }
+}
 
+/// Rows read per statement while a fleet sprite's own grants are picked out of everyone's.
+const SCAN_ROWS: u32 = 500;
+
+/// The grants in `state` a status shows (newest first, at most [`STATUS_LIST_ROWS`]) and how
+/// many there are: everyone's for an operator or the single sprite's agent; for a fleet
+/// sprite, only those it owns (its own and its labels'), counted exactly. A sprite's status
+/// reads the state's grants in pages to find its own: never another sprite's, whatever their
+/// number.
+fn in_state(
+    facts: &Facts<'_>,
+    sprite: Option<&FleetSprite>,
+    state: GrantState,
+) -> Result<(Vec<Grant>, u64), StoreError> {
+    match sprite {
+        None => Ok((
+            facts.grants_in_state(state, None, STATUS_LIST_ROWS)?,
+            facts.count_grants_in(state)?,
+        )),
+        Some(sprite) => owned(
+            |before| facts.grants_in_state(state, before, SCAN_ROWS),
+            sprite,
+        ),
+    }
+}
+
+/// Walks pages (`page(before)`, newest first by id, [`SCAN_ROWS`] each) and keeps the grants
+/// `sprite` owns: the first [`STATUS_LIST_ROWS`] of them, and how many there are in all.
+fn owned(
+    page: impl Fn(Option<i64>) -> Result<Vec<Grant>, StoreError>,
+    sprite: &FleetSprite,
+) -> Result<(Vec<Grant>, u64), StoreError> {
+    let (mut kept, mut total, mut before) = (Vec::new(), 0u64, None);
+    loop {
+        let rows = page(before)?;
+        let full = rows.len() as u32 == SCAN_ROWS;
+        before = rows.last().map(|g| g.id);
+        for grant in rows.into_iter().filter(|g| g.owner.covers(Some(sprite))) {
+            total += 1;
+            if kept.len() < STATUS_LIST_ROWS as usize {
+                kept.push(grant);
+            }
+        }
+        if !full {
+            return Ok((kept, total));
+        }
+    }
+}
+
+impl Authority<'_> {
     /// One page of pending requests (newest first from the cursor, each page shown oldest
     /// first), its views measured by `bytes`.
     pub fn requests(

@@ -396,6 +396,25 @@ impl Facts<'_> {
         Ok((rows, total.max(0) as u64))
     }
 
+    /// Grants that ended at or after `since`, by id newest first below `before` (a page of a
+    /// scan; see [`Facts::grants_in_state`]).
+    pub fn grants_ended_before(
+        &self,
+        since: i64,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<Grant>> {
+        self.rows(
+            concat!(
+                "SELECT ",
+                grant_columns!(),
+                " FROM grants WHERE ended_at >= ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3"
+            ),
+            params![since, before.unwrap_or(i64::MAX), limit],
+            Grant::from_row,
+        )
+    }
+
     /// Deletes ended grants that ended before `cutoff`, and all but the newest `keep` ended
     /// grants; never one whose write token may still be live (the sweeper revokes those by
     /// grant). Returns how many went.

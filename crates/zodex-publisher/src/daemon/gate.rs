@@ -23,7 +23,25 @@ const HEAD_GRACE: Duration = Duration::from_millis(50);
 /// Bundle-carrying requests one process may have at once: one `git push` sends one bundle.
 pub const BUNDLES_PER_PROCESS: usize = 2;
 
-/// The bounds of one socket.
+/// Who holds a share of a socket: a process on a Unix socket (its pid; 0 for every peer whose
+/// pid the kernel cannot tell, in another pid namespace), or a fleet member on the service's
+/// listener (its name: however many connections a sprite's relay opens, they are one peer).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Peer {
+    Process(i32),
+    Member(String),
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Process(pid) => write!(f, "process {pid}"),
+            Peer::Member(name) => f.write_str(name),
+        }
+    }
+}
+
+/// The bounds of one socket (per peer: see [`Peer`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
     pub connections: usize,
@@ -36,9 +54,9 @@ pub struct Bounds {
 #[derive(Debug, Default)]
 struct Held {
     connections: usize,
-    connections_by_pid: HashMap<i32, usize>,
+    connections_by_peer: HashMap<Peer, usize>,
     bundles: usize,
-    bundles_by_pid: HashMap<i32, usize>,
+    bundles_by_peer: HashMap<Peer, usize>,
     spooled: u64,
     next_id: u64,
     /// Connections still waiting for their request head, oldest first.
@@ -49,7 +67,7 @@ struct Held {
 
 #[derive(Debug)]
 struct Heading {
-    pid: i32,
+    peer: Peer,
     since: Instant,
     evict: Arc<Notify>,
 }
@@ -69,17 +87,17 @@ pub enum Busy {
     )]
     Connections(usize),
     #[error(
-        "zodex-prd is busy: process {pid} already has {limit} requests open on this socket, the limit per process; let them finish and try again"
+        "zodex-prd is busy: {peer} already has {limit} requests open on this socket, the limit per peer; let them finish and try again"
     )]
-    ProcessConnections { pid: i32, limit: usize },
+    PeerConnections { peer: Peer, limit: usize },
     #[error(
         "zodex-prd is busy: {0} pushes or publishes are being received or handled, its limit; try again in a few seconds"
     )]
     Bundles(usize),
     #[error(
-        "zodex-prd is busy: process {pid} already has {limit} pushes or publishes in progress, the limit per process; let them finish and try again"
+        "zodex-prd is busy: {peer} already has {limit} pushes or publishes in progress, the limit per peer; let them finish and try again"
     )]
-    ProcessBundles { pid: i32, limit: usize },
+    PeerBundles { peer: Peer, limit: usize },
     #[error(
         "zodex-prd is busy: {held} of its {budget} bytes for bundles being received are in use and this bundle declares {want}; try again in a few seconds"
     )]
@@ -114,13 +132,13 @@ impl Gate {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A connection of process `pid` (a peer already allowed on the socket).
-    pub fn connection(self: &Arc<Self>, pid: i32) -> Result<ConnectionSlot, Busy> {
+    /// A connection of `peer` (already allowed on the socket).
+    pub fn connection(self: &Arc<Self>, peer: Peer) -> Result<ConnectionSlot, Busy> {
         let mut held = self.held();
-        let of_pid = held.connections_by_pid.get(&pid).copied().unwrap_or(0);
-        if of_pid >= self.bounds.connections_per_process {
-            return Err(Busy::ProcessConnections {
-                pid,
+        let of_peer = held.connections_by_peer.get(&peer).copied().unwrap_or(0);
+        if of_peer >= self.bounds.connections_per_process {
+            return Err(Busy::PeerConnections {
+                peer,
                 limit: self.bounds.connections_per_process,
             });
         }
@@ -128,21 +146,21 @@ impl Gate {
             return Err(Busy::Connections(self.bounds.connections));
         }
         held.connections += 1;
-        *held.connections_by_pid.entry(pid).or_default() += 1;
+        *held.connections_by_peer.entry(peer.clone()).or_default() += 1;
         let id = held.next_id;
         held.next_id += 1;
         let evict = Arc::new(Notify::new());
         held.heading.insert(
             id,
             Heading {
-                pid,
+                peer: peer.clone(),
                 since: Instant::now(),
                 evict: evict.clone(),
             },
         );
         Ok(ConnectionSlot {
             gate: self.clone(),
-            pid,
+            peer,
             id,
             evict,
         })
@@ -150,12 +168,12 @@ impl Gate {
 
     /// A bundle-carrying request on the connection `slot`.
     pub fn bundle(self: &Arc<Self>, slot: &ConnectionSlot) -> Result<BundleSlot, Busy> {
-        let pid = slot.pid;
+        let peer = &slot.peer;
         let mut held = self.held();
-        let of_pid = held.bundles_by_pid.get(&pid).copied().unwrap_or(0);
-        if of_pid >= self.bounds.bundles_per_process {
-            return Err(Busy::ProcessBundles {
-                pid,
+        let of_peer = held.bundles_by_peer.get(peer).copied().unwrap_or(0);
+        if of_peer >= self.bounds.bundles_per_process {
+            return Err(Busy::PeerBundles {
+                peer: peer.clone(),
                 limit: self.bounds.bundles_per_process,
             });
         }
@@ -163,10 +181,10 @@ impl Gate {
             return Err(Busy::Bundles(self.bounds.bundles));
         }
         held.bundles += 1;
-        *held.bundles_by_pid.entry(pid).or_default() += 1;
+        *held.bundles_by_peer.entry(peer.clone()).or_default() += 1;
         Ok(BundleSlot {
             gate: self.clone(),
-            pid,
+            peer: peer.clone(),
         })
     }
 
@@ -204,7 +222,7 @@ impl Held {
         }
         let oldest = self.heading.remove(&id).expect("just seen");
         self.connections -= 1;
-        release(&mut self.connections_by_pid, oldest.pid);
+        release(&mut self.connections_by_peer, &oldest.peer);
         self.evicted.insert(id);
         // A stored permit: the connection's task sees it even if it is not waiting yet.
         oldest.evict.notify_one();
@@ -212,11 +230,11 @@ impl Held {
     }
 }
 
-fn release(map: &mut HashMap<i32, usize>, pid: i32) {
-    if let Some(n) = map.get_mut(&pid) {
+fn release(map: &mut HashMap<Peer, usize>, peer: &Peer) {
+    if let Some(n) = map.get_mut(peer) {
         *n -= 1;
         if *n == 0 {
-            map.remove(&pid);
+            map.remove(peer);
         }
     }
 }
@@ -225,12 +243,17 @@ fn release(map: &mut HashMap<i32, usize>, pid: i32) {
 #[derive(Debug)]
 pub struct ConnectionSlot {
     gate: Arc<Gate>,
-    pid: i32,
+    peer: Peer,
     id: u64,
     evict: Arc<Notify>,
 }
 
 impl ConnectionSlot {
+    /// Who holds this connection.
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
     /// The request head has arrived: this connection is no longer dropped to make room.
     pub fn headed(&self) {
         self.gate.held().heading.remove(&self.id);
@@ -250,7 +273,7 @@ impl Drop for ConnectionSlot {
             return;
         }
         held.connections -= 1;
-        release(&mut held.connections_by_pid, self.pid);
+        release(&mut held.connections_by_peer, &self.peer);
     }
 }
 
@@ -258,14 +281,14 @@ impl Drop for ConnectionSlot {
 #[derive(Debug)]
 pub struct BundleSlot {
     gate: Arc<Gate>,
-    pid: i32,
+    peer: Peer,
 }
 
 impl Drop for BundleSlot {
     fn drop(&mut self) {
         let mut held = self.gate.held();
         held.bundles -= 1;
-        release(&mut held.bundles_by_pid, self.pid);
+        release(&mut held.bundles_by_peer, &self.peer);
     }
 }
 
@@ -324,31 +347,40 @@ mod tests {
     #[test]
     fn connections_are_bounded_per_process_and_in_all_and_given_back() {
         let gate = gate();
-        let a1 = gate.connection(10).unwrap();
-        let _a2 = gate.connection(10).unwrap();
+        let a1 = gate.connection(Peer::Process(10)).unwrap();
+        let _a2 = gate.connection(Peer::Process(10)).unwrap();
         assert_eq!(
-            gate.connection(10).unwrap_err(),
-            Busy::ProcessConnections { pid: 10, limit: 2 }
+            gate.connection(Peer::Process(10)).unwrap_err(),
+            Busy::PeerConnections {
+                peer: Peer::Process(10),
+                limit: 2
+            }
         );
-        let _b1 = gate.connection(11).unwrap();
-        assert_eq!(gate.connection(12).unwrap_err(), Busy::Connections(3));
+        let _b1 = gate.connection(Peer::Process(11)).unwrap();
+        assert_eq!(
+            gate.connection(Peer::Process(12)).unwrap_err(),
+            Busy::Connections(3)
+        );
         drop(a1);
-        let _a3 = gate.connection(10).unwrap();
-        assert!(gate.held().connections_by_pid.len() == 2);
+        let _a3 = gate.connection(Peer::Process(10)).unwrap();
+        assert!(gate.held().connections_by_peer.len() == 2);
     }
 
     #[tokio::test]
     async fn a_stalled_connection_makes_room_for_a_new_one_but_a_fresh_one_does_not() {
         let gate = gate();
-        let a = gate.connection(10).unwrap();
-        let b = gate.connection(11).unwrap();
+        let a = gate.connection(Peer::Process(10)).unwrap();
+        let b = gate.connection(Peer::Process(11)).unwrap();
         b.headed();
-        let _c = gate.connection(12).unwrap();
+        let _c = gate.connection(Peer::Process(12)).unwrap();
         // All three are taken and `c` is younger than the grace: busy.
-        assert_eq!(gate.connection(13).unwrap_err(), Busy::Connections(3));
+        assert_eq!(
+            gate.connection(Peer::Process(13)).unwrap_err(),
+            Busy::Connections(3)
+        );
         std::thread::sleep(HEAD_GRACE * 2);
         // `a` (oldest, no head yet) is dropped for the newcomer; `b` sent its head and stays.
-        let _d = gate.connection(13).unwrap();
+        let _d = gate.connection(Peer::Process(13)).unwrap();
         tokio::time::timeout(Duration::from_secs(1), a.evicted())
             .await
             .expect("the stalled connection is told");
@@ -359,7 +391,12 @@ mod tests {
             3,
             "an evicted slot gives nothing back twice"
         );
-        assert!(!gate.held().connections_by_pid.contains_key(&10));
+        assert!(
+            !gate
+                .held()
+                .connections_by_peer
+                .contains_key(&Peer::Process(10))
+        );
         drop(b);
         assert_eq!(gate.held().connections, 2);
     }
@@ -367,15 +404,18 @@ mod tests {
     #[test]
     fn bundles_are_bounded_per_process_and_in_all() {
         let gate = gate();
-        let a = gate.connection(10).unwrap();
-        let a2 = gate.connection(10).unwrap();
-        let b = gate.connection(11).unwrap();
-        let c = gate.connection(12).unwrap_err();
+        let a = gate.connection(Peer::Process(10)).unwrap();
+        let a2 = gate.connection(Peer::Process(10)).unwrap();
+        let b = gate.connection(Peer::Process(11)).unwrap();
+        let c = gate.connection(Peer::Process(12)).unwrap_err();
         assert_eq!(c, Busy::Connections(3));
         let held = gate.bundle(&a).unwrap();
         assert_eq!(
             gate.bundle(&a2).unwrap_err(),
-            Busy::ProcessBundles { pid: 10, limit: 1 }
+            Busy::PeerBundles {
+                peer: Peer::Process(10),
+                limit: 1
+            }
         );
         let _other = gate.bundle(&b).unwrap();
         drop(held);

@@ -1,8 +1,7 @@
 //! An agent request's head: the fixed header and the JSON metadata it announces, read before
 //! anything else of the request.
 
-use tokio::io::AsyncReadExt;
-use tokio::net::UnixStream;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use zodex_protocol::{AGENT_HEADER_LEN, AgentHeader, AgentRequest, HeaderError};
 
 /// Why an agent request's head was refused (answered as a usage error; nothing was done).
@@ -24,7 +23,9 @@ pub enum HeadError {
 
 /// Reads the fixed header and the metadata it announces (memory grows only with the bytes that
 /// actually arrive).
-pub async fn read_head(stream: &mut UnixStream) -> Result<(AgentHeader, AgentRequest), HeadError> {
+pub async fn read_head(
+    stream: &mut (impl AsyncRead + Unpin),
+) -> Result<(AgentHeader, AgentRequest), HeadError> {
     let mut header = [0u8; AGENT_HEADER_LEN];
     stream
         .read_exact(&mut header)

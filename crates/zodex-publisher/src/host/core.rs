@@ -82,14 +82,16 @@ impl Core {
         })
     }
 
-    /// How the policies would decide the agent's `ask` at `now` (nothing recorded).
-    pub async fn explain_agent(
+    /// How the policies would decide `agent`'s `ask` at `now` (nothing recorded).
+    pub async fn explain_for(
         self: &Arc<Self>,
+        agent: &Principal,
         ask: Ask,
         now: i64,
     ) -> Result<(Decision, Option<Denial>), Failure> {
+        let agent = agent.clone();
         Ok(self
-            .stored(move |a, s| a.explain(s, &Principal::Agent, &ask, now))
+            .stored(move |a, s| a.explain(s, &agent, &ask, now))
             .await?)
     }
 }

@@ -109,20 +109,24 @@ impl Credentials {
         Ok(minted)
     }
 
-    /// `zodex-agent credential get`: a one-repository token for git.
-    pub async fn credential(&self, host: &str, path: &str) -> Result<CredentialGrant, Failure> {
+    /// `zodex-agent credential get`: a one-repository token for git, served to `agent` only.
+    pub async fn credential(
+        &self,
+        agent: &Principal,
+        host: &str,
+        path: &str,
+    ) -> Result<CredentialGrant, Failure> {
         let github = self.github_for(host)?;
         let repo = Self::credential_repo(path)?;
-        let key = repo.key();
+        let key = served_key(agent, &repo);
         let now = self.core.now();
         self.core
             .ensure_coverage(github, &repo, now)
             .await
             .map_err(|f| f.upstream_then("no token was handed out"))?;
-        let agent = Principal::Agent;
 
         // A `--via token` grant: a write token whose life is cut to the grant.
-        if let Some(write) = self.write_credential(github, &repo).await? {
+        if let Some(write) = self.write_credential(agent, github, &repo).await? {
             return Ok(write);
         }
 
@@ -133,7 +137,7 @@ impl Credentials {
             .get(&key)
             .filter(|c| c.kind == Kind::Read && c.fresh(now))
         {
-            let (decision, denial) = self.core.explain_agent(read_ask.clone(), now).await?;
+            let (decision, denial) = self.core.explain_for(agent, read_ask.clone(), now).await?;
             if decision.allowed {
                 return Ok(grant_of(&cached));
             }
@@ -142,19 +146,20 @@ impl Credentials {
                 .map(|d| AuthorityError::Denied(d).into())
                 .unwrap_or_else(|| Failure::new(ErrorKind::Denied, "Read denied")));
         }
+        let principal = agent.clone();
         let (decision, audit_id) = self
             .core
             .stored(move |a, s| {
-                a.decide_audited(s, &agent, &read_ask, now, |event| {
+                a.decide_audited(s, &principal, &read_ask, now, |event| {
                     event.detail = Some(serde_json::json!({ "token": "read" }));
                 })
             })
             .await?;
         if !decision.allowed {
-            return Err(Failure::denied(&decision, &repo));
+            return Err(Failure::denied(&decision, &repo, agent));
         }
-        self.mint_and_cache(github, &repo, TokenUse::Read, None, audit_id, now)
-            .await
+        let minted = (TokenUse::Read, None, audit_id);
+        self.mint_and_cache(github, &key, &repo, minted, now).await
     }
 
     /// The write token of a `--via token` grant on `repo`, or `None` when no such grant stands
@@ -163,14 +168,15 @@ impl Credentials {
     /// revoked at once (the sweeper would do it too: it is recorded under that grant).
     async fn write_credential(
         &self,
+        agent: &Principal,
         github: &GitHub,
         repo: &RepoName,
     ) -> Result<Option<CredentialGrant>, Failure> {
-        let key = repo.key();
+        let key = served_key(agent, repo);
         let _issuing = self.tokens.issuing(&key).await;
         let now = self.core.now();
         let write_ask = Ask::IssueWriteToken { repo: repo.clone() };
-        let (write, _) = self.core.explain_agent(write_ask.clone(), now).await?;
+        let (write, _) = self.core.explain_for(agent, write_ask.clone(), now).await?;
         if !write.allowed {
             return Ok(None);
         }
@@ -185,11 +191,11 @@ impl Credentials {
             let end = self.grant(write.grant_id).await?.and_then(|g| g.expires_at);
             return Ok(Some(ending_by(grant_of(&cached), end)));
         }
-        let asked = write_ask.clone();
+        let (asked, principal) = (write_ask.clone(), agent.clone());
         let (decision, audit_id) = self
             .core
             .stored(move |a, s| {
-                a.decide_audited(s, &Principal::Agent, &asked, now, |event| {
+                a.decide_audited(s, &principal, &asked, now, |event| {
                     event.detail =
                         Some(serde_json::json!({ "token": "write", "grant": write.grant_id }));
                 })
@@ -206,12 +212,12 @@ impl Credentials {
             workflows: allow_workflows,
         };
         let answer = self
-            .mint_and_cache(github, repo, token_use, grant_id, audit_id, now)
+            .mint_and_cache(github, &key, repo, (token_use, grant_id, audit_id), now)
             .await?;
 
         // Minting took a while: the grant may have ended meanwhile.
         let later = self.core.now();
-        let (still, _) = self.core.explain_agent(write_ask, later).await?;
+        let (still, _) = self.core.explain_for(agent, write_ask, later).await?;
         if still.allowed && still.grant_id == grant_id {
             return Ok(Some(ending_by(answer, ends)));
         }
@@ -236,13 +242,14 @@ impl Credentials {
         ))
     }
 
+    /// Mints `repo`'s token (its use, grant and audit row) and serves it under `key` (see
+    /// [`served_key`]); a write token it replaces is revoked.
     async fn mint_and_cache(
         &self,
         github: &GitHub,
+        key: &str,
         repo: &RepoName,
-        token_use: TokenUse,
-        grant_id: Option<i64>,
-        audit_id: i64,
+        (token_use, grant_id, audit_id): (TokenUse, Option<i64>, i64),
         now: i64,
     ) -> Result<CredentialGrant, Failure> {
         let minted = self
@@ -260,7 +267,7 @@ impl Credentials {
             grant_id,
         };
         let answer = grant_of(&cached);
-        if let Some(old) = self.tokens.agent.put(&repo.key(), cached)
+        if let Some(old) = self.tokens.agent.put(key, cached)
             && old.kind == Kind::Write
         {
             self.revoke_write(github, &old.token, now).await;
@@ -292,10 +299,15 @@ impl Credentials {
 
     /// `zodex-agent credential erase`: forgets the repository's token; a write token is also
     /// revoked at GitHub.
-    pub async fn credential_erase(&self, host: &str, path: &str) -> Result<Response, Failure> {
+    pub async fn credential_erase(
+        &self,
+        agent: &Principal,
+        host: &str,
+        path: &str,
+    ) -> Result<Response, Failure> {
         let github = self.github_for(host)?;
         let repo = Self::credential_repo(path)?;
-        let removed = self.tokens.agent.remove(&repo.key());
+        let removed = self.tokens.agent.remove(&served_key(agent, &repo));
         if let Some(cached) = &removed
             && cached.kind == Kind::Write
         {
@@ -379,7 +391,7 @@ impl Credentials {
             })
             .await?;
         if !decision.allowed {
-            return Err(Failure::denied(&decision, repo));
+            return Err(Failure::denied(&decision, repo, &Principal::Agent));
         }
         let minted = self
             .mint_recorded(github, repo, TokenUse::Read, None, Some(audit_id), now)
@@ -479,6 +491,16 @@ impl Credentials {
 }
 
 /// `answer` with its expiry cut to `end` (a grant's end) when that comes first.
+/// Where a token served to `agent` for `repo` is kept: the repository's key for the single
+/// sprite's agent; in a fleet, the sprite's name before it, so a token minted for one sprite
+/// (under its grant) is never served to another.
+fn served_key(agent: &Principal, repo: &RepoName) -> String {
+    match agent {
+        Principal::Sprite(sprite) => format!("sprite:{}/{}", sprite.name, repo.key()),
+        _ => repo.key(),
+    }
+}
+
 fn ending_by(mut answer: CredentialGrant, end: Option<i64>) -> CredentialGrant {
     if let Some(end) = end {
         answer.password_expiry_utc = answer.password_expiry_utc.min(end);

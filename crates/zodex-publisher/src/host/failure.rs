@@ -40,11 +40,15 @@ impl Failure {
 
 impl Failure {
     /// The agent's request was decided and refused: the policies and the unblocking command.
-    pub(super) fn denied(decision: &zodex_engine::Decision, repo: &RepoName) -> Self {
+    pub(super) fn denied(
+        decision: &zodex_engine::Decision,
+        repo: &RepoName,
+        agent: &Principal,
+    ) -> Self {
         AuthorityError::Denied(zodex_engine::authority::Denial::from_decision(
             decision,
             Some(repo),
-            &Principal::Agent,
+            agent,
         ))
         .into()
     }

@@ -97,3 +97,98 @@ fn fleet_role(role: MemberRole) -> zodex_fleet::Role {
         MemberRole::Operator => zodex_fleet::Role::Operator,
     }
 }
+
+impl Host {
+    /// The fleet's service side, when `[fleet]` is set.
+    pub fn fleet(&self) -> Option<&std::sync::Arc<crate::fleet::FleetService>> {
+        self.fleet.as_ref()
+    }
+
+    /// Whether the member a verified client certificate names is enrolled with the key it
+    /// certifies, now (asked for every connection: a member removed a moment ago is refused
+    /// at its next request). A sprite comes back as the principal its requests are decided
+    /// for, with its labels; an operator by its name. `Err` is the answer to send.
+    pub async fn admit_member(
+        self: &std::sync::Arc<Self>,
+        identity: &zodex_fleet::Identity,
+        key_sha256: String,
+    ) -> Result<Principal, Response> {
+        let role = match identity.role {
+            zodex_fleet::Role::Sprite => MemberRole::Sprite,
+            zodex_fleet::Role::Operator => MemberRole::Operator,
+            zodex_fleet::Role::Service => {
+                return Err(Failure::new(
+                    ErrorKind::Forbidden,
+                    "a service certificate does not name a member",
+                )
+                .into_response());
+            }
+        };
+        let name = MemberName::parse(identity.name.as_str())
+            .map_err(|e| Failure::new(ErrorKind::Forbidden, e.to_string()).into_response())?;
+        let now = self.now();
+        let admitted = self
+            .core
+            .stored(move |a, s| a.admit_member(s, role, &name, &key_sha256, now))
+            .await;
+        match admitted {
+            Ok(Ok(member)) => Ok(match role {
+                MemberRole::Sprite => Principal::Sprite((&member).into()),
+                MemberRole::Operator => Principal::Operator(member.name.to_string()),
+            }),
+            Ok(Err(refused)) => {
+                Err(Failure::new(ErrorKind::Forbidden, refused.to_string()).into_response())
+            }
+            Err(e) => Err(Failure::from(e).into_response()),
+        }
+    }
+
+    /// A new certificate for the fleet sprite `agent` (its relay asks before its own expires):
+    /// `request_pem` must ask for the sprite's own identity and be signed with the key it
+    /// enrolled with. Signed first, handed out only once the renewal is audited.
+    pub(super) async fn renew_certificate(
+        self: &std::sync::Arc<Self>,
+        agent: &Principal,
+        request_pem: String,
+    ) -> Result<Response, Failure> {
+        let (Some(fleet), Some(sprite)) = (self.fleet.clone(), agent.sprite()) else {
+            return Err(Failure::usage(
+                "only a fleet sprite's relay renews a certificate, over its own connection to the fleet's service",
+            ));
+        };
+        let key_sha256 = zodex_fleet::request_key_sha256(&request_pem)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        let (identity, certificate_pem) = fleet
+            .sign(
+                zodex_fleet::Role::Sprite,
+                sprite.name.as_str(),
+                &request_pem,
+            )
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        let (principal, now) = (agent.clone(), self.now());
+        let renewed = self
+            .core
+            .stored(move |a, s| a.renew_member(s, &principal, &key_sha256, now))
+            .await?;
+        if let Err(refused) = renewed {
+            return Err(Failure::new(ErrorKind::Forbidden, refused.to_string()));
+        }
+        Ok(Response::ok(serde_json::json!({
+            "certificate_pem": certificate_pem,
+            "ca_pem": fleet.ca_pem(),
+            "identity": identity.uri(),
+        })))
+    }
+
+    /// Audits a connection refused in its handshake (rate-bounded by the caller).
+    pub async fn refuse_connection(self: &std::sync::Arc<Self>, peer: String, why: String) {
+        let now = self.now();
+        let audited = self
+            .core
+            .stored(move |a, s| a.refuse_connection(s, &peer, &why, now))
+            .await;
+        if let Err(e) = audited {
+            tracing::error!(error = %e, "auditing a refused fleet connection failed");
+        }
+    }
+}

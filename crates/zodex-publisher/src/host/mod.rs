@@ -276,7 +276,7 @@ impl Host {
             AgentRequest::Credential { host, path } => {
                 return self
                     .credentials
-                    .credential(&host, &path)
+                    .credential(&agent, &host, &path)
                     .await
                     .map(Response::ok)
                     .unwrap_or_else(Failure::into_response);
@@ -284,7 +284,7 @@ impl Host {
             AgentRequest::CredentialErase { host, path } => {
                 return self
                     .credentials
-                    .credential_erase(&host, &path)
+                    .credential_erase(&agent, &host, &path)
                     .await
                     .unwrap_or_else(Failure::into_response);
             }
@@ -299,6 +299,12 @@ impl Host {
             AgentRequest::Push { .. } | AgentRequest::PublishPr { .. } => {
                 return Failure::usage("pushes and publishes go through the daemon's bundle path")
                     .into_response();
+            }
+            AgentRequest::FleetRenew { request_pem } => {
+                return self
+                    .renew_certificate(&agent, request_pem)
+                    .await
+                    .unwrap_or_else(Failure::into_response);
             }
             AgentRequest::McpOauth(request) => {
                 return match &self.oauth {
@@ -353,7 +359,8 @@ impl Host {
                 | AgentRequest::ListRefs { .. }
                 | AgentRequest::Push { .. }
                 | AgentRequest::PublishPr { .. }
-                | AgentRequest::McpOauth(_) => unreachable!("handled above"),
+                | AgentRequest::McpOauth(_)
+                | AgentRequest::FleetRenew { .. } => unreachable!("handled above"),
             })
         });
         result.await.unwrap_or_else(Failure::into_response)

@@ -58,16 +58,18 @@ impl Pipeline {
     /// read. `Err` is the answer to send at once.
     pub async fn admit(
         self: &Arc<Self>,
+        agent: &Principal,
         request: &AgentRequest,
         bundle_len: u64,
     ) -> Result<Admission, Box<Response>> {
-        self.admit_inner(request, bundle_len)
+        self.admit_inner(agent, request, bundle_len)
             .await
             .map_err(|f| Box::new(f.into_response()))
     }
 
     async fn admit_inner(
         self: &Arc<Self>,
+        agent: &Principal,
         request: &AgentRequest,
         bundle_len: u64,
     ) -> Result<Admission, Failure> {
@@ -82,7 +84,7 @@ impl Pipeline {
                 self.core
                     .ensure_coverage(self.core.github()?, &repo, now)
                     .await?;
-                let mut admission = Admission::default();
+                let mut admission = Admission::of(agent.clone());
                 for update in updates {
                     // The most permissive reading of the update (its ref names were parsed
                     // with the request): anything refused now is refused whatever the bundle
@@ -96,12 +98,13 @@ impl Pipeline {
                         },
                         bundle_bytes: bytes,
                     };
-                    let (decision, denial) = self.core.explain_agent(ask.clone(), now).await?;
+                    let (decision, denial) = self.core.explain_for(agent, ask.clone(), now).await?;
                     if let Some(denial) = denial.filter(|_| !decision.allowed) {
                         let (dst, new) = (update.dst.to_string(), update.new);
+                        let agent = agent.clone();
                         self.core
                             .stored(move |a, s| {
-                                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                                a.decide_audited(s, &agent, &ask, now, |e| {
                                     e.ref_name = Some(dst);
                                     e.new_oid = new.map(|n| n.to_string());
                                     e.bundle_bytes = Some(bytes);
@@ -138,19 +141,20 @@ impl Pipeline {
                     .ensure_coverage(self.core.github()?, &repo, now)
                     .await?;
                 let ask = pr::publish_ask(&repo, bytes, title, body, *draft, false);
-                let (ask, decision) = self.explain_publish(ask, now).await?;
+                let (ask, decision) = self.explain_publish(agent, ask, now).await?;
                 if !decision.allowed {
+                    let principal = agent.clone();
                     let (decision, _) = self
                         .core
                         .stored(move |a, s| {
-                            a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                            a.decide_audited(s, &principal, &ask, now, |e| {
                                 e.bundle_bytes = Some(bytes);
                             })
                         })
                         .await?;
-                    return Err(Failure::denied(&decision, &repo));
+                    return Err(Failure::denied(&decision, &repo, agent));
                 }
-                Ok(Admission::default())
+                Ok(Admission::of(agent.clone()))
             }
             _ => Err(Failure::usage("this request carries no bundle")),
         }
@@ -192,6 +196,7 @@ impl Pipeline {
                 head,
             } => self
                 .publish_pr(
+                    &admission.principal,
                     &repo,
                     pr::PrRequest {
                         title,

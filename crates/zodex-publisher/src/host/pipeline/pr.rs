@@ -40,16 +40,17 @@ impl Pipeline {
     /// draft would pass (a policy may require drafts). Returns the ask to go on with.
     pub(super) async fn explain_publish(
         self: &Arc<Self>,
+        agent: &Principal,
         ask: Ask,
         now: i64,
     ) -> Result<(Ask, zodex_engine::Decision), Failure> {
-        let (decision, _) = self.core.explain_agent(ask.clone(), now).await?;
+        let (decision, _) = self.core.explain_for(agent, ask.clone(), now).await?;
         if let (false, Ask::PublishPr { draft: false, .. }) = (decision.allowed, &ask) {
             let mut as_draft = ask.clone();
             if let Ask::PublishPr { draft, .. } = &mut as_draft {
                 *draft = true;
             }
-            let (draft_decision, _) = self.core.explain_agent(as_draft.clone(), now).await?;
+            let (draft_decision, _) = self.core.explain_for(agent, as_draft.clone(), now).await?;
             if draft_decision.allowed {
                 return Ok((as_draft, draft_decision));
             }
@@ -59,6 +60,7 @@ impl Pipeline {
 
     pub(super) async fn publish_pr(
         self: &Arc<Self>,
+        agent: &Principal,
         repo: &str,
         pr: PrRequest,
         bundle: Option<Arc<Spooled>>,
@@ -125,7 +127,7 @@ impl Pipeline {
         }
 
         let (draft, audit_id) = self
-            .decide_publication(&repo, &pr, &bundle, (&facts, &base), now)
+            .decide_publication(agent, &repo, &pr, &bundle, (&facts, &base), now)
             .await?;
 
         if let Some(p) = &earlier
@@ -240,6 +242,7 @@ impl Pipeline {
     /// `Ok` carries whether it is a draft and its audit row.
     async fn decide_publication(
         self: &Arc<Self>,
+        agent: &Principal,
         repo: &RepoName,
         pr: &PrRequest,
         bundle: &Spooled,
@@ -255,15 +258,16 @@ impl Pipeline {
             pr.draft,
             facts.touches_workflows,
         );
-        let (ask, _) = self.explain_publish(asked, now).await?;
+        let (ask, _) = self.explain_publish(agent, asked, now).await?;
         let draft = matches!(ask, Ask::PublishPr { draft: true, .. });
         let audited = (pr.head.clone(), bundle.sha256.clone(), base.to_string());
         let (touches_workflows, new_commits) = (facts.touches_workflows, facts.new_commits);
+        let principal = agent.clone();
         let (decision, audit_id) = self
             .core
             .stored(move |a, s| {
                 let (head, sha256, base) = audited;
-                a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                a.decide_audited(s, &principal, &ask, now, |e| {
                     e.new_oid = Some(head);
                     e.bundle_bytes = Some(bytes);
                     e.bundle_sha256 = Some(sha256);
@@ -277,7 +281,7 @@ impl Pipeline {
             })
             .await?;
         if !decision.allowed {
-            return Err(Failure::denied(&decision, repo));
+            return Err(Failure::denied(&decision, repo, agent));
         }
         Ok((draft, audit_id))
     }

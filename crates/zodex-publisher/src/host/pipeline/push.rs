@@ -20,7 +20,7 @@ use crate::publish::{Quarantine, SharedQuarantine, Spooled};
 use std::sync::Arc;
 use zodex_engine::ledger;
 use zodex_engine::store::AuditEntry;
-use zodex_engine::{Ask, ChangeFacts, ObjectId, Outcome, Principal, RefChange, RefUpdate};
+use zodex_engine::{Ask, ChangeFacts, ObjectId, Outcome, RefChange, RefUpdate};
 use zodex_protocol::{PushOutcome, PushUpdate, RefResult};
 
 impl Pipeline {
@@ -39,7 +39,7 @@ impl Pipeline {
         let bytes = bundle
             .as_ref()
             .map_or(0, |b| i64::try_from(b.len).unwrap_or(i64::MAX));
-        let at = locked.decided_at(bytes, self.core.now());
+        let at = locked.decided_at(&admission.principal, bytes, self.core.now());
         let (quarantine, decided) = self
             .import_and_decide(&at, updates, admission, bundle, &mut locked.clock)
             .await?;
@@ -443,7 +443,7 @@ impl Pipeline {
             bundle_bytes: bytes,
         };
         let decided = self.core.with_store(|a, s| {
-            a.decide_audited(s, &Principal::Agent, &ask, now, |e: &mut AuditEntry| {
+            a.decide_audited(s, &at.principal, &ask, now, |e: &mut AuditEntry| {
                 e.ref_name = Some(update.dst.to_string());
                 e.old_oid = old.map(|old| old.to_string());
                 e.new_oid = update.new.map(|new| new.to_string());
@@ -461,7 +461,7 @@ impl Pipeline {
             let denial = zodex_engine::authority::Denial::from_decision(
                 &decision,
                 Some(repo),
-                &Principal::Agent,
+                &at.principal,
             );
             return Err(refused(&update.dst, denial));
         }

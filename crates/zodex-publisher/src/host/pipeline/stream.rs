@@ -181,7 +181,7 @@ impl Pipeline {
             }
             None => (self.lock_mirror(repo).await?, None),
         };
-        let base = locked.decided_at(0, now);
+        let base = locked.decided_at(&admission.principal, 0, now);
         let pack = pack.take();
         let opening = async {
             let pack = match (early, pack) {

@@ -8,7 +8,7 @@ use crate::github::GitHub;
 use crate::publish::upload::RefOutcomes;
 use std::collections::HashMap;
 use std::sync::Arc;
-use zodex_engine::{RefChange, RefName, RepoName};
+use zodex_engine::{Principal, RefChange, RefName, RepoName};
 use zodex_protocol::RefResult;
 
 /// How git asked for the push.
@@ -18,10 +18,11 @@ pub(in crate::host) struct PushMode {
     pub dry_run: bool,
 }
 
-/// What a push's updates were decided against: the repository, its mirror (GitHub's refs as
-/// fetched), the bundle's size and the time of the decisions.
+/// What a push's updates were decided against: who asked, the repository, its mirror (GitHub's
+/// refs as fetched), the bundle's size and the time of the decisions.
 #[derive(Clone)]
 pub(in crate::host) struct DecidedAt {
+    pub principal: Principal,
     pub github: Arc<GitHub>,
     pub repo: RepoName,
     pub mirror: Arc<OpenMirror>,
@@ -41,8 +42,9 @@ pub(in crate::host) struct LockedMirror {
 
 impl LockedMirror {
     /// The ground of decisions taken now on a bundle of `bytes`.
-    pub fn decided_at(&self, bytes: i64, now: i64) -> DecidedAt {
+    pub fn decided_at(&self, principal: &Principal, bytes: i64, now: i64) -> DecidedAt {
         DecidedAt {
+            principal: principal.clone(),
             github: self.github.clone(),
             repo: self.repo.clone(),
             mirror: self.mirror.clone(),
@@ -52,13 +54,24 @@ impl LockedMirror {
     }
 }
 
-/// What [`Pipeline::admit`](super::Pipeline::admit) decided before the body: refs already refused (with their answer).
-#[derive(Debug, Default)]
+/// What [`Pipeline::admit`](super::Pipeline::admit) decided before the body: who asked (the
+/// principal every later decision of the request is taken for: the sprite a fleet connection
+/// was admitted as, or the single sprite's agent) and the refs already refused (with their
+/// answer).
+#[derive(Debug)]
 pub struct Admission {
+    pub(super) principal: Principal,
     pub(super) refused: HashMap<RefName, RefResult>,
 }
 
 impl Admission {
+    pub(super) fn of(principal: Principal) -> Self {
+        Self {
+            principal,
+            refused: HashMap::new(),
+        }
+    }
+
     /// Whether no update was refused before the body.
     pub(in crate::host) fn refused_none(&self) -> bool {
         self.refused.is_empty()

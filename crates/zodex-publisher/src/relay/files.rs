@@ -1,0 +1,260 @@
+//! A fleet sprite's own files: its private key (made here, never sent), its certificate and
+//! the fleet's CA.
+
+use super::RelayError;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use tokio_rustls::TlsConnector;
+use zodex_fleet::{Identity, MemberKey, Name, Role};
+
+/// The sprite's fleet files, read and checked: its key is its own (0600, this user's).
+pub struct SpriteFiles {
+    pub key_pem: String,
+    pub cert_pem: String,
+    pub ca_pem: String,
+}
+
+impl std::fmt::Debug for SpriteFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SpriteFiles(..)")
+    }
+}
+
+impl SpriteFiles {
+    pub const KEY: &'static str = "key.pem";
+    pub const CERT: &'static str = "cert.pem";
+    pub const CA: &'static str = "ca.pem";
+
+    pub fn read(dir: &Path) -> Result<SpriteFiles, RelayError> {
+        let read = |file: &str| {
+            let path = dir.join(file);
+            std::fs::read_to_string(&path).map_err(|source| RelayError::Read { path, source })
+        };
+        check_private(&dir.join(Self::KEY))?;
+        Ok(SpriteFiles {
+            key_pem: read(Self::KEY)?,
+            cert_pem: read(Self::CERT)?,
+            ca_pem: read(Self::CA)?,
+        })
+    }
+
+    pub(super) fn connector(&self, dir: &Path) -> Result<TlsConnector, RelayError> {
+        let config = zodex_fleet::tls::client_config(&self.ca_pem, &self.cert_pem, &self.key_pem)
+            .map_err(|source| RelayError::Fleet {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(TlsConnector::from(config))
+    }
+}
+
+/// Makes the sprite's key in `dir` (mode 0600, the directory 0700) unless one is there, and
+/// returns a certificate request for sprite `sprite` of fleet `fleet` signed with it: what
+/// enrolment sends to the service. The key itself never leaves `dir`.
+pub fn request(dir: &Path, fleet: &str, sprite: &str) -> Result<String, RelayError> {
+    let fleet_err = |source| RelayError::Fleet {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let identity = Identity::new(
+        &Name::parse(fleet).map_err(fleet_err)?,
+        Role::Sprite,
+        &Name::parse(sprite).map_err(fleet_err)?,
+    );
+    let write_err = |source| RelayError::Write {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(write_err)?;
+    let key_path = dir.join(SpriteFiles::KEY);
+    let key = match std::fs::read_to_string(&key_path) {
+        Ok(pem) => {
+            check_private(&key_path)?;
+            MemberKey::from_pem(&pem).map_err(fleet_err)?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = MemberKey::generate().map_err(fleet_err)?;
+            use std::io::Write as _;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&key_path)
+                .and_then(|mut f| f.write_all(key.key_pem().as_bytes()))
+                .map_err(write_err)?;
+            key
+        }
+        Err(source) => {
+            return Err(RelayError::Read {
+                path: key_path,
+                source,
+            });
+        }
+    };
+    key.request_pem(&identity).map_err(fleet_err)
+}
+
+/// A new certificate request for the identity the certificate `cert_pem` names, signed with
+/// the key in `dir` (renewal: same key, same identity).
+pub fn request_for(dir: &Path, cert_pem: &str) -> Result<String, RelayError> {
+    let fleet_err = |source| RelayError::Fleet {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let leaf = zodex_fleet::tls::certificates(cert_pem).map_err(fleet_err)?;
+    let identity = Identity::of_certificate(&leaf[0]).map_err(fleet_err)?;
+    request(dir, identity.fleet.as_str(), identity.name.as_str())
+}
+
+/// Installs the certificate the service signed (and the fleet's CA) in `dir`, after checking
+/// that it certifies the key there: a certificate for another key is refused and nothing is
+/// written. Each file is replaced whole (written beside it, then renamed). Returns the
+/// identity it names.
+pub fn install(dir: &Path, certificate_pem: &str, ca_pem: &str) -> Result<Identity, RelayError> {
+    let fleet_err = |source| RelayError::Fleet {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let key_path = dir.join(SpriteFiles::KEY);
+    check_private(&key_path)?;
+    let key_pem = std::fs::read_to_string(&key_path).map_err(|source| RelayError::Read {
+        path: key_path.clone(),
+        source,
+    })?;
+    let leaf = zodex_fleet::tls::certificates(certificate_pem).map_err(fleet_err)?;
+    let identity = Identity::of_certificate(&leaf[0]).map_err(fleet_err)?;
+    let certified = zodex_fleet::certificate_key_sha256(&leaf[0]).map_err(fleet_err)?;
+    let key = MemberKey::from_pem(&key_pem).map_err(fleet_err)?;
+    let own = zodex_fleet::request_key_sha256(&key.request_pem(&identity).map_err(fleet_err)?)
+        .map_err(fleet_err)?;
+    if certified != own {
+        return Err(fleet_err(zodex_fleet::FleetError::BadCertificate(format!(
+            "it certifies another key than {}; enrol again with this sprite's own request",
+            key_path.display()
+        ))));
+    }
+    // Issued by the CA it came with, valid now, and usable with this key.
+    zodex_fleet::tls::verify_member(ca_pem, certificate_pem).map_err(fleet_err)?;
+    zodex_fleet::tls::client_config(ca_pem, certificate_pem, &key_pem).map_err(fleet_err)?;
+    replace(&dir.join(SpriteFiles::CA), ca_pem)?;
+    replace(&dir.join(SpriteFiles::CERT), certificate_pem)?;
+    Ok(identity)
+}
+
+/// Writes `text` beside `path`, then renames it over `path` (readers see the old file or the
+/// new one, never half of one).
+fn replace(path: &Path, text: &str) -> Result<(), RelayError> {
+    let write_err = |source| RelayError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut staged = tempfile::Builder::new()
+        .prefix(".zodex-")
+        .tempfile_in(dir)
+        .map_err(write_err)?;
+    use std::io::Write as _;
+    staged.write_all(text.as_bytes()).map_err(write_err)?;
+    staged
+        .as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))
+        .map_err(write_err)?;
+    staged.persist(path).map_err(|e| write_err(e.error))?;
+    Ok(())
+}
+
+/// The key file is this user's and nobody else may read it.
+fn check_private(key_path: &Path) -> Result<(), RelayError> {
+    let meta = std::fs::metadata(key_path).map_err(|source| RelayError::Read {
+        path: key_path.to_path_buf(),
+        source,
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(RelayError::Exposed {
+            path: key_path.to_path_buf(),
+            mode,
+        });
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(RelayError::Owner {
+            path: key_path.to_path_buf(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_made_once_and_only_its_own_certificate_is_installed() {
+        let dir = tempfile::tempdir().unwrap();
+        let sprite_dir = dir.path().join("fleet");
+        let fleet = zodex_fleet::Name::parse("acme").unwrap();
+        let ca = zodex_fleet::FleetCa::create(&fleet).unwrap();
+        let who = Identity::new(
+            &fleet,
+            zodex_fleet::Role::Sprite,
+            &zodex_fleet::Name::parse("s1").unwrap(),
+        );
+        let request_pem = request(&sprite_dir, "acme", "s1").unwrap();
+        let key = std::fs::read_to_string(sprite_dir.join("key.pem")).unwrap();
+        let mode = std::fs::metadata(sprite_dir.join("key.pem"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(!request_pem.contains("PRIVATE"));
+        // Asked again, the same key signs the new request.
+        request(&sprite_dir, "acme", "s1").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(sprite_dir.join("key.pem")).unwrap(),
+            key
+        );
+
+        // A certificate for another key is refused and nothing is written.
+        let other = MemberKey::generate().unwrap();
+        let day = std::time::Duration::from_secs(86400);
+        let foreign = ca
+            .issue(&other.request_pem(&who).unwrap(), &who, day)
+            .unwrap();
+        let err = install(&sprite_dir, &foreign, ca.cert_pem()).unwrap_err();
+        assert!(err.to_string().contains("another key"), "{err}");
+        assert!(!sprite_dir.join("cert.pem").exists());
+
+        let own = ca.issue(&request_pem, &who, day).unwrap();
+        assert_eq!(install(&sprite_dir, &own, ca.cert_pem()).unwrap(), who);
+        let files = SpriteFiles::read(&sprite_dir).unwrap();
+        assert_eq!(files.cert_pem, own);
+        // Another CA than the one the certificate chains to is refused.
+        let stranger = zodex_fleet::FleetCa::create(&fleet).unwrap();
+        assert!(install(&sprite_dir, &own, stranger.cert_pem()).is_err());
+        assert_eq!(
+            std::fs::read_to_string(sprite_dir.join("ca.pem")).unwrap(),
+            ca.cert_pem()
+        );
+    }
+
+    #[test]
+    fn a_key_others_can_read_refuses_start() {
+        let dir = tempfile::tempdir().unwrap();
+        for (file, text) in [("key.pem", "k"), ("cert.pem", "c"), ("ca.pem", "a")] {
+            std::fs::write(dir.path().join(file), text).unwrap();
+        }
+        let key = dir.path().join("key.pem");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = SpriteFiles::read(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("chmod 600"), "{err}");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(SpriteFiles::read(dir.path()).unwrap().cert_pem, "c");
+    }
+}

@@ -1,0 +1,183 @@
+//! `zodex-prd relay`: a fleet sprite's publisher side. It serves the agent socket exactly as
+//! `zodex-prd serve` does — the same path, mode and peer check, so the agent, its git helpers
+//! and every answer are the same — and passes each connection through, byte for byte, to a
+//! replica of the fleet's service over mutual TLS with the sprite's own certificate. It holds
+//! no GitHub key and no state: the service decides, as this sprite.
+//!
+//! Replicas are tried in turn, starting with the one that answered last: a relay moves to
+//! another only while connecting (before one byte of the agent's request has left), so a
+//! request that may have reached GitHub is never sent twice. Pushes stream through as they
+//! arrive and long waits (an approval) wait here too: nothing is held whole.
+
+//!
+//! Its files: `upstream` (the replicas, connecting), `files` (the sprite's key, certificate
+//! and CA), `renewal` (a new certificate for the same key before the old one expires).
+
+mod files;
+mod renewal;
+mod upstream;
+
+pub use files::{SpriteFiles, install, request};
+pub use upstream::{Replica, Upstream};
+
+use crate::sockets::bind;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::UnixStream;
+use zodex_config::Checked;
+use zodex_protocol::{ErrorKind, Response};
+
+/// Why the relay cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error(
+        "this sprite's zodex.toml has no [relay] table; a fleet sprite names its service there (docs/fleet.md), a single sprite runs `zodex-prd serve`"
+    )]
+    NotAFleetSprite,
+    #[error(
+        "cannot read {path}: {source}; enrol the sprite first (`zodex fleet enroll SPRITE --service URL`)"
+    )]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the sprite's fleet key {path} is readable by others (mode {mode:o}); whoever reads it can act as this sprite: `chmod 600 {path}`"
+    )]
+    Exposed { path: PathBuf, mode: u32 },
+    #[error(
+        "the sprite's fleet key {path} belongs to uid {owner}, not to the relay's user (uid {me}); `chown` it to the publisher user"
+    )]
+    Owner { path: PathBuf, owner: u32, me: u32 },
+    #[error("the sprite's fleet files in {dir}: {source}")]
+    Fleet {
+        dir: PathBuf,
+        source: zodex_fleet::FleetError,
+    },
+    #[error(
+        "[relay] services: {0:?} is not a replica's address; write https://HOST:PORT (one per replica)"
+    )]
+    BadService(String),
+    #[error("[relay] services is empty: name at least one replica of the fleet's service")]
+    NoService,
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {path}: {source}")]
+    Bind {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Serves the agent socket until SIGTERM or SIGINT.
+pub async fn run(checked: Checked) -> Result<(), RelayError> {
+    let config = &checked.config;
+    let relay = config.relay.as_ref().ok_or(RelayError::NotAFleetSprite)?;
+    let upstream = Arc::new(Upstream::new(relay)?);
+    // The agent socket's mode lets the agent user connect; SO_PEERCRED decides who may talk.
+    let listener = bind(&config.agent_socket, 0o666)
+        .await
+        .map_err(|source| RelayError::Bind {
+            path: config.agent_socket.clone(),
+            source,
+        })?;
+    tracing::info!(
+        agent = %config.agent_socket.display(),
+        services = ?relay.services,
+        "zodex-prd relay serving"
+    );
+    tokio::spawn(renewal::keep_renewed(upstream.clone(), relay.dir.clone()));
+    let connections = Arc::new(tokio::sync::Semaphore::new(
+        checked.agent_limits.connections,
+    ));
+    let agent_uid = config.agent_uid;
+    let accepting = tokio::spawn(async move {
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(uid) = stream.peer_cred().map(|c| c.uid()) else {
+                continue;
+            };
+            if uid != agent_uid {
+                // Refused before reading a byte of the request, in the words `serve` uses.
+                tracing::warn!(uid, "refused a peer");
+                answer_now(
+                    &stream,
+                    &Response::error(
+                        ErrorKind::Forbidden,
+                        format!(
+                            "uid {uid} may not use the zodex-prd agent socket; run this as the configured agent user"
+                        ),
+                    ),
+                );
+                continue;
+            }
+            let Ok(permit) = connections.clone().try_acquire_owned() else {
+                answer_now(
+                    &stream,
+                    &Response::error(
+                        ErrorKind::Conflict,
+                        "zodex-prd relay is busy: every connection it may hold is in use; try again in a few seconds",
+                    ),
+                );
+                continue;
+            };
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                pass_through(stream, &upstream).await;
+                drop(permit);
+            });
+        }
+    });
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|source| RelayError::Bind {
+            path: "SIGTERM".into(),
+            source,
+        })?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: stopping"),
+    }
+    accepting.abort();
+    let _ = std::fs::remove_file(&config.agent_socket);
+    Ok(())
+}
+
+/// One agent connection, passed through to a replica both ways until both ends are done
+/// (each half-close is passed on, so the service sees the end of a bundle as it would on
+/// its own socket).
+async fn pass_through(mut agent: UnixStream, upstream: &Upstream) {
+    let mut service = match upstream.connect().await {
+        Ok(service) => service,
+        Err(tried) => {
+            tracing::warn!(tried, "no replica of the fleet's service answered");
+            let response = Response::error(
+                ErrorKind::Upstream,
+                format!(
+                    "no replica of the fleet's service answered ({tried}); nothing was sent. Check [relay] services and the network, then try again"
+                ),
+            );
+            use tokio::io::AsyncWriteExt as _;
+            let _ = agent.write_all(response.to_line().as_bytes()).await;
+            return;
+        }
+    };
+    if let Err(e) = tokio::io::copy_bidirectional(&mut agent, &mut service).await {
+        tracing::warn!(error = %e, "a relayed connection ended early");
+    }
+}
+
+/// Writes `response` if the socket takes it without waiting, then closes.
+fn answer_now(stream: &UnixStream, response: &Response) {
+    let _ = stream.try_write(response.to_line().as_bytes());
+}

@@ -1,0 +1,229 @@
+//! A fleet on loopback (issue "A fleet"): sprites reach one service through their relays over
+//! mutual TLS, each as itself. A grant for one sprite never lets another push; a removed
+//! sprite is refused at its next request; a certificate of another CA is refused in the
+//! handshake and the attempt audited.
+
+use crate::support::devhub::{commit_file, git_ok};
+use crate::support::fleet::{FLEET, Fleet, Sprite};
+use crate::support::rig::text;
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// The newest audit rows of the service.
+fn audit(fleet: &Fleet) -> Vec<Value> {
+    let page = fleet
+        .service
+        .admin_ok(&json!({"op": "audit", "limit": 500}).to_string());
+    page["result"].as_array().cloned().unwrap_or_default()
+}
+
+/// Clones `demo/app` as `sprite`'s agent into `parent/NAME` and commits one file on `branch`.
+fn work_on(fleet: &Fleet, sprite: &Sprite, parent: &Path, branch: &str) -> std::path::PathBuf {
+    let url = format!("{}/demo/app.git", fleet.service.demo.hub.git_url());
+    let out = sprite.git(fleet, parent, &["clone", "--quiet", &url, &sprite.name]);
+    assert!(
+        out.status.success(),
+        "clone through {}'s relay: {}\nrelay: {}\nservice: {}",
+        sprite.name,
+        text(&out),
+        sprite.relay_log(),
+        fleet.service.log()
+    );
+    let checkout = parent.join(&sprite.name);
+    git_ok(&checkout, &["checkout", "--quiet", "-b", branch]);
+    commit_file(
+        &checkout,
+        &format!("{}.txt", sprite.name),
+        b"hello",
+        "from a sprite",
+    );
+    checkout
+}
+
+#[test]
+fn each_sprite_pushes_as_itself_and_a_grant_for_one_never_lets_another_push() {
+    let fleet = Fleet::start();
+    let s1 = fleet.enrol("s1", &["team=web"]);
+    let s2 = fleet.enrol("s2", &["team=web"]);
+    fleet.service.admin_ok(
+        &json!({"op": "grant_push", "repo": "demo/app", "ttl": {"seconds": 3600}, "sprite": "s1"})
+            .to_string(),
+    );
+    let work = tempfile::tempdir().unwrap();
+
+    let one = work_on(&fleet, &s1, work.path(), "from-s1");
+    let pushed = s1.git(&fleet, &one, &["push", "--quiet", "origin", "from-s1"]);
+    assert!(
+        pushed.status.success(),
+        "{}\nservice: {}",
+        text(&pushed),
+        fleet.service.log()
+    );
+    let head = git_ok(&one, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        fleet
+            .service
+            .remote_sha("app", "refs/heads/from-s1")
+            .as_deref(),
+        Some(head.trim())
+    );
+
+    // Sprite 2 has no grant of its own: s1's is never read into its decision.
+    let two = work_on(&fleet, &s2, work.path(), "from-s2");
+    let refused = s2.git(&fleet, &two, &["push", "--quiet", "origin", "from-s2"]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert_eq!(fleet.service.remote_sha("app", "refs/heads/from-s2"), None);
+
+    // The audit names each sprite as the principal of its own decisions.
+    let rows = audit(&fleet);
+    let push = |who: &str, decision: &str| {
+        rows.iter()
+            .any(|r| r["action"] == "Push" && r["principal"] == who && r["decision"] == decision)
+    };
+    assert!(push("sprite:s1", "allow"), "{rows:#?}");
+    assert!(push("sprite:s2", "deny"), "{rows:#?}");
+    assert!(!push("sprite:s2", "allow"), "{rows:#?}");
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r["principal"] == "agent" && r["action"] == "Push")
+    );
+}
+
+#[test]
+fn a_removed_sprite_and_a_certificate_of_another_ca_are_refused() {
+    let fleet = Fleet::start();
+    let s3 = fleet.enrol("s3", &[]);
+    let status = s3.agent(&["status"]);
+    assert!(status.status.success(), "{}", text(&status));
+
+    fleet
+        .service
+        .admin_ok(&json!({"op": "fleet_remove", "role": "sprite", "name": "s3"}).to_string());
+    let after = s3.agent(&["status"]);
+    assert!(!after.status.success(), "{}", text(&after));
+    assert!(text(&after).contains("removed"), "{}", text(&after));
+
+    // A sprite whose certificate another CA signed, for a name the fleet knows.
+    let rogue_dir = tempfile::tempdir().unwrap();
+    let files = rogue_dir.path().join("fleet");
+    let fleet_name = zodex_fleet::Name::parse(FLEET).unwrap();
+    let rogue_ca = zodex_fleet::FleetCa::create(&fleet_name).unwrap();
+    let identity = zodex_fleet::Identity::new(
+        &fleet_name,
+        zodex_fleet::Role::Sprite,
+        &zodex_fleet::Name::parse("s1").unwrap(),
+    );
+    let key = zodex_fleet::MemberKey::generate().unwrap();
+    let cert = rogue_ca
+        .issue(
+            &key.request_pem(&identity).unwrap(),
+            &identity,
+            std::time::Duration::from_secs(3600),
+        )
+        .unwrap();
+    std::fs::create_dir_all(&files).unwrap();
+    let real_ca = std::fs::read_to_string(fleet.ca.path().join("ca/ca.pem")).unwrap();
+    write_private(&files.join("key.pem"), &key.key_pem());
+    std::fs::write(files.join("cert.pem"), cert).unwrap();
+    std::fs::write(files.join("ca.pem"), real_ca).unwrap();
+    let rogue = fleet.sprite_on("s1", rogue_dir, &[fleet.url.as_str()]);
+    let refused = rogue.agent(&["status"]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    let rows = audit(&fleet);
+    assert!(
+        rows.iter()
+            .any(|r| r["action"] == "FleetRefused" && r["detail"]["peer"].is_string()),
+        "{rows:#?}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r["action"] == "FleetRefused" && r["detail"]["name"] == "s3"),
+        "{rows:#?}"
+    );
+    // Nothing was decided for the rogue.
+    assert!(!rows.iter().any(|r| r["principal"] == "sprite:s1"));
+}
+
+fn write_private(path: &Path, text: &str) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .unwrap();
+}
+
+#[test]
+fn a_relay_renews_its_certificate_for_its_own_key_and_nobody_renews_for_another() {
+    let fleet = Fleet::start();
+    let mut s5 = fleet.enrol("s5", &[]);
+    let files = s5.dir.path().join("fleet");
+    let key_pem = std::fs::read_to_string(files.join("key.pem")).unwrap();
+
+    // The sprite's certificate, reissued by the fleet's CA for its own key with a minute to
+    // live: past two thirds of its life, so the relay renews it at once.
+    let fleet_name = zodex_fleet::Name::parse(FLEET).unwrap();
+    let ca_dir = fleet.ca.path().join("ca");
+    let ca = zodex_fleet::FleetCa::load(
+        &fleet_name,
+        &std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(),
+        &std::fs::read_to_string(ca_dir.join("ca.key")).unwrap(),
+    )
+    .unwrap();
+    let identity = zodex_fleet::Identity::new(
+        &fleet_name,
+        zodex_fleet::Role::Sprite,
+        &zodex_fleet::Name::parse("s5").unwrap(),
+    );
+    let key = zodex_fleet::MemberKey::from_pem(&key_pem).unwrap();
+    let short = ca
+        .issue(
+            &key.request_pem(&identity).unwrap(),
+            &identity,
+            std::time::Duration::from_secs(60),
+        )
+        .unwrap();
+    std::fs::write(files.join("cert.pem"), &short).unwrap();
+    s5.restart_relay();
+    crate::support::wait::eventually_with(
+        "the relay renews",
+        std::time::Duration::from_secs(30),
+        || s5.relay_log(),
+        || s5.relay_log().contains("renewed the sprite's certificate"),
+    );
+    let renewed = std::fs::read_to_string(files.join("cert.pem")).unwrap();
+    assert_ne!(renewed, short);
+    // The same key, still: the private half never changed.
+    assert_eq!(
+        std::fs::read_to_string(files.join("key.pem")).unwrap(),
+        key_pem
+    );
+    let status = s5.agent(&["status"]);
+    assert!(status.status.success(), "{}", text(&status));
+    assert!(
+        audit(&fleet)
+            .iter()
+            .any(|r| r["action"] == "FleetRenew" && r["principal"] == "sprite:s5")
+    );
+
+    // The agent can speak to the service through the relay, but not for a key it holds: a
+    // request for another key is refused and no certificate comes back.
+    let stranger = zodex_fleet::MemberKey::generate().unwrap();
+    let mut socket =
+        std::os::unix::net::UnixStream::connect(s5.dir.path().join("agent.sock")).unwrap();
+    let answer = zodex::protocol::agent_roundtrip(
+        &mut socket,
+        &zodex::protocol::AgentRequest::FleetRenew {
+            request_pem: stranger.request_pem(&identity).unwrap(),
+        },
+    )
+    .unwrap();
+    assert!(!answer.ok, "{answer:?}");
+    assert!(answer.result.is_none());
+    let message = crate::support::rig::message(&answer);
+    assert!(message.contains("another key"), "{message}");
+}
