@@ -19,6 +19,9 @@
 //!   - `cli::agent`: `zodex-agent`, the agent user's command line.
 //!   - `cli::prd`: `zodex-prd`, the publisher daemon's command line.
 //!   - `cli::prd_install`: `zodex-prd install|check-isolation|doctor|service|upgrade`.
+//!   - `cli::prd_fleet`: `zodex-prd fleet init|request|install` and `zodex-prd relay`.
+//!   - `cli::fleet`: `zodex fleet …`: operators, enrolment, and the `sprite github` verbs
+//!     across a fleet.
 //!   - `cli::sprite_deploy`: `zodex sprite setup|doctor|status|logs|…|uninstall`.
 //!   - `cli::sprite_proxy`: `zodex sprite proxy …` (the edge Worker) and `zodex sprite connect`.
 //!   - `cli::sprite_mcp`: `zodex sprite mcp …`, the MCP endpoint's OAuth from the operator's side.

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod audit;
 pub mod credential_helper;
 pub mod dev;
+pub mod fleet;
 pub mod local;
 pub mod pipe;
 pub mod prd;

@@ -84,7 +84,7 @@ pub fn run(command: FleetCommand) -> i32 {
                 &enrolled.ca_pem,
             ) {
                 Ok(identity) if json => print_json_ok(serde_json::json!({
-                    "identity": identity.uri(),
+                    "identity": identity,
                     "dir": dir,
                 })),
                 Ok(identity) => {

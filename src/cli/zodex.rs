@@ -40,6 +40,14 @@ enum Command {
         #[command(subcommand)]
         command: DevCommand,
     },
+    /// A fleet: one service for many sprites (docs/fleet.md). Every `zodex sprite github`
+    /// verb works here across the fleet.
+    Fleet {
+        #[command(flatten)]
+        target: super::fleet::FleetTarget,
+        #[command(subcommand)]
+        command: super::fleet::FleetCommand,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -53,6 +61,14 @@ pub(super) struct Target {
 }
 
 impl Target {
+    /// The registry entry `name` (a sprite, or a fleet's service).
+    pub(super) fn named(name: String, json: bool) -> Self {
+        Self {
+            sprite: Some(name),
+            json,
+        }
+    }
+
     /// `--sprite`, else a non-empty `$ZODEX_SPRITE`.
     pub(super) fn sprite(&self) -> Option<String> {
         self.sprite.clone().or_else(|| {
@@ -185,7 +201,7 @@ enum SpriteCommand {
 
 #[derive(Args)]
 #[group(multiple = false)]
-struct TtlArgs {
+pub(super) struct TtlArgs {
     /// How long it lasts: 30s, 45m, 2h, 1d, 1h30m.
     #[arg(long, value_parser = ttl_arg, allow_hyphen_values = true)]
     ttl: Option<Duration>,
@@ -210,7 +226,7 @@ impl TtlArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum Via {
+pub(super) enum Via {
     /// Pushes only through git-remote-zodex, every ref decided on its own.
     Gateway,
     /// Also a one-repo write token through the credential helper (per-ref rules cannot hold).
@@ -219,7 +235,7 @@ enum Via {
 
 /// Which agents a grant or scope serves when the publisher serves a fleet.
 #[derive(Args)]
-struct ForSpritesArgs {
+pub(super) struct ForSpritesArgs {
     /// In a fleet: for this sprite's agent only (`--sprite` names the publisher to talk to).
     #[arg(long = "for-sprite", value_name = "NAME", conflicts_with = "for_label")]
     for_sprite: Option<String>,
@@ -238,7 +254,7 @@ impl From<ForSpritesArgs> for ForSprites {
 }
 
 #[derive(Subcommand)]
-enum GithubCommand {
+pub(super) enum GithubCommand {
     /// Let the agent push to one repository (default 30m, through the gateway).
     GrantPush {
         #[arg(long, value_parser = repo_arg)]
@@ -314,7 +330,7 @@ enum GithubCommand {
 }
 
 #[derive(Args, Clone, Copy)]
-struct PageArgs {
+pub(super) struct PageArgs {
     /// Show at most this many rows (the newest).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     limit: Option<u32>,
@@ -392,6 +408,7 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Sprite { command } => sprite(command, &registry),
         Command::Dev { command } => dev_command(command, &registry),
+        Command::Fleet { target, command } => super::fleet::run(&target, command, &registry),
         Command::Local(command) => super::local::run(command).unwrap_or_else(|e| {
             eprintln!("error: {e:#}");
             super::EXIT_FAILURE
@@ -418,6 +435,7 @@ fn sprite(command: SpriteCommand, registry: &Registry) -> i32 {
                 name: name.clone(),
                 admin_command,
                 worker: None,
+                fleet: None,
             }) {
                 Ok(()) => {
                     println!("Registered sprite `{name}`.");
@@ -555,7 +573,7 @@ fn list<T: serde::de::DeserializeOwned + serde::Serialize>(
     })
 }
 
-fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
+pub(super) fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
     match command {
         GithubCommand::GrantPush {
             repo,

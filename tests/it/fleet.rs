@@ -227,3 +227,97 @@ fn a_relay_renews_its_certificate_for_its_own_key_and_nobody_renews_for_another(
     let message = crate::support::rig::message(&answer);
     assert!(message.contains("another key"), "{message}");
 }
+
+#[test]
+fn an_operator_with_its_own_key_runs_the_fleet_over_mutual_tls_and_is_named_in_the_audit() {
+    let fleet = Fleet::start();
+    let home = tempfile::tempdir().unwrap();
+    let zodex = |args: &[&str]| {
+        let out = fleet.zodex(home.path(), args);
+        assert!(out.status.success(), "zodex {args:?}: {}", text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The first operator enrols through the service host's own admin command.
+    let config = fleet.service.config.display().to_string();
+    zodex(&["sprite", "add", "service", "--local", "--config", &config]);
+    zodex(&[
+        "fleet",
+        "--fleet",
+        FLEET,
+        "operator",
+        "add",
+        "alice",
+        "--service",
+        &fleet.url,
+        "--via",
+        "service",
+    ]);
+    let key = home
+        .path()
+        .join("fleets")
+        .join(FLEET)
+        .join("alice")
+        .join("key.pem");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+
+    // A sprite enrolled through its own exec transport (here: this machine), its key made there.
+    let sprite_dir = tempfile::tempdir().unwrap();
+    let files = sprite_dir.path().join("fleet");
+    zodex(&["sprite", "add", "s7", "--local"]);
+    zodex(&[
+        "fleet",
+        "--fleet",
+        FLEET,
+        "enroll",
+        "s7",
+        "--label",
+        "team=web",
+        "--dir",
+        files.to_str().unwrap(),
+    ]);
+    let members = zodex(&["fleet", "--fleet", FLEET, "sprites"]);
+    assert!(
+        members.contains("s7") && members.contains("team=web"),
+        "{members}"
+    );
+    assert!(members.contains("alice"), "{members}");
+
+    // The verbs of `zodex sprite github`, across the fleet.
+    zodex(&[
+        "fleet",
+        "--fleet",
+        FLEET,
+        "grant-push",
+        "--repo",
+        "demo/app",
+        "--for-label",
+        "team=web",
+    ]);
+    let s7 = fleet.sprite_on("s7", sprite_dir, &[fleet.url.as_str()]);
+    let status = s7.agent(&["status", "--json"]);
+    assert!(status.status.success(), "{}", text(&status));
+    assert!(text(&status).contains("demo/app"), "{}", text(&status));
+    let shown = zodex(&["fleet", "--fleet", FLEET, "status"]);
+    assert!(shown.contains("demo/app"), "{shown}");
+
+    // Named in the audit as itself, not as a uid of the service's host.
+    let rows = audit(&fleet);
+    assert!(
+        rows.iter()
+            .any(|r| r["action"] == "GrantPush" && r["principal"] == "operator:alice"),
+        "{rows:#?}"
+    );
+
+    // Removal through the fleet cuts the sprite off at its next request.
+    zodex(&["fleet", "--fleet", FLEET, "remove", "s7"]);
+    let after = s7.agent(&["status"]);
+    assert!(!after.status.success(), "{}", text(&after));
+
+    assert!(
+        audit(&fleet)
+            .iter()
+            .any(|r| r["action"] == "FleetRemove" && r["principal"] == "operator:alice")
+    );
+}

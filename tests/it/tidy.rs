@@ -90,6 +90,7 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
             "zodex-tools",
             "zodex-devhub",
             "zodex-store-pg",
+            "zodex-fleet",
         ],
     ),
     (

@@ -11,7 +11,9 @@
 //! - [`identity`]: names, roles, and the identity a certificate carries;
 //! - [`ca`]: the fleet's CA (create, load, issue) and a member's own key pair and request;
 //! - [`key_hash`]: the fingerprint of a member's key, from its request and its certificate;
-//! - [`tls`]: rustls configurations for the service and for members, and who the peer is.
+//! - [`tls`]: rustls configurations for the service and for members, and who the peer is;
+//! - [`files`]: a member's own directory: its key (made there), certificate and the CA;
+//! - [`service_url`]: a replica as members name it (`https://HOST:PORT`).
 //!
 //! Invariants: a member's private key is made where it runs and never leaves it (only a
 //! request does); the CA writes every field of a certificate itself (a request chooses only its
@@ -19,13 +21,17 @@
 //! and service certificates for servers, never both; both ends trust the fleet's CA only.
 
 pub mod ca;
+pub mod files;
 pub mod identity;
 pub mod key_hash;
+pub mod service_url;
 pub mod tls;
 
 pub use ca::{FleetCa, MemberKey};
+pub use files::{FilesError, MemberFiles};
 pub use identity::{Identity, Name, Role};
 pub use key_hash::{certificate_key_sha256, request_key_sha256};
+pub use service_url::Replica;
 
 /// What can go wrong with a fleet identity. Messages say what to do next.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +55,8 @@ pub enum FleetError {
         identity: String,
         wanted: &'static str,
     },
+    #[error("{0:?} is not a replica's address; write https://HOST:PORT (one per replica)")]
+    BadService(String),
     #[error("TLS: {0}")]
     Tls(String),
     #[error("the key or certificate could not be made: {0}")]

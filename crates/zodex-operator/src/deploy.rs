@@ -150,6 +150,7 @@ pub fn setup(
     };
     registry.upsert(SpriteEntry {
         worker: entry.worker.clone(),
+        fleet: None,
         ..installed.entry()
     })?;
     let coverage = check_targets(&installed, &options.targets)?;

@@ -242,6 +242,7 @@ pub fn up(dir: &Path, registry: &Registry, on_postgres: bool) -> Result<DevInsta
         name: DEV_SPRITE.to_string(),
         admin_command: local_admin_command(Some(&config_path)),
         worker: None,
+        fleet: None,
     };
     wait_ready(&sprite, &log, Duration::from_secs(10))?;
     let (mcp_url, agent_pid) = mcp::start_mcp(&dir, &config, &config_path, &sprite)?;

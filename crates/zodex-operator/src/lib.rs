@@ -30,6 +30,10 @@
 //!     the Worker's URL and build recorded in the registry.
 //!   - `worker::dev`: the same Worker on the local runtime (`workerd`); nothing recorded.
 //!   - `worker::check`: `/status` against this build and sprite, and the MCP contract through it.
+//! - `fleet`: `zodex fleet`: an operator's key made here and enrolled, the fleet registered
+//!   (its entry reached over mutual TLS), sprites enrolled through their exec transport.
+//!   - `fleet_transport`: one admin request over mutual TLS with the operator's certificate,
+//!     replicas tried in turn only while connecting.
 //! - `board`: `zodex sprite watch`, `zodex local watch`: the operator's board on `127.0.0.1`
 //!   behind a capability URL.
 //!   - `board::feed`: the sprite's one `admin watch` (or local mode's tool calls), numbered, each
@@ -60,6 +64,8 @@ pub mod board;
 pub mod connect;
 pub mod deploy;
 pub mod dev;
+pub mod fleet;
+mod fleet_transport;
 pub mod http;
 pub mod registry;
 pub mod remote;

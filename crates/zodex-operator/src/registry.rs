@@ -14,11 +14,26 @@ pub const SPRITE_ENV: &str = "ZODEX_SPRITE";
 pub struct SpriteEntry {
     pub name: String,
     /// The full argv that runs `zodex-prd admin` for this sprite. A first element of exactly
-    /// `zodex-prd` means the binary beside `zodex` (local sprites).
+    /// `zodex-prd` means the binary beside `zodex` (local sprites). Empty for a fleet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub admin_command: Vec<String>,
+    /// A fleet's service, reached over mutual TLS with the operator's own certificate instead
+    /// of an admin command (`zodex fleet operator add`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetReach>,
     /// The edge Worker in front of the sprite, once `zodex sprite proxy deploy` deployed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<WorkerRecord>,
+}
+
+/// How the operator reaches a fleet's service: its replicas, and the directory of the
+/// operator's own key (0600), certificate and the fleet's CA.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetReach {
+    /// `https://HOST:PORT`, one per replica, tried in turn.
+    pub services: Vec<String>,
+    pub dir: PathBuf,
 }
 
 /// What the registry keeps of a sprite's edge Worker (no credential: Cloudflare's token stays
@@ -261,6 +276,7 @@ mod tests {
             name: name.into(),
             admin_command: exec_admin_command(&format!("sprite exec -s {name} --"), None).unwrap(),
             worker: None,
+            fleet: None,
         }
     }
 

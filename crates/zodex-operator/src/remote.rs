@@ -107,6 +107,7 @@ impl Reach {
             name: self.sprite.clone(),
             admin_command,
             worker: None,
+            fleet: None,
         }
     }
 
@@ -259,6 +260,7 @@ mod tests {
             .map(String::from)
             .to_vec(),
             worker: None,
+            fleet: None,
         };
         let reach = Reach::of(&entry).unwrap();
         assert_eq!(reach.prefix, ["sprite", "exec", "-s", "s", "--"]);
@@ -269,6 +271,7 @@ mod tests {
             name: "l".into(),
             admin_command: vec!["zodex-prd".into(), "admin".into()],
             worker: None,
+            fleet: None,
         };
         let reach = Reach::of(&local).unwrap();
         assert!(reach.prefix.is_empty() && reach.config.is_none());
@@ -283,6 +286,7 @@ mod tests {
             name: "x".into(),
             admin_command: vec!["ssh".into(), "host".into()],
             worker: None,
+            fleet: None,
         };
         assert!(Reach::of(&odd).is_err());
     }

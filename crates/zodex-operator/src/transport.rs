@@ -1,5 +1,6 @@
 //! Carries one admin request to a sprite: runs its admin command (`… zodex-prd admin`), writes
 //! the request as one JSON line to its stdin, and reads one JSON response line from its stdout.
+//! A fleet's entry is reached over mutual TLS instead (`fleet_transport`).
 
 use super::registry::SpriteEntry;
 use std::io::Write;
@@ -20,6 +21,9 @@ pub enum TransportError {
 
 /// Sends `request` to the sprite and returns its answer.
 pub fn call(sprite: &SpriteEntry, request: &AdminRequest) -> Result<Response, TransportError> {
+    if let Some(reach) = &sprite.fleet {
+        return super::fleet_transport::call(&sprite.name, reach, request);
+    }
     let mut argv = sprite.admin_command.clone();
     if argv.first().map(String::as_str) == Some("zodex-prd") {
         argv[0] = super::sibling_binary("zodex-prd").display().to_string();
@@ -81,6 +85,12 @@ pub fn watch(
     after: Option<i64>,
     after_call: Option<i64>,
 ) -> Result<std::process::Child, TransportError> {
+    if sprite.fleet.is_some() {
+        return Err(TransportError::NoAnswer {
+            sprite: sprite.name.clone(),
+            detail: "the live board does not reach a fleet yet; watch on the service's host (`zodex sprite watch` with an entry whose admin command runs there)".into(),
+        });
+    }
     let mut argv = sprite.admin_command.clone();
     if argv.first().map(String::as_str) == Some("zodex-prd") {
         argv[0] = super::sibling_binary("zodex-prd").display().to_string();

@@ -37,7 +37,22 @@ impl Drop for Sprite {
     }
 }
 
+/// The operator's `zodex`.
+pub const ZODEX: &str = env!("CARGO_BIN_EXE_zodex");
+
 impl Fleet {
+    /// `zodex ARGS…` as an operator whose registry is in `home`.
+    pub fn zodex(&self, home: &Path, args: &[&str]) -> Output {
+        let mut cmd = Command::new(ZODEX);
+        super::devhub::without_git_env(&mut cmd);
+        cmd.env("ZODEX_HOME", home)
+            .env_remove("ZODEX_SPRITE")
+            .env_remove("ZODEX_FLEET")
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
     /// A fleet's CA made by `zodex-prd fleet init`, and the service serving it on SQLite.
     pub fn start() -> Fleet {
         let ca = tempfile::tempdir().unwrap();

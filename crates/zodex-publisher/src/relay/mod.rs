@@ -10,15 +10,14 @@
 //! arrive and long waits (an approval) wait here too: nothing is held whole.
 
 //!
-//! Its files: `upstream` (the replicas, connecting), `files` (the sprite's key, certificate
-//! and CA), `renewal` (a new certificate for the same key before the old one expires).
+//! Its files: `upstream` (the replicas, connecting), `renewal` (a new certificate for the same
+//! key before the old one expires). The sprite's key, certificate and CA are
+//! `zodex_fleet::files`.
 
-mod files;
 mod renewal;
 mod upstream;
 
-pub use files::{SpriteFiles, install, request};
-pub use upstream::{Replica, Upstream};
+pub use upstream::Upstream;
 
 use crate::sockets::bind;
 use std::path::PathBuf;
@@ -35,42 +34,42 @@ pub enum RelayError {
         "this sprite's zodex.toml has no [relay] table; a fleet sprite names its service there (docs/fleet.md), a single sprite runs `zodex-prd serve`"
     )]
     NotAFleetSprite,
-    #[error(
-        "cannot read {path}: {source}; enrol the sprite first (`zodex fleet enroll SPRITE --service URL`)"
-    )]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(
-        "the sprite's fleet key {path} is readable by others (mode {mode:o}); whoever reads it can act as this sprite: `chmod 600 {path}`"
-    )]
-    Exposed { path: PathBuf, mode: u32 },
-    #[error(
-        "the sprite's fleet key {path} belongs to uid {owner}, not to the relay's user (uid {me}); `chown` it to the publisher user"
-    )]
-    Owner { path: PathBuf, owner: u32, me: u32 },
-    #[error("the sprite's fleet files in {dir}: {source}")]
-    Fleet {
-        dir: PathBuf,
-        source: zodex_fleet::FleetError,
-    },
-    #[error(
-        "[relay] services: {0:?} is not a replica's address; write https://HOST:PORT (one per replica)"
-    )]
-    BadService(String),
+    #[error(transparent)]
+    Files(#[from] zodex_fleet::FilesError),
+    #[error("[relay] services: {0}")]
+    Service(zodex_fleet::FleetError),
     #[error("[relay] services is empty: name at least one replica of the fleet's service")]
     NoService,
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("cannot listen on {path}: {source}")]
     Bind {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// Makes the sprite's key in `dir` (0600; kept if there) and returns a certificate request for
+/// sprite `sprite` of fleet `fleet`: what enrolment sends to the service.
+pub fn request(dir: &std::path::Path, fleet: &str, sprite: &str) -> Result<String, RelayError> {
+    let fleet_err = |source| zodex_fleet::FilesError::Fleet {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let identity = zodex_fleet::Identity::new(
+        &zodex_fleet::Name::parse(fleet).map_err(fleet_err)?,
+        zodex_fleet::Role::Sprite,
+        &zodex_fleet::Name::parse(sprite).map_err(fleet_err)?,
+    );
+    Ok(zodex_fleet::files::request(dir, &identity)?)
+}
+
+/// Installs the certificate the service signed (and its CA) in `dir`, after checking it is for
+/// the key there and from that CA; returns the identity it names (`spiffe://FLEET/sprite/NAME`).
+pub fn install(
+    dir: &std::path::Path,
+    certificate_pem: &str,
+    ca_pem: &str,
+) -> Result<String, RelayError> {
+    Ok(zodex_fleet::files::install(dir, certificate_pem, ca_pem)?.uri())
 }
 
 /// Serves the agent socket until SIGTERM or SIGINT.

@@ -4,12 +4,13 @@
 //! once two thirds of the certificate's life have passed, so a day's certificate is renewed
 //! with eight hours to spare, and a failed attempt is retried each minute until it expires.
 
-use super::files::{SpriteFiles, install, request_for};
 use super::upstream::Upstream;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use zodex_fleet::MemberFiles;
+use zodex_fleet::files::{install, request_for};
 use zodex_protocol::{AGENT_VERSION, AgentHeader, AgentRequest, Response};
 
 /// How long after a failed renewal the relay tries again.
@@ -42,7 +43,7 @@ pub async fn keep_renewed(upstream: Arc<Upstream>, dir: PathBuf) {
 
 /// Renews now if due; returns how long until the next look.
 pub async fn renew_if_due(upstream: &Upstream, dir: &std::path::Path) -> Result<Duration, String> {
-    let files = SpriteFiles::read(dir).map_err(|e| e.to_string())?;
+    let files = MemberFiles::read(dir).map_err(|e| e.to_string())?;
     let (not_before, not_after) =
         zodex_fleet::tls::validity(&files.cert_pem).map_err(|e| e.to_string())?;
     let now = chrono::Utc::now().timestamp();

@@ -1,0 +1,150 @@
+//! `zodex fleet …` as operations. An operator's identity is made on the operator's machine (the
+//! key stays there) and enrolled with the fleet's service; the fleet is then a registry entry
+//! reached over mutual TLS, so every `zodex sprite github …` verb reaches it as `zodex fleet …`.
+//! A sprite is enrolled through its own exec transport: its key is made on the sprite, only
+//! its certificate request travels, and the certificate goes back to it.
+
+use super::registry::{FleetReach, Registry, RegistryError, SpriteEntry};
+use super::remote::{CommandFailure, Reach, RemoteError, Stdin};
+use super::transport::{self, TransportError};
+use std::path::{Path, PathBuf};
+use zodex_fleet::{FleetError, Identity, Name, Replica, Role};
+use zodex_protocol::{AdminRequest, FleetEnrolled, FleetRole, Response};
+
+/// Why a fleet operation did not complete. Messages say what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetOpError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Files(#[from] zodex_fleet::FilesError),
+    #[error(transparent)]
+    Name(#[from] FleetError),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    #[error("the fleet's service refused: {0}")]
+    Refused(String),
+    #[error("on sprite `{sprite}`, `zodex-prd fleet {step}` failed: {failure}")]
+    OnSprite {
+        sprite: String,
+        step: &'static str,
+        failure: CommandFailure,
+    },
+    #[error("name at least one replica of the fleet's service with --service https://HOST:PORT")]
+    NoService,
+}
+
+/// Where an operator's identity for `fleet` lives by default: `$ZODEX_HOME/fleets/FLEET/NAME`.
+pub fn identity_dir(fleet: &str, operator: &str) -> PathBuf {
+    super::zodex_home()
+        .join("fleets")
+        .join(fleet)
+        .join(operator)
+}
+
+/// `zodex fleet operator add NAME --fleet FLEET --service URL… --via ENTRY`: makes the
+/// operator's key in `dir`, has the service sign it through `via` (the service host's admin
+/// command for the first operator, or the fleet itself as an operator already enrolled),
+/// installs the certificate, registers the fleet as `fleet` and proves the round trip over
+/// mutual TLS. Returns the registered entry.
+pub fn add_operator(
+    registry: &Registry,
+    via: &SpriteEntry,
+    (fleet, operator): (&str, &str),
+    services: &[String],
+    dir: &Path,
+) -> Result<SpriteEntry, FleetOpError> {
+    if services.is_empty() {
+        return Err(FleetOpError::NoService);
+    }
+    for url in services {
+        Replica::parse(url)?;
+    }
+    let identity = Identity::new(
+        &Name::parse(fleet)?,
+        Role::Operator,
+        &Name::parse(operator)?,
+    );
+    let request_pem = zodex_fleet::files::request(dir, &identity)?;
+    let enrolled = enrol(via, FleetRole::Operator, operator, Vec::new(), request_pem)?;
+    zodex_fleet::files::install(dir, &enrolled.certificate_pem, &enrolled.ca_pem)?;
+    let entry = SpriteEntry {
+        name: fleet.to_string(),
+        admin_command: Vec::new(),
+        worker: None,
+        fleet: Some(FleetReach {
+            services: services.to_vec(),
+            dir: dir.to_path_buf(),
+        }),
+    };
+    registry.upsert(entry.clone())?;
+    answered(transport::call(&entry, &AdminRequest::Ping)?)?;
+    Ok(entry)
+}
+
+/// `zodex fleet enroll SPRITE`: through the sprite's exec transport (`sprite`), makes its key
+/// in `dir` on the sprite and a request for `name` in `fleet`; the service (`fleet_entry`)
+/// signs it with `labels`; the certificate is installed on the sprite. Returns the enrolment.
+pub fn enroll_sprite(
+    fleet_entry: &SpriteEntry,
+    sprite: &SpriteEntry,
+    (fleet, name): (&str, &str),
+    labels: Vec<String>,
+    dir: &str,
+) -> Result<FleetEnrolled, FleetOpError> {
+    let reach = Reach::of(sprite)?;
+    let on_sprite = |step: &'static str, args: &[&str], stdin: Stdin<'_>| {
+        let mut argv = vec![reach.prd.clone(), "fleet".to_string(), step.to_string()];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        let ran = reach.run(&argv, stdin)?;
+        if ran.success {
+            Ok(ran.stdout)
+        } else {
+            Err(FleetOpError::OnSprite {
+                sprite: sprite.name.clone(),
+                step,
+                failure: CommandFailure::Said(ran.said().to_string()),
+            })
+        }
+    };
+    let request = on_sprite(
+        "request",
+        &["--fleet", fleet, "--sprite", name, "--dir", dir],
+        Stdin::None,
+    )?;
+    let request_pem = String::from_utf8_lossy(&request).into_owned();
+    let enrolled = enrol(fleet_entry, FleetRole::Sprite, name, labels, request_pem)?;
+    let answer = serde_json::to_vec(&enrolled).expect("an enrolment serialises");
+    on_sprite("install", &["--dir", dir], Stdin::Bytes(&answer))?;
+    Ok(enrolled)
+}
+
+/// The admin request `fleet_enroll` through `via`, and its answer.
+fn enrol(
+    via: &SpriteEntry,
+    role: FleetRole,
+    name: &str,
+    labels: Vec<String>,
+    request_pem: String,
+) -> Result<FleetEnrolled, FleetOpError> {
+    let request = AdminRequest::FleetEnroll {
+        role,
+        name: name.to_string(),
+        labels,
+        request_pem,
+    };
+    let result = answered(transport::call(via, &request)?)?;
+    serde_json::from_value(result)
+        .map_err(|e| FleetOpError::Refused(format!("an answer zodex cannot read: {e}")))
+}
+
+/// The result of an answer that succeeded, or why it did not.
+fn answered(response: Response) -> Result<serde_json::Value, FleetOpError> {
+    match (response.ok, response.result, response.error) {
+        (true, result, _) => Ok(result.unwrap_or_default()),
+        (false, _, Some(error)) => Err(FleetOpError::Refused(error.message)),
+        (false, _, None) => Err(FleetOpError::Refused("no reason given".into())),
+    }
+}

@@ -1,0 +1,95 @@
+//! Carries one admin request to a fleet's service over mutual TLS, with the operator's own
+//! certificate (`FleetReach`): the replicas are tried in turn, moving to the next only while
+//! connecting, so a request is never sent twice. The service admits the operator on its
+//! registry for each connection and audits the request under the operator's name.
+
+use super::registry::FleetReach;
+use super::transport::TransportError;
+use std::io::Write;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+use zodex_fleet::{MemberFiles, Replica};
+use zodex_protocol::{AdminRequest, Response};
+
+/// How long connecting to one replica (TCP and the TLS handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an answer may take once the request is sent (a proof of the policies is the
+/// slowest admin request).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Sends `request` to the fleet `name` reaches through `reach` and returns its answer.
+pub fn call(
+    name: &str,
+    reach: &FleetReach,
+    request: &AdminRequest,
+) -> Result<Response, TransportError> {
+    let fail = |detail: String| TransportError::NoAnswer {
+        sprite: name.to_string(),
+        detail,
+    };
+    let files = MemberFiles::read(&reach.dir).map_err(|e| fail(e.to_string()))?;
+    let config = files.client_config().map_err(|e| fail(e.to_string()))?;
+    let mut failures = Vec::new();
+    for url in &reach.services {
+        let replica = match Replica::parse(url) {
+            Ok(replica) => replica,
+            Err(e) => {
+                failures.push(e.to_string());
+                continue;
+            }
+        };
+        let mut stream = match connect(&replica, config.clone()) {
+            Ok(stream) => stream,
+            Err(e) => {
+                failures.push(format!("{url}: {e}"));
+                continue;
+            }
+        };
+        // Connected: from here the request may arrive, so no other replica is tried.
+        let mut line = serde_json::to_string(request).expect("requests always serialise");
+        line.push('\n');
+        let sent = stream
+            .write_all(line.as_bytes())
+            .and_then(|()| stream.flush());
+        return match (sent, zodex_protocol::read_response(&mut stream)) {
+            (_, Ok(response)) => Ok(response),
+            (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(fail(format!(
+                "{url} took the connection but gave no answer ({e}); the request may have been carried out: check `zodex fleet audit` before sending it again"
+            ))),
+        };
+    }
+    Err(fail(format!(
+        "no replica of the fleet's service answered ({}); nothing was sent",
+        failures.join("; ")
+    )))
+}
+
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+/// A TLS connection to `replica`, its handshake complete (the service's certificate checked
+/// against the fleet's CA, the operator's presented).
+fn connect(
+    replica: &Replica,
+    config: std::sync::Arc<rustls::ClientConfig>,
+) -> std::io::Result<TlsStream> {
+    let mut last = None;
+    for addr in replica.address.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(tcp) => {
+                tcp.set_read_timeout(Some(CONNECT_TIMEOUT))?;
+                tcp.set_write_timeout(Some(CONNECT_TIMEOUT))?;
+                let _ = tcp.set_nodelay(true);
+                let conn = rustls::ClientConnection::new(config, replica.server_name.clone())
+                    .map_err(std::io::Error::other)?;
+                let mut stream = rustls::StreamOwned::new(conn, tcp);
+                while stream.conn.is_handshaking() {
+                    stream.conn.complete_io(&mut stream.sock)?;
+                }
+                stream.sock.set_read_timeout(Some(ANSWER_TIMEOUT))?;
+                return Ok(stream);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("the name resolves to no address")))
+}

@@ -1,0 +1,224 @@
+//! `zodex fleet …`: a fleet's operators and sprites (`operator::fleet`), and every
+//! `zodex sprite github` verb sent to the fleet's service over mutual TLS. Parse, call, print.
+
+use super::zodex::{GithubCommand, Target, github};
+use super::{EXIT_OK, print_failure, print_json_ok};
+use crate::operator::fleet::{self, FleetOpError};
+use crate::operator::registry::Registry;
+use crate::protocol::{AdminRequest, FleetMember, FleetRole};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Args, Clone)]
+pub(super) struct FleetTarget {
+    /// The fleet (its registry entry, named after it; default: $ZODEX_FLEET, else the only
+    /// fleet registered).
+    #[arg(long, global = true)]
+    fleet: Option<String>,
+    /// Print JSON for scripts.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+pub(super) enum FleetCommand {
+    /// The fleet's operators.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
+    /// Enrol a registered sprite: its key is made on it (through its exec transport), the
+    /// service signs its request, and the certificate goes back to it.
+    Enroll {
+        /// The sprite's registry entry (its exec transport); also its name in the fleet.
+        sprite: String,
+        /// A label for policies and label grants (`key=value`, repeatable).
+        #[arg(long = "label", value_name = "KEY=VALUE")]
+        labels: Vec<String>,
+        /// Where the sprite keeps its fleet key and certificate (its relay's `[relay] dir`).
+        #[arg(long, default_value = "/etc/zodex/fleet")]
+        dir: String,
+    },
+    /// Remove a sprite from the fleet: its next request is refused.
+    Remove { sprite: String },
+    /// The fleet's members: sprites (with their labels) and operators.
+    Sprites,
+    #[command(flatten)]
+    Github(GithubCommand),
+}
+
+#[derive(Subcommand)]
+pub(super) enum OperatorCommand {
+    /// Make your key here, have the service sign it, and register the fleet: the first
+    /// operator through the service host's admin command (`--via ENTRY`, a registry entry
+    /// whose admin command runs there), later ones through the fleet itself.
+    Add {
+        /// Your name in the fleet (in its audit).
+        name: String,
+        /// A replica of the service, `https://HOST:PORT` (repeatable).
+        #[arg(long = "service", required = true)]
+        services: Vec<String>,
+        /// The registry entry the enrolment goes through.
+        #[arg(long)]
+        via: String,
+        /// Where your key and certificate go (default `$ZODEX_HOME/fleets/FLEET/NAME`).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Registry) -> i32 {
+    let json = target.json;
+    match command {
+        FleetCommand::Operator(OperatorCommand::Add {
+            name,
+            services,
+            via,
+            dir,
+        }) => {
+            let Some(fleet_name) = target.fleet.clone() else {
+                return print_failure(&"name the fleet with --fleet NAME", json);
+            };
+            let via = match registry.choose(Some(&via)) {
+                Ok(via) => via,
+                Err(e) => return print_failure(&e, json),
+            };
+            let dir = dir.unwrap_or_else(|| fleet::identity_dir(&fleet_name, &name));
+            match fleet::add_operator(registry, &via, (&fleet_name, &name), &services, &dir) {
+                Ok(_) if json => print_json_ok(serde_json::json!({
+                    "fleet": fleet_name,
+                    "operator": name,
+                    "dir": dir,
+                    "services": services,
+                })),
+                Ok(_) => {
+                    println!(
+                        "operator {name} of fleet {fleet_name}: key and certificate in {} (the key never leaves it); `zodex fleet status` reaches the service",
+                        dir.display()
+                    );
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
+        FleetCommand::Enroll {
+            sprite,
+            labels,
+            dir,
+        } => {
+            let entries = fleet_entry(target, registry).and_then(|fleet_entry| {
+                let sprite_entry = registry.choose(Some(&sprite))?;
+                Ok((fleet_entry, sprite_entry))
+            });
+            let (fleet_entry, sprite_entry) = match entries {
+                Ok(entries) => entries,
+                Err(e) => return print_failure(&e, json),
+            };
+            let fleet_name = fleet_entry.name.clone();
+            match fleet::enroll_sprite(
+                &fleet_entry,
+                &sprite_entry,
+                (&fleet_name, &sprite),
+                labels,
+                &dir,
+            ) {
+                Ok(enrolled) if json => print_json_ok(serde_json::json!({
+                    "identity": enrolled.identity,
+                    "member": enrolled.member,
+                    "dir": dir,
+                })),
+                Ok(enrolled) => {
+                    println!(
+                        "enrolled {}; its key and certificate are in {dir} on the sprite. Run its relay with [relay] dir = \"{dir}\"",
+                        enrolled.identity
+                    );
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
+        FleetCommand::Remove { sprite } => send(
+            target,
+            registry,
+            AdminRequest::FleetRemove {
+                role: FleetRole::Sprite,
+                name: sprite,
+            },
+            |m: &FleetMember| format!("removed sprite {} from the fleet", m.name),
+        ),
+        FleetCommand::Sprites => send(
+            target,
+            registry,
+            AdminRequest::FleetMembers,
+            |members: &Vec<FleetMember>| {
+                members
+                    .iter()
+                    .map(|m| {
+                        let state = if m.removed_at.is_some() {
+                            "removed"
+                        } else {
+                            "enrolled"
+                        };
+                        format!(
+                            "{:?} {} {} [{}]",
+                            m.role,
+                            m.name,
+                            state,
+                            m.labels.join(", ")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            },
+        ),
+        FleetCommand::Github(command) => match fleet_entry(target, registry) {
+            Ok(entry) => github(&Target::named(entry.name, json), command, registry),
+            Err(e) => print_failure(&e, json),
+        },
+    }
+}
+
+/// The fleet's registry entry: `--fleet`, else `$ZODEX_FLEET`, else the only fleet.
+fn fleet_entry(
+    target: &FleetTarget,
+    registry: &Registry,
+) -> Result<crate::operator::registry::SpriteEntry, FleetOpError> {
+    let wanted = target
+        .fleet
+        .clone()
+        .or_else(|| std::env::var("ZODEX_FLEET").ok().filter(|s| !s.is_empty()));
+    if let Some(name) = wanted {
+        return Ok(registry.choose(Some(&name))?);
+    }
+    let fleets: Vec<_> = registry
+        .list()?
+        .into_iter()
+        .filter(|e| e.fleet.is_some())
+        .collect();
+    match <[_; 1]>::try_from(fleets) {
+        Ok([only]) => Ok(only),
+        Err(fleets) if fleets.is_empty() => Err(FleetOpError::Refused(
+            "no fleet is registered: `zodex fleet --fleet NAME operator add …` registers one"
+                .into(),
+        )),
+        Err(_) => Err(FleetOpError::Refused(
+            "several fleets are registered: name one with --fleet".into(),
+        )),
+    }
+}
+
+/// One admin request to the fleet, its answer printed.
+fn send<T: serde::de::DeserializeOwned>(
+    target: &FleetTarget,
+    registry: &Registry,
+    request: AdminRequest,
+    render: impl FnOnce(&T) -> String,
+) -> i32 {
+    match fleet_entry(target, registry) {
+        Ok(entry) => super::zodex::send(
+            &Target::named(entry.name, target.json),
+            registry,
+            &request,
+            render,
+        ),
+        Err(e) => print_failure(&e, target.json),
+    }
+}
