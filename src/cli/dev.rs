@@ -21,6 +21,12 @@ pub enum DevCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A whole fleet locally: replicas of the service, sprites with their relays, the
+    /// operator enrolled (docs/fleet.md).
+    Fleet {
+        #[command(subcommand)]
+        command: DevFleetCommand,
+    },
     /// Run the local GitHub stand-in in the foreground (what `dev up` starts in the background).
     #[command(hide = true)]
     Devhub {
@@ -40,8 +46,34 @@ pub enum DevCommand {
     },
 }
 
+#[derive(Subcommand)]
+pub enum DevFleetCommand {
+    /// Start a fleet on this machine, as the current user: devhub, a private PostgreSQL, the
+    /// fleet's CA, replicas on loopback ports, sprites with their relays; the operator is
+    /// enrolled and the fleet registered as `dev-fleet`, so `zodex fleet …` works at once.
+    Up {
+        /// Where to keep it (default: $ZODEX_HOME/dev-fleet).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
+        replicas: u16,
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(0..=64))]
+        sprites: u16,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop what `dev fleet up` started (its files stay).
+    Down {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 pub fn dev_command(command: DevCommand, registry: &Registry) -> i32 {
     match command {
+        DevCommand::Fleet { command } => dev_fleet(command, registry),
         DevCommand::Up {
             dir,
             postgres,
@@ -143,4 +175,93 @@ fn render_dev_up(install: &dev::DevInstall) -> String {
             format!(" --dir {dir}")
         },
     )
+}
+
+fn dev_fleet(command: DevFleetCommand, registry: &Registry) -> i32 {
+    use crate::operator::dev::fleet;
+    match command {
+        DevFleetCommand::Up {
+            dir,
+            replicas,
+            sprites,
+            json,
+        } => {
+            let dir = dir.unwrap_or_else(fleet::default_dir);
+            match fleet::up(&dir, registry, replicas.into(), sprites.into()) {
+                Ok(up) if json => super::print_json_ok(&up),
+                Ok(up) => {
+                    println!("{}", render_dev_fleet_up(&up));
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
+        DevFleetCommand::Down { dir, json } => {
+            let dir = dir.unwrap_or_else(fleet::default_dir);
+            match fleet::down(&dir, registry) {
+                Ok(down) if json => super::print_json_ok(&down),
+                Ok(down) => {
+                    println!(
+                        "Stopped {} processes{} of the fleet in {}.",
+                        down.stopped_pids.len(),
+                        if down.stopped_postgres {
+                            " and PostgreSQL"
+                        } else {
+                            ""
+                        },
+                        down.dir.display()
+                    );
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
+    }
+}
+
+fn render_dev_fleet_up(up: &dev::fleet::DevFleet) -> String {
+    let mut lines = vec![format!(
+        "Local fleet `{}` in {} (state: PostgreSQL {}).",
+        up.fleet,
+        up.dir.display(),
+        up.store_url
+    )];
+    for r in &up.replicas {
+        lines.push(format!(
+            "  replica {} at {} (pid {}), log {}",
+            r.name,
+            r.url,
+            r.pid,
+            r.log.display()
+        ));
+    }
+    for s in &up.sprites {
+        lines.push(format!(
+            "  {}: relay pid {}, agent side: source {}",
+            s.name,
+            s.relay_pid,
+            s.env_file.display()
+        ));
+    }
+    lines.push(format!(
+        "  operator key: {} (a secret)\n  local GitHub: API {}, git {}",
+        up.operator_key_file.display(),
+        up.devhub_api_url,
+        up.devhub_git_url
+    ));
+    lines.push(String::new());
+    lines.push(
+        "Try: zodex fleet status | sprites | grant-push --repo demo/app --for-sprite sprite-1"
+            .into(),
+    );
+    lines.push("     (in a shell that sourced sprite-1's env.sh) git clone https://github.com/demo/app && cd app && git push".into());
+    lines.push(format!(
+        "Stop: zodex dev fleet down{}",
+        if up.dir == dev::fleet::default_dir() {
+            String::new()
+        } else {
+            format!(" --dir {}", up.dir.display())
+        }
+    ));
+    lines.join("\n")
 }

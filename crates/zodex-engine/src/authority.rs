@@ -63,7 +63,7 @@ impl Denial {
             repo: repo_text.clone(),
             policies: decision.policies.clone(),
             message: format!("{}{target}: {why}", decision.action.name()),
-            unblock: unblock_hint(decision, repo_text.as_deref(), principal.is_agent()),
+            unblock: unblock_hint(decision, repo_text.as_deref(), principal),
         }
     }
 }

@@ -1,17 +1,26 @@
 //! What to do next after a denial: each built-in policy's denial maps to the command that would
 //! unblock it. A rule about *what is allowed* never lives here — only advice.
 
-use super::decide::{Action, Decision};
+use super::decide::{Action, Decision, Principal};
 
-/// One line telling the user how to get unblocked, or `None` when nothing would help.
-pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent: bool) -> String {
+/// One line telling the user how to get unblocked, or `None` when nothing would help. A fleet
+/// sprite's agent is told the fleet's command, for that sprite.
+pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal: &Principal) -> String {
     let repo = repo.unwrap_or("OWNER/NAME");
+    let principal_is_agent = principal.is_agent();
+    let grant = match principal.sprite() {
+        Some(sprite) => format!(
+            "zodex fleet grant-push --repo {repo} --for-sprite {}",
+            sprite.name
+        ),
+        None => format!("zodex sprite github grant-push --repo {repo}"),
+    };
     let request = if principal_is_agent {
         format!(
-            "ask for access with `zodex-agent github request-push --repo {repo}` (an operator approves it), or ask an operator to run `zodex sprite github grant-push --repo {repo}`"
+            "ask for access with `zodex-agent github request-push --repo {repo}` (an operator approves it), or ask an operator to run `{grant}`"
         )
     } else {
-        format!("grant it with `zodex sprite github grant-push --repo {repo}`")
+        format!("grant it with `{grant}`")
     };
     if !decision.errors.is_empty() {
         return "a policy failed to evaluate, so the request was denied (fail closed); check the operator policies with `zodex-prd policy check`".to_string();
@@ -21,7 +30,7 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal_is_agent:
             Action::Push | Action::IssueWriteToken => {
                 if decision.action == Action::IssueWriteToken {
                     format!(
-                        "a write token needs a grant made with `--via token`: an operator runs `zodex sprite github grant-push --repo {repo} --via token`"
+                        "a write token needs a grant made with `--via token`: an operator runs `{grant} --via token`"
                     )
                 } else if let (Some(ref_name), false) =
                     (&decision.ref_name, decision.passed_over_refs.is_empty())
@@ -145,16 +154,38 @@ mod tests {
         }
     }
 
+    fn operator() -> Principal {
+        Principal::Operator("uid:0".into())
+    }
+
+    #[test]
+    fn a_fleet_sprite_is_told_the_fleets_command_for_itself() {
+        let sprite = Principal::Sprite(crate::fleet::FleetSprite {
+            name: crate::fleet::MemberName::parse("s2").unwrap(),
+            labels: Vec::new(),
+        });
+        let hint = unblock_hint(
+            &push_without_grant("refs/heads/f", &[]),
+            Some("demo/app"),
+            &sprite,
+        );
+        assert!(
+            hint.contains("`zodex fleet grant-push --repo demo/app --for-sprite s2`"),
+            "{hint}"
+        );
+        assert!(hint.contains("zodex-agent github request-push"), "{hint}");
+    }
+
     #[test]
     fn not_checked_yet_is_unknown_never_not_installed() {
-        let unknown = unblock_hint(&writer_missing(false), Some("demo/app"), false);
+        let unknown = unblock_hint(&writer_missing(false), Some("demo/app"), &operator());
         assert!(unknown.contains("unknown"), "{unknown}");
         assert!(!unknown.contains("not installed"), "{unknown}");
         assert!(
             unknown.contains("zodex sprite policy explain --action push --repo demo/app"),
             "{unknown}"
         );
-        let known = unblock_hint(&writer_missing(true), Some("demo/app"), false);
+        let known = unblock_hint(&writer_missing(true), Some("demo/app"), &operator());
         assert!(known.contains("is not installed on demo/app"), "{known}");
     }
 
@@ -171,18 +202,18 @@ mod tests {
     /// one exists that covers other refs.
     #[test]
     fn a_push_with_no_grant_at_all_is_not_told_to_add_a_ref() {
-        for agent in [true, false] {
+        for agent in [Principal::Agent, operator()] {
             let none = unblock_hint(
                 &push_without_grant("refs/heads/feat", &[]),
                 Some("demo/app"),
-                agent,
+                &agent,
             );
             assert!(!none.contains("--ref"), "{none}");
             assert!(none.contains("grant-push --repo demo/app"), "{none}");
             let limited = unblock_hint(
                 &push_without_grant("refs/heads/feat", &["refs/heads/fix/*"]),
                 Some("demo/app"),
-                agent,
+                &agent,
             );
             assert!(
                 limited.contains("cover only refs/heads/fix/*") && limited.contains("`--ref feat`"),
@@ -198,12 +229,12 @@ mod tests {
             policies: vec!["require-configured-target".into()],
             ..writer_missing(true)
         };
-        let operator = unblock_hint(&decision, Some("elsewhere/app"), false);
+        let operator = unblock_hint(&decision, Some("elsewhere/app"), &operator());
         assert!(
             operator.contains("add it with `zodex sprite targets add elsewhere/app`"),
             "{operator}"
         );
-        let agent = unblock_hint(&decision, Some("elsewhere/app"), true);
+        let agent = unblock_hint(&decision, Some("elsewhere/app"), &Principal::Agent);
         assert!(
             agent.contains("ask an operator to run `zodex sprite targets add elsewhere/app`"),
             "{agent}"

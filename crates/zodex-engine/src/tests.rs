@@ -456,7 +456,7 @@ fn an_unknown_default_branch_refuses_every_force_and_delete_but_not_fast_forward
             let decision = w.decide(&ref_update(ref_name, force, delete), NOW);
             assert_denied_by(&decision, "protect-default-branch");
             assert_eq!(decision.repository.as_ref().unwrap().default_branch, None);
-            let hint = hints::unblock_hint(&decision, Some("demo/app"), true);
+            let hint = hints::unblock_hint(&decision, Some("demo/app"), &Principal::Agent);
             assert!(
                 hint.contains("default branch") && hint.contains("not known"),
                 "{hint}"

@@ -1,8 +1,10 @@
 //! `zodex dev up|down`: a complete local installation as the current user, on embedded
 //! defaults, in one directory — configuration, state, sockets, logs and a running `zodex-prd` —
 //! registered as the sprite `dev`. With `--postgres` the state is in a private PostgreSQL
-//! server of the installation's own (`postgres`); `mcp` starts `zodex-agent serve`.
+//! server of the installation's own (`postgres`); `mcp` starts `zodex-agent serve`; `fleet`
+//! is `zodex dev fleet up|down`, a whole fleet on the same parts.
 
+pub mod fleet;
 mod mcp;
 mod postgres;
 mod process;
@@ -42,6 +44,9 @@ pub enum DevError {
     /// The installation's PostgreSQL (`--postgres`), in words that say what to do.
     #[error("{0}")]
     Postgres(String),
+    /// Setting up the local fleet (`dev fleet up`): its CA, operator or sprites.
+    #[error("{0}")]
+    Fleet(String),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DevError {

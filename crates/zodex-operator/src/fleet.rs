@@ -121,6 +121,22 @@ pub fn enroll_sprite(
     Ok(enrolled)
 }
 
+/// Enrols sprite `name` of `fleet` whose files are here, in `dir` (a local fleet's sprite:
+/// `zodex dev fleet up`): its key made in `dir`, the request signed by the service through
+/// `fleet_entry` (the operator, over mutual TLS), the certificate installed.
+pub fn enroll_here(
+    fleet_entry: &SpriteEntry,
+    (fleet, name): (&str, &str),
+    labels: Vec<String>,
+    dir: &Path,
+) -> Result<FleetEnrolled, FleetOpError> {
+    let identity = Identity::new(&Name::parse(fleet)?, Role::Sprite, &Name::parse(name)?);
+    let request_pem = zodex_fleet::files::request(dir, &identity)?;
+    let enrolled = enrol(fleet_entry, FleetRole::Sprite, name, labels, request_pem)?;
+    zodex_fleet::files::install(dir, &enrolled.certificate_pem, &enrolled.ca_pem)?;
+    Ok(enrolled)
+}
+
 /// The admin request `fleet_enroll` through `via`, and its answer.
 fn enrol(
     via: &SpriteEntry,

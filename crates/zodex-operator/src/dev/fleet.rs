@@ -1,0 +1,435 @@
+//! `zodex dev fleet up|down`: a whole fleet on this machine, as the current user, in one
+//! directory: the local GitHub, a private PostgreSQL, the fleet's CA, replicas of the service
+//! on loopback ports (each a `zodex-prd serve` with `[fleet] listen`, all on the one
+//! database), the operator enrolled (`$DIR/operator`, registered as the fleet `dev-fleet`, so
+//! `zodex fleet …` works at once) and sprites, each a directory with its own key, certificate,
+//! `zodex.toml`, `env.sh` and a running `zodex-prd relay`. A second `up` reuses what exists.
+
+use super::process::{running_pid, stop, wait_ready};
+use super::{DevError, io};
+use crate::registry::{Registry, SpriteEntry, local_admin_command};
+use crate::sibling_binary;
+use serde::Serialize;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use zodex_config::{Config, FleetConfig, RelayConfig, StoreConfig};
+
+/// The fleet's name (its trust domain) and its registry entry.
+pub const DEV_FLEET: &str = "dev-fleet";
+/// The operator `dev fleet up` enrols.
+const OPERATOR: &str = "dev";
+
+/// What `zodex dev fleet up` started.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevFleet {
+    pub dir: PathBuf,
+    pub fleet: String,
+    pub replicas: Vec<ReplicaInfo>,
+    pub sprites: Vec<SpriteInfo>,
+    /// The operator's key, certificate and the fleet's CA (the key is a secret, 0600).
+    pub operator_dir: PathBuf,
+    pub operator_key_file: PathBuf,
+    pub devhub_api_url: String,
+    pub devhub_git_url: String,
+    pub devhub_pid: i32,
+    pub store_url: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicaInfo {
+    pub name: String,
+    pub url: String,
+    pub pid: i32,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SpriteInfo {
+    pub name: String,
+    /// `source` it for the sprite's agent side (its config, PATH, git).
+    pub env_file: PathBuf,
+    pub agent_socket: PathBuf,
+    pub relay_pid: i32,
+    pub log: PathBuf,
+}
+
+/// The default directory: `$ZODEX_HOME/dev-fleet`.
+pub fn default_dir() -> PathBuf {
+    crate::zodex_home().join("dev-fleet")
+}
+
+fn fleet_err(context: &str) -> impl FnOnce(String) -> DevError + '_ {
+    move |e| DevError::Fleet(format!("{context}: {e}"))
+}
+
+/// `zodex dev fleet up`.
+pub fn up(
+    dir: &Path,
+    registry: &Registry,
+    replicas: usize,
+    sprites: usize,
+) -> Result<DevFleet, DevError> {
+    std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(io(format!("cannot resolve {}", dir.display())))?;
+    for (sub, mode) in [("run", 0o755), ("logs", 0o755)] {
+        private_dir(&dir.join(sub), mode)?;
+    }
+    let (devhub, devhub_pid) = super::start_devhub(&dir)?;
+    let database = super::postgres::ensure(&dir, &sibling_binary("zodex-prd"))?;
+    let ca_dir = dir.join("ca");
+    if !ca_dir.join("ca.pem").exists() {
+        let made = Command::new(sibling_binary("zodex-prd"))
+            .args(["fleet", "init", "--name", DEV_FLEET, "--dir"])
+            .arg(&ca_dir)
+            .output()
+            .map_err(io("cannot run zodex-prd fleet init"))?;
+        if !made.status.success() {
+            return Err(DevError::Fleet(
+                String::from_utf8_lossy(&made.stderr).into(),
+            ));
+        }
+    }
+    let github = super::dev_github_config(&dir, &devhub)?;
+    let mut started = Vec::new();
+    for n in 1..=replicas.max(1) {
+        started.push(start_replica(&dir, n, &github, &database.url)?);
+    }
+    let services: Vec<String> = started.iter().map(|r| r.url.clone()).collect();
+
+    // The operator, enrolled through the first replica's admin socket (this machine is the
+    // service's host), then the fleet reached over mutual TLS.
+    let operator_dir = dir.join("operator");
+    let fleet_entry = if operator_dir.join("cert.pem").exists() {
+        let entry = fleet_entry(&services, &operator_dir);
+        registry.upsert(entry.clone())?;
+        entry
+    } else {
+        let via = SpriteEntry {
+            name: format!("{DEV_FLEET}-service"),
+            admin_command: local_admin_command(Some(&started[0].config)),
+            worker: None,
+            fleet: None,
+        };
+        crate::fleet::add_operator(
+            registry,
+            &via,
+            (DEV_FLEET, OPERATOR),
+            &services,
+            &operator_dir,
+        )
+        .map_err(|e| fleet_err("enrolling the operator")(e.to_string()))?
+    };
+
+    let gitconfig = dir.join("agent.gitconfig");
+    std::fs::write(&gitconfig, super::agent_gitconfig(&devhub.git_url))
+        .map_err(io("cannot write agent.gitconfig"))?;
+    let mut sprite_infos = Vec::new();
+    for n in 1..=sprites {
+        sprite_infos.push(start_sprite(
+            &dir,
+            n,
+            &fleet_entry,
+            &services,
+            &devhub.git_url,
+        )?);
+    }
+    Ok(DevFleet {
+        dir: dir.clone(),
+        fleet: DEV_FLEET.into(),
+        replicas: started,
+        sprites: sprite_infos,
+        operator_key_file: operator_dir.join("key.pem"),
+        operator_dir,
+        devhub_api_url: devhub.api_url,
+        devhub_git_url: devhub.git_url,
+        devhub_pid,
+        store_url: database.url,
+    })
+}
+
+fn private_dir(path: &Path, mode: u32) -> Result<(), DevError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
+        .map_err(io(format!("cannot create {}", path.display())))
+}
+
+fn fleet_entry(services: &[String], operator_dir: &Path) -> SpriteEntry {
+    SpriteEntry {
+        name: DEV_FLEET.into(),
+        admin_command: Vec::new(),
+        worker: None,
+        fleet: Some(crate::registry::FleetReach {
+            services: services.to_vec(),
+            dir: operator_dir.to_path_buf(),
+        }),
+    }
+}
+
+/// A free loopback port (asked of the kernel, then released for the replica to bind).
+fn free_port() -> Result<u16, DevError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(io("cannot find a free port"))
+}
+
+/// Replica `n`: its configuration (written once: its port is kept across restarts), its
+/// `zodex-prd serve`, ready when it answers on its admin socket.
+fn start_replica(
+    dir: &Path,
+    n: usize,
+    github: &zodex_config::GithubConfig,
+    store_url: &str,
+) -> Result<ReplicaInfo, DevError> {
+    let name = format!("replica-{n}");
+    let home = dir.join(&name);
+    private_dir(&home.join("run"), 0o755)?;
+    private_dir(&home.join("state"), 0o700)?;
+    let config_path = home.join("zodex.toml");
+    if !config_path.exists() {
+        let uid = nix::unistd::getuid().as_raw();
+        let config = Config {
+            state_dir: home.join("state"),
+            admin_socket: home.join("run/admin.sock"),
+            agent_socket: home.join("run/agent.sock"),
+            agent_uid: uid,
+            operator_uids: vec![uid],
+            targets: super::default_config(&home).targets,
+            github: Some(github.clone()),
+            store: Some(StoreConfig {
+                url: store_url.to_string(),
+                ..Default::default()
+            }),
+            fleet: Some(FleetConfig {
+                name: DEV_FLEET.into(),
+                ca_dir: dir.join("ca"),
+                member_ttl_hours: None,
+                listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], free_port()?))),
+                replica: Some(name.clone()),
+                hosts: Vec::new(),
+            }),
+            test_clock_file: super::test_clock_file(),
+            ..Config::default()
+        };
+        let text = format!(
+            "{}: replica {n} of a local fleet's service. Edit freely.\n{}",
+            zodex_config::DEV_HEADER,
+            config.to_toml()
+        );
+        std::fs::write(&config_path, text).map_err(io("cannot write a replica's configuration"))?;
+    }
+    let config = Config::load(&config_path)?;
+    let listen = config
+        .fleet
+        .as_ref()
+        .and_then(|f| f.listen)
+        .ok_or_else(|| {
+            DevError::Fleet(format!("{} has no [fleet] listen", config_path.display()))
+        })?;
+    let log = dir.join(format!("logs/{name}.log"));
+    let pid_file = dir.join(format!("run/{name}.pid"));
+    let pid = match running_pid(&pid_file) {
+        Some(pid) => pid,
+        None => spawn(
+            &[
+                OsArg::from("serve"),
+                "--config".into(),
+                config_path.clone().into(),
+            ],
+            &log,
+            &pid_file,
+        )?,
+    };
+    let entry = SpriteEntry {
+        name: name.clone(),
+        admin_command: local_admin_command(Some(&config_path)),
+        worker: None,
+        fleet: None,
+    };
+    wait_ready(&entry, &log, Duration::from_secs(30))?;
+    Ok(ReplicaInfo {
+        name,
+        url: format!("https://{listen}"),
+        pid,
+        config: config_path,
+        log,
+    })
+}
+
+type OsArg = std::ffi::OsString;
+
+/// Starts `zodex-prd ARGS…` in the background (its own process group: a Ctrl-C in this
+/// terminal must not stop it), logging to `log`; records its pid.
+fn spawn(args: &[OsArg], log: &Path, pid_file: &Path) -> Result<i32, DevError> {
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(io(format!("cannot open {}", log.display())))?;
+    let child = Command::new(sibling_binary("zodex-prd"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().map_err(io("cannot open the log"))?)
+        .stderr(log_file)
+        .process_group(0)
+        .spawn()
+        .map_err(io("cannot start zodex-prd"))?;
+    let pid = child.id() as i32;
+    std::fs::write(pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
+    Ok(pid)
+}
+
+/// Sprite `n`: its key made in its own directory, enrolled by the operator over mutual TLS,
+/// its `zodex.toml` (`[relay]` naming every replica) and `env.sh`, and its relay running.
+fn start_sprite(
+    dir: &Path,
+    n: usize,
+    fleet_entry: &SpriteEntry,
+    services: &[String],
+    git_url: &str,
+) -> Result<SpriteInfo, DevError> {
+    let name = format!("sprite-{n}");
+    let home = dir.join("sprites").join(&name);
+    private_dir(&home.join("run"), 0o755)?;
+    private_dir(&home.join("state"), 0o700)?;
+    let files = home.join("fleet");
+    if !files.join("cert.pem").exists() {
+        crate::fleet::enroll_here(fleet_entry, (DEV_FLEET, &name), Vec::new(), &files)
+            .map_err(|e| fleet_err("enrolling a sprite")(e.to_string()))?;
+    }
+    let config_path = home.join("zodex.toml");
+    let uid = nix::unistd::getuid().as_raw();
+    let config = Config {
+        state_dir: home.join("state"),
+        admin_socket: home.join("run/admin.sock"),
+        agent_socket: home.join("run/agent.sock"),
+        agent_uid: uid,
+        operator_uids: vec![uid],
+        relay: Some(RelayConfig {
+            services: services.to_vec(),
+            dir: files,
+            git_url: Some(git_url.trim_end_matches('/').to_string()),
+        }),
+        ..Config::default()
+    };
+    let text = format!(
+        "{}: sprite {n} of a local fleet (its relay). Edit freely.\n{}",
+        zodex_config::DEV_HEADER,
+        config.to_toml()
+    );
+    std::fs::write(&config_path, text).map_err(io("cannot write a sprite's configuration"))?;
+    let env_file = home.join("env.sh");
+    let bin_dir = sibling_binary("zodex-prd")
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let env = format!(
+        "# Agent-side environment of {name} in the local fleet in {dir}.\n\
+         export ZODEX_CONFIG='{config}'\n\
+         export PATH='{bin}':\"$PATH\"\n\
+         export GIT_CONFIG_GLOBAL='{gitconfig}'\n\
+         export GIT_TERMINAL_PROMPT=0\n",
+        dir = dir.display(),
+        config = config_path.display(),
+        bin = bin_dir.display(),
+        gitconfig = dir.join("agent.gitconfig").display(),
+    );
+    std::fs::write(&env_file, env).map_err(io("cannot write env.sh"))?;
+    let log = dir.join(format!("logs/{name}.log"));
+    let pid_file = dir.join(format!("run/{name}.pid"));
+    let pid = match running_pid(&pid_file) {
+        Some(pid) => pid,
+        None => {
+            let _ = std::fs::remove_file(&config.agent_socket);
+            spawn(
+                &[
+                    OsArg::from("relay"),
+                    "--config".into(),
+                    config_path.clone().into(),
+                ],
+                &log,
+                &pid_file,
+            )?
+        }
+    };
+    let start = Instant::now();
+    while !config.agent_socket.exists() {
+        if start.elapsed() > Duration::from_secs(10) || running_pid(&pid_file).is_none() {
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(DevError::NotReady { log, tail });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(SpriteInfo {
+        name,
+        env_file,
+        agent_socket: config.agent_socket,
+        relay_pid: pid,
+        log,
+    })
+}
+
+/// What `zodex dev fleet down` stopped.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevFleetDown {
+    pub dir: PathBuf,
+    pub stopped_pids: Vec<i32>,
+    pub stopped_postgres: bool,
+}
+
+/// Stops the relays, the replicas, devhub and PostgreSQL (their files stay), and forgets the
+/// fleet's registry entry when it is this installation's.
+pub fn down(dir: &Path, registry: &Registry) -> Result<DevFleetDown, DevError> {
+    let mut stopped = Vec::new();
+    let mut pid_files: Vec<PathBuf> = std::fs::read_dir(dir.join("run"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "pid"))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Relays first, then replicas, then devhub: nothing is left talking to what went.
+    pid_files.sort_by_key(|p| {
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        (
+            !name.starts_with("sprite-"),
+            !name.starts_with("replica-"),
+            name,
+        )
+    });
+    for pid_file in pid_files {
+        if let Some(pid) = running_pid(&pid_file) {
+            stop(pid);
+            stopped.push(pid);
+        }
+        let _ = std::fs::remove_file(&pid_file);
+    }
+    let stopped_postgres = super::postgres::stop(dir)?;
+    let operator_dir = dir
+        .canonicalize()
+        .unwrap_or(dir.to_path_buf())
+        .join("operator");
+    if let Ok(entry) = registry.choose(Some(DEV_FLEET))
+        && entry.fleet.as_ref().is_some_and(|f| f.dir == operator_dir)
+    {
+        registry.remove(DEV_FLEET)?;
+    }
+    Ok(DevFleetDown {
+        dir: dir.to_path_buf(),
+        stopped_pids: stopped,
+        stopped_postgres,
+    })
+}
