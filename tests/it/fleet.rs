@@ -322,111 +322,61 @@ fn an_operator_with_its_own_key_runs_the_fleet_over_mutual_tls_and_is_named_in_t
     );
 }
 
-/// `zodex dev fleet up`: replicas on one PostgreSQL, sprites with relays, the operator
-/// registered. A sprite pushes under its grant; with the replica it used killed, its relay
-/// goes on through the other.
 #[test]
-fn dev_fleet_up_runs_a_fleet_whose_relays_move_to_a_live_replica() {
-    use crate::support::dev::{is_root, open_path_to};
-    let home = tempfile::tempdir().unwrap();
-    let dir = home.path().join("dev-fleet");
-    if is_root() {
-        // As root the server runs as `postgres`, which must reach `dir/postgres`.
-        std::fs::create_dir_all(&dir).unwrap();
-        open_path_to(&dir.join("postgres"));
-    }
-    let zodex = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(crate::support::fleet::ZODEX);
-        crate::support::devhub::without_git_env(&mut cmd);
-        let out = cmd
-            .env("ZODEX_HOME", home.path())
-            .env("HOME", home.path())
-            .env_remove("ZODEX_SPRITE")
-            .env_remove("ZODEX_FLEET")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "zodex {args:?}: {}", text(&out));
-        String::from_utf8(out.stdout).unwrap()
-    };
-    struct Down<'a>(&'a dyn Fn(&[&str]) -> String, String);
-    impl Drop for Down<'_> {
-        fn drop(&mut self) {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                (self.0)(&["dev", "fleet", "down", "--dir", &self.1])
-            }));
-        }
-    }
-    let dir_text = dir.to_str().unwrap().to_string();
-    let _down = Down(&zodex, dir_text.clone());
-    let up: Value = serde_json::from_str(&zodex(&[
-        "dev",
-        "fleet",
-        "up",
-        "--json",
-        "--dir",
-        &dir_text,
-        "--replicas",
-        "2",
-        "--sprites",
-        "2",
-    ]))
-    .unwrap();
-    let info = &up["result"];
-    assert_eq!(info["replicas"].as_array().unwrap().len(), 2);
-    assert_eq!(info["sprites"].as_array().unwrap().len(), 2);
-    zodex(&[
-        "fleet",
-        "grant-push",
-        "--repo",
-        "demo/app",
-        "--for-sprite",
-        "sprite-1",
-    ]);
-
-    // Sprite 1's agent side, as its env.sh sets it up.
-    let sprite_config = dir.join("sprites/sprite-1/zodex.toml");
-    let bin = Path::new(crate::support::fleet::ZODEX).parent().unwrap();
-    let agent_env = |cmd: &mut std::process::Command| {
-        crate::support::devhub::without_git_env(cmd);
-        cmd.env("ZODEX_CONFIG", &sprite_config)
-            .env("GIT_CONFIG_GLOBAL", dir.join("agent.gitconfig"))
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env(
-                "PATH",
-                format!(
-                    "{}:{}",
-                    bin.display(),
-                    std::env::var("PATH").unwrap_or_default()
-                ),
-            );
-    };
-    let work = tempfile::tempdir().unwrap();
-    let git = |cwd: &Path, args: &[&str]| {
-        let mut cmd = std::process::Command::new("git");
-        agent_env(&mut cmd);
-        let out = cmd.current_dir(cwd).args(args).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", text(&out));
-    };
-    git(
-        work.path(),
-        &["clone", "--quiet", "https://github.com/demo/app"],
-    );
-    let app = work.path().join("app");
-    git(&app, &["checkout", "--quiet", "-b", "from-fleet"]);
-    commit_file(&app, "fleet.txt", b"from a fleet sprite", "From the fleet");
-    git(&app, &["push", "--quiet", "origin", "from-fleet"]);
-
-    // The replica the relay used last is killed; the next request goes to the other.
-    let first = info["replicas"][0]["pid"].as_i64().unwrap() as i32;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(first),
-        nix::sys::signal::Signal::SIGKILL,
+fn an_expired_certificate_is_refused_in_the_handshake_and_audited() {
+    let fleet = Fleet::start();
+    let mut s8 = fleet.enrol("s8", &[]);
+    let files = s8.dir.path().join("fleet");
+    let key_pem = std::fs::read_to_string(files.join("key.pem")).unwrap();
+    let fleet_name = zodex_fleet::Name::parse(FLEET).unwrap();
+    let ca_dir = fleet.ca.path().join("ca");
+    let ca = zodex_fleet::FleetCa::load(
+        &fleet_name,
+        &std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(),
+        &std::fs::read_to_string(ca_dir.join("ca.key")).unwrap(),
     )
     .unwrap();
-    let mut status = std::process::Command::new(crate::support::rig::AGENT);
-    agent_env(&mut status);
-    let out = status.args(["github", "status"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("demo/app"), "{}", text(&out));
+    let identity = zodex_fleet::Identity::new(
+        &fleet_name,
+        zodex_fleet::Role::Sprite,
+        &zodex_fleet::Name::parse("s8").unwrap(),
+    );
+    let key = zodex_fleet::MemberKey::from_pem(&key_pem).unwrap();
+    // Issued by the fleet's own CA for the sprite's own key, valid until now.
+    let expiring = ca
+        .issue(
+            &key.request_pem(&identity).unwrap(),
+            &identity,
+            std::time::Duration::ZERO,
+        )
+        .unwrap();
+    let (_, not_after) = zodex_fleet::tls::validity(&expiring).unwrap();
+    crate::support::wait::eventually(
+        "the certificate has expired",
+        std::time::Duration::from_secs(5),
+        || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64
+                > not_after + 1
+        },
+    );
+    std::fs::write(files.join("cert.pem"), &expiring).unwrap();
+    s8.restart_relay();
+    let refused = s8.agent(&["status"]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    let rows = audit(&fleet);
+    assert!(
+        rows.iter().any(|r| r["action"] == "FleetRefused"
+            && r["detail"]["why"]
+                .as_str()
+                .is_some_and(|w| w.contains("xpired"))),
+        "{rows:#?}"
+    );
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r["principal"] == "sprite:s8" && r["action"] == "ViewStatus")
+    );
 }

@@ -211,3 +211,147 @@ impl Sprite {
         std::fs::read_to_string(self.dir.path().join("relay.log")).unwrap_or_default()
     }
 }
+
+/// A fleet started by `zodex dev fleet up --json` in a fresh `ZODEX_HOME` (stopped with
+/// `zodex dev fleet down` when dropped): `info` is its answer's `result`.
+pub struct DevFleet {
+    pub home: tempfile::TempDir,
+    pub dir: PathBuf,
+    pub info: serde_json::Value,
+}
+
+impl Drop for DevFleet {
+    fn drop(&mut self) {
+        let dir = self.dir.to_str().unwrap().to_string();
+        let _ = self.zodex_output(&["dev", "fleet", "down", "--dir", &dir]);
+    }
+}
+
+impl DevFleet {
+    pub fn up(replicas: u32, sprites: u32) -> DevFleet {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("dev-fleet");
+        if super::dev::is_root() {
+            // As root the server runs as `postgres`, which must reach `dir/postgres`.
+            std::fs::create_dir_all(&dir).unwrap();
+            super::dev::open_path_to(&dir.join("postgres"));
+        }
+        let mut fleet = DevFleet {
+            home,
+            dir: dir.clone(),
+            info: serde_json::Value::Null,
+        };
+        let (replicas, sprites) = (replicas.to_string(), sprites.to_string());
+        let up = fleet.zodex(&[
+            "dev",
+            "fleet",
+            "up",
+            "--json",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--replicas",
+            &replicas,
+            "--sprites",
+            &sprites,
+        ]);
+        fleet.info = serde_json::from_str::<serde_json::Value>(&up).unwrap()["result"].clone();
+        fleet
+    }
+
+    fn zodex_output(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(ZODEX);
+        super::devhub::without_git_env(&mut cmd);
+        cmd.env("ZODEX_HOME", self.home.path())
+            .env("HOME", self.home.path())
+            .env_remove("ZODEX_SPRITE")
+            .env_remove("ZODEX_FLEET")
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// `zodex ARGS…` as the fleet's operator; must succeed; its stdout.
+    pub fn zodex(&self, args: &[&str]) -> String {
+        let out = self.zodex_output(args);
+        assert!(out.status.success(), "zodex {args:?}: {}", text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `zodex ARGS…` as the operator, whatever its outcome.
+    pub fn zodex_any(&self, args: &[&str]) -> Output {
+        self.zodex_output(args)
+    }
+
+    /// Registers `name` in the operator's registry as the fleet reached through replica
+    /// `index` (0-based) only: a request sent there is served by that replica.
+    pub fn register_replica(&self, name: &str, index: usize) {
+        let url = self.info["replicas"][index]["url"].as_str().unwrap();
+        let operator = self.info["operator_dir"].as_str().unwrap();
+        let registry = self.home.path().join("sprites.toml");
+        let mut text = std::fs::read_to_string(&registry).unwrap();
+        text.push_str(&format!(
+            "\n[[sprites]]\nname = \"{name}\"\n\n[sprites.fleet]\nservices = [\"{url}\"]\ndir = \"{operator}\"\n"
+        ));
+        std::fs::write(&registry, text).unwrap();
+    }
+
+    /// A command as sprite `n`'s agent side runs it (what its `env.sh` sets).
+    pub fn agent_side(&self, n: u32, program: &str) -> Command {
+        let bin = Path::new(ZODEX).parent().unwrap();
+        let mut cmd = Command::new(program);
+        super::devhub::without_git_env(&mut cmd);
+        cmd.env(
+            "ZODEX_CONFIG",
+            self.dir.join(format!("sprites/sprite-{n}/zodex.toml")),
+        )
+        .env("GIT_CONFIG_GLOBAL", self.dir.join("agent.gitconfig"))
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+        cmd
+    }
+
+    /// git as sprite `n`'s agent, in `cwd`.
+    pub fn git(&self, n: u32, cwd: &Path, args: &[&str]) -> Output {
+        self.agent_side(n, "git")
+            .current_dir(cwd)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// `zodex-agent github ARGS…` as sprite `n`'s agent.
+    pub fn agent(&self, n: u32, args: &[&str]) -> Output {
+        self.agent_side(n, super::rig::AGENT)
+            .arg("github")
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Clones `demo/app` as sprite `n` into `parent/app-N` and commits a file on `branch`.
+    pub fn work_on(&self, n: u32, parent: &Path, branch: &str) -> PathBuf {
+        let name = format!("app-{n}");
+        let out = self.git(
+            n,
+            parent,
+            &["clone", "--quiet", "https://github.com/demo/app", &name],
+        );
+        assert!(out.status.success(), "clone as sprite-{n}: {}", text(&out));
+        let app = parent.join(name);
+        super::devhub::git_ok(&app, &["checkout", "--quiet", "-b", branch]);
+        super::devhub::commit_file(&app, &format!("{branch}.txt"), b"hello", branch);
+        app
+    }
+
+    /// The replica's pid (0-based index).
+    pub fn replica_pid(&self, index: usize) -> i32 {
+        self.info["replicas"][index]["pid"].as_i64().unwrap() as i32
+    }
+}
