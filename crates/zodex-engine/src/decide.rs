@@ -738,6 +738,12 @@ fn build_context(
         ctx.push(("agent_terms", boolean(agent_terms)));
         ctx.push(("max_request_ttl_seconds", long(max_request_ttl_seconds)));
     };
+    if matches!(
+        ask,
+        Ask::RequestPush { .. } | Ask::GrantPush { .. } | Ask::PublishPr { .. }
+    ) {
+        ctx.push(("owners", strings(&principal.owners())));
+    }
     match ask {
         Ask::RequestPush { grant: terms, .. } => grant_terms(&mut ctx, terms, true),
         Ask::GrantPush {

@@ -253,3 +253,59 @@ fn a_sprites_status_shows_its_own_grants_and_scopes_only() {
         assert_eq!(shown(&mut w, &operator).1, 4);
     });
 }
+
+/// "Sprites labelled team=payments may only write demo/payments-*": an operator's policy over
+/// `context.owners` binds the labelled sprites, on pushes and publications alike, and no
+/// other sprite.
+#[test]
+fn an_operator_policy_over_a_label_binds_the_labelled_sprites_only() {
+    on_each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("labels.cedar"),
+            "@id(\"payments-write-payments-only\")\n\
+             forbid (principal, action in [Zodex::Action::\"Push\", Zodex::Action::\"PublishPr\"], resource)\n\
+             when { context.owners.contains(\"label:team=payments\") && !(resource.name like \"payments-*\") };\n",
+        )
+        .unwrap();
+        let mut w = crate::tests::world_with(Some(dir.path()));
+        crate::tests::cover(&mut w.store, "demo/payments-api", true, true, NOW + 600);
+        for owner in [
+            Owner::Label(SpriteLabel::parse("team=payments").unwrap()),
+            owner_sprite("web1"),
+        ] {
+            w.op(|a, s, op| a.set_yolo(s, op, &[], YoloTerms::new(None, false), owner, NOW))
+                .unwrap();
+        }
+        let publish = |name: &str| crate::Ask::PublishPr {
+            repo: repo(name),
+            bundle_bytes: 100,
+            touches_workflows: false,
+            title_chars: 10,
+            body_bytes: 0,
+            draft: false,
+        };
+        let payments = sprite("p1", &["team=payments"]);
+        assert!(
+            w.decide_as(&payments, &push("demo/payments-api", "refs/heads/f"))
+                .allowed
+        );
+        assert!(
+            w.decide_as(&payments, &publish("demo/payments-api"))
+                .allowed
+        );
+        for ask in [push("demo/app", "refs/heads/f"), publish("demo/app")] {
+            let d = w.decide_as(&payments, &ask);
+            assert!(!d.allowed, "{d:?}");
+            assert!(
+                d.policies
+                    .contains(&"payments-write-payments-only".to_string()),
+                "{d:?}"
+            );
+        }
+        // A sprite without the label is not bound by it.
+        let web = sprite("web1", &["team=web"]);
+        assert!(w.decide_as(&web, &push("demo/app", "refs/heads/f")).allowed);
+        assert!(w.decide_as(&web, &publish("demo/app")).allowed);
+    });
+}

@@ -19,7 +19,7 @@ pub(crate) struct World {
     pub(crate) operator: Principal,
 }
 
-fn world_with(operator_dir: Option<&std::path::Path>) -> World {
+pub(crate) fn world_with(operator_dir: Option<&std::path::Path>) -> World {
     let (dir, mut store) = crate::store::test_support::temp_store();
     let targets = Targets::from_specs(&[
         TargetSpec {
@@ -55,7 +55,7 @@ pub(crate) fn world() -> World {
     world_with(None)
 }
 
-fn cover(store: &mut Store, repo: &str, writer: bool, reader: bool, expires_at: i64) {
+pub(crate) fn cover(store: &mut Store, repo: &str, writer: bool, reader: bool, expires_at: i64) {
     cover_on(store, repo, writer, reader, expires_at, Some("main"));
 }
 
