@@ -632,3 +632,40 @@ fn github_answering_502_is_an_upstream_failure_not_a_refusal() {
     assert_eq!(rig.remote_sha("app", "refs/heads/feature"), None);
     assert!(rig.pulls("app").is_empty());
 }
+
+/// A pull request the publisher opens ends with a footer naming who asked and what allowed it,
+/// with what the agent wrote escaped; `pr_footer = false` leaves the body as written.
+#[test]
+fn a_pull_request_names_what_allowed_it_unless_turned_off() {
+    for (extra, footer) in [("", true), ("pr_footer = false", false)] {
+        let rig = Rig::start_with(HOUR, extra);
+        let work = tempfile::tempdir().unwrap();
+        let app = rig.clone(work.path(), "app");
+        commit_file(&app, "fix.txt", b"fixed\n", "fix the thing");
+        let out = rig.agent(
+            &app,
+            &[
+                "publish-pr",
+                "--repo",
+                "demo/app",
+                "--title",
+                "Fix",
+                "--body",
+                "The fix.",
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        let pulls = rig.pulls("app");
+        let body = pulls[0]["body"].as_str().unwrap_or_default().to_string();
+        assert!(body.starts_with("The fix."), "{body}");
+        assert_eq!(body.contains("Opened by Zodex for agent"), footer, "{body}");
+        assert_eq!(
+            body.contains("allowed by policy publish\\-pr"),
+            footer,
+            "{body}"
+        );
+        if !footer {
+            assert_eq!(body, "The fix.");
+        }
+    }
+}

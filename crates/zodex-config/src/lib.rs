@@ -89,6 +89,11 @@ pub struct Config {
     /// The prefix of review-first branches (`zodex/` when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pr_branch_prefix: Option<String>,
+    /// A pull request the publisher opens ends with a footer naming who asked, the policy,
+    /// grant or YOLO scope and approving operator that allowed it, and the request's reason
+    /// (default `true`; `false` leaves the agent's body as it wrote it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_footer: Option<bool>,
     /// The uid `zodex-prd serve` runs as. `zodex-prd admin` talks only to an admin socket
     /// served by root, by its own uid, or by this uid; `serve` refuses to run as another uid.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -28,6 +28,8 @@ pub(crate) struct Core {
 pub(crate) struct Settings {
     pub mcp_key_hash_file: Option<std::path::PathBuf>,
     pub pr_branch_prefix: String,
+    /// Pull requests carry the traceability footer (`pr_footer`).
+    pub pr_footer: bool,
     /// Bounds on stored state (pending requests, audit retention).
     pub limits: Limits,
     /// The names of the configured audit sinks, whose state `status` shows.

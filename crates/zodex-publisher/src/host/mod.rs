@@ -119,6 +119,7 @@ impl Host {
         let settings = Settings {
             mcp_key_hash_file: config.mcp_key_hash_file(),
             pr_branch_prefix: checked.pr_branch_prefix.clone(),
+            pr_footer: config.pr_footer.unwrap_or(true),
             limits: checked.limits,
             sinks: config
                 .audit_sinks

@@ -7,7 +7,8 @@
 //! - this module: [`Pipeline::admit`] before the body, [`Pipeline::publish`] after it;
 //! - `stream`: a push passed on to GitHub while its bundle still arrives;
 //! - `push`: a direct push, decided update by update;
-//! - `pr`, `pr_open`, `pr_names`: review-first pull requests;
+//! - `pr`, `pr_open`, `pr_names`, `pr_footer`: review-first pull requests (the footer says
+//!   who asked and what allowed it);
 //! - `step_token`: a token for one step, revoked when the step ends;
 //! - `types`: what the stages share.
 
@@ -21,6 +22,7 @@ use zodex_engine::{Ask, ChangeFacts, Principal, RefUpdate};
 use zodex_protocol::{AgentRequest, ErrorKind, Response};
 
 mod pr;
+mod pr_footer;
 mod pr_names;
 mod pr_open;
 mod push;

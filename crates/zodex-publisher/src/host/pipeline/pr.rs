@@ -12,6 +12,7 @@ use super::super::core::blocking;
 use super::super::mirror::{OpenMirror, import_failure};
 use super::super::{Failure, parse_repo};
 use super::Pipeline;
+use super::pr_footer::{GrantTrace, Trace, with_footer};
 use super::pr_names::{idempotency_key, random6, slug};
 use super::pr_open::open_or_take_back;
 use super::step_token::StepToken;
@@ -126,7 +127,7 @@ impl Pipeline {
             )));
         }
 
-        let (draft, audit_id) = self
+        let (draft, audit_id, trace) = self
             .decide_publication(agent, &repo, &pr, &bundle, (&facts, &base), now)
             .await?;
 
@@ -183,6 +184,7 @@ impl Pipeline {
             repo: &repo,
             pr: &pr,
             draft,
+            trace: self.core.settings.pr_footer.then_some(trace),
             now,
         };
         let (result, publication) = self
@@ -239,7 +241,8 @@ impl Pipeline {
     }
 
     /// Decides the publication (audited), as a draft when only a draft may be published.
-    /// `Ok` carries whether it is a draft and its audit row.
+    /// `Ok` carries whether it is a draft, its audit row, and what allowed it (the footer's
+    /// [`Trace`]).
     async fn decide_publication(
         self: &Arc<Self>,
         agent: &Principal,
@@ -248,7 +251,7 @@ impl Pipeline {
         bundle: &Spooled,
         (facts, base): (&UpdateFacts, &str),
         now: i64,
-    ) -> Result<(bool, i64), Failure> {
+    ) -> Result<(bool, i64, Trace), Failure> {
         let bytes = i64::try_from(bundle.len).unwrap_or(i64::MAX);
         let asked = publish_ask(
             repo,
@@ -263,11 +266,11 @@ impl Pipeline {
         let audited = (pr.head.clone(), bundle.sha256.clone(), base.to_string());
         let (touches_workflows, new_commits) = (facts.touches_workflows, facts.new_commits);
         let principal = agent.clone();
-        let (decision, audit_id) = self
+        let (decision, audit_id, (grant, yolo)) = self
             .core
             .stored(move |a, s| {
                 let (head, sha256, base) = audited;
-                a.decide_audited(s, &principal, &ask, now, |e| {
+                let (decision, audit_id) = a.decide_audited(s, &principal, &ask, now, |e| {
                     e.new_oid = Some(head);
                     e.bundle_bytes = Some(bytes);
                     e.bundle_sha256 = Some(sha256);
@@ -277,13 +280,30 @@ impl Pipeline {
                         "touches_workflows": touches_workflows,
                         "new_commits": new_commits,
                     }));
-                })
+                })?;
+                // What allowed it, for the footer: read now, as it stood for the decision.
+                let allowed_by = s.read(|f| {
+                    let grant = decision.grant_id.map(|id| f.grant(id)).transpose()?;
+                    let yolo = match decision.yolo_id {
+                        Some(id) => f.uncleared_yolo()?.into_iter().find(|y| y.id == id),
+                        None => None,
+                    };
+                    Ok((grant, yolo.map(|y| (y.id, y.created_by))))
+                })?;
+                Ok::<_, zodex_engine::authority::AuthorityError>((decision, audit_id, allowed_by))
             })
             .await?;
         if !decision.allowed {
             return Err(Failure::denied(&decision, repo, agent));
         }
-        Ok((draft, audit_id))
+        let trace = Trace {
+            principal: agent.label(),
+            audit_id,
+            policies: decision.policies.clone(),
+            grant: grant.as_ref().map(GrantTrace::from),
+            yolo,
+        };
+        Ok((draft, audit_id, trace))
     }
 
     /// The checks of a publication before it is decided: the bundle carries the head, the base
@@ -349,6 +369,7 @@ impl Pipeline {
             repo,
             pr,
             draft,
+            trace,
             now,
         } = opening;
         let (branch, base) = (publication.branch.clone(), publication.base.clone());
@@ -434,7 +455,7 @@ impl Pipeline {
                     title: pr.title.clone(),
                     head: branch.clone(),
                     base: base.clone(),
-                    body: pr.body.clone(),
+                    body: with_footer(&pr.body, trace.as_ref()),
                     draft,
                 };
                 match open_or_take_back(github, token, repo, &pull).await {
@@ -506,6 +527,8 @@ struct Opening<'a> {
     repo: &'a RepoName,
     pr: &'a PrRequest,
     draft: bool,
+    /// What the footer names (`None`: no footer).
+    trace: Option<Trace>,
     now: i64,
 }
 
