@@ -415,3 +415,18 @@ fn the_operator_proves_the_policies_of_a_sprite_whose_publisher_refused_to_start
     assert_eq!(json.code, 3, "{}", json.stderr);
     assert!(json.json()["result"]["verdicts"].as_array().is_some());
 }
+
+/// The shipped pace example, enabled as an operator's policies: every write invariant still
+/// holds and no policy of the set can error on any request (`never-errors`).
+#[test]
+fn the_pace_example_keeps_every_invariant() {
+    solver();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/policies/examples/pace.cedar"),
+        dir.path().join("pace.cedar"),
+    )
+    .unwrap();
+    let run = prd(&["policy", "prove", "--dir", dir.path().to_str().unwrap()]).ok();
+    assert!(run.stdout.contains("All properties hold"), "{}", run.stdout);
+}

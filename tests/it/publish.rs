@@ -669,3 +669,35 @@ fn a_pull_request_names_what_allowed_it_unless_turned_off() {
         }
     }
 }
+
+/// The shipped pace example enabled in `policy_dir`: 30 pushes in an hour to one repository
+/// pass, the 31st is refused and its message names the rule.
+#[test]
+fn with_the_pace_example_on_the_31st_push_of_an_hour_is_refused() {
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/policies/examples/pace.cedar"),
+        policies.path().join("pace.cedar"),
+    )
+    .unwrap();
+    let rig = Rig::start_with(
+        HOUR,
+        &format!("policy_dir = \"{}\"", policies.path().display()),
+    );
+    let work = tempfile::tempdir().unwrap();
+    let app = granted_checkout(&rig, work.path());
+    for n in 0..30 {
+        commit_file(&app, "pace.txt", format!("{n}\n").as_bytes(), "one more");
+        let push = rig.agent_git(&app, &["push", "--quiet", "origin", "HEAD:refs/heads/pace"]);
+        assert!(push.status.success(), "push {n}: {}", text(&push));
+    }
+    commit_file(&app, "pace.txt", b"31\n", "one too many");
+    let push = rig.agent_git(&app, &["push", "origin", "HEAD:refs/heads/pace"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    assert!(
+        text(&push).contains("pace-pushes-per-repository-per-hour"),
+        "{}",
+        text(&push)
+    );
+    assert_ne!(rig.remote_sha("app", "refs/heads/pace"), Some(head(&app)));
+}

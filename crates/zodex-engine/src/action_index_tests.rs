@@ -131,6 +131,7 @@ fn any_repository() -> impl Strategy<Value = RepoFacts> {
             writer_installed: writer,
             reader_installed: reader,
             coverage_known: branch.is_some(),
+            pace: Default::default(),
         })
 }
 

@@ -326,6 +326,9 @@ pub struct RepoFacts {
     /// two `installed` flags are `false` because nothing is known (never a finding that the
     /// App is missing): advice and displays say "unknown". Not a Cedar attribute.
     pub coverage_known: bool,
+    /// Counts over time (`context.pushes_last_hour`, …): read only when a policy reads them,
+    /// else zero. Not a Cedar attribute of the repository.
+    pub pace: crate::store::Pace,
 }
 
 /// The decision maker: the validated policies and the sprite's configured targets.
@@ -337,9 +340,20 @@ pub struct Engine {
     by_action: ActionIndex,
     targets: Targets,
     authorizer: Authorizer,
+    /// Some policy reads a count over time (`pushes_last_hour`, `publications_last_hour`,
+    /// `tokens_for_grant`): decisions then count them (a policy can only read a context
+    /// attribute by naming it).
+    reads_pace: bool,
 }
 
 const NS: &str = "Zodex";
+
+/// The context attributes that count over time (see [`crate::store::Pace`]).
+const PACE_ATTRIBUTES: [&str; 3] = [
+    "pushes_last_hour",
+    "publications_last_hour",
+    "tokens_for_grant",
+];
 
 /// `Zodex::<kind>`, parsed once: Cedar's parser is the slow part of building a request.
 fn type_name(kind: &'static str) -> EntityTypeName {
@@ -417,7 +431,12 @@ fn yolo_record(scope: &YoloScope) -> RestrictedExpression {
 
 impl Engine {
     pub fn new(policies: Policies, targets: Targets) -> Self {
+        let reads_pace = policies.set.policies().any(|p| {
+            let text = p.to_string();
+            PACE_ATTRIBUTES.iter().any(|name| text.contains(name))
+        });
         Self {
+            reads_pace,
             by_action: ActionIndex::build(&policies),
             policies,
             max_request_ttl_seconds: DEFAULT_MAX_REQUEST_TTL_SECONDS,
@@ -475,6 +494,7 @@ impl Engine {
             coverage_known: [&writer, &reader]
                 .iter()
                 .all(|fact| fact.as_ref().is_some_and(|f| now < f.expires_at)),
+            pace: Default::default(),
         }
     }
 
@@ -496,7 +516,7 @@ impl Engine {
                 };
                 let read =
                     facts.decision_facts(&repo.key(), scopes.as_deref(), principal.sprite())?;
-                let repository = self.repo_facts_from(repo, read.writer, read.reader, now);
+                let mut repository = self.repo_facts_from(repo, read.writer, read.reader, now);
                 // Only a push weighs a grant and a YOLO scope; a write token only a grant.
                 let (grant, yolo) = match ask {
                     Ask::Push { .. } => {
@@ -508,6 +528,15 @@ impl Engine {
                     Ask::IssueWriteToken { .. } => (read.grant, None),
                     _ => (None, None),
                 };
+                // Rate rules read counts over time; without one, nothing is counted.
+                if self.reads_pace
+                    && matches!(
+                        ask,
+                        Ask::Push { .. } | Ask::PublishPr { .. } | Ask::IssueWriteToken { .. }
+                    )
+                {
+                    repository.pace = facts.pace(&repo.key(), grant.as_ref().map(|g| g.id), now)?;
+                }
                 (Some(repository), grant, yolo)
             }
             None => (None, None, None),
@@ -774,6 +803,8 @@ fn build_context(
             ctx.push(("title_chars", long(*title_chars)));
             ctx.push(("body_bytes", long(*body_bytes)));
             ctx.push(("draft", boolean(*draft)));
+            let pace = repository.map(|r| r.pace).unwrap_or_default();
+            ctx.push(("publications_last_hour", long(pace.publications_last_hour)));
         }
         Ask::Push {
             update,
@@ -802,12 +833,16 @@ fn build_context(
             ctx.push(("delete", boolean(change.delete)));
             ctx.push(("touches_workflows", boolean(update.touches_workflows)));
             ctx.push(("bundle_bytes", long(*bundle_bytes)));
+            let pace = repository.map(|r| r.pace).unwrap_or_default();
+            ctx.push(("pushes_last_hour", long(pace.pushes_last_hour)));
         }
         Ask::IssueWriteToken { .. } => {
             if let Some(grant) = grant {
                 ctx.push(("grant", grant_record(grant)));
             }
             ctx.push(("owners", strings(&principal.owners())));
+            let pace = repository.map(|r| r.pace).unwrap_or_default();
+            ctx.push(("tokens_for_grant", long(pace.tokens_for_grant)));
         }
         Ask::Read { .. }
         | Ask::RevokePush { .. }

@@ -150,6 +150,7 @@ mod tests {
                 writer_installed: false,
                 reader_installed: false,
                 coverage_known,
+                pace: Default::default(),
             }),
         }
     }

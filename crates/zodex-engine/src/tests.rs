@@ -981,6 +981,7 @@ fn every_context_conforms_to_the_schema() {
             writer_installed: true,
             reader_installed: true,
             coverage_known: true,
+            pace: Default::default(),
         };
         let grant = store::Grant {
             id: 1,
@@ -1217,5 +1218,64 @@ fn ref_limits_are_shown_and_audited() {
             granted.entry.detail.as_ref().unwrap()["refs"][0],
             "refs/heads/feature/*"
         );
+    });
+}
+
+/// The shipped pace example, enabled: the 31st ref update of an hour to one repository is
+/// refused, counting the allowed ones still in flight; another repository has its own count.
+#[test]
+fn the_pace_example_refuses_the_31st_push_of_an_hour() {
+    on_each_backend(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let example = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../policies/examples/pace.cedar"
+        );
+        std::fs::copy(example, dir.path().join("pace.cedar")).unwrap();
+        // Every rule of the example is a forbid: in Cedar, adding one can only turn an allow
+        // into a deny, never the other way.
+        let text = std::fs::read_to_string(example).unwrap();
+        let set: cedar_policy::PolicySet = text.parse().unwrap();
+        assert!(set.policies().count() >= 3);
+        assert!(
+            set.policies()
+                .all(|p| p.effect() == cedar_policy::Effect::Forbid)
+        );
+        let mut w = world_with(Some(dir.path()));
+        w.grant("demo/app", terms(None));
+        w.grant("demo/lib", terms(None));
+        let ask = |name: &str| Ask::Push {
+            repo: repo(name),
+            update: what_if("refs/heads/f", [false, false, false, false]),
+            bundle_bytes: 0,
+        };
+        let engine = &w.engine;
+        let a = Authority { engine };
+        for n in 0..30 {
+            let (d, _) = a
+                .decide_audited(
+                    &mut w.store,
+                    &Principal::Agent,
+                    &ask("demo/app"),
+                    NOW + n,
+                    |_| {},
+                )
+                .unwrap();
+            assert!(d.allowed, "push {n}: {d:?}");
+        }
+        let (d, _) = a
+            .decide_audited(
+                &mut w.store,
+                &Principal::Agent,
+                &ask("demo/app"),
+                NOW + 30,
+                |_| {},
+            )
+            .unwrap();
+        assert_denied_by(&d, "pace-pushes-per-repository-per-hour");
+        assert!(w.decide(&ask("demo/lib"), NOW + 30).allowed);
+        // An hour after the first ones, it is allowed again (coverage checked anew).
+        cover(&mut w.store, "demo/app", true, true, NOW + 7200);
+        assert!(w.decide(&ask("demo/app"), NOW + 3601).allowed);
     });
 }

@@ -13,6 +13,7 @@ mod decision_facts;
 mod fleet;
 mod grants;
 mod oauth;
+mod pace;
 mod publications;
 mod tokens;
 mod yolo;
@@ -29,6 +30,7 @@ pub use oauth::{
     NewAuthorization, OAuthAuthorization, OAuthClient, OAuthDecision, OAuthFamily, OAuthRefresh,
     SigningKey,
 };
+pub use pace::{PACE_WINDOW_SECONDS, Pace};
 pub use publications::{Publication, PublicationState};
 pub use tokens::IssuedToken;
 pub use yolo::{NewYolo, YoloScope};

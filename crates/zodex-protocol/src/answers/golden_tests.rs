@@ -320,6 +320,7 @@ fn facts() -> zodex_engine::RepoFacts {
         writer_installed: true,
         reader_installed: false,
         coverage_known: true,
+        pace: Default::default(),
     }
 }
 
