@@ -31,11 +31,14 @@ mod cpu;
 mod log_figures;
 #[path = "support/proc_status.rs"]
 mod proc_status;
+#[path = "support/pushes.rs"]
+mod pushes;
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use changes::commit_change;
 use proc_status::status_kib;
+use pushes::{commit_small, delete_branch, median, plain_push, timed, zodex_push};
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,21 +48,6 @@ use zodex::agent::client::call_with_bundle;
 use zodex::protocol::{AgentRequest, PushUpdate, agent_roundtrip_with};
 
 const ROUNDS: usize = 3;
-
-fn timed(f: impl FnOnce() -> (std::process::Output, Duration)) -> Duration {
-    let (out, took) = f();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    took
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
 
 /// Samples zodex-prd's resident memory every 5 ms: the peaks of its anonymous memory (heap,
 /// stacks) and of its file-backed pages (mapped pack files), apart.
@@ -182,12 +170,7 @@ fn main() {
                     .unwrap();
                 let took = started.elapsed();
                 plain_cpu += cpu::waited_children() - cpu;
-                // Untimed: take the branch away again, so that the zodex path does not fetch
-                // the plain path's data into its mirror (each path meets a quiet repository).
-                git_command(&app)
-                    .args(["push", "-q", &plain_url, &format!(":refs/heads/{p}")])
-                    .output()
-                    .unwrap();
+                delete_branch(&app, &plain_url, &p);
                 (out, took)
             };
             let push_zodex = || {
@@ -330,57 +313,6 @@ fn main() {
             times[197].as_secs_f64() * 1e3
         );
     }
-}
-
-/// A push of `branch` (a new ref) with plain git and the writer's token, timed.
-fn plain_push(app: &Path, url: &str, branch: &str) -> (std::process::Output, Duration) {
-    let started = Instant::now();
-    let out = git_command(app)
-        .args(["push", "-q", url, &format!("{branch}:refs/heads/{branch}")])
-        .output()
-        .unwrap();
-    (out, started.elapsed())
-}
-
-/// A push of `branch` through git-remote-zodex and zodex-prd, timed.
-fn zodex_push(rig: &Rig, app: &Path, branch: &str) -> (std::process::Output, Duration) {
-    let started = Instant::now();
-    let mut cmd = rig.agent_git_command(app);
-    if let Some(trace) = std::env::var_os("ZODEX_BENCH_GIT_TRACE") {
-        cmd.env("GIT_TRACE2_PERF", trace);
-    }
-    let out = cmd
-        .args([
-            "push",
-            "-q",
-            "origin",
-            &format!("{branch}:refs/heads/{branch}"),
-        ])
-        .output()
-        .unwrap();
-    (out, started.elapsed())
-}
-
-/// A commit of one small file on a new branch from origin/main.
-fn commit_small(app: &Path, branch: &str) {
-    let run = |args: &[&str]| {
-        let out = git_command(app).args(args).output().unwrap();
-        assert!(out.status.success(), "{args:?}");
-    };
-    run(&["checkout", "-q", "-B", branch, "origin/main"]);
-    std::fs::write(app.join(format!("{branch}.txt")), format!("{branch}\n")).unwrap();
-    run(&["add", "."]);
-    let commit = [
-        "-c",
-        "user.name=b",
-        "-c",
-        "user.email=b@e",
-        "commit",
-        "-q",
-        "-m",
-        branch,
-    ];
-    run(&commit);
 }
 
 /// Issue 26's busy repository: every plain push stays at GitHub, so each zodex push meets

@@ -25,6 +25,12 @@ pub struct BenchLine<'a> {
 impl BenchLine<'_> {
     /// Prints the line and returns whether every limit is met.
     pub fn print(&self) -> bool {
+        self.print_with(&[])
+    }
+
+    /// [`BenchLine::print`] with more figures about the same measurement as fields of their
+    /// own (the far-GitHub benches add `rtt_ms` and `added_round_trips`).
+    pub fn print_with(&self, extra: &[(&str, f64)]) -> bool {
         let ratio = self.baseline.filter(|b| *b > 0.0).map(|b| self.value / b);
         let mut met = true;
         if let (Some(max), Some(r)) = (self.max_ratio, ratio) {
@@ -39,8 +45,12 @@ impl BenchLine<'_> {
         let num = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.4}"));
         let has_target =
             self.max_ratio.is_some() || self.max_value.is_some() || self.max_added.is_some();
+        let extra: String = extra
+            .iter()
+            .map(|(name, value)| format!(",{name:?}:{value:.4}"))
+            .collect();
         println!(
-            "BENCH {{\"name\":{:?},\"unit\":{:?},\"value\":{:.4},\"baseline\":{},\"ratio\":{},\"target_ratio\":{},\"target_value\":{},\"target_added\":{},\"met\":{}}}",
+            "BENCH {{\"name\":{:?},\"unit\":{:?},\"value\":{:.4},\"baseline\":{},\"ratio\":{},\"target_ratio\":{},\"target_value\":{},\"target_added\":{},\"met\":{}{extra}}}",
             self.name,
             self.unit,
             self.value,

@@ -20,7 +20,33 @@ pub struct Rig {
     pub demo: Demo,
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
+    /// Where the publisher and the agent's git reach devhub.
+    pub reach: Reach,
     prd: Child,
+}
+
+/// Where the publisher and the agent's git reach GitHub: devhub itself, or something in front
+/// of it (the far-GitHub benches put a delaying relay and TLS there, `benches/support/`).
+#[derive(Debug, Clone)]
+pub struct Reach {
+    /// `[github] api_url`.
+    pub api_url: String,
+    /// `[github] git_url`, and the base of the agent's clones.
+    pub git_url: String,
+    /// Set on zodex-prd and on the agent's git (a CA to trust, say): what a process needs to
+    /// reach `api_url` and `git_url`.
+    pub env: Vec<(String, std::ffi::OsString)>,
+}
+
+impl Reach {
+    /// devhub itself, over plain HTTP on loopback.
+    pub fn direct(demo: &Demo) -> Self {
+        Self {
+            api_url: demo.hub.api_url().to_string(),
+            git_url: demo.hub.git_url().to_string(),
+            env: Vec::new(),
+        }
+    }
 }
 
 impl Drop for Rig {
@@ -38,13 +64,21 @@ impl Rig {
     /// Like [`Rig::start`], with `extra` top-level settings in `zodex.toml` (e.g. a policy_dir).
     pub fn start_with(token_ttl: Duration, extra: &str) -> Self {
         let demo = Demo::start_with(|c| c.with_token_ttl(token_ttl));
+        let reach = Reach::direct(&demo);
+        Self::start_on(demo, reach, extra)
+    }
+
+    /// A `zodex-prd` for `demo` that reaches it as `reach` says, with `extra` top-level
+    /// settings in `zodex.toml`.
+    pub fn start_on(demo: Demo, reach: Reach, extra: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let config = write_config(&demo, dir.path(), extra);
-        let prd = spawn_prd(dir.path(), &config);
+        let config = write_config_for(&demo, &reach, dir.path(), extra);
+        let prd = spawn_prd(dir.path(), &config, &reach);
         let mut rig = Self {
             demo,
             dir,
             config,
+            reach,
             prd,
         };
         rig.wait_ready(0);
@@ -73,7 +107,7 @@ impl Rig {
         self.kill9();
         let _ = std::fs::remove_file(self.dir.path().join("agent.sock"));
         let earlier = self.log().matches(SERVING).count();
-        self.prd = spawn_prd(self.dir.path(), &self.config);
+        self.prd = spawn_prd(self.dir.path(), &self.config, &self.reach);
         self.wait_ready(earlier);
     }
 
@@ -97,10 +131,9 @@ impl Rig {
     }
 
     pub fn host(&self) -> String {
-        self.demo
-            .hub
-            .git_url()
-            .trim_start_matches("http://")
+        let url = &self.reach.git_url;
+        url.split_once("://")
+            .map_or(url.as_str(), |(_, host)| host)
             .to_string()
     }
 
@@ -151,6 +184,7 @@ impl Rig {
     pub fn git(&self, dir: &Path, args: &[&str]) -> Output {
         let helper = format!("!{AGENT} credential --config {}", self.config.display());
         super::devhub::git_command(dir)
+            .envs(self.reach.env.iter().map(|(k, v)| (k, v)))
             .args(["-c", "credential.helper="])
             .args(["-c", &format!("credential.helper={helper}")])
             .args(["-c", "credential.useHttpPath=true"])
@@ -177,7 +211,7 @@ impl Rig {
     pub fn agent_git_command_as(&self, dir: &Path, config: &Path) -> Command {
         // As install sets it up: the small helper binary.
         let helper = format!("!{CREDENTIAL_HELPER} --config {}", config.display());
-        let base = self.demo.hub.git_url();
+        let base = &self.reach.git_url;
         let bin = Path::new(REMOTE_HELPER).parent().unwrap();
         let path = format!(
             "{}:{}",
@@ -186,6 +220,7 @@ impl Rig {
         );
         let mut cmd = super::devhub::git_command(dir);
         cmd.env("PATH", path)
+            .envs(self.reach.env.iter().map(|(k, v)| (k, v)))
             .env("ZODEX_CONFIG", config)
             .args(["-c", "credential.helper="])
             .args(["-c", &format!("credential.helper={helper}")])
@@ -196,7 +231,7 @@ impl Rig {
 
     /// Clones `demo/<repo>` as the agent into `parent/<repo>`; returns the checkout.
     pub fn clone(&self, parent: &Path, repo: &str) -> PathBuf {
-        let url = format!("{}/demo/{repo}.git", self.demo.hub.git_url());
+        let url = format!("{}/demo/{repo}.git", self.reach.git_url);
         let out = self.agent_git(parent, &["clone", "--quiet", &url, repo]);
         assert!(
             out.status.success(),
@@ -310,6 +345,11 @@ impl Rig {
 /// in `dir/state`; both sockets in `dir`) for `demo`, with `extra` top-level settings; returns
 /// its path. [`Rig::start_with`] serves it; a test of start-up can break its ground first.
 pub fn write_config(demo: &Demo, dir: &Path, extra: &str) -> PathBuf {
+    write_config_for(demo, &Reach::direct(demo), dir, extra)
+}
+
+/// [`write_config`] with the `[github]` URLs of `reach`.
+fn write_config_for(demo: &Demo, reach: &Reach, dir: &Path, extra: &str) -> PathBuf {
     let [reader, writer, _] = keys();
     let reader_key = reader.write(&dir.join("keys"), "reader").unwrap();
     let writer_key = writer.write(&dir.join("keys"), "writer").unwrap();
@@ -324,7 +364,7 @@ admin_socket = "{d}/admin.sock"
 agent_socket = "{d}/agent.sock"
 agent_uid = {uid}
 operator_uids = [{uid}]
-test_clock_file = "{d}/clock-offset"
+{clock}
 {extra}
 
 [[targets]]
@@ -343,8 +383,13 @@ private_key_file = "{reader_key}"
 app_id = {writer_id}
 private_key_file = "{writer_key}"
 "#,
-            api = demo.hub.api_url(),
-            git = demo.hub.git_url(),
+            // The benches run release builds, which refuse a test clock; nothing there moves it.
+            clock = match cfg!(debug_assertions) {
+                true => format!("test_clock_file = \"{d}/clock-offset\""),
+                false => String::new(),
+            },
+            api = reach.api_url,
+            git = reach.git_url,
             reader_id = demo.seed.reader_app_id,
             writer_id = demo.seed.writer_app_id,
             reader_key = reader_key.display(),
@@ -355,7 +400,7 @@ private_key_file = "{writer_key}"
     config
 }
 
-fn spawn_prd(dir: &Path, config: &Path) -> Child {
+fn spawn_prd(dir: &Path, config: &Path, reach: &Reach) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -365,6 +410,7 @@ fn spawn_prd(dir: &Path, config: &Path) -> Child {
         .args(["serve", "--config"])
         .arg(config)
         .env("ZODEX_LOG", "info")
+        .envs(reach.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
