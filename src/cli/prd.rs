@@ -578,6 +578,9 @@ fn prove(dir: Option<PathBuf>, config: Option<PathBuf>, json: bool) -> i32 {
                 super::print_json_ok(&report);
             } else {
                 print!("{}", super::proofs::report(&report, &what));
+                if let Some(dir) = &dir {
+                    print_promotion(dir, &waived, &solver);
+                }
             }
             if report.all_hold_or_waived() {
                 EXIT_OK
@@ -586,5 +589,45 @@ fn prove(dir: Option<PathBuf>, config: Option<PathBuf>, json: bool) -> i32 {
             }
         }
         Err(e) => failed(&e),
+    }
+}
+
+/// `policy prove` with shadow policies: which properties promoting them (moving
+/// `policy_dir/shadow/*.cedar` up) would break. Informational: the enforced set decides the
+/// exit code.
+fn print_promotion(dir: &std::path::Path, waived: &[String], solver: &SolverCommand) {
+    let promoted = match Subject::load_promoted(dir, waived) {
+        Ok(Some(promoted)) => promoted,
+        Ok(None) => return,
+        Err(e) => {
+            println!(
+                "\nShadow policies ({}/shadow): cannot be loaded: {e}",
+                dir.display()
+            );
+            return;
+        }
+    };
+    match super::run_async(promoted.prove(solver)) {
+        Ok(Ok(report)) => {
+            let broken: Vec<&str> = report.broken().map(|v| v.property.as_str()).collect();
+            if broken.is_empty() {
+                println!(
+                    "\nPromoting the shadow policies ({}/shadow) keeps every property.",
+                    dir.display()
+                );
+            } else {
+                println!(
+                    "\nPromoting the shadow policies ({}/shadow) would break: {}",
+                    dir.display(),
+                    broken.join(", ")
+                );
+                print!(
+                    "{}",
+                    super::proofs::report(&report, "the set after promotion")
+                );
+            }
+        }
+        Ok(Err(e)) => println!("\nShadow policies: the proof failed: {e}"),
+        Err(e) => println!("\nShadow policies: the proof failed: {e}"),
     }
 }

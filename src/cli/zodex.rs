@@ -377,6 +377,13 @@ enum PolicyCommand {
     /// running zodex-prd, so it also explains a start refused on a broken property. Exit code
     /// 0: all hold (or are waived); 3: a property fails; 1: no solver there, or an error.
     Prove,
+    /// What the shadow policies (`policy_dir/shadow/`) would have decided otherwise: counts by
+    /// action and repository, the first rows of each. Promote one by moving its file up.
+    Shadow {
+        /// The period (default 1d), e.g. 1h, 7d.
+        #[arg(long, value_parser = ttl_arg)]
+        since: Option<Duration>,
+    },
 }
 
 impl Command {
@@ -694,7 +701,17 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
         exists,
     } = command
     else {
-        return prove(target, registry);
+        return match command {
+            PolicyCommand::Shadow { since } => send(
+                target,
+                registry,
+                &AdminRequest::PolicyShadow {
+                    since_seconds: since.map(|d| d.as_secs() as i64),
+                },
+                render_shadow,
+            ),
+            _ => prove(target, registry),
+        };
     };
     let request = AdminRequest::Explain {
         repo: repo.to_string(),
@@ -751,4 +768,38 @@ fn prove(target: &Target, registry: &Registry) -> i32 {
         None if code == EXIT_OK => EXIT_FAILURE,
         None => code,
     }
+}
+
+fn render_shadow(report: &crate::protocol::answers::ShadowReport) -> String {
+    if report.decisions == 0 {
+        return "No decision recorded a shadow verdict in the period: no shadow policy is loaded (put one in policy_dir/shadow/ and restart zodex-prd), or nothing was decided.".into();
+    }
+    let mut lines = vec![format!(
+        "{} of {} decisions would have been decided otherwise by the shadow policies.",
+        report.differences, report.decisions
+    )];
+    for group in &report.groups {
+        lines.push(format!(
+            "  {} {} on {}: {} time(s), by {}",
+            group.would,
+            group.action,
+            group.repo.as_deref().unwrap_or("-"),
+            group.count,
+            if group.policies.is_empty() {
+                "no policy (nothing permits it)".to_string()
+            } else {
+                group.policies.join(", ")
+            }
+        ));
+        for row in &group.first {
+            lines.push(format!(
+                "    #{} {} {} {}",
+                row.id,
+                render::time(row.at),
+                render::safe(&row.entry.principal),
+                render::safe(row.entry.ref_name.as_deref().unwrap_or("")),
+            ));
+        }
+    }
+    lines.join("\n")
 }

@@ -430,3 +430,21 @@ fn the_pace_example_keeps_every_invariant() {
     let run = prd(&["policy", "prove", "--dir", dir.path().to_str().unwrap()]).ok();
     assert!(run.stdout.contains("All properties hold"), "{}", run.stdout);
 }
+
+/// `policy prove` with a shadow policy that would let the agent force-push without a grant:
+/// the enforced set holds (exit 0), and the report names the property promotion would break.
+#[test]
+fn prove_names_what_promoting_a_shadow_policy_would_break() {
+    solver();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("shadow")).unwrap();
+    std::fs::write(dir.path().join("shadow/mine.cedar"), FORCE_WITHOUT_GRANT).unwrap();
+    let run = prd(&["policy", "prove", "--dir", dir.path().to_str().unwrap()]).ok();
+    assert!(run.stdout.contains("All properties hold"), "{}", run.stdout);
+    assert!(run.stdout.contains("would break: "), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("push-needs-live-grant-or-yolo"),
+        "{}",
+        run.stdout
+    );
+}

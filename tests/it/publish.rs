@@ -701,3 +701,45 @@ fn with_the_pace_example_on_the_31st_push_of_an_hour_is_refused() {
     );
     assert_ne!(rig.remote_sha("app", "refs/heads/pace"), Some(head(&app)));
 }
+
+/// A policy in `policy_dir/shadow/` that would refuse pushes to demo/app: the push still goes
+/// through, its audit row records what the shadow set would have decided, and the operator's
+/// report counts it.
+#[test]
+fn a_shadow_policy_is_recorded_and_reported_never_enforced() {
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::create_dir(policies.path().join("shadow")).unwrap();
+    std::fs::write(
+        policies.path().join("shadow/app-frozen.cedar"),
+        "@id(\"app-frozen\")\nforbid (principal, action == Zodex::Action::\"Push\", resource)\nwhen { resource.name == \"app\" };\n",
+    )
+    .unwrap();
+    let rig = Rig::start_with(
+        HOUR,
+        &format!("policy_dir = \"{}\"", policies.path().display()),
+    );
+    let work = tempfile::tempdir().unwrap();
+    let app = granted_checkout(&rig, work.path());
+    commit_file(&app, "shadow.txt", b"shadow\n", "in the shadow");
+    let push = rig.agent_git(
+        &app,
+        &["push", "--quiet", "origin", "HEAD:refs/heads/shadowed"],
+    );
+    assert!(push.status.success(), "never enforced: {}", text(&push));
+    assert_eq!(
+        rig.remote_sha("app", "refs/heads/shadowed"),
+        Some(head(&app))
+    );
+    let report = rig.admin_ok(r#"{"op":"policy_shadow"}"#);
+    let report = &report["result"];
+    assert_eq!(report["differences"], 1, "{report}");
+    let group = &report["groups"][0];
+    assert_eq!(group["action"], "Push", "{report}");
+    assert_eq!(group["repo"], "demo/app", "{report}");
+    assert_eq!(group["would"], "deny", "{report}");
+    assert_eq!(group["policies"][0], "app-frozen", "{report}");
+    assert_eq!(
+        group["first"][0]["detail"]["shadow"]["differs"], true,
+        "{report}"
+    );
+}

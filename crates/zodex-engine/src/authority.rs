@@ -15,6 +15,7 @@ use super::vocabulary::{Actor, AuditDecision, EventKind};
 
 mod members;
 mod pages;
+mod shadow;
 mod views;
 
 pub use members::NotAdmitted;
@@ -22,6 +23,7 @@ pub use pages::{
     AnswerBytes, DEFAULT_PAGE_ROWS, MAX_PAGE_ROWS, PAGE_BYTES, Page, PageRequest,
     STATUS_LIST_BYTES, STATUS_LIST_ROWS,
 };
+pub use shadow::{ShadowGroup, ShadowReport};
 pub use views::Status;
 
 #[cfg(test)]
@@ -131,6 +133,32 @@ fn audit_for(principal: &Principal, decision: &Decision, repo: Option<&RepoName>
     }
 }
 
+/// Adds the shadow set's verdict to a decision's audit row (`detail.shadow`: what it would have
+/// decided, by which policies, and whether that differs), when a shadow set is loaded.
+fn record_shadow(event: &mut AuditEntry, decision: &Decision) {
+    let Some(shadow) = &decision.shadow else {
+        return;
+    };
+    let verdict = serde_json::json!({
+        "allowed": shadow.allowed,
+        "policies": shadow.policies,
+        "differs": shadow.allowed != decision.allowed,
+    });
+    match &mut event.detail {
+        Some(serde_json::Value::Object(fields)) => {
+            fields.insert("shadow".into(), verdict);
+        }
+        other => {
+            let mut fields = serde_json::Map::new();
+            if let Some(previous) = other.take() {
+                fields.insert("value".into(), previous);
+            }
+            fields.insert("shadow".into(), verdict);
+            *other = Some(serde_json::Value::Object(fields));
+        }
+    }
+}
+
 impl Authority<'_> {
     /// Decides `ask`, audits the decision, and on allow runs `change` — all in one transaction.
     fn decide_then<T>(
@@ -145,10 +173,12 @@ impl Authority<'_> {
             let decision = self.engine.decide(facts, principal, ask, now)?;
             let mut event = audit_for(principal, &decision, ask.repo());
             if !decision.allowed {
+                record_shadow(&mut event, &decision);
                 facts.audit(&event, now)?;
                 return Ok(Err(Denial::from_decision(&decision, ask.repo(), principal)));
             }
             let value = change(facts, &decision, &mut event)?;
+            record_shadow(&mut event, &decision);
             facts.audit(&event, now)?;
             Ok(Ok(value))
         })?;
@@ -183,6 +213,7 @@ impl Authority<'_> {
             let decision = self.engine.decide(facts, principal, ask, now)?;
             let mut event = audit_for(principal, &decision, ask.repo());
             fill(&mut event);
+            record_shadow(&mut event, &decision);
             let id = facts.audit(&event, now)?;
             Ok((decision, id))
         })?)

@@ -310,6 +310,17 @@ pub struct Decision {
     /// The longest TTL an agent's terms may carry (`max_request_ttl`), on a request or grant
     /// decision: what the unblocking hint quotes.
     pub max_request_ttl_seconds: Option<i64>,
+    /// What the shadow set (`policy_dir/shadow/`, as if promoted) decided on the same request:
+    /// recorded beside the decision, never enforced. `None` without a shadow set.
+    pub shadow: Option<ShadowVerdict>,
+}
+
+/// The shadow set's decision on a request (see [`Decision::shadow`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowVerdict {
+    pub allowed: bool,
+    /// The policies that decided it, sorted (as [`Decision::policies`]).
+    pub policies: Vec<String>,
 }
 
 /// A repository's attributes as Cedar sees them.
@@ -344,6 +355,22 @@ pub struct Engine {
     /// `tokens_for_grant`): decisions then count them (a policy can only read a context
     /// attribute by naming it).
     reads_pace: bool,
+    /// The set as it would be after promoting the shadow policies, evaluated beside.
+    shadow: Option<Box<ShadowSet>>,
+}
+
+/// A policy set evaluated beside the enforced one (shadow rollout).
+struct ShadowSet {
+    policies: Policies,
+    by_action: ActionIndex,
+}
+
+/// Whether any policy of `policies` reads a count over time.
+fn reads_pace(policies: &Policies) -> bool {
+    policies.set.policies().any(|p| {
+        let text = p.to_string();
+        PACE_ATTRIBUTES.iter().any(|name| text.contains(name))
+    })
 }
 
 const NS: &str = "Zodex";
@@ -431,18 +458,31 @@ fn yolo_record(scope: &YoloScope) -> RestrictedExpression {
 
 impl Engine {
     pub fn new(policies: Policies, targets: Targets) -> Self {
-        let reads_pace = policies.set.policies().any(|p| {
-            let text = p.to_string();
-            PACE_ATTRIBUTES.iter().any(|name| text.contains(name))
-        });
         Self {
-            reads_pace,
+            reads_pace: reads_pace(&policies),
+            shadow: None,
             by_action: ActionIndex::build(&policies),
             policies,
             max_request_ttl_seconds: DEFAULT_MAX_REQUEST_TTL_SECONDS,
             targets,
             authorizer: Authorizer::new(),
         }
+    }
+
+    /// The engine with `promoted` (the enforced set plus the shadow policies) evaluated beside
+    /// every decision: its verdict is recorded, never enforced.
+    pub fn with_shadow(mut self, promoted: Policies) -> Self {
+        self.reads_pace |= reads_pace(&promoted);
+        self.shadow = Some(Box::new(ShadowSet {
+            by_action: ActionIndex::build(&promoted),
+            policies: promoted,
+        }));
+        self
+    }
+
+    /// Whether a shadow set is evaluated beside the enforced one.
+    pub fn has_shadow(&self) -> bool {
+        self.shadow.is_some()
     }
 
     /// The engine with another `max_request_ttl` (seconds; the configuration checks its range).
@@ -689,6 +729,24 @@ impl Engine {
             Err(error) => return deny_with_error(action, repository, error.to_string()),
         };
         let response = self.authorize(&request, &entities);
+        let shadow = self.shadow.as_ref().map(|shadow| {
+            let set = request
+                .action()
+                .and_then(|action| shadow.by_action.for_action(action))
+                .unwrap_or(&shadow.policies.set);
+            let answer = self.authorizer.is_authorized(&request, set, &entities);
+            let mut policies: Vec<String> = answer
+                .diagnostics()
+                .reason()
+                .map(|id| id.to_string())
+                .collect();
+            policies.sort();
+            ShadowVerdict {
+                allowed: answer.decision() == CedarDecision::Allow
+                    && answer.diagnostics().errors().next().is_none(),
+                policies,
+            }
+        });
         let errors: Vec<String> = response
             .diagnostics()
             .errors()
@@ -715,6 +773,7 @@ impl Engine {
             passed_over_refs: Vec::new(),
             max_request_ttl_seconds: matches!(ask, Ask::RequestPush { .. } | Ask::GrantPush { .. })
                 .then_some(self.max_request_ttl_seconds),
+            shadow,
         }
     }
 }
@@ -731,6 +790,7 @@ fn deny_with_error(action: Action, repository: Option<RepoFacts>, error: String)
         ref_name: None,
         passed_over_refs: Vec::new(),
         max_request_ttl_seconds: None,
+        shadow: None,
     }
 }
 

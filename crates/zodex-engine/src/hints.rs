@@ -143,6 +143,7 @@ mod tests {
             ref_name: None,
             passed_over_refs: Vec::new(),
             max_request_ttl_seconds: None,
+            shadow: None,
             repository: Some(RepoFacts {
                 key: "demo/app".into(),
                 default_branch: None,

@@ -86,6 +86,7 @@ pub mod vocabulary;
 
 pub use decide::{
     Action, Ask, ChangeFacts, Decision, Engine, GrantTerms, Principal, RefUpdate, RepoFacts,
+    ShadowVerdict,
 };
 pub use object_id::{ObjectId, ObjectIdError};
 pub use ref_change::{RefChange, RefChangeError};

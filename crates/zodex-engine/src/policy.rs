@@ -61,6 +61,11 @@ pub struct Policies {
     pub origins: Vec<(String, String)>,
 }
 
+/// The subdirectory of `policy_dir` whose policies run in shadow: evaluated with every decision
+/// beside the enforced set and recorded in its audit row, never enforced. Promoting one is
+/// moving its file up into `policy_dir`.
+pub const SHADOW_DIR: &str = "shadow";
+
 impl Policies {
     /// The built-in policies only.
     pub fn builtin() -> Result<Self, PolicyError> {
@@ -69,18 +74,36 @@ impl Policies {
 
     /// The built-in policies plus every `*.cedar` file in the operator's directory.
     pub fn load(operator_dir: Option<&Path>) -> Result<Self, PolicyError> {
-        let schema = load_schema()?;
-        let mut files: Vec<(String, String)> = BUILTIN_POLICIES
-            .iter()
-            .map(|(name, text)| (format!("builtin:{name}"), text.to_string()))
-            .collect();
+        let mut files = builtin_files();
         if let Some(dir) = operator_dir {
             files.extend(read_operator_dir(dir)?);
         }
+        Self::from_files(&files)
+    }
+
+    /// The set as it would be once `operator_dir/shadow/*.cedar` is promoted (the enforced set
+    /// plus the shadow files); `None` when there is no shadow file.
+    pub fn load_promoted(operator_dir: &Path) -> Result<Option<Self>, PolicyError> {
+        let shadow_dir = operator_dir.join(SHADOW_DIR);
+        if !shadow_dir.is_dir() {
+            return Ok(None);
+        }
+        let shadow = read_operator_dir(&shadow_dir)?;
+        if shadow.is_empty() {
+            return Ok(None);
+        }
+        let mut files = builtin_files();
+        files.extend(read_operator_dir(operator_dir)?);
+        files.extend(shadow);
+        Self::from_files(&files).map(Some)
+    }
+
+    fn from_files(files: &[(String, String)]) -> Result<Self, PolicyError> {
+        let schema = load_schema()?;
         let mut set = PolicySet::new();
         let mut origins = Vec::new();
         let mut problems = String::new();
-        for (file, text) in &files {
+        for (file, text) in files {
             match parse_file(&schema, file, text) {
                 Ok(policies) => {
                     for policy in policies.policies() {
@@ -181,6 +204,13 @@ fn load_schema() -> Result<Schema, PolicyError> {
     Schema::from_cedarschema_str(SCHEMA_SOURCE)
         .map(|(schema, _warnings)| schema)
         .map_err(|e| PolicyError::Invalid(render("builtin:zodex.cedarschema", SCHEMA_SOURCE, &e)))
+}
+
+fn builtin_files() -> Vec<(String, String)> {
+    BUILTIN_POLICIES
+        .iter()
+        .map(|(name, text)| (format!("builtin:{name}"), text.to_string()))
+        .collect()
 }
 
 pub(crate) fn read_operator_dir(dir: &Path) -> Result<Vec<(String, String)>, PolicyError> {

@@ -98,6 +98,12 @@ pub enum AdminRequest {
     },
     /// Walk the audit's hash chains and name the first row that does not hold.
     AuditVerify,
+    /// What the shadow policies (`policy_dir/shadow/`) would have decided otherwise in the last
+    /// `since_seconds` (default a day). The answer is a `ShadowReport`.
+    PolicyShadow {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since_seconds: Option<i64>,
+    },
     /// Store the SHA-256 (hex) of a new MCP capability key; the key itself never travels here.
     SetMcpKeyHash {
         sha256: String,

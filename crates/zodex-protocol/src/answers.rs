@@ -48,7 +48,8 @@ pub mod decision;
 pub mod grants;
 
 pub use audit::{
-    AuditEntry, AuditRow, AuditVerification, Chain, ChainCheck, ChainHead, SinkCursor,
+    AuditEntry, AuditRow, AuditVerification, Chain, ChainCheck, ChainHead, ShadowGroup,
+    ShadowReport, SinkCursor,
 };
 pub use bytes::WireBytes;
 pub use decision::{Action, Decision, Denial, RepoFacts};

@@ -296,7 +296,7 @@ impl Authority<'_> {
     }
 
     /// Refuses unless `principal` may ask `ask` (a view: nothing is audited).
-    fn allowed_to(
+    pub(super) fn allowed_to(
         &self,
         store: &mut Store,
         principal: &Principal,

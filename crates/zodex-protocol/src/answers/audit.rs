@@ -194,3 +194,49 @@ impl From<engine_store::SinkCursor> for SinkCursor {
         }
     }
 }
+
+/// What the shadow policies would have changed (`zodex sprite policy shadow`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShadowReport {
+    pub since: i64,
+    /// Decisions that recorded a shadow verdict in the period.
+    pub decisions: u64,
+    /// Of those, the ones the shadow set would have decided otherwise.
+    pub differences: u64,
+    /// By action, repository and what the shadow set would have decided; the largest first.
+    pub groups: Vec<ShadowGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShadowGroup {
+    pub action: String,
+    pub repo: Option<String>,
+    /// `allow` or `deny`.
+    pub would: String,
+    pub policies: Vec<String>,
+    pub count: u64,
+    /// The first rows of the group.
+    pub first: Vec<AuditRow>,
+}
+
+impl From<zodex_engine::authority::ShadowReport> for ShadowReport {
+    fn from(report: zodex_engine::authority::ShadowReport) -> Self {
+        Self {
+            since: report.since,
+            decisions: report.decisions,
+            differences: report.differences,
+            groups: report
+                .groups
+                .into_iter()
+                .map(|g| ShadowGroup {
+                    action: g.action,
+                    repo: g.repo,
+                    would: g.would.to_string(),
+                    policies: g.policies,
+                    count: g.count,
+                    first: g.first.into_iter().map(AuditRow::from).collect(),
+                })
+                .collect(),
+        }
+    }
+}

@@ -336,6 +336,7 @@ fn full_decision() -> zodex_engine::Decision {
         ref_name: Some("refs/heads/main".into()),
         passed_over_refs: vec!["refs/heads/feature/*".into()],
         max_request_ttl_seconds: Some(86_400),
+        shadow: None,
     }
 }
 
@@ -351,6 +352,7 @@ fn bare_decision(action: Action) -> zodex_engine::Decision {
         ref_name: None,
         passed_over_refs: Vec::new(),
         max_request_ttl_seconds: None,
+        shadow: None,
     }
 }
 

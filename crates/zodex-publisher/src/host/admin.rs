@@ -245,6 +245,11 @@ impl Host {
                     let rows: Vec<answers::AuditRow> = answers::all(page.items);
                     Response::page(rows, page.next_before)
                 }
+                AdminRequest::PolicyShadow { since_seconds } => {
+                    let since = now - since_seconds.unwrap_or(24 * 3600).max(0);
+                    let report = a.shadow_report(s, principal, since, now)?;
+                    Response::ok(answers::ShadowReport::from(report))
+                }
                 AdminRequest::SetMcpKeyHash { sha256 } => {
                     Response::ok(self.set_mcp_key_hash(s, principal, &sha256, now)?)
                 }

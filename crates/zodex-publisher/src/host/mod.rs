@@ -141,6 +141,12 @@ impl Host {
             properties,
             waived,
         } = Subject::load(config.policy_dir.as_deref(), &config.waive_properties)?;
+        // `policy_dir/shadow/`: evaluated beside every decision, recorded, never enforced.
+        let promoted = match &config.policy_dir {
+            Some(dir) => zodex_engine::policy::Policies::load_promoted(dir)
+                .map_err(|e| HostError::Config(format!("the shadow policies: {e}")))?,
+            None => None,
+        };
         let targets = checked.targets.clone();
         let store = SharedStore::new(crate::store_open::open_store(&checked.store)?);
         let clock = match &config.test_clock_file {
@@ -168,9 +174,14 @@ impl Host {
             .map(GitHub::from_config)
             .transpose()?
             .map(Arc::new);
+        let mut engine = Engine::new(policies, targets)
+            .with_max_request_ttl(settings.limits.max_request_ttl_seconds);
+        if let Some(promoted) = promoted {
+            tracing::info!("shadow policies loaded: each decision records what they would decide");
+            engine = engine.with_shadow(promoted);
+        }
         let core = Arc::new(Core {
-            engine: Engine::new(policies, targets)
-                .with_max_request_ttl(settings.limits.max_request_ttl_seconds),
+            engine,
             store,
             clock,
             github,

@@ -182,6 +182,20 @@ impl Subject {
         })
     }
 
+    /// The subject as it would be once `policy_dir/shadow/` is promoted (its files moved up);
+    /// `None` without a shadow file.
+    pub fn load_promoted(policy_dir: &Path, waived: &[String]) -> Result<Option<Self>, ProveError> {
+        let Some(policies) = Policies::load_promoted(policy_dir)? else {
+            return Ok(None);
+        };
+        let properties = Properties::load(&policies.schema, Some(policy_dir))?;
+        Ok(Some(Self {
+            policies,
+            properties,
+            waived: waived.to_vec(),
+        }))
+    }
+
     /// Proves every property with `solver`; see [`prove`].
     pub async fn prove(&self, solver: &SolverCommand) -> Result<Report, ProveError> {
         prove(&self.policies, &self.properties, &self.waived, solver).await
