@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 mod answers;
+pub mod shadow;
 pub use answers::*;
 
 /// Characters a terminal would act on or that reorder the text around them: C0 controls

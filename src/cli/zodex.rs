@@ -708,7 +708,7 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
                 &AdminRequest::PolicyShadow {
                     since_seconds: since.map(|d| d.as_secs() as i64),
                 },
-                render_shadow,
+                render::shadow::report,
             ),
             _ => prove(target, registry),
         };
@@ -768,38 +768,4 @@ fn prove(target: &Target, registry: &Registry) -> i32 {
         None if code == EXIT_OK => EXIT_FAILURE,
         None => code,
     }
-}
-
-fn render_shadow(report: &crate::protocol::answers::ShadowReport) -> String {
-    if report.decisions == 0 {
-        return "No decision recorded a shadow verdict in the period: no shadow policy is loaded (put one in policy_dir/shadow/ and restart zodex-prd), or nothing was decided.".into();
-    }
-    let mut lines = vec![format!(
-        "{} of {} decisions would have been decided otherwise by the shadow policies.",
-        report.differences, report.decisions
-    )];
-    for group in &report.groups {
-        lines.push(format!(
-            "  {} {} on {}: {} time(s), by {}",
-            group.would,
-            group.action,
-            group.repo.as_deref().unwrap_or("-"),
-            group.count,
-            if group.policies.is_empty() {
-                "no policy (nothing permits it)".to_string()
-            } else {
-                group.policies.join(", ")
-            }
-        ));
-        for row in &group.first {
-            lines.push(format!(
-                "    #{} {} {} {}",
-                row.id,
-                render::time(row.at),
-                render::safe(&row.entry.principal),
-                render::safe(row.entry.ref_name.as_deref().unwrap_or("")),
-            ));
-        }
-    }
-    lines.join("\n")
 }

@@ -246,9 +246,7 @@ impl Host {
                     Response::page(rows, page.next_before)
                 }
                 AdminRequest::PolicyShadow { since_seconds } => {
-                    let since = now - since_seconds.unwrap_or(24 * 3600).max(0);
-                    let report = a.shadow_report(s, principal, since, now)?;
-                    Response::ok(answers::ShadowReport::from(report))
+                    shadow(a, s, principal, since_seconds, now)?
                 }
                 AdminRequest::SetMcpKeyHash { sha256 } => {
                     Response::ok(self.set_mcp_key_hash(s, principal, &sha256, now)?)
@@ -459,4 +457,18 @@ fn owner_of(to: &ForSprites) -> Result<Owner, Failure> {
             "give --for-sprite or --for-label, not both: a grant serves one sprite or every sprite with a label",
         )),
     }
+}
+
+/// `policy_shadow`: what the shadow policies would have changed in the last `since_seconds`
+/// (default a day).
+fn shadow(
+    a: Authority<'_>,
+    s: &mut zodex_engine::store::Store,
+    principal: &Principal,
+    since_seconds: Option<i64>,
+    now: i64,
+) -> Result<Response, Failure> {
+    let since = now - since_seconds.unwrap_or(24 * 3600).max(0);
+    let report = a.shadow_report(s, principal, since, now)?;
+    Ok(Response::ok(answers::ShadowReport::from(report)))
 }
