@@ -93,3 +93,120 @@ fn what_one_replica_decides_holds_through_every_other_and_a_relay_survives_a_dea
         assert!(status.status.success(), "sprite-{n}: {}", text(&status));
     }
 }
+
+/// A replica killed while it receives a 32 MiB push: the push fails visibly (or is whole at
+/// GitHub, never half), and the same push goes through the other replica. PostgreSQL stopped:
+/// requests are refused naming the store; started again: served again.
+#[test]
+fn a_replica_killed_mid_push_and_postgres_stopped_leave_nothing_half_done() {
+    let fleet = DevFleet::up(2, 1);
+    fleet.zodex(&[
+        "fleet",
+        "grant-push",
+        "--repo",
+        "demo/app",
+        "--for-sprite",
+        "sprite-1",
+        "--ttl",
+        "1h",
+    ]);
+    let work = tempfile::tempdir().unwrap();
+    let app = fleet.work_on(1, work.path(), "big");
+    // 32 MiB that do not compress.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let noise: Vec<u8> = (0..32 * 1024 * 1024 / 8)
+        .flat_map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()
+        })
+        .collect();
+    crate::support::devhub::commit_file(&app, "big.bin", &noise, "32 MiB");
+    let head = crate::support::devhub::git_ok(&app, &["rev-parse", "HEAD"]);
+    let head = head.trim();
+    let pushing = fleet
+        .agent_side(1, "git")
+        .current_dir(&app)
+        .args(["push", "--quiet", "origin", "big"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Replica 1 (the relay's first) is receiving the bundle: kill it mid-stream.
+    let spool = fleet.dir.join("replica-1/state/tmp");
+    crate::support::wait::eventually(
+        "replica 1 receives the push",
+        Duration::from_secs(60),
+        || {
+            std::fs::read_dir(&spool).ok().is_some_and(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.metadata().ok())
+                    .any(|m| m.is_file() && m.len() > 1024 * 1024)
+            })
+        },
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(fleet.replica_pid(0)),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let out = pushing.wait_with_output().unwrap();
+    let bare = fleet.dir.join("devhub/repos/demo/app.git");
+    let at_github = || {
+        crate::support::devhub::git_command(&bare)
+            .args(["rev-parse", "--verify", "--quiet", "refs/heads/big"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let landed = at_github();
+    assert!(
+        landed.is_none() || landed.as_deref() == Some(head),
+        "never half: {landed:?}"
+    );
+    if landed.is_none() {
+        assert!(
+            !out.status.success(),
+            "a push that did not land says so: {}",
+            text(&out)
+        );
+    }
+    // The same push, again: through the live replica.
+    let again = fleet.git(1, &app, &["push", "--quiet", "origin", "big"]);
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(at_github().as_deref(), Some(head));
+
+    // PostgreSQL stopped under the replica still running.
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fleet.dir.join("postgres.json")).unwrap())
+            .unwrap();
+    let cluster = std::path::PathBuf::from(record["cluster_dir"].as_str().unwrap());
+    zodex_store_pg::temp::TempServer::stop_cluster(&cluster).unwrap();
+    let down = fleet.agent(1, &["status"]);
+    assert!(!down.status.success(), "{}", text(&down));
+    assert!(
+        text(&down).contains("PostgreSQL"),
+        "the store is named: {}",
+        text(&down)
+    );
+    // Started again (a second `dev fleet up` starts what is not running): served again.
+    let dir = fleet.dir.to_str().unwrap().to_string();
+    fleet.zodex(&[
+        "dev",
+        "fleet",
+        "up",
+        "--dir",
+        &dir,
+        "--replicas",
+        "2",
+        "--sprites",
+        "1",
+    ]);
+    crate::support::wait::eventually(
+        "the sprite is served again",
+        Duration::from_secs(30),
+        || fleet.agent(1, &["status"]).status.success(),
+    );
+}

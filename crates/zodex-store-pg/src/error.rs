@@ -42,7 +42,7 @@ fn unreachable_kind(err: &tokio_postgres::Error) -> bool {
 pub(crate) fn from_pg(shared: &Shared, err: &tokio_postgres::Error) -> SqlError {
     let text = scrub(shared, &detail(err));
     if unreachable_kind(err) {
-        return SqlError::Unreachable(format!("{}: {text}", shared.describe));
+        return SqlError::Unreachable(format!("PostgreSQL at {}: {text}", shared.describe));
     }
     match err.code() {
         Some(code) if code.code().starts_with("23") => SqlError::Constraint(text),
@@ -65,12 +65,12 @@ pub(crate) fn from_pool(shared: &Shared, err: PoolError) -> SqlError {
             shared.describe
         )),
         PoolError::Timeout(_) => SqlError::Unreachable(format!(
-            "{}: no answer within the connect timeout",
+            "PostgreSQL at {}: no answer within the connect timeout",
             shared.describe
         )),
         PoolError::Backend(e) if e.as_db_error().is_none() || unreachable_kind(&e) => {
             SqlError::Unreachable(format!(
-                "{}: {}",
+                "PostgreSQL at {}: {}",
                 shared.describe,
                 scrub(shared, &detail(&e))
             ))
