@@ -210,3 +210,72 @@ fn a_replica_killed_mid_push_and_postgres_stopped_leave_nothing_half_done() {
         || fleet.agent(1, &["status"]).status.success(),
     );
 }
+
+/// Fifty sprites on two replicas: every one enrolled with its own key, all asking at once
+/// (status, and a read token for a clone), every request answered, each as its own sprite.
+#[test]
+fn fifty_sprites_ask_at_once_and_each_is_answered_as_itself() {
+    let fleet = DevFleet::up(2, 50);
+    assert_eq!(fleet.info["sprites"].as_array().unwrap().len(), 50);
+    fleet.zodex(&[
+        "fleet",
+        "grant-push",
+        "--repo",
+        "demo/app",
+        "--for-sprite",
+        "sprite-7",
+        "--ttl",
+        "1h",
+    ]);
+    let work = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let answers: Vec<(u32, std::process::Output, std::process::Output)> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (1..=50)
+                .map(|n| {
+                    let (fleet, work) = (&fleet, work.path());
+                    scope.spawn(move || {
+                        let status = fleet.agent(n, &["status", "--json"]);
+                        let dir = work.join(format!("s{n}"));
+                        std::fs::create_dir(&dir).unwrap();
+                        let clone = fleet.git(
+                            n,
+                            &dir,
+                            &["clone", "--quiet", "https://github.com/demo/app"],
+                        );
+                        (n, status, clone)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+    let elapsed = started.elapsed();
+    for (n, status, clone) in &answers {
+        assert!(
+            status.status.success(),
+            "sprite-{n} status: {}",
+            text(status)
+        );
+        assert!(clone.status.success(), "sprite-{n} clone: {}", text(clone));
+        // Each sees only what it owns: sprite 7's grant, nobody else's.
+        let shows = String::from_utf8_lossy(&status.stdout).contains("demo/app");
+        assert_eq!(shows, *n == 7, "sprite-{n}: {}", text(status));
+    }
+    eprintln!("50 sprites: 50 status and 50 clones at once in {elapsed:?}");
+    // Every read was decided as the sprite that asked.
+    let audit = fleet.zodex(&["fleet", "audit", "--json", "--limit", "1000"]);
+    let rows: serde_json::Value = serde_json::from_str(&audit).unwrap();
+    let readers: std::collections::BTreeSet<String> = rows["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["action"] == "Read"
+                && r["principal"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("sprite:"))
+        })
+        .map(|r| r["principal"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(readers.len(), 50, "{readers:?}");
+}
