@@ -34,3 +34,36 @@ pub fn report(report: &crate::protocol::answers::ShadowReport) -> String {
     }
     lines.join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::answers::{ShadowGroup, ShadowReport};
+
+    #[test]
+    fn the_report_names_what_would_change_and_says_when_nothing_is_loaded() {
+        let empty = ShadowReport {
+            since: 0,
+            decisions: 0,
+            differences: 0,
+            groups: Vec::new(),
+        };
+        assert!(report(&empty).contains("no shadow policy is loaded"));
+        let one = ShadowReport {
+            since: 0,
+            decisions: 5,
+            differences: 2,
+            groups: vec![ShadowGroup {
+                action: "Push".into(),
+                repo: Some("demo/app".into()),
+                would: "deny".into(),
+                policies: vec!["app-frozen".into()],
+                count: 2,
+                first: Vec::new(),
+            }],
+        };
+        let text = report(&one);
+        assert!(text.starts_with("2 of 5 decisions"), "{text}");
+        assert!(text.contains("deny Push on demo/app: 2 time(s), by app-frozen"), "{text}");
+    }
+}
