@@ -4,7 +4,7 @@
 
 use super::render::safe;
 use crate::protocol::answers::ProofStatus;
-use crate::publisher::prove::{Outcome, Report};
+use crate::publisher::prove::{Outcome, PolicyVerdict, Report};
 use std::fmt::Write as _;
 
 /// The whole report; `what` names the policy set that was proven.
@@ -51,14 +51,34 @@ pub fn report(report: &Report, what: &str) -> String {
             }
         }
     }
-    for id in &report.ineffective {
-        let _ = writeln!(
-            out,
-            "  note: your policy `{}` changes no decision (a built-in forbid overrides all it \
-             would allow, or it refuses only what is refused anyway); remove it or say what you \
-             mean differently",
-            safe(id)
-        );
+    if !report.analysis.is_empty() {
+        let _ = writeln!(out, "Your policies, each against the set without it:");
+    }
+    for analysed in &report.analysis {
+        let id = safe(&analysed.policy);
+        let _ = match &analysed.verdict {
+            PolicyVerdict::NeverApplies => writeln!(
+                out,
+                "  {id}: never applies (no request the schema allows matches it); remove it or fix its condition"
+            ),
+            PolicyVerdict::NeverChangesADecision => writeln!(
+                out,
+                "  {id}: changes no decision (a built-in forbid overrides all it would allow, or it refuses only what is refused anyway); remove it or say what you mean differently"
+            ),
+            PolicyVerdict::OnlyRestricts => {
+                writeln!(out, "  {id}: only refuses (more restrictive)")
+            }
+            PolicyVerdict::MorePermissive { example } => {
+                let _ = writeln!(
+                    out,
+                    "  {id}: MORE PERMISSIVE: it allows what the set without it denies, e.g.:"
+                );
+                for line in example.to_string().lines() {
+                    let _ = writeln!(out, "{}", safe(line));
+                }
+                Ok(())
+            }
+        };
     }
     let broken: Vec<&str> = report.broken().map(|v| v.property.as_str()).collect();
     let waived = report.verdicts.iter().filter(|v| v.waived).count();

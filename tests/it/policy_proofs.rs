@@ -172,8 +172,7 @@ fn a_permit_a_builtin_forbid_overrides_is_named_as_changing_nothing() {
     let run = prd(&["policy", "prove", "--dir", dir.path().to_str().unwrap()]).ok();
     assert!(run.stdout.contains("All properties hold"), "{}", run.stdout);
     assert!(
-        run.stdout
-            .contains("your policy `force-main` changes no decision"),
+        run.stdout.contains("force-main: changes no decision"),
         "{}",
         run.stdout
     );
@@ -447,4 +446,27 @@ fn prove_names_what_promoting_a_shadow_policy_would_break() {
         "{}",
         run.stdout
     );
+}
+
+/// The set analysis, one verdict per operator policy against the set without it: never
+/// applies, changes no decision, only refuses, or more permissive with the solver's request.
+#[test]
+fn each_operator_policy_is_analysed_against_the_set_without_it() {
+    solver();
+    let dir = operator_dir(&format!(
+        "@id(\"contradiction\")\nforbid (principal, action == Zodex::Action::\"Push\", resource)\nwhen {{ context.force && !context.force }};\n\
+         @id(\"force-main\")\npermit (principal is Zodex::Agent, action == Zodex::Action::\"Push\", resource)\nwhen {{ context.is_default_branch && context.force }};\n\
+         @id(\"small-pushes\")\nforbid (principal, action == Zodex::Action::\"Push\", resource)\nwhen {{ context.bundle_bytes > 1048576 }};\n\
+         {FORCE_WITHOUT_GRANT}"
+    ));
+    let run = prd(&["policy", "prove", "--dir", dir.path().to_str().unwrap()]).code(3);
+    let out = &run.stdout;
+    assert!(out.contains("contradiction: never applies"), "{out}");
+    assert!(out.contains("force-main: changes no decision"), "{out}");
+    assert!(out.contains("small-pushes: only refuses"), "{out}");
+    let permissive = out
+        .split("agent-force-push: MORE PERMISSIVE")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no verdict for agent-force-push: {out}"));
+    assert!(permissive.contains("Push"), "the example request: {out}");
 }

@@ -64,6 +64,9 @@ mod tests {
         };
         let text = report(&one);
         assert!(text.starts_with("2 of 5 decisions"), "{text}");
-        assert!(text.contains("deny Push on demo/app: 2 time(s), by app-frozen"), "{text}");
+        assert!(
+            text.contains("deny Push on demo/app: 2 time(s), by app-frozen"),
+            "{text}"
+        );
     }
 }

@@ -11,8 +11,10 @@
 //! Not here: which facts the publisher computes (the default branch, coverage, sizes) — a
 //! proof trusts them, and they have tests of their own.
 
+mod analysis;
 mod example;
 
+pub use analysis::{PolicyAnalysis, PolicyVerdict};
 pub use example::Counterexample;
 
 use cedar_policy::{PolicyId, PolicySet, RequestEnv};
@@ -142,6 +144,10 @@ pub struct Report {
     /// anyway): not a failure, but not what the operator meant either.
     #[serde(default)]
     pub ineffective: Vec<String>,
+    /// Each operator policy's effect on the set: never applies, never changes a decision,
+    /// more permissive (with the example), or only restricts.
+    #[serde(default)]
+    pub analysis: Vec<PolicyAnalysis>,
     pub elapsed_ms: u64,
 }
 
@@ -253,19 +259,29 @@ async fn prove_async(
         });
     }
     let mut ineffective = Vec::new();
+    let mut analysis = Vec::new();
     for (id, origin) in &policies.origins {
         if origin.starts_with("builtin:") {
             continue;
         }
-        if !prover.changes_decisions(id).await? {
+        let verdict = prover.analyse(id).await?;
+        if matches!(
+            verdict,
+            PolicyVerdict::NeverApplies | PolicyVerdict::NeverChangesADecision
+        ) {
             ineffective.push(id.clone());
         }
+        analysis.push(PolicyAnalysis {
+            policy: id.clone(),
+            verdict,
+        });
     }
     Ok(Report {
         solver: solver.path().display().to_string(),
         policies: policies.origins.len(),
         verdicts,
         ineffective,
+        analysis,
         elapsed_ms: millis(started.elapsed()),
     })
 }
