@@ -5,7 +5,7 @@
 //! `zodex fleet …` works at once) and sprites, each a directory with its own key, certificate,
 //! `zodex.toml`, `env.sh` and a running `zodex-prd relay`. A second `up` reuses what exists.
 
-use super::process::{running_pid, stop, wait_ready};
+use super::process::{running_pid, stop_all, wait_ready};
 use super::{DevError, io};
 use crate::registry::{Registry, SpriteEntry, local_admin_command};
 use crate::sibling_binary;
@@ -389,7 +389,7 @@ pub struct DevFleetDown {
 /// fleet's registry entry when it is this installation's.
 pub fn down(dir: &Path, registry: &Registry) -> Result<DevFleetDown, DevError> {
     let mut stopped = Vec::new();
-    let mut pid_files: Vec<PathBuf> = std::fs::read_dir(dir.join("run"))
+    let pid_files: Vec<PathBuf> = std::fs::read_dir(dir.join("run"))
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
@@ -397,25 +397,26 @@ pub fn down(dir: &Path, registry: &Registry) -> Result<DevFleetDown, DevError> {
                 .collect()
         })
         .unwrap_or_default();
-    // Relays first, then replicas, then devhub: nothing is left talking to what went.
-    pid_files.sort_by_key(|p| {
-        let name = p
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        (
-            !name.starts_with("sprite-"),
-            !name.starts_with("replica-"),
-            name,
-        )
-    });
-    for pid_file in pid_files {
-        if let Some(pid) = running_pid(&pid_file) {
-            stop(pid);
-            stopped.push(pid);
+    // Relays first, then replicas, then devhub: nothing is left talking to what went. Each
+    // kind is stopped all at once.
+    let kind = |p: &PathBuf| {
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        if name.starts_with("sprite-") {
+            0
+        } else if name.starts_with("replica-") {
+            1
+        } else {
+            2
         }
-        let _ = std::fs::remove_file(&pid_file);
+    };
+    for wave in 0..3 {
+        let files: Vec<&PathBuf> = pid_files.iter().filter(|p| kind(p) == wave).collect();
+        let pids: Vec<i32> = files.iter().filter_map(|f| running_pid(f)).collect();
+        stop_all(&pids);
+        stopped.extend(pids);
+        for file in files {
+            let _ = std::fs::remove_file(file);
+        }
     }
     let stopped_postgres = super::postgres::stop(dir)?;
     let operator_dir = dir
