@@ -105,6 +105,9 @@ struct Forward {
     push: StreamedPush,
     token: StepToken,
     commands: Vec<RefCommand>,
+    /// How long minting and opening the request took, and what they asked of GitHub (they
+    /// run beside the stages of the log's `stages`).
+    opened: String,
 }
 
 impl Pipeline {
@@ -202,6 +205,7 @@ impl Pipeline {
         let clock = &mut locked.clock;
         let deciding = async {
             let spooled = Arc::new(Incoming::whole(incoming.spooled).await?);
+            clock.mark("bundle");
             let at = DecidedAt {
                 bytes: i64::try_from(spooled.len).unwrap_or(i64::MAX),
                 ..base.clone()
@@ -242,13 +246,14 @@ impl Pipeline {
             .await;
         clock.mark("push");
         let token_sha = forward.token.token().sha256();
-        forward.token.revoke().await;
+        // Off the path git waits for; see `StepToken::revoke_after_answer`.
+        forward.token.revoke_after_answer();
         let outcomes = pushed.unwrap_or_else(|e| each_failed(&decided.allowed, &e.to_string()));
         let results = self
             .record_pushed(&at, quarantine, decided.allowed, outcomes, token_sha)
             .await?;
         clock.mark("record");
-        tracing::info!(repo = %at.repo, bytes = at.bytes, stages = %clock, "push handled (the pack was passed on as it arrived)");
+        tracing::info!(repo = %at.repo, bytes = at.bytes, stages = %clock, opening = %forward.opened, "push handled (the pack was passed on as it arrived)");
         Ok(PushOutcome {
             repo: at.repo.to_string(),
             results,
@@ -297,15 +302,19 @@ impl Pipeline {
             })
             .collect();
         let use_ = TokenUse::Push { workflows: false };
+        let mut clock = super::types::Stages::start();
         let token = StepToken::mint(&self.credentials, at.github, at.repo, use_, None, at.now)
             .await
             .map_err(|f| NotForwarded::Token(f.0.message))?;
+        clock.mark("mint");
         let push =
             StreamedPush::start(&at.url, token.token(), commands.clone(), atomic, pack).await?;
+        clock.mark("open");
         Ok(Forward {
             push,
             token,
             commands,
+            opened: clock.to_string(),
         })
     }
 }
