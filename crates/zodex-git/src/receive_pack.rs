@@ -73,7 +73,7 @@ pub enum ReceivePackError {
     Pack(std::io::Error),
 }
 
-type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+pub(super) type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 type Connector = Counted<
     hyper_timeout::TimeoutConnector<
         hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
@@ -167,6 +167,27 @@ impl Session {
         request: http::request::Builder,
         body: Body,
     ) -> Result<Bytes, ReceivePackError> {
+        let answer = self.send(what, request, body).await?;
+        let limited = http_body_util::Limited::new(answer, MAX_ANSWER_BYTES);
+        let bytes = limited
+            .collect()
+            .await
+            .map_err(|e| ReceivePackError::Transport {
+                what,
+                message: self.scrub(e.to_string()),
+            })?
+            .to_bytes();
+        Ok(bytes)
+    }
+
+    /// Sends one request; returns GitHub's answer body, still to read, refused statuses
+    /// turned into errors.
+    pub(super) async fn send(
+        &self,
+        what: &'static str,
+        request: http::request::Builder,
+        body: Body,
+    ) -> Result<Body, ReceivePackError> {
         let request = request
             .header(AUTHORIZATION, self.authorization.clone())
             .header(http::header::USER_AGENT, HTTP_USER_AGENT)
@@ -191,16 +212,26 @@ impl Session {
         if status != 200 {
             return Err(ReceivePackError::Status { what, status });
         }
-        let limited = http_body_util::Limited::new(response.into_body(), MAX_ANSWER_BYTES);
-        let bytes = limited
-            .collect()
-            .await
-            .map_err(|e| ReceivePackError::Transport {
-                what,
-                message: self.scrub(e.to_string()),
-            })?
-            .to_bytes();
-        Ok(bytes)
+        Ok(BodyExt::boxed_unsync(
+            response.into_body().map_err(std::io::Error::other),
+        ))
+    }
+
+    /// The session's repository URL (no credentials).
+    pub(super) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A transport error's text, the token scrubbed out.
+    pub(super) fn transport(
+        &self,
+        what: &'static str,
+        e: impl std::fmt::Display,
+    ) -> ReceivePackError {
+        ReceivePackError::Transport {
+            what,
+            message: self.scrub(e.to_string()),
+        }
     }
 
     /// `GET info/refs?service=git-receive-pack`: GitHub's refs and capabilities.
@@ -315,7 +346,7 @@ fn empty_body() -> Body {
     full_body(Vec::new())
 }
 
-fn full_body(bytes: Vec<u8>) -> Body {
+pub(super) fn full_body(bytes: Vec<u8>) -> Body {
     BodyExt::boxed_unsync(
         http_body_util::Full::new(Bytes::from(bytes)).map_err(|never| match never {}),
     )
