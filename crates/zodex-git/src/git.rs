@@ -38,6 +38,8 @@ pub fn command(dir: &Path) -> Command {
 
 /// Adds `token` as the `Authorization` header of every HTTP request (environment only).
 pub fn with_token(cmd: &mut Command, token: &Token) {
+    // Every git command given a token talks to GitHub: counted for the stage log.
+    zodex_github::traffic::git_process();
     let basic = base64::engine::general_purpose::STANDARD
         .encode(format!("x-access-token:{}", token.expose()));
     cmd.env("GIT_CONFIG_COUNT", "2")

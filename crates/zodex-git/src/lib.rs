@@ -25,6 +25,8 @@
 //!   origin, reachability), and whether given tips reach every object of a pack.
 //! - `upload`: the leased push: the verified pack passed through when that is sound, else
 //!   `git push --porcelain` from the mirror; then the mirror's ref moved to match.
+//! - `upload_pack`: commits fetched by id over protocol v2 on the sessions' pooled connection
+//!   (one round trip where `git fetch` takes four and more).
 //! - `receive_pack`: a receive-pack client over smart HTTP sending the verified pack as it is on
 //!   disk, per-ref results in GitHub's own `report-status` words.
 //! - `pktline`: receive-pack's text — pkt-lines, the ref advertisement, commands, `report-status`.
@@ -57,6 +59,7 @@ pub mod pktline;
 pub mod receive_pack;
 pub mod shallow;
 pub mod upload;
+pub mod upload_pack;
 pub mod walk;
 
 pub use import::{ImportError, Quarantine, SharedQuarantine, UpdateFacts};

@@ -328,7 +328,7 @@ const PARTIAL_MARK: &str = "zodex-partial";
 
 /// What a mirror's fetches leave at GitHub: every tree and blob not asked for by id. (Mirrors
 /// an older version made as `blob:none` clones keep the trees they have; they fetch like any.)
-pub(super) const FILTER: &str = "tree:0";
+pub const FILTER: &str = "tree:0";
 
 /// Configures `mirror` as a partial clone of the promisor remote `origin` (its URL comes with
 /// each fetch): trees and blobs are left at GitHub.

@@ -2,7 +2,8 @@
 //! the pack it verified, as it is on disk, instead of having `git push` pack the same objects
 //! again.
 //!
-//! One session is two requests on one connection: `GET info/refs?service=git-receive-pack`
+//! One session is two requests on one connection (every session shares one client, whose pool
+//! keeps the connection for the next): `GET info/refs?service=git-receive-pack`
 //! (GitHub's refs and capabilities, read into [`Advertisement`]), then `POST git-receive-pack`
 //! with one pkt-line command per ref (`old new ref`: the old id is the value the decision saw,
 //! so GitHub itself refuses a ref that moved since), a flush, and the pack streamed from disk
@@ -26,6 +27,7 @@ use std::time::Duration;
 use tokio_util::bytes::Bytes;
 use zodex_github::Token;
 use zodex_github::error_chain;
+use zodex_github::traffic::{Channel, Counted};
 
 /// A pack with no objects (header and trailing checksum), sent when no command deletes
 /// nothing but every object is already at GitHub: receive-pack expects a pack after any
@@ -71,18 +73,31 @@ pub enum ReceivePackError {
     Pack(std::io::Error),
 }
 
-type Body = UnsyncBoxBody<Bytes, std::io::Error>;
-type Connector = hyper_timeout::TimeoutConnector<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+pub(super) type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+type Connector = Counted<
+    hyper_timeout::TimeoutConnector<
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    >,
 >;
+type Client = hyper_util::client::legacy::Client<Connector, Body>;
 
-/// The HTTPS connector of every session, made once: loading the system's TLS roots costs
-/// milliseconds that a small push would otherwise pay each time.
-fn connector() -> Result<Connector, ReceivePackError> {
+/// How long an idle connection to GitHub is kept for the next session: long enough for the
+/// push that follows a `list for-push` (git packs in between), short enough that GitHub has
+/// not dropped it yet.
+const POOL_IDLE: Duration = Duration::from_secs(30);
+
+/// The one client of every session, made once (issue 38): its pool keeps a connection to the
+/// git host open between requests, so the receive-pack that follows `list for-push` goes out on
+/// the listing's connection instead of paying TCP's and TLS's round trips again. Each request
+/// carries its own `Authorization` (HTTP/1.1 holds no credential on a connection), so a
+/// connection opened for one token and reused for another grants the second nothing more.
+/// Loading the system's TLS roots, made here once too, costs milliseconds a small push would
+/// otherwise pay each time.
+fn client() -> Result<Client, ReceivePackError> {
     // The failure is kept for every later session: shared, as an `io::Error` is not `Clone`.
-    type Made = Result<Connector, std::sync::Arc<std::io::Error>>;
-    static CONNECTOR: std::sync::OnceLock<Made> = std::sync::OnceLock::new();
-    let made = CONNECTOR.get_or_init(|| {
+    type Made = Result<Client, std::sync::Arc<std::io::Error>>;
+    static CLIENT: std::sync::OnceLock<Made> = std::sync::OnceLock::new();
+    let made = CLIENT.get_or_init(|| {
         let provider = rustls::crypto::CryptoProvider::get_default()
             .cloned()
             .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
@@ -96,7 +111,13 @@ fn connector() -> Result<Connector, ReceivePackError> {
         connector.set_connect_timeout(Some(Duration::from_secs(10)));
         // GitHub checks every object of a large push before it writes its report.
         connector.set_read_timeout(Some(Duration::from_secs(600)));
-        Ok(connector)
+        let connector = Counted::new(connector, Channel::Git);
+        Ok(
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_idle_timeout(POOL_IDLE)
+                .pool_timer(hyper_util::rt::TokioTimer::new())
+                .build::<_, Body>(connector),
+        )
     });
     made.clone().map_err(|e| ReceivePackError::Transport {
         what: "loading the system's TLS roots",
@@ -106,7 +127,7 @@ fn connector() -> Result<Connector, ReceivePackError> {
 
 /// One receive-pack session with one repository at GitHub.
 pub struct Session {
-    client: hyper_util::client::legacy::Client<Connector, Body>,
+    client: Client,
     /// `https://github.com/OWNER/REPO.git`, no credentials.
     url: String,
     authorization: HeaderValue,
@@ -117,10 +138,7 @@ pub struct Session {
 impl Session {
     /// A session with the repository at `url`, authenticated with `token`.
     pub fn new(url: &str, token: &Token) -> Result<Self, ReceivePackError> {
-        let connector = connector()?;
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build::<_, Body>(connector);
+        let client = client()?;
         let basic = base64::engine::general_purpose::STANDARD
             .encode(format!("x-access-token:{}", token.expose()));
         let mut authorization = HeaderValue::from_str(&format!("Basic {basic}")).map_err(|_| {
@@ -149,6 +167,27 @@ impl Session {
         request: http::request::Builder,
         body: Body,
     ) -> Result<Bytes, ReceivePackError> {
+        let answer = self.send(what, request, body).await?;
+        let limited = http_body_util::Limited::new(answer, MAX_ANSWER_BYTES);
+        let bytes = limited
+            .collect()
+            .await
+            .map_err(|e| ReceivePackError::Transport {
+                what,
+                message: self.scrub(e.to_string()),
+            })?
+            .to_bytes();
+        Ok(bytes)
+    }
+
+    /// Sends one request; returns GitHub's answer body, still to read, refused statuses
+    /// turned into errors.
+    pub(super) async fn send(
+        &self,
+        what: &'static str,
+        request: http::request::Builder,
+        body: Body,
+    ) -> Result<Body, ReceivePackError> {
         let request = request
             .header(AUTHORIZATION, self.authorization.clone())
             .header(http::header::USER_AGENT, HTTP_USER_AGENT)
@@ -157,6 +196,7 @@ impl Session {
                 what,
                 message: self.scrub(e.to_string()),
             })?;
+        zodex_github::traffic::request(Channel::Git);
         let response =
             self.client
                 .request(request)
@@ -172,16 +212,26 @@ impl Session {
         if status != 200 {
             return Err(ReceivePackError::Status { what, status });
         }
-        let limited = http_body_util::Limited::new(response.into_body(), MAX_ANSWER_BYTES);
-        let bytes = limited
-            .collect()
-            .await
-            .map_err(|e| ReceivePackError::Transport {
-                what,
-                message: self.scrub(e.to_string()),
-            })?
-            .to_bytes();
-        Ok(bytes)
+        Ok(BodyExt::boxed_unsync(
+            response.into_body().map_err(std::io::Error::other),
+        ))
+    }
+
+    /// The session's repository URL (no credentials).
+    pub(super) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A transport error's text, the token scrubbed out.
+    pub(super) fn transport(
+        &self,
+        what: &'static str,
+        e: impl std::fmt::Display,
+    ) -> ReceivePackError {
+        ReceivePackError::Transport {
+            what,
+            message: self.scrub(e.to_string()),
+        }
     }
 
     /// `GET info/refs?service=git-receive-pack`: GitHub's refs and capabilities.
@@ -296,7 +346,7 @@ fn empty_body() -> Body {
     full_body(Vec::new())
 }
 
-fn full_body(bytes: Vec<u8>) -> Body {
+pub(super) fn full_body(bytes: Vec<u8>) -> Body {
     BodyExt::boxed_unsync(
         http_body_util::Full::new(Bytes::from(bytes)).map_err(|never| match never {}),
     )

@@ -272,6 +272,7 @@ impl GitHub {
             "x-github-api-version",
             HeaderValue::from_static(super::API_VERSION),
         );
+        super::traffic::request(super::traffic::Channel::Api);
         let response = self
             .http
             .execute(request)

@@ -28,6 +28,8 @@
 //! - `jwt`: App JWTs (RS256, `iat` 60 s back, `exp` 9 minutes ahead, `iss` the App id).
 //! - `models`: GitHub's answers as typed structs, deserialised once (a bad one is `Decode`).
 //! - `pulls`: the default branch, an existing pull request for a branch, deleting a branch.
+//! - `traffic`: the requests, connections and git processes sent to GitHub, counted for the
+//!   publisher's stage log.
 //! - `token`: installation tokens as values, and what each is for (`TokenUse`), which decides
 //!   its least permissions.
 //!
@@ -49,6 +51,7 @@ mod jwt;
 mod models;
 mod pulls;
 mod token;
+pub mod traffic;
 
 pub use app::{AppFacts, glimpse};
 pub use config::{DEFAULT_API_URL, DEFAULT_GIT_URL, GithubApp, GithubConfig};
@@ -118,6 +121,7 @@ fn http_client() -> Result<octocrab::Octocrab, GithubError> {
     let mut connector = hyper_timeout::TimeoutConnector::new(connector);
     connector.set_connect_timeout(Some(Duration::from_secs(10)));
     connector.set_read_timeout(Some(Duration::from_secs(30)));
+    let connector = traffic::Counted::new(connector, traffic::Channel::Api);
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build::<_, octocrab::OctoBody>(connector);
     let built = octocrab::OctocrabBuilder::new_empty()

@@ -147,6 +147,10 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
     if let Some(task) = fleet_task {
         task.abort();
     }
+    // Step tokens are revoked after their push is answered: those still on their way to GitHub
+    // are waited for (a few seconds at most; the next start's sweeper takes what is left).
+    host.settle_revocations(std::time::Duration::from_secs(5))
+        .await;
     let _ = std::fs::remove_file(&config.admin_socket);
     let _ = std::fs::remove_file(&config.agent_socket);
     Ok(())

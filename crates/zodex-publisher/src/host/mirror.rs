@@ -191,20 +191,30 @@ impl Mirrors {
         let Ok(token) = self.credentials.mirror_read_token(github, repo).await else {
             return false;
         };
-        let (at, from, wanted) = (path.to_path_buf(), url.to_string(), missing.clone());
         let started = std::time::Instant::now();
-        let fetched = blocking(self, move |m| {
-            m.disk.fetch_tips(&at, &from, &token, &wanted)
-        })
-        .await;
-        if let Err(e) = fetched {
-            tracing::info!(error = %e, "fetching the listed tips by id failed");
-            return false;
-        }
+        let traffic = crate::github::traffic::Traffic::now();
+        let how = match self.fetch_tips_pooled(path, url, &token, &missing).await {
+            Ok(()) => "one request on the pooled connection",
+            Err(why) => {
+                tracing::info!(reason = %why, "the listed tips were not fetched on the pooled connection; running git fetch");
+                let (at, from, wanted) = (path.to_path_buf(), url.to_string(), missing.clone());
+                let fetched = blocking(self, move |m| {
+                    m.disk.fetch_tips(&at, &from, &token, &wanted)
+                })
+                .await;
+                if let Err(e) = fetched {
+                    tracing::info!(error = %e, "fetching the listed tips by id failed");
+                    return false;
+                }
+                "git fetch"
+            }
+        };
         tracing::info!(
             repo = %repo,
             tips = missing.len(),
             elapsed_ms = started.elapsed().as_millis() as u64,
+            github = %crate::github::traffic::Traffic::now().since(&traffic),
+            how,
             "fetched the listed tips the mirror lacked"
         );
         let at = path.to_path_buf();
@@ -214,6 +224,40 @@ impl Mirrors {
         })
         .await
         .is_ok_and(|still| still.is_empty())
+    }
+
+    /// Fetches `tips` into the whole mirror at `path` in one request on the sessions' pooled
+    /// connection (see [`crate::publish::upload_pack`]), every commit its refs name sent as a
+    /// `have`. `Err` when that cannot be done (a shallow or empty mirror: `git fetch` tells GitHub
+    /// the cut) or did not work; the caller then runs `git fetch`, and checks the tips either way.
+    async fn fetch_tips_pooled(
+        self: &Arc<Self>,
+        path: &std::path::Path,
+        url: &str,
+        token: &crate::github::Token,
+        tips: &[String],
+    ) -> Result<(), PooledFetch> {
+        use crate::publish::shallow::{holds_nothing, is_shallow};
+        use crate::publish::upload_pack::{Wanted, fetch_into};
+        let at = path.to_path_buf();
+        let haves = blocking(self, move |m| {
+            if holds_nothing(&at) || is_shallow(&at) {
+                return Err(PooledFetch::Shallow);
+            }
+            let refs = m.disk.refs(&at).map_err(PooledFetch::Refs)?;
+            let mut haves: Vec<String> = refs.iter().map(|r| r.oid.to_string()).collect();
+            haves.sort_unstable();
+            haves.dedup();
+            Ok(haves)
+        })
+        .await?;
+        let wanted = Wanted {
+            wants: tips,
+            haves: &haves,
+            filter: crate::publish::mirror::FILTER,
+        };
+        fetch_into(path, url, token, wanted).await?;
+        Ok(())
     }
 
     /// The refs `list for-push` read from GitHub for `repo` moments ago, left in place for the
@@ -476,6 +520,18 @@ impl Mirrors {
             .with_store(|_, s| s.read(|f| self.core.engine.repo_facts(f, repo, now)))?
             .default_branch)
     }
+}
+
+/// Why the listed tips were not fetched on the pooled connection (logged; `git fetch` then
+/// runs).
+#[derive(Debug, thiserror::Error)]
+enum PooledFetch {
+    #[error("the mirror is shallow or empty")]
+    Shallow,
+    #[error("reading the mirror's refs: {0}")]
+    Refs(crate::publish::git::GitError),
+    #[error(transparent)]
+    Fetch(#[from] crate::publish::upload_pack::FetchError),
 }
 
 /// The git URL of `repo` at GitHub.

@@ -262,6 +262,12 @@ impl Host {
         self.credentials.sweep_orphaned_tokens().await
     }
 
+    /// Waits, at most `limit`, for the step tokens still being revoked after their answer went
+    /// out (a graceful stop).
+    pub async fn settle_revocations(&self, limit: std::time::Duration) {
+        self.credentials.settle_revocations(limit).await
+    }
+
     /// Revokes the write tokens a previous run left behind (once, at start).
     pub async fn revoke_persisted_tokens(&self) -> usize {
         self.credentials.revoke_persisted_tokens().await

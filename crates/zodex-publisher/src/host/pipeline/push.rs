@@ -51,8 +51,10 @@ impl Pipeline {
     pub(super) async fn lock_mirror(self: &Arc<Self>, repo: &str) -> Result<LockedMirror, Failure> {
         let repo = parse_repo(repo)?;
         let github = self.core.github()?.clone();
-        let guard = self.mirrors.lock(&repo).await;
         let mut clock = Stages::start();
+        // Waiting here is waiting for `list for-push`'s fetch of the tips the mirror lacked.
+        let guard = self.mirrors.lock(&repo).await;
+        clock.mark("lock");
         let mirror = self
             .mirrors
             .open_mirror_with(&github, &repo, true)
@@ -294,8 +296,8 @@ impl Pipeline {
         )
         .await;
         clock.mark("push");
-        minted.revoke().await;
-        clock.mark("revoke");
+        // Off the path git waits for; see `StepToken::revoke_after_answer`.
+        minted.revoke_after_answer();
         let outcomes = match pushed {
             Ok(outcomes) => outcomes,
             Err(e) => {

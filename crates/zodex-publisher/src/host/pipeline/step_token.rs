@@ -41,6 +41,18 @@ impl StepToken {
         &self.minted.token
     }
 
+    /// Revokes it in a task of its own once the step's work at GitHub is done, so the answer
+    /// git waits for does not wait on GitHub's answer to the revocation (issue 38). The token
+    /// can no longer go unrevoked for that: it was recorded before it acted, sealed under this
+    /// process's name, so if this process dies before the task ends, the sweeper of its next
+    /// start (or of another publisher on the store) revokes it by value once this process has
+    /// been silent for `seal::SILENT_AFTER_SECONDS`; a graceful stop waits for the task.
+    pub fn revoke_after_answer(mut self) {
+        self.revoked = true;
+        self.credentials
+            .revoke_in_background(self.github.clone(), self.minted.token.clone());
+    }
+
     /// Revokes it now (when the step's timing wants it said where).
     pub async fn revoke(mut self) {
         self.revoked = true;
@@ -55,19 +67,7 @@ impl Drop for StepToken {
         if self.revoked {
             return;
         }
-        let (credentials, github, token) = (
-            self.credentials.clone(),
-            self.github.clone(),
-            self.minted.token.clone(),
-        );
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move { credentials.revoke_now(&github, &token).await });
-            }
-            Err(_) => tracing::error!(
-                token_sha256 = %token.sha256(),
-                "a push token outlived the runtime and could not be revoked; it lapses at its expiry"
-            ),
-        }
+        self.credentials
+            .revoke_in_background(self.github.clone(), self.minted.token.clone());
     }
 }

@@ -7,9 +7,11 @@
 //! 2. A token is minted for this step without `workflows`, and the receive-pack request opens
 //!    with one command per update, `old` = GitHub's value (GitHub refuses a ref that moved
 //!    since): the value `list for-push` read moments ago — the request then opens while the
-//!    mirror fetches what the decisions read — else the value of the mirror, fetched first.
+//!    mirror fetches what the decisions read and step 4 runs — else the value of the mirror,
+//!    fetched first.
 //! 3. The pack follows as it lands, all but its 20-byte checksum.
-//! 4. Once the bundle is whole it is imported and verified, and every update decided on it,
+//! 4. Once the bundle is whole it is imported and verified, and every update decided on it
+//!    (while the request opens: the decisions do not depend on it, nor it on them),
 //!    exactly as for a bundle that was spooled first.
 //! 5. Only when every update was allowed as the commands already say (same old and new ids,
 //!    nothing touching workflows, every prerequisite at GitHub) does the checksum go; GitHub
@@ -21,7 +23,7 @@ use super::super::Failure;
 use super::super::mirror::OpenMirror;
 use super::Pipeline;
 use super::step_token::StepToken;
-use super::types::{Admission, Decided, DecidedAt, PushMode, each_failed};
+use super::types::{Admission, Decided, DecidedAt, LockedMirror, PushMode, each_failed};
 use crate::github::GitHub;
 use crate::github::TokenUse;
 use crate::publish::SharedQuarantine;
@@ -105,6 +107,9 @@ struct Forward {
     push: StreamedPush,
     token: StepToken,
     commands: Vec<RefCommand>,
+    /// How long minting and opening the request took, and what they asked of GitHub (they
+    /// run beside the stages of the log's `stages`).
+    opened: String,
 }
 
 impl Pipeline {
@@ -151,18 +156,19 @@ impl Pipeline {
         // Every return before the verdict drops `verdict` unset: the stream then ends in an
         // error, and GitHub keeps nothing.
         let (verdict, verdict_rx) = watch::channel(Verdict::Pending);
-        let mut pack = Some(
-            incoming
-                .file
-                .try_clone()
-                .map(|file| pack_stream(file, incoming.spooling.clone(), verdict_rx)),
-        );
+        let pack = incoming
+            .file
+            .try_clone()
+            .map(|file| pack_stream(file, incoming.spooling.clone(), verdict_rx));
         let name = super::super::parse_repo(repo)?;
         let github = self.core.github()?.clone();
-        // On the refs `list for-push` just read, the request to GitHub opens while the mirror
-        // is still fetching what the decisions read (a cold mirror's first fetch of a long
-        // history, the commits another client pushed); without them, once it is fetched.
-        let (mut locked, early) = match self.mirrors.peek_advertised(&name) {
+        let to_decide = (updates.clone(), admission, incoming.spooled);
+        // On the refs `list for-push` just read, the request to GitHub opens while the mirror is
+        // locked and fetched (a cold mirror's first fetch of a long history, the commits another
+        // client pushed) and the bundle imported and decided; without them, once the mirror is
+        // fetched, beside the import and the decisions. Either way nothing reaches GitHub's refs
+        // before the verdict below, given on the decisions.
+        let (forward, decided) = match self.mirrors.peek_advertised(&name) {
             Some(refs) => {
                 let target = ForwardTo {
                     github: &github,
@@ -171,48 +177,33 @@ impl Pipeline {
                     refs: &refs,
                     now,
                 };
-                let pack = pack.take().expect("the pack is opened once");
                 let opening = async {
                     let pack = pack.map_err(NotForwarded::SpoolFile)?;
                     self.start_forward(&target, &updates, atomic, pack).await
                 };
-                let (locked, forward) = tokio::join!(self.lock_mirror(repo), opening);
-                (locked?, Some(forward))
+                tokio::join!(opening, self.decide_streamed(repo, None, to_decide, now))
             }
-            None => (self.lock_mirror(repo).await?, None),
+            None => {
+                let locked = self.lock_mirror(repo).await?;
+                let mirror = locked.mirror.clone();
+                let target = ForwardTo {
+                    github: &github,
+                    repo: &name,
+                    url: mirror.url.clone(),
+                    refs: &mirror.refs,
+                    now,
+                };
+                let opening = async {
+                    let pack = pack.map_err(NotForwarded::SpoolFile)?;
+                    self.start_forward(&target, &updates, atomic, pack).await
+                };
+                let deciding = self.decide_streamed(repo, Some(locked), to_decide, now);
+                tokio::join!(opening, deciding)
+            }
         };
-        let base = locked.decided_at(&admission.principal, 0, now);
-        let pack = pack.take();
-        let opening = async {
-            let pack = match (early, pack) {
-                (Some(forward), _) => return forward,
-                (None, Some(pack)) => pack,
-                (None, None) => unreachable!("the pack goes with the early request when taken"),
-            };
-            let pack = pack.map_err(NotForwarded::SpoolFile)?;
-            let target = ForwardTo {
-                github: &base.github,
-                repo: &base.repo,
-                url: base.mirror.url.clone(),
-                refs: &base.mirror.refs,
-                now,
-            };
-            self.start_forward(&target, &updates, atomic, pack).await
-        };
-        let clock = &mut locked.clock;
-        let deciding = async {
-            let spooled = Arc::new(Incoming::whole(incoming.spooled).await?);
-            let at = DecidedAt {
-                bytes: i64::try_from(spooled.len).unwrap_or(i64::MAX),
-                ..base.clone()
-            };
-            let (quarantine, decided) = self
-                .import_and_decide(&at, updates.clone(), admission, Some(spooled), clock)
-                .await?;
-            Ok::<_, Failure>((quarantine, decided, at))
-        };
-        let (forward, decided) = tokio::join!(opening, deciding);
-        let (quarantine, decided, at) = decided?;
+        let (mut locked, quarantine, decided, at) = decided?;
+        // What the decisions waited for the request to GitHub to open, beyond their own time.
+        locked.clock.mark("opened");
         let forward = match forward {
             Ok(f) => {
                 let checked = commits(&f, &decided, &quarantine, &at.mirror).await;
@@ -242,17 +233,42 @@ impl Pipeline {
             .await;
         clock.mark("push");
         let token_sha = forward.token.token().sha256();
-        forward.token.revoke().await;
+        // Off the path git waits for; see `StepToken::revoke_after_answer`.
+        forward.token.revoke_after_answer();
         let outcomes = pushed.unwrap_or_else(|e| each_failed(&decided.allowed, &e.to_string()));
         let results = self
             .record_pushed(&at, quarantine, decided.allowed, outcomes, token_sha)
             .await?;
         clock.mark("record");
-        tracing::info!(repo = %at.repo, bytes = at.bytes, stages = %clock, "push handled (the pack was passed on as it arrived)");
+        tracing::info!(repo = %at.repo, bytes = at.bytes, stages = %clock, opening = %forward.opened, "push handled (the pack was passed on as it arrived)");
         Ok(PushOutcome {
             repo: at.repo.to_string(),
             results,
         })
+    }
+
+    /// The mirror locked and fetched (unless `locked` already is), then the whole bundle
+    /// imported and every update decided on it, exactly as for a spooled bundle: what a
+    /// streamed push does while its request to GitHub opens.
+    async fn decide_streamed(
+        self: &Arc<Self>,
+        repo: &str,
+        locked: Option<LockedMirror>,
+        (updates, admission, spooled): (Vec<PushUpdate>, Admission, oneshot::Receiver<Arrival>),
+        now: i64,
+    ) -> Result<(LockedMirror, SharedQuarantine, Decided, DecidedAt), Failure> {
+        let mut locked = match locked {
+            Some(locked) => locked,
+            None => self.lock_mirror(repo).await?,
+        };
+        let spooled = Arc::new(Incoming::whole(spooled).await?);
+        locked.clock.mark("bundle");
+        let bytes = i64::try_from(spooled.len).unwrap_or(i64::MAX);
+        let at = locked.decided_at(&admission.principal, bytes, now);
+        let (quarantine, decided) = self
+            .import_and_decide(&at, updates, admission, Some(spooled), &mut locked.clock)
+            .await?;
+        Ok((locked, quarantine, decided, at))
     }
 
     /// The verdict on a request already open: `Ok` goes on with it; otherwise it is dropped
@@ -297,15 +313,19 @@ impl Pipeline {
             })
             .collect();
         let use_ = TokenUse::Push { workflows: false };
+        let mut clock = super::types::Stages::start();
         let token = StepToken::mint(&self.credentials, at.github, at.repo, use_, None, at.now)
             .await
             .map_err(|f| NotForwarded::Token(f.0.message))?;
+        clock.mark("mint");
         let push =
             StreamedPush::start(&at.url, token.token(), commands.clone(), atomic, pack).await?;
+        clock.mark("open");
         Ok(Forward {
             push,
             token,
             commands,
+            opened: clock.to_string(),
         })
     }
 }

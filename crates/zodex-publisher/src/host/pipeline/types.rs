@@ -5,6 +5,7 @@
 use super::super::Failure;
 use super::super::mirror::OpenMirror;
 use crate::github::GitHub;
+use crate::github::traffic::Traffic;
 use crate::publish::upload::RefOutcomes;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -131,31 +132,42 @@ pub(in crate::host) fn refused(
     }
 }
 
-/// Milliseconds spent in each stage of a request, for the log.
+/// Each stage of a request, for the log: its milliseconds and what it asked of GitHub
+/// (requests, new connections, git processes, and the round trips they cost at least; see
+/// [`Traffic`]). Across an ocean the round trips are what the person pushing waits for.
 pub(in crate::host) struct Stages {
     last: std::time::Instant,
-    marks: Vec<(&'static str, u128)>,
+    traffic: Traffic,
+    marks: Vec<(&'static str, u128, Traffic)>,
 }
 
 impl Stages {
     pub(in crate::host) fn start() -> Self {
         Self {
             last: std::time::Instant::now(),
+            traffic: Traffic::now(),
             marks: Vec::new(),
         }
     }
 
     pub(in crate::host) fn mark(&mut self, stage: &'static str) {
-        let now = std::time::Instant::now();
-        self.marks.push((stage, (now - self.last).as_millis()));
-        self.last = now;
+        let (now, traffic) = (std::time::Instant::now(), Traffic::now());
+        let asked = traffic.since(&self.traffic);
+        self.marks
+            .push((stage, (now - self.last).as_millis(), asked));
+        (self.last, self.traffic) = (now, traffic);
     }
 }
 
+/// `fetch=0ms import=190ms(proc:1,rt>=4) push=113ms(api:1req/0conn,rt>=1)`: a stage that
+/// asked nothing of GitHub shows its time alone.
 impl std::fmt::Display for Stages {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, (stage, ms)) in self.marks.iter().enumerate() {
+        for (i, (stage, ms, asked)) in self.marks.iter().enumerate() {
             write!(f, "{}{stage}={ms}ms", if i > 0 { " " } else { "" })?;
+            if !asked.is_empty() {
+                write!(f, "({asked})")?;
+            }
         }
         Ok(())
     }
