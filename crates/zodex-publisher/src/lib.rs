@@ -34,17 +34,22 @@
 //!     - `pipeline::stream`: a push whose bundle is still arriving: GitHub's receive-pack fed
 //!       as it lands, its checksum sent only when every update was allowed exactly as sent.
 //!     - `pipeline::push`: imported, each ref decided on facts established against GitHub's
-//!       refs, pushed with a token revoked right after.
+//!       refs, pushed with a token revoked right after (beside the answer).
 //!     - `pipeline::pr`: review-first pull requests, recorded under an idempotency key before
 //!       anything is pushed; `pr_open` opens one or takes its branch back; `pr_names` names it.
 //!     - `pipeline::step_token`: a step's token, revoked when the step ends, on every path.
-//!     - `pipeline::types`: what the stages share (decided updates, admission, stage timings).
+//!     - `pipeline::types`: what the stages share (decided updates, admission, stage timings
+//!       and what each stage asked of GitHub).
 //!   - `host::mirror`: the mirrors' owner: a request's fetched mirror and its quarantine;
 //!     `list for-push`'s refs, seconds old and leased, which the push that follows decides on.
+//!   - `host::tip_fetch`: the listed tips the mirror lacks, fetched while git packs: one
+//!     request on the pooled connection to GitHub, or `git fetch` for a shallow mirror.
 //!   - `host::shallow`: decide on a shallow mirror only where the whole history gives the same,
 //!     else deepen first; deepen after the request in any case.
 //!   - `host::credential`: the tokens' owner: read tokens, write tokens under a `--via token`
 //!     grant whose life is cut to the grant's, the publisher's own read tokens, revocations.
+//!   - `host::revocations`: step tokens revoked in tasks of their own after the answer; a
+//!     graceful stop waits for them.
 //!   - `host::tokens`: the agent's token cache and live write set, the publisher's own read
 //!     tokens, one write issuance per repository, the previous run's leftovers.
 //!   - `host::record`: what the GitHub client reported, written through `engine::ledger`;

@@ -31,8 +31,10 @@ mod mirror;
 mod pipeline;
 mod proofs;
 pub mod record;
+mod revocations;
 mod seal;
 mod shallow;
+mod tip_fetch;
 mod tokens;
 
 pub use crate::shared_store::SharedStore;
