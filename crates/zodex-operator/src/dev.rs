@@ -102,6 +102,15 @@ fn layout(dir: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
 /// The embedded defaults: everything under `dir`, this user as agent and operator, and the
 /// `demo` owner as the configured target.
 pub fn default_config(dir: &Path) -> Config {
+    Config {
+        mcp: Some(mcp_table(dir)),
+        ..base_config(dir)
+    }
+}
+
+/// What every local installation's publisher, replica or relay has: its state and sockets
+/// under `dir`, this user as agent and operator, and the `demo` owner as the target.
+fn base_config(dir: &Path) -> Config {
     let uid = nix::unistd::getuid().as_raw();
     Config {
         state_dir: dir.join("state"),
@@ -114,7 +123,6 @@ pub fn default_config(dir: &Path) -> Config {
             owner: Some("demo".into()),
             default_branch: Some("main".into()),
         }],
-        mcp: Some(mcp_table(dir)),
         ..Config::default()
     }
 }
@@ -189,59 +197,22 @@ pub fn up(dir: &Path, registry: &Registry, on_postgres: bool) -> Result<DevInsta
             ..Default::default()
         });
         config.test_clock_file = test_clock_file();
-        let text = format!(
-            "{}: a local installation on embedded defaults. Edit freely.\n{}",
-            zodex_config::DEV_HEADER,
-            config.to_toml()
-        );
-        std::fs::write(&config_path, text).map_err(io("cannot write the configuration"))?;
+        write_config(
+            &config_path,
+            "a local installation on embedded defaults",
+            &config,
+        )?;
     }
     let config = Config::load(&config_path)?;
     let gitconfig = dir.join("agent.gitconfig");
     std::fs::write(&gitconfig, agent_gitconfig(&devhub.git_url))
         .map_err(io("cannot write agent.gitconfig"))?;
-    let bin_dir = sibling_binary("zodex-prd")
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let env = format!(
-        "# Agent-side environment of the `zodex dev up` installation in {dir}.\n\
-         export ZODEX_CONFIG='{config}'\n\
-         export PATH='{bin}':\"$PATH\"\n\
-         # git: https://github.com/ reaches the local GitHub; pushes go through git-remote-zodex.\n\
-         export GIT_CONFIG_GLOBAL='{gitconfig}'\n\
-         export GIT_TERMINAL_PROMPT=0\n",
-        dir = dir.display(),
-        config = config_path.display(),
-        bin = bin_dir.display(),
-        gitconfig = gitconfig.display(),
-    );
-    std::fs::write(&env_file, env).map_err(io("cannot write env.sh"))?;
+    let heading = format!("the `zodex dev up` installation in {}", dir.display());
+    write_env(&env_file, &heading, &config_path, &gitconfig)?;
 
     let (pid, started) = match running_pid(&pid_file) {
         Some(pid) => (pid, false),
-        None => {
-            let log_file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .map_err(io(format!("cannot open {}", log.display())))?;
-            let child = Command::new(sibling_binary("zodex-prd"))
-                .arg("serve")
-                .arg("--config")
-                .arg(&config_path)
-                .stdin(Stdio::null())
-                .stdout(log_file.try_clone().map_err(io("cannot open the log"))?)
-                .stderr(log_file)
-                // Its own process group: a Ctrl-C in this terminal must not stop it.
-                .process_group(0)
-                .spawn()
-                .map_err(io("cannot start zodex-prd"))?;
-            let pid = child.id() as i32;
-            std::fs::write(&pid_file, format!("{pid}\n"))
-                .map_err(io("cannot write the pid file"))?;
-            (pid, true)
-        }
+        None => (spawn_prd("serve", &config_path, &log, &pid_file)?, true),
     };
     let sprite = SpriteEntry {
         name: DEV_SPRITE.to_string(),
@@ -275,6 +246,60 @@ pub fn up(dir: &Path, registry: &Registry, on_postgres: bool) -> Result<DevInsta
         store_url: config.store.map(|s| s.url),
         postgres_dir: database.map(|db| db.cluster_dir),
     })
+}
+
+/// Writes `config` to `path` under the dev header, saying what it is (`about`).
+fn write_config(path: &Path, about: &str, config: &Config) -> Result<(), DevError> {
+    let text = format!(
+        "{}: {about}. Edit freely.\n{}",
+        zodex_config::DEV_HEADER,
+        config.to_toml()
+    );
+    std::fs::write(path, text).map_err(io(format!("cannot write {}", path.display())))
+}
+
+/// Writes an agent side's `env.sh` (`source` it): its configuration, the binaries on `PATH`,
+/// and git set up by `gitconfig` (`https://github.com/` reaches the local GitHub; pushes go
+/// through git-remote-zodex).
+fn write_env(path: &Path, heading: &str, config: &Path, gitconfig: &Path) -> Result<(), DevError> {
+    let bin_dir = sibling_binary("zodex-prd")
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let env = format!(
+        "# Agent-side environment of {heading}.\n\
+         export ZODEX_CONFIG='{config}'\n\
+         export PATH='{bin}':\"$PATH\"\n\
+         # git: https://github.com/ reaches the local GitHub; pushes go through git-remote-zodex.\n\
+         export GIT_CONFIG_GLOBAL='{gitconfig}'\n\
+         export GIT_TERMINAL_PROMPT=0\n",
+        config = config.display(),
+        bin = bin_dir.display(),
+        gitconfig = gitconfig.display(),
+    );
+    std::fs::write(path, env).map_err(io(format!("cannot write {}", path.display())))
+}
+
+/// Starts `zodex-prd COMMAND --config CONFIG` in the background, logging to `log`, and records
+/// its pid: in its own process group, so a Ctrl-C in this terminal does not stop it.
+fn spawn_prd(command: &str, config: &Path, log: &Path, pid_file: &Path) -> Result<i32, DevError> {
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(io(format!("cannot open {}", log.display())))?;
+    let child = Command::new(sibling_binary("zodex-prd"))
+        .args([command, "--config"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().map_err(io("cannot open the log"))?)
+        .stderr(log_file)
+        .process_group(0)
+        .spawn()
+        .map_err(io("cannot start zodex-prd"))?;
+    let pid = child.id() as i32;
+    std::fs::write(pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
+    Ok(pid)
 }
 
 /// The publisher's `[github]` table for the local GitHub: its URLs and the two seeded Apps.

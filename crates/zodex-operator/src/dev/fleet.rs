@@ -10,9 +10,8 @@ use super::{DevError, io};
 use crate::registry::{Registry, SpriteEntry, local_admin_command};
 use crate::sibling_binary;
 use serde::Serialize;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use zodex_config::{Config, FleetConfig, RelayConfig, StoreConfig};
 
@@ -195,14 +194,7 @@ fn start_replica(
     private_dir(&home.join("state"), 0o700)?;
     let config_path = home.join("zodex.toml");
     if !config_path.exists() {
-        let uid = nix::unistd::getuid().as_raw();
         let config = Config {
-            state_dir: home.join("state"),
-            admin_socket: home.join("run/admin.sock"),
-            agent_socket: home.join("run/agent.sock"),
-            agent_uid: uid,
-            operator_uids: vec![uid],
-            targets: super::default_config(&home).targets,
             github: Some(github.clone()),
             store: Some(StoreConfig {
                 url: store_url.to_string(),
@@ -217,14 +209,13 @@ fn start_replica(
                 hosts: Vec::new(),
             }),
             test_clock_file: super::test_clock_file(),
-            ..Config::default()
+            ..super::base_config(&home)
         };
-        let text = format!(
-            "{}: replica {n} of a local fleet's service. Edit freely.\n{}",
-            zodex_config::DEV_HEADER,
-            config.to_toml()
-        );
-        std::fs::write(&config_path, text).map_err(io("cannot write a replica's configuration"))?;
+        super::write_config(
+            &config_path,
+            &format!("replica {n} of a local fleet's service"),
+            &config,
+        )?;
     }
     let config = Config::load(&config_path)?;
     let listen = config
@@ -238,15 +229,7 @@ fn start_replica(
     let pid_file = dir.join(format!("run/{name}.pid"));
     let pid = match running_pid(&pid_file) {
         Some(pid) => pid,
-        None => spawn(
-            &[
-                OsArg::from("serve"),
-                "--config".into(),
-                config_path.clone().into(),
-            ],
-            &log,
-            &pid_file,
-        )?,
+        None => super::spawn_prd("serve", &config_path, &log, &pid_file)?,
     };
     let entry = SpriteEntry {
         name: name.clone(),
@@ -262,29 +245,6 @@ fn start_replica(
         config: config_path,
         log,
     })
-}
-
-type OsArg = std::ffi::OsString;
-
-/// Starts `zodex-prd ARGS…` in the background (its own process group: a Ctrl-C in this
-/// terminal must not stop it), logging to `log`; records its pid.
-fn spawn(args: &[OsArg], log: &Path, pid_file: &Path) -> Result<i32, DevError> {
-    let log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(io(format!("cannot open {}", log.display())))?;
-    let child = Command::new(sibling_binary("zodex-prd"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().map_err(io("cannot open the log"))?)
-        .stderr(log_file)
-        .process_group(0)
-        .spawn()
-        .map_err(io("cannot start zodex-prd"))?;
-    let pid = child.id() as i32;
-    std::fs::write(pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
-    Ok(pid)
 }
 
 /// Sprite `n`: its key made in its own directory, enrolled by the operator over mutual TLS,
@@ -306,58 +266,36 @@ fn start_sprite(
             .map_err(|e| fleet_err("enrolling a sprite")(e.to_string()))?;
     }
     let config_path = home.join("zodex.toml");
-    let uid = nix::unistd::getuid().as_raw();
     let config = Config {
-        state_dir: home.join("state"),
-        admin_socket: home.join("run/admin.sock"),
-        agent_socket: home.join("run/agent.sock"),
-        agent_uid: uid,
-        operator_uids: vec![uid],
         relay: Some(RelayConfig {
             services: services.to_vec(),
             dir: files,
             git_url: Some(git_url.trim_end_matches('/').to_string()),
         }),
-        ..Config::default()
+        // A relay decides nothing: no targets.
+        targets: Vec::new(),
+        ..super::base_config(&home)
     };
-    let text = format!(
-        "{}: sprite {n} of a local fleet (its relay). Edit freely.\n{}",
-        zodex_config::DEV_HEADER,
-        config.to_toml()
-    );
-    std::fs::write(&config_path, text).map_err(io("cannot write a sprite's configuration"))?;
+    super::write_config(
+        &config_path,
+        &format!("sprite {n} of a local fleet (its relay)"),
+        &config,
+    )?;
     let env_file = home.join("env.sh");
-    let bin_dir = sibling_binary("zodex-prd")
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let env = format!(
-        "# Agent-side environment of {name} in the local fleet in {dir}.\n\
-         export ZODEX_CONFIG='{config}'\n\
-         export PATH='{bin}':\"$PATH\"\n\
-         export GIT_CONFIG_GLOBAL='{gitconfig}'\n\
-         export GIT_TERMINAL_PROMPT=0\n",
-        dir = dir.display(),
-        config = config_path.display(),
-        bin = bin_dir.display(),
-        gitconfig = dir.join("agent.gitconfig").display(),
-    );
-    std::fs::write(&env_file, env).map_err(io("cannot write env.sh"))?;
+    let heading = format!("{name} in the local fleet in {}", dir.display());
+    super::write_env(
+        &env_file,
+        &heading,
+        &config_path,
+        &dir.join("agent.gitconfig"),
+    )?;
     let log = dir.join(format!("logs/{name}.log"));
     let pid_file = dir.join(format!("run/{name}.pid"));
     let pid = match running_pid(&pid_file) {
         Some(pid) => pid,
         None => {
             let _ = std::fs::remove_file(&config.agent_socket);
-            spawn(
-                &[
-                    OsArg::from("relay"),
-                    "--config".into(),
-                    config_path.clone().into(),
-                ],
-                &log,
-                &pid_file,
-            )?
+            super::spawn_prd("relay", &config_path, &log, &pid_file)?
         }
     };
     let start = Instant::now();
