@@ -18,12 +18,12 @@ mod sweeper;
 
 use super::ground::Finding;
 use super::host::{Host, HostError};
-use super::sockets::{admin_allowed, bind};
+use super::sockets::{admin_allowed, answer_now, bind, peer_refused};
 use gate::{Bounds, ConnectionSlot, Gate, Peer};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixListener;
 use tokio::time::Instant;
 use zodex_config::{AgentLimits, Checked};
 use zodex_engine::Principal;
@@ -235,16 +235,7 @@ async fn accept_loop(
                 Side::Admin => "operator",
                 Side::Agent => "agent",
             };
-            answer_now(
-                &stream,
-                &Response::error(
-                    ErrorKind::Forbidden,
-                    format!(
-                        "uid {uid} may not use the zodex-prd {} socket; run this as the configured {who} user",
-                        socket.side.name()
-                    ),
-                ),
-            );
+            answer_now(&stream, &peer_refused(uid, socket.side.name(), who));
             continue;
         }
         // Without a pid (a peer in another pid namespace), all such peers share one count.
@@ -288,12 +279,6 @@ async fn serve_connection<S>(
         tracing::warn!(peer = %slot.peer(), side = ?socket.side, "a client did not read its answer");
     }
     drop(slot);
-}
-
-/// Writes `response` if the socket takes it without waiting (a short line always does on a
-/// fresh connection), then closes.
-fn answer_now(stream: &UnixStream, response: &Response) {
-    let _ = stream.try_write(response.to_line().as_bytes());
 }
 
 async fn admin_request(

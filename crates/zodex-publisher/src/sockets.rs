@@ -146,6 +146,23 @@ pub async fn bind(path: &Path, mode: u32) -> io::Result<UnixListener> {
     UnixListener::from_std(listener)
 }
 
+/// Writes `response` if the socket takes it without waiting (a short line always does on a
+/// fresh connection), then closes: the answer to a peer refused before it holds anything.
+pub fn answer_now(stream: &UnixStream, response: &zodex_protocol::Response) {
+    let _ = stream.try_write(response.to_line().as_bytes());
+}
+
+/// The answer to a peer whose uid may not use the `socket` ("admin", "agent") socket; `who`
+/// is the user it must run as ("operator", "agent"). `serve` and `relay` say the same.
+pub fn peer_refused(uid: u32, socket: &str, who: &str) -> zodex_protocol::Response {
+    zodex_protocol::Response::error(
+        zodex_protocol::ErrorKind::Forbidden,
+        format!(
+            "uid {uid} may not use the zodex-prd {socket} socket; run this as the configured {who} user"
+        ),
+    )
+}
+
 /// The uid of the process on the other end of `stream`, as the kernel reports it.
 pub fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
     Ok(stream.peer_cred()?.uid())

@@ -19,7 +19,7 @@ mod upstream;
 
 pub use upstream::Upstream;
 
-use crate::sockets::bind;
+use crate::sockets::{answer_now, bind, peer_refused};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,15 +110,7 @@ pub async fn run(checked: Checked) -> Result<(), RelayError> {
             if uid != agent_uid {
                 // Refused before reading a byte of the request, in the words `serve` uses.
                 tracing::warn!(uid, "refused a peer");
-                answer_now(
-                    &stream,
-                    &Response::error(
-                        ErrorKind::Forbidden,
-                        format!(
-                            "uid {uid} may not use the zodex-prd agent socket; run this as the configured agent user"
-                        ),
-                    ),
-                );
+                answer_now(&stream, &peer_refused(uid, "agent", "agent"));
                 continue;
             }
             let Ok(permit) = connections.clone().try_acquire_owned() else {
@@ -174,9 +166,4 @@ async fn pass_through(mut agent: UnixStream, upstream: &Upstream) {
     if let Err(e) = tokio::io::copy_bidirectional(&mut agent, &mut service).await {
         tracing::warn!(error = %e, "a relayed connection ended early");
     }
-}
-
-/// Writes `response` if the socket takes it without waiting, then closes.
-fn answer_now(stream: &UnixStream, response: &Response) {
-    let _ = stream.try_write(response.to_line().as_bytes());
 }
