@@ -166,28 +166,7 @@ fn a_relay_renews_its_certificate_for_its_own_key_and_nobody_renews_for_another(
 
     // The sprite's certificate, reissued by the fleet's CA for its own key with a minute to
     // live: past two thirds of its life, so the relay renews it at once.
-    let fleet_name = zodex_fleet::Name::parse(FLEET).unwrap();
-    let ca_dir = fleet.ca.path().join("ca");
-    let ca = zodex_fleet::FleetCa::load(
-        &fleet_name,
-        &std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(),
-        &std::fs::read_to_string(ca_dir.join("ca.key")).unwrap(),
-    )
-    .unwrap();
-    let identity = zodex_fleet::Identity::new(
-        &fleet_name,
-        zodex_fleet::Role::Sprite,
-        &zodex_fleet::Name::parse("s5").unwrap(),
-    );
-    let key = zodex_fleet::MemberKey::from_pem(&key_pem).unwrap();
-    let short = ca
-        .issue(
-            &key.request_pem(&identity).unwrap(),
-            &identity,
-            std::time::Duration::from_secs(60),
-        )
-        .unwrap();
-    std::fs::write(files.join("cert.pem"), &short).unwrap();
+    let short = fleet.reissue(&s5, std::time::Duration::from_secs(60));
     s5.restart_relay();
     crate::support::wait::eventually_with(
         "the relay renews",
@@ -213,6 +192,11 @@ fn a_relay_renews_its_certificate_for_its_own_key_and_nobody_renews_for_another(
     // The agent can speak to the service through the relay, but not for a key it holds: a
     // request for another key is refused and no certificate comes back.
     let stranger = zodex_fleet::MemberKey::generate().unwrap();
+    let identity = zodex_fleet::Identity::new(
+        &zodex_fleet::Name::parse(FLEET).unwrap(),
+        zodex_fleet::Role::Sprite,
+        &zodex_fleet::Name::parse("s5").unwrap(),
+    );
     let mut socket =
         std::os::unix::net::UnixStream::connect(s5.dir.path().join("agent.sock")).unwrap();
     let answer = zodex::protocol::agent_roundtrip(
@@ -326,30 +310,8 @@ fn an_operator_with_its_own_key_runs_the_fleet_over_mutual_tls_and_is_named_in_t
 fn an_expired_certificate_is_refused_in_the_handshake_and_audited() {
     let fleet = Fleet::start();
     let mut s8 = fleet.enrol("s8", &[]);
-    let files = s8.dir.path().join("fleet");
-    let key_pem = std::fs::read_to_string(files.join("key.pem")).unwrap();
-    let fleet_name = zodex_fleet::Name::parse(FLEET).unwrap();
-    let ca_dir = fleet.ca.path().join("ca");
-    let ca = zodex_fleet::FleetCa::load(
-        &fleet_name,
-        &std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(),
-        &std::fs::read_to_string(ca_dir.join("ca.key")).unwrap(),
-    )
-    .unwrap();
-    let identity = zodex_fleet::Identity::new(
-        &fleet_name,
-        zodex_fleet::Role::Sprite,
-        &zodex_fleet::Name::parse("s8").unwrap(),
-    );
-    let key = zodex_fleet::MemberKey::from_pem(&key_pem).unwrap();
     // Issued by the fleet's own CA for the sprite's own key, valid until now.
-    let expiring = ca
-        .issue(
-            &key.request_pem(&identity).unwrap(),
-            &identity,
-            std::time::Duration::ZERO,
-        )
-        .unwrap();
+    let expiring = fleet.reissue(&s8, std::time::Duration::ZERO);
     let (_, not_after) = zodex_fleet::tls::validity(&expiring).unwrap();
     crate::support::wait::eventually(
         "the certificate has expired",
@@ -362,7 +324,6 @@ fn an_expired_certificate_is_refused_in_the_handshake_and_audited() {
                 > not_after + 1
         },
     );
-    std::fs::write(files.join("cert.pem"), &expiring).unwrap();
     s8.restart_relay();
     let refused = s8.agent(&["status"]);
     assert!(!refused.status.success(), "{}", text(&refused));

@@ -120,6 +120,32 @@ impl Fleet {
         self.sprite_on(name, dir, &[self.url.as_str()])
     }
 
+    /// A new certificate for `sprite`'s own key (read from its files), issued by the fleet's CA
+    /// for `ttl`, written over its `cert.pem`; returns it.
+    pub fn reissue(&self, sprite: &Sprite, ttl: Duration) -> String {
+        let files = sprite.dir.path().join("fleet");
+        let fleet = zodex_fleet::Name::parse(FLEET).unwrap();
+        let ca_dir = self.ca.path().join("ca");
+        let ca = zodex_fleet::FleetCa::load(
+            &fleet,
+            &std::fs::read_to_string(ca_dir.join("ca.pem")).unwrap(),
+            &std::fs::read_to_string(ca_dir.join("ca.key")).unwrap(),
+        )
+        .unwrap();
+        let identity = zodex_fleet::Identity::new(
+            &fleet,
+            zodex_fleet::Role::Sprite,
+            &zodex_fleet::Name::parse(&sprite.name).unwrap(),
+        );
+        let key_pem = std::fs::read_to_string(files.join("key.pem")).unwrap();
+        let key = zodex_fleet::MemberKey::from_pem(&key_pem).unwrap();
+        let cert = ca
+            .issue(&key.request_pem(&identity).unwrap(), &identity, ttl)
+            .unwrap();
+        std::fs::write(files.join("cert.pem"), &cert).unwrap();
+        cert
+    }
+
     /// Starts the relay of sprite `name` whose fleet files are in `dir/fleet`, configured with
     /// `services`.
     pub fn sprite_on(&self, name: &str, dir: tempfile::TempDir, services: &[&str]) -> Sprite {
