@@ -65,6 +65,7 @@ fn code_roots() -> Vec<PathBuf> {
 const CRATE_ARROWS: &[(&str, &[&str])] = &[
     ("zodex-sql", &[]),
     ("zodex-fleet", &[]),
+    ("zodex-secrets", &[]),
     ("zodex-store-pg", &["zodex-sql"]),
     ("zodex-engine", &["zodex-sql", "zodex-store-pg"]),
     ("zodex-mcp-settings", &[]),
