@@ -79,7 +79,10 @@ impl<'r> Detector<'r> {
             let mut locs = regex.capture_locations();
             let mut pos = w.start.max(self.resume[i]);
             while pos < w.owned_end {
-                let Some(m) = regex.captures_read_at(&mut locs, hay, pos) else {
+                let Some(from) = lead_from(rule, hay, pos, w) else {
+                    break;
+                };
+                let Some(m) = regex.captures_read_at(&mut locs, hay, from) else {
                     break;
                 };
                 if m.start() >= w.owned_end {
@@ -160,6 +163,21 @@ impl<'r> Detector<'r> {
     }
 }
 
+/// Where to look for a rule's next match at or after `pos`, or `None` when there is none in
+/// the window. Most rules: `pos`. A rule with a [`Lead`](crate::rules::Lead) (`[\\w.-]{0,N}?`
+/// then the rest): the rest is found first, with its own literal prefilter, and the match starts
+/// at most `N` bytes before it, so the full regex reads only from there. The match found is
+/// the same (see `pattern::lead`); the work is not: the template's lazy prefix defeats the
+/// `regex` crate's prefilters and made the generic rule cost as much as all others together.
+fn lead_from(rule: &Rule, hay: &[u8], pos: usize, w: Window) -> Option<usize> {
+    let Some(lead) = &rule.lead else {
+        return Some(pos);
+    };
+    let rest = lead.rest.find_at(hay, pos)?;
+    let from = pos.max(rest.start().saturating_sub(lead.reach));
+    (from < w.owned_end).then_some(from)
+}
+
 /// The match without the newlines at its ends, as gitleaks reports it.
 fn trim_newlines(hay: &[u8], mut r: Range<usize>) -> Range<usize> {
     while r.start < r.end && hay[r.start] == b'\n' {
@@ -223,6 +241,65 @@ mod tests {
         assert_eq!(entropy(b"aaaa"), 0.0);
         assert!((entropy(b"abcd") - 2.0).abs() < 1e-9);
         assert!((entropy(b"aabb") - 1.0).abs() < 1e-9);
+    }
+
+    /// Every match of a led rule, found the led way (`lead_from`) and the plain way.
+    fn led_and_plain(rule: &Rule, hay: &[u8]) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
+        let regex = rule.regex.as_ref().unwrap();
+        let plain = regex.find_iter(hay).map(|m| m.range()).collect();
+        let w = Window {
+            start: 0,
+            owned_end: hay.len(),
+            end: hay.len(),
+        };
+        let (mut led, mut pos) = (Vec::new(), 0);
+        while pos < hay.len() {
+            let Some(m) = lead_from(rule, hay, pos, w).and_then(|from| regex.find_at(hay, from))
+            else {
+                break;
+            };
+            pos = if m.is_empty() { m.end() + 1 } else { m.end() };
+            led.push(m.range());
+        }
+        (led, plain)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_led_rule_finds_what_its_plain_regex_finds(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("api_key = "), proptest::strategy::Just("adafruit_token: \""),
+                    proptest::strategy::Just("my.secret.name="), proptest::strategy::Just("\n"),
+                    proptest::strategy::Just("okta "), proptest::strategy::Just("\" "),
+                    proptest::strategy::Just("9fQ2xZ7LmA0pR4tY8wK3vB6nC1dE5gH0jIkL"),
+                    proptest::strategy::Just("abc"), proptest::strategy::Just("--TOKEN=="),
+                ],
+                0..60,
+            ),
+        ) {
+            let hay = pieces.concat();
+            let rules = Rules::shipped();
+            for rule in rules.rules.iter().filter(|r| r.lead.is_some()) {
+                let (led, plain) = led_and_plain(rule, hay.as_bytes());
+                proptest::prop_assert_eq!(led, plain, "{}", rule.id);
+            }
+        }
+    }
+
+    #[test]
+    fn the_name_led_template_rules_have_a_lead() {
+        let rules = Rules::shipped();
+        let led = rules.rules.iter().filter(|r| r.lead.is_some()).count();
+        assert!(led > 90, "{led}");
+        let generic = rules
+            .rules
+            .iter()
+            .find(|r| r.id == "generic-api-key")
+            .unwrap();
+        let hay = b"x = 1\nthe.api_key = \"9fQ2xZ7LmA0pR4tY8wK3vB6nC1dE5gH0jIkL\"\n";
+        let (led, plain) = led_and_plain(generic, hay);
+        assert_eq!((led.len(), &led), (1, &plain));
     }
 
     #[test]

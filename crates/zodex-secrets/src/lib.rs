@@ -11,6 +11,12 @@
 //! except the few [`Rules::left_out`] lists (the crate's tests name them and require 95% to
 //! compile). What of the format is honoured is listed in `rules.rs`.
 //!
+//! What the pushed content cannot do: vouch for itself. Gitleaks' in-file `gitleaks:allow`
+//! comment is not honoured; an allowance is the operator's, by fingerprint. What it can do, as
+//! under gitleaks: a path the rule set's global allowlist names (`node_modules/`, `vendor/`,
+//! lock files, images) is not scanned ([`Skipped::AllowedPath`]), so a caller that does not
+//! trust the pusher's choice of paths decides what that skip means.
+//!
 //! What this crate does not do: read git objects or decide. It sees one blob's bytes and path
 //! and says what it found; which blobs to scan and what a finding means for the push belong to
 //! the publisher. It holds no state between scans and does no I/O.

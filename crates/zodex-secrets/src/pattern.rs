@@ -36,6 +36,28 @@ pub(crate) fn compile_all(patterns: &[String]) -> Result<Vec<Regex>, (String, re
         .collect()
 }
 
+/// A pattern that opens with `[\w.-]{0,N}?` (after `(?i)` or nothing): gitleaks' template for a
+/// rule led by a name (`adafruit`, the generic rule's `key|token|…`). Returns the pattern
+/// without that prefix (the flags kept) and `N`.
+///
+/// Why a match is the same when the rest is found first: from any `pos`, the full pattern's
+/// leftmost match starts at some `s` and its rest at `s + k`, `k <= N`, which is a match of the
+/// rest at or after `pos`; so `s >= r - N`, where `r` is the rest's leftmost match at or after
+/// `pos`. And the full pattern matches at `r` itself (an empty prefix). So searching the full
+/// pattern from `max(pos, r - N)` finds exactly what a search from `pos` finds. This holds with
+/// a top-level `|` in the rest too, since the full pattern's other branches are the rest's.
+pub(crate) fn lead(pattern: &str) -> Option<(String, usize)> {
+    let (flags, body) = match pattern.strip_prefix("(?i)") {
+        Some(body) => ("(?i)", body),
+        None => ("", pattern),
+    };
+    let (reach, rest) = body.strip_prefix(r"[\w.-]{0,")?.split_once("}?")?;
+    if reach.is_empty() || !reach.bytes().all(|b| b.is_ascii_digit()) || rest.is_empty() {
+        return None;
+    }
+    Some((format!("{flags}{rest}"), reach.parse().ok()?))
+}
+
 /// `pattern` with each `{` that Go reads as a literal escaped: outside a character class, not
 /// escaped, and not the start of `{n}`, `{n,}` or `{n,m}` (Go's `parseRepeat`).
 fn literal_braces(pattern: &str) -> Cow<'_, str> {
@@ -128,6 +150,19 @@ mod tests {
         );
         assert!(compile(r"^\$(?:\d+|{\d+})$").unwrap().is_match(b"${1}"));
         assert_eq!(literal_braces(r"\p{L}\x{41}{"), r"\p{L}\x{41}\{");
+    }
+
+    #[test]
+    fn the_templates_lead_is_split_off() {
+        assert_eq!(
+            lead(r"(?i)[\w.-]{0,50}?(?:adafruit)x"),
+            Some((r"(?i)(?:adafruit)x".to_owned(), 50))
+        );
+        assert_eq!(lead(r"[\w.-]{0,7}?(?i:a)"), Some((r"(?i:a)".to_owned(), 7)));
+        assert_eq!(lead(r"[\w.-]{0,50}?"), None);
+        assert_eq!(lead(r"[\w.-]{0,}?a"), None);
+        assert_eq!(lead(r"[\w.-]{0,5}a"), None, "greedy: not the template");
+        assert_eq!(lead(r"\b(ghp_)"), None);
     }
 
     #[test]

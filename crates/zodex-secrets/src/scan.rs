@@ -147,8 +147,8 @@ pub fn scan(rules: &Rules, path: &str, bytes: &[u8], limits: &Limits) -> Scan {
     }
     let mut detector = Detector::new(rules, path);
     let mut found: Vec<Candidate> = Vec::new();
-    let mut line_at_start = 1usize;
-    let mut at = 0;
+    // Lines are counted only up to a window that found something: a clean blob costs none.
+    let (mut line_at, mut at) = (1usize, 0);
     for w in windows(scanned) {
         if limits.max_time.is_some_and(|t| started.elapsed() >= t) {
             out.skipped = Some(Skipped::OutOfTime {
@@ -157,16 +157,18 @@ pub fn scan(rules: &Rules, path: &str, bytes: &[u8], limits: &Limits) -> Scan {
             });
             return out;
         }
-        line_at_start += newlines(&scanned[at..w.start]);
-        at = w.start;
         found.clear();
         detector.window(scanned, w, &mut found);
+        if !found.is_empty() {
+            line_at += newlines(&scanned[at..w.start]);
+            at = w.start;
+        }
         for c in &found {
             let rule = &rules.rules[c.rule].id;
             let finding = Finding {
                 rule: rule.clone(),
                 path: path.to_owned(),
-                line: u32::try_from(line_at_start + c.line).unwrap_or(u32::MAX),
+                line: u32::try_from(line_at + c.line).unwrap_or(u32::MAX),
                 fingerprint: Fingerprint::of(rule, &scanned[c.secret.clone()]),
             };
             if !keep(&mut out, finding, limits) {
