@@ -44,6 +44,7 @@ fn setup() -> (tempfile::TempDir, Store, Engine, Ask) {
                         approved_by: Some("operator:uid:0".into()),
                         refs: Vec::new(),
                         owner: Default::default(),
+                        allow: Default::default(),
                     },
                     NOW - 10,
                 )?;
@@ -92,6 +93,8 @@ fn setup() -> (tempfile::TempDir, Store, Engine, Ask) {
                 delete: false,
             },
             touches_workflows: false,
+            paths: Default::default(),
+            secrets: Vec::new(),
         },
         bundle_bytes: 1 << 20,
     };

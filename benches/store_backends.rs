@@ -64,6 +64,7 @@ fn seed(store: &mut Store) {
                         approved_by: Some("operator:uid:0".into()),
                         refs: Vec::new(),
                         owner: Default::default(),
+                        allow: Default::default(),
                     },
                     NOW - 10,
                 )?;
@@ -115,6 +116,8 @@ fn engine_and_ask() -> (Engine, Ask) {
                 delete: false,
             },
             touches_workflows: false,
+            paths: Default::default(),
+            secrets: Vec::new(),
         },
         bundle_bytes: 1 << 20,
     };

@@ -7,7 +7,7 @@ use crate::protocol::{ErrorKind, MAX_REQUEST_BYTES, Response};
 use crate::publisher::daemon::DaemonError;
 use crate::publisher::host::HostError;
 use crate::publisher::prove::{ProveError, SolverCommand, Subject};
-use crate::publisher::publish::indexer;
+use crate::publisher::publish::{indexer, secret_scan};
 use crate::publisher::sockets::{Impersonation, admin_call};
 use clap::{Parser, Subcommand};
 use std::io::Read;
@@ -160,6 +160,15 @@ enum Command {
         #[arg(long)]
         thin: bool,
     },
+    /// Internal: scan the listed large blobs of a push for secrets, under the same limits
+    /// (see `publisher::publish::secret_scan`).
+    #[command(name = secret_scan::SUBCOMMAND, hide = true)]
+    ScanBlobs {
+        #[arg(long)]
+        objects: PathBuf,
+        #[arg(long)]
+        list: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -275,6 +284,11 @@ pub fn main() -> i32 {
             objects,
             thin,
         }),
+        Command::ScanBlobs { objects, list } => {
+            let answer = secret_scan::run(&secret_scan::Job { objects, list });
+            print!("{}", answer.to_line());
+            EXIT_OK
+        }
     }
 }
 

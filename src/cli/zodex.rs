@@ -270,6 +270,14 @@ pub(super) enum GithubCommand {
         /// (`refs/tags/v1`) or a prefix ending in `/*` (`feature/*`). Default: every ref.
         #[arg(long = "ref", value_name = "PATTERN")]
         refs: Vec<String>,
+        /// Allow changing protected paths matching this glob (repeatable): `CODEOWNERS`,
+        /// `.github/**`, `**` for any. Default: none (docs/policy.md, protected paths).
+        #[arg(long = "allow-path", value_name = "PATTERN")]
+        allow_paths: Vec<String>,
+        /// Allow pushing the secret finding with this fingerprint (repeatable; the denial
+        /// names it).
+        #[arg(long = "allow-secret", value_name = "FINGERPRINT")]
+        allow_secrets: Vec<String>,
         #[command(flatten)]
         to: ForSpritesArgs,
     },
@@ -293,6 +301,9 @@ pub(super) enum GithubCommand {
         /// Limit the scope to these refs (repeatable), as for grant-push. Default: every ref.
         #[arg(long = "ref", value_name = "PATTERN")]
         refs: Vec<String>,
+        /// Allow changing protected paths matching this glob (repeatable), as for grant-push.
+        #[arg(long = "allow-path", value_name = "PATTERN")]
+        allow_paths: Vec<String>,
         #[command(flatten)]
         to: ForSpritesArgs,
     },
@@ -371,6 +382,9 @@ enum PolicyCommand {
         /// The ref already exists (matters for tags).
         #[arg(long)]
         exists: bool,
+        /// A path the update changes (repeatable).
+        #[arg(long = "path")]
+        paths: Vec<String>,
     },
     /// Prove the write invariants of the sprite's configured policy set (built-in plus its
     /// policy directory) with the sprite's SMT solver, through the exec transport: it needs no
@@ -588,9 +602,13 @@ pub(super) fn github(target: &Target, command: GithubCommand, registry: &Registr
             allow_workflows,
             via,
             refs,
+            allow_paths,
+            allow_secrets,
             to,
         } => {
             let request = AdminRequest::GrantPush {
+                allow_paths,
+                allow_secrets,
                 to: to.into(),
                 repo: repo.to_string(),
                 ttl: ttl.resolve(),
@@ -619,9 +637,11 @@ pub(super) fn github(target: &Target, command: GithubCommand, registry: &Registr
             ttl,
             allow_workflows,
             refs,
+            allow_paths,
             to,
         } => {
             let request = AdminRequest::Yolo {
+                allow_paths,
                 refs,
                 to: to.into(),
                 repos: repos.iter().map(ToString::to_string).collect(),
@@ -699,6 +719,7 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
         bytes,
         workflows,
         exists,
+        paths,
     } = command
     else {
         return match command {
@@ -721,6 +742,7 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
         bytes,
         touches_workflows: workflows,
         ref_exists: exists,
+        paths,
     };
     let sprite = match registry.choose(target.sprite().as_deref()) {
         Ok(sprite) => sprite,

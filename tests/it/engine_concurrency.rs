@@ -35,6 +35,7 @@ fn decisions_under_concurrent_grant_writes_never_fail_or_see_half_a_grant() {
         approved_by: Some("operator:uid:0".into()),
         refs: Vec::new(),
         owner: Default::default(),
+        allow: Default::default(),
     };
     {
         let mut store = Store::open(&db).unwrap();
@@ -68,6 +69,8 @@ fn decisions_under_concurrent_grant_writes_never_fail_or_see_half_a_grant() {
                 delete: false,
             },
             touches_workflows: false,
+            paths: Default::default(),
+            secrets: Vec::new(),
         },
         bundle_bytes: 4096,
     };

@@ -181,6 +181,7 @@ fn a_renamed_default_branch_is_followed_after_the_coverage_check() {
                 allow_workflows: false,
                 via: GrantVia::Gateway,
                 refs: Vec::new(),
+                allow: Default::default(),
             },
             Default::default(),
             now,
@@ -209,6 +210,8 @@ fn a_renamed_default_branch_is_followed_after_the_coverage_check() {
                     delete: false,
                 },
                 touches_workflows: false,
+                paths: Default::default(),
+                secrets: Vec::new(),
             },
             bundle_bytes: 10,
         };

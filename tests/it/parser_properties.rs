@@ -349,6 +349,8 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
                     via,
                     refs,
                     to,
+                    allow_paths: Vec::new(),
+                    allow_secrets: Vec::new(),
                 }
             }),
         (text(), any_for_sprites()).prop_map(|(repo, to)| AdminRequest::RevokePush { repo, to }),
@@ -366,6 +368,7 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
                     allow_workflows,
                     refs,
                     to,
+                    allow_paths: Vec::new(),
                 }
             ),
         (any::<i64>(), option::of(any_ttl()))
@@ -396,6 +399,7 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
                     bytes,
                     touches_workflows: f[2],
                     ref_exists: f[3],
+                    paths: Vec::new(),
                 }
             }
         ),

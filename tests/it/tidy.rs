@@ -107,6 +107,7 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
         "zodex-publisher",
         &[
             "zodex-engine",
+            "zodex-secrets",
             "zodex-protocol",
             "zodex-config",
             "zodex-github",
@@ -118,7 +119,12 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
     ),
     (
         "zodex-git",
-        &["zodex-engine", "zodex-protocol", "zodex-github"],
+        &[
+            "zodex-engine",
+            "zodex-protocol",
+            "zodex-github",
+            "zodex-secrets",
+        ],
     ),
 ];
 

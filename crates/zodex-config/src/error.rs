@@ -38,6 +38,8 @@ pub enum SettingError {
     AuditSink(#[from] AuditSinkError),
     #[error(transparent)]
     Store(#[from] super::StoreSettingError),
+    #[error("[policy] protected_paths: {0}")]
+    ProtectedPaths(#[from] zodex_engine::paths::PathPatternError),
     #[error("audit sink name {0:?} is used twice")]
     AuditSinkNameTwice(String),
     #[error("max_pending_requests = {0} is out of range; use 1 to 10000 (default 20)")]

@@ -94,6 +94,10 @@ pub struct Config {
     /// (default `true`; `false` leaves the agent's body as it wrote it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pr_footer: Option<bool>,
+    /// `[policy]`: what the shipped policies read from the configuration
+    /// (`protected_paths`). Absent: the shipped protection alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyConfig>,
     /// The uid `zodex-prd serve` runs as. `zodex-prd admin` talks only to an admin socket
     /// served by root, by its own uid, or by this uid; `serve` refuses to run as another uid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -382,6 +386,19 @@ pub struct Checked {
     pub mcp_oauth: Option<McpOAuthConfig>,
     /// Where the state lives: `[store]`, or SQLite in `state_dir`.
     pub store: StoreLocation,
+    /// The protected paths: the shipped ones and `[policy] protected_paths`, compiled.
+    pub protected_paths: zodex_engine::paths::PathPatterns,
+}
+
+/// The `[policy]` table.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Paths an update may change only under an allowance (`--allow-path`), added to the
+    /// shipped `.github/**`, `CODEOWNERS` and `docs/CODEOWNERS`: globs from the repository's
+    /// root (`AGENTS.md`, `**/*.lock`, `infra/**`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_paths: Vec<String>,
 }
 
 /// `[mcp] public_url`, `oauth_file` and `oauth_cimd_private_hosts`, as the publisher reads them.
@@ -401,6 +418,13 @@ impl Checked {
             agent_limits: config.agent_limits()?,
             pr_branch_prefix: config.pr_branch_prefix()?,
             store: config.store_location()?,
+            protected_paths: zodex_engine::paths::PathPatterns::protected(
+                config
+                    .policy
+                    .as_ref()
+                    .map(|p| p.protected_paths.as_slice())
+                    .unwrap_or_default(),
+            )?,
             mcp_oauth: config
                 .mcp_oauth()?
                 .map(|(public_url, file, private_hosts)| McpOAuthConfig {

@@ -87,6 +87,7 @@ fn any_grant() -> impl Strategy<Value = Option<Grant>> {
             ended_by: None,
             refs,
             owner: Default::default(),
+            allow: Default::default(),
         });
     proptest::option::of(grant)
 }
@@ -112,6 +113,7 @@ fn any_yolo() -> impl Strategy<Value = Option<YoloScope>> {
                 cleared_by: None,
                 refs,
                 owner: Default::default(),
+                allow: Default::default(),
             },
         );
     proptest::option::of(scope)
@@ -147,6 +149,7 @@ fn any_terms() -> impl Strategy<Value = GrantTerms> {
             allow_workflows,
             via,
             refs,
+            allow: Default::default(),
         })
 }
 
@@ -170,6 +173,8 @@ fn any_update() -> impl Strategy<Value = RefUpdate> {
                 delete,
             },
             touches_workflows: workflows,
+            paths: Default::default(),
+            secrets: Vec::new(),
         })
 }
 
@@ -211,6 +216,8 @@ fn any_ask() -> impl Strategy<Value = Ask> {
                 title_chars,
                 body_bytes: 10,
                 draft,
+                paths: Default::default(),
+                secrets: Vec::new(),
             }
         ),
         (repo(), any_update(), bytes).prop_map(|(repo, update, bundle_bytes)| Ask::Push {

@@ -10,7 +10,9 @@ use super::decide::{Action, Ask, Decision, Engine, GrantTerms, Principal};
 use super::fleet::Owner;
 use super::hints::unblock_hint;
 use super::repo::RepoName;
-use super::store::{AuditEntry, Facts, Grant, NewGrant, NewYolo, Store, StoreError, YoloScope};
+use super::store::{
+    Allowances, AuditEntry, Facts, Grant, NewGrant, NewYolo, Store, StoreError, YoloScope,
+};
 use super::vocabulary::{Actor, AuditDecision, EventKind};
 
 mod members;
@@ -240,12 +242,15 @@ impl Authority<'_> {
                 &new_grant(repo, principal, None, &terms, true, owner.clone()),
                 now,
             )?;
-            event.detail = Some(with_owner(
-                with_refs(
-                    serde_json::json!({ "grant": grant.id, "change": "granted" }),
-                    &grant.refs,
+            event.detail = Some(with_allowances(
+                with_owner(
+                    with_refs(
+                        serde_json::json!({ "grant": grant.id, "change": "granted" }),
+                        &grant.refs,
+                    ),
+                    &grant.owner,
                 ),
-                &grant.owner,
+                &grant.allow,
             ));
             Ok(grant)
         })
@@ -390,6 +395,7 @@ impl Authority<'_> {
                 allow_workflows: request.allow_workflows,
                 via: request.via,
                 refs: request.refs.clone(),
+                allow: request.allow.clone(),
             },
             // Without the operator's own `--ttl`/`--no-ttl` the grant keeps the agent's TTL.
             agent_terms: ttl_seconds.is_none(),
@@ -419,6 +425,7 @@ impl Authority<'_> {
                 allow_workflows: request.allow_workflows,
                 via: request.via,
                 refs: request.refs.clone(),
+                allow: request.allow.clone(),
             },
             // Refusing is always possible, whatever the request asked for.
             agent_terms: false,
@@ -471,6 +478,7 @@ impl Authority<'_> {
             ttl_seconds,
             allow_workflows,
             refs,
+            allow_paths,
         } = terms;
         let asks: Vec<Ask> = if repos.is_empty() {
             vec![Ask::SetYolo {
@@ -513,15 +521,19 @@ impl Authority<'_> {
                         created_by: principal.label(),
                         refs: refs.clone(),
                         owner: owner.clone(),
+                        allow_paths: allow_paths.clone(),
                     },
                     now,
                 )?;
-                event.detail = Some(with_owner(
-                    with_refs(
-                        serde_json::json!({ "yolo": scope.id, "change": "set" }),
-                        &refs,
+                event.detail = Some(with_allowances(
+                    with_owner(
+                        with_refs(
+                            serde_json::json!({ "yolo": scope.id, "change": "set" }),
+                            &refs,
+                        ),
+                        &scope.owner,
                     ),
-                    &scope.owner,
+                    &scope.allow,
                 ));
                 facts.audit(&event, now)?;
                 scopes.push(scope);
@@ -599,6 +611,7 @@ fn new_grant(
         allow_workflows: terms.allow_workflows,
         approved_by: approved.then(|| principal.label()),
         refs: terms.refs.clone(),
+        allow: terms.allow.clone(),
     }
 }
 
@@ -609,6 +622,8 @@ pub struct YoloTerms {
     pub allow_workflows: bool,
     /// Normalised ref patterns; empty: every ref.
     pub refs: Vec<String>,
+    /// Protected paths the scope allows (`--allow-path`), checked globs.
+    pub allow_paths: Vec<String>,
 }
 
 impl YoloTerms {
@@ -618,6 +633,7 @@ impl YoloTerms {
             ttl_seconds,
             allow_workflows,
             refs: Vec::new(),
+            allow_paths: Vec::new(),
         }
     }
 }
@@ -628,6 +644,17 @@ fn with_refs(mut detail: serde_json::Value, refs: &[String]) -> serde_json::Valu
         && let Some(fields) = detail.as_object_mut()
     {
         fields.insert("refs".to_string(), serde_json::json!(refs));
+    }
+    detail
+}
+
+/// Names what a grant or scope allows beyond the shipped rules (paths, secret fingerprints)
+/// in an audit row's detail, when it allows anything.
+fn with_allowances(mut detail: serde_json::Value, allow: &Allowances) -> serde_json::Value {
+    if !allow.is_empty()
+        && let Some(fields) = detail.as_object_mut()
+    {
+        fields.insert("allow".to_string(), serde_json::json!(allow));
     }
     detail
 }

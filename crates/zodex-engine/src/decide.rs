@@ -7,11 +7,13 @@
 #[cfg(test)]
 mod change_facts_tests;
 mod error;
+mod path_context;
 
 pub use error::CedarRequestError;
 
 use super::fleet::{FleetSprite, Owner};
 use super::object_id::ObjectId;
+use super::paths::{ChangedPaths, PathPatterns};
 use super::policy::{ActionIndex, Policies};
 use super::ref_change::RefChange;
 use super::ref_name::RefName;
@@ -139,7 +141,16 @@ pub struct RefUpdate {
     pub ref_name: RefName,
     pub change: ChangeFacts,
     pub touches_workflows: bool,
+    /// The paths the update's commits change (none for a deletion, and none known at the
+    /// admission, which reads them the most permissive way).
+    pub paths: ChangedPaths,
+    /// The fingerprints of the secrets found in the blobs the update adds (with
+    /// [`SECRETS_UNLISTED`] when there were more than the scan lists).
+    pub secrets: Vec<String>,
 }
+
+/// Stands in `secrets` for findings past the scan's cap: no fingerprint allows it.
+pub const SECRETS_UNLISTED: &str = "(more findings than listed)";
 
 /// What a `Push` decision knows of a ref's change. Cedar reads it as three facts,
 /// `ref_exists`, `force` and `delete` ([`ChangeFacts::cedar_facts`]).
@@ -229,6 +240,10 @@ pub enum Ask {
         repo: RepoName,
         bundle_bytes: i64,
         touches_workflows: bool,
+        /// The paths the pull request's commits change against the base branch.
+        paths: ChangedPaths,
+        /// As [`RefUpdate::secrets`].
+        secrets: Vec<String>,
         title_chars: i64,
         body_bytes: i64,
         draft: bool,
@@ -253,6 +268,8 @@ pub struct GrantTerms {
     pub via: super::store::GrantVia,
     /// Normalised ref patterns (`refscope::RefPattern`); empty: every ref.
     pub refs: Vec<String>,
+    /// Protected paths and secret findings the grant allows (`--allow-path`, `--allow-secret`).
+    pub allow: super::store::Allowances,
 }
 
 impl Ask {
@@ -310,6 +327,11 @@ pub struct Decision {
     /// The longest TTL an agent's terms may carry (`max_request_ttl`), on a request or grant
     /// decision: what the unblocking hint quotes.
     pub max_request_ttl_seconds: Option<i64>,
+    /// The protected paths a push or pull request changes (what a protected-path denial
+    /// names; empty when it changes none, or more paths than the publisher names).
+    pub protected_paths: Vec<String>,
+    /// The secret fingerprints a push or pull request carries (what a secret denial names).
+    pub secrets: Vec<String>,
     /// What the shadow set (`policy_dir/shadow/`, as if promoted) decided on the same request:
     /// recorded beside the decision, never enforced. `None` without a shadow set.
     pub shadow: Option<ShadowVerdict>,
@@ -357,6 +379,9 @@ pub struct Engine {
     reads_pace: bool,
     /// The set as it would be after promoting the shadow policies, evaluated beside.
     shadow: Option<Box<ShadowSet>>,
+    /// The paths an update may change only under an allowance (`[policy] protected_paths`
+    /// with the shipped ones).
+    protected: PathPatterns,
 }
 
 /// A policy set evaluated beside the enforced one (shadow rollout).
@@ -420,13 +445,22 @@ fn record(fields: Vec<(&str, RestrictedExpression)>) -> RestrictedExpression {
         .expect("record fields in this file are distinct")
 }
 
-fn grant_record(grant: &Grant) -> RestrictedExpression {
+/// A grant as Cedar sees it; `protected`: the update's protected paths, of which the record
+/// names those its `--allow-path` patterns cover.
+fn grant_record(grant: &Grant, protected: &[String]) -> RestrictedExpression {
     let mut fields = vec![
         ("id", long(grant.id)),
         ("allow_workflows", boolean(grant.allow_workflows)),
         ("via", string(grant.via.as_str())),
         ("owner", string(&grant.owner.cedar())),
     ];
+    path_context::allowance_fields(
+        &mut fields,
+        &grant.allow.paths,
+        grant.allow_workflows,
+        protected,
+    );
+    fields.push(("allow_secrets", strings(&grant.allow.secrets)));
     if let Some(at) = grant.expires_at {
         fields.push(("expires_at", long(at)));
     }
@@ -440,13 +474,20 @@ fn strings(values: &[String]) -> RestrictedExpression {
     RestrictedExpression::new_set(values.iter().map(|v| string(v)))
 }
 
-fn yolo_record(scope: &YoloScope) -> RestrictedExpression {
+/// A YOLO scope as Cedar sees it (as [`grant_record`]).
+fn yolo_record(scope: &YoloScope, protected: &[String]) -> RestrictedExpression {
     let mut fields = vec![
         ("id", long(scope.id)),
         ("allow_workflows", boolean(scope.allow_workflows)),
         ("all_installed", boolean(scope.repo_key.is_none())),
         ("owner", string(&scope.owner.cedar())),
     ];
+    path_context::allowance_fields(
+        &mut fields,
+        &scope.allow.paths,
+        scope.allow_workflows,
+        protected,
+    );
     if let Some(at) = scope.expires_at {
         fields.push(("expires_at", long(at)));
     }
@@ -466,7 +507,19 @@ impl Engine {
             max_request_ttl_seconds: DEFAULT_MAX_REQUEST_TTL_SECONDS,
             targets,
             authorizer: Authorizer::new(),
+            protected: PathPatterns::protected::<&str>(&[]).expect("the shipped patterns parse"),
         }
+    }
+
+    /// The engine protecting `protected` (the shipped patterns and the configured ones,
+    /// [`PathPatterns::protected`]).
+    pub fn with_protected_paths(mut self, protected: PathPatterns) -> Self {
+        self.protected = protected;
+        self
+    }
+
+    pub fn protected_paths(&self) -> &PathPatterns {
+        &self.protected
     }
 
     /// The engine with `promoted` (the enforced set plus the shadow policies) evaluated beside
@@ -653,9 +706,8 @@ impl Engine {
             ask,
             principal,
             repository,
-            grant,
-            yolo,
-            self.max_request_ttl_seconds,
+            (grant, yolo),
+            (self.max_request_ttl_seconds, &self.protected),
             now,
         );
         let context = Context::from_pairs(context.into_iter().map(|(k, v)| (k.to_string(), v)))
@@ -773,6 +825,16 @@ impl Engine {
             passed_over_refs: Vec::new(),
             max_request_ttl_seconds: matches!(ask, Ask::RequestPush { .. } | Ask::GrantPush { .. })
                 .then_some(self.max_request_ttl_seconds),
+            protected_paths: match ask {
+                Ask::Push { update, .. } => update.paths.protected(&self.protected),
+                Ask::PublishPr { paths, .. } => paths.protected(&self.protected),
+                _ => Vec::new(),
+            },
+            secrets: match ask {
+                Ask::Push { update, .. } => update.secrets.clone(),
+                Ask::PublishPr { secrets, .. } => secrets.clone(),
+                _ => Vec::new(),
+            },
             shadow,
         }
     }
@@ -790,6 +852,8 @@ fn deny_with_error(action: Action, repository: Option<RepoFacts>, error: String)
         ref_name: None,
         passed_over_refs: Vec::new(),
         max_request_ttl_seconds: None,
+        protected_paths: Vec::new(),
+        secrets: Vec::new(),
         shadow: None,
     }
 }
@@ -811,9 +875,8 @@ fn build_context(
     ask: &Ask,
     principal: &Principal,
     repository: Option<&RepoFacts>,
-    grant: Option<&Grant>,
-    yolo: Option<&YoloScope>,
-    max_request_ttl_seconds: i64,
+    (grant, yolo): (Option<&Grant>, Option<&YoloScope>),
+    (max_request_ttl_seconds, protected): (i64, &PathPatterns),
     now: i64,
 ) -> Vec<(&'static str, RestrictedExpression)> {
     let mut ctx = vec![("now", long(now))];
@@ -853,6 +916,8 @@ fn build_context(
         Ask::PublishPr {
             bundle_bytes,
             touches_workflows,
+            paths,
+            secrets,
             title_chars,
             body_bytes,
             draft,
@@ -860,6 +925,8 @@ fn build_context(
         } => {
             ctx.push(("bundle_bytes", long(*bundle_bytes)));
             ctx.push(("touches_workflows", boolean(*touches_workflows)));
+            path_context::push_paths(&mut ctx, paths, &paths.protected(protected));
+            ctx.push(("secrets", strings(secrets)));
             ctx.push(("title_chars", long(*title_chars)));
             ctx.push(("body_bytes", long(*body_bytes)));
             ctx.push(("draft", boolean(*draft)));
@@ -871,12 +938,15 @@ fn build_context(
             bundle_bytes,
             ..
         } => {
+            let protected = update.paths.protected(protected);
             if let Some(grant) = grant {
-                ctx.push(("grant", grant_record(grant)));
+                ctx.push(("grant", grant_record(grant, &protected)));
             }
             if let Some(scope) = yolo {
-                ctx.push(("yolo", yolo_record(scope)));
+                ctx.push(("yolo", yolo_record(scope, &protected)));
             }
+            path_context::push_paths(&mut ctx, &update.paths, &protected);
+            ctx.push(("secrets", strings(&update.secrets)));
             ctx.push(("owners", strings(&principal.owners())));
             let default_branch = repository.and_then(|r| r.default_branch.as_deref());
             let default_ref = default_branch.map(|b| format!("refs/heads/{b}"));
@@ -898,7 +968,7 @@ fn build_context(
         }
         Ask::IssueWriteToken { .. } => {
             if let Some(grant) = grant {
-                ctx.push(("grant", grant_record(grant)));
+                ctx.push(("grant", grant_record(grant, &[])));
             }
             ctx.push(("owners", strings(&principal.owners())));
             let pace = repository.map(|r| r.pace).unwrap_or_default();

@@ -284,6 +284,8 @@ fn an_operator_policy_over_a_label_binds_the_labelled_sprites_only() {
             title_chars: 10,
             body_bytes: 0,
             draft: false,
+            paths: Default::default(),
+            secrets: Vec::new(),
         };
         let payments = sprite("p1", &["team=payments"]);
         assert!(

@@ -5,6 +5,39 @@ use super::decide::{Action, Decision, Principal};
 
 /// One line telling the user how to get unblocked, or `None` when nothing would help. A fleet
 /// sprite's agent is told the fleet's command, for that sprite.
+/// The protected paths a denial names (at most five) and the `--allow-path` options that would
+/// cover them; none named: the update changes more paths than the publisher names.
+fn protected_named(paths: &[String]) -> (String, String) {
+    if paths.is_empty() {
+        return (
+            "an update changing more than 1000 paths (each may be protected)".to_string(),
+            "--allow-path '**'".to_string(),
+        );
+    }
+    let shown: Vec<&String> = paths.iter().take(5).collect();
+    let mut what = shown
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > shown.len() {
+        what.push_str(&format!(" and {} more", paths.len() - shown.len()));
+    }
+    let what = format!(
+        "the protected path{} {what}",
+        if paths.len() == 1 { "" } else { "s" }
+    );
+    let allow = shown
+        .iter()
+        .map(|p| {
+            let pattern = crate::paths::literal_pattern(p).replace('\'', r"'\''");
+            format!("--allow-path '{pattern}'")
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    (what, allow)
+}
+
 pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal: &Principal) -> String {
     let repo = repo.unwrap_or("OWNER/NAME");
     let principal_is_agent = principal.is_agent();
@@ -104,6 +137,30 @@ pub fn unblock_hint(decision: &Decision, repo: Option<&str>, principal: &Princip
         "pr-workflow-change" => format!(
             "a pull request may not change .github/workflows/; drop that change, or an operator runs `zodex sprite github grant-push --repo {repo} --allow-workflows` and you push the branch directly"
         ),
+        "protected-paths" => {
+            let (what, allow) = protected_named(&decision.protected_paths);
+            format!(
+                "{what} may change only under an allowance: an operator runs `{grant} {allow}` (or sets YOLO with it); or leave it out of the push"
+            )
+        }
+        "pr-protected-paths" => {
+            let (what, allow) = protected_named(&decision.protected_paths);
+            format!(
+                "a pull request may not change {what}; drop that change, or an operator runs `{grant} {allow}` and you push the branch directly"
+            )
+        }
+        "no-secrets" | "pr-no-secrets" => {
+            let allow: Vec<String> = decision
+                .secrets
+                .iter()
+                .filter(|f| f.as_str() != crate::decide::SECRETS_UNLISTED)
+                .map(|f| format!("--allow-secret {f}"))
+                .collect();
+            format!(
+                "the commits carry a secret (each finding above names its rule, path, line and fingerprint): remove it from the commits (rewrite them; a later commit deleting it does not unpublish it) and revoke the secret if it was real; if it is no secret, an operator runs `{grant} {}`",
+                allow.join(" ")
+            )
+        }
         "agent-terms-within-max-request-ttl" => {
             let cap = decision
                 .max_request_ttl_seconds
@@ -153,6 +210,8 @@ mod tests {
                 coverage_known,
                 pace: Default::default(),
             }),
+            protected_paths: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 

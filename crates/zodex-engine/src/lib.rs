@@ -73,6 +73,7 @@
 pub mod decide;
 pub mod fleet;
 pub mod object_id;
+pub mod paths;
 pub mod policy;
 pub mod properties;
 pub mod ref_change;

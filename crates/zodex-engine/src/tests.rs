@@ -92,6 +92,7 @@ pub(crate) fn terms(ttl: Option<i64>) -> GrantTerms {
         allow_workflows: false,
         via: GrantVia::Gateway,
         refs: Vec::new(),
+        allow: Default::default(),
     }
 }
 
@@ -105,6 +106,8 @@ fn what_if(ref_name: &str, [ref_exists, force, delete, touches_workflows]: [bool
             delete,
         },
         touches_workflows,
+        paths: Default::default(),
+        secrets: Vec::new(),
     }
 }
 
@@ -1001,6 +1004,7 @@ fn every_context_conforms_to_the_schema() {
             ended_by: None,
             refs: Vec::new(),
             owner: Default::default(),
+            allow: Default::default(),
         };
         let asks = [
             Ask::Read {
@@ -1038,6 +1042,8 @@ fn every_context_conforms_to_the_schema() {
                 title_chars: 3,
                 body_bytes: 0,
                 draft: false,
+                paths: Default::default(),
+                secrets: Vec::new(),
             },
             push("demo/app", "refs/heads/x"),
             Ask::IssueWriteToken {

@@ -32,6 +32,24 @@ pub struct UpdateFacts {
     pub new_commits: usize,
     /// A new commit changes something under `.github/workflows/`.
     pub touches_workflows: bool,
+    /// The paths the update's commits change (the same commits as the workflow fact's),
+    /// bounded by [`super::diff::PATH_LIMIT`].
+    pub paths: super::diff::PathDiff,
+}
+
+/// The trees the facts read that are not here yet (hex ids, sorted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MissingTrees {
+    /// Root trees of the commits read: fetched alone.
+    pub roots: Vec<String>,
+    /// Trees beneath them: fetched with every tree beneath.
+    pub subtrees: Vec<String>,
+}
+
+impl MissingTrees {
+    pub fn is_empty(&self) -> bool {
+        self.roots.is_empty() && self.subtrees.is_empty()
+    }
 }
 
 /// A bundle's objects, verified and held apart from the mirror.
@@ -212,30 +230,41 @@ impl Quarantine {
             facts.new_commits += 1;
         }
         let hidden: Vec<&str> = base.into_iter().collect();
-        for commit in walk.commits(&[new], &hidden, None)? {
-            whole(&commit)?;
-            if walk.changes_workflows(&commit)? {
+        let brought = walk.commits(&[new], &hidden, None)?;
+        for commit in &brought {
+            whole(commit)?;
+            if walk.changes_workflows(commit)? {
                 facts.touches_workflows = true;
                 break;
             }
         }
+        facts.paths = walk.changed_paths(&brought, super::diff::PATH_LIMIT)?;
         Ok(facts)
     }
 
-    /// The trees the workflow fact of updating a ref to `new` reads (see [`Quarantine::facts`],
-    /// whose `base` this takes) that are not here yet: the caller fetches them by id and asks
-    /// again until none is missing (twice at most: roots, then their `.github` trees).
-    pub fn missing_workflow_trees(
+    /// The trees the workflow and path facts of updating a ref to `new` read (see
+    /// [`Quarantine::facts`], whose `base` this takes) that are not here yet: the caller
+    /// fetches them by id and asks again until none is missing (one round per level of the
+    /// deepest changed directory, roots first).
+    pub fn missing_fact_trees(
         &self,
         mirror: &Path,
         new: &str,
         base: Option<&str>,
-    ) -> Result<Vec<String>, ImportError> {
+    ) -> Result<MissingTrees, ImportError> {
         let objects = self.objects_dir();
         let walk = self.walk(mirror, &objects);
         let hidden: Vec<&str> = base.into_iter().collect();
         let commits = walk.commits(&[new], &hidden, None)?;
-        walk.missing_workflow_trees(&commits)
+        let mut missing = walk.missing_workflow_trees(&commits)?;
+        missing.extend(walk.missing_diff_trees(&commits)?);
+        missing.sort();
+        missing.dedup();
+        // Root trees are fetched alone; a subtree with every tree beneath it (its own
+        // levels would otherwise cost a round each).
+        let roots = walk.root_trees(&commits)?;
+        let (roots, subtrees) = missing.into_iter().partition(|id| roots.contains(id));
+        Ok(MissingTrees { roots, subtrees })
     }
 
     /// The root trees of the commits `tips`' new commits build on (their parents outside the
@@ -270,6 +299,33 @@ impl Quarantine {
         trees.sort();
         trees.dedup();
         Ok(trees)
+    }
+
+    /// The quarantine's own directory (children write their answers here).
+    pub(super) fn work_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The quarantine's objects, the mirror's as alternate.
+    pub(super) fn odb(&self) -> &gix::odb::Handle {
+        &self.odb
+    }
+
+    /// Every blob of the quarantine's own pack (hex ids).
+    pub(super) fn pack_blobs(&self) -> Result<Vec<String>, ImportError> {
+        use gix::objs::FindHeader;
+        let Some((_, index)) = &self.pack else {
+            return Ok(Vec::new());
+        };
+        let index = gix_pack::index::File::at(index, gix::hash::Kind::Sha1).map_err(objects_err)?;
+        let mut blobs = Vec::new();
+        for entry in index.iter() {
+            let header = self.odb.try_header(&entry.oid).map_err(objects_err)?;
+            if header.is_some_and(|h| h.kind == gix::objs::Kind::Blob) {
+                blobs.push(entry.oid.to_string());
+            }
+        }
+        Ok(blobs)
     }
 
     /// The verified pack's data file, as it is sent to GitHub (`None`: no objects came).

@@ -223,16 +223,48 @@ fn program() -> PathBuf {
 /// quarantine's directory) receives the child's stdout and stderr.
 pub fn index(job: &Job, work: &Path) -> Result<Indexed, ImportError> {
     let started = std::time::Instant::now();
-    let internal = |what: &str, e: std::io::Error| {
-        ImportError::Objects(format!("{what} for indexing the pack: {e}"))
-    };
-    let out_path = work.join("indexer.out");
-    let err_path = work.join("indexer.err");
-    let stdout = std::fs::File::create(&out_path).map_err(|e| internal("a file", e))?;
-    let stderr = std::fs::File::create(&err_path).map_err(|e| internal("a file", e))?;
+    let run = run_limited(job.args(), work, "indexer")
+        .map_err(|(what, e)| ImportError::Objects(format!("{what} for indexing the pack: {e}")))?;
+    let answer = run
+        .out
+        .lines()
+        .find_map(|line| serde_json::from_str::<Answer>(line).ok());
+    tracing::info!(
+        child_peak_kib = run.peak_kib,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        thin = job.thin,
+        outcome = answer.as_ref().map_or("none", answer_name),
+        "pack indexed in a child process"
+    );
+    match answer {
+        Some(answer) => from_answer(answer, run.peak_kib),
+        None => Err(from_exit(run.status, &run.log)),
+    }
+}
+
+/// A child's run under the limits: what it wrote (the first 64 KiB of each), how it ended.
+pub(crate) struct ChildRun {
+    pub out: String,
+    pub log: String,
+    pub status: libc::c_int,
+    pub peak_kib: u64,
+}
+
+/// Runs this binary with `args` in a child under the resource limits, its environment empty,
+/// its stdout and stderr into `work/NAME.out` and `.err`, and waits for it. `Err` names the
+/// step that failed.
+pub(crate) fn run_limited(
+    args: Vec<OsString>,
+    work: &Path,
+    name: &str,
+) -> Result<ChildRun, (&'static str, std::io::Error)> {
+    let out_path = work.join(format!("{name}.out"));
+    let err_path = work.join(format!("{name}.err"));
+    let stdout = std::fs::File::create(&out_path).map_err(|e| ("a file", e))?;
+    let stderr = std::fs::File::create(&err_path).map_err(|e| ("a file", e))?;
     let mut command = Command::new(program());
     command
-        .args(job.args())
+        .args(args)
         .env_clear()
         .current_dir(work)
         .stdin(Stdio::null())
@@ -245,24 +277,14 @@ pub fn index(job: &Job, work: &Path) -> Result<Indexed, ImportError> {
     }
     let child = command
         .spawn()
-        .map_err(|e| internal("starting a child process", e))?;
-    let (status, usage) = wait4(child.id()).map_err(|e| internal("waiting on the child", e))?;
-    let child_peak_kib = u64::try_from(usage.ru_maxrss).unwrap_or(0);
-    let answer = read_bounded(&out_path)
-        .lines()
-        .find_map(|line| serde_json::from_str::<Answer>(line).ok());
-    let log = read_bounded(&err_path);
-    tracing::info!(
-        child_peak_kib,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        thin = job.thin,
-        outcome = answer.as_ref().map_or("none", answer_name),
-        "pack indexed in a child process"
-    );
-    match answer {
-        Some(answer) => from_answer(answer, child_peak_kib),
-        None => Err(from_exit(status, &log)),
-    }
+        .map_err(|e| ("starting a child process", e))?;
+    let (status, usage) = wait4(child.id()).map_err(|e| ("waiting on the child", e))?;
+    Ok(ChildRun {
+        out: read_bounded(&out_path),
+        log: read_bounded(&err_path),
+        status,
+        peak_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+    })
 }
 
 fn answer_name(answer: &Answer) -> &'static str {

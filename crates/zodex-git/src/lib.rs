@@ -23,6 +23,12 @@
 //!   `RLIMIT_DATA`/`AS`/`FSIZE`/`CPU`, its peak memory logged.
 //! - `walk`: an update's facts against GitHub's refs with `git rev-list` (the commits it brings,
 //!   origin, reachability), and whether given tips reach every object of a pack.
+//! - `diff`: the paths an update's commits change (tree against parent trees, only where they
+//!   differ; merges as git's combined diff), bounded, with the trees a treeless mirror lacks
+//!   named round by round.
+//! - `secret_scan`: the blobs a push adds, scanned for secrets (gitleaks' rules, crate
+//!   `zodex-secrets`): small ones in the daemon, large ones in a child under the indexer's
+//!   limits; findings carry fingerprints, never the secret.
 //! - `upload`: the leased push: the verified pack passed through when that is sound, else
 //!   `git push --porcelain` from the mirror; then the mirror's ref moved to match.
 //! - `upload_pack`: commits fetched by id over protocol v2 on the sessions' pooled connection
@@ -47,6 +53,7 @@
 //!   which the pushed tips reach; a refused bundle leaves nothing behind.
 //! - Every update is leased on the value the decision saw: GitHub refuses a ref that moved since.
 
+pub mod diff;
 pub mod forward;
 pub mod git;
 pub mod import;
@@ -57,6 +64,7 @@ pub mod mirror;
 pub mod packscan;
 pub mod pktline;
 pub mod receive_pack;
+pub mod secret_scan;
 pub mod shallow;
 pub mod upload;
 pub mod upload_pack;

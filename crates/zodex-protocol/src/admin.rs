@@ -31,6 +31,12 @@ pub enum AdminRequest {
         /// every ref. The publisher normalises and checks them.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         refs: Vec<String>,
+        /// Protected paths the grant allows (`--allow-path`): globs from the repository's root.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        allow_paths: Vec<String>,
+        /// Secret findings the grant allows, by fingerprint (`--allow-secret`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        allow_secrets: Vec<String>,
         /// In a fleet: the sprite whose agent the grant serves, or (`label`) every sprite with
         /// a `key=value` label; neither: the single sprite's own agent.
         #[serde(flatten)]
@@ -53,6 +59,9 @@ pub enum AdminRequest {
         /// Ref patterns the scope is limited to; none: every ref.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         refs: Vec<String>,
+        /// Protected paths the scope allows (`--allow-path`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        allow_paths: Vec<String>,
         #[serde(flatten)]
         to: ForSprites,
     },
@@ -157,6 +166,9 @@ pub enum AdminRequest {
         touches_workflows: bool,
         #[serde(default)]
         ref_exists: bool,
+        /// The paths the update would change (`--path`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        paths: Vec<String>,
     },
 }
 
@@ -331,6 +343,8 @@ mod tests {
             via: GrantVia::Token,
             refs: Vec::new(),
             to: ForSprites::default(),
+            allow_paths: Vec::new(),
+            allow_secrets: Vec::new(),
         };
         let json = serde_json::to_string(&request).unwrap();
         assert_eq!(
@@ -359,6 +373,7 @@ mod tests {
                 allow_workflows: false,
                 refs: vec![],
                 to: ForSprites::default(),
+                allow_paths: Vec::new(),
             }
         );
         // A fleet's owner travels as two optional fields beside the others.

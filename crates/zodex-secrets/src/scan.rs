@@ -33,6 +33,11 @@ pub struct Limits {
     /// Findings kept at most; the scan stops at the next one and sets [`Scan::more`].
     /// Default 20.
     pub max_findings: usize,
+    /// Whether the rule set's global path allowlist (`node_modules/`, `vendor/`, lock files,
+    /// images…) skips a blob ([`Skipped::AllowedPath`]), as under gitleaks. Default true; a
+    /// caller scanning what an untrusted party pushed sets false — the pusher chooses the
+    /// path, and would choose `vendor/` to carry a secret past the scan.
+    pub trust_paths: bool,
 }
 
 impl Default for Limits {
@@ -41,6 +46,7 @@ impl Default for Limits {
             max_bytes: GITHUB_FILE_LIMIT,
             max_time: None,
             max_findings: 20,
+            trust_paths: true,
         }
     }
 }
@@ -117,7 +123,7 @@ pub struct Scan {
 pub fn scan(rules: &Rules, path: &str, bytes: &[u8], limits: &Limits) -> Scan {
     let started = Instant::now();
     let mut out = Scan::default();
-    if rules.global.iter().any(|a| a.allows_path(path)) {
+    if limits.trust_paths && rules.global.iter().any(|a| a.allows_path(path)) {
         out.skipped = Some(Skipped::AllowedPath);
         return out;
     }

@@ -176,6 +176,19 @@ fn what_the_rules_allow_is_not_reported() {
     );
     assert_eq!(result.skipped, Some(Skipped::AllowedPath));
     assert!(result.findings.is_empty());
+    // Unless the caller does not trust the path: the pusher chose it.
+    let untrusted = Limits {
+        trust_paths: false,
+        ..Limits::default()
+    };
+    let result = scan(
+        Rules::shipped(),
+        "web/node_modules/x/index.js",
+        token.as_bytes(),
+        &untrusted,
+    );
+    assert_eq!(result.skipped, None);
+    assert_eq!(result.findings.len(), 1, "{:?}", result.findings);
     // The global allowlist's regexes: a template placeholder is no secret.
     assert_eq!(
         found("ci.yml", b"api_key = \"${{ secrets.API_KEY }}\"\n"),

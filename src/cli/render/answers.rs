@@ -76,6 +76,8 @@ fn grant_line(view: &GrantView) -> String {
     if g.allow_workflows {
         line.push_str(", workflows allowed");
     }
+    line.push_str(&allowed_part("paths", &g.allow_paths));
+    line.push_str(&allowed_part("secrets", &g.allow_secrets));
     if let Some(reason) = &g.reason {
         let _ = write!(line, ", reason: {}", safe(reason));
     }
@@ -157,7 +159,17 @@ fn yolo_line(y: &YoloView) -> String {
     if scope.allow_workflows {
         line.push_str(", workflows allowed");
     }
+    line.push_str(&allowed_part("paths", &scope.allow_paths));
     line
+}
+
+/// `, paths allowed: CODEOWNERS, …` for a grant or scope with allowances; empty otherwise.
+fn allowed_part(what: &str, allowed: &[String]) -> String {
+    if allowed.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<Cow<'_, str>> = allowed.iter().map(|a| safe(a)).collect();
+    format!(", {what} allowed: {}", shown.join(", "))
 }
 
 /// Scopes just set (`yolo`).

@@ -111,6 +111,10 @@ impl Git {
             ("receive.fsckObjects", "true"),
             ("uploadpack.allowFilter", "true"),
             ("uploadpack.allowReachableSHA1InWant", "true"),
+            // As GitHub: any object of the repository is served by id — a partial clone's
+            // lazy fetch of a tree or blob relies on it (v0's reachability check, which
+            // stateless HTTP runs with `rev-list` on commits only, refuses a subtree).
+            ("uploadpack.allowAnySHA1InWant", "true"),
             ("core.logAllRefUpdates", "false"),
         ] {
             self.run(path, &["config", key, value])?;

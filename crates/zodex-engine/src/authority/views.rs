@@ -367,6 +367,7 @@ mod tests {
             allow_workflows: false,
             via: GrantVia::Gateway,
             refs: Vec::new(),
+            allow: Default::default(),
         }
     }
 

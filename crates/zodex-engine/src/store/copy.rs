@@ -20,12 +20,12 @@ const TABLES: &[(&str, &str)] = &[
         "grants",
         "id, repo_key, repo_display, state, created_by, reason, ttl_seconds, via, \
          allow_workflows, created_at, activated_at, expires_at, approved_by, ended_at, ended_by, \
-         ref_patterns, sprite, sprite_label",
+         ref_patterns, sprite, sprite_label, allowances",
     ),
     (
         "yolo_scopes",
         "id, repo_key, repo_display, allow_workflows, created_at, expires_at, created_by, \
-         cleared_at, cleared_by, ref_patterns, sprite, sprite_label",
+         cleared_at, cleared_by, ref_patterns, sprite, sprite_label, allowances",
     ),
     (
         "audit_chains",
@@ -234,6 +234,7 @@ mod tests {
                         approved_by: Some("uid:0".into()),
                         refs: vec!["refs/heads/main".into()],
                         owner: Default::default(),
+                        allow: Default::default(),
                     },
                     100,
                 )?;

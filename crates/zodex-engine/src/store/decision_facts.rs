@@ -36,11 +36,11 @@ macro_rules! nulls {
     (6) => {
         "NULL, NULL, NULL, NULL, NULL, NULL"
     };
-    (12) => {
-        "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+    (13) => {
+        "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
     };
-    (18) => {
-        "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+    (19) => {
+        "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
     };
 }
 
@@ -50,26 +50,27 @@ macro_rules! nulls {
 const DECISION_FACTS_SQL: &str = concat!(
     "SELECT 0 AS kind, 0 AS k1, 0 AS k2, 0 AS k3, 0 AS k4, ",
     "app, installed, installation_id, default_branch, checked_at, expires_at, ",
-    nulls!(18),
+    nulls!(19),
     ", ",
     // Typed: PostgreSQL types a union's columns pair by pair, and a column that is NULL in the
     // first two branches would be read as text before the third's integers arrive.
     "CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT), \
      CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS TEXT), CAST(NULL AS BIGINT), \
-     CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT)",
+     CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), \
+     CAST(NULL AS TEXT)",
     " FROM coverage WHERE repo_key = ?1",
     " UNION ALL SELECT 1, CASE WHEN expires_at IS NULL THEN 1 ELSE 0 END, expires_at, 0, id, ",
     nulls!(6),
     ", ",
     grant_columns!(),
     ", ",
-    nulls!(12),
+    nulls!(13),
     " FROM grants WHERE repo_key = ?1 AND state = 'active'",
     " UNION ALL SELECT 2, CASE WHEN expires_at IS NULL THEN 1 ELSE 0 END, expires_at, \
      allow_workflows, id, ",
     nulls!(6),
     ", ",
-    nulls!(18),
+    nulls!(19),
     ", ",
     yolo_columns!(),
     " FROM yolo_scopes WHERE cleared_at IS NULL AND (repo_key = ?1 OR repo_key IS NULL)",
@@ -79,7 +80,7 @@ const DECISION_FACTS_SQL: &str = concat!(
 /// Where each kind's own columns start.
 const COVERAGE: usize = 5;
 const GRANT: usize = COVERAGE + 6;
-const YOLO: usize = GRANT + 18;
+const YOLO: usize = GRANT + 19;
 
 impl Facts<'_> {
     /// The facts one decision about `repo_key` needs; candidates are limited to those covering
@@ -203,6 +204,7 @@ mod tests {
                     created_by: "operator".into(),
                     refs: row.refs.clone(),
                     owner: Default::default(),
+                    allow_paths: Vec::new(),
                 },
                 at,
             )?;
@@ -225,6 +227,7 @@ mod tests {
                     approved_by: Some("operator:uid:0".into()),
                     refs: row.refs.clone(),
                     owner: Default::default(),
+                    allow: Default::default(),
                 },
                 at,
             )?;

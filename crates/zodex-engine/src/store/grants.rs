@@ -74,6 +74,36 @@ pub(super) fn bad_column(column: &str, value: &str) -> StoreError {
     )))
 }
 
+/// What a grant or YOLO scope allows beyond the shipped rules, stored as one JSON object in
+/// the `allowances` column (NULL: nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Allowances {
+    /// Protected paths it may change (`--allow-path`): glob patterns ([`crate::paths`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// Secret findings it may push, by fingerprint (`--allow-secret`; grants only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+}
+
+impl Allowances {
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty() && self.secrets.is_empty()
+    }
+
+    pub(super) fn from_column(column: &str, text: Option<String>) -> Result<Self> {
+        match text {
+            None => Ok(Self::default()),
+            Some(text) => serde_json::from_str(&text).map_err(|_| bad_column(column, &text)),
+        }
+    }
+
+    pub(super) fn to_column(&self) -> Option<String> {
+        (!self.is_empty()).then(|| serde_json::to_string(self).unwrap_or_default())
+    }
+}
+
 /// A push grant or an agent's request for one, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
@@ -96,6 +126,8 @@ pub struct Grant {
     pub refs: Vec<String>,
     /// Whose agent it lets push: the single sprite's, one fleet sprite's, or a label's.
     pub owner: Owner,
+    /// Protected paths and secret findings it allows.
+    pub allow: Allowances,
 }
 
 /// The columns of a grant, in the order [`Grant::from_columns`] reads them.
@@ -103,7 +135,7 @@ macro_rules! grant_columns {
     () => {
         "id, repo_key, repo_display, state, created_by, reason, ttl_seconds, via, allow_workflows, \
          created_at, activated_at, expires_at, approved_by, ended_at, ended_by, ref_patterns, sprite, \
-         sprite_label"
+         sprite_label, allowances"
     };
 }
 pub(super) use grant_columns;
@@ -164,6 +196,7 @@ impl Grant {
             ended_by: row.get(at + 14)?,
             refs: patterns_from("grants.ref_patterns", row.get(at + 15)?)?,
             owner: owner_from("grants", row.get(at + 16)?, row.get(at + 17)?)?,
+            allow: Allowances::from_column("grants.allowances", row.get(at + 18)?)?,
         })
     }
 }
@@ -184,6 +217,7 @@ pub struct NewGrant {
     /// Normalised ref patterns; empty: every ref.
     pub refs: Vec<String>,
     pub owner: Owner,
+    pub allow: Allowances,
 }
 
 impl Facts<'_> {
@@ -198,8 +232,9 @@ impl Facts<'_> {
         let id: i64 = self.value(
             "INSERT INTO grants (repo_key, repo_display, state, created_by, reason, ttl_seconds, via,
                                  allow_workflows, created_at, activated_at, expires_at, approved_by,
-                                 ref_patterns, sprite, sprite_label)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) RETURNING id",
+                                 ref_patterns, sprite, sprite_label, allowances)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+             RETURNING id",
             params![
                 grant.repo_key,
                 grant.repo,
@@ -216,6 +251,7 @@ impl Facts<'_> {
                 patterns_to(&grant.refs),
                 grant.owner.columns().0,
                 grant.owner.columns().1,
+                grant.allow.to_column(),
             ],
         )?;
         self.grant(id)
@@ -541,6 +577,7 @@ mod tests {
             approved_by: approved.then(|| "uid:0".into()),
             refs: Vec::new(),
             owner: Default::default(),
+            allow: Default::default(),
         }
     }
 

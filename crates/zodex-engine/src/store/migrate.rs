@@ -24,6 +24,7 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0007_audit_sink_leases.sql"),
     include_str!("../../../../migrations/0008_token_ledger_seals.sql"),
     include_str!("../../../../migrations/0009_fleet.sql"),
+    include_str!("../../../../migrations/0010_allowances.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
@@ -43,6 +44,10 @@ const POSTGRES: &[(i64, &str)] = &[
     (
         9,
         include_str!("../../../../migrations/postgres/0009_fleet.sql"),
+    ),
+    (
+        10,
+        include_str!("../../../../migrations/postgres/0010_allowances.sql"),
     ),
 ];
 

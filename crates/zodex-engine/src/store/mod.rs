@@ -25,7 +25,7 @@ pub use copy::{CopyReport, copy_state};
 pub use coverage::{App, CoverageFact};
 pub use decision_facts::DecisionFacts;
 pub use fleet::{Member, NewMember, normalise_labels};
-pub use grants::{Grant, GrantState, GrantVia, NewGrant};
+pub use grants::{Allowances, Grant, GrantState, GrantVia, NewGrant};
 pub use oauth::{
     NewAuthorization, OAuthAuthorization, OAuthClient, OAuthDecision, OAuthFamily, OAuthRefresh,
     SigningKey,

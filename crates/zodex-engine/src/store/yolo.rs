@@ -1,6 +1,6 @@
 //! YOLO scopes: time-boxed push authority over one repository or every installed one.
 
-use super::grants::{owner_from, patterns_from, patterns_to};
+use super::grants::{Allowances, owner_from, patterns_from, patterns_to};
 use super::{Facts, Result, params};
 use crate::fleet::{FleetSprite, Owner};
 use crate::refscope::patterns_meet;
@@ -10,7 +10,7 @@ use zodex_sql::Row;
 macro_rules! yolo_columns {
     () => {
         "id, repo_key, repo_display, allow_workflows, created_at, expires_at, created_by, \
-         cleared_at, cleared_by, ref_patterns, sprite, sprite_label"
+         cleared_at, cleared_by, ref_patterns, sprite, sprite_label, allowances"
     };
 }
 pub(super) use yolo_columns;
@@ -32,6 +32,8 @@ pub struct YoloScope {
     pub refs: Vec<String>,
     /// Whose agent it lets push.
     pub owner: Owner,
+    /// Protected paths it allows (a scope never allows a secret).
+    pub allow: Allowances,
 }
 
 impl YoloScope {
@@ -57,6 +59,7 @@ impl YoloScope {
             cleared_by: row.get(at + 8)?,
             refs: patterns_from("yolo_scopes.ref_patterns", row.get(at + 9)?)?,
             owner: owner_from("yolo_scopes", row.get(at + 10)?, row.get(at + 11)?)?,
+            allow: Allowances::from_column("yolo_scopes.allowances", row.get(at + 12)?)?,
         })
     }
 }
@@ -71,6 +74,8 @@ pub struct NewYolo {
     /// Normalised ref patterns; empty: every ref.
     pub refs: Vec<String>,
     pub owner: Owner,
+    /// Protected paths the scope allows (`--allow-path`); its `secrets` stay empty.
+    pub allow_paths: Vec<String>,
 }
 
 impl Facts<'_> {
@@ -78,8 +83,8 @@ impl Facts<'_> {
         let (key, display) = scope.repo.clone().unzip();
         let id: i64 = self.value(
             "INSERT INTO yolo_scopes (repo_key, repo_display, allow_workflows, created_at, expires_at,
-                                      created_by, ref_patterns, sprite, sprite_label)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
+                                      created_by, ref_patterns, sprite, sprite_label, allowances)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
             params![
                 key,
                 display,
@@ -90,6 +95,11 @@ impl Facts<'_> {
                 patterns_to(&scope.refs),
                 scope.owner.columns().0,
                 scope.owner.columns().1,
+                Allowances {
+                    paths: scope.allow_paths.clone(),
+                    secrets: Vec::new(),
+                }
+                .to_column(),
             ],
         )?;
         self.row(
@@ -176,6 +186,7 @@ mod tests {
                 created_by: "uid:0".into(),
                 refs: Vec::new(),
                 owner: Default::default(),
+                allow_paths: Vec::new(),
             };
             store.write(|f| f.insert_yolo(&scope, 100)).unwrap();
             let one = NewYolo {

@@ -75,6 +75,7 @@ impl Action {
                 bytes: 0,
                 touches_workflows: false,
                 ref_exists: true,
+                paths: Vec::new(),
             },
         }
     }

@@ -47,6 +47,7 @@ fn full_grant() -> engine_store::Grant {
         owner: zodex_engine::fleet::Owner::Sprite(
             zodex_engine::fleet::MemberName::parse("sprite-2").unwrap(),
         ),
+        allow: Default::default(),
     }
 }
 
@@ -69,6 +70,7 @@ fn bare_grant() -> engine_store::Grant {
         ended_by: None,
         refs: Vec::new(),
         owner: Default::default(),
+        allow: Default::default(),
     }
 }
 
@@ -154,6 +156,7 @@ fn every_repo_scope() -> engine_store::YoloScope {
         cleared_by: None,
         refs: Vec::new(),
         owner: Default::default(),
+        allow: Default::default(),
     }
 }
 
@@ -172,6 +175,7 @@ fn one_repo_scope() -> engine_store::YoloScope {
         owner: zodex_engine::fleet::Owner::Label(
             zodex_engine::fleet::SpriteLabel::parse("team=web").unwrap(),
         ),
+        allow: Default::default(),
     }
 }
 
@@ -337,6 +341,8 @@ fn full_decision() -> zodex_engine::Decision {
         passed_over_refs: vec!["refs/heads/feature/*".into()],
         max_request_ttl_seconds: Some(86_400),
         shadow: None,
+        protected_paths: Vec::new(),
+        secrets: Vec::new(),
     }
 }
 
@@ -353,6 +359,8 @@ fn bare_decision(action: Action) -> zodex_engine::Decision {
         passed_over_refs: Vec::new(),
         max_request_ttl_seconds: None,
         shadow: None,
+        protected_paths: Vec::new(),
+        secrets: Vec::new(),
     }
 }
 
@@ -594,6 +602,8 @@ fn pages_and_requests() {
             sprite: None,
             label: Some("team=web".into()),
         },
+        allow_paths: Vec::new(),
+        allow_secrets: Vec::new(),
     };
     assert_eq!(
         serde_json::to_string(&gateway).unwrap(),

@@ -84,6 +84,12 @@ pub struct Grant {
     /// single sprite's own agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Protected paths it allows (`--allow-path` globs); absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_paths: Vec<String>,
+    /// Secret findings it allows, by fingerprint; absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_secrets: Vec<String>,
 }
 
 impl From<engine_store::Grant> for Grant {
@@ -106,6 +112,8 @@ impl From<engine_store::Grant> for Grant {
             ended_by: grant.ended_by,
             refs: grant.refs,
             owner: fleet_owner(&grant.owner),
+            allow_paths: grant.allow.paths,
+            allow_secrets: grant.allow.secrets,
         }
     }
 }
@@ -162,6 +170,9 @@ pub struct YoloScope {
     /// As on a grant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// As on a grant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_paths: Vec<String>,
 }
 
 impl From<engine_store::YoloScope> for YoloScope {
@@ -178,6 +189,7 @@ impl From<engine_store::YoloScope> for YoloScope {
             cleared_by: scope.cleared_by,
             refs: scope.refs,
             owner: fleet_owner(&scope.owner),
+            allow_paths: scope.allow.paths,
         }
     }
 }

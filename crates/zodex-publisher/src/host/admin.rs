@@ -10,8 +10,9 @@ use std::sync::Arc;
 use zodex_config::McpKeyHash as KeyHash;
 use zodex_engine::authority::PageRequest;
 use zodex_engine::fleet::{MemberName, Owner, SpriteLabel};
+use zodex_engine::paths::{ChangedPaths, PathPatterns};
 use zodex_engine::refscope::{RefPattern, patterns_meet, scopes_of};
-use zodex_engine::store::{AuditFilter, Store};
+use zodex_engine::store::{Allowances, AuditFilter, Store};
 use zodex_engine::{
     Ask, Authority, ChangeFacts, GrantTerms, Principal, RefName, RefUpdate, RepoName, YoloTerms,
 };
@@ -132,24 +133,8 @@ impl Host {
                     version: env!("CARGO_PKG_VERSION").into(),
                     schema_version: Some(Store::known_schema_version()),
                 }),
-                AdminRequest::GrantPush {
-                    repo,
-                    ttl,
-                    allow_workflows,
-                    via,
-                    refs,
-                    to,
-                } => {
-                    let terms = GrantTerms {
-                        ttl_seconds: check_ttl(ttl, DEFAULT_PUSH_TTL_SECONDS)?,
-                        allow_workflows,
-                        via: via.into(),
-                        refs: ref_patterns(&refs)?,
-                    };
-                    let owner = owner_of(&to)?;
-                    let grant =
-                        a.grant_push(s, principal, &parse_repo(&repo)?, terms, owner, now)?;
-                    Response::ok(Grant::from(grant))
+                request @ AdminRequest::GrantPush { .. } => {
+                    grant_push(a, s, principal, request, now)?
                 }
                 AdminRequest::RevokePush { repo, to } => {
                     let owner = (to != ForSprites::default())
@@ -164,6 +149,7 @@ impl Host {
                     ttl,
                     allow_workflows,
                     refs,
+                    allow_paths,
                     to,
                 } => {
                     let owner = owner_of(&to)?;
@@ -175,6 +161,7 @@ impl Host {
                         ttl_seconds: check_ttl(ttl, DEFAULT_YOLO_TTL_SECONDS)?,
                         allow_workflows,
                         refs: ref_patterns(&refs)?,
+                        allow_paths: path_patterns(&allow_paths)?,
                     };
                     let set = a.set_yolo(s, principal, &repos, terms, owner, now)?;
                     Response::ok(answers::all::<_, YoloScope>(set))
@@ -259,7 +246,11 @@ impl Host {
                     bytes,
                     touches_workflows,
                     ref_exists,
+                    paths,
                 } => {
+                    let mut paths = paths;
+                    paths.sort();
+                    paths.dedup();
                     let update = RefUpdate {
                         ref_name: full_ref(&ref_name)?,
                         change: ChangeFacts::Supposed {
@@ -268,6 +259,11 @@ impl Host {
                             delete,
                         },
                         touches_workflows,
+                        paths: ChangedPaths {
+                            paths,
+                            too_many: false,
+                        },
+                        secrets: Vec::new(),
                     };
                     Response::ok(explain(a, s, &parse_repo(&repo)?, update, bytes, now)?)
                 }
@@ -442,6 +438,25 @@ fn ref_patterns(refs: &[String]) -> Result<Vec<String>, Failure> {
         .map_err(|e| Failure::usage(e.to_string()))
 }
 
+/// An allowance's `--allow-path` patterns, each checked as a glob (kept as given).
+fn path_patterns(patterns: &[String]) -> Result<Vec<String>, Failure> {
+    PathPatterns::parse(patterns).map_err(|e| Failure::usage(e.to_string()))?;
+    Ok(patterns.to_vec())
+}
+
+/// An allowance's `--allow-secret` fingerprints, each checked as one (normalised).
+fn secret_fingerprints(fingerprints: &[String]) -> Result<Vec<String>, Failure> {
+    fingerprints
+        .iter()
+        .map(|f| {
+            f.trim()
+                .parse::<zodex_secrets::Fingerprint>()
+                .map(|f| f.to_string())
+                .map_err(|e| Failure::usage(e.to_string()))
+        })
+        .collect()
+}
+
 /// The owner an operator's `--for-sprite NAME` or `--for-label KEY=VALUE` names (neither: the single
 /// sprite's own agent).
 fn owner_of(to: &ForSprites) -> Result<Owner, Failure> {
@@ -461,6 +476,42 @@ fn owner_of(to: &ForSprites) -> Result<Owner, Failure> {
 
 /// `policy_shadow`: what the shadow policies would have changed in the last `since_seconds`
 /// (default a day).
+/// `grant-push`: the terms checked (TTL, refs, path patterns, fingerprints), then granted.
+fn grant_push(
+    a: Authority<'_>,
+    s: &mut zodex_engine::store::Store,
+    principal: &Principal,
+    request: AdminRequest,
+    now: i64,
+) -> Result<Response, Failure> {
+    let AdminRequest::GrantPush {
+        repo,
+        ttl,
+        allow_workflows,
+        via,
+        refs,
+        allow_paths,
+        allow_secrets,
+        to,
+    } = request
+    else {
+        unreachable!("called with a grant_push request")
+    };
+    let terms = GrantTerms {
+        ttl_seconds: check_ttl(ttl, DEFAULT_PUSH_TTL_SECONDS)?,
+        allow_workflows,
+        via: via.into(),
+        refs: ref_patterns(&refs)?,
+        allow: Allowances {
+            paths: path_patterns(&allow_paths)?,
+            secrets: secret_fingerprints(&allow_secrets)?,
+        },
+    };
+    let owner = owner_of(&to)?;
+    let grant = a.grant_push(s, principal, &parse_repo(&repo)?, terms, owner, now)?;
+    Ok(Response::ok(Grant::from(grant)))
+}
+
 fn shadow(
     a: Authority<'_>,
     s: &mut zodex_engine::store::Store,

@@ -8,6 +8,7 @@ use super::credential::Credentials;
 use super::{Failure, parse_repo};
 use crate::github::GitHub;
 use crate::publish::Spooled;
+use crate::publish::import::MissingTrees;
 use crate::publish::receive_pack::{ReceivePackError, Session};
 use crate::publish::shallow::UpdateCheck;
 use crate::publish::{ImportError, MirrorRef, Quarantine};
@@ -302,11 +303,13 @@ impl Mirrors {
         }
     }
 
-    /// Fetches, by id, the trees the workflow fact of each update (its new value against its base) reads that the
-    /// treeless mirror lacks: the roots of the commits an update brings and of their parents,
-    /// then the `.github` trees in them — a few small objects, once per commit. Whatever goes
-    /// wrong here is left to the facts, which name the object they miss.
-    pub(super) async fn fetch_workflow_trees(
+    /// Fetches, by id, the trees the facts of each update (its new value against its base) read
+    /// that the treeless mirror lacks: the roots of the commits an update brings and of their
+    /// parents, then, level by level, the subtrees where they differ (and the `.github` trees
+    /// the workflow fact reads) — a few small objects per changed directory, one round trip per
+    /// level, none when the trees came with an earlier push. Whatever goes wrong here is left
+    /// to the facts, which name the object they miss.
+    pub(super) async fn fetch_fact_trees(
         self: &Arc<Self>,
         github: &GitHub,
         repo: &RepoName,
@@ -314,17 +317,19 @@ impl Mirrors {
         mut quarantine: Quarantine,
         updates: Arc<Vec<UpdateCheck>>,
     ) -> Quarantine {
-        // Two levels: a root must be here before its `.github` entry can be read.
-        for _ in 0..2 {
+        // A tree must be here before the entries beneath it can be compared. The first round
+        // fetches the root trees alone; later ones each missing subtree with every tree
+        // beneath it (no blob), so a change nested deep costs two rounds, not one per level.
+        // Bounded: what is still missing after that is named by the facts.
+        for _ in 0..MAX_TREE_ROUNDS {
             let (at, pairs) = (mirror.path.clone(), updates.clone());
             let (held, missing) = blocking(self, move |_| {
-                let mut missing = Vec::new();
+                let mut missing = MissingTrees::default();
                 let found = pairs.iter().try_for_each(|update| {
-                    missing.extend(quarantine.missing_workflow_trees(
-                        &at,
-                        &update.new,
-                        update.base.as_deref(),
-                    )?);
+                    let more =
+                        quarantine.missing_fact_trees(&at, &update.new, update.base.as_deref())?;
+                    missing.roots.extend(more.roots);
+                    missing.subtrees.extend(more.subtrees);
                     Ok::<_, ImportError>(())
                 });
                 (quarantine, found.map(|()| missing))
@@ -335,18 +340,22 @@ impl Mirrors {
                 Ok(missing) if !missing.is_empty() => missing,
                 _ => break,
             };
-            missing.sort();
-            missing.dedup();
+            for ids in [&mut missing.roots, &mut missing.subtrees] {
+                ids.sort();
+                ids.dedup();
+            }
             let Ok(token) = self.credentials.mirror_read_token(github, repo).await else {
                 break;
             };
-            let (at, url, count) = (mirror.path.clone(), mirror.url.clone(), missing.len());
+            let (at, url) = (mirror.path.clone(), mirror.url.clone());
+            let count = missing.roots.len() + missing.subtrees.len();
             let fetched = blocking(self, move |m| {
-                m.disk.fetch_objects(&at, &url, &token, &missing)
+                m.disk.fetch_objects(&at, &url, &token, &missing.roots)?;
+                crate::publish::mirror::fetch_trees_whole(&at, &url, &token, &missing.subtrees)
             })
             .await;
             if let Err(e) = fetched {
-                tracing::warn!(trees = count, error = %e, "fetching the trees the workflow fact reads failed");
+                tracing::warn!(trees = count, error = %e, "fetching the trees the facts read failed");
                 break;
             }
         }
@@ -411,6 +420,10 @@ impl Mirrors {
 }
 
 /// The git URL of `repo` at GitHub.
+/// The rounds of tree fetches [`Mirrors::fetch_fact_trees`] makes at most (two suffice: the
+/// roots, then the subtrees whole; a third covers a subtree a root's fetch revealed).
+const MAX_TREE_ROUNDS: usize = 3;
+
 pub(super) fn repo_url(github: &GitHub, repo: &RepoName) -> String {
     format!("{}/{}/{}.git", github.git_url(), repo.owner(), repo.name())
 }

@@ -150,6 +150,7 @@ impl Host {
             None => None,
         };
         let targets = checked.targets.clone();
+        let protected_paths = checked.protected_paths.clone();
         let store = SharedStore::new(crate::store_open::open_store(&checked.store)?);
         let clock = match &config.test_clock_file {
             Some(file) => Clock::offset_by(file.clone()),
@@ -177,7 +178,8 @@ impl Host {
             .transpose()?
             .map(Arc::new);
         let mut engine = Engine::new(policies, targets)
-            .with_max_request_ttl(settings.limits.max_request_ttl_seconds);
+            .with_max_request_ttl(settings.limits.max_request_ttl_seconds)
+            .with_protected_paths(protected_paths);
         if let Some(promoted) = promoted {
             tracing::info!("shadow policies loaded: each decision records what they would decide");
             engine = engine.with_shadow(promoted);
@@ -352,6 +354,7 @@ impl Host {
                         allow_workflows: false,
                         via: Default::default(),
                         refs: Vec::new(),
+                        allow: Default::default(),
                     };
                     let repo = parse_repo(&repo)?;
                     let grant = a.request_push_capped(s, &agent, &repo, terms, reason, cap, now)?;

@@ -69,7 +69,7 @@ impl Mirrors {
             tracing::warn!(repo = %repo, error = %e, "deepening the mirror failed; what touches its cut is refused");
             return quarantine;
         }
-        self.fetch_workflow_trees(github, repo, mirror, quarantine, checks)
+        self.fetch_fact_trees(github, repo, mirror, quarantine, checks)
             .await
     }
 

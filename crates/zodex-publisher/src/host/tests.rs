@@ -93,6 +93,8 @@ async fn lifetimes_left_to_the_publisher_are_its_defaults() {
                 via: Default::default(),
                 refs: Vec::new(),
                 to: Default::default(),
+                allow_paths: Vec::new(),
+                allow_secrets: Vec::new(),
             },
         )
         .await;
@@ -110,6 +112,7 @@ async fn lifetimes_left_to_the_publisher_are_its_defaults() {
                 allow_workflows: false,
                 refs: Vec::new(),
                 to: Default::default(),
+                allow_paths: Vec::new(),
             },
         )
         .await;
@@ -170,6 +173,7 @@ async fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
                 bytes: 0,
                 touches_workflows: false,
                 ref_exists: true,
+                paths: Vec::new(),
             },
         )
     };

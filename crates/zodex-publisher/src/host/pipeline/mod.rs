@@ -97,6 +97,8 @@ impl Pipeline {
                             ref_name: update.dst.clone(),
                             change: ChangeFacts::Declared { new: update.new },
                             touches_workflows: false,
+                            paths: Default::default(),
+                            secrets: Vec::new(),
                         },
                         bundle_bytes: bytes,
                     };
@@ -142,7 +144,7 @@ impl Pipeline {
                 self.core
                     .ensure_coverage(self.core.github()?, &repo, now)
                     .await?;
-                let ask = pr::publish_ask(&repo, bytes, title, body, *draft, false);
+                let ask = pr::publish_ask(&repo, bytes, title, body, *draft, None);
                 let (ask, decision) = self.explain_publish(agent, ask, now).await?;
                 if !decision.allowed {
                     let principal = agent.clone();

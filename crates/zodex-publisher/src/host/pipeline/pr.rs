@@ -19,11 +19,13 @@ use super::step_token::StepToken;
 use super::types::{nothing_pushed, require_title};
 use crate::github::{GitHub, NewPull, Token, TokenUse};
 use crate::publish::Spooled;
+use crate::publish::secret_scan::SecretScan;
 use crate::publish::shallow::UpdateCheck;
 use crate::publish::upload::{LeasedUpdate, Target, push_leased};
 use crate::publish::{Quarantine, SharedQuarantine, UpdateFacts};
 use std::sync::Arc;
 use zodex_engine::ledger;
+use zodex_engine::paths::ChangedPaths;
 use zodex_engine::store::{Publication, PublicationState};
 use zodex_engine::{Ask, ObjectId, Outcome, Principal, RefChange, RefName, RepoName};
 use zodex_protocol::{ErrorKind, Published};
@@ -104,16 +106,20 @@ impl Pipeline {
             let checked = pipeline
                 .check_publication(&repo, &mirror, &quarantine, &pr, now)
                 .and_then(|(facts, base)| {
+                    let scan = quarantine
+                        .added_blobs(&facts.paths)
+                        .and_then(|added| quarantine.scan_secrets(&added))
+                        .map_err(import_failure)?;
                     let key = idempotency_key(&repo, &pr, &base);
                     let earlier = pipeline
                         .core
                         .with_store(|_, s| s.read(|f| f.publication(&key)))?;
-                    Ok((facts, base, key, earlier))
+                    Ok(((facts, scan), base, key, earlier))
                 });
             (quarantine, checked)
         })
         .await;
-        let (facts, base, key, earlier) = checked?;
+        let ((facts, scan), base, key, earlier) = checked?;
         let quarantine = SharedQuarantine::new(quarantine);
         // A retry of a publish whose commits went up already is not "nothing to publish".
         if facts.new_commits == 0
@@ -128,7 +134,7 @@ impl Pipeline {
         }
 
         let (draft, audit_id, trace) = self
-            .decide_publication(agent, &repo, &pr, &bundle, (&facts, &base), now)
+            .decide_publication(agent, &repo, &pr, &bundle, (&facts, &scan, &base), now)
             .await?;
 
         if let Some(p) = &earlier
@@ -233,7 +239,7 @@ impl Pipeline {
         }]);
         let quarantine = self
             .mirrors
-            .fetch_workflow_trees(github, repo, mirror, quarantine, checks.clone())
+            .fetch_fact_trees(github, repo, mirror, quarantine, checks.clone())
             .await;
         self.mirrors
             .settle_shallow(github, repo, mirror, quarantine, checks)
@@ -249,7 +255,7 @@ impl Pipeline {
         repo: &RepoName,
         pr: &PrRequest,
         bundle: &Spooled,
-        (facts, base): (&UpdateFacts, &str),
+        (facts, scan, base): (&UpdateFacts, &SecretScan, &str),
         now: i64,
     ) -> Result<(bool, i64, Trace), Failure> {
         let bytes = i64::try_from(bundle.len).unwrap_or(i64::MAX);
@@ -259,12 +265,18 @@ impl Pipeline {
             &pr.title,
             &pr.body,
             pr.draft,
-            facts.touches_workflows,
+            Some((facts, scan)),
         );
         let (ask, _) = self.explain_publish(agent, asked, now).await?;
         let draft = matches!(ask, Ask::PublishPr { draft: true, .. });
         let audited = (pr.head.clone(), bundle.sha256.clone(), base.to_string());
         let (touches_workflows, new_commits) = (facts.touches_workflows, facts.new_commits);
+        let (paths, too_many_paths) = (facts.paths.changed.len(), facts.paths.too_many);
+        let protected = match &ask {
+            Ask::PublishPr { paths, .. } => paths.protected(self.core.engine.protected_paths()),
+            _ => Vec::new(),
+        };
+        let findings = scan.findings.clone();
         let principal = agent.clone();
         let (decision, audit_id, (grant, yolo)) = self
             .core
@@ -279,6 +291,10 @@ impl Pipeline {
                         "draft": draft,
                         "touches_workflows": touches_workflows,
                         "new_commits": new_commits,
+                        "paths": paths,
+                        "too_many_paths": too_many_paths,
+                        "protected_paths": protected,
+                        "secrets": findings,
                     }));
                 })?;
                 // What allowed it, for the footer: read now, as it stood for the decision.
@@ -294,7 +310,15 @@ impl Pipeline {
             })
             .await?;
         if !decision.allowed {
-            return Err(Failure::denied(&decision, repo, agent));
+            let mut failure = Failure::denied(&decision, repo, agent);
+            if !decision.secrets.is_empty() {
+                failure.0.message = format!(
+                    "{}; {}",
+                    super::push::describe_findings(scan),
+                    failure.0.message
+                );
+            }
+            return Err(failure);
         }
         let trace = Trace {
             principal: agent.label(),
@@ -532,21 +556,32 @@ struct Opening<'a> {
     now: i64,
 }
 
-/// The publication as the engine is asked about it.
+/// The publication as the engine is asked about it; `facts`: what its commits change and the
+/// secrets they carry (`None` at the admission, before the bundle is read: nothing, the most
+/// permissive reading).
 pub(super) fn publish_ask(
     repo: &RepoName,
     bundle_bytes: i64,
     title: &str,
     body: &str,
     draft: bool,
-    touches_workflows: bool,
+    facts: Option<(&UpdateFacts, &SecretScan)>,
 ) -> Ask {
     Ask::PublishPr {
         repo: repo.clone(),
         bundle_bytes,
-        touches_workflows,
+        touches_workflows: facts.is_some_and(|(f, _)| f.touches_workflows),
         title_chars: title.chars().count() as i64,
         body_bytes: body.len() as i64,
         draft,
+        paths: facts
+            .map(|(f, _)| ChangedPaths {
+                paths: f.paths.paths(),
+                too_many: f.paths.too_many,
+            })
+            .unwrap_or_default(),
+        secrets: facts
+            .map(|(_, scan)| super::push::secret_facts(scan))
+            .unwrap_or_default(),
     }
 }

@@ -19,6 +19,7 @@ use crate::publish::upload::{LeasedUpdate, RefOutcomes, Target, push_leased, upd
 use crate::publish::{Quarantine, SharedQuarantine, Spooled};
 use std::sync::Arc;
 use zodex_engine::ledger;
+use zodex_engine::paths::ChangedPaths;
 use zodex_engine::store::AuditEntry;
 use zodex_engine::{Ask, ChangeFacts, ObjectId, Outcome, RefChange, RefUpdate};
 use zodex_protocol::{PushOutcome, PushUpdate, RefResult};
@@ -97,7 +98,7 @@ impl Pipeline {
         };
         let quarantine = self
             .mirrors
-            .fetch_workflow_trees(&at.github, &at.repo, &at.mirror, quarantine, checks.clone())
+            .fetch_fact_trees(&at.github, &at.repo, &at.mirror, quarantine, checks.clone())
             .await;
         clock.mark("trees");
         let quarantine = self
@@ -402,6 +403,7 @@ impl Pipeline {
             return Err(fail("stale info".into()));
         }
         let mut facts = crate::publish::UpdateFacts::default();
+        let mut scan = crate::publish::secret_scan::SecretScan::default();
         let mut force = false;
         if let Some(new) = update.new {
             let (new, old) = (new.to_string(), old.map(|old| old.to_string()));
@@ -419,6 +421,12 @@ impl Pipeline {
             }
             facts = quarantine
                 .facts(&mirror.path, new, base, &github)
+                .map_err(|e| fail(e.to_string()))?;
+            let added = quarantine
+                .added_blobs(&facts.paths)
+                .map_err(|e| fail(e.to_string()))?;
+            scan = quarantine
+                .scan_secrets(&added)
                 .map_err(|e| fail(e.to_string()))?;
             if let Some(old) = &old
                 && old != new
@@ -441,8 +449,18 @@ impl Pipeline {
                 ref_name: update.dst.clone(),
                 change: ChangeFacts::Established(change),
                 touches_workflows: facts.touches_workflows,
+                paths: ChangedPaths {
+                    paths: facts.paths.paths(),
+                    too_many: facts.paths.too_many,
+                },
+                secrets: secret_facts(&scan),
             },
             bundle_bytes: bytes,
+        };
+        // Named in the audit row: which protected paths the decision was about.
+        let protected = match &ask {
+            Ask::Push { update, .. } => update.paths.protected(self.core.engine.protected_paths()),
+            _ => Vec::new(),
         };
         let decided = self.core.with_store(|a, s| {
             a.decide_audited(s, &at.principal, &ask, now, |e: &mut AuditEntry| {
@@ -455,6 +473,10 @@ impl Pipeline {
                     "force": force,
                     "touches_workflows": facts.touches_workflows,
                     "new_commits": facts.new_commits,
+                    "paths": facts.paths.changed.len(),
+                    "too_many_paths": facts.paths.too_many,
+                    "protected_paths": protected,
+                    "secrets": scan.findings,
                 }));
             })
         });
@@ -465,8 +487,43 @@ impl Pipeline {
                 Some(repo),
                 &at.principal,
             );
-            return Err(refused(&update.dst, denial));
+            let mut result = refused(&update.dst, denial);
+            if !decision.secrets.is_empty() {
+                result.message = result
+                    .message
+                    .map(|m| format!("{}; {m}", describe_findings(&scan)));
+            }
+            return Err(result);
         }
         Ok((facts.touches_workflows, change, audit_id))
     }
+}
+
+/// The `secrets` fact of a scan: its fingerprints, and a stand-in no grant allows when it
+/// found more than it lists.
+pub(super) fn secret_facts(scan: &crate::publish::secret_scan::SecretScan) -> Vec<String> {
+    let mut facts = scan.fingerprints();
+    if scan.more {
+        facts.push(zodex_engine::decide::SECRETS_UNLISTED.to_string());
+    }
+    facts
+}
+
+/// What a scan found, for a refusal: each finding's rule, path, line and fingerprint (never
+/// the secret).
+pub(super) fn describe_findings(scan: &crate::publish::secret_scan::SecretScan) -> String {
+    let mut found: Vec<String> = scan
+        .findings
+        .iter()
+        .map(|f| {
+            format!(
+                "{} at {}:{} (fingerprint {})",
+                f.rule, f.path, f.line, f.fingerprint
+            )
+        })
+        .collect();
+    if scan.more {
+        found.push("and more".to_string());
+    }
+    format!("secrets found: {}", found.join(", "))
 }
