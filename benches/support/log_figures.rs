@@ -1,5 +1,8 @@
 //! Figures the publisher writes in its log, read back by the benches.
 
+// Each bench reads the figures it needs.
+#![allow(dead_code)]
+
 /// Drops terminal colour codes (`ESC [ … m`) from a log line.
 fn plain(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
@@ -25,6 +28,22 @@ pub fn child_peaks(log: &str) -> Vec<u64> {
         .filter_map(|l| {
             let l = plain(l);
             let rest = &l[l.find("child_peak_kib=")? + "child_peak_kib=".len()..];
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// `elapsed_ms` of every "the pushed blobs were scanned for secrets" line of the log: what
+/// the secret scan of each push cost.
+pub fn secret_scans_ms(log: &str) -> Vec<u64> {
+    log.lines()
+        .filter(|l| l.contains("the pushed blobs were scanned for secrets"))
+        .filter_map(|l| {
+            let l = plain(l);
+            let rest = &l[l.find("elapsed_ms=")? + "elapsed_ms=".len()..];
             rest.split(|c: char| !c.is_ascii_digit())
                 .next()?
                 .parse()

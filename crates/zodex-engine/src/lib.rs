@@ -19,6 +19,9 @@
 //!   where they enter and serialized as the same strings.
 //! - `ref_change`: `RefChange` — create, update (forced or not), delete — with exactly the ids
 //!   each needs; the old value is the lease.
+//! - `paths`: paths as facts: the protected patterns (shipped and `[policy] protected_paths`),
+//!   which changed paths they match and which a grant's `--allow-path` globs cover (Cedar has
+//!   no globs over sets: it compares the sets the engine hands it).
 //! - `refscope`: the `--ref` pattern grammar of grants and YOLO scopes, and a ref's scopes, which
 //!   Cedar matches against them with `containsAny` (`like` takes only literal patterns).
 //! - `repo`: `RepoName` (GitHub's spelling, lower-cased key) and the one reader of remote URLs
