@@ -411,6 +411,16 @@ function decisionRow(row) {
   const link = prLink(row);
   if (link) outcome.append(link); else outcome.textContent = row.outcome || "";
   const decision = el("td", null, el("span", { class: "badge " + row.decision, text: row.decision }));
+  // What the shadow policies (policy_dir/shadow/) would have decided, when that differs.
+  const shadow = row.detail && row.detail.shadow;
+  if (shadow && shadow.differs === true) {
+    const would = shadow.allowed ? "allow" : "deny";
+    decision.append(" ", el("span", {
+      class: "badge shadow",
+      text: "shadow: " + would,
+      title: "the shadow policies would " + would + ": " + (shadow.policies || []).join(", "),
+    }));
+  }
   if (row.decision === "deny" && row.repo_key && row.principal === "agent") {
     const why = el("button", { type: "button", class: "small", text: "unblock?" });
     const hint = el("div", { class: "hint" });

@@ -167,7 +167,7 @@ impl Model {
             .as_array()
             .map(|p| p.iter().filter_map(Value::as_str).map(clean).collect())
             .unwrap_or_default();
-        let line = format!(
+        let mut line = format!(
             "#{} {} {} {} {} {} [{}] {}",
             row["id"].as_i64().unwrap_or(0),
             text(row, "principal"),
@@ -178,6 +178,7 @@ impl Model {
             policies.join(", "),
             text(row, "outcome"),
         );
+        line.push_str(&shadow_difference(row));
         self.decisions.push_front(Decision {
             id: row["id"].as_i64().unwrap_or(0),
             line,
@@ -224,6 +225,24 @@ impl Model {
     }
 }
 
+/// ` (shadow: would deny [policy])` when the shadow policies (`policy_dir/shadow/`) decided
+/// the row otherwise; empty when they agreed or there are none.
+fn shadow_difference(row: &Value) -> String {
+    let shadow = &row["detail"]["shadow"];
+    if shadow["differs"] != Value::Bool(true) {
+        return String::new();
+    }
+    let verdict = match shadow["allowed"].as_bool() {
+        Some(true) => "allow",
+        _ => "deny",
+    };
+    let policies: Vec<String> = shadow["policies"]
+        .as_array()
+        .map(|p| p.iter().filter_map(Value::as_str).map(clean).collect())
+        .unwrap_or_default();
+    format!(" (shadow: would {verdict} [{}])", policies.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +253,36 @@ mod tests {
         assert_eq!(clean("a\u{1b}[31mred\u{7}"), "a^[[31mred^G");
         assert_eq!(clean("x\u{9b}2J\u{202e}y"), "x\\u{9b}2J\\u{202e}y");
         assert_eq!(clean("two\nlines"), "two lines");
+    }
+
+    #[test]
+    fn a_decision_the_shadow_set_would_change_says_so() {
+        let mut model = Model::default();
+        let row = |id: i64, shadow: Value| {
+            json!({"kind": "audit", "row": {"id": id, "principal": "agent", "action": "Push",
+                "repo_key": "demo/app", "ref_name": "refs/heads/x", "decision": "allow",
+                "policies": ["explicit-grant-push"], "detail": {"shadow": shadow}}})
+        };
+        model.take(
+            &row(
+                1,
+                json!({"allowed": false, "policies": ["no-fridays"], "differs": true}),
+            ),
+            0,
+        );
+        model.take(
+            &row(
+                2,
+                json!({"allowed": true, "policies": ["explicit-grant-push"], "differs": false}),
+            ),
+            0,
+        );
+        let lines: Vec<&str> = model.decisions.iter().map(|d| d.line.as_str()).collect();
+        assert!(
+            lines[1].ends_with("(shadow: would deny [no-fridays])"),
+            "{lines:?}"
+        );
+        assert!(!lines[0].contains("shadow"), "{lines:?}");
     }
 
     #[test]
