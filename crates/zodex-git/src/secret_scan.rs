@@ -1,8 +1,9 @@
 //! The blobs a push adds, scanned for secrets with gitleaks' rules (crate `zodex-secrets`)
 //! before any token exists. A blob up to [`IN_PROCESS_BYTES`] is read and scanned in the
-//! daemon (its memory stays bounded by that); larger ones in a child process under the
-//! indexer's resource limits, so reading a blob whole (up to GitHub's 100 MiB) never grows the
-//! daemon's memory.
+//! daemon (its memory stays bounded by that, per scanning thread); larger ones in a child
+//! process under the indexer's resource limits, so reading a blob whole (up to GitHub's
+//! 100 MiB) never grows the daemon's memory. Blobs are scanned on up to [`SCAN_THREADS`]
+//! threads at once.
 //!
 //! Which blobs: those the update's changed paths hold afterwards that the bundle's own pack
 //! carries (a blob GitHub already has was scanned when it arrived, or is GitHub's business),
@@ -127,7 +128,7 @@ impl Quarantine {
                 false => large.push(target.clone()),
             }
         }
-        let mut scan = scan_all(self.odb(), &small).map_err(ImportError::Objects)?;
+        let mut scan = scan_in_parallel(self.odb(), &small).map_err(ImportError::Objects)?;
         if !large.is_empty() {
             scan.absorb(self.scan_in_child(&large)?);
         }
@@ -219,9 +220,45 @@ fn run_inner(job: &Job) -> Result<Answer, String> {
     let odb = gix::odb::at(&job.objects, gix::hash::Kind::Sha1)
         .map_err(|e| format!("opening the objects: {e}"))?;
     Ok(Answer::Scanned {
-        scan: scan_all(&odb, &targets)?,
+        scan: scan_in_parallel(&odb, &targets)?,
     })
 }
+
+/// [`scan_all`] over up to [`SCAN_THREADS`] threads, each with its own view of the objects
+/// and one blob in memory at a time; the findings in the order of `targets`.
+fn scan_in_parallel(odb: &gix::odb::Handle, targets: &[Target]) -> Result<SecretScan, String> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(SCAN_THREADS);
+    if threads < 2 || targets.len() < 2 {
+        return scan_all(odb, targets);
+    }
+    let chunk = targets.len().div_ceil(threads);
+    let scans: Vec<Result<SecretScan, String>> = std::thread::scope(|scope| {
+        let running: Vec<_> = targets
+            .chunks(chunk)
+            .map(|part| {
+                let odb = odb.clone();
+                scope.spawn(move || scan_all(&odb, part))
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err("a scan thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut scan = SecretScan::default();
+    for part in scans {
+        scan.absorb(part?);
+    }
+    Ok(scan)
+}
+
+/// The threads [`scan_in_parallel`] uses at most.
+const SCAN_THREADS: usize = 4;
 
 /// Reads and scans each of `targets`, one blob in memory at a time.
 fn scan_all(odb: &gix::odb::Handle, targets: &[Target]) -> Result<SecretScan, String> {
