@@ -182,6 +182,27 @@ fn one_allowed_finding_does_not_let_another_through() {
     assert_eq!(rig.remote_sha("app", "refs/heads/two"), None);
 }
 
+/// A later commit deleting the secret does not unpublish it: history keeps the first.
+#[test]
+fn a_secret_removed_by_a_later_commit_of_the_same_push_is_still_refused() {
+    let rig = Rig::start(HOUR);
+    let secrets = Secrets::new();
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    git_ok(&app, &["checkout", "-q", "-b", "oops"]);
+    commit_file(&app, "settings.env", secrets.file().as_bytes(), "settings");
+    commit_file(&app, "settings.env", b"# nothing here\n", "remove them");
+    rig.grant_push("demo/app");
+    let push = rig.agent_git(&app, &["push", "origin", "oops"]);
+    assert!(!push.status.success(), "{}", text(&push));
+    assert!(
+        stderr(&push).contains("github-pat at settings.env:3"),
+        "{}",
+        stderr(&push)
+    );
+    assert_eq!(rig.remote_sha("app", "refs/heads/oops"), None);
+}
+
 #[test]
 fn a_pull_request_carrying_a_secret_is_refused_and_nothing_is_pushed() {
     let rig = Rig::start(HOUR);

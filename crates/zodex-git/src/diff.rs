@@ -40,6 +40,9 @@ pub struct PathDiff {
     pub changed: Vec<ChangedPath>,
     /// More than `limit` paths change: `changed` holds only some of them.
     pub too_many: bool,
+    /// Every blob a commit of the update wrote (an older version of a path too, which a later
+    /// commit replaced or deleted: history keeps it), with the path it was written at.
+    pub written: BTreeMap<ObjectId, String>,
 }
 
 impl PathDiff {
@@ -67,6 +70,7 @@ enum Absent<'m> {
 /// A diff under way: the paths found so far (path → blob afterwards), capped.
 struct Changes {
     found: BTreeMap<String, Option<ObjectId>>,
+    written: BTreeMap<ObjectId, String>,
     limit: usize,
     too_many: bool,
 }
@@ -81,6 +85,9 @@ impl Changes {
             return;
         }
         let blob = after.filter(|s| s.is_blob).map(|s| s.id);
+        if let Some(blob) = blob {
+            self.written.entry(blob).or_insert_with(|| path.clone());
+        }
         self.found.entry(path).or_insert(blob);
     }
 }
@@ -90,6 +97,7 @@ impl Walk<'_> {
     pub fn changed_paths(&self, commits: &[Commit], limit: usize) -> Result<PathDiff, ImportError> {
         let mut changes = Changes {
             found: BTreeMap::new(),
+            written: BTreeMap::new(),
             limit,
             too_many: false,
         };
@@ -106,6 +114,7 @@ impl Walk<'_> {
                 .map(|(path, blob)| ChangedPath { path, blob })
                 .collect(),
             too_many: changes.too_many,
+            written: changes.written,
         })
     }
 
@@ -117,6 +126,7 @@ impl Walk<'_> {
         // by a later round anyway.
         let mut changes = Changes {
             found: BTreeMap::new(),
+            written: BTreeMap::new(),
             limit: usize::MAX,
             too_many: false,
         };
@@ -160,6 +170,7 @@ impl Walk<'_> {
             let before = self.root_tree(parent)?;
             let mut one = Changes {
                 found: BTreeMap::new(),
+                written: BTreeMap::new(),
                 limit: changes.limit,
                 too_many: false,
             };
@@ -360,6 +371,13 @@ mod tests {
             a.blob.unwrap().to_string(),
             newest,
             "the newest commit's blob"
+        );
+        // Every version written is kept for the secret scan, not only the newest.
+        let older = git(repo, &["rev-parse", &format!("{first}:src/deep/a.rs")]);
+        let older = ObjectId::from_hex(older.as_bytes()).unwrap();
+        assert_eq!(
+            diff.written.get(&older).map(String::as_str),
+            Some("src/deep/a.rs")
         );
         // One commit alone: only its own change.
         assert_eq!(

@@ -5,10 +5,10 @@
 //! 100 MiB) never grows the daemon's memory. Blobs are scanned on up to [`SCAN_THREADS`]
 //! threads at once.
 //!
-//! Which blobs: those the update's changed paths hold afterwards that the bundle's own pack
-//! carries (a blob GitHub already has was scanned when it arrived, or is GitHub's business),
-//! each with its path; when the update changes more paths than the facts name, every other
-//! blob of the pack too, named by id. What is skipped, by stated rules: binaries (a NUL byte in
+//! Which blobs: those of the bundle's own pack (what the push adds; a blob GitHub already has
+//! is not sent again) that the update's commits wrote — an older version of a file a later
+//! commit replaced included, since history keeps it — each named by the path it was written
+//! at; past the facts' path limit, every blob of the pack. What is skipped, by stated rules: binaries (a NUL byte in
 //! the first 8,000 bytes, git's own test) and nothing else — the pusher chooses the paths, so
 //! gitleaks' path allowlist (`vendor/`, lock files) is not honoured here.
 //!
@@ -83,26 +83,24 @@ pub enum Answer {
 }
 
 impl Quarantine {
-    /// The blobs of `paths` this quarantine's own pack carries, each with its path; with
-    /// `paths.too_many`, every other blob of the pack too (named by id).
+    /// The blobs of this quarantine's own pack (what the push adds) that the update's commits
+    /// wrote — each version of a file included — named by the path they were written at;
+    /// when the facts name fewer paths than change, every blob of the pack (named by id where
+    /// no diff named it).
     pub fn added_blobs(&self, paths: &PathDiff) -> Result<Vec<Target>, ImportError> {
-        let mut targets: Vec<Target> = paths
-            .changed
-            .iter()
-            .filter_map(|c| c.blob.map(|b| (c.path.clone(), b.to_string())))
-            .filter(|(_, blob)| self.carries(blob))
-            .map(|(path, blob)| Target { path, blob })
-            .collect();
-        if paths.too_many {
-            let named: std::collections::HashSet<String> =
-                targets.iter().map(|t| t.blob.clone()).collect();
-            for blob in self.pack_blobs()? {
-                if !named.contains(&blob) {
-                    targets.push(Target {
-                        path: format!("(blob {blob})"),
-                        blob,
-                    });
-                }
+        let mut targets = Vec::new();
+        for blob in self.pack_blobs()? {
+            let written = ObjectId::from_hex(blob.as_bytes())
+                .ok()
+                .and_then(|id| paths.written.get(&id).cloned());
+            match (written, paths.too_many) {
+                (Some(path), _) => targets.push(Target { path, blob }),
+                (None, true) => targets.push(Target {
+                    path: format!("(blob {blob})"),
+                    blob,
+                }),
+                // Another update's of the same push: decided with that one.
+                (None, false) => {}
             }
         }
         Ok(targets)
