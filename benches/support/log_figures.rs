@@ -21,13 +21,14 @@ fn plain(line: &str) -> String {
     out
 }
 
-/// `child_peak_kib` of every "pack indexed in a child process" line of the log.
-pub fn child_peaks(log: &str) -> Vec<u64> {
+/// The number after `key=` on every log line that contains `message`.
+fn figures(log: &str, message: &str, key: &str) -> Vec<u64> {
+    let key = format!("{key}=");
     log.lines()
-        .filter(|l| l.contains("pack indexed in a child process"))
+        .filter(|l| l.contains(message))
         .filter_map(|l| {
             let l = plain(l);
-            let rest = &l[l.find("child_peak_kib=")? + "child_peak_kib=".len()..];
+            let rest = &l[l.find(&key)? + key.len()..];
             rest.split(|c: char| !c.is_ascii_digit())
                 .next()?
                 .parse()
@@ -36,18 +37,17 @@ pub fn child_peaks(log: &str) -> Vec<u64> {
         .collect()
 }
 
+/// `child_peak_kib` of every "pack indexed in a child process" line of the log.
+pub fn child_peaks(log: &str) -> Vec<u64> {
+    figures(log, "pack indexed in a child process", "child_peak_kib")
+}
+
 /// `elapsed_ms` of every "the pushed blobs were scanned for secrets" line of the log: what
 /// the secret scan of each push cost.
 pub fn secret_scans_ms(log: &str) -> Vec<u64> {
-    log.lines()
-        .filter(|l| l.contains("the pushed blobs were scanned for secrets"))
-        .filter_map(|l| {
-            let l = plain(l);
-            let rest = &l[l.find("elapsed_ms=")? + "elapsed_ms=".len()..];
-            rest.split(|c: char| !c.is_ascii_digit())
-                .next()?
-                .parse()
-                .ok()
-        })
-        .collect()
+    figures(
+        log,
+        "the pushed blobs were scanned for secrets",
+        "elapsed_ms",
+    )
 }
