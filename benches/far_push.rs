@@ -10,10 +10,18 @@
 //! - a small push right after another client pushed 1 MiB (not across the ocean: another
 //!   client is elsewhere), plain or through zodex, alternating which comes first.
 //!
+//! - `publish-pr` (a small change) against a plain `git push` of it plus the REST call that
+//!   opens its pull request (curl, as a user's script would);
+//! - a first clone of `demo/lib` through the credential helper (its read token cached: the
+//!   warm-up asked for it) against a plain clone with a token in the URL, and a fetch of
+//!   another client's new commit the same two ways.
+//!
 //! Each case alternates the order of the two paths round by round and reports the medians, the
 //! ratio and the time zodex adds, in milliseconds and in round trips: `(zodex - plain) / RTT`.
 //! Targets (issue 38): small and 1 MiB at most one round trip more than plain, 32 MiB ≤ 1.05×,
-//! after another client's push at most two round trips more.
+//! after another client's push at most two round trips more, `publish-pr` at most one more
+//! than push-and-open, clone and fetch with a cached token none (less than half of one: the
+//! rest is noise).
 //!
 //! Environment: `ZODEX_FAR_RTTS` (ms, default `40,120`), `ZODEX_FAR_SIZES` (MiB, default
 //! `1,32`), `ZODEX_FAR_ROUNDS` (default 5); `ZODEX_BENCH_STAGES=1` prints the publisher's stage
@@ -42,8 +50,9 @@ use changes::commit_change;
 use far_hub::FarHub;
 use pushes::{commit_small, delete_branch, median, plain_push, timed, zodex_push};
 use std::path::Path;
-use std::time::Duration;
-use support::devhub::{AppKind, Demo};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use support::devhub::{AppKind, Demo, git_command, git_ok};
 use support::rig::Rig;
 
 /// The size of another client's push in the "right after" case.
@@ -174,10 +183,170 @@ impl Bench<'_> {
             return;
         }
         let log = self.rig.log();
-        let staged = |l: &&str| l.contains("push handled") || l.contains("listed tips");
+        let staged = |l: &&str| l.contains("handled") || l.contains("listed tips");
         for line in log.get(mark..).unwrap_or_default().lines().filter(staged) {
             println!("      {line}");
         }
+    }
+}
+
+/// The pull-request and read cases: what they need beside [`Bench`].
+struct Reads<'a> {
+    far: &'a FarHub,
+    /// A writer token that may also open pull requests (the plain side's).
+    pr_token: String,
+    /// `demo/lib` across the ocean with a reader token in the URL (plain clones and fetches).
+    lib_far_url: String,
+    /// Another client's checkout of `demo/lib`, pushing straight at devhub.
+    other_lib: std::path::PathBuf,
+    work: &'a Path,
+}
+
+impl Bench<'_> {
+    /// Medians (plain, zodex) of a small change published as a pull request: `publish-pr`
+    /// against `git push` plus the REST call that opens the pull request.
+    fn publish_pr(&mut self, rtt: u64, reads: &Reads) -> (Duration, Duration) {
+        let (mut plain, mut zodex) = (Vec::new(), Vec::new());
+        for round in 0..self.rounds {
+            for through_zodex in [round % 2 == 0, round % 2 != 0] {
+                let branch = format!("far-pr-{rtt}-{round}-{through_zodex}");
+                commit_small(self.app, &branch);
+                match through_zodex {
+                    true => zodex.push(timed(|| {
+                        let started = Instant::now();
+                        let out = self.rig.agent(
+                            self.app,
+                            &["publish-pr", "--repo", "demo/app", "--title", &branch],
+                        );
+                        (out, started.elapsed())
+                    })),
+                    false => {
+                        plain.push(timed(|| {
+                            let started = Instant::now();
+                            let pushed = plain_push(self.app, &self.far_url, &branch).0;
+                            if !pushed.status.success() {
+                                return (pushed, started.elapsed());
+                            }
+                            let opened = reads.open_pull_request(&branch);
+                            (opened, started.elapsed())
+                        }));
+                        delete_branch(self.app, &self.near_url, &branch);
+                    }
+                }
+            }
+        }
+        (median(plain), median(zodex))
+    }
+
+    /// Medians (plain, zodex) of a first clone of `demo/lib`: through the credential helper
+    /// (token cached) and with a token in the URL.
+    fn first_clone(&mut self, rtt: u64, reads: &Reads) -> (Duration, Duration) {
+        let (mut plain, mut zodex) = (Vec::new(), Vec::new());
+        for round in 0..self.rounds {
+            for through_zodex in [round % 2 == 0, round % 2 != 0] {
+                let dir = reads
+                    .work
+                    .join(format!("clone-{rtt}-{round}-{through_zodex}"));
+                let took = match through_zodex {
+                    true => timed(|| reads.zodex_clone(self.rig, &dir)),
+                    false => timed(|| reads.plain_clone(&dir)),
+                };
+                let _ = std::fs::remove_dir_all(&dir);
+                match through_zodex {
+                    true => zodex.push(took),
+                    false => plain.push(took),
+                }
+            }
+        }
+        (median(plain), median(zodex))
+    }
+
+    /// Medians (plain, zodex) of fetching another client's new commit into a clone of
+    /// `demo/lib`: through the credential helper (token cached) and with a token in the URL.
+    fn fetch(&mut self, rtt: u64, reads: &Reads) -> (Duration, Duration) {
+        let zodex_dir = reads.work.join(format!("fetch-zodex-{rtt}"));
+        let plain_dir = reads.work.join(format!("fetch-plain-{rtt}"));
+        timed(|| reads.zodex_clone(self.rig, &zodex_dir));
+        timed(|| reads.plain_clone(&plain_dir));
+        let (mut plain, mut zodex) = (Vec::new(), Vec::new());
+        for round in 0..self.rounds {
+            reads.another_commit(&format!("fetch-{rtt}-{round}"));
+            for through_zodex in [round % 2 == 0, round % 2 != 0] {
+                match through_zodex {
+                    true => zodex.push(timed(|| {
+                        let started = Instant::now();
+                        let out = self.rig.agent_git(&zodex_dir, &["fetch", "-q", "origin"]);
+                        (out, started.elapsed())
+                    })),
+                    false => plain.push(timed(|| {
+                        let started = Instant::now();
+                        let out = git_command(&plain_dir)
+                            .args(["fetch", "-q", "origin"])
+                            .output()
+                            .unwrap();
+                        (out, started.elapsed())
+                    })),
+                }
+            }
+        }
+        (median(plain), median(zodex))
+    }
+}
+
+impl Reads<'_> {
+    /// Opens a pull request for `branch` as a user's script would: curl, the writer token,
+    /// GitHub's REST call, across the ocean.
+    fn open_pull_request(&self, branch: &str) -> Output {
+        let body = serde_json::json!({"title": branch, "head": branch, "base": "main"});
+        Command::new("curl")
+            .args(["-sS", "-f", "-o", "/dev/null", "-X", "POST", "--cacert"])
+            .arg(self.far.ca_file())
+            .args(["-H", "Accept: application/vnd.github+json"])
+            .args(["-H", &format!("Authorization: Bearer {}", self.pr_token)])
+            .args(["-d", &body.to_string()])
+            .arg(format!("{}/repos/demo/app/pulls", self.far.api_url()))
+            .output()
+            .expect("curl runs")
+    }
+
+    fn zodex_clone(&self, rig: &Rig, dir: &Path) -> (Output, Duration) {
+        let url = format!("{}/demo/lib.git", rig.reach.git_url);
+        let started = Instant::now();
+        let out = rig.agent_git(self.work, &["clone", "-q", &url, &dir.to_string_lossy()]);
+        (out, started.elapsed())
+    }
+
+    fn plain_clone(&self, dir: &Path) -> (Output, Duration) {
+        // `--config`: the clone keeps trusting the CA for its fetches.
+        let ca = format!("http.sslCAInfo={}", self.far.ca_file().display());
+        let started = Instant::now();
+        let out = git_command(self.work)
+            .args(["clone", "-q", "--config", &ca, &self.lib_far_url])
+            .arg(dir)
+            .output()
+            .unwrap();
+        (out, started.elapsed())
+    }
+
+    /// Another client (not across the ocean) pushes a small commit to `demo/lib`'s main.
+    fn another_commit(&self, name: &str) {
+        let dir = &self.other_lib;
+        std::fs::write(dir.join(format!("{name}.txt")), format!("{name}\n")).unwrap();
+        git_ok(dir, &["add", "."]);
+        git_ok(
+            dir,
+            &[
+                "-c",
+                "user.name=o",
+                "-c",
+                "user.email=o@e",
+                "commit",
+                "-q",
+                "-m",
+                name,
+            ],
+        );
+        git_ok(dir, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
     }
 }
 
@@ -233,6 +402,26 @@ fn main() {
         "app",
         serde_json::json!({"contents": "write"}),
     );
+    let lib_token = rig.demo.token(
+        AppKind::Reader,
+        "lib",
+        serde_json::json!({"contents": "read"}),
+    );
+    let lib_writer = rig.demo.token(
+        AppKind::Writer,
+        "lib",
+        serde_json::json!({"contents": "write"}),
+    );
+    let other_lib = work.path().join("other-lib");
+    git_ok(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            &rig.demo.git_url("lib", Some(&lib_writer)),
+            &other_lib.to_string_lossy(),
+        ],
+    );
     let mut bench = Bench {
         rig: &rig,
         app: &app,
@@ -242,6 +431,17 @@ fn main() {
         seed: 0x9E37_79B9_7F4A_7C15,
     };
 
+    let reads = Reads {
+        far: &far,
+        pr_token: rig.demo.token(
+            AppKind::Writer,
+            "app",
+            serde_json::json!({"contents": "write", "pull_requests": "write"}),
+        ),
+        lib_far_url: far.git_url("lib", &lib_token),
+        other_lib: other_lib.clone(),
+        work: work.path(),
+    };
     println!(
         "far GitHub (TLS, each direction delayed RTT/2): plain `git push` vs through zodex, median of {rounds}, alternating"
     );
@@ -277,5 +477,35 @@ fn main() {
             Target::RoundTrips(2.0),
         );
         bench.stages(mark);
+
+        let mark = bench.log_mark();
+        let medians = bench.publish_pr(rtt, &reads);
+        report(
+            rtt,
+            "publish-pr vs push + open",
+            "far_publish_pr",
+            medians,
+            Target::RoundTrips(1.0),
+        );
+        bench.stages(mark);
+        // The credential helper's read token: asked for once here, cached after.
+        let warm = work.path().join(format!("warm-lib-{rtt}"));
+        timed(|| reads.zodex_clone(&rig, &warm));
+        let medians = bench.first_clone(rtt, &reads);
+        report(
+            rtt,
+            "first clone (credential helper)",
+            "far_clone",
+            medians,
+            Target::RoundTrips(0.5),
+        );
+        let medians = bench.fetch(rtt, &reads);
+        report(
+            rtt,
+            "fetch (credential helper)",
+            "far_fetch",
+            medians,
+            Target::RoundTrips(0.5),
+        );
     }
 }

@@ -86,6 +86,16 @@ impl FarHub {
         format!("https://x-access-token:{token}@{host}/demo/{repo}.git")
     }
 
+    /// The REST API across the ocean (`https://ADDRESS:PORT`).
+    pub fn api_url(&self) -> &str {
+        &self.api_url
+    }
+
+    /// The throwaway CA's certificate (PEM), for clients told to trust it.
+    pub fn ca_file(&self) -> &Path {
+        &self.ca_file
+    }
+
     /// Makes every git in the checkout `dir` trust the CA, as a user who configured it would.
     pub fn trust_in(&self, dir: &Path) {
         let ca = self.ca_file.to_string_lossy();

@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -39,8 +39,24 @@ async function shot(name, section) {
   else await page.screenshot({ path: join(shots, name) });
 }
 
+// A shadow policy (policy_dir/shadow/, never enforced) that would refuse every push request for
+// a repository named "app": the board must mark those decisions with what it would have done.
+const SHADOW_ID = "no-requests-for-app";
+const SHADOW = `@id("${SHADOW_ID}")
+forbid (principal, action == Zodex::Action::"RequestPush", resource) when { resource.name == "app" };
+`;
+
 before(async () => {
-  info = json(zodex("dev", "up", "--json", "--dir", join(home, "dev")));
+  // As an operator trying a shadow policy would: bring the installation up, stop it, point its
+  // configuration (written to be edited) at a policy directory, bring it up again.
+  const dir = join(home, "dev");
+  info = json(zodex("dev", "up", "--json", "--dir", dir));
+  zodex("dev", "down", "--dir", dir);
+  const policies = join(home, "policies");
+  mkdirSync(join(policies, "shadow"), { recursive: true });
+  writeFileSync(join(policies, "shadow", "app.cedar"), SHADOW);
+  writeFileSync(info.config, `policy_dir = ${JSON.stringify(policies)}\n` + readFileSync(info.config, "utf8"));
+  info = json(zodex("dev", "up", "--json", "--dir", dir));
   env.ZODEX_CONFIG = info.config;
   board = spawn(join(bin, "zodex"), ["sprite", "watch", "--no-open"], { env, stdio: ["ignore", "pipe", "inherit"] });
   url = await new Promise((done, fail) => {
@@ -105,6 +121,25 @@ test("a push request appears within a second and approving it for 45m makes the 
     solver ? /write invariants hold/ : /^NOT PROVEN: no SMT solver .*install cvc5/,
   );
   await shot("authority.png");
+});
+
+test("a decision the shadow policies would have made otherwise is marked, never enforced", async () => {
+  // The first test's request for demo/app was allowed (it became a grant); the shadow policy
+  // would have refused it.
+  const row = page.locator("#decision-rows tr").filter({ hasText: "demo/app" })
+    .filter({ hasText: "RequestPush" }).first();
+  await row.waitFor({ timeout: 5000 });
+  assert.equal(await row.locator(".badge.allow").count(), 1, await row.textContent());
+  const badge = row.locator(".badge.shadow");
+  assert.equal(await badge.textContent(), "shadow: deny");
+  assert.match(await badge.getAttribute("title"), new RegExp(SHADOW_ID));
+  // A decision the shadow set agrees with carries no mark.
+  agent("github", "request-push", "--repo", "demo/lib", "--reason", "shadow-free");
+  const other = page.locator("#decision-rows tr").filter({ hasText: "demo/lib" })
+    .filter({ hasText: "RequestPush" }).first();
+  await other.waitFor({ timeout: 5000 });
+  assert.equal(await other.locator(".badge.shadow").count(), 0, await other.textContent());
+  await shot("shadow.png", "#decisions");
 });
 
 test("a denial appears live with its policy id", async () => {

@@ -452,29 +452,13 @@ mod tests {
     #[test]
     fn on_a_treeless_mirror_the_missing_trees_are_named_until_fetched() {
         let dir = tempfile::tempdir().unwrap();
-        let full = dir.path().join("full");
-        std::fs::create_dir_all(&full).unwrap();
-        git(&full, &["init", "-q", "-b", "main", "."]);
-        git(&full, &["config", "uploadpack.allowFilter", "true"]);
-        git(&full, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
+        let (full, mirror) = crate::git::test_full_repo(dir.path());
         write(&full, "a/b/c/one.txt", "1");
         write(&full, "top.txt", "t");
         let base = commit_all(&full, "base");
         write(&full, "a/b/c/one.txt", "2");
         let tip = commit_all(&full, "tip");
-        let url = format!("file://{}", full.display());
-        git(
-            dir.path(),
-            &[
-                "clone",
-                "-q",
-                "--bare",
-                "--filter=tree:0",
-                &url,
-                "mirror.git",
-            ],
-        );
-        let mirror = dir.path().join("mirror.git");
+        crate::git::test_treeless_clone(dir.path());
         let empty = tempfile::tempdir().unwrap();
         let mut rounds = 0;
         loop {
@@ -498,9 +482,7 @@ mod tests {
                 ),
                 "a diff never decides past a missing tree"
             );
-            let mut args = vec!["fetch", "-q", "--filter=tree:0", "origin"];
-            args.extend(missing.iter().map(String::as_str));
-            git(&mirror, &args);
+            crate::git::test_fetch_trees(&mirror, &missing);
             rounds += 1;
             assert!(rounds <= 4, "roots, a, a/b, a/b/c: four rounds at most");
         }

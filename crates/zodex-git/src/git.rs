@@ -142,6 +142,42 @@ pub(crate) fn test_git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// A fresh repository at `dir/full` that serves partial clones and any object by id (as
+/// GitHub does), and the path its treeless bare clone (`tree:0`, a mirror's shape) will have,
+/// `dir/mirror.git`: fill the repository, then [`test_treeless_clone`].
+#[cfg(test)]
+pub(crate) fn test_full_repo(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let full = dir.join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    test_git(&full, &["init", "-q", "-b", "main", "."]);
+    test_git(&full, &["config", "uploadpack.allowFilter", "true"]);
+    test_git(&full, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
+    (full, dir.join("mirror.git"))
+}
+
+/// Clones `dir/full` (see [`test_full_repo`]) bare and treeless into `dir/mirror.git`.
+#[cfg(test)]
+pub(crate) fn test_treeless_clone(dir: &Path) {
+    let url = format!("file://{}", dir.join("full").display());
+    let args = [
+        "clone",
+        "-q",
+        "--bare",
+        "--filter=tree:0",
+        &url,
+        "mirror.git",
+    ];
+    test_git(dir, &args);
+}
+
+/// Fetches `ids` (trees) into the treeless clone at `mirror`, as the publisher asks GitHub.
+#[cfg(test)]
+pub(crate) fn test_fetch_trees(mirror: &Path, ids: &[String]) {
+    let mut args = vec!["fetch", "-q", "--filter=tree:0", "origin"];
+    args.extend(ids.iter().map(String::as_str));
+    test_git(mirror, &args);
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -126,7 +126,8 @@ impl Quarantine {
                 false => large.push(target.clone()),
             }
         }
-        let mut scan = scan_in_parallel(self.odb(), &small).map_err(ImportError::Objects)?;
+        let mut scan = scan_in_parallel(self.odb(), &small)
+            .map_err(|e| ImportError::Objects(format!("the secret scan failed: {e}")))?;
         if !large.is_empty() {
             scan.absorb(self.scan_in_child(&large)?);
         }
@@ -205,18 +206,37 @@ pub struct Job {
     pub list: PathBuf,
 }
 
+/// Why blobs could not be scanned (the push is refused rather than sent unscanned).
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("reading the blob list: {0}")]
+    List(String),
+    #[error("opening the objects: {0}")]
+    Objects(String),
+    #[error("blob {0} is not a valid object id")]
+    BadId(String),
+    #[error("reading blob {id}: {why}")]
+    Read { id: ObjectId, why: String },
+    #[error("blob {0} is not in the quarantine")]
+    Missing(ObjectId),
+    #[error("a scan thread panicked")]
+    Panicked,
+}
+
 /// In the child: reads each listed blob (the quarantine with the mirror as alternate) and
 /// scans it.
 pub fn run(job: &Job) -> Answer {
-    run_inner(job).unwrap_or_else(|message| Answer::Failed { message })
+    run_inner(job).unwrap_or_else(|e| Answer::Failed {
+        message: e.to_string(),
+    })
 }
 
-fn run_inner(job: &Job) -> Result<Answer, String> {
-    let text = std::fs::read(&job.list).map_err(|e| format!("reading the list: {e}"))?;
+fn run_inner(job: &Job) -> Result<Answer, ScanError> {
+    let text = std::fs::read(&job.list).map_err(|e| ScanError::List(e.to_string()))?;
     let targets: Vec<Target> =
-        serde_json::from_slice(&text).map_err(|e| format!("reading the list: {e}"))?;
+        serde_json::from_slice(&text).map_err(|e| ScanError::List(e.to_string()))?;
     let odb = gix::odb::at(&job.objects, gix::hash::Kind::Sha1)
-        .map_err(|e| format!("opening the objects: {e}"))?;
+        .map_err(|e| ScanError::Objects(e.to_string()))?;
     Ok(Answer::Scanned {
         scan: scan_in_parallel(&odb, &targets)?,
     })
@@ -224,7 +244,7 @@ fn run_inner(job: &Job) -> Result<Answer, String> {
 
 /// [`scan_all`] over up to [`SCAN_THREADS`] threads, each with its own view of the objects
 /// and one blob in memory at a time; the findings in the order of `targets`.
-fn scan_in_parallel(odb: &gix::odb::Handle, targets: &[Target]) -> Result<SecretScan, String> {
+fn scan_in_parallel(odb: &gix::odb::Handle, targets: &[Target]) -> Result<SecretScan, ScanError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(SCAN_THREADS);
@@ -232,7 +252,7 @@ fn scan_in_parallel(odb: &gix::odb::Handle, targets: &[Target]) -> Result<Secret
         return scan_all(odb, targets);
     }
     let chunk = targets.len().div_ceil(threads);
-    let scans: Vec<Result<SecretScan, String>> = std::thread::scope(|scope| {
+    let scans: Vec<Result<SecretScan, ScanError>> = std::thread::scope(|scope| {
         let running: Vec<_> = targets
             .chunks(chunk)
             .map(|part| {
@@ -242,10 +262,7 @@ fn scan_in_parallel(odb: &gix::odb::Handle, targets: &[Target]) -> Result<Secret
             .collect();
         running
             .into_iter()
-            .map(|t| {
-                t.join()
-                    .unwrap_or_else(|_| Err("a scan thread panicked".into()))
-            })
+            .map(|t| t.join().unwrap_or(Err(ScanError::Panicked)))
             .collect()
     });
     let mut scan = SecretScan::default();
@@ -259,7 +276,7 @@ fn scan_in_parallel(odb: &gix::odb::Handle, targets: &[Target]) -> Result<Secret
 const SCAN_THREADS: usize = 4;
 
 /// Reads and scans each of `targets`, one blob in memory at a time.
-fn scan_all(odb: &gix::odb::Handle, targets: &[Target]) -> Result<SecretScan, String> {
+fn scan_all(odb: &gix::odb::Handle, targets: &[Target]) -> Result<SecretScan, ScanError> {
     use gix::objs::Find;
     let rules = zodex_secrets::Rules::shipped();
     let limits = zodex_secrets::Limits {
@@ -270,11 +287,15 @@ fn scan_all(odb: &gix::odb::Handle, targets: &[Target]) -> Result<SecretScan, St
     let mut scan = SecretScan::default();
     let mut buf = Vec::new();
     for target in targets {
-        let id = ObjectId::from_hex(target.blob.as_bytes()).map_err(|e| e.to_string())?;
+        let id = ObjectId::from_hex(target.blob.as_bytes())
+            .map_err(|_| ScanError::BadId(target.blob.clone()))?;
         let data = odb
             .try_find(&id, &mut buf)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("blob {id} is not in the quarantine"))?;
+            .map_err(|e| ScanError::Read {
+                id,
+                why: e.to_string(),
+            })?
+            .ok_or(ScanError::Missing(id))?;
         if data.kind != gix::objs::Kind::Blob {
             continue;
         }

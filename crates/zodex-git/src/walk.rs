@@ -382,32 +382,12 @@ mod tests {
     #[test]
     fn the_trees_the_workflow_fact_reads_are_named_until_fetched() {
         let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("full");
-        std::fs::create_dir_all(&repo).unwrap();
-        git(&repo, &["init", "-q", "-b", "main", "."]);
-        git(&repo, &["config", "uploadpack.allowFilter", "true"]);
-        git(&repo, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
+        let (repo, mirror) = crate::git::test_full_repo(dir.path());
         commit(&repo, "src/deep/a.txt", "one");
         let ci = commit(&repo, ".github/workflows/ci.yml", "two");
-        let url = format!("file://{}", repo.display());
-        let mirror = dir.path().join("mirror.git");
-        git(
-            dir.path(),
-            &[
-                "clone",
-                "-q",
-                "--bare",
-                "--filter=tree:0",
-                &url,
-                "mirror.git",
-            ],
-        );
+        crate::git::test_treeless_clone(dir.path());
         let empty = tempfile::tempdir().unwrap();
-        let fetch = |ids: &[String]| {
-            let mut args = vec!["fetch", "-q", "--filter=tree:0", "origin"];
-            args.extend(ids.iter().map(String::as_str));
-            git(&mirror, &args);
-        };
+        let fetch = |ids: &[String]| crate::git::test_fetch_trees(&mirror, ids);
         let rev = |r: &str| git(&repo, &["rev-parse", r]);
         let commits = || {
             let odb = gix::odb::at(mirror.join("objects"), gix::hash::Kind::Sha1).unwrap();

@@ -99,12 +99,39 @@ impl Mirrors {
             .ensure_coverage(github, &repo, self.core.now())
             .await
             .map_err(super::pipeline::nothing_pushed)?;
+        let mut refs: Vec<MirrorRef> = self
+            .read_advertised(github, &repo)
+            .await?
+            .into_iter()
+            .map(|(name, oid)| MirrorRef { name, oid })
+            .collect();
+        refs.sort_by(|a, b| a.name.cmp(&b.name));
+        let kept = refs.iter().map(|r| (r.name.clone(), r.oid)).collect();
+        self.advertised
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(repo.key(), (std::time::Instant::now(), kept));
+        self.prefetch_listed(
+            github,
+            &repo,
+            refs.iter().map(|r| r.oid.to_string()).collect(),
+        );
+        Ok(refs)
+    }
+
+    /// GitHub's branches and tags of `repo`, read now on the pooled connection (one round trip
+    /// once it is warm): receive-pack's advertisement, as `git push` reads it.
+    async fn read_advertised(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+    ) -> Result<Vec<(RefName, ObjectId)>, Failure> {
         let token = self
             .credentials
-            .mirror_read_token(github, &repo)
+            .mirror_read_token(github, repo)
             .await
             .map_err(super::pipeline::nothing_pushed)?;
-        let url = repo_url(github, &repo);
+        let url = repo_url(github, repo);
         let listing = format!("listing the refs of {repo}");
         let advertised = match Session::new(&url, &token) {
             Ok(session) => session.refs().await,
@@ -119,7 +146,7 @@ impl Mirrors {
                 format!("{listing}: {other}; see the zodex-prd log"),
             ),
         });
-        let mut refs: Vec<MirrorRef> = advertised
+        Ok(advertised
             .map_err(super::pipeline::nothing_pushed)?
             .refs
             .into_iter()
@@ -129,24 +156,31 @@ impl Mirrors {
             })
             // GitHub's words parsed here, once: a ref or id that is not one is not listed.
             .filter_map(|(name, oid)| {
-                Some(MirrorRef {
-                    name: RefName::parse(name).ok()?,
-                    oid: ObjectId::parse(&oid).ok()?,
-                })
+                Some((RefName::parse(name).ok()?, ObjectId::parse(&oid).ok()?))
             })
-            .collect();
-        refs.sort_by(|a, b| a.name.cmp(&b.name));
-        let kept = refs.iter().map(|r| (r.name.clone(), r.oid)).collect();
-        self.advertised
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(repo.key(), (std::time::Instant::now(), kept));
-        self.prefetch_listed(
-            github,
-            &repo,
-            refs.iter().map(|r| r.oid.to_string()).collect(),
-        );
-        Ok(refs)
+            .collect())
+    }
+
+    /// [`Mirrors::open_mirror`] on GitHub's refs read now on the pooled connection, the tips
+    /// the mirror lacks fetched by id: the same refs and objects as a `git fetch`, without
+    /// its new connection and negotiation (a publication's path; issue 38). Falls back to the
+    /// fetch when the listing or the tips do not work out. Call with the mirror's lock held.
+    pub(super) async fn open_mirror_now(
+        self: &Arc<Self>,
+        github: &GitHub,
+        repo: &RepoName,
+    ) -> Result<OpenMirror, Failure> {
+        match self.read_advertised(github, repo).await {
+            Ok(refs) => {
+                if let Some(mirror) = self.open_mirror_listed(github, repo, refs).await {
+                    return Ok(mirror);
+                }
+            }
+            Err(e) => {
+                tracing::info!(error = %e.0.message, "listing the refs failed; fetching every ref")
+            }
+        }
+        self.open_mirror(github, repo).await
     }
 
     /// The refs `list for-push` read from GitHub for `repo` moments ago, left in place for the

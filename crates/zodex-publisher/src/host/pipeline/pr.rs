@@ -76,14 +76,16 @@ impl Pipeline {
                 "nothing to publish: the request carries no commits; commit your work first",
             ));
         };
+        let mut clock = super::types::Stages::start();
         let _guard = self.mirrors.lock(&repo).await;
         let mirror = Arc::new(
             self.mirrors
-                .open_mirror(&github, &repo)
+                .open_mirror_now(&github, &repo)
                 .await
                 .map_err(nothing_pushed)?,
         );
         self.mirrors.deepen_later(&github, &repo, &mirror);
+        clock.mark("mirror");
         let now = self.core.now();
         let pr = Arc::new(pr);
         let quarantine = self
@@ -96,9 +98,11 @@ impl Pipeline {
                 vec![pr.head.clone()],
             )
             .await?;
+        clock.mark("import");
         let quarantine = self
             .ready_for_facts(&github, &repo, &mirror, quarantine, &pr.head, now)
             .await;
+        clock.mark("trees");
         // The bundle checked, the earlier attempt read: git and SQLite.
         let checking = (repo.clone(), mirror.clone(), pr.clone());
         let (quarantine, checked) = blocking(self, move |pipeline| {
@@ -120,6 +124,7 @@ impl Pipeline {
         })
         .await;
         let ((facts, scan), base, key, earlier) = checked?;
+        clock.mark("facts");
         let quarantine = SharedQuarantine::new(quarantine);
         // A retry of a publish whose commits went up already is not "nothing to publish".
         if facts.new_commits == 0
@@ -136,6 +141,7 @@ impl Pipeline {
         let (draft, audit_id, trace) = self
             .decide_publication(agent, &repo, &pr, &bundle, (&facts, &scan, &base), now)
             .await?;
+        clock.mark("decide");
 
         if let Some(p) = &earlier
             && p.state == PublicationState::Opened
@@ -155,10 +161,11 @@ impl Pipeline {
                 reused: true,
             });
         }
-        // A crash after `pushing` was recorded may have left the branch at GitHub: reuse it.
-        let branch = match &earlier {
-            Some(p) if p.state != PublicationState::Failed => p.branch.clone(),
-            _ => self.branch_name(&pr.title, now),
+        // A crash after `pushing` was recorded may have left the branch at GitHub (and a pull
+        // request from it): reuse it. A new branch cannot have a pull request yet.
+        let (branch, reused_branch) = match &earlier {
+            Some(p) if p.state != PublicationState::Failed => (p.branch.clone(), true),
+            _ => (self.branch_name(&pr.title, now), false),
         };
         let publication = Publication {
             idempotency_key: key,
@@ -184,6 +191,7 @@ impl Pipeline {
             .await
             .map_err(nothing_pushed)?;
         let token_sha = minted.token().sha256();
+        clock.mark("mint");
         let opening = Opening {
             github: &github,
             token: minted.token(),
@@ -191,12 +199,14 @@ impl Pipeline {
             pr: &pr,
             draft,
             trace: self.core.settings.pr_footer.then_some(trace),
+            reused_branch,
             now,
         };
         let (result, publication) = self
-            .push_and_open(opening, (&mirror, &quarantine), publication)
+            .push_and_open(opening, (&mirror, &quarantine), publication, &mut clock)
             .await;
-        minted.revoke().await;
+        // Off the path the agent waits for; see `StepToken::revoke_after_answer`.
+        minted.revoke_after_answer();
         let ended = match &result {
             Ok(published) => Ok((published.number as i64, published.url.clone())),
             Err((failure, left_at)) => Err((failure.0.message.clone(), *left_at)),
@@ -209,6 +219,8 @@ impl Pipeline {
             })
         })
         .await?;
+        clock.mark("record");
+        tracing::info!(repo = %repo, bytes = bundle.len, stages = %clock, "publication handled");
         result.map_err(|(failure, _)| failure)
     }
 
@@ -386,6 +398,7 @@ impl Pipeline {
         opening: Opening<'_>,
         (mirror, quarantine): (&OpenMirror, &SharedQuarantine),
         publication: Publication,
+        clock: &mut super::types::Stages,
     ) -> (Result<Published, (Failure, PublicationState)>, Publication) {
         let Opening {
             github,
@@ -394,6 +407,7 @@ impl Pipeline {
             pr,
             draft,
             trace,
+            reused_branch,
             now,
         } = opening;
         let (branch, base) = (publication.branch.clone(), publication.base.clone());
@@ -463,14 +477,19 @@ impl Pipeline {
                 publication,
             );
         }
+        clock.mark("push");
         // A pull request from an earlier attempt (a crash after opening it) is reused. If
-        // GitHub cannot say, the branch stays: it may carry that pull request.
-        let existing = match github.find_pull(token, repo, &branch).await {
-            Ok(existing) => existing,
-            Err(e) => {
-                let failure = Failure::from_github(e);
-                return (Err((failure, PublicationState::Pushed)), publication);
-            }
+        // GitHub cannot say, the branch stays: it may carry that pull request. A branch this
+        // attempt named was created by its push (leased on absence), so none can exist.
+        let existing = match reused_branch {
+            false => None,
+            true => match github.find_pull(token, repo, &branch).await {
+                Ok(existing) => existing,
+                Err(e) => {
+                    let failure = Failure::from_github(e);
+                    return (Err((failure, PublicationState::Pushed)), publication);
+                }
+            },
         };
         let opened = match existing {
             Some(pull) => pull,
@@ -553,6 +572,8 @@ struct Opening<'a> {
     draft: bool,
     /// What the footer names (`None`: no footer).
     trace: Option<Trace>,
+    /// The branch is an earlier attempt's (it may carry that attempt's pull request).
+    reused_branch: bool,
     now: i64,
 }
 
