@@ -1,7 +1,9 @@
-//! `zodex fleet …`: a fleet's operators and sprites (`operator::fleet`), and every
-//! `zodex sprite github` verb sent to the fleet's service over mutual TLS. Parse, call, print.
+//! `zodex fleet …`: a fleet's operators and sprites (`operator::fleet`), its board (`watch`),
+//! and every `zodex sprite github` verb sent to the fleet's service over mutual TLS (`requests`
+//! and `audit` with `--sprite`/`--label`). Parse, call, print.
 
-use super::zodex::{GithubCommand, Target, github};
+use super::github_args::{GithubCommand, SpriteFilterArgs};
+use super::zodex::{Target, github};
 use super::{EXIT_OK, print_failure, print_json_ok};
 use crate::operator::fleet::{self, FleetOpError};
 use crate::operator::registry::Registry;
@@ -41,8 +43,14 @@ pub(super) enum FleetCommand {
     Remove { sprite: String },
     /// The fleet's members: sprites (with their labels) and operators.
     Sprites,
+    /// The operator's board over the whole fleet, from this machine over mutual TLS: every
+    /// sprite's requests (each naming the sprite that asks), grants and decisions, live.
+    Watch {
+        #[command(flatten)]
+        args: super::watch::WatchArgs,
+    },
     #[command(flatten)]
-    Github(GithubCommand),
+    Github(GithubCommand<SpriteFilterArgs>),
 }
 
 #[derive(Subcommand)]
@@ -169,6 +177,10 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
                     .join("\n")
             },
         ),
+        FleetCommand::Watch { args } => match fleet_entry(target, registry) {
+            Ok(entry) => super::watch::fleet(entry, &args),
+            Err(e) => print_failure(&e, json),
+        },
         FleetCommand::Github(command) => match fleet_entry(target, registry) {
             Ok(entry) => github(&Target::named(entry.name, json), command, registry),
             Err(e) => print_failure(&e, json),

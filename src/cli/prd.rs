@@ -484,9 +484,11 @@ fn admin_watch(
         Ok(config) => config,
         Err(code) => return code,
     };
-    let options = crate::publisher::watch::WatchOptions {
-        admin_socket: config.admin_socket.clone(),
+    let socket = crate::publisher::watch::AdminSocket {
+        path: config.admin_socket.clone(),
         publisher_uid: config.publisher_uid,
+    };
+    let options = crate::publisher::watch::WatchOptions {
         after,
         backlog,
         interval: std::time::Duration::from_millis(200),
@@ -503,7 +505,7 @@ fn admin_watch(
     let calls = history
         .as_mut()
         .map(|h| h as &mut dyn crate::publisher::watch::Follow);
-    match crate::publisher::watch::run(&options, calls, &mut std::io::stdout().lock()) {
+    match crate::publisher::watch::run(&options, socket, calls, &mut std::io::stdout().lock()) {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("error: {}", render::safe(&e.to_string()));

@@ -1,9 +1,9 @@
-//! `zodex sprite watch` and `zodex local watch`: parse the board's options, start it
+//! `zodex sprite watch`, `zodex fleet watch` and `zodex local watch`: parse the board's options, start it
 //! (`operator::board`), and print its URL — the only place the capability is shown.
 
 use super::{EXIT_FAILURE, print_failure};
 use crate::operator::board::{self, BoardOptions, Source, Started};
-use crate::operator::registry::Registry;
+use crate::operator::registry::{Registry, SpriteEntry};
 
 /// How to show the board.
 #[derive(Debug, Clone, clap::Args)]
@@ -43,20 +43,24 @@ fn announce(started: &Started) {
 
 /// `zodex sprite watch [--sprite NAME]`.
 pub fn sprite(sprite: Option<String>, args: &WatchArgs, registry: &Registry) -> i32 {
-    let entry = match registry.choose(sprite.as_deref()) {
-        Ok(entry) => entry,
-        Err(e) => return print_failure(&e, false),
-    };
-    if args.tui {
-        return match board::tui::run(Source::Sprite(entry)) {
-            Ok(()) => super::EXIT_OK,
-            Err(e) => {
-                eprintln!("error: {e}");
-                EXIT_FAILURE
-            }
-        };
+    match registry.choose(sprite.as_deref()) {
+        Ok(entry) => show(Source::Sprite(entry), args),
+        Err(e) => print_failure(&e, false),
     }
-    match board::run(Source::Sprite(entry), args.options(), announce) {
+}
+
+/// `zodex fleet watch`: the board over the fleet's registry entry (reached over mutual TLS).
+pub fn fleet(entry: SpriteEntry, args: &WatchArgs) -> i32 {
+    show(Source::Sprite(entry), args)
+}
+
+fn show(source: Source, args: &WatchArgs) -> i32 {
+    let shown = if args.tui {
+        board::tui::run(source).map_err(|e| e.to_string())
+    } else {
+        board::run(source, args.options(), announce).map_err(|e| e.to_string())
+    };
+    match shown {
         Ok(()) => super::EXIT_OK,
         Err(e) => {
             eprintln!("error: {e}");
@@ -67,20 +71,5 @@ pub fn sprite(sprite: Option<String>, args: &WatchArgs, registry: &Registry) -> 
 
 /// `zodex local watch`: this machine's tool calls.
 pub fn local(args: &WatchArgs, history: std::path::PathBuf) -> i32 {
-    if args.tui {
-        return match board::tui::run(Source::Local { history }) {
-            Ok(()) => super::EXIT_OK,
-            Err(e) => {
-                eprintln!("error: {e}");
-                EXIT_FAILURE
-            }
-        };
-    }
-    match board::run(Source::Local { history }, args.options(), announce) {
-        Ok(()) => super::EXIT_OK,
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_FAILURE
-        }
-    }
+    show(Source::Local { history }, args)
 }

@@ -1,6 +1,7 @@
 //! `zodex`: the operator's command line.
 
 use super::dev::{DevCommand, dev_command};
+use super::github_args::{GithubCommand, PageArgs, Via};
 use super::{
     EXIT_DENIED, EXIT_FAILURE, EXIT_OK, print_failure, print_response, render, repo_arg, ttl_arg,
 };
@@ -8,7 +9,7 @@ use crate::engine::RepoName;
 use crate::operator::registry::{Registry, SpriteEntry, exec_admin_command, local_admin_command};
 use crate::operator::transport;
 use crate::protocol::answers::{AuditRow, Explanation, Grant, GrantVia, GrantView, YoloScope};
-use crate::protocol::{AdminRequest, ForSprites, Ttl};
+use crate::protocol::{AdminRequest, ForSprites};
 use crate::publisher::prove::Report;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -199,157 +200,6 @@ enum SpriteCommand {
     },
 }
 
-#[derive(Args)]
-#[group(multiple = false)]
-pub(super) struct TtlArgs {
-    /// How long it lasts: 30s, 45m, 2h, 1d, 1h30m.
-    #[arg(long, value_parser = ttl_arg, allow_hyphen_values = true)]
-    ttl: Option<Duration>,
-    /// No expiry (recorded as an explicit choice).
-    #[arg(long)]
-    no_ttl: bool,
-}
-
-impl TtlArgs {
-    /// What was asked, the publisher's default when nothing was.
-    fn resolve(&self) -> Ttl {
-        self.given().unwrap_or(Ttl::Default)
-    }
-
-    fn given(&self) -> Option<Ttl> {
-        if self.no_ttl {
-            Some(Ttl::NoTtl)
-        } else {
-            self.ttl.map(|t| Ttl::Seconds(t.as_secs() as i64))
-        }
-    }
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub(super) enum Via {
-    /// Pushes only through git-remote-zodex, every ref decided on its own.
-    Gateway,
-    /// Also a one-repo write token through the credential helper (per-ref rules cannot hold).
-    Token,
-}
-
-/// Which agents a grant or scope serves when the publisher serves a fleet.
-#[derive(Args)]
-pub(super) struct ForSpritesArgs {
-    /// In a fleet: for this sprite's agent only (`--sprite` names the publisher to talk to).
-    #[arg(long = "for-sprite", value_name = "NAME", conflicts_with = "for_label")]
-    for_sprite: Option<String>,
-    /// In a fleet: for every sprite carrying this label.
-    #[arg(long = "for-label", value_name = "KEY=VALUE")]
-    for_label: Option<String>,
-}
-
-impl From<ForSpritesArgs> for ForSprites {
-    fn from(args: ForSpritesArgs) -> Self {
-        Self {
-            sprite: args.for_sprite,
-            label: args.for_label,
-        }
-    }
-}
-
-#[derive(Subcommand)]
-pub(super) enum GithubCommand {
-    /// Let the agent push to one repository (default 30m, through the gateway).
-    GrantPush {
-        #[arg(long, value_parser = repo_arg)]
-        repo: RepoName,
-        #[command(flatten)]
-        ttl: TtlArgs,
-        /// Allow changes under .github/workflows/.
-        #[arg(long)]
-        allow_workflows: bool,
-        #[arg(long, value_enum, default_value = "gateway")]
-        via: Via,
-        /// Limit the grant to these refs (repeatable): a branch (`main`), a full ref
-        /// (`refs/tags/v1`) or a prefix ending in `/*` (`feature/*`). Default: every ref.
-        #[arg(long = "ref", value_name = "PATTERN")]
-        refs: Vec<String>,
-        /// Allow changing protected paths matching this glob (repeatable): `CODEOWNERS`,
-        /// `.github/**`, `**` for any. Default: none (docs/policy.md, protected paths).
-        #[arg(long = "allow-path", value_name = "PATTERN")]
-        allow_paths: Vec<String>,
-        /// Allow pushing the secret finding with this fingerprint (repeatable; the denial
-        /// names it).
-        #[arg(long = "allow-secret", value_name = "FINGERPRINT")]
-        allow_secrets: Vec<String>,
-        #[command(flatten)]
-        to: ForSpritesArgs,
-    },
-    /// End every grant and pending request for a repository (in a fleet: of one sprite or
-    /// label with --sprite/--label, else of every sprite).
-    RevokePush {
-        #[arg(long, value_parser = repo_arg)]
-        repo: RepoName,
-        #[command(flatten)]
-        to: ForSpritesArgs,
-    },
-    /// Let the agent push freely for a while: to the given repositories, or to every
-    /// repository the writer App is installed on (default 2h).
-    Yolo {
-        #[arg(long = "repo", value_parser = repo_arg)]
-        repos: Vec<RepoName>,
-        #[command(flatten)]
-        ttl: TtlArgs,
-        #[arg(long)]
-        allow_workflows: bool,
-        /// Limit the scope to these refs (repeatable), as for grant-push. Default: every ref.
-        #[arg(long = "ref", value_name = "PATTERN")]
-        refs: Vec<String>,
-        /// Allow changing protected paths matching this glob (repeatable), as for grant-push.
-        #[arg(long = "allow-path", value_name = "PATTERN")]
-        allow_paths: Vec<String>,
-        #[command(flatten)]
-        to: ForSpritesArgs,
-    },
-    /// Back to defaults: clear every YOLO scope (explicit grants stay).
-    Default,
-    /// Active grants and YOLO scopes with time left, and pending requests.
-    Status,
-    /// Pending push requests from the agent (every page, oldest first).
-    Requests {
-        #[command(flatten)]
-        page: PageArgs,
-    },
-    /// Approve a pending request.
-    Approve {
-        id: i64,
-        #[command(flatten)]
-        ttl: TtlArgs,
-    },
-    /// Refuse a pending request.
-    Deny { id: i64 },
-    /// The audit log (the newest 1,000 rows unless --limit says otherwise).
-    Audit {
-        /// Walk the audit's hash chains instead: each chain's head, and the first row that was
-        /// changed, inserted, reordered or removed (exit 1 if any).
-        #[arg(long, conflicts_with_all = ["since", "repo"])]
-        verify: bool,
-        /// Only rows newer than this (e.g. 1h, 1d).
-        #[arg(long, value_parser = ttl_arg)]
-        since: Option<Duration>,
-        #[arg(long, value_parser = repo_arg)]
-        repo: Option<RepoName>,
-        #[command(flatten)]
-        page: PageArgs,
-    },
-}
-
-#[derive(Args, Clone, Copy)]
-pub(super) struct PageArgs {
-    /// Show at most this many rows (the newest).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    limit: Option<u32>,
-    /// Show only rows older than this id (printed under a partial listing).
-    #[arg(long)]
-    before: Option<i64>,
-}
-
 /// Rows `zodex sprite github audit` shows when no --limit is given.
 const AUDIT_DEFAULT_ROWS: usize = 1000;
 
@@ -414,6 +264,10 @@ impl Command {
                 }
                 | Self::Sprite {
                     command: SpriteCommand::Watch { .. }
+                }
+                | Self::Fleet {
+                    command: super::fleet::FleetCommand::Watch { .. },
+                    ..
                 }
                 | Self::Local(super::local::LocalCommand::Watch(_))
         )
@@ -553,6 +407,7 @@ fn list<T: serde::de::DeserializeOwned + serde::Serialize>(
     registry: &Registry,
     page: PageArgs,
     default: Option<usize>,
+    of: &ForSprites,
     request: impl Fn(Option<u32>, Option<i64>) -> AdminRequest,
     id: impl Fn(&T) -> i64,
     render: impl Fn(&[T]) -> String,
@@ -570,6 +425,10 @@ fn list<T: serde::de::DeserializeOwned + serde::Serialize>(
             Ok(response) => response,
             Err(e) => return print_failure(&e, target.json),
         };
+        // An older publisher ignores a filter it does not know: its rows are not shown.
+        if let Err(e) = response.check_filtered(of) {
+            return print_failure(&e, target.json);
+        }
         match response.answer::<Vec<T>>() {
             Ok(items) => rows.extend(items),
             Err(_) => return print_response(&response, target.json, |rows: &Vec<T>| render(rows)),
@@ -587,14 +446,18 @@ fn list<T: serde::de::DeserializeOwned + serde::Serialize>(
         }
     };
     rows.sort_by_key(|r| id(r));
-    let merged = crate::protocol::Response::page(rows, next);
+    let merged = crate::protocol::Response::page(rows, next).filtered_by(of);
     print_response(&merged, target.json, |rows: &Vec<T>| match next {
         Some(cursor) => format!("{}\n{}", render(rows).trim_end(), render::more_rows(cursor)),
         None => render(rows),
     })
 }
 
-pub(super) fn github(target: &Target, command: GithubCommand, registry: &Registry) -> i32 {
+pub(super) fn github<F: Args + Into<ForSprites>>(
+    target: &Target,
+    command: GithubCommand<F>,
+    registry: &Registry,
+) -> i32 {
     match command {
         GithubCommand::GrantPush {
             repo,
@@ -664,15 +527,23 @@ pub(super) fn github(target: &Target, command: GithubCommand, registry: &Registr
             &AdminRequest::Status,
             render::operator_status,
         ),
-        GithubCommand::Requests { page } => list(
-            target,
-            registry,
-            page,
-            None,
-            |limit, before| AdminRequest::Requests { limit, before },
-            |view: &GrantView| view.grant.id,
-            |rows| render::requests(rows, "Request", "No pending requests."),
-        ),
+        GithubCommand::Requests { page, of } => {
+            let of: ForSprites = of.into();
+            list(
+                target,
+                registry,
+                page,
+                None,
+                &of,
+                |limit, before| AdminRequest::Requests {
+                    limit,
+                    before,
+                    of: of.clone(),
+                },
+                |view: &GrantView| view.grant.id,
+                |rows| render::requests(rows, "Request", "No pending requests."),
+            )
+        }
         GithubCommand::Approve { id, ttl } => {
             let request = AdminRequest::Approve {
                 id,
@@ -683,24 +554,40 @@ pub(super) fn github(target: &Target, command: GithubCommand, registry: &Registr
         GithubCommand::Deny { id } => {
             send(target, registry, &AdminRequest::Deny { id }, render::denied)
         }
-        GithubCommand::Audit { verify: true, .. } => {
+        GithubCommand::Audit {
+            verify: true, of, ..
+        } => {
+            let of: ForSprites = of.into();
+            if !of.is_empty() {
+                return print_failure(
+                    &"--verify walks every audit chain whole; it takes no --sprite or --label",
+                    target.json,
+                );
+            }
             super::audit::verify(target.sprite().as_deref(), target.json, registry)
         }
         GithubCommand::Audit {
-            since, repo, page, ..
+            since,
+            repo,
+            page,
+            of,
+            ..
         } => {
             let since_seconds = since.map(|d| d.as_secs() as i64);
             let repo = repo.map(|r| r.to_string());
+            let of: ForSprites = of.into();
             list(
                 target,
                 registry,
                 page,
                 Some(AUDIT_DEFAULT_ROWS),
+                &of,
                 |limit, before| AdminRequest::Audit {
                     since_seconds,
                     repo: repo.clone(),
                     limit,
                     before,
+                    of: of.clone(),
                 },
                 |row: &AuditRow| row.id,
                 render::audit,

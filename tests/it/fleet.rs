@@ -18,7 +18,12 @@ fn audit(fleet: &Fleet) -> Vec<Value> {
 }
 
 /// Clones `demo/app` as `sprite`'s agent into `parent/NAME` and commits one file on `branch`.
-fn work_on(fleet: &Fleet, sprite: &Sprite, parent: &Path, branch: &str) -> std::path::PathBuf {
+pub(crate) fn work_on(
+    fleet: &Fleet,
+    sprite: &Sprite,
+    parent: &Path,
+    branch: &str,
+) -> std::path::PathBuf {
     let url = format!("{}/demo/app.git", fleet.service.demo.hub.git_url());
     let out = sprite.git(fleet, parent, &["clone", "--quiet", &url, &sprite.name]);
     assert!(

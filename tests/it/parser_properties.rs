@@ -331,8 +331,12 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
         Just(AdminRequest::Ping),
         Just(AdminRequest::Default),
         Just(AdminRequest::Status),
-        (option::of(any::<u32>()), option::of(any::<i64>()))
-            .prop_map(|(limit, before)| AdminRequest::Requests { limit, before }),
+        (
+            option::of(any::<u32>()),
+            option::of(any::<i64>()),
+            any_for_sprites()
+        )
+            .prop_map(|(limit, before, of)| AdminRequest::Requests { limit, before, of }),
         (
             text(),
             any_ttl(),
@@ -378,14 +382,16 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
             option::of(any::<i64>()),
             option::of(text()),
             option::of(any::<u32>()),
-            option::of(any::<i64>())
+            option::of(any::<i64>()),
+            any_for_sprites()
         )
-            .prop_map(|(since_seconds, repo, limit, before)| {
+            .prop_map(|(since_seconds, repo, limit, before, of)| {
                 AdminRequest::Audit {
                     since_seconds,
                     repo,
                     limit,
                     before,
+                    of,
                 }
             }),
         text().prop_map(|sha256| AdminRequest::SetMcpKeyHash { sha256 }),

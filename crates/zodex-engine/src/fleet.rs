@@ -188,6 +188,50 @@ impl Owner {
     }
 }
 
+/// Which sprites' rows an operator's list keeps (`--sprite NAME`, `--label KEY=VALUE` on
+/// `requests`, `audit`, `status`): a filter over what is stored, never an owner, so it widens
+/// nothing. A label selects the sprites the registry says carry it now.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SpriteFilter {
+    Sprite(MemberName),
+    Label(SpriteLabel),
+}
+
+impl SpriteFilter {
+    /// The sprite's name, when it names one.
+    pub fn sprite(&self) -> Option<&MemberName> {
+        match self {
+            Self::Sprite(name) => Some(name),
+            Self::Label(_) => None,
+        }
+    }
+
+    /// The label, when it names one.
+    pub fn label(&self) -> Option<&SpriteLabel> {
+        match self {
+            Self::Sprite(_) => None,
+            Self::Label(label) => Some(label),
+        }
+    }
+
+    /// A SQL `LIKE` pattern (escape character `\`) that matches the registry's `labels`
+    /// column (a JSON array of `key=value` texts) exactly when it holds this label: a label's
+    /// characters need no JSON escaping, and `_`, LIKE's one wildcard among them, is escaped.
+    pub fn labels_like(&self) -> Option<String> {
+        self.label()
+            .map(|label| format!("%\"{}\"%", label.as_str().replace('_', "\\_")))
+    }
+}
+
+impl fmt::Display for SpriteFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Sprite(name) => write!(f, "sprite {name}"),
+            Self::Label(label) => write!(f, "sprites labelled {label}"),
+        }
+    }
+}
+
 impl fmt::Display for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -109,4 +109,6 @@ mod action_index_tests;
 #[cfg(test)]
 mod fleet_tests;
 #[cfg(test)]
+mod sprite_filter_tests;
+#[cfg(test)]
 mod tests;

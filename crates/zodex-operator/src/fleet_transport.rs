@@ -93,3 +93,22 @@ fn connect(
     }
     Err(last.unwrap_or_else(|| std::io::Error::other("the name resolves to no address")))
 }
+
+/// The fleet's service as the board's watch asks it (`zodex fleet watch`): each look is one
+/// request over mutual TLS, as [`call`] sends it.
+pub struct FleetCall {
+    pub name: String,
+    pub reach: FleetReach,
+}
+
+impl zodex_protocol::watch::AdminCall for FleetCall {
+    fn call(
+        &mut self,
+        request: &AdminRequest,
+    ) -> Result<Response, zodex_protocol::watch::Unreachable> {
+        call(&self.name, &self.reach, request).map_err(|e| zodex_protocol::watch::Unreachable {
+            to: format!("the service of fleet {}", self.name),
+            detail: e.to_string(),
+        })
+    }
+}

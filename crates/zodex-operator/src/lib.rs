@@ -33,11 +33,12 @@
 //! - `fleet`: `zodex fleet`: an operator's key made here and enrolled, the fleet registered
 //!   (its entry reached over mutual TLS), sprites enrolled through their exec transport.
 //!   - `fleet_transport`: one admin request over mutual TLS with the operator's certificate,
-//!     replicas tried in turn only while connecting.
-//! - `board`: `zodex sprite watch`, `zodex local watch`: the operator's board on `127.0.0.1`
-//!   behind a capability URL.
+//!     replicas tried in turn only while connecting (also the board's watch's carrier).
+//! - `board`: `zodex sprite watch`, `zodex fleet watch`, `zodex local watch`: the operator's
+//!   board on `127.0.0.1` behind a capability URL.
 //!   - `board::feed`: the sprite's one `admin watch` (or local mode's tool calls), numbered, each
 //!     row kept once, in a bounded window.
+//!   - `board::fleet_feed`: a fleet's: the same watch run here, over mutual TLS.
 //!   - `board::server`: the embedded page (`page/`), its server-sent events (resumed with
 //!     `Last-Event-ID`) and its actions.
 //!   - `board::guard`: the door: loopback `Host`, the capability compared in constant time (else

@@ -88,7 +88,7 @@ pub fn watch(
     if sprite.fleet.is_some() {
         return Err(TransportError::NoAnswer {
             sprite: sprite.name.clone(),
-            detail: "the live board does not reach a fleet yet; watch on the service's host (`zodex sprite watch` with an entry whose admin command runs there)".into(),
+            detail: "a fleet's board watches over mutual TLS from this machine (`zodex fleet watch`), not through a process on the service's host".into(),
         });
     }
     let mut argv = sprite.admin_command.clone();

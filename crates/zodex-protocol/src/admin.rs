@@ -5,14 +5,24 @@ use super::Ttl;
 use super::answers::GrantVia;
 use serde::{Deserialize, Serialize};
 
-/// Which agents a grant or YOLO scope serves, in a fleet: one sprite, or every sprite with a
-/// label. Neither: the single sprite's own agent (or, for a revoke, every owner).
+/// Which sprites of a fleet: one sprite, or every sprite with a label. On a grant or YOLO
+/// scope, the agents it serves (neither: the single sprite's own agent; for a revoke, every
+/// owner); on `requests` and `audit`, the sprites whose rows the list keeps (neither: every
+/// row), echoed in [`Response::filtered`](crate::Response::filtered) by a publisher that
+/// applied it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForSprites {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sprite: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+}
+
+impl ForSprites {
+    /// Names no sprite and no label.
+    pub fn is_empty(&self) -> bool {
+        self.sprite.is_none() && self.label.is_none()
+    }
 }
 
 /// Requests an operator sends through `zodex-prd admin`.
@@ -84,6 +94,11 @@ pub enum AdminRequest {
         limit: Option<u32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         before: Option<i64>,
+        /// In a fleet: only the requests of this sprite or of the sprites with this label. A
+        /// publisher that applied it says so in [`Response::filtered`]; one too old to know
+        /// the fields ignores them, so a client must not show an answer without that echo.
+        #[serde(flatten)]
+        of: ForSprites,
     },
     Approve {
         id: i64,
@@ -104,6 +119,10 @@ pub enum AdminRequest {
         limit: Option<u32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         before: Option<i64>,
+        /// In a fleet: only the rows this sprite's agent (or those of the sprites with this
+        /// label) made; echoed in [`Response::filtered`] as for `requests`.
+        #[serde(flatten)]
+        of: ForSprites,
     },
     /// Walk the audit's hash chains and name the first row that does not hold.
     AuditVerify,
@@ -357,7 +376,8 @@ mod tests {
             parsed,
             AdminRequest::Requests {
                 limit: None,
-                before: None
+                before: None,
+                of: ForSprites::default(),
             }
         );
         assert_eq!(
@@ -392,6 +412,21 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&parsed).unwrap(),
             r#"{"op":"revoke_push","repo":"a/b","sprite":"s1"}"#
+        );
+        // A list's filter travels the same way; an older publisher reads the request without it.
+        let filtered = AdminRequest::Audit {
+            since_seconds: None,
+            repo: None,
+            limit: Some(5),
+            before: None,
+            of: ForSprites {
+                sprite: None,
+                label: Some("team=pay".into()),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&filtered).unwrap(),
+            r#"{"op":"audit","since_seconds":null,"repo":null,"limit":5,"label":"team=pay"}"#
         );
     }
 }

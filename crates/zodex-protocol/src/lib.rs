@@ -15,7 +15,9 @@
 //!   codes;
 //! - [`frame`]: the agent header, the blocking client round trip, the request cap;
 //! - [`bundle_header`]: the git bundle header the agent writes and the publisher reads;
-//! - [`ttl`]: the lifetime a request asks for (its default decided by the publisher).
+//! - [`ttl`]: the lifetime a request asks for (its default decided by the publisher);
+//! - [`watch`]: the board's stream, made of the operator's read requests, over whatever
+//!   [`watch::AdminCall`] carries them (the admin socket; a fleet's mutual TLS).
 //!
 //! Repository names, and the one parser of remote URLs and credential paths, are
 //! `engine::repo`'s: the engine keys its state by them.
@@ -39,6 +41,7 @@ pub mod bundle_header;
 pub mod frame;
 pub mod response;
 pub mod ttl;
+pub mod watch;
 
 pub use admin::{
     AdminRequest, CoverageAnswer, FleetEnrolled, FleetMember, FleetRole, ForSprites,

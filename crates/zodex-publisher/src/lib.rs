@@ -95,7 +95,8 @@
 //!   requests and the admission of members live in `host::fleet_admin`.
 //! - `relay`: `zodex-prd relay`, a fleet sprite's agent socket passed through to a replica of
 //!   the service over mutual TLS with the sprite's own key (no App key, no state).
-//! - `watch`: `zodex-prd admin watch`, the board's one long-lived stream of audit rows and status.
+//! - `watch`: `zodex-prd admin watch`, the board's one long-lived stream of audit rows and status
+//!   (`zodex_protocol::watch`) asked of the admin socket.
 //! - `prove`: each property and `never-errors` compiled by the Symbolic Cedar Compiler per
 //!   request environment and handed to a solver (cvc5 or z3).
 //!   - `prove::example`: a counterexample re-decided by the ordinary authorizer, then shown.

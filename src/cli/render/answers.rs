@@ -643,6 +643,7 @@ mod tests {
                 unblock: Some(evil.into()),
             }),
             next_before: None,
+            filtered: None,
         };
         check(super::super::error_text(&response));
     }

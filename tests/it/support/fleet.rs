@@ -53,6 +53,38 @@ impl Fleet {
             .unwrap()
     }
 
+    /// `zodex ARGS…` as the operator of `home`, which must succeed; its stdout.
+    pub fn zodex_ok(&self, home: &Path, args: &[&str]) -> String {
+        let out = self.zodex(home, args);
+        assert!(out.status.success(), "zodex {args:?}: {}", text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Makes operator `name` in `home` as the first operator does (its key made there, signed
+    /// through the service host's own admin command) and registers the fleet there.
+    pub fn operator(&self, home: &Path, name: &str) {
+        let config = self.service.config.display().to_string();
+        self.zodex_ok(
+            home,
+            &["sprite", "add", "service", "--local", "--config", &config],
+        );
+        self.zodex_ok(
+            home,
+            &[
+                "fleet",
+                "--fleet",
+                FLEET,
+                "operator",
+                "add",
+                name,
+                "--service",
+                &self.url,
+                "--via",
+                "service",
+            ],
+        );
+    }
+
     /// A fleet's CA made by `zodex-prd fleet init`, and the service serving it on SQLite.
     pub fn start() -> Fleet {
         let ca = tempfile::tempdir().unwrap();

@@ -4,7 +4,7 @@
 
 use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WARNING, YoloView};
 use crate::decide::{Ask, Principal};
-use crate::fleet::FleetSprite;
+use crate::fleet::{FleetSprite, SpriteFilter};
 use crate::store::{
     App, AuditEntry, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant,
     GrantState, GrantVia, Store, StoreError,
@@ -162,19 +162,22 @@ fn owned(
 
 impl Authority<'_> {
     /// One page of pending requests (newest first from the cursor, each page shown oldest
-    /// first), its views measured by `bytes`.
+    /// first), its views measured by `bytes`; only those of the sprites `of` selects, when
+    /// given (filtered in the query, so paging holds).
     pub fn requests(
         &self,
         store: &mut Store,
         principal: &Principal,
         page: PageRequest,
+        of: Option<&SpriteFilter>,
         bytes: &dyn AnswerBytes,
         now: i64,
     ) -> Outcome<Page<GrantView>> {
         self.allowed_to(store, principal, &Ask::ViewStatus, now)?;
         let limit = page.rows()?;
-        let rows = store
-            .read(|facts| facts.grants_in_state(GrantState::Pending, page.before, limit + 1))?;
+        let rows = store.read(|facts| {
+            facts.grants_in_state_of(GrantState::Pending, page.before, limit + 1, of)
+        })?;
         let views = rows.into_iter().map(|g| grant_view(g, now)).collect();
         Ok(page_of(
             views,
@@ -414,6 +417,7 @@ mod tests {
                             limit: Some(MAX_PAGE_ROWS),
                             before,
                         },
+                        None,
                         &DebugBytes,
                         20,
                     )
@@ -446,6 +450,7 @@ mod tests {
                         limit: Some(MAX_PAGE_ROWS + 1),
                         before: None,
                     },
+                    None,
                     &DebugBytes,
                     20,
                 )

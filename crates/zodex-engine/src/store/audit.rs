@@ -11,6 +11,7 @@
 use super::audit_chain::{Chain, StoredRow};
 use super::params;
 use super::{Facts, Result};
+use crate::fleet::SpriteFilter;
 use crate::vocabulary::{Actor, AuditAction, AuditDecision, EventKind, Outcome};
 use zodex_sql::Row;
 
@@ -147,6 +148,10 @@ pub struct AuditFilter {
     pub limit: Option<u32>,
     /// Only rows with an id below this (the cursor of the next page).
     pub before: Option<i64>,
+    /// Only the rows the selected sprites' agents made (their principal is `sprite:NAME`):
+    /// their pushes, requests, tokens and refusals. For a label, the sprites the registry
+    /// says carry it now.
+    pub sprites: Option<SpriteFilter>,
 }
 
 impl Facts<'_> {
@@ -225,6 +230,10 @@ impl Facts<'_> {
                 FROM audit_events e
                 WHERE e.outcome_of IS NULL AND e.at >= ?1 AND (CAST(?2 AS TEXT) IS NULL OR e.repo_key = ?2)
                       AND e.id < ?4
+                      AND (CAST(?5 AS TEXT) IS NULL OR e.principal = ?5)
+                      AND (CAST(?6 AS TEXT) IS NULL
+                           OR e.principal IN (SELECT 'sprite:' || name FROM fleet_members
+                                              WHERE role = 'sprite' AND labels LIKE ?6 ESCAPE '\\'))
                 ORDER BY e.id DESC LIMIT ?3
              ) AS page ORDER BY id ASC",
             params![
@@ -232,6 +241,12 @@ impl Facts<'_> {
                 filter.repo_key,
                 filter.limit.unwrap_or(1000),
                 filter.before.unwrap_or(i64::MAX),
+                filter
+                    .sprites
+                    .as_ref()
+                    .and_then(SpriteFilter::sprite)
+                    .map(|name| Actor::Sprite(name.to_string()).as_stored().into_owned()),
+                filter.sprites.as_ref().and_then(SpriteFilter::labels_like),
             ],
             AuditRow::from_row,
         )
@@ -293,6 +308,7 @@ mod tests {
                         repo_key: Some("acme/app".into()),
                         limit: None,
                         before: None,
+                        sprites: None,
                     })
                 })
                 .unwrap();

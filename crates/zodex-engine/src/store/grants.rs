@@ -1,7 +1,7 @@
 //! Explicit push grants and the agent's pending requests for them.
 
 use super::{Facts, Result, StoreError, params};
-use crate::fleet::{FleetSprite, Owner};
+use crate::fleet::{FleetSprite, Owner, SpriteFilter};
 use crate::refscope::patterns_meet;
 use zodex_sql::Row;
 
@@ -336,13 +336,41 @@ impl Facts<'_> {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<Grant>> {
+        self.grants_in_state_of(state, before, limit, None)
+    }
+
+    /// Like [`Self::grants_in_state`], only the rows of the sprites `of` selects when given:
+    /// a sprite's own (`sprite` is its name), or for a label those of every sprite the
+    /// registry says carries it and those owned by the label itself. Filtered in the query,
+    /// so a page is `limit` matching rows and its cursor holds under the filter.
+    pub fn grants_in_state_of(
+        &self,
+        state: GrantState,
+        before: Option<i64>,
+        limit: u32,
+        of: Option<&SpriteFilter>,
+    ) -> Result<Vec<Grant>> {
+        let sprite = of.and_then(SpriteFilter::sprite).map(|n| n.as_str());
+        let label = of.and_then(SpriteFilter::label).map(|l| l.as_str());
         self.rows(
             concat!(
                 "SELECT ",
                 grant_columns!(),
-                " FROM grants WHERE state = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3"
+                " FROM grants WHERE state = ?1 AND id < ?2
+                   AND (CAST(?4 AS TEXT) IS NULL OR sprite = ?4)
+                   AND (CAST(?5 AS TEXT) IS NULL OR sprite_label = ?5
+                        OR sprite IN (SELECT name FROM fleet_members
+                                      WHERE role = 'sprite' AND labels LIKE ?6 ESCAPE '\\'))
+                 ORDER BY id DESC LIMIT ?3"
             ),
-            params![state.as_str(), before.unwrap_or(i64::MAX), limit],
+            params![
+                state.as_str(),
+                before.unwrap_or(i64::MAX),
+                limit,
+                sprite,
+                label,
+                of.and_then(SpriteFilter::labels_like),
+            ],
             Grant::from_row,
         )
     }

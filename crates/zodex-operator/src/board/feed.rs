@@ -128,10 +128,13 @@ impl Feed {
     }
 }
 
-/// Follows the sprite's watch for as long as the process lives: starts `zodex-prd admin
-/// watch` through the transport, feeds its lines, and when it ends starts it again after the
+/// Follows the sprite's watch for as long as the process lives (a fleet's: `fleet_feed`):
+/// starts `zodex-prd admin watch` through the transport, feeds its lines, and when it ends starts it again after the
 /// last row held (a pause that grows to 10 s while it keeps failing).
 pub fn follow_sprite(feed: Arc<Feed>, sprite: crate::registry::SpriteEntry) {
+    if let Some(reach) = sprite.fleet.clone() {
+        return super::fleet_feed::follow_fleet(feed, sprite.name.clone(), reach);
+    }
     let mut pause = Duration::from_millis(500);
     loop {
         let (after, after_call) = feed.cursor();

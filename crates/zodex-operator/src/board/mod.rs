@@ -1,9 +1,10 @@
-//! The operator's board (`zodex sprite watch`, `zodex local watch`): a page on the operator's
+//! The operator's board (`zodex sprite watch`, `zodex fleet watch`, `zodex local watch`): a page on the operator's
 //! own machine, on the loopback address behind an unguessable capability URL, that shows what
 //! the agent asks and does as it happens and forwards the operator's answers.
 //!
 //! `feed` numbers and keeps the events (the sprite's one long-lived `zodex-prd admin watch`
-//! through the exec transport, resumed by cursor; in local mode, the tool-call history);
+//! through the exec transport, resumed by cursor; for a fleet, `fleet_feed`: the same watch run
+//! here over mutual TLS; in local mode, the tool-call history);
 //! `server` serves the embedded page (`page/`), its server-sent events and its actions, every
 //! request through `guard` (Host, capability, CSRF, no-store); `actions` maps a button to the
 //! admin request the CLI sends for it; `tui` the same feed and actions in the terminal
@@ -16,6 +17,7 @@
 
 pub mod actions;
 pub mod feed;
+pub mod fleet_feed;
 pub mod guard;
 pub mod server;
 pub mod tui;
@@ -27,7 +29,8 @@ use std::sync::Arc;
 
 /// Where the board's events come from.
 pub enum Source {
-    /// A registered sprite: its watch, and actions through its transport.
+    /// A registered sprite, or a fleet (an entry reached over mutual TLS): its watch, and
+    /// actions through its transport.
     Sprite(SpriteEntry),
     /// This machine's `zodex local` history: tool calls only, no publisher.
     Local { history: PathBuf },

@@ -160,6 +160,7 @@ mod tests {
                         limit: Some(MAX_PAGE_ROWS),
                         before,
                     },
+                    None,
                     &WireBytes,
                     20,
                 )

@@ -196,11 +196,12 @@ impl Host {
                 | AdminRequest::FleetMembers => {
                     unreachable!("answered above, without the store")
                 }
-                AdminRequest::Requests { limit, before } => {
+                AdminRequest::Requests { limit, before, of } => {
+                    let filter = self.sprite_filter(s, &of)?;
                     let page = PageRequest { limit, before };
-                    let page = a.requests(s, principal, page, &WireBytes, now)?;
+                    let page = a.requests(s, principal, page, filter.as_ref(), &WireBytes, now)?;
                     let views: Vec<answers::GrantView> = answers::all(page.items);
-                    Response::page(views, page.next_before)
+                    Response::page(views, page.next_before).filtered_by(&of)
                 }
                 AdminRequest::Approve { id, ttl } => {
                     let ttl = ttl
@@ -216,7 +217,9 @@ impl Host {
                     repo,
                     limit,
                     before,
+                    of,
                 } => {
+                    let sprites = self.sprite_filter(s, &of)?;
                     let filter = AuditFilter {
                         since: since_seconds.map(|ago| now - ago.max(0)),
                         repo_key: repo
@@ -226,11 +229,12 @@ impl Host {
                             .map(|r| r.key()),
                         limit: None,
                         before: None,
+                        sprites,
                     };
                     let page = PageRequest { limit, before };
                     let page = a.audit_page(s, principal, &filter, page, &WireBytes, now)?;
                     let rows: Vec<answers::AuditRow> = answers::all(page.items);
-                    Response::page(rows, page.next_before)
+                    Response::page(rows, page.next_before).filtered_by(&of)
                 }
                 AdminRequest::PolicyShadow { since_seconds } => {
                     shadow(a, s, principal, since_seconds, now)?

@@ -34,6 +34,7 @@ impl Failure {
             result: None,
             error: Some(self.0),
             next_before: None,
+            filtered: None,
         }
     }
 }

@@ -1,12 +1,13 @@
 //! The fleet registry's admin requests (`[fleet]` only): enrol a member by signing its own
 //! certificate request, remove one, list them. Each change is one audited operation of the
-//! engine (`Authority::enroll_member`, `remove_member`).
+//! engine (`Authority::enroll_member`, `remove_member`). Also the sprites a list's
+//! `--sprite`/`--label` selects, checked against the registry.
 
 use super::{Failure, Host};
-use zodex_engine::fleet::{MemberName, MemberRole, SpriteLabel};
-use zodex_engine::store::NewMember;
+use zodex_engine::fleet::{MemberName, MemberRole, SpriteFilter, SpriteLabel};
+use zodex_engine::store::{NewMember, Store};
 use zodex_engine::{Principal, authority::AuthorityError};
-use zodex_protocol::{AdminRequest, ErrorKind, FleetEnrolled, FleetMember, Response};
+use zodex_protocol::{AdminRequest, ErrorKind, FleetEnrolled, FleetMember, ForSprites, Response};
 
 impl Host {
     pub(super) fn fleet_admin(
@@ -190,5 +191,49 @@ impl Host {
         if let Err(e) = audited {
             tracing::error!(error = %e, "auditing a refused fleet connection failed");
         }
+    }
+}
+
+impl Host {
+    /// The sprites a list's `--sprite NAME` or `--label KEY=VALUE` selects (neither: `None`,
+    /// every row). Refused on a publisher that serves no fleet, for both at once, and for a
+    /// sprite the fleet never enrolled (a typo would otherwise list nothing, silently).
+    pub(super) fn sprite_filter(
+        &self,
+        s: &mut Store,
+        of: &ForSprites,
+    ) -> Result<Option<SpriteFilter>, Failure> {
+        if of.is_empty() {
+            return Ok(None);
+        }
+        if self.fleet.is_none() {
+            return Err(Failure::usage(
+                "--sprite and --label select a fleet's sprites, and this publisher serves one sprite (no [fleet] in its zodex.toml): list without them",
+            ));
+        }
+        let filter = match (&of.sprite, &of.label) {
+            (Some(name), None) => SpriteFilter::Sprite(
+                MemberName::parse(name).map_err(|e| Failure::usage(e.to_string()))?,
+            ),
+            (None, Some(label)) => SpriteFilter::Label(
+                SpriteLabel::parse(label).map_err(|e| Failure::usage(e.to_string()))?,
+            ),
+            _ => {
+                return Err(Failure::usage(
+                    "give --sprite or --label, not both: a list keeps one sprite's rows or those of every sprite with a label",
+                ));
+            }
+        };
+        if let SpriteFilter::Sprite(name) = &filter
+            && s.read(|f| f.member(MemberRole::Sprite, name))?.is_none()
+        {
+            return Err(Failure::new(
+                ErrorKind::NotFound,
+                format!(
+                    "the fleet has no sprite named {name}; `zodex fleet sprites` lists its members"
+                ),
+            ));
+        }
+        Ok(Some(filter))
     }
 }

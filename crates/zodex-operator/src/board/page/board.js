@@ -218,6 +218,14 @@ function secondsLeft(view) {
   return view.seconds_left - (Date.now() / 1000 - state.statusAt);
 }
 
+// In a fleet, whose a request or grant is: `sprite:NAME` shows as the sprite's name,
+// `label:KEY=VALUE` as the sprites carrying the label.
+function ownerText(owner) {
+  if (owner.startsWith("sprite:")) return "sprite " + owner.slice(7);
+  if (owner.startsWith("label:")) return "sprites labelled " + owner.slice(6);
+  return owner;
+}
+
 function renderRequests() {
   const pending = state.status ? state.status.pending.slice() : [];
   pending.sort((a, b) => b.id - a.id);
@@ -284,7 +292,8 @@ function requestCard(view, key, live) {
   }
   const refs = view.refs && view.refs.length ? view.refs.join(", ") : "every ref";
   return el("article", { class: "card" + (live ? "" : " stale"), id: key, "data-id": String(view.id) },
-    el("div", { class: "title" }, `#${view.id} `, el("code", { text: view.repo })),
+    el("div", { class: "title" }, `#${view.id} `, el("code", { text: view.repo }),
+      view.owner ? el("span", { class: "sprite", "data-sprite": view.owner, text: " from " + ownerText(view.owner) }) : null),
     el("div", { class: "reason", text: view.reason || "(no reason given)" }),
     el("dl", null,
       el("dt", { text: "asks for" }), el("dd", { text: duration(asked) }),
@@ -311,6 +320,7 @@ function renderAuthority() {
     });
     return el("li", { "data-grant": String(view.id) },
       el("code", { text: view.repo }),
+      view.owner ? el("span", { class: "dim", text: "for " + ownerText(view.owner) }) : null,
       el("span", { class: "countdown", "data-left": "grant", text: leftText(view) }),
       el("span", { class: "dim mono", text: view.refs && view.refs.length ? view.refs.join(", ") : "every ref" }),
       el("span", { class: "dim", text: "via " + view.via + (view.allow_workflows ? ", workflows" : "") }),

@@ -258,9 +258,14 @@ fn requests_list(model: &Model) -> Paragraph<'static> {
         let asked = r.ttl_seconds.map_or("no TTL".to_string(), duration);
         lines.push(Line::from(Span::styled(
             format!(
-                "{marker}#{} {} asks {asked}, {}{}",
+                "{marker}#{} {}{} asks {asked}, {}{}",
                 r.id,
                 r.repo,
+                if r.sprite.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (sprite {})", r.sprite)
+                },
                 r.refs,
                 if r.workflows { ", workflows" } else { "" }
             ),

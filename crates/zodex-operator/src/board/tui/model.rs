@@ -49,6 +49,8 @@ pub struct Request {
     pub ttl_seconds: Option<i64>,
     pub refs: String,
     pub workflows: bool,
+    /// In a fleet, the sprite that asks (`sprite:NAME` on the wire); empty on one sprite.
+    pub sprite: String,
 }
 
 /// An active grant or YOLO scope, its end on the local clock.
@@ -124,6 +126,11 @@ impl Model {
                 ttl_seconds: p["ttl_seconds"].as_i64(),
                 refs: refs(p),
                 workflows: p["allow_workflows"].as_bool().unwrap_or(false),
+                sprite: p["owner"]
+                    .as_str()
+                    .and_then(|o| o.strip_prefix("sprite:"))
+                    .map(clean)
+                    .unwrap_or_default(),
             })
             .collect();
         requests.sort_by_key(|r| std::cmp::Reverse(r.id));
@@ -289,7 +296,8 @@ mod tests {
     fn a_request_defaults_to_the_ttl_it_asked_for() {
         let mut model = Model::default();
         let status = json!({"kind": "status", "status": {"pending": [
-            {"id": 3, "repo": "demo/app", "reason": "\u{1b}]0;pwned\u{7}", "ttl_seconds": 600},
+            {"id": 3, "repo": "demo/app", "reason": "\u{1b}]0;pwned\u{7}", "ttl_seconds": 600,
+             "owner": "sprite:web1"},
             {"id": 4, "repo": "demo/lib", "ttl_seconds": null}
         ], "grants": [], "yolo": []}});
         model.take(&status, 0);
@@ -300,5 +308,8 @@ mod tests {
         let (choices, index) = model.ttl_choices();
         assert_eq!(choices[index], 600);
         assert!(!model.requests[1].reason.contains('\u{1b}'));
+        // In a fleet, a request names the sprite that asks; on one sprite, none.
+        assert_eq!(model.requests[1].sprite, "web1");
+        assert_eq!(model.requests[0].sprite, "");
     }
 }
