@@ -320,6 +320,7 @@ impl Authority<'_> {
             let decision = self.engine.decide(facts, &principal, &ask, now)?;
             let mut event = audit_for(&principal, &decision, Some(repo));
             if !decision.allowed {
+                record_shadow(&mut event, &decision);
                 facts.audit(&event, now)?;
                 return Ok(Err(AuthorityError::Denied(Denial::from_decision(
                     &decision,
@@ -371,6 +372,7 @@ impl Authority<'_> {
                 "self_approval_policies": approved.policies,
                 "replaced": replaced,
             }));
+            record_shadow(&mut event, &decision);
             facts.audit(&event, now)?;
             Ok(Ok(grant))
         })?
@@ -503,6 +505,7 @@ impl Authority<'_> {
             for ask in &asks {
                 let decision = self.engine.decide(facts, principal, ask, now)?;
                 let mut event = audit_for(principal, &decision, ask.repo());
+                record_shadow(&mut event, &decision);
                 if !decision.allowed {
                     // Keep only the denial's audit row: drop the scopes set before it.
                     return Ok(Err((
@@ -535,6 +538,7 @@ impl Authority<'_> {
                     ),
                     &scope.allow,
                 ));
+                record_shadow(&mut event, &decision);
                 facts.audit(&event, now)?;
                 scopes.push(scope);
             }

@@ -113,30 +113,75 @@ mod tests {
     use crate::store::test_support::on_each_backend;
     use crate::tests::{NOW, push, repo, terms, world_with};
 
+    /// An engine with `policy` (text) loaded in shadow, over the built-in set.
+    fn world_with_shadow(policy: &str) -> (crate::tests::World, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("shadow")).unwrap();
+        std::fs::write(dir.path().join("shadow/mine.cedar"), policy).unwrap();
+        let mut w = world_with(Some(dir.path()));
+        let promoted = crate::policy::Policies::load_promoted(dir.path())
+            .unwrap()
+            .expect("a shadow file");
+        let engine = std::mem::replace(
+            &mut w.engine,
+            crate::Engine::new(
+                crate::policy::Policies::builtin().unwrap(),
+                crate::targets::Targets::from_specs(&[]).unwrap(),
+            ),
+        );
+        w.engine = engine.with_shadow(promoted);
+        (w, dir)
+    }
+
+    /// Every decision records the shadow verdict, not only pushes': the agent's push request
+    /// (allowed and pending) and an operator's YOLO scope, each refused in shadow.
+    #[test]
+    fn requests_and_yolo_scopes_record_the_shadow_verdict_too() {
+        on_each_backend(|| {
+            let (mut w, _dir) = world_with_shadow(
+                "@id(\"no-asking\")\nforbid (principal, action in [Zodex::Action::\"RequestPush\", Zodex::Action::\"SetYolo\"], resource);\n",
+            );
+            let a = Authority { engine: &w.engine };
+            a.request_push(&mut w.store, &repo("demo/app"), terms(Some(600)), None, NOW)
+                .expect("never enforced");
+            let operator = w.operator.clone();
+            a.set_yolo(
+                &mut w.store,
+                &operator,
+                &[repo("demo/app")],
+                crate::authority::YoloTerms {
+                    ttl_seconds: Some(600),
+                    allow_workflows: false,
+                    refs: Vec::new(),
+                    allow_paths: Vec::new(),
+                },
+                crate::fleet::Owner::Local,
+                NOW,
+            )
+            .expect("never enforced");
+            let report = a
+                .shadow_report(&mut w.store, &operator, NOW - 1, NOW + 1)
+                .unwrap();
+            let mut actions: Vec<&str> = report.groups.iter().map(|g| g.action.as_str()).collect();
+            actions.sort();
+            assert_eq!(actions, vec!["RequestPush", "SetYolo"], "{report:?}");
+            assert!(
+                report
+                    .groups
+                    .iter()
+                    .all(|g| g.would == "deny" && g.policies == ["no-asking"])
+            );
+        });
+    }
+
     /// A shadow policy that would refuse pushes to demo/app: every push is still allowed, each
     /// audit row records what the shadow set would have done, and the report counts them.
     #[test]
     fn a_shadow_policy_is_recorded_and_reported_never_enforced() {
         on_each_backend(|| {
-            let dir = tempfile::tempdir().unwrap();
-            std::fs::create_dir(dir.path().join("shadow")).unwrap();
-            std::fs::write(
-                dir.path().join("shadow/app-frozen.cedar"),
+            let (mut w, _dir) = world_with_shadow(
                 "@id(\"app-frozen\")\nforbid (principal, action == Zodex::Action::\"Push\", resource)\nwhen { resource.name == \"app\" };\n",
-            )
-            .unwrap();
-            let mut w = world_with(Some(dir.path()));
-            let promoted = crate::policy::Policies::load_promoted(dir.path())
-                .unwrap()
-                .expect("a shadow file");
-            let engine = std::mem::replace(
-                &mut w.engine,
-                crate::Engine::new(
-                    crate::policy::Policies::builtin().unwrap(),
-                    crate::targets::Targets::from_specs(&[]).unwrap(),
-                ),
             );
-            w.engine = engine.with_shadow(promoted);
             assert!(w.engine.has_shadow());
             for name in ["demo/app", "demo/lib"] {
                 w.op(|a, s, op| {

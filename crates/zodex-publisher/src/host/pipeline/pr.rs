@@ -103,27 +103,14 @@ impl Pipeline {
             .ready_for_facts(&github, &repo, &mirror, quarantine, &pr.head, now)
             .await;
         clock.mark("trees");
-        // The bundle checked, the earlier attempt read: git and SQLite.
-        let checking = (repo.clone(), mirror.clone(), pr.clone());
-        let (quarantine, checked) = blocking(self, move |pipeline| {
-            let (repo, mirror, pr) = checking;
-            let checked = pipeline
-                .check_publication(&repo, &mirror, &quarantine, &pr, now)
-                .and_then(|(facts, base)| {
-                    let scan = quarantine
-                        .added_blobs(&facts.paths)
-                        .and_then(|added| quarantine.scan_secrets(&added))
-                        .map_err(import_failure)?;
-                    let key = idempotency_key(&repo, &pr, &base);
-                    let earlier = pipeline
-                        .core
-                        .with_store(|_, s| s.read(|f| f.publication(&key)))?;
-                    Ok(((facts, scan), base, key, earlier))
-                });
-            (quarantine, checked)
-        })
-        .await;
-        let ((facts, scan), base, key, earlier) = checked?;
+        let Established {
+            quarantine,
+            facts,
+            scan,
+            base,
+            key,
+            earlier,
+        } = self.establish(&repo, &mirror, quarantine, &pr, now).await?;
         clock.mark("facts");
         let quarantine = SharedQuarantine::new(quarantine);
         // A retry of a publish whose commits went up already is not "nothing to publish".
@@ -222,6 +209,41 @@ impl Pipeline {
         clock.mark("record");
         tracing::info!(repo = %repo, bytes = bundle.len, stages = %clock, "publication handled");
         result.map_err(|(failure, _)| failure)
+    }
+
+    /// The bundle checked, its facts and secret scan, and the earlier attempt read: git and
+    /// SQLite, on a blocking thread.
+    async fn establish(
+        self: &Arc<Self>,
+        repo: &RepoName,
+        mirror: &Arc<OpenMirror>,
+        quarantine: Quarantine,
+        pr: &Arc<PrRequest>,
+        now: i64,
+    ) -> Result<Established, Failure> {
+        let checking = (repo.clone(), mirror.clone(), pr.clone());
+        blocking(self, move |pipeline| {
+            let (repo, mirror, pr) = checking;
+            let (facts, base) =
+                pipeline.check_publication(&repo, &mirror, &quarantine, &pr, now)?;
+            let scan = quarantine
+                .added_blobs(&facts.paths)
+                .and_then(|added| quarantine.scan_secrets(&added))
+                .map_err(import_failure)?;
+            let key = idempotency_key(&repo, &pr, &base);
+            let earlier = pipeline
+                .core
+                .with_store(|_, s| s.read(|f| f.publication(&key)))?;
+            Ok(Established {
+                quarantine,
+                facts,
+                scan,
+                base,
+                key,
+                earlier,
+            })
+        })
+        .await
     }
 
     /// What the facts of a publication read, in the mirror: the trees the workflow fact reads
@@ -564,6 +586,18 @@ impl Pipeline {
 }
 
 /// What opening a pull request needs besides the mirror.
+/// A publication's facts, established before it is decided.
+struct Established {
+    quarantine: Quarantine,
+    facts: UpdateFacts,
+    scan: SecretScan,
+    /// The base branch.
+    base: String,
+    /// The idempotency key, and the earlier attempt it names.
+    key: String,
+    earlier: Option<Publication>,
+}
+
 struct Opening<'a> {
     github: &'a GitHub,
     token: &'a Token,
