@@ -41,6 +41,10 @@ pub(super) enum FleetCommand {
     Remove { sprite: String },
     /// The fleet's members: sprites (with their labels) and operators.
     Sprites,
+    /// OAuth for a sprite's MCP endpoint, served by the fleet's service: its public URL,
+    /// consent, clients, revocation, the key URL.
+    #[command(subcommand)]
+    Mcp(super::fleet_mcp::FleetMcpCommand),
     #[command(flatten)]
     Github(GithubCommand),
 }
@@ -169,6 +173,7 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
                     .join("\n")
             },
         ),
+        FleetCommand::Mcp(command) => super::fleet_mcp::run(target, command, registry),
         FleetCommand::Github(command) => match fleet_entry(target, registry) {
             Ok(entry) => github(&Target::named(entry.name, json), command, registry),
             Err(e) => print_failure(&e, json),
@@ -206,7 +211,7 @@ fn fleet_entry(
 }
 
 /// One admin request to the fleet, its answer printed.
-fn send<T: serde::de::DeserializeOwned>(
+pub(super) fn send<T: serde::de::DeserializeOwned>(
     target: &FleetTarget,
     registry: &Registry,
     request: AdminRequest,

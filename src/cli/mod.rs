@@ -8,6 +8,7 @@ pub mod audit;
 pub mod credential_helper;
 pub mod dev;
 pub mod fleet;
+mod fleet_mcp;
 pub mod local;
 pub mod pipe;
 pub mod prd;

@@ -28,6 +28,7 @@ mod deploy_oauth;
 mod devhub_contract;
 mod engine_concurrency;
 mod fleet;
+mod fleet_mcp_oauth;
 mod fleet_replicas;
 mod github_client;
 mod github_facts;

@@ -15,6 +15,30 @@ use crate::vocabulary::{Actor, AuditDecision, EventKind};
 /// The setting that turns the `?key=` URL off (`off`) or on.
 const KEY_URL: &str = "key_url";
 
+/// The setting's name for `sprite`'s endpoint (`None`: the single sprite's own).
+fn key_url_setting(sprite: Option<&str>) -> String {
+    match sprite {
+        None => KEY_URL.to_string(),
+        Some(sprite) => format!("{KEY_URL}/sprite/{sprite}"),
+    }
+}
+
+/// One fleet sprite's MCP endpoint, as the service serves its OAuth: the sprite, and the
+/// resource (its public URL) every code, grant and token of it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpriteEndpoint<'a> {
+    pub sprite: &'a str,
+    pub resource: &'a str,
+}
+
+/// `detail` with `"sprite"` added when the row is about a fleet sprite's endpoint.
+fn with_sprite(mut detail: serde_json::Value, sprite: Option<&str>) -> serde_json::Value {
+    if let (Some(sprite), Some(map)) = (sprite, detail.as_object_mut()) {
+        map.insert("sprite".into(), sprite.into());
+    }
+    detail
+}
+
 fn audit(
     f: &Facts<'_>,
     principal: &Actor,
@@ -66,6 +90,7 @@ pub enum DecideRefusal {
 pub fn decide(
     store: &mut Store,
     principal: &Actor,
+    sprite: Option<&str>,
     user_code: &str,
     approve: bool,
     expires_at: i64,
@@ -86,7 +111,14 @@ pub fn decide(
         if f.oauth_user_code_taken(user_code)? {
             return Ok(Err(DecideRefusal::AlreadyDecided("approved")));
         }
-        f.put_oauth_decision(user_code, approve, &principal.as_stored(), now, expires_at)?;
+        f.put_oauth_decision(
+            user_code,
+            sprite,
+            approve,
+            &principal.as_stored(),
+            now,
+            expires_at,
+        )?;
         if !approve {
             audit(
                 f,
@@ -94,7 +126,7 @@ pub fn decide(
                 EventKind::McpOAuthDeny,
                 AuditDecision::Event,
                 None,
-                serde_json::json!({ "user_code": user_code }),
+                with_sprite(serde_json::json!({ "user_code": user_code }), sprite),
                 now,
             )?;
         }
@@ -138,6 +170,9 @@ pub struct PagePoll<'a> {
     /// The hash of the authorization code handed out if the page claims an approval now.
     pub code_sha256: &'a str,
     pub code_expires_at: i64,
+    /// The fleet sprite whose endpoint showed the page (`None`: the single sprite's own): it
+    /// collects only a decision made for it.
+    pub sprite: Option<&'a str>,
     pub now: i64,
 }
 
@@ -163,7 +198,9 @@ pub fn poll_page(store: &mut Store, page: &PagePoll<'_>) -> Result<Poll, StoreEr
         let Some(d) = f.oauth_decision(page.user_code)? else {
             return Ok(Poll::Waiting);
         };
-        if !d.live(page.now) {
+        // A decision for another endpoint's page is not this page's (a 40-bit coincidence of
+        // codes, or a page shown by another sprite): it waits for its own.
+        if !d.live(page.now) || d.sprite.as_deref() != page.sprite {
             return Ok(Poll::Waiting);
         }
         if !d.approve {
@@ -214,13 +251,16 @@ pub fn poll_page(store: &mut Store, page: &PagePoll<'_>) -> Result<Poll, StoreEr
             EventKind::McpOAuthApprove,
             AuditDecision::Event,
             None,
-            serde_json::json!({
-                "user_code": page.user_code,
-                "client_id": page.client.client_id,
-                "client_name": page.client.name,
-                "redirect_uri": page.redirect_uri,
-                "scope": page.scope,
-            }),
+            with_sprite(
+                serde_json::json!({
+                    "user_code": page.user_code,
+                    "client_id": page.client.client_id,
+                    "client_name": page.client.name,
+                    "redirect_uri": page.redirect_uri,
+                    "scope": page.scope,
+                }),
+                page.sprite,
+            ),
             page.now,
         )?;
         Ok(Poll::Approved)
@@ -238,6 +278,11 @@ pub struct TokenAsk<'a> {
     pub grant: Grant<'a>,
     /// The `resource` parameter, if sent.
     pub resource: Option<&'a str>,
+    /// The endpoint this authorization server answers for (its `public_url`): a code or
+    /// refresh token of another endpoint's grant is refused here.
+    pub served_resource: &'a str,
+    /// The fleet sprite whose endpoint asks (`None`: the single sprite's own), audited.
+    pub sprite: Option<&'a str>,
     /// The id a new family gets (a code exchange).
     pub new_family: &'a str,
     /// The SHA-256 of the refresh token issued if the request succeeds.
@@ -316,7 +361,7 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
                     EventKind::McpOAuthToken,
                     AuditDecision::Deny,
                     Some(error),
-                    serde_json::json!({"client_id": ask.client_id, "why": why}),
+                    with_sprite(serde_json::json!({"client_id": ask.client_id, "why": why}), ask.sprite),
                     ask.now,
                 )?;
             }
@@ -330,13 +375,13 @@ pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, Stor
                     EventKind::McpOAuthToken,
                     AuditDecision::Event,
                     Some("issued"),
-                    serde_json::json!({
+                    with_sprite(serde_json::json!({
                         "client_id": family.client_id,
                         "family": family.family,
                         "grant_type": match ask.grant { Grant::Code { .. } => "authorization_code", _ => "refresh_token" },
                         "jti": ask.jti,
                         "expires_at": ask.access_expires_at,
-                    }),
+                    }), ask.sprite),
                     ask.now,
                 )?;
             }
@@ -432,6 +477,12 @@ fn exchange_code(
             "this code was issued to another client",
         )));
     }
+    if a.resource != ask.served_resource {
+        return Ok(Err(refused(
+            "invalid_grant",
+            "this code was issued for another MCP endpoint: exchange it at the token endpoint of the endpoint that approved it",
+        )));
+    }
     if a.denied_at.is_some() || a.code_expires_at.is_none_or(|t| t <= ask.now) {
         return Ok(Err(refused(
             "invalid_grant",
@@ -491,6 +542,14 @@ fn refresh(
             "this refresh token was issued to another client",
         )));
     }
+    // Before the token is used: another endpoint's refresh token presented here must not
+    // rotate (or revoke) that endpoint's grant.
+    if family.resource != ask.served_resource {
+        return Ok(Err(refused(
+            "invalid_grant",
+            "this refresh token was issued for another MCP endpoint",
+        )));
+    }
     if row.used_at.is_some() || !f.use_oauth_refresh(refresh_sha256, ask.now)? {
         // Rotation: a refresh token works once. A second use means two holders: end them all.
         let revoked = f.revoke_oauth_family(&family.family, "refresh token used twice", ask.now)?;
@@ -527,15 +586,21 @@ fn refresh(
 }
 
 /// The operator revokes a client and its families, audited; `None` when there is no such
-/// client, else how many families ended.
+/// client, else how many families ended. At a fleet sprite's endpoint (`at`), only that
+/// endpoint's grants end: the client stays for the other sprites.
 pub fn revoke_client(
     store: &mut Store,
     principal: &Actor,
     client_id: &str,
+    at: Option<SpriteEndpoint<'_>>,
     now: i64,
 ) -> Result<Option<usize>, StoreError> {
     store.write(|f| {
-        let Some(n) = f.revoke_oauth_client(client_id, now)? else {
+        let revoked = match at {
+            None => f.revoke_oauth_client(client_id, now)?,
+            Some(at) => f.revoke_oauth_client_for(client_id, at.resource, now)?,
+        };
+        let Some(n) = revoked else {
             return Ok(None);
         };
         audit(
@@ -544,7 +609,10 @@ pub fn revoke_client(
             EventKind::McpOAuthRevoke,
             AuditDecision::Event,
             None,
-            serde_json::json!({"client_id": client_id, "grants_revoked": n}),
+            with_sprite(
+                serde_json::json!({"client_id": client_id, "grants_revoked": n}),
+                at.map(|a| a.sprite),
+            ),
             now,
         )?;
         Ok(Some(n))
@@ -589,32 +657,59 @@ pub fn end_every_grant(
     })
 }
 
-/// The operator turns the key URL on or off, audited.
+/// The operator turns the key URL of `sprite`'s endpoint (`None`: the single sprite's own)
+/// on or off, audited.
 pub fn set_key_url(
     store: &mut Store,
     principal: &Actor,
+    sprite: Option<&str>,
     enabled: bool,
     now: i64,
 ) -> Result<(), StoreError> {
     let value = if enabled { "on" } else { "off" };
     store.write(|f| {
-        f.set_oauth_setting(KEY_URL, value)?;
+        f.set_oauth_setting(&key_url_setting(sprite), value)?;
         audit(
             f,
             principal,
             EventKind::McpKeyUrl,
             AuditDecision::Event,
             Some(value),
-            serde_json::json!({"key_url": enabled}),
+            with_sprite(serde_json::json!({"key_url": enabled}), sprite),
             now,
         )?;
         Ok(())
     })
 }
 
-/// Whether `?key=` still opens /mcp (on until the operator turns it off).
-pub fn key_url_enabled(f: &Facts<'_>) -> Result<bool, StoreError> {
-    Ok(f.oauth_setting(KEY_URL)?.as_deref() != Some("off"))
+/// Whether `?key=` still opens /mcp of `sprite`'s endpoint (`None`: the single sprite's own);
+/// on until the operator turns it off.
+pub fn key_url_enabled(f: &Facts<'_>, sprite: Option<&str>) -> Result<bool, StoreError> {
+    Ok(f.oauth_setting(&key_url_setting(sprite))?.as_deref() != Some("off"))
+}
+
+/// An operator sets (or clears) the public URL of fleet sprite `sprite`'s MCP endpoint:
+/// the resource its OAuth issues tokens for. Audited; refused when another sprite has it.
+pub fn set_sprite_public_url(
+    store: &mut Store,
+    principal: &Actor,
+    sprite: &crate::fleet::MemberName,
+    url: Option<&str>,
+    now: i64,
+) -> Result<(), StoreError> {
+    store.write(|f| {
+        f.set_sprite_mcp_public_url(sprite, url)?;
+        audit(
+            f,
+            principal,
+            EventKind::FleetMcpUrl,
+            AuditDecision::Event,
+            None,
+            serde_json::json!({"sprite": sprite.as_str(), "public_url": url}),
+            now,
+        )?;
+        Ok(())
+    })
 }
 
 /// How long an ended authorization is kept (a code replayed within it still revokes what it

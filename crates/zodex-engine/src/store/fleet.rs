@@ -132,6 +132,48 @@ impl Facts<'_> {
             .ok_or(StoreError::Sql(zodex_sql::SqlError::NoRow))
     }
 
+    /// The public URL of sprite `name`'s MCP endpoint, when an operator set one and the
+    /// sprite is enrolled.
+    pub fn sprite_mcp_public_url(&self, name: &MemberName) -> Result<Option<String>> {
+        Ok(self
+            .optional_row(
+                "SELECT mcp_public_url FROM fleet_members
+                 WHERE role = 'sprite' AND name = ?1 AND removed_at IS NULL",
+                params![name.as_str()],
+                |r| Ok(r.get::<Option<String>>(0)?),
+            )?
+            .flatten())
+    }
+
+    /// Sets (or with `None` clears) the public URL of enrolled sprite `name`'s MCP endpoint. A
+    /// URL another sprite has is a conflict: a token names its endpoint by it.
+    pub fn set_sprite_mcp_public_url(&self, name: &MemberName, url: Option<&str>) -> Result<()> {
+        if let Some(url) = url {
+            let holder: Option<String> = self.optional_row(
+                "SELECT name FROM fleet_members
+                 WHERE role = 'sprite' AND mcp_public_url = ?1 AND name <> ?2",
+                params![url, name.as_str()],
+                |r| Ok(r.get(0)?),
+            )?;
+            if let Some(holder) = holder {
+                return Err(StoreError::Conflict(format!(
+                    "sprite {holder} has the MCP URL {url} already: every sprite's endpoint needs its own URL (a token names its endpoint by it)"
+                )));
+            }
+        }
+        let changed = self.exec(
+            "UPDATE fleet_members SET mcp_public_url = ?2
+             WHERE role = 'sprite' AND name = ?1 AND removed_at IS NULL",
+            params![name.as_str(), url],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(format!(
+                "no enrolled sprite named {name}; `zodex fleet sprites` lists the fleet's members"
+            )));
+        }
+        Ok(())
+    }
+
     /// Removes an enrolled member: its next request is refused.
     pub fn remove_member(
         &self,

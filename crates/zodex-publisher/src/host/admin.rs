@@ -37,6 +37,10 @@ impl Host {
         if let Some(oauth) = &self.oauth {
             oauth.prune(now).await;
         }
+        if let Some(fleet) = &self.fleet_oauth {
+            // The store's OAuth rows are pruned once, by the single sprite's server if any.
+            fleet.prune(now, self.oauth.is_none()).await;
+        }
         let limits = self.core.settings.limits;
         let pruned = self
             .core
@@ -106,6 +110,14 @@ impl Host {
         }
         if request.is_mcp_oauth() {
             return self.mcp_admin(principal, request, now).await;
+        }
+        if let AdminRequest::FleetMcp { sprite, request } = request {
+            return self.fleet_mcp(principal, &sprite, *request, now).await;
+        }
+        if let AdminRequest::FleetMcpPublicUrl { sprite, url } = request {
+            return self
+                .fleet_mcp_public_url(principal, &sprite, url, now)
+                .await;
         }
         if request.is_fleet() {
             return core::blocking(self, move |host| host.fleet_admin(&principal, request, now))
@@ -193,7 +205,9 @@ impl Host {
                 | AdminRequest::McpKeyUrl { .. }
                 | AdminRequest::FleetEnroll { .. }
                 | AdminRequest::FleetRemove { .. }
-                | AdminRequest::FleetMembers => {
+                | AdminRequest::FleetMembers
+                | AdminRequest::FleetMcp { .. }
+                | AdminRequest::FleetMcpPublicUrl { .. } => {
                     unreachable!("answered above, without the store")
                 }
                 AdminRequest::Requests { limit, before } => {
@@ -277,10 +291,10 @@ impl Host {
     /// The operator's OAuth commands (`zodex sprite mcp …`), answered by the authorization
     /// server; without one, `clients` says OAuth is off and the rest say how to turn it on.
     async fn mcp_admin(&self, principal: Principal, request: AdminRequest, now: i64) -> Response {
-        use crate::oauth::AdminError;
         let Some(oauth) = &self.oauth else {
             if request == AdminRequest::McpClients {
                 return Response::ok(zodex_protocol::McpClientsAnswer {
+                    sprite: None,
                     oauth: false,
                     key_url: true,
                     issuer: None,
@@ -295,6 +309,18 @@ impl Host {
             )
             .into_response();
         };
+        Self::mcp_answer(oauth, principal, request, now).await
+    }
+
+    /// One of the operator's OAuth commands, answered by `oauth` (the single sprite's server,
+    /// or a fleet sprite's).
+    pub(super) async fn mcp_answer(
+        oauth: &crate::oauth::OAuth,
+        principal: Principal,
+        request: AdminRequest,
+        now: i64,
+    ) -> Response {
+        use crate::oauth::AdminError;
         let who = zodex_engine::Actor::from(principal);
         let answer = match request {
             AdminRequest::McpApprove { code } => {
@@ -310,7 +336,12 @@ impl Host {
             AdminRequest::McpKeyUrl { enabled } => {
                 oauth.set_key_url(who, enabled, now).await.map(Response::ok)
             }
-            _ => unreachable!("only the MCP OAuth requests come here"),
+            _ => {
+                return Failure::usage(
+                    "fleet_mcp carries one of mcp_approve, mcp_deny, mcp_clients, mcp_revoke or mcp_key_url",
+                )
+                .into_response();
+            }
         };
         answer.unwrap_or_else(|e| {
             let kind = match &e {

@@ -307,6 +307,7 @@ impl OAuth {
         let polled = {
             let (page, user_code, code_sha256) =
                 (page.clone(), user_code.clone(), crypto::sha256_hex(&code));
+            let sprite = self.settings.sprite.clone();
             self.store
                 .run(move |s| {
                     let client = page.client.client();
@@ -324,6 +325,7 @@ impl OAuth {
                             expires_at: page.x,
                             code_sha256: &code_sha256,
                             code_expires_at: now + CODE_SECONDS,
+                            sprite: sprite.as_deref(),
                             now,
                         },
                     )

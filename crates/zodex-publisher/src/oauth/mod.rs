@@ -19,6 +19,8 @@
 //! - `seal.rs`: what anonymous callers carry instead of rows (client ids, consent pages);
 //! - `published.rs`: the public file the resource server reads (keys, revocations, key URL);
 //! - `admin.rs`: the operator's commands (approve, deny, clients, revoke, key URL on/off);
+//! - `fleet.rs`: on a fleet's service, one such server per sprite, for the public URL an
+//!   operator set for it;
 //! - `crypto.rs`, `reply.rs`: secrets and HTTP answers.
 //!
 //! Every approval, denial, token issue and revocation is audited.
@@ -34,6 +36,7 @@ mod cimd;
 mod clients;
 mod crypto;
 mod error;
+mod fleet;
 mod pages;
 mod published;
 mod register;
@@ -51,6 +54,7 @@ pub use admin::AdminError;
 pub use error::{
     DocumentError, FormError, KeyError, OpenError, PublishError, RedirectUriError, SettingsError,
 };
+pub use fleet::{FleetOAuth, FleetOAuthError};
 pub use published::{PublishedAuth, PublishedKey};
 
 /// An access token's lifetime.
@@ -67,15 +71,20 @@ pub const APPROVAL_WAIT: std::time::Duration = std::time::Duration::from_secs(10
 /// The one scope: the MCP tools of this sprite.
 pub const SCOPE: &str = "mcp";
 
-/// What the authorization server is, from the sprite's `[mcp]` table.
+/// What the authorization server is: from the sprite's `[mcp]` table, or, on a fleet's
+/// service, from the public URL an operator set for one sprite.
 #[derive(Debug, Clone)]
 pub struct OAuthSettings {
     /// The issuer: the public origin with `/oauth` (a path keeps its string form exact).
     pub issuer: String,
     /// The protected resource: `[mcp] public_url`, the MCP endpoint's URL as clients use it.
     pub resource: String,
-    /// Where the public half is published for `zodex-agent serve` (`[mcp] oauth_file`).
-    pub public_file: PathBuf,
+    /// Where the public half is published for `zodex-agent serve` (`[mcp] oauth_file`); none
+    /// on a fleet's service, whose sprites' relays fetch it (`mcp_oauth_published`).
+    pub public_file: Option<PathBuf>,
+    /// The fleet sprite this server answers for (`None`: the single sprite's own endpoint):
+    /// its pages, registrations, decisions, grants and audit rows are that sprite's.
+    pub sprite: Option<String>,
     /// Hosts whose metadata documents may be fetched from private addresses (tests,
     /// intranets); empty by default.
     pub cimd_private_hosts: Vec<String>,
@@ -104,9 +113,23 @@ impl OAuthSettings {
         Ok(Self {
             issuer: format!("{scheme}://{authority}/oauth"),
             resource: public_url.trim_end_matches('/').to_string(),
-            public_file,
+            public_file: Some(public_file),
+            sprite: None,
             cimd_private_hosts,
         })
+    }
+
+    /// The settings of fleet sprite `sprite`'s endpoint at `public_url`, served by a fleet's
+    /// service: no file (the sprite's relay fetches the public half).
+    pub fn for_sprite(
+        sprite: &str,
+        public_url: &str,
+        cimd_private_hosts: Vec<String>,
+    ) -> Result<Self, SettingsError> {
+        let mut settings = Self::new(public_url, PathBuf::new(), cimd_private_hosts)?;
+        settings.public_file = None;
+        settings.sprite = Some(sprite.to_string());
+        Ok(settings)
     }
 
     fn origin(&self) -> &str {
@@ -149,11 +172,12 @@ impl OAuth {
         let key = store
             .with(|s| zodex_engine::mcp_oauth::ensure_signing_key(s, fresh, now))
             .map_err(OpenError::Store)?;
+        let sealer = seal::Sealer::new(&key, settings.sprite.as_deref());
         let server = Self {
             settings,
             store,
             documents,
-            sealer: seal::Sealer::new(&key),
+            sealer,
             shown: pages::ShownPages::default(),
             claimed: tokio::sync::Notify::new(),
             approval_wait: APPROVAL_WAIT,
@@ -173,6 +197,11 @@ impl OAuth {
         if let Err(e) = pruned {
             tracing::error!(error = %e, "pruning ended MCP OAuth authorizations failed");
         }
+    }
+
+    /// Forgets the pages shown that expired (no store work: [`OAuth::prune`] does that).
+    pub fn forget_expired_pages(&self, now: i64) {
+        self.shown.forget_expired(now);
     }
 
     pub fn settings(&self) -> &OAuthSettings {
@@ -238,18 +267,46 @@ impl OAuth {
         Self::publish_with(&self.settings, s, now)
     }
 
+    /// Writes the public file, when this server has one (a fleet sprite's relay fetches the
+    /// same value with [`OAuth::published`] instead).
     fn publish_with(settings: &OAuthSettings, s: &mut Store, now: i64) -> Result<(), PublishError> {
+        match &settings.public_file {
+            Some(file) => Self::published_with(settings, s, now)?.write(file),
+            None => Ok(()),
+        }
+    }
+
+    /// The public half as it stands: what `zodex-agent serve` checks tokens with.
+    pub async fn published(&self, now: i64) -> Result<PublishedAuth, PublishError> {
+        let settings = self.settings.clone();
+        self.store
+            .run(move |s| Self::published_with(&settings, s, now))
+            .await
+    }
+
+    fn published_with(
+        settings: &OAuthSettings,
+        s: &mut Store,
+        now: i64,
+    ) -> Result<PublishedAuth, PublishError> {
+        let since = now - ACCESS_TOKEN_SECONDS - 60;
+        let sprite = settings.sprite.as_deref();
         let (key_url, key, families, clients) = s
             .read(|f| {
                 Ok((
-                    zodex_engine::mcp_oauth::key_url_enabled(f)?,
+                    zodex_engine::mcp_oauth::key_url_enabled(f, sprite)?,
                     f.oauth_signing_key()?,
-                    f.recently_revoked_oauth_families(now - ACCESS_TOKEN_SECONDS - 60)?,
+                    match sprite {
+                        None => f.recently_revoked_oauth_families(since)?,
+                        Some(_) => {
+                            f.recently_revoked_oauth_families_for(&settings.resource, since)?
+                        }
+                    },
                     f.oauth_clients()?,
                 ))
             })
             .map_err(PublishError::Store)?;
-        let published = PublishedAuth {
+        Ok(PublishedAuth {
             issuer: settings.issuer.clone(),
             resource: settings.resource.clone(),
             resource_metadata: settings.resource_metadata_url(),
@@ -267,8 +324,7 @@ impl OAuth {
                 .filter(|c| c.revoked_at.is_some())
                 .map(|c| c.client_id)
                 .collect(),
-        };
-        published.write(&settings.public_file)
+        })
     }
 }
 
@@ -297,6 +353,8 @@ fn form(text: &str) -> Result<std::collections::HashMap<String, String>, FormErr
     Ok(out)
 }
 
+#[cfg(test)]
+mod fleet_tests;
 #[cfg(test)]
 mod flood_tests;
 #[cfg(test)]
