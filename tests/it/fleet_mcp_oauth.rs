@@ -4,7 +4,8 @@
 //! page shows with `zodex fleet mcp approve CODE --sprite s1`, the client gets tokens and calls
 //! s1's MCP tools. The attacks: the token on sprite s2's endpoint (another audience), s1's
 //! code approved for s2, s1's refresh token at s2's token endpoint, s2 claiming s1's URL. Then
-//! `revoke` ends the client's grant on s1 within the relay's next look.
+//! `revoke` ends the client's grant on s1 within the relay's next look, and a removed sprite's
+//! relay takes its public half away.
 
 use crate::support::fleet::{FLEET, Fleet, Sprite};
 use crate::support::rig::{AGENT, text};
@@ -381,6 +382,16 @@ fn the_service_is_each_sprites_authorization_server_and_a_token_for_one_never_op
         audit(&fleet)
             .iter()
             .any(|r| r["action"] == "McpOAuthRevoke" && r["detail"]["sprite"] == "s1"),
+    );
+
+    // A sprite removed from the fleet is refused by the service: its relay removes the
+    // public half, and its endpoint accepts no token at all.
+    assert!(two.oauth_file.exists());
+    zodex(&["fleet", "remove", "s2"]);
+    eventually(
+        "the removed sprite's relay removes its OAuth file",
+        Duration::from_secs(20),
+        || !two.oauth_file.exists(),
     );
     drop((one, two));
 }
