@@ -10,6 +10,24 @@ use zodex_protocol::{
     AdminRequest, ErrorKind, FleetMcpEndpoint, McpPublished, OAuthHttpRequest, Response,
 };
 
+/// The sprites' authorization servers when this publisher is a fleet's service (`[fleet]`),
+/// on the shared store; `[mcp] oauth_cimd_private_hosts` applies to them too.
+pub(super) fn open(
+    config: &zodex_config::Config,
+    store: &crate::shared_store::SharedStore,
+) -> Result<Option<std::sync::Arc<crate::oauth::FleetOAuth>>, crate::oauth::OpenError> {
+    if config.fleet.is_none() {
+        return Ok(None);
+    }
+    let private_hosts = config
+        .mcp
+        .as_ref()
+        .map(|m| m.oauth_cimd_private_hosts.clone())
+        .unwrap_or_default();
+    let fleet = crate::oauth::FleetOAuth::new(store.clone(), private_hosts)?;
+    Ok(Some(std::sync::Arc::new(fleet)))
+}
+
 impl Host {
     /// The authorization server of the sprite `agent` is; a single sprite's agent, or a
     /// publisher serving no fleet, has none here.

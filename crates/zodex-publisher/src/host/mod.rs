@@ -213,16 +213,7 @@ impl Host {
             )),
             None => None,
         };
-        let fleet_oauth = fleet.as_ref().map(|_| {
-            Arc::new(crate::oauth::FleetOAuth::new(
-                core.store.clone(),
-                config
-                    .mcp
-                    .as_ref()
-                    .map(|m| m.oauth_cimd_private_hosts.clone())
-                    .unwrap_or_default(),
-            ))
-        });
+        let fleet_oauth = fleet_mcp::open(config, &core.store)?;
         let tokens = tokens::Tokens::open(config.state_dir.join("write-tokens"));
         let credentials = Arc::new(Credentials::new(core.clone(), tokens, seal));
         let disk = crate::publish::Mirrors::new(config.state_dir.join("mirrors"), config.tmp_dir());

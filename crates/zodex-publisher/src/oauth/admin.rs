@@ -76,7 +76,7 @@ impl OAuth {
         now: i64,
     ) -> Result<McpAuthorizationView, AdminError> {
         let code = crypto::normalise_user_code(code);
-        let shown = self.shown.showing(&code).map_err(|_| {
+        let shown = self.shown.showing(&self.shown_key(&code)).map_err(|_| {
             AdminError::Conflict(format!(
                 "two consent pages show the code {code}; neither is approved. Close them and start the connection again from the MCP client"
             ))

@@ -152,7 +152,8 @@ impl OAuth {
         };
         let sealed = self.sealer.seal(Purpose::Page, &request);
         let user_code = self.sealer.user_code(&sealed);
-        self.shown.saw(&user_code, shown_page(&request));
+        self.shown
+            .saw(&self.shown_key(&user_code), shown_page(&request));
         self.consent_page(&client, &redirect_uri, &user_code, &sealed, now)
     }
 
@@ -302,7 +303,7 @@ impl OAuth {
         let user_code = self.sealer.user_code(sealed);
         let shown = shown_page(&page);
         let page_sha256 = shown.page.clone();
-        self.shown.saw(&user_code, shown);
+        self.shown.saw(&self.shown_key(&user_code), shown);
         let code = crypto::random_token();
         let polled = {
             let (page, user_code, code_sha256) =

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{OAuth, OAuthSettings, OpenError, SettingsError};
+use super::{OAuth, OAuthSettings, OpenError, SettingsError, SharedBounds};
 use crate::shared_store::SharedStore;
 use zodex_engine::fleet::{FleetNameError, MemberName};
 use zodex_engine::store::StoreError;
@@ -40,20 +40,24 @@ pub enum FleetOAuthError {
     Task(String),
 }
 
-/// The sprites' authorization servers, made on first use and again when a URL changes.
+/// The sprites' authorization servers, made on first use and again when a URL changes. They
+/// share one metadata-document fetcher and one memory of pages shown, so their bounds are the
+/// service's, however many sprites it serves.
 pub struct FleetOAuth {
     store: SharedStore,
     cimd_private_hosts: Vec<String>,
+    bounds: SharedBounds,
     servers: Mutex<HashMap<String, Arc<OAuth>>>,
 }
 
 impl FleetOAuth {
-    pub fn new(store: SharedStore, cimd_private_hosts: Vec<String>) -> Self {
-        Self {
+    pub fn new(store: SharedStore, cimd_private_hosts: Vec<String>) -> Result<Self, OpenError> {
+        Ok(Self {
             store,
+            bounds: SharedBounds::new(cimd_private_hosts.clone())?,
             cimd_private_hosts,
             servers: Mutex::new(HashMap::new()),
-        }
+        })
     }
 
     /// The settings `url` gives sprite `sprite`'s endpoint (checked before a URL is stored).
@@ -82,22 +86,20 @@ impl FleetOAuth {
         {
             return Ok(server.clone());
         }
-        let store = self.store.clone();
-        let server = tokio::task::spawn_blocking(move || OAuth::open(settings, store, now))
-            .await
-            .map_err(|_| FleetOAuthError::Task(sprite.to_string()))??;
+        let (store, bounds) = (self.store.clone(), self.bounds.clone());
+        let server =
+            tokio::task::spawn_blocking(move || OAuth::open_sharing(settings, store, bounds, now))
+                .await
+                .map_err(|_| FleetOAuthError::Task(sprite.to_string()))??;
         let server = Arc::new(server);
         self.lock().insert(sprite.to_string(), server.clone());
         Ok(server)
     }
 
-    /// Forgets the expired pages each sprite's server remembers, and with `store` the ended
+    /// Forgets the expired pages the sprites' servers remember, and with `store` the ended
     /// OAuth rows of the store (every endpoint's: pruning is done once for all).
     pub async fn prune(&self, now: i64, store: bool) {
-        let servers: Vec<Arc<OAuth>> = self.lock().values().cloned().collect();
-        for server in &servers {
-            server.forget_expired_pages(now);
-        }
+        self.bounds.forget_expired(now);
         if store {
             let pruned = self
                 .store

@@ -149,6 +149,29 @@ impl OAuthSettings {
     }
 }
 
+/// What the authorization servers of a fleet's sprites share on one service: the
+/// metadata-document fetcher (its bounds are the service's, not each sprite's) and the memory
+/// of the pages shown (bounded once for all: a flood through many sprites holds no more).
+#[derive(Clone)]
+pub struct SharedBounds {
+    documents: cimd::Documents,
+    shown: std::sync::Arc<pages::ShownPages>,
+}
+
+impl SharedBounds {
+    pub fn new(cimd_private_hosts: Vec<String>) -> Result<Self, OpenError> {
+        Ok(Self {
+            documents: cimd::Documents::new(cimd::Fetcher::new(cimd_private_hosts)?),
+            shown: std::sync::Arc::default(),
+        })
+    }
+
+    /// Forgets the pages shown that expired.
+    pub fn forget_expired(&self, now: i64) {
+        self.shown.forget_expired(now);
+    }
+}
+
 /// The authorization server: settings, the state it shares with the host, and the
 /// metadata-document fetcher.
 pub struct OAuth {
@@ -156,7 +179,7 @@ pub struct OAuth {
     store: SharedStore,
     documents: cimd::Documents,
     sealer: seal::Sealer,
-    shown: pages::ShownPages,
+    shown: std::sync::Arc<pages::ShownPages>,
     /// Woken when a page collects an approval (`approve` waits on it).
     claimed: tokio::sync::Notify,
     /// [`APPROVAL_WAIT`]; shorter in tests.
@@ -166,8 +189,17 @@ pub struct OAuth {
 impl OAuth {
     /// Opens the server: makes the signing key on first use and publishes the public file.
     pub fn open(settings: OAuthSettings, store: SharedStore, now: i64) -> Result<Self, OpenError> {
-        let documents =
-            cimd::Documents::new(cimd::Fetcher::new(settings.cimd_private_hosts.clone())?);
+        let bounds = SharedBounds::new(settings.cimd_private_hosts.clone())?;
+        Self::open_sharing(settings, store, bounds, now)
+    }
+
+    /// Opens the server with `bounds` shared with others (a fleet's sprites).
+    pub fn open_sharing(
+        settings: OAuthSettings,
+        store: SharedStore,
+        bounds: SharedBounds,
+        now: i64,
+    ) -> Result<Self, OpenError> {
         let fresh = crypto::new_signing_key()?;
         let key = store
             .with(|s| zodex_engine::mcp_oauth::ensure_signing_key(s, fresh, now))
@@ -176,9 +208,9 @@ impl OAuth {
         let server = Self {
             settings,
             store,
-            documents,
+            documents: bounds.documents,
             sealer,
-            shown: pages::ShownPages::default(),
+            shown: bounds.shown,
             claimed: tokio::sync::Notify::new(),
             approval_wait: APPROVAL_WAIT,
         };
@@ -199,9 +231,13 @@ impl OAuth {
         }
     }
 
-    /// Forgets the pages shown that expired (no store work: [`OAuth::prune`] does that).
-    pub fn forget_expired_pages(&self, now: i64) {
-        self.shown.forget_expired(now);
+    /// The key of the page showing `code` in the memory of pages shown, which a fleet's
+    /// sprites share: the sprite's name goes with it.
+    fn shown_key(&self, code: &str) -> String {
+        match &self.settings.sprite {
+            None => code.to_string(),
+            Some(sprite) => format!("{sprite}/{code}"),
+        }
     }
 
     pub fn settings(&self) -> &OAuthSettings {
