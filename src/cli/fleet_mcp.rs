@@ -24,6 +24,10 @@ pub(super) enum FleetMcpCommand {
         sprite: String,
         /// The URL clients use; absent: show the one set.
         url: Option<String>,
+        /// Clear it: the service serves the sprite no OAuth, and its relay removes the public
+        /// keys (no token is accepted there).
+        #[arg(long, conflicts_with = "url")]
+        clear: bool,
     },
     /// Approve the connection whose consent page, on SPRITE's endpoint, shows CODE.
     Approve {
@@ -67,10 +71,10 @@ pub(super) fn run(target: &FleetTarget, command: FleetMcpCommand, registry: &Reg
         request: Box::new(request),
     };
     match command {
-        FleetMcpCommand::PublicUrl { sprite, url } => super::fleet::send(
+        FleetMcpCommand::PublicUrl { sprite, url, clear } => super::fleet::send(
             target,
             registry,
-            AdminRequest::FleetMcpPublicUrl { sprite, url },
+            AdminRequest::FleetMcpPublicUrl { sprite, url, clear },
             |e: &FleetMcpEndpoint| match &e.public_url {
                 Some(url) => format!(
                     "sprite {}: MCP endpoint {} (OAuth issuer {}). Its relay writes the public keys to the sprite's [mcp] oauth_file; approve connections with `zodex fleet mcp approve CODE --sprite {}`.",

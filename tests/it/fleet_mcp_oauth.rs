@@ -384,6 +384,15 @@ fn the_service_is_each_sprites_authorization_server_and_a_token_for_one_never_op
             .any(|r| r["action"] == "McpOAuthRevoke" && r["detail"]["sprite"] == "s1"),
     );
 
+    // Its URL cleared, s1 is served no OAuth: its relay removes the public half.
+    let cleared = zodex(&["fleet", "mcp", "public-url", "s1", "--clear"]);
+    assert!(cleared.contains("no MCP public URL"), "{cleared}");
+    eventually(
+        "s1's relay removes its OAuth file",
+        Duration::from_secs(20),
+        || !one.oauth_file.exists(),
+    );
+
     // A sprite removed from the fleet is refused by the service: its relay removes the
     // public half, and its endpoint accepts no token at all.
     assert!(two.oauth_file.exists());

@@ -159,12 +159,15 @@ pub enum AdminRequest {
         sprite: String,
         request: Box<AdminRequest>,
     },
-    /// Set the public URL of fleet sprite `sprite`'s MCP endpoint (its OAuth resource), or with
-    /// `url` absent show it. The answer is a [`FleetMcpEndpoint`].
+    /// Set the public URL of fleet sprite `sprite`'s MCP endpoint (its OAuth resource), clear
+    /// it (`clear`: the service then serves the sprite no OAuth), or with neither show it. The
+    /// answer is a [`FleetMcpEndpoint`].
     FleetMcpPublicUrl {
         sprite: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         url: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        clear: bool,
     },
     /// A what-if `Push` decision for the agent; no side effects.
     Explain {

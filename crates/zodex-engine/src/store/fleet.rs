@@ -215,6 +215,58 @@ mod tests {
     }
 
     #[test]
+    fn a_sprites_mcp_url_is_its_own_and_a_decision_names_its_sprite() {
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let (one, two) = (
+                MemberName::parse("s1").unwrap(),
+                MemberName::parse("s2").unwrap(),
+            );
+            for (name, key) in [("s1", 'a'), ("s2", 'b')] {
+                store
+                    .write(|f| f.enroll_member(&sprite(name, &[], key), "op", 10))
+                    .unwrap();
+            }
+            let url = "https://s1.example/mcp";
+            store
+                .write(|f| f.set_sprite_mcp_public_url(&one, Some(url)))
+                .unwrap();
+            // Another sprite cannot take it: a token names its endpoint by its URL.
+            let err = store
+                .write(|f| f.set_sprite_mcp_public_url(&two, Some(url)))
+                .unwrap_err();
+            assert!(err.to_string().contains("sprite s1 has"), "{err}");
+            assert_eq!(
+                store.read(|f| f.sprite_mcp_public_url(&one)).unwrap(),
+                Some(url.to_string())
+            );
+            assert_eq!(store.read(|f| f.sprite_mcp_public_url(&two)).unwrap(), None);
+            // A removed sprite has none (the service serves it no OAuth).
+            store
+                .write(|f| f.remove_member(MemberRole::Sprite, &one, "op", 11))
+                .unwrap();
+            assert_eq!(store.read(|f| f.sprite_mcp_public_url(&one)).unwrap(), None);
+            // An operator's decision keeps the sprite it is for; none for the single sprite's.
+            store
+                .write(|f| {
+                    f.put_oauth_decision("AAAA-BBBB", Some("s2"), true, "op", 12, 30)?;
+                    f.put_oauth_decision("CCCC-DDDD", None, false, "op", 12, 30)
+                })
+                .unwrap();
+            let (fleet, single) = store
+                .read(|f| {
+                    Ok((
+                        f.oauth_decision("AAAA-BBBB")?,
+                        f.oauth_decision("CCCC-DDDD")?,
+                    ))
+                })
+                .unwrap();
+            assert_eq!(fleet.unwrap().sprite.as_deref(), Some("s2"));
+            assert_eq!(single.unwrap().sprite, None);
+        });
+    }
+
+    #[test]
     fn a_member_is_enrolled_removed_and_enrolled_again_with_a_new_key() {
         on_each_backend(|| {
             let (_dir, mut store) = temp_store();

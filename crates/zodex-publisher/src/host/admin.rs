@@ -114,9 +114,17 @@ impl Host {
         if let AdminRequest::FleetMcp { sprite, request } = request {
             return self.fleet_mcp(principal, &sprite, *request, now).await;
         }
-        if let AdminRequest::FleetMcpPublicUrl { sprite, url } = request {
+        if let AdminRequest::FleetMcpPublicUrl { sprite, url, clear } = request {
+            let change = match (url, clear) {
+                (Some(_), true) => {
+                    return Failure::usage("give a URL or clear it, not both").into_response();
+                }
+                (Some(url), false) => Some(Some(url)),
+                (None, true) => Some(None),
+                (None, false) => None,
+            };
             return self
-                .fleet_mcp_public_url(principal, &sprite, url, now)
+                .fleet_mcp_public_url(principal, &sprite, change, now)
                 .await;
         }
         if request.is_fleet() {

@@ -103,12 +103,13 @@ impl Host {
         }
     }
 
-    /// Sets (audited) or shows the public URL of fleet sprite `sprite`'s MCP endpoint.
+    /// Sets or clears (`change`, audited) and shows the public URL of fleet sprite `sprite`'s
+    /// MCP endpoint.
     pub(super) async fn fleet_mcp_public_url(
         &self,
         principal: Principal,
         sprite: &str,
-        url: Option<String>,
+        change: Option<Option<String>>,
         now: i64,
     ) -> Response {
         let Some(fleet) = &self.fleet_oauth else {
@@ -118,17 +119,13 @@ impl Host {
             Ok(name) => name,
             Err(e) => return Failure::usage(e.to_string()).into_response(),
         };
-        if let Some(url) = &url {
+        if let Some(url) = change {
             // Checked as the server will read it: https (http only on loopback), no query.
-            let settings = match fleet.settings(sprite, url) {
-                Ok(settings) => settings,
+            let resource = match url.map(|url| fleet.settings(sprite, &url)).transpose() {
+                Ok(settings) => settings.map(|s| s.resource),
                 Err(e) => return Failure::usage(e.to_string()).into_response(),
             };
-            let (who, name, resource) = (
-                zodex_engine::Actor::from(principal),
-                name.clone(),
-                settings.resource,
-            );
+            let (who, name) = (zodex_engine::Actor::from(principal), name.clone());
             let set = self
                 .core
                 .store
@@ -137,7 +134,7 @@ impl Host {
                         s,
                         &who,
                         &name,
-                        Some(&resource),
+                        resource.as_deref(),
                         now,
                     )
                 })
