@@ -84,7 +84,7 @@
 //!   - `oauth::reply`: the HTTP answers (JSON, OAuth errors, redirects, pages), all `no-store`.
 //!   - `oauth::admin`: the operator's commands (approve, deny, clients, revoke, key URL).
 //!   - `oauth::fleet`: on a fleet's service, one authorization server per sprite, for the
-//!     public URL an operator set for it (`host::fleet_mcp` routes to it as the admitted
+//!     public URL an operator set for it (`host::mcp_oauth` routes to it as the admitted
 //!     sprite).
 //!   - `oauth::tests`, `oauth::flood_tests`: the flows and their attacks; anonymous floods.
 //! - `sinks`: the audit leaving the sprite as it is written: one task per `[[audit_sinks]]` entry

@@ -27,7 +27,7 @@ mod coverage;
 mod credential;
 mod failure;
 mod fleet_admin;
-mod fleet_mcp;
+mod mcp_oauth;
 mod mirror;
 mod pipeline;
 mod proofs;
@@ -213,7 +213,7 @@ impl Host {
             )),
             None => None,
         };
-        let fleet_oauth = fleet_mcp::open(config, &core.store)?;
+        let fleet_oauth = mcp_oauth::open(config, &core.store)?;
         let tokens = tokens::Tokens::open(config.state_dir.join("write-tokens"));
         let credentials = Arc::new(Credentials::new(core.clone(), tokens, seal));
         let disk = crate::publish::Mirrors::new(config.state_dir.join("mirrors"), config.tmp_dir());

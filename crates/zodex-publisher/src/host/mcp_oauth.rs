@@ -1,7 +1,8 @@
-//! A fleet sprite's MCP endpoint on the service (`[fleet]` only): its `/oauth/…` and the public
-//! half its relay fetches (agent side, as the sprite the connection was admitted as), and the
-//! operator's commands for it (`fleet_mcp`, `fleet_mcp_public_url`). The authorization server
-//! of each sprite is `oauth::FleetOAuth`'s.
+//! The MCP endpoint's OAuth as the host routes it: the operator's commands (`mcp_*`) to the
+//! single sprite's authorization server or, on a fleet's service (`[fleet]`), to a sprite's
+//! (`fleet_mcp`, `fleet_mcp_public_url`); a fleet sprite's `/oauth/…` and the public half its
+//! relay fetches, answered as the sprite the connection was admitted as. The authorization
+//! server of each sprite is `oauth::FleetOAuth`'s.
 
 use super::{Failure, Host};
 use zodex_engine::Principal;
@@ -29,6 +30,76 @@ pub(super) fn open(
 }
 
 impl Host {
+    /// The operator's OAuth commands (`zodex sprite mcp …`), answered by the authorization
+    /// server; without one, `clients` says OAuth is off and the rest say how to turn it on.
+    pub(super) async fn mcp_admin(
+        &self,
+        principal: Principal,
+        request: AdminRequest,
+        now: i64,
+    ) -> Response {
+        let Some(oauth) = &self.oauth else {
+            if request == AdminRequest::McpClients {
+                return Response::ok(zodex_protocol::McpClientsAnswer {
+                    sprite: None,
+                    oauth: false,
+                    key_url: true,
+                    issuer: None,
+                    resource: None,
+                    clients: Vec::new(),
+                    waiting: Vec::new(),
+                });
+            }
+            return Failure::new(
+                ErrorKind::Conflict,
+                "this sprite serves no OAuth: set [mcp] oauth_file (and public_url) in its zodex.toml, then restart the publisher",
+            )
+            .into_response();
+        };
+        Self::mcp_answer(oauth, principal, request, now).await
+    }
+
+    /// One of the operator's OAuth commands, answered by `oauth` (the single sprite's server,
+    /// or a fleet sprite's).
+    pub(super) async fn mcp_answer(
+        oauth: &crate::oauth::OAuth,
+        principal: Principal,
+        request: AdminRequest,
+        now: i64,
+    ) -> Response {
+        use crate::oauth::AdminError;
+        let who = zodex_engine::Actor::from(principal);
+        let answer = match request {
+            AdminRequest::McpApprove { code } => {
+                oauth.decide(who, &code, true, now).await.map(Response::ok)
+            }
+            AdminRequest::McpDeny { code } => {
+                oauth.decide(who, &code, false, now).await.map(Response::ok)
+            }
+            AdminRequest::McpClients => oauth.clients(now).await.map(Response::ok),
+            AdminRequest::McpRevoke { client } => {
+                oauth.revoke(who, &client, now).await.map(Response::ok)
+            }
+            AdminRequest::McpKeyUrl { enabled } => {
+                oauth.set_key_url(who, enabled, now).await.map(Response::ok)
+            }
+            _ => {
+                return Failure::usage(
+                    "fleet_mcp carries one of mcp_approve, mcp_deny, mcp_clients, mcp_revoke or mcp_key_url",
+                )
+                .into_response();
+            }
+        };
+        answer.unwrap_or_else(|e| {
+            let kind = match &e {
+                AdminError::NotFound(_) => ErrorKind::NotFound,
+                AdminError::Conflict(_) => ErrorKind::Conflict,
+                AdminError::Store(_) | AdminError::Publish(_) => ErrorKind::Internal,
+            };
+            Failure::new(kind, e.to_string()).into_response()
+        })
+    }
+
     /// The authorization server of the sprite `agent` is; a single sprite's agent, or a
     /// publisher serving no fleet, has none here.
     async fn sprite_oauth(
