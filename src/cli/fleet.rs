@@ -49,6 +49,10 @@ pub(super) enum FleetCommand {
         #[command(flatten)]
         args: super::watch::WatchArgs,
     },
+    /// OAuth for a sprite's MCP endpoint, served by the fleet's service: its public URL,
+    /// consent, clients, revocation, the key URL.
+    #[command(subcommand)]
+    Mcp(super::fleet_mcp::FleetMcpCommand),
     #[command(flatten)]
     Github(GithubCommand<SpriteFilterArgs>),
 }
@@ -181,6 +185,7 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
             Ok(entry) => super::watch::fleet(entry, &args),
             Err(e) => print_failure(&e, json),
         },
+        FleetCommand::Mcp(command) => super::fleet_mcp::run(target, command, registry),
         FleetCommand::Github(command) => match fleet_entry(target, registry) {
             Ok(entry) => github(&Target::named(entry.name, json), command, registry),
             Err(e) => print_failure(&e, json),
@@ -218,7 +223,7 @@ fn fleet_entry(
 }
 
 /// One admin request to the fleet, its answer printed.
-fn send<T: serde::de::DeserializeOwned>(
+pub(super) fn send<T: serde::de::DeserializeOwned>(
     target: &FleetTarget,
     registry: &Registry,
     request: AdminRequest,

@@ -9,6 +9,7 @@ pub mod credential_helper;
 pub mod dev;
 pub mod fleet;
 pub mod github_args;
+mod fleet_mcp;
 pub mod local;
 pub mod pipe;
 pub mod prd;

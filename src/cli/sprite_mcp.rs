@@ -140,7 +140,7 @@ fn public_url(target: &Target, url: Option<&str>, registry: &Registry) -> i32 {
 }
 
 /// Text a client chose, made safe for a terminal (no control or bidi characters).
-fn shown(text: &str) -> String {
+pub(super) fn shown(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_control()
@@ -161,7 +161,7 @@ fn when(at: Option<i64>) -> String {
         .unwrap_or_else(|| "never".into())
 }
 
-fn render_clients(answer: &McpClientsAnswer) -> String {
+pub(super) fn render_clients(answer: &McpClientsAnswer) -> String {
     if !answer.oauth {
         return "OAuth is off on this sprite: set [mcp] oauth_file and public_url in its zodex.toml and restart the publisher. The key URL is the only way in.".into();
     }

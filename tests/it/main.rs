@@ -29,6 +29,7 @@ mod devhub_contract;
 mod engine_concurrency;
 mod fleet;
 mod fleet_filters;
+mod fleet_mcp_oauth;
 mod fleet_replicas;
 mod github_client;
 mod github_facts;

@@ -6,14 +6,41 @@
 //! out are outcomes; signing a token, rendering a page and fetching a metadata document are
 //! the publisher's. As everywhere in the engine: no network, no clock, no randomness.
 
+mod token;
+
+pub use token::{Grant, TokenAsk, TokenOutcome, token};
+
 use crate::store::{
-    AuditEntry, Facts, NewAuthorization, OAuthClient, OAuthDecision, OAuthFamily, SigningKey,
-    Store, StoreError,
+    AuditEntry, Facts, NewAuthorization, OAuthClient, OAuthDecision, SigningKey, Store, StoreError,
 };
 use crate::vocabulary::{Actor, AuditDecision, EventKind};
 
 /// The setting that turns the `?key=` URL off (`off`) or on.
 const KEY_URL: &str = "key_url";
+
+/// The setting's name for `sprite`'s endpoint (`None`: the single sprite's own).
+fn key_url_setting(sprite: Option<&str>) -> String {
+    match sprite {
+        None => KEY_URL.to_string(),
+        Some(sprite) => format!("{KEY_URL}/sprite/{sprite}"),
+    }
+}
+
+/// One fleet sprite's MCP endpoint, as the service serves its OAuth: the sprite, and the
+/// resource (its public URL) every code, grant and token of it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpriteEndpoint<'a> {
+    pub sprite: &'a str,
+    pub resource: &'a str,
+}
+
+/// `detail` with `"sprite"` added when the row is about a fleet sprite's endpoint.
+fn with_sprite(mut detail: serde_json::Value, sprite: Option<&str>) -> serde_json::Value {
+    if let (Some(sprite), Some(map)) = (sprite, detail.as_object_mut()) {
+        map.insert("sprite".into(), sprite.into());
+    }
+    detail
+}
 
 fn audit(
     f: &Facts<'_>,
@@ -66,6 +93,7 @@ pub enum DecideRefusal {
 pub fn decide(
     store: &mut Store,
     principal: &Actor,
+    sprite: Option<&str>,
     user_code: &str,
     approve: bool,
     expires_at: i64,
@@ -86,7 +114,14 @@ pub fn decide(
         if f.oauth_user_code_taken(user_code)? {
             return Ok(Err(DecideRefusal::AlreadyDecided("approved")));
         }
-        f.put_oauth_decision(user_code, approve, &principal.as_stored(), now, expires_at)?;
+        f.put_oauth_decision(
+            user_code,
+            sprite,
+            approve,
+            &principal.as_stored(),
+            now,
+            expires_at,
+        )?;
         if !approve {
             audit(
                 f,
@@ -94,7 +129,7 @@ pub fn decide(
                 EventKind::McpOAuthDeny,
                 AuditDecision::Event,
                 None,
-                serde_json::json!({ "user_code": user_code }),
+                with_sprite(serde_json::json!({ "user_code": user_code }), sprite),
                 now,
             )?;
         }
@@ -138,6 +173,9 @@ pub struct PagePoll<'a> {
     /// The hash of the authorization code handed out if the page claims an approval now.
     pub code_sha256: &'a str,
     pub code_expires_at: i64,
+    /// The fleet sprite whose endpoint showed the page (`None`: the single sprite's own): it
+    /// collects only a decision made for it.
+    pub sprite: Option<&'a str>,
     pub now: i64,
 }
 
@@ -163,7 +201,9 @@ pub fn poll_page(store: &mut Store, page: &PagePoll<'_>) -> Result<Poll, StoreEr
         let Some(d) = f.oauth_decision(page.user_code)? else {
             return Ok(Poll::Waiting);
         };
-        if !d.live(page.now) {
+        // A decision for another endpoint's page is not this page's (a 40-bit coincidence of
+        // codes, or a page shown by another sprite): it waits for its own.
+        if !d.live(page.now) || d.sprite.as_deref() != page.sprite {
             return Ok(Poll::Waiting);
         }
         if !d.approve {
@@ -214,328 +254,38 @@ pub fn poll_page(store: &mut Store, page: &PagePoll<'_>) -> Result<Poll, StoreEr
             EventKind::McpOAuthApprove,
             AuditDecision::Event,
             None,
-            serde_json::json!({
-                "user_code": page.user_code,
-                "client_id": page.client.client_id,
-                "client_name": page.client.name,
-                "redirect_uri": page.redirect_uri,
-                "scope": page.scope,
-            }),
+            with_sprite(
+                serde_json::json!({
+                    "user_code": page.user_code,
+                    "client_id": page.client.client_id,
+                    "client_name": page.client.name,
+                    "redirect_uri": page.redirect_uri,
+                    "scope": page.scope,
+                }),
+                page.sprite,
+            ),
             page.now,
         )?;
         Ok(Poll::Approved)
     })
 }
 
-/// A token request, as the publisher parsed it.
-pub struct TokenAsk<'a> {
-    pub client_id: &'a str,
-    /// The client as its sealed id describes it (a registration the publisher checked), used
-    /// when no row holds `client_id` yet.
-    pub sealed_client: Option<&'a OAuthClient>,
-    /// The SHA-256 of the secret the client presented, if it presented one.
-    pub secret_sha256: Option<String>,
-    pub grant: Grant<'a>,
-    /// The `resource` parameter, if sent.
-    pub resource: Option<&'a str>,
-    /// The id a new family gets (a code exchange).
-    pub new_family: &'a str,
-    /// The SHA-256 of the refresh token issued if the request succeeds.
-    pub new_refresh_sha256: &'a str,
-    /// The id of the access token issued if the request succeeds (audited).
-    pub jti: &'a str,
-    /// The access token's expiry, audited.
-    pub access_expires_at: i64,
-    /// A new family's lifetime.
-    pub family_seconds: i64,
-    pub now: i64,
-}
-
-pub enum Grant<'a> {
-    Code {
-        code_sha256: String,
-        redirect_uri: Option<&'a str>,
-        /// Does the code verifier sent hash to this code challenge (PKCE S256)?
-        pkce: &'a dyn Fn(&str) -> bool,
-    },
-    Refresh {
-        refresh_sha256: String,
-    },
-    Unsupported(String),
-    Missing,
-}
-
-/// What a token request came to.
-#[derive(Debug, Clone)]
-pub enum TokenOutcome {
-    /// Sign an access token of `family` with `key`; the refresh token offered is recorded.
-    Issued {
-        family: OAuthFamily,
-        key: SigningKey,
-    },
-    /// The OAuth error and why; `revoked` when a family was revoked on the way (a replay), so
-    /// the public file must be written again.
-    Refused {
-        error: &'static str,
-        why: String,
-        revoked: bool,
-    },
-}
-
-fn refused(error: &'static str, why: impl Into<String>) -> TokenOutcome {
-    TokenOutcome::Refused {
-        error,
-        why: why.into(),
-        revoked: false,
-    }
-}
-
-/// Compares two hex hashes without an early exit.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
-/// A token request: the client authenticated, the grant checked (a code or refresh token used
-/// twice revokes its family), the new refresh token recorded and the issue audited — one
-/// transaction, whatever the outcome.
-pub fn token(store: &mut Store, ask: &TokenAsk<'_>) -> Result<TokenOutcome, StoreError> {
-    store.write(|f| {
-        let outcome = token_in(f, ask)?;
-        match &outcome {
-            // A refusal is evidence only for a client the operator let in once: anyone may
-            // name a client that never was (or a registration never approved), and a row per
-            // such request would let strangers grow the audit at will.
-            TokenOutcome::Refused { error, why, .. } if f.oauth_client(ask.client_id)?.is_some() => {
-                audit(
-                    f,
-                    &Actor::McpClient,
-                    EventKind::McpOAuthToken,
-                    AuditDecision::Deny,
-                    Some(error),
-                    serde_json::json!({"client_id": ask.client_id, "why": why}),
-                    ask.now,
-                )?;
-            }
-            TokenOutcome::Refused { .. } => {}
-            TokenOutcome::Issued { family, .. } => {
-                f.touch_oauth_client(ask.client_id, ask.now)?;
-                f.insert_oauth_refresh(ask.new_refresh_sha256, &family.family, ask.now)?;
-                audit(
-                    f,
-                    &Actor::McpClient,
-                    EventKind::McpOAuthToken,
-                    AuditDecision::Event,
-                    Some("issued"),
-                    serde_json::json!({
-                        "client_id": family.client_id,
-                        "family": family.family,
-                        "grant_type": match ask.grant { Grant::Code { .. } => "authorization_code", _ => "refresh_token" },
-                        "jti": ask.jti,
-                        "expires_at": ask.access_expires_at,
-                    }),
-                    ask.now,
-                )?;
-            }
-        }
-        Ok(outcome)
-    })
-}
-
-fn token_in(f: &Facts<'_>, ask: &TokenAsk<'_>) -> Result<TokenOutcome, StoreError> {
-    let Some(client) = f
-        .oauth_client(ask.client_id)?
-        .or_else(|| ask.sealed_client.cloned())
-    else {
-        return Ok(refused("invalid_client", "unknown client: register again"));
-    };
-    if client.revoked_at.is_some() {
-        return Ok(refused(
-            "invalid_client",
-            "this client was revoked by the operator",
-        ));
-    }
-    let authenticated = match (&client.secret_sha256, &ask.secret_sha256) {
-        (None, None) => true,
-        (Some(stored), Some(given)) => same(stored, given),
-        _ => false,
-    };
-    if !authenticated {
-        return Ok(refused(
-            "invalid_client",
-            "the client's credentials do not match its registration",
-        ));
-    }
-    let Some(key) = f.oauth_signing_key()? else {
-        return Ok(refused("server_error", "no signing key"));
-    };
-    let family = match &ask.grant {
-        Grant::Code {
-            code_sha256,
-            redirect_uri,
-            pkce,
-        } => match exchange_code(f, ask, &client, code_sha256, *redirect_uri, *pkce)? {
-            Ok(family) => family,
-            Err(outcome) => return Ok(outcome),
-        },
-        Grant::Refresh { refresh_sha256 } => match refresh(f, ask, &client, refresh_sha256)? {
-            Ok(family) => family,
-            Err(outcome) => return Ok(outcome),
-        },
-        Grant::Unsupported(grant) => {
-            return Ok(refused(
-                "unsupported_grant_type",
-                format!(
-                    "grant_type {grant} is not served: use authorization_code or refresh_token"
-                ),
-            ));
-        }
-        Grant::Missing => return Ok(refused("invalid_request", "grant_type is missing")),
-    };
-    Ok(TokenOutcome::Issued { family, key })
-}
-
-fn exchange_code(
-    f: &Facts<'_>,
-    ask: &TokenAsk<'_>,
-    client: &OAuthClient,
-    code_sha256: &str,
-    redirect_uri: Option<&str>,
-    pkce: &dyn Fn(&str) -> bool,
-) -> Result<Result<OAuthFamily, TokenOutcome>, StoreError> {
-    let Some(a) = f.oauth_authorization_by_code(code_sha256)? else {
-        return Ok(Err(refused("invalid_grant", "unknown authorization code")));
-    };
-    if a.code_used_at.is_some() {
-        // RFC 6749 §4.1.2: a code used twice revokes what was issued from it.
-        let revoked = match &a.family {
-            Some(family) => {
-                f.revoke_oauth_family(family, "authorization code used twice", ask.now)?
-            }
-            None => false,
-        };
-        return Ok(Err(TokenOutcome::Refused {
-            error: "invalid_grant",
-            why: "this authorization code was already used; the tokens issued from it are revoked"
-                .into(),
-            revoked,
-        }));
-    }
-    // One attempt per code, whatever its outcome.
-    f.use_oauth_code(a.id, ask.new_family, ask.now)?;
-    if a.client_id != client.client_id {
-        return Ok(Err(refused(
-            "invalid_grant",
-            "this code was issued to another client",
-        )));
-    }
-    if a.denied_at.is_some() || a.code_expires_at.is_none_or(|t| t <= ask.now) {
-        return Ok(Err(refused(
-            "invalid_grant",
-            "this authorization code expired or was revoked",
-        )));
-    }
-    if redirect_uri != Some(a.redirect_uri.as_str()) {
-        return Ok(Err(refused(
-            "invalid_grant",
-            "redirect_uri must be the one of the authorization request, exactly",
-        )));
-    }
-    if !pkce(&a.code_challenge) {
-        return Ok(Err(refused(
-            "invalid_grant",
-            "the code_verifier does not match the code_challenge (PKCE S256)",
-        )));
-    }
-    if let Some(resource) = ask.resource
-        && resource.trim_end_matches('/') != a.resource
-    {
-        return Ok(Err(refused(
-            "invalid_target",
-            format!("tokens are issued only for {}", a.resource),
-        )));
-    }
-    let family = OAuthFamily {
-        family: ask.new_family.to_string(),
-        client_id: client.client_id.clone(),
-        scope: a.scope.clone(),
-        resource: a.resource.clone(),
-        created_at: ask.now,
-        expires_at: ask.now + ask.family_seconds,
-        last_used_at: None,
-        revoked_at: None,
-        revoked_why: None,
-    };
-    f.insert_oauth_family(&family)?;
-    Ok(Ok(family))
-}
-
-fn refresh(
-    f: &Facts<'_>,
-    ask: &TokenAsk<'_>,
-    client: &OAuthClient,
-    refresh_sha256: &str,
-) -> Result<Result<OAuthFamily, TokenOutcome>, StoreError> {
-    let Some(row) = f.oauth_refresh(refresh_sha256)? else {
-        return Ok(Err(refused("invalid_grant", "unknown refresh token")));
-    };
-    let Some(family) = f.oauth_family(&row.family)? else {
-        return Ok(Err(refused("invalid_grant", "unknown refresh token")));
-    };
-    if family.client_id != client.client_id {
-        return Ok(Err(refused(
-            "invalid_grant",
-            "this refresh token was issued to another client",
-        )));
-    }
-    if row.used_at.is_some() || !f.use_oauth_refresh(refresh_sha256, ask.now)? {
-        // Rotation: a refresh token works once. A second use means two holders: end them all.
-        let revoked = f.revoke_oauth_family(&family.family, "refresh token used twice", ask.now)?;
-        return Ok(Err(TokenOutcome::Refused {
-            error: "invalid_grant",
-            why: "this refresh token was already used; every token of its grant is revoked \
-                  (connect again and approve)"
-                .into(),
-            revoked,
-        }));
-    }
-    if family.revoked_at.is_some() {
-        return Ok(Err(refused(
-            "invalid_grant",
-            "this grant was revoked: connect again and approve",
-        )));
-    }
-    if family.expires_at <= ask.now {
-        return Ok(Err(refused(
-            "invalid_grant",
-            "this grant expired: connect again and approve",
-        )));
-    }
-    if let Some(resource) = ask.resource
-        && resource.trim_end_matches('/') != family.resource
-    {
-        return Ok(Err(refused(
-            "invalid_target",
-            format!("tokens are issued only for {}", family.resource),
-        )));
-    }
-    f.touch_oauth_family(&family.family, ask.now)?;
-    Ok(Ok(family))
-}
-
 /// The operator revokes a client and its families, audited; `None` when there is no such
-/// client, else how many families ended.
+/// client, else how many families ended. At a fleet sprite's endpoint (`at`), only that
+/// endpoint's grants end: the client stays for the other sprites.
 pub fn revoke_client(
     store: &mut Store,
     principal: &Actor,
     client_id: &str,
+    at: Option<SpriteEndpoint<'_>>,
     now: i64,
 ) -> Result<Option<usize>, StoreError> {
     store.write(|f| {
-        let Some(n) = f.revoke_oauth_client(client_id, now)? else {
+        let revoked = match at {
+            None => f.revoke_oauth_client(client_id, now)?,
+            Some(at) => f.revoke_oauth_client_for(client_id, at.resource, now)?,
+        };
+        let Some(n) = revoked else {
             return Ok(None);
         };
         audit(
@@ -544,7 +294,10 @@ pub fn revoke_client(
             EventKind::McpOAuthRevoke,
             AuditDecision::Event,
             None,
-            serde_json::json!({"client_id": client_id, "grants_revoked": n}),
+            with_sprite(
+                serde_json::json!({"client_id": client_id, "grants_revoked": n}),
+                at.map(|a| a.sprite),
+            ),
             now,
         )?;
         Ok(Some(n))
@@ -589,32 +342,59 @@ pub fn end_every_grant(
     })
 }
 
-/// The operator turns the key URL on or off, audited.
+/// The operator turns the key URL of `sprite`'s endpoint (`None`: the single sprite's own)
+/// on or off, audited.
 pub fn set_key_url(
     store: &mut Store,
     principal: &Actor,
+    sprite: Option<&str>,
     enabled: bool,
     now: i64,
 ) -> Result<(), StoreError> {
     let value = if enabled { "on" } else { "off" };
     store.write(|f| {
-        f.set_oauth_setting(KEY_URL, value)?;
+        f.set_oauth_setting(&key_url_setting(sprite), value)?;
         audit(
             f,
             principal,
             EventKind::McpKeyUrl,
             AuditDecision::Event,
             Some(value),
-            serde_json::json!({"key_url": enabled}),
+            with_sprite(serde_json::json!({"key_url": enabled}), sprite),
             now,
         )?;
         Ok(())
     })
 }
 
-/// Whether `?key=` still opens /mcp (on until the operator turns it off).
-pub fn key_url_enabled(f: &Facts<'_>) -> Result<bool, StoreError> {
-    Ok(f.oauth_setting(KEY_URL)?.as_deref() != Some("off"))
+/// Whether `?key=` still opens /mcp of `sprite`'s endpoint (`None`: the single sprite's own);
+/// on until the operator turns it off.
+pub fn key_url_enabled(f: &Facts<'_>, sprite: Option<&str>) -> Result<bool, StoreError> {
+    Ok(f.oauth_setting(&key_url_setting(sprite))?.as_deref() != Some("off"))
+}
+
+/// An operator sets (or clears) the public URL of fleet sprite `sprite`'s MCP endpoint:
+/// the resource its OAuth issues tokens for. Audited; refused when another sprite has it.
+pub fn set_sprite_public_url(
+    store: &mut Store,
+    principal: &Actor,
+    sprite: &crate::fleet::MemberName,
+    url: Option<&str>,
+    now: i64,
+) -> Result<(), StoreError> {
+    store.write(|f| {
+        f.set_sprite_mcp_public_url(sprite, url)?;
+        audit(
+            f,
+            principal,
+            EventKind::FleetMcpUrl,
+            AuditDecision::Event,
+            None,
+            serde_json::json!({"sprite": sprite.as_str(), "public_url": url}),
+            now,
+        )?;
+        Ok(())
+    })
 }
 
 /// How long an ended authorization is kept (a code replayed within it still revokes what it

@@ -210,10 +210,12 @@ pub enum EventKind {
     FleetRefused,
     /// A fleet sprite's relay renewed its certificate (same key, new validity).
     FleetRenew,
+    /// An operator set (or cleared) the public URL of a fleet sprite's MCP endpoint.
+    FleetMcpUrl,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 16] = [
+    const ALL: [EventKind; 17] = [
         Self::Outcome,
         Self::Publication,
         Self::ExpireGrant,
@@ -230,6 +232,7 @@ impl EventKind {
         Self::FleetRemove,
         Self::FleetRefused,
         Self::FleetRenew,
+        Self::FleetMcpUrl,
     ];
 
     pub fn name(self) -> &'static str {
@@ -250,6 +253,7 @@ impl EventKind {
             Self::FleetRemove => "FleetRemove",
             Self::FleetRefused => "FleetRefused",
             Self::FleetRenew => "FleetRenew",
+            Self::FleetMcpUrl => "FleetMcpUrl",
         }
     }
 }

@@ -171,6 +171,23 @@ pub enum AdminRequest {
     },
     /// The fleet's members, enrolled and removed.
     FleetMembers,
+    /// One of the MCP OAuth requests (`mcp_approve`, `mcp_deny`, `mcp_clients`, `mcp_revoke`,
+    /// `mcp_key_url`) for fleet sprite `sprite`'s endpoint: the service answers it as that
+    /// sprite's authorization server, with the same answer types.
+    FleetMcp {
+        sprite: String,
+        request: Box<AdminRequest>,
+    },
+    /// Set the public URL of fleet sprite `sprite`'s MCP endpoint (its OAuth resource), clear
+    /// it (`clear`: the service then serves the sprite no OAuth), or with neither show it. The
+    /// answer is a [`FleetMcpEndpoint`].
+    FleetMcpPublicUrl {
+        sprite: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        clear: bool,
+    },
     /// A what-if `Push` decision for the agent; no side effects.
     Explain {
         repo: String,
@@ -197,7 +214,11 @@ impl AdminRequest {
     pub fn is_fleet(&self) -> bool {
         matches!(
             self,
-            Self::FleetEnroll { .. } | Self::FleetRemove { .. } | Self::FleetMembers
+            Self::FleetEnroll { .. }
+                | Self::FleetRemove { .. }
+                | Self::FleetMembers
+                | Self::FleetMcp { .. }
+                | Self::FleetMcpPublicUrl { .. }
         )
     }
 
@@ -303,6 +324,9 @@ pub struct McpAuthorizationView {
     pub expires_at: i64,
     /// `waiting`, `approved`, `denied` or `expired`.
     pub state: String,
+    /// The fleet sprite whose endpoint the page belongs to (absent: the single sprite's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sprite: Option<String>,
 }
 
 /// One OAuth client and its live grants.
@@ -323,6 +347,9 @@ pub struct McpClientView {
 /// The answer to [`AdminRequest::McpClients`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct McpClientsAnswer {
+    /// The fleet sprite whose endpoint this is (absent: the single sprite's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sprite: Option<String>,
     /// Whether this sprite's publisher serves OAuth (`[mcp] oauth_file` configured).
     pub oauth: bool,
     /// Whether `?key=` still opens the MCP endpoint.
@@ -334,6 +361,19 @@ pub struct McpClientsAnswer {
     pub resource: Option<String>,
     pub clients: Vec<McpClientView>,
     pub waiting: Vec<McpAuthorizationView>,
+}
+
+/// The answer to [`AdminRequest::FleetMcpPublicUrl`]: a fleet sprite's MCP endpoint as the
+/// service serves its OAuth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetMcpEndpoint {
+    pub sprite: String,
+    /// The endpoint's URL (the resource tokens are for); absent until an operator sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
+    /// Its issuer (the URL's origin with `/oauth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
 }
 
 /// The answer to [`AdminRequest::McpRevoke`].

@@ -76,6 +76,10 @@ pub enum AgentRequest {
     FleetRenew {
         request_pem: String,
     },
+    /// A fleet sprite's relay asks for the public half of its endpoint's OAuth (issuer,
+    /// resource, public keys, revocations), to write it where `zodex-agent serve` follows it.
+    /// Nothing in it mints or extends a token. Answered with a [`McpPublished`].
+    McpOauthPublished,
 }
 
 impl AgentRequest {
@@ -147,6 +151,27 @@ impl RefResult {
 pub struct PushOutcome {
     pub repo: String,
     pub results: Vec<RefResult>,
+}
+
+/// One public key access tokens are checked with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpPublishedKey {
+    pub kid: String,
+    /// The Ed25519 public key, base64url (a JWK's `x`).
+    pub x: String,
+}
+
+/// The answer to [`AgentRequest::McpOauthPublished`]: the public file `zodex-agent serve`
+/// follows (`[mcp] oauth_file`), as the authorization server holds it now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpPublished {
+    pub issuer: String,
+    pub resource: String,
+    pub resource_metadata: String,
+    pub keys: Vec<McpPublishedKey>,
+    pub key_url: bool,
+    pub revoked_families: Vec<String>,
+    pub revoked_clients: Vec<String>,
 }
 
 /// What `zodex-prd` answers to [`AgentRequest::PublishPr`].

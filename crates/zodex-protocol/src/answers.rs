@@ -38,6 +38,9 @@
 //! | `mcp_clients` | [`McpClientsAnswer`](super::McpClientsAnswer) |
 //! | `mcp_revoke` | [`McpRevoked`](super::McpRevoked) |
 //! | `mcp_key_url` | [`McpKeyUrlState`](super::McpKeyUrlState) |
+//! | `fleet_mcp` | the answer of the `mcp_…` request it carries |
+//! | `fleet_mcp_public_url` | [`FleetMcpEndpoint`](super::FleetMcpEndpoint) |
+//! | agent `mcp_oauth_published` | [`McpPublished`](super::McpPublished) |
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -44,12 +44,12 @@ pub mod ttl;
 pub mod watch;
 
 pub use admin::{
-    AdminRequest, CoverageAnswer, FleetEnrolled, FleetMember, FleetRole, ForSprites,
-    McpAuthorizationView, McpClientView, McpClientsAnswer, McpKeyUrlState, McpRevoked,
+    AdminRequest, CoverageAnswer, FleetEnrolled, FleetMcpEndpoint, FleetMember, FleetRole,
+    ForSprites, McpAuthorizationView, McpClientView, McpClientsAnswer, McpKeyUrlState, McpRevoked,
 };
 pub use agent::{
-    AgentRequest, CredentialGrant, ListedRef, OAUTH_MAX_BODY, OAuthHttpReply, OAuthHttpRequest,
-    Published, PushOutcome, PushUpdate, RefResult,
+    AgentRequest, CredentialGrant, ListedRef, McpPublished, McpPublishedKey, OAUTH_MAX_BODY,
+    OAuthHttpReply, OAuthHttpRequest, Published, PushOutcome, PushUpdate, RefResult,
 };
 pub use frame::{
     AGENT_HEADER_LEN, AGENT_MAGIC, AGENT_VERSION, AgentHeader, HeaderError, MAX_BUNDLE_BYTES,

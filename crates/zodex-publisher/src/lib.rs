@@ -83,6 +83,9 @@
 //!     URL on/off).
 //!   - `oauth::reply`: the HTTP answers (JSON, OAuth errors, redirects, pages), all `no-store`.
 //!   - `oauth::admin`: the operator's commands (approve, deny, clients, revoke, key URL).
+//!   - `oauth::fleet`: on a fleet's service, one authorization server per sprite, for the
+//!     public URL an operator set for it (`host::mcp_oauth` routes to it as the admitted
+//!     sprite).
 //!   - `oauth::tests`, `oauth::flood_tests`: the flows and their attacks; anonymous floods.
 //! - `sinks`: the audit leaving the sprite as it is written: one task per `[[audit_sinks]]` entry
 //!   reads the rows after its cursor, delivers them in id order, retries with backoff.
@@ -94,7 +97,8 @@
 //!   certificate requests at enrolment, the listener's server certificate; the registry
 //!   requests and the admission of members live in `host::fleet_admin`.
 //! - `relay`: `zodex-prd relay`, a fleet sprite's agent socket passed through to a replica of
-//!   the service over mutual TLS with the sprite's own key (no App key, no state).
+//!   the service over mutual TLS with the sprite's own key (no App key, no state); it keeps
+//!   the sprite's `[mcp] oauth_file` as the service publishes it (`relay::published`).
 //! - `watch`: `zodex-prd admin watch`, the board's one long-lived stream of audit rows and status
 //!   (`zodex_protocol::watch`) asked of the admin socket.
 //! - `prove`: each property and `never-errors` compiled by the Symbolic Cedar Compiler per

@@ -74,7 +74,7 @@ const TABLES: &[(&str, &str)] = &[
     (
         "mcp_oauth_decisions",
         "user_code, approve, decided_by, decided_at, expires_at, withdrawn_at, page_sha256, \
-         claimed_at, client_id, client_name, redirect_uri",
+         claimed_at, client_id, client_name, redirect_uri, sprite",
     ),
     (
         "mcp_oauth_refresh_tokens",
@@ -84,7 +84,8 @@ const TABLES: &[(&str, &str)] = &[
     ("publisher_processes", "holder, seen_at"),
     (
         "fleet_members",
-        "role, name, labels, key_sha256, enrolled_at, enrolled_by, removed_at, removed_by",
+        "role, name, labels, key_sha256, enrolled_at, enrolled_by, removed_at, removed_by, \
+         mcp_public_url",
     ),
 ];
 

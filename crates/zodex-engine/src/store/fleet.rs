@@ -132,6 +132,48 @@ impl Facts<'_> {
             .ok_or(StoreError::Sql(zodex_sql::SqlError::NoRow))
     }
 
+    /// The public URL of sprite `name`'s MCP endpoint, when an operator set one and the
+    /// sprite is enrolled.
+    pub fn sprite_mcp_public_url(&self, name: &MemberName) -> Result<Option<String>> {
+        Ok(self
+            .optional_row(
+                "SELECT mcp_public_url FROM fleet_members
+                 WHERE role = 'sprite' AND name = ?1 AND removed_at IS NULL",
+                params![name.as_str()],
+                |r| Ok(r.get::<Option<String>>(0)?),
+            )?
+            .flatten())
+    }
+
+    /// Sets (or with `None` clears) the public URL of enrolled sprite `name`'s MCP endpoint. A
+    /// URL another sprite has is a conflict: a token names its endpoint by it.
+    pub fn set_sprite_mcp_public_url(&self, name: &MemberName, url: Option<&str>) -> Result<()> {
+        if let Some(url) = url {
+            let holder: Option<String> = self.optional_row(
+                "SELECT name FROM fleet_members
+                 WHERE role = 'sprite' AND mcp_public_url = ?1 AND name <> ?2",
+                params![url, name.as_str()],
+                |r| Ok(r.get(0)?),
+            )?;
+            if let Some(holder) = holder {
+                return Err(StoreError::Conflict(format!(
+                    "sprite {holder} has the MCP URL {url} already: every sprite's endpoint needs its own URL (a token names its endpoint by it)"
+                )));
+            }
+        }
+        let changed = self.exec(
+            "UPDATE fleet_members SET mcp_public_url = ?2
+             WHERE role = 'sprite' AND name = ?1 AND removed_at IS NULL",
+            params![name.as_str(), url],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(format!(
+                "no enrolled sprite named {name}; `zodex fleet sprites` lists the fleet's members"
+            )));
+        }
+        Ok(())
+    }
+
     /// Removes an enrolled member: its next request is refused.
     pub fn remove_member(
         &self,
@@ -170,6 +212,58 @@ mod tests {
                 .collect(),
             key_sha256: key.to_string().repeat(64),
         }
+    }
+
+    #[test]
+    fn a_sprites_mcp_url_is_its_own_and_a_decision_names_its_sprite() {
+        on_each_backend(|| {
+            let (_dir, mut store) = temp_store();
+            let (one, two) = (
+                MemberName::parse("s1").unwrap(),
+                MemberName::parse("s2").unwrap(),
+            );
+            for (name, key) in [("s1", 'a'), ("s2", 'b')] {
+                store
+                    .write(|f| f.enroll_member(&sprite(name, &[], key), "op", 10))
+                    .unwrap();
+            }
+            let url = "https://s1.example/mcp";
+            store
+                .write(|f| f.set_sprite_mcp_public_url(&one, Some(url)))
+                .unwrap();
+            // Another sprite cannot take it: a token names its endpoint by its URL.
+            let err = store
+                .write(|f| f.set_sprite_mcp_public_url(&two, Some(url)))
+                .unwrap_err();
+            assert!(err.to_string().contains("sprite s1 has"), "{err}");
+            assert_eq!(
+                store.read(|f| f.sprite_mcp_public_url(&one)).unwrap(),
+                Some(url.to_string())
+            );
+            assert_eq!(store.read(|f| f.sprite_mcp_public_url(&two)).unwrap(), None);
+            // A removed sprite has none (the service serves it no OAuth).
+            store
+                .write(|f| f.remove_member(MemberRole::Sprite, &one, "op", 11))
+                .unwrap();
+            assert_eq!(store.read(|f| f.sprite_mcp_public_url(&one)).unwrap(), None);
+            // An operator's decision keeps the sprite it is for; none for the single sprite's.
+            store
+                .write(|f| {
+                    f.put_oauth_decision("AAAA-BBBB", Some("s2"), true, "op", 12, 30)?;
+                    f.put_oauth_decision("CCCC-DDDD", None, false, "op", 12, 30)
+                })
+                .unwrap();
+            let (fleet, single) = store
+                .read(|f| {
+                    Ok((
+                        f.oauth_decision("AAAA-BBBB")?,
+                        f.oauth_decision("CCCC-DDDD")?,
+                    ))
+                })
+                .unwrap();
+            assert_eq!(fleet.unwrap().sprite.as_deref(), Some("s2"));
+            assert_eq!(single.unwrap().sprite, None);
+        });
     }
 
     #[test]

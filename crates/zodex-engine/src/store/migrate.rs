@@ -25,6 +25,7 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0008_token_ledger_seals.sql"),
     include_str!("../../../../migrations/0009_fleet.sql"),
     include_str!("../../../../migrations/0010_allowances.sql"),
+    include_str!("../../../../migrations/0011_fleet_mcp_oauth.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
@@ -48,6 +49,10 @@ const POSTGRES: &[(i64, &str)] = &[
     (
         10,
         include_str!("../../../../migrations/postgres/0010_allowances.sql"),
+    ),
+    (
+        11,
+        include_str!("../../../../migrations/postgres/0011_fleet_mcp_oauth.sql"),
     ),
 ];
 

@@ -96,6 +96,8 @@ pub struct OAuthDecision {
     pub client_id: Option<String>,
     pub client_name: Option<String>,
     pub redirect_uri: Option<String>,
+    /// The fleet sprite whose page may collect it; `None`: the single sprite's own endpoint.
+    pub sprite: Option<String>,
 }
 
 impl OAuthDecision {
@@ -105,7 +107,7 @@ impl OAuthDecision {
     }
 }
 
-const DECISION_COLUMNS: &str = "user_code, approve, decided_by, decided_at, expires_at, withdrawn_at, page_sha256, claimed_at, client_id, client_name, redirect_uri";
+const DECISION_COLUMNS: &str = "user_code, approve, decided_by, decided_at, expires_at, withdrawn_at, page_sha256, claimed_at, client_id, client_name, redirect_uri, sprite";
 
 fn decision_row(row: &Row) -> Result<OAuthDecision> {
     Ok(OAuthDecision {
@@ -120,6 +122,7 @@ fn decision_row(row: &Row) -> Result<OAuthDecision> {
         client_id: row.get(8)?,
         client_name: row.get(9)?,
         redirect_uri: row.get(10)?,
+        sprite: row.get(11)?,
     })
 }
 
@@ -371,10 +374,12 @@ impl Facts<'_> {
         )
     }
 
-    /// Records the operator's decision on `user_code`, replacing one no longer in force.
+    /// Records the operator's decision on `user_code` for the page of `sprite` (`None`: the
+    /// single sprite's own), replacing one no longer in force.
     pub fn put_oauth_decision(
         &self,
         user_code: &str,
+        sprite: Option<&str>,
         approve: bool,
         by: &str,
         now: i64,
@@ -382,13 +387,14 @@ impl Facts<'_> {
     ) -> Result<()> {
         self.exec(
             "INSERT INTO mcp_oauth_decisions
-                 (user_code, approve, decided_by, decided_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)
+                 (user_code, approve, decided_by, decided_at, expires_at, sprite)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT (user_code) DO UPDATE SET approve = excluded.approve,
                  decided_by = excluded.decided_by, decided_at = excluded.decided_at,
                  expires_at = excluded.expires_at, withdrawn_at = NULL, page_sha256 = NULL,
-                 claimed_at = NULL, client_id = NULL, client_name = NULL, redirect_uri = NULL",
-            params![user_code, approve as i64, by, now, expires_at],
+                 claimed_at = NULL, client_id = NULL, client_name = NULL, redirect_uri = NULL,
+                 sprite = excluded.sprite",
+            params![user_code, approve as i64, by, now, expires_at, sprite],
         )?;
         Ok(())
     }
@@ -489,6 +495,19 @@ impl Facts<'_> {
         )
     }
 
+    /// Every family of tokens for `resource` (one fleet sprite's endpoint), live or ended and
+    /// not yet pruned, the most recently used first.
+    pub fn oauth_families_for(&self, resource: &str) -> Result<Vec<OAuthFamily>> {
+        self.rows(
+            &format!(
+                "SELECT {FAMILY_COLUMNS} FROM mcp_oauth_families WHERE resource = ?1
+             ORDER BY last_used_at DESC LIMIT 500"
+            ),
+            params![resource],
+            family_row,
+        )
+    }
+
     /// Families revoked at or after `since` (their access tokens may still be unexpired).
     pub fn recently_revoked_oauth_families(&self, since: i64) -> Result<Vec<String>> {
         self.rows(
@@ -496,6 +515,45 @@ impl Facts<'_> {
             params![since],
             |r| Ok(r.get(0)?),
         )
+    }
+
+    /// Families for `resource` revoked at or after `since`.
+    pub fn recently_revoked_oauth_families_for(
+        &self,
+        resource: &str,
+        since: i64,
+    ) -> Result<Vec<String>> {
+        self.rows(
+            "SELECT family FROM mcp_oauth_families WHERE revoked_at >= ?1 AND resource = ?2
+             ORDER BY family",
+            params![since, resource],
+            |r| Ok(r.get(0)?),
+        )
+    }
+
+    /// Revokes the families of `client_id` for `resource` (one fleet sprite's endpoint) and
+    /// ends its authorizations there not exchanged yet; the client itself stays, for the other
+    /// sprites. Returns how many families ended, or `None` when there is no such client.
+    pub fn revoke_oauth_client_for(
+        &self,
+        client_id: &str,
+        resource: &str,
+        now: i64,
+    ) -> Result<Option<usize>> {
+        if self.oauth_client(client_id)?.is_none() {
+            return Ok(None);
+        }
+        let families = self.exec(
+            "UPDATE mcp_oauth_families SET revoked_at = ?3, revoked_why = 'revoked by the operator'
+             WHERE client_id = ?1 AND resource = ?2 AND revoked_at IS NULL",
+            params![client_id, resource, now],
+        )?;
+        self.exec(
+            "UPDATE mcp_oauth_authorizations SET denied_at = ?3
+             WHERE client_id = ?1 AND resource = ?2 AND denied_at IS NULL AND code_used_at IS NULL",
+            params![client_id, resource, now],
+        )?;
+        Ok(Some(families))
     }
 
     /// Revokes a family; false when it already was.

@@ -37,6 +37,10 @@ impl Host {
         if let Some(oauth) = &self.oauth {
             oauth.prune(now).await;
         }
+        if let Some(fleet) = &self.fleet_oauth {
+            // The store's OAuth rows are pruned once, by the single sprite's server if any.
+            fleet.prune(now, self.oauth.is_none()).await;
+        }
         let limits = self.core.settings.limits;
         let pruned = self
             .core
@@ -106,6 +110,22 @@ impl Host {
         }
         if request.is_mcp_oauth() {
             return self.mcp_admin(principal, request, now).await;
+        }
+        if let AdminRequest::FleetMcp { sprite, request } = request {
+            return self.fleet_mcp(principal, &sprite, *request, now).await;
+        }
+        if let AdminRequest::FleetMcpPublicUrl { sprite, url, clear } = request {
+            let change = match (url, clear) {
+                (Some(_), true) => {
+                    return Failure::usage("give a URL or clear it, not both").into_response();
+                }
+                (Some(url), false) => Some(Some(url)),
+                (None, true) => Some(None),
+                (None, false) => None,
+            };
+            return self
+                .fleet_mcp_public_url(principal, &sprite, change, now)
+                .await;
         }
         if request.is_fleet() {
             return core::blocking(self, move |host| host.fleet_admin(&principal, request, now))
@@ -193,7 +213,9 @@ impl Host {
                 | AdminRequest::McpKeyUrl { .. }
                 | AdminRequest::FleetEnroll { .. }
                 | AdminRequest::FleetRemove { .. }
-                | AdminRequest::FleetMembers => {
+                | AdminRequest::FleetMembers
+                | AdminRequest::FleetMcp { .. }
+                | AdminRequest::FleetMcpPublicUrl { .. } => {
                     unreachable!("answered above, without the store")
                 }
                 AdminRequest::Requests { limit, before, of } => {
@@ -278,54 +300,6 @@ impl Host {
 }
 
 impl Host {
-    /// The operator's OAuth commands (`zodex sprite mcp …`), answered by the authorization
-    /// server; without one, `clients` says OAuth is off and the rest say how to turn it on.
-    async fn mcp_admin(&self, principal: Principal, request: AdminRequest, now: i64) -> Response {
-        use crate::oauth::AdminError;
-        let Some(oauth) = &self.oauth else {
-            if request == AdminRequest::McpClients {
-                return Response::ok(zodex_protocol::McpClientsAnswer {
-                    oauth: false,
-                    key_url: true,
-                    issuer: None,
-                    resource: None,
-                    clients: Vec::new(),
-                    waiting: Vec::new(),
-                });
-            }
-            return Failure::new(
-                ErrorKind::Conflict,
-                "this sprite serves no OAuth: set [mcp] oauth_file (and public_url) in its zodex.toml, then restart the publisher",
-            )
-            .into_response();
-        };
-        let who = zodex_engine::Actor::from(principal);
-        let answer = match request {
-            AdminRequest::McpApprove { code } => {
-                oauth.decide(who, &code, true, now).await.map(Response::ok)
-            }
-            AdminRequest::McpDeny { code } => {
-                oauth.decide(who, &code, false, now).await.map(Response::ok)
-            }
-            AdminRequest::McpClients => oauth.clients(now).await.map(Response::ok),
-            AdminRequest::McpRevoke { client } => {
-                oauth.revoke(who, &client, now).await.map(Response::ok)
-            }
-            AdminRequest::McpKeyUrl { enabled } => {
-                oauth.set_key_url(who, enabled, now).await.map(Response::ok)
-            }
-            _ => unreachable!("only the MCP OAuth requests come here"),
-        };
-        answer.unwrap_or_else(|e| {
-            let kind = match &e {
-                AdminError::NotFound(_) => ErrorKind::NotFound,
-                AdminError::Conflict(_) => ErrorKind::Conflict,
-                AdminError::Store(_) | AdminError::Publish(_) => ErrorKind::Internal,
-            };
-            Failure::new(kind, e.to_string()).into_response()
-        })
-    }
-
     /// Refreshes unknown or stale coverage of `repo` before a what-if is explained.
     async fn refresh_for_explain(
         self: &Arc<Self>,

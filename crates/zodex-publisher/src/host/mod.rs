@@ -27,6 +27,7 @@ mod coverage;
 mod credential;
 mod failure;
 mod fleet_admin;
+mod mcp_oauth;
 mod mirror;
 mod pipeline;
 mod proofs;
@@ -84,6 +85,8 @@ pub struct Host {
     oauth: Option<Arc<crate::oauth::OAuth>>,
     /// A fleet's service (`[fleet]`): the CA that signs members' certificates.
     fleet: Option<Arc<crate::fleet::FleetService>>,
+    /// A fleet's service: the authorization server of each sprite's MCP endpoint.
+    fleet_oauth: Option<Arc<crate::oauth::FleetOAuth>>,
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -210,6 +213,7 @@ impl Host {
             )),
             None => None,
         };
+        let fleet_oauth = mcp_oauth::open(config, &core.store)?;
         let tokens = tokens::Tokens::open(config.state_dir.join("write-tokens"));
         let credentials = Arc::new(Credentials::new(core.clone(), tokens, seal));
         let disk = crate::publish::Mirrors::new(config.state_dir.join("mirrors"), config.tmp_dir());
@@ -228,6 +232,7 @@ impl Host {
             last_prune: Mutex::new(None),
             oauth,
             fleet,
+            fleet_oauth,
         })
     }
 
@@ -328,6 +333,12 @@ impl Host {
                     .await
                     .unwrap_or_else(Failure::into_response);
             }
+            AgentRequest::McpOauth(request) if agent.sprite().is_some() => {
+                return self.sprite_oauth_request(&agent, request).await;
+            }
+            AgentRequest::McpOauthPublished => {
+                return self.oauth_published(&agent).await;
+            }
             AgentRequest::McpOauth(request) => {
                 return match &self.oauth {
                     Some(oauth) => Response::ok(oauth.handle(request, self.now()).await),
@@ -383,6 +394,7 @@ impl Host {
                 | AgentRequest::Push { .. }
                 | AgentRequest::PublishPr { .. }
                 | AgentRequest::McpOauth(_)
+                | AgentRequest::McpOauthPublished
                 | AgentRequest::FleetRenew { .. } => unreachable!("handled above"),
             })
         });

@@ -25,6 +25,7 @@ pub enum AdminError {
 }
 
 fn view(
+    sprite: Option<&str>,
     code: &str,
     page: Option<&ShownPage>,
     state: &str,
@@ -42,6 +43,7 @@ fn view(
         created_at: page.map_or(0, |p| p.created_at),
         expires_at,
         state: state.into(),
+        sprite: sprite.map(str::to_string),
     }
 }
 
@@ -58,6 +60,10 @@ fn claimed_page(d: &OAuthDecision) -> Option<ShownPage> {
 }
 
 impl OAuth {
+    fn sprite(&self) -> Option<&str> {
+        self.settings.sprite.as_deref()
+    }
+
     /// Approves (or denies) the consent page that shows `code`. The page this process showed
     /// is named at once; a page it has not seen (shown by another process, or forgotten) is
     /// waited for until it asks, at most [`super::APPROVAL_WAIT`] — an approval no page collected by
@@ -70,7 +76,7 @@ impl OAuth {
         now: i64,
     ) -> Result<McpAuthorizationView, AdminError> {
         let code = crypto::normalise_user_code(code);
-        let shown = self.shown.showing(&code).map_err(|_| {
+        let shown = self.shown.showing(&self.shown_key(&code)).map_err(|_| {
             AdminError::Conflict(format!(
                 "two consent pages show the code {code}; neither is approved. Close them and start the connection again from the MCP client"
             ))
@@ -87,8 +93,19 @@ impl OAuth {
         };
         let decided = {
             let (code, principal) = (code.clone(), principal.clone());
+            let sprite = self.settings.sprite.clone();
             self.store
-                .run(move |s| mcp_oauth::decide(s, &principal, &code, approve, expires_at, now))
+                .run(move |s| {
+                    mcp_oauth::decide(
+                        s,
+                        &principal,
+                        sprite.as_deref(),
+                        &code,
+                        approve,
+                        expires_at,
+                        now,
+                    )
+                })
                 .await?
         };
         if let Err(DecideRefusal::AlreadyDecided(state)) = decided {
@@ -98,7 +115,13 @@ impl OAuth {
         }
         let state = if approve { "approved" } else { "denied" };
         if shown.is_some() || !approve {
-            return Ok(view(&code, shown.as_ref(), state, expires_at));
+            return Ok(view(
+                self.sprite(),
+                &code,
+                shown.as_ref(),
+                state,
+                expires_at,
+            ));
         }
         let deadline = tokio::time::Instant::now() + self.approval_wait;
         loop {
@@ -109,7 +132,7 @@ impl OAuth {
                 .run(move |s| mcp_oauth::decision(s, &read))
                 .await?;
             if let Some(page) = decision.as_ref().and_then(claimed_page) {
-                return Ok(view(&code, Some(&page), state, expires_at));
+                return Ok(view(self.sprite(), &code, Some(&page), state, expires_at));
             }
             // Woken by a claim in this process; the timer covers a claim by another.
             let tick = tokio::time::Instant::now() + std::time::Duration::from_millis(250);
@@ -128,7 +151,7 @@ impl OAuth {
                 .await?
         };
         match withdrawn.as_ref().and_then(claimed_page) {
-            Some(page) => Ok(view(&code, Some(&page), state, expires_at)),
+            Some(page) => Ok(view(self.sprite(), &code, Some(&page), state, expires_at)),
             None => Err(AdminError::NotFound(format!(
                 "no consent page showing {code} asked within {} s, so nothing was approved: check the code on the page, keep the page open, and approve again",
                 self.approval_wait.as_secs()
@@ -140,22 +163,39 @@ impl OAuth {
     pub async fn clients(&self, now: i64) -> Result<McpClientsAnswer, AdminError> {
         let issuer = self.settings.issuer.clone();
         let resource = self.settings.resource.clone();
+        let sprite = self.settings.sprite.clone();
         let answer = self
             .store
             .run(move |s| -> Result<McpClientsAnswer, StoreError> {
                 s.read(|f| {
-                    let key_url = mcp_oauth::key_url_enabled(f)?;
-                    let families = f.live_oauth_families(now)?;
+                    let sprite = sprite.as_deref();
+                    let key_url = mcp_oauth::key_url_enabled(f, sprite)?;
+                    // A fleet sprite's endpoint shows the clients with grants there.
+                    let (families, theirs) = match sprite {
+                        None => (f.live_oauth_families(now)?, None),
+                        Some(_) => {
+                            let all = f.oauth_families_for(&resource)?;
+                            let ids: std::collections::HashSet<String> =
+                                all.iter().map(|f| f.client_id.clone()).collect();
+                            let live = all
+                                .into_iter()
+                                .filter(|f| f.revoked_at.is_none() && f.expires_at > now)
+                                .collect();
+                            (live, Some(ids))
+                        }
+                    };
                     let clients = f.oauth_clients()?;
                     // Pages are not stored; what waits is an approval no page collected yet.
                     let waiting = f
                         .unclaimed_oauth_approvals(now)?
                         .iter()
-                        .map(|d| view(&d.user_code, None, "waiting", d.expires_at))
+                        .filter(|d| d.sprite.as_deref() == sprite)
+                        .map(|d| view(sprite, &d.user_code, None, "waiting", d.expires_at))
                         .collect();
                     let live = |id: &str| families.iter().filter(|f| f.client_id == id).count();
                     let clients = clients
                         .iter()
+                        .filter(|c| theirs.as_ref().is_none_or(|ids| ids.contains(&c.client_id)))
                         // Registrations never authorized are noise until they are used.
                         .filter(|c| {
                             c.last_used_at.is_some()
@@ -174,6 +214,7 @@ impl OAuth {
                         })
                         .collect();
                     Ok(McpClientsAnswer {
+                        sprite: sprite.map(str::to_string),
                         oauth: true,
                         key_url,
                         issuer: Some(issuer),
@@ -198,9 +239,16 @@ impl OAuth {
         let settings = self.settings.clone();
         self.store
             .run(move |s| -> Result<McpRevoked, AdminError> {
-                let Some(n) = mcp_oauth::revoke_client(s, &principal, &client_id, now)? else {
+                let at = settings
+                    .sprite
+                    .as_deref()
+                    .map(|sprite| mcp_oauth::SpriteEndpoint {
+                        sprite,
+                        resource: &settings.resource,
+                    });
+                let Some(n) = mcp_oauth::revoke_client(s, &principal, &client_id, at, now)? else {
                     return Err(AdminError::NotFound(format!(
-                        "no client {client_id}: `zodex sprite mcp clients` lists them"
+                        "no client {client_id}: `zodex sprite mcp clients` (in a fleet `zodex fleet mcp clients --sprite NAME`) lists them"
                     )));
                 };
                 OAuth::publish_with(&settings, s, now).map_err(AdminError::Publish)?;
@@ -222,7 +270,7 @@ impl OAuth {
         let settings = self.settings.clone();
         self.store
             .run(move |s| -> Result<McpKeyUrlState, AdminError> {
-                mcp_oauth::set_key_url(s, &principal, enabled, now)?;
+                mcp_oauth::set_key_url(s, &principal, settings.sprite.as_deref(), enabled, now)?;
                 OAuth::publish_with(&settings, s, now).map_err(AdminError::Publish)?;
                 Ok(McpKeyUrlState { key_url: enabled })
             })

@@ -152,7 +152,8 @@ impl OAuth {
         };
         let sealed = self.sealer.seal(Purpose::Page, &request);
         let user_code = self.sealer.user_code(&sealed);
-        self.shown.saw(&user_code, shown_page(&request));
+        self.shown
+            .saw(&self.shown_key(&user_code), shown_page(&request));
         self.consent_page(&client, &redirect_uri, &user_code, &sealed, now)
     }
 
@@ -302,11 +303,12 @@ impl OAuth {
         let user_code = self.sealer.user_code(sealed);
         let shown = shown_page(&page);
         let page_sha256 = shown.page.clone();
-        self.shown.saw(&user_code, shown);
+        self.shown.saw(&self.shown_key(&user_code), shown);
         let code = crypto::random_token();
         let polled = {
             let (page, user_code, code_sha256) =
                 (page.clone(), user_code.clone(), crypto::sha256_hex(&code));
+            let sprite = self.settings.sprite.clone();
             self.store
                 .run(move |s| {
                     let client = page.client.client();
@@ -324,6 +326,7 @@ impl OAuth {
                             expires_at: page.x,
                             code_sha256: &code_sha256,
                             code_expires_at: now + CODE_SECONDS,
+                            sprite: sprite.as_deref(),
                             now,
                         },
                     )

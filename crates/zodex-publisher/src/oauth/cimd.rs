@@ -81,7 +81,9 @@ struct Kept {
 }
 
 /// Metadata documents as authorization requests see them: fetched in the background, bounded
-/// in number, time and memory, kept for a while.
+/// in number, time and memory, kept for a while. A clone shares the fetches, the limits and
+/// what is kept (a fleet's sprites share one).
+#[derive(Clone)]
 pub struct Documents {
     fetcher: Arc<Fetcher>,
     kept: Arc<std::sync::Mutex<Kept>>,

@@ -19,6 +19,8 @@
 //! - `seal.rs`: what anonymous callers carry instead of rows (client ids, consent pages);
 //! - `published.rs`: the public file the resource server reads (keys, revocations, key URL);
 //! - `admin.rs`: the operator's commands (approve, deny, clients, revoke, key URL on/off);
+//! - `fleet.rs`: on a fleet's service, one such server per sprite, for the public URL an
+//!   operator set for it;
 //! - `crypto.rs`, `reply.rs`: secrets and HTTP answers.
 //!
 //! Every approval, denial, token issue and revocation is audited.
@@ -34,6 +36,7 @@ mod cimd;
 mod clients;
 mod crypto;
 mod error;
+mod fleet;
 mod pages;
 mod published;
 mod register;
@@ -51,6 +54,7 @@ pub use admin::AdminError;
 pub use error::{
     DocumentError, FormError, KeyError, OpenError, PublishError, RedirectUriError, SettingsError,
 };
+pub use fleet::{FleetOAuth, FleetOAuthError};
 pub use published::{PublishedAuth, PublishedKey};
 
 /// An access token's lifetime.
@@ -67,15 +71,20 @@ pub const APPROVAL_WAIT: std::time::Duration = std::time::Duration::from_secs(10
 /// The one scope: the MCP tools of this sprite.
 pub const SCOPE: &str = "mcp";
 
-/// What the authorization server is, from the sprite's `[mcp]` table.
+/// What the authorization server is: from the sprite's `[mcp]` table, or, on a fleet's
+/// service, from the public URL an operator set for one sprite.
 #[derive(Debug, Clone)]
 pub struct OAuthSettings {
     /// The issuer: the public origin with `/oauth` (a path keeps its string form exact).
     pub issuer: String,
     /// The protected resource: `[mcp] public_url`, the MCP endpoint's URL as clients use it.
     pub resource: String,
-    /// Where the public half is published for `zodex-agent serve` (`[mcp] oauth_file`).
-    pub public_file: PathBuf,
+    /// Where the public half is published for `zodex-agent serve` (`[mcp] oauth_file`); none
+    /// on a fleet's service, whose sprites' relays fetch it (`mcp_oauth_published`).
+    pub public_file: Option<PathBuf>,
+    /// The fleet sprite this server answers for (`None`: the single sprite's own endpoint):
+    /// its pages, registrations, decisions, grants and audit rows are that sprite's.
+    pub sprite: Option<String>,
     /// Hosts whose metadata documents may be fetched from private addresses (tests,
     /// intranets); empty by default.
     pub cimd_private_hosts: Vec<String>,
@@ -104,9 +113,23 @@ impl OAuthSettings {
         Ok(Self {
             issuer: format!("{scheme}://{authority}/oauth"),
             resource: public_url.trim_end_matches('/').to_string(),
-            public_file,
+            public_file: Some(public_file),
+            sprite: None,
             cimd_private_hosts,
         })
+    }
+
+    /// The settings of fleet sprite `sprite`'s endpoint at `public_url`, served by a fleet's
+    /// service: no file (the sprite's relay fetches the public half).
+    pub fn for_sprite(
+        sprite: &str,
+        public_url: &str,
+        cimd_private_hosts: Vec<String>,
+    ) -> Result<Self, SettingsError> {
+        let mut settings = Self::new(public_url, PathBuf::new(), cimd_private_hosts)?;
+        settings.public_file = None;
+        settings.sprite = Some(sprite.to_string());
+        Ok(settings)
     }
 
     fn origin(&self) -> &str {
@@ -126,6 +149,29 @@ impl OAuthSettings {
     }
 }
 
+/// What the authorization servers of a fleet's sprites share on one service: the
+/// metadata-document fetcher (its bounds are the service's, not each sprite's) and the memory
+/// of the pages shown (bounded once for all: a flood through many sprites holds no more).
+#[derive(Clone)]
+pub struct SharedBounds {
+    documents: cimd::Documents,
+    shown: std::sync::Arc<pages::ShownPages>,
+}
+
+impl SharedBounds {
+    pub fn new(cimd_private_hosts: Vec<String>) -> Result<Self, OpenError> {
+        Ok(Self {
+            documents: cimd::Documents::new(cimd::Fetcher::new(cimd_private_hosts)?),
+            shown: std::sync::Arc::default(),
+        })
+    }
+
+    /// Forgets the pages shown that expired.
+    pub fn forget_expired(&self, now: i64) {
+        self.shown.forget_expired(now);
+    }
+}
+
 /// The authorization server: settings, the state it shares with the host, and the
 /// metadata-document fetcher.
 pub struct OAuth {
@@ -133,7 +179,7 @@ pub struct OAuth {
     store: SharedStore,
     documents: cimd::Documents,
     sealer: seal::Sealer,
-    shown: pages::ShownPages,
+    shown: std::sync::Arc<pages::ShownPages>,
     /// Woken when a page collects an approval (`approve` waits on it).
     claimed: tokio::sync::Notify,
     /// [`APPROVAL_WAIT`]; shorter in tests.
@@ -143,18 +189,28 @@ pub struct OAuth {
 impl OAuth {
     /// Opens the server: makes the signing key on first use and publishes the public file.
     pub fn open(settings: OAuthSettings, store: SharedStore, now: i64) -> Result<Self, OpenError> {
-        let documents =
-            cimd::Documents::new(cimd::Fetcher::new(settings.cimd_private_hosts.clone())?);
+        let bounds = SharedBounds::new(settings.cimd_private_hosts.clone())?;
+        Self::open_sharing(settings, store, bounds, now)
+    }
+
+    /// Opens the server with `bounds` shared with others (a fleet's sprites).
+    pub fn open_sharing(
+        settings: OAuthSettings,
+        store: SharedStore,
+        bounds: SharedBounds,
+        now: i64,
+    ) -> Result<Self, OpenError> {
         let fresh = crypto::new_signing_key()?;
         let key = store
             .with(|s| zodex_engine::mcp_oauth::ensure_signing_key(s, fresh, now))
             .map_err(OpenError::Store)?;
+        let sealer = seal::Sealer::new(&key, settings.sprite.as_deref());
         let server = Self {
             settings,
             store,
-            documents,
-            sealer: seal::Sealer::new(&key),
-            shown: pages::ShownPages::default(),
+            documents: bounds.documents,
+            sealer,
+            shown: bounds.shown,
             claimed: tokio::sync::Notify::new(),
             approval_wait: APPROVAL_WAIT,
         };
@@ -172,6 +228,15 @@ impl OAuth {
             .await;
         if let Err(e) = pruned {
             tracing::error!(error = %e, "pruning ended MCP OAuth authorizations failed");
+        }
+    }
+
+    /// The key of the page showing `code` in the memory of pages shown, which a fleet's
+    /// sprites share: the sprite's name goes with it.
+    fn shown_key(&self, code: &str) -> String {
+        match &self.settings.sprite {
+            None => code.to_string(),
+            Some(sprite) => format!("{sprite}/{code}"),
         }
     }
 
@@ -238,18 +303,46 @@ impl OAuth {
         Self::publish_with(&self.settings, s, now)
     }
 
+    /// Writes the public file, when this server has one (a fleet sprite's relay fetches the
+    /// same value with [`OAuth::published`] instead).
     fn publish_with(settings: &OAuthSettings, s: &mut Store, now: i64) -> Result<(), PublishError> {
+        match &settings.public_file {
+            Some(file) => Self::published_with(settings, s, now)?.write(file),
+            None => Ok(()),
+        }
+    }
+
+    /// The public half as it stands: what `zodex-agent serve` checks tokens with.
+    pub async fn published(&self, now: i64) -> Result<PublishedAuth, PublishError> {
+        let settings = self.settings.clone();
+        self.store
+            .run(move |s| Self::published_with(&settings, s, now))
+            .await
+    }
+
+    fn published_with(
+        settings: &OAuthSettings,
+        s: &mut Store,
+        now: i64,
+    ) -> Result<PublishedAuth, PublishError> {
+        let since = now - ACCESS_TOKEN_SECONDS - 60;
+        let sprite = settings.sprite.as_deref();
         let (key_url, key, families, clients) = s
             .read(|f| {
                 Ok((
-                    zodex_engine::mcp_oauth::key_url_enabled(f)?,
+                    zodex_engine::mcp_oauth::key_url_enabled(f, sprite)?,
                     f.oauth_signing_key()?,
-                    f.recently_revoked_oauth_families(now - ACCESS_TOKEN_SECONDS - 60)?,
+                    match sprite {
+                        None => f.recently_revoked_oauth_families(since)?,
+                        Some(_) => {
+                            f.recently_revoked_oauth_families_for(&settings.resource, since)?
+                        }
+                    },
                     f.oauth_clients()?,
                 ))
             })
             .map_err(PublishError::Store)?;
-        let published = PublishedAuth {
+        Ok(PublishedAuth {
             issuer: settings.issuer.clone(),
             resource: settings.resource.clone(),
             resource_metadata: settings.resource_metadata_url(),
@@ -267,8 +360,7 @@ impl OAuth {
                 .filter(|c| c.revoked_at.is_some())
                 .map(|c| c.client_id)
                 .collect(),
-        };
-        published.write(&settings.public_file)
+        })
     }
 }
 
@@ -297,6 +389,8 @@ fn form(text: &str) -> Result<std::collections::HashMap<String, String>, FormErr
     Ok(out)
 }
 
+#[cfg(test)]
+mod fleet_tests;
 #[cfg(test)]
 mod flood_tests;
 #[cfg(test)]

@@ -66,3 +66,39 @@ impl PublishedAuth {
         })
     }
 }
+
+impl From<PublishedAuth> for zodex_protocol::McpPublished {
+    fn from(p: PublishedAuth) -> Self {
+        Self {
+            issuer: p.issuer,
+            resource: p.resource,
+            resource_metadata: p.resource_metadata,
+            keys: p
+                .keys
+                .into_iter()
+                .map(|k| zodex_protocol::McpPublishedKey { kid: k.kid, x: k.x })
+                .collect(),
+            key_url: p.key_url,
+            revoked_families: p.revoked_families,
+            revoked_clients: p.revoked_clients,
+        }
+    }
+}
+
+impl From<zodex_protocol::McpPublished> for PublishedAuth {
+    fn from(p: zodex_protocol::McpPublished) -> Self {
+        Self {
+            issuer: p.issuer,
+            resource: p.resource,
+            resource_metadata: p.resource_metadata,
+            keys: p
+                .keys
+                .into_iter()
+                .map(|k| PublishedKey { kid: k.kid, x: k.x })
+                .collect(),
+            key_url: p.key_url,
+            revoked_families: p.revoked_families,
+            revoked_clients: p.revoked_clients,
+        }
+    }
+}

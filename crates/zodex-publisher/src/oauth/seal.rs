@@ -47,10 +47,17 @@ pub struct Sealer {
 }
 
 impl Sealer {
-    pub fn new(signing: &SigningKey) -> Self {
+    /// The sealer of the single sprite's endpoint (`sprite` `None`), or of one fleet sprite's:
+    /// a value sealed for one endpoint never opens at another's (a page or registration made
+    /// through sprite A is unknown to sprite B).
+    pub fn new(signing: &SigningKey, sprite: Option<&str>) -> Self {
         let mut derived = Sha256::new();
         derived.update(b"zodex mcp oauth sealing key v1\0");
         derived.update(&signing.pkcs8);
+        if let Some(sprite) = sprite {
+            derived.update(b"\0fleet sprite\0");
+            derived.update(sprite.as_bytes());
+        }
         Self {
             key: hmac::Key::new(hmac::HMAC_SHA256, &derived.finalize()),
         }
@@ -101,12 +108,29 @@ impl Sealer {
 mod tests {
     use super::*;
 
-    fn sealer(seed: u8) -> Sealer {
-        Sealer::new(&SigningKey {
+    fn key(seed: u8) -> SigningKey {
+        SigningKey {
             kid: "k".into(),
             pkcs8: vec![seed; 48],
             public_key: Vec::new(),
-        })
+        }
+    }
+
+    fn sealer(seed: u8) -> Sealer {
+        Sealer::new(&key(seed), None)
+    }
+
+    #[test]
+    fn a_value_sealed_for_one_sprite_never_opens_at_another() {
+        let a = Sealer::new(&key(1), Some("a"));
+        let sealed = a.seal(Purpose::Page, &7);
+        assert_eq!(a.open::<i64>(Purpose::Page, &sealed), Some(7));
+        assert_eq!(
+            Sealer::new(&key(1), Some("b")).open::<i64>(Purpose::Page, &sealed),
+            None
+        );
+        assert_eq!(sealer(1).open::<i64>(Purpose::Page, &sealed), None);
+        assert_ne!(a.user_code(&sealed), sealer(1).user_code(&sealed));
     }
 
     #[test]

@@ -83,6 +83,8 @@ impl OAuth {
                         secret_sha256: secret.as_deref().map(crypto::sha256_hex),
                         grant,
                         resource: params.get("resource").map(String::as_str),
+                        served_resource: &settings.resource,
+                        sprite: settings.sprite.as_deref(),
                         new_family: &family,
                         new_refresh_sha256: &refresh_sha256,
                         jti: &jti,

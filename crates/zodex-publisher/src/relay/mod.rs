@@ -11,9 +11,11 @@
 
 //!
 //! Its files: `upstream` (the replicas, connecting), `renewal` (a new certificate for the same
-//! key before the old one expires). The sprite's key, certificate and CA are
+//! key before the old one expires), `published` (the MCP endpoint's OAuth public half, fetched
+//! from the service into `[mcp] oauth_file`). The sprite's key, certificate and CA are
 //! `zodex_fleet::files`.
 
+mod published;
 mod renewal;
 mod upstream;
 
@@ -90,6 +92,13 @@ pub async fn run(checked: Checked) -> Result<(), RelayError> {
         "zodex-prd relay serving"
     );
     tokio::spawn(renewal::keep_renewed(upstream.clone(), relay.dir.clone()));
+    if let Some(mcp) = &checked.mcp_oauth {
+        tokio::spawn(published::keep_published(
+            upstream.clone(),
+            mcp.file.clone(),
+            mcp.public_url.clone(),
+        ));
+    }
     let connections = Arc::new(tokio::sync::Semaphore::new(
         checked.agent_limits.connections,
     ));

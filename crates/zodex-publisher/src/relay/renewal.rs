@@ -75,7 +75,7 @@ pub async fn renew_if_due(upstream: &Upstream, dir: &std::path::Path) -> Result<
 }
 
 /// One request to the service over the relay's own connection, and its answer.
-async fn ask(upstream: &Upstream, request: AgentRequest) -> Result<Response, String> {
+pub(super) async fn ask(upstream: &Upstream, request: AgentRequest) -> Result<Response, String> {
     let mut stream = upstream.connect().await?;
     let metadata = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
     let header = AgentHeader {
