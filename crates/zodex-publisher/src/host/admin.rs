@@ -164,28 +164,7 @@ impl Host {
                         a.revoke_push(s, principal, &parse_repo(&repo)?, owner.as_ref(), now)?;
                     Response::ok(answers::all::<_, Grant>(ended))
                 }
-                AdminRequest::Yolo {
-                    repos,
-                    ttl,
-                    allow_workflows,
-                    refs,
-                    allow_paths,
-                    to,
-                } => {
-                    let owner = owner_of(&to)?;
-                    let repos = repos
-                        .iter()
-                        .map(|r| parse_repo(r))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let terms = YoloTerms {
-                        ttl_seconds: check_ttl(ttl, DEFAULT_YOLO_TTL_SECONDS)?,
-                        allow_workflows,
-                        refs: ref_patterns(&refs)?,
-                        allow_paths: path_patterns(&allow_paths)?,
-                    };
-                    let set = a.set_yolo(s, principal, &repos, terms, owner, now)?;
-                    Response::ok(answers::all::<_, YoloScope>(set))
-                }
+                request @ AdminRequest::Yolo { .. } => yolo(a, s, principal, request, now)?,
                 AdminRequest::Default => {
                     let cleared = a.clear_yolo(s, principal, now)?;
                     Response::ok(answers::all::<_, YoloScope>(cleared))
@@ -455,6 +434,40 @@ fn owner_of(to: &ForSprites) -> Result<Owner, Failure> {
 /// `policy_shadow`: what the shadow policies would have changed in the last `since_seconds`
 /// (default a day).
 /// `grant-push`: the terms checked (TTL, refs, path patterns, fingerprints), then granted.
+/// `yolo`: sets a scope over the given repositories (or every installed one).
+fn yolo(
+    a: Authority<'_>,
+    s: &mut zodex_engine::store::Store,
+    principal: &Principal,
+    request: AdminRequest,
+    now: i64,
+) -> Result<Response, Failure> {
+    let AdminRequest::Yolo {
+        repos,
+        ttl,
+        allow_workflows,
+        refs,
+        allow_paths,
+        to,
+    } = request
+    else {
+        unreachable!("called with a yolo request")
+    };
+    let owner = owner_of(&to)?;
+    let repos = repos
+        .iter()
+        .map(|r| parse_repo(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let terms = YoloTerms {
+        ttl_seconds: check_ttl(ttl, DEFAULT_YOLO_TTL_SECONDS)?,
+        allow_workflows,
+        refs: ref_patterns(&refs)?,
+        allow_paths: path_patterns(&allow_paths)?,
+    };
+    let set = a.set_yolo(s, principal, &repos, terms, owner, now)?;
+    Ok(Response::ok(answers::all::<_, YoloScope>(set)))
+}
+
 fn grant_push(
     a: Authority<'_>,
     s: &mut zodex_engine::store::Store,
