@@ -431,9 +431,6 @@ fn owner_of(to: &ForSprites) -> Result<Owner, Failure> {
     }
 }
 
-/// `policy_shadow`: what the shadow policies would have changed in the last `since_seconds`
-/// (default a day).
-/// `grant-push`: the terms checked (TTL, refs, path patterns, fingerprints), then granted.
 /// `yolo`: sets a scope over the given repositories (or every installed one).
 fn yolo(
     a: Authority<'_>,
@@ -468,6 +465,7 @@ fn yolo(
     Ok(Response::ok(answers::all::<_, YoloScope>(set)))
 }
 
+/// `grant-push`: the terms checked (TTL, refs, path patterns, fingerprints), then granted.
 fn grant_push(
     a: Authority<'_>,
     s: &mut zodex_engine::store::Store,
@@ -503,6 +501,8 @@ fn grant_push(
     Ok(Response::ok(Grant::from(grant)))
 }
 
+/// `policy_shadow`: what the shadow policies would have changed in the last `since_seconds`
+/// (default a day).
 fn shadow(
     a: Authority<'_>,
     s: &mut zodex_engine::store::Store,
