@@ -141,21 +141,17 @@ impl Bench<'_> {
 
     /// Medians (plain, zodex) of a small push made right after another client pushed.
     fn after_another_client(&mut self, rtt: u64) -> (Duration, Duration) {
-        let (mut plain, mut zodex) = (Vec::new(), Vec::new());
-        for round in 0..self.rounds {
-            for through_zodex in [round % 2 == 0, round % 2 != 0] {
-                let other = format!("far-other-{rtt}-{round}-{through_zodex}");
-                commit_change(self.app, &other, OTHER_CLIENT_MIB, &mut self.seed);
-                timed(|| plain_push(self.app, &self.near_url, &other));
-                let small = format!("far-after-{rtt}-{round}-{through_zodex}");
-                commit_small(self.app, &small);
-                match through_zodex {
-                    true => zodex.push(timed(|| zodex_push(self.rig, self.app, &small))),
-                    false => plain.push(timed(|| plain_push(self.app, &self.far_url, &small))),
-                }
+        alternating(self.rounds, |round, through_zodex| {
+            let other = format!("far-other-{rtt}-{round}-{through_zodex}");
+            commit_change(self.app, &other, OTHER_CLIENT_MIB, &mut self.seed);
+            timed(|| plain_push(self.app, &self.near_url, &other));
+            let small = format!("far-after-{rtt}-{round}-{through_zodex}");
+            commit_small(self.app, &small);
+            match through_zodex {
+                true => timed(|| zodex_push(self.rig, self.app, &small)),
+                false => timed(|| plain_push(self.app, &self.far_url, &small)),
             }
-        }
-        (median(plain), median(zodex))
+        })
     }
 
     /// One push each way, untimed: no median holds the first push's one-off work (the
@@ -206,59 +202,43 @@ impl Bench<'_> {
     /// Medians (plain, zodex) of a small change published as a pull request: `publish-pr`
     /// against `git push` plus the REST call that opens the pull request.
     fn publish_pr(&mut self, rtt: u64, reads: &Reads) -> (Duration, Duration) {
-        let (mut plain, mut zodex) = (Vec::new(), Vec::new());
-        for round in 0..self.rounds {
-            for through_zodex in [round % 2 == 0, round % 2 != 0] {
-                let branch = format!("far-pr-{rtt}-{round}-{through_zodex}");
-                commit_small(self.app, &branch);
-                match through_zodex {
-                    true => zodex.push(timed(|| {
-                        let started = Instant::now();
-                        let out = self.rig.agent(
-                            self.app,
-                            &["publish-pr", "--repo", "demo/app", "--title", &branch],
-                        );
-                        (out, started.elapsed())
-                    })),
-                    false => {
-                        plain.push(timed(|| {
-                            let started = Instant::now();
-                            let pushed = plain_push(self.app, &self.far_url, &branch).0;
-                            if !pushed.status.success() {
-                                return (pushed, started.elapsed());
-                            }
-                            let opened = reads.open_pull_request(&branch);
-                            (opened, started.elapsed())
-                        }));
-                        delete_branch(self.app, &self.near_url, &branch);
-                    }
-                }
+        alternating(self.rounds, |round, through_zodex| {
+            let branch = format!("far-pr-{rtt}-{round}-{through_zodex}");
+            commit_small(self.app, &branch);
+            if through_zodex {
+                return timed(|| {
+                    let started = Instant::now();
+                    let args = ["publish-pr", "--repo", "demo/app", "--title", &branch];
+                    (self.rig.agent(self.app, &args), started.elapsed())
+                });
             }
-        }
-        (median(plain), median(zodex))
+            let took = timed(|| {
+                let started = Instant::now();
+                let pushed = plain_push(self.app, &self.far_url, &branch).0;
+                if !pushed.status.success() {
+                    return (pushed, started.elapsed());
+                }
+                (reads.open_pull_request(&branch), started.elapsed())
+            });
+            delete_branch(self.app, &self.near_url, &branch);
+            took
+        })
     }
 
     /// Medians (plain, zodex) of a first clone of `demo/lib`: through the credential helper
     /// (token cached) and with a token in the URL.
     fn first_clone(&mut self, rtt: u64, reads: &Reads) -> (Duration, Duration) {
-        let (mut plain, mut zodex) = (Vec::new(), Vec::new());
-        for round in 0..self.rounds {
-            for through_zodex in [round % 2 == 0, round % 2 != 0] {
-                let dir = reads
-                    .work
-                    .join(format!("clone-{rtt}-{round}-{through_zodex}"));
-                let took = match through_zodex {
-                    true => timed(|| reads.zodex_clone(self.rig, &dir)),
-                    false => timed(|| reads.plain_clone(&dir)),
-                };
-                let _ = std::fs::remove_dir_all(&dir);
-                match through_zodex {
-                    true => zodex.push(took),
-                    false => plain.push(took),
-                }
-            }
-        }
-        (median(plain), median(zodex))
+        alternating(self.rounds, |round, through_zodex| {
+            let dir = reads
+                .work
+                .join(format!("clone-{rtt}-{round}-{through_zodex}"));
+            let took = match through_zodex {
+                true => timed(|| reads.zodex_clone(self.rig, &dir)),
+                false => timed(|| reads.plain_clone(&dir)),
+            };
+            let _ = std::fs::remove_dir_all(&dir);
+            took
+        })
     }
 
     /// Medians (plain, zodex) of fetching another client's new commit into a clone of
@@ -268,28 +248,21 @@ impl Bench<'_> {
         let plain_dir = reads.work.join(format!("fetch-plain-{rtt}"));
         timed(|| reads.zodex_clone(self.rig, &zodex_dir));
         timed(|| reads.plain_clone(&plain_dir));
-        let (mut plain, mut zodex) = (Vec::new(), Vec::new());
-        for round in 0..self.rounds {
-            reads.another_commit(&format!("fetch-{rtt}-{round}"));
-            for through_zodex in [round % 2 == 0, round % 2 != 0] {
-                match through_zodex {
-                    true => zodex.push(timed(|| {
-                        let started = Instant::now();
-                        let out = self.rig.agent_git(&zodex_dir, &["fetch", "-q", "origin"]);
-                        (out, started.elapsed())
-                    })),
-                    false => plain.push(timed(|| {
-                        let started = Instant::now();
-                        let out = git_command(&plain_dir)
-                            .args(["fetch", "-q", "origin"])
-                            .output()
-                            .unwrap();
-                        (out, started.elapsed())
-                    })),
-                }
+        alternating(self.rounds, |round, through_zodex| {
+            // One new commit per round, pushed before the round's first fetch: both fetch it.
+            if through_zodex == (round % 2 == 0) {
+                reads.another_commit(&format!("fetch-{rtt}-{round}"));
             }
-        }
-        (median(plain), median(zodex))
+            let started = Instant::now();
+            let out = match through_zodex {
+                true => self.rig.agent_git(&zodex_dir, &["fetch", "-q", "origin"]),
+                false => git_command(&plain_dir)
+                    .args(["fetch", "-q", "origin"])
+                    .output()
+                    .unwrap(),
+            };
+            timed(|| (out, started.elapsed()))
+        })
     }
 }
 
@@ -348,6 +321,25 @@ impl Reads<'_> {
         );
         git_ok(dir, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
     }
+}
+
+/// Medians (plain, zodex) of `rounds` rounds in which each path runs once, alternating which
+/// goes first: `run(round, through_zodex)` times one run.
+fn alternating(
+    rounds: usize,
+    mut run: impl FnMut(usize, bool) -> Duration,
+) -> (Duration, Duration) {
+    let (mut plain, mut zodex) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        for through_zodex in [round % 2 == 0, round % 2 != 0] {
+            let took = run(round, through_zodex);
+            match through_zodex {
+                true => zodex.push(took),
+                false => plain.push(took),
+            }
+        }
+    }
+    (median(plain), median(zodex))
 }
 
 /// Prints one case: the human line and its `BENCH` line (`<stem>_rtt<RTT>ms_vs_plain`).
