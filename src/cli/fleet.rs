@@ -27,18 +27,10 @@ pub(super) enum FleetCommand {
     /// The fleet's operators.
     #[command(subcommand)]
     Operator(OperatorCommand),
-    /// Enrol a registered sprite: its key is made on it (through its exec transport), the
-    /// service signs its request, and the certificate goes back to it.
-    Enroll {
-        /// The sprite's registry entry (its exec transport); also its name in the fleet.
-        sprite: String,
-        /// A label for policies and label grants (`key=value`, repeatable).
-        #[arg(long = "label", value_name = "KEY=VALUE")]
-        labels: Vec<String>,
-        /// Where the sprite keeps its fleet key and certificate (its relay's `[relay] dir`).
-        #[arg(long, default_value = "/etc/zodex/fleet")]
-        dir: String,
-    },
+    /// Install and enrol a registered sprite through its exec transport: the sprite side
+    /// without App keys (the relay as the publisher user), its key made there, its request
+    /// signed by the service, the round trip proven (docs/fleet.md).
+    Enroll(EnrollArgs),
     /// Remove a sprite from the fleet: its next request is refused.
     Remove { sprite: String },
     /// The fleet's members: sprites (with their labels) and operators.
@@ -55,6 +47,34 @@ pub(super) enum FleetCommand {
     Mcp(super::fleet_mcp::FleetMcpCommand),
     #[command(flatten)]
     Github(GithubCommand<SpriteFilterArgs>),
+}
+
+#[derive(Args)]
+pub(super) struct EnrollArgs {
+    /// The sprite's registry entry (its exec transport); also its name in the fleet.
+    sprite: String,
+    /// A label for policies and label grants (`key=value`, repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// A replica of the service as the sprite reaches it, `https://HOST:PORT` (repeatable;
+    /// default: the replicas this fleet is registered with).
+    #[arg(long = "service")]
+    services: Vec<String>,
+    /// The GitHub the service writes to (its `[github] git_url`; default https://github.com):
+    /// the host the sprite's credential helper answers for.
+    #[arg(long)]
+    github_url: Option<String>,
+    /// Where the sprite binaries come from (default: beside this `zodex`).
+    #[arg(long)]
+    binaries: Option<PathBuf>,
+    /// Only make the key and install the certificate, in DIR on the sprite, for a relay set
+    /// up by hand (docs/fleet.md); nothing else is installed.
+    #[arg(long, conflicts_with_all = ["services", "github_url", "binaries", "install_args"])]
+    dir: Option<String>,
+    /// More `zodex-prd install` options, after `--` (e.g. `-- --prefix /opt/z --mcp-listen
+    /// 127.0.0.1:9000`; see `zodex-prd install --help`).
+    #[arg(last = true)]
+    install_args: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -111,42 +131,7 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
                 Err(e) => print_failure(&e, json),
             }
         }
-        FleetCommand::Enroll {
-            sprite,
-            labels,
-            dir,
-        } => {
-            let entries = fleet_entry(target, registry).and_then(|fleet_entry| {
-                let sprite_entry = registry.choose(Some(&sprite))?;
-                Ok((fleet_entry, sprite_entry))
-            });
-            let (fleet_entry, sprite_entry) = match entries {
-                Ok(entries) => entries,
-                Err(e) => return print_failure(&e, json),
-            };
-            let fleet_name = fleet_entry.name.clone();
-            match fleet::enroll_sprite(
-                &fleet_entry,
-                &sprite_entry,
-                (&fleet_name, &sprite),
-                labels,
-                &dir,
-            ) {
-                Ok(enrolled) if json => print_json_ok(serde_json::json!({
-                    "identity": enrolled.identity,
-                    "member": enrolled.member,
-                    "dir": dir,
-                })),
-                Ok(enrolled) => {
-                    println!(
-                        "enrolled {}; its key and certificate are in {dir} on the sprite. Run its relay with [relay] dir = \"{dir}\"",
-                        enrolled.identity
-                    );
-                    EXIT_OK
-                }
-                Err(e) => print_failure(&e, json),
-            }
-        }
+        FleetCommand::Enroll(args) => enroll(target, registry, args),
         FleetCommand::Remove { sprite } => send(
             target,
             registry,
@@ -237,5 +222,75 @@ pub(super) fn send<T: serde::de::DeserializeOwned>(
             render,
         ),
         Err(e) => print_failure(&e, target.json),
+    }
+}
+
+/// `zodex fleet enroll`: the whole sprite side, or with `--dir` its fleet files only.
+fn enroll(target: &FleetTarget, registry: &Registry, args: EnrollArgs) -> i32 {
+    let json = target.json;
+    let entries = fleet_entry(target, registry).and_then(|fleet_entry| {
+        let sprite_entry = registry.choose(Some(&args.sprite))?;
+        Ok((fleet_entry, sprite_entry))
+    });
+    let (fleet_entry, sprite_entry) = match entries {
+        Ok(entries) => entries,
+        Err(e) => return print_failure(&e, json),
+    };
+    let names = (fleet_entry.name.as_str(), args.sprite.as_str());
+    if let Some(dir) = &args.dir {
+        return match fleet::enroll_sprite(&fleet_entry, &sprite_entry, names, args.labels, dir) {
+            Ok(enrolled) if json => print_json_ok(serde_json::json!({
+                "identity": enrolled.identity,
+                "member": enrolled.member,
+                "dir": dir,
+            })),
+            Ok(enrolled) => {
+                println!(
+                    "enrolled {}; its key and certificate are in {dir} on the sprite. Run its relay with [relay] dir = \"{dir}\"",
+                    enrolled.identity
+                );
+                EXIT_OK
+            }
+            Err(e) => print_failure(&e, json),
+        };
+    }
+    let services = match (&args.services[..], &fleet_entry.fleet) {
+        ([], Some(reach)) => reach.services.clone(),
+        (given, _) => given.to_vec(),
+    };
+    let options = crate::operator::deploy::FleetSpriteInstall {
+        services,
+        git_url: args.github_url,
+        binaries: args.binaries,
+        install_args: args.install_args,
+    };
+    let done = crate::operator::deploy::enroll_and_install(
+        registry,
+        &fleet_entry,
+        &sprite_entry,
+        names,
+        args.labels,
+        &options,
+    );
+    match done {
+        Ok(report) if json => print_json_ok(&report),
+        Ok(report) => {
+            for check in &report.install.self_check {
+                println!("ok   {}", super::render::safe(&check.message));
+            }
+            println!(
+                "{} {} as {}: its relay runs as the publisher user with its own key (no App key on the sprite); `zodex fleet grant-push --for-sprite {}` lets it write",
+                report.sprite,
+                if report.enrolled_now {
+                    "is enrolled"
+                } else {
+                    "was enrolled already"
+                },
+                report.identity,
+                report.sprite
+            );
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, json),
     }
 }

@@ -155,7 +155,10 @@ pub(super) enum GithubCommand<F: Args + Into<ForSprites> = NoFilter> {
     /// Back to defaults: clear every YOLO scope (explicit grants stay).
     Default,
     /// Active grants and YOLO scopes with time left, and pending requests.
-    Status,
+    Status {
+        #[command(flatten)]
+        of: F,
+    },
     /// Pending push requests from the agent (every page, oldest first).
     Requests {
         #[command(flatten)]

@@ -70,6 +70,20 @@ pub struct InstallArgs {
     /// (default: installed, else 4096).
     #[arg(long)]
     agent_memory_max_mib: Option<u64>,
+    /// Install a fleet sprite: the relay instead of the publisher, no App keys
+    /// (docs/fleet.md). Its name in the fleet is `--sprite`; `--service` names the replicas.
+    #[arg(long, requires_all = ["sprite", "services"], conflicts_with_all = ["keys_stdin", "reader_app_id", "writer_app_id", "targets"])]
+    fleet: Option<String>,
+    /// The sprite's name in the fleet (with --fleet).
+    #[arg(long, requires = "fleet")]
+    sprite: Option<String>,
+    /// A replica of the fleet's service, https://HOST:PORT (with --fleet; repeatable).
+    #[arg(long = "service", requires = "fleet")]
+    services: Vec<String>,
+    /// Install the certificate the fleet's service signed for this sprite: the `fleet_enroll`
+    /// answer as JSON on stdin (`zodex fleet enroll` sends it).
+    #[arg(long, requires = "fleet")]
+    enrolment_stdin: bool,
     /// Write everything but do not start the services (and skip the self-check).
     #[arg(long)]
     no_start: bool,
@@ -135,6 +149,22 @@ pub fn install(args: InstallArgs) -> i32 {
     } else {
         None
     };
+    let enrolment = if args.enrolment_stdin {
+        let mut text = String::new();
+        if let Err(e) = std::io::stdin().take(1 << 20).read_to_string(&mut text) {
+            eprintln!("error: cannot read the enrolment from stdin: {e}");
+            return EXIT_USAGE;
+        }
+        Some(text)
+    } else {
+        None
+    };
+    let relay = args.fleet.map(|fleet| install::relay::RelayInstall {
+        fleet,
+        sprite: args.sprite.unwrap_or_default(),
+        services: args.services,
+        enrolment,
+    });
     let binaries = args.binaries.unwrap_or_else(|| {
         std::env::current_exe()
             .ok()
@@ -185,6 +215,7 @@ pub fn install(args: InstallArgs) -> i32 {
         targets: args.targets,
         public_url: args.public_url,
         start: !args.no_start,
+        relay,
     };
     if args.check_only {
         let checked = super::run_async(install::check_only(&options, keys.as_ref()))
@@ -215,7 +246,11 @@ pub fn install(args: InstallArgs) -> i32 {
                 if let Some(verified) = &report.units_verified {
                     println!("{verified}");
                 }
-                if report.self_check.is_empty() {
+                if let Some(request) = &report.fleet_request {
+                    println!(
+                        "Not enrolled yet: the services start once the fleet's service signs this request (`zodex fleet enroll` does it all):\n{request}"
+                    );
+                } else if report.self_check.is_empty() {
                     println!("Self-check as the agent user: skipped (services not started)");
                 } else {
                     println!("Self-check as the agent user:");

@@ -396,6 +396,29 @@ pub(super) fn send<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// [`send`] of a request filtered by `of`: an answer without the filter's echo (a publisher
+/// too old to know it, which answered for every sprite) is refused, not shown.
+fn send_filtered<T: serde::de::DeserializeOwned>(
+    target: &Target,
+    registry: &Registry,
+    request: &AdminRequest,
+    of: &ForSprites,
+    render: impl FnOnce(&T) -> String,
+) -> i32 {
+    let sprite = match registry.choose(target.sprite().as_deref()) {
+        Ok(sprite) => sprite,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let response = match transport::call(&sprite, request) {
+        Ok(response) => response,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    match response.check_filtered(of) {
+        Ok(()) => print_response(&response, target.json, render),
+        Err(e) => print_failure(&e, target.json),
+    }
+}
+
 /// Largest page asked of the publisher (its own maximum).
 const PAGE_ROWS: usize = crate::engine::authority::MAX_PAGE_ROWS as usize;
 
@@ -521,12 +544,16 @@ pub(super) fn github<F: Args + Into<ForSprites>>(
             &AdminRequest::Default,
             |list: &Vec<YoloScope>| render::cleared(list),
         ),
-        GithubCommand::Status => send(
-            target,
-            registry,
-            &AdminRequest::Status,
-            render::operator_status,
-        ),
+        GithubCommand::Status { of } => {
+            let of: ForSprites = of.into();
+            send_filtered(
+                target,
+                registry,
+                &AdminRequest::Status { of: of.clone() },
+                &of,
+                render::operator_status,
+            )
+        }
         GithubCommand::Requests { page, of } => {
             let of: ForSprites = of.into();
             list(

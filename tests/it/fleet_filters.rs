@@ -1,6 +1,6 @@
-//! `zodex fleet requests|audit --sprite NAME | --label KEY=VALUE` over mutual TLS: an operator
-//! sees only the rows of the sprite (or of the sprites carrying the label) asked for, every
-//! page of them; a filter the publisher cannot apply is refused, never ignored.
+//! `zodex fleet requests|audit|status --sprite NAME | --label KEY=VALUE` over mutual TLS: an
+//! operator sees only the rows of the sprite (or of the sprites carrying the label) asked for,
+//! every page of them; a filter the publisher cannot apply is refused, never ignored.
 
 use crate::support::fleet::{FLEET, Fleet};
 use crate::support::rig::{Rig, text};
@@ -68,6 +68,37 @@ fn an_operator_lists_one_sprites_or_one_labels_requests_and_audit_rows() {
         &cursor.to_string(),
     ]));
     assert_eq!(owners(&rest), ["sprite:web1", "sprite:web1"]);
+
+    // A status of one sprite: what it may use (its own grants and its labels') and its own
+    // requests; of a label: the label's grants and those of the sprites carrying it.
+    for (repo, to) in [
+        ("demo/lib", ["--for-label", "team=web"]),
+        ("demo/app", ["--for-sprite", "pay1"]),
+    ] {
+        zodex(&["grant-push", "--repo", repo, to[0], to[1]]);
+    }
+    let status = |filter: &[&str]| {
+        let mut args = vec!["status"];
+        args.extend_from_slice(filter);
+        let answer: Value = serde_json::from_str(&zodex(&args)).unwrap();
+        let result = answer["result"].clone();
+        let list = |key: &str| owners(result[key].as_array().unwrap());
+        (
+            list("grants"),
+            list("pending"),
+            result["pending_total"].clone(),
+        )
+    };
+    let (grants, pending, total) = status(&["--sprite", "web1"]);
+    assert_eq!(grants, ["label:team=web"]);
+    assert_eq!(pending, ["sprite:web1", "sprite:web1"]);
+    assert_eq!(total, 2);
+    let (grants, pending, _) = status(&["--label", "team=pay"]);
+    assert_eq!(grants, ["sprite:pay1"]);
+    assert_eq!(pending, ["sprite:pay1", "sprite:pay1"]);
+    let (grants, _, total) = status(&[]);
+    assert_eq!(grants, ["label:team=web", "sprite:pay1"]);
+    assert_eq!(total, 5);
 
     // The audit of one sprite: only what its agent did; of a label: its sprites' rows only.
     let pay_audit = rows(&zodex(&["audit", "--sprite", "pay1"]));

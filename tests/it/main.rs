@@ -28,6 +28,7 @@ mod deploy_oauth;
 mod devhub_contract;
 mod engine_concurrency;
 mod fleet;
+mod fleet_enroll;
 mod fleet_filters;
 mod fleet_mcp_oauth;
 mod fleet_replicas;

@@ -330,7 +330,7 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
     prop_oneof![
         Just(AdminRequest::Ping),
         Just(AdminRequest::Default),
-        Just(AdminRequest::Status),
+        Just(AdminRequest::status()),
         (
             option::of(any::<u32>()),
             option::of(any::<i64>()),

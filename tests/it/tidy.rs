@@ -101,6 +101,7 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
             "zodex-protocol",
             "zodex-config",
             "zodex-publisher",
+            "zodex-fleet",
         ],
     ),
     (

@@ -16,11 +16,8 @@ pub(super) fn agent_git(
     agent: &nix::unistd::User,
     steps: &mut Steps,
 ) -> Result<(), InstallError> {
-    let github = config
-        .github
-        .as_ref()
-        .expect("install always configures [github]");
-    let base = github.git_url.trim_end_matches('/');
+    // `[github]`'s, or a fleet sprite's `[relay] git_url`.
+    let base = config.git_url().trim_end_matches('/');
     // The small helper binary (it starts faster than the whole `zodex-agent`).
     let helper = format!(
         "!'{}' --config '{}'",

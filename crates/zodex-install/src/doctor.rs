@@ -209,7 +209,7 @@ fn publisher_health(config: &Config) -> Finding {
 
 /// Whether every configured audit sink delivers (none configured: no finding).
 fn audit_sinks(config: &Config) -> Option<Finding> {
-    let status = ask(config, &AdminRequest::Status)
+    let status = ask(config, &AdminRequest::status())
         .ok()
         .filter(|r| r.ok)
         .and_then(|r| r.answer::<zodex_protocol::answers::StatusAnswer>().ok())?;
@@ -249,7 +249,7 @@ fn audit_sinks(config: &Config) -> Option<Finding> {
 /// Whether the policies' write invariants were proven at start, and what is waived (setup
 /// reports the same finding, so the two never disagree).
 pub async fn proofs(config: &Config) -> Finding {
-    let status = ask(config, &AdminRequest::Status)
+    let status = ask(config, &AdminRequest::status())
         .ok()
         .filter(|r| r.ok)
         .and_then(|r| r.result);

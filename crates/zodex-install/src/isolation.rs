@@ -1,5 +1,6 @@
 //! The boundary as the agent user sees it: `zodex-prd check-isolation`, run *as the agent* by
-//! `install` and `doctor`. The agent must not read either App key, the state database, the
+//! `install` and `doctor`. The agent must not read either App key (a fleet sprite's fleet
+//! key), the state database, the
 //! write-token file or the publisher's log, must not reach the admin socket or write into the socket directory; it
 //! must reach its own socket, and `git ls-remote` of a covered repository must work through
 //! the credential helper.
@@ -26,6 +27,14 @@ pub fn checks(config: &Config, publisher_log: Option<&Path>) -> Vec<Finding> {
                 "chmod 600 the key and chmod 700 its directory, both owned by the publisher",
             ));
         }
+    }
+    if let Some(relay) = &config.relay {
+        out.push(unreadable(
+            "fleet-key-hidden",
+            "the sprite's fleet key",
+            &relay.dir.join(zodex_fleet::MemberFiles::KEY),
+            "chmod 600 the key and chmod 700 its directory, both owned by the publisher",
+        ));
     }
     out.push(unreadable(
         "state-hidden",
@@ -111,6 +120,10 @@ fn agent_socket(config: &Config) -> Finding {
             zodex_protocol::agent_roundtrip(&mut stream, &AgentRequest::Ping)
         });
     match ping {
+        Ok(response) if response.ok && config.relay.is_some() => Finding::ok(
+            "agent-socket",
+            "the agent reaches the fleet's service through the relay",
+        ),
         Ok(response) if response.ok => Finding::ok("agent-socket", "the agent reaches zodex-prd"),
         Ok(response) => Finding::fail(
             "agent-socket",
@@ -130,16 +143,13 @@ fn agent_socket(config: &Config) -> Finding {
 
 /// `git ls-remote` of the first repository target, as the agent's git is configured.
 fn ls_remote(config: &Config) -> Finding {
-    let (Some(github), Some(repo)) = (
-        &config.github,
-        config.targets.iter().find_map(|t| t.repo.clone()),
-    ) else {
+    let Some(repo) = config.targets.iter().find_map(|t| t.repo.clone()) else {
         return Finding::ok(
             "git-read",
             "no OWNER/REPO target to read; add one with --target to have it checked",
         );
     };
-    let url = format!("{}/{repo}.git", github.git_url.trim_end_matches('/'));
+    let url = format!("{}/{repo}.git", config.git_url().trim_end_matches('/'));
     let child = Command::new("git")
         .args(["ls-remote", "--heads", &url])
         .env("GIT_TERMINAL_PROMPT", "0")

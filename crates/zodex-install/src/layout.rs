@@ -146,6 +146,33 @@ pub struct InstallRecord {
     pub agent_tasks_max: u32,
     /// Most memory the agent service and everything it runs may use, in MiB (systemd only).
     pub agent_memory_max_mib: u64,
+    /// What the publisher user's service runs: the publisher itself, or a fleet sprite's relay.
+    #[serde(default, skip_serializing_if = "PublisherMode::is_serve")]
+    pub publisher_mode: PublisherMode,
+}
+
+/// What runs as the publisher user: `zodex-prd serve` (a sprite with its own App keys and
+/// state) or `zodex-prd relay` (a fleet sprite: its own fleet key only, docs/fleet.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublisherMode {
+    #[default]
+    Serve,
+    Relay,
+}
+
+impl PublisherMode {
+    fn is_serve(&self) -> bool {
+        *self == PublisherMode::Serve
+    }
+
+    /// The `zodex-prd` subcommand the service runs.
+    pub fn subcommand(self) -> &'static str {
+        match self {
+            PublisherMode::Serve => "serve",
+            PublisherMode::Relay => "relay",
+        }
+    }
 }
 
 /// Why the install record could not be read.

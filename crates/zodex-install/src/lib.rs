@@ -26,6 +26,8 @@
 //!   config kept unless `--purge`; the OAuth grants ended unless `--keep-oauth`.
 //! - `agent_git`: the agent's git (read through the credential helper, push through
 //!   `git-remote-zodex`).
+//! - `relay`: a fleet sprite's install: the relay as the publisher user, its own fleet key,
+//!   no App key.
 
 mod agent_git;
 pub mod causes;
@@ -35,6 +37,7 @@ mod github_check;
 pub mod isolation;
 pub mod layout;
 mod mcp_door;
+pub mod relay;
 pub mod services;
 pub mod solver;
 mod sprite_config;
@@ -43,7 +46,7 @@ pub mod targets;
 pub mod uninstall;
 
 use agent_git::agent_git;
-use layout::{InstallRecord, Layout, SERVICES, SPRITE_BINARIES, ServiceManager};
+use layout::{InstallRecord, Layout, PublisherMode, SERVICES, SPRITE_BINARIES, ServiceManager};
 use nix::unistd::{Gid, Uid};
 use serde::{Deserialize, Serialize};
 pub use sprite_config::{PublicUrl, allow_host, github_urls, public_url};
@@ -183,6 +186,8 @@ pub struct InstallOptions {
     pub agent_memory_max_mib: u64,
     /// Start (or restart, when something changed) the services.
     pub start: bool,
+    /// A fleet sprite's install: the relay instead of the publisher (`relay`).
+    pub relay: Option<relay::RelayInstall>,
 }
 
 /// What an install did.
@@ -202,6 +207,10 @@ pub struct InstallReport {
     /// finding `doctor` gives (`policy-proofs`); none when the services were not started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proofs: Option<Finding>,
+    /// A fleet sprite without a valid certificate yet: the certificate request (PEM) the
+    /// fleet's service is to sign; the services start once the answer is installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet_request: Option<String>,
 }
 
 impl InstallReport {
@@ -220,25 +229,30 @@ pub async fn run(
         ));
     }
     let layout = Layout::under(&options.prefix);
-    // New keys, App ids or API URL are proven against GitHub before anything changes.
-    if let Some(candidate) = github_check::candidate(options, &layout, keys.as_ref()) {
+    if let Some(relay) = &options.relay {
+        relay::check(options, relay, &layout, keys.is_some())?;
+    } else if let Some(candidate) = github_check::candidate(options, &layout, keys.as_ref()) {
+        // New keys, App ids or API URL are proven against GitHub before anything changes.
         github_check::require(github_check::check(&candidate).await)?;
     }
     let mut steps = Steps::default();
     let accounts = ensure_accounts(options, &layout, &mut steps)?;
     ensure_directories(&layout, &accounts, &mut steps)?;
-    install_keys(&layout, keys.as_ref(), &accounts, &mut steps)?;
-    install_binaries(options, &layout, &mut steps)?;
-    let solver = solver::ensure(&solver::SolverPlan::here(&layout.bin_dir));
-    match &solver {
-        solver::SolverOutcome::Found { path } => {
-            steps.record(format!("SMT solver {}", path.display()), false);
-        }
-        solver::SolverOutcome::Installed { path } => {
-            steps.record(format!("SMT solver {} (apt-get)", path.display()), true);
-        }
-        solver::SolverOutcome::Missing { .. } => steps.record("no SMT solver", false),
+    if options.relay.is_none() {
+        install_keys(&layout, keys.as_ref(), &accounts, &mut steps)?;
     }
+    install_binaries(options, &layout, &mut steps)?;
+    // A relay decides nothing, so it proves no policy and needs no solver.
+    let solver = options
+        .relay
+        .is_none()
+        .then(|| ensure_solver(&layout, &mut steps));
+    let fleet_request = match &options.relay {
+        Some(relay) => relay::member_files(relay, &layout, &accounts.publisher, &mut steps)?,
+        None => None,
+    };
+    // A fleet sprite's services wait for its certificate.
+    let start = options.start && fleet_request.is_none();
     let (agent, publisher) = (&accounts.agent, &accounts.publisher);
     let root = (Uid::from_raw(0), Gid::from_raw(0));
 
@@ -275,6 +289,10 @@ pub async fn run(
         mcp_listen: options.mcp_listen.clone(),
         agent_tasks_max: options.agent_tasks_max,
         agent_memory_max_mib: options.agent_memory_max_mib,
+        publisher_mode: match options.relay {
+            Some(_) => PublisherMode::Relay,
+            None => PublisherMode::Serve,
+        },
     };
     let record_text = toml::to_string_pretty(&record)
         .map_err(|e| InstallError::Failed(format!("cannot write the install record: {e}")))?;
@@ -296,15 +314,15 @@ pub async fn run(
         Err(e) => format!("systemd-analyze verify: {e}"),
     });
     let changed = steps.changed();
-    if options.start {
+    if start {
         start_services(&record, manager, changed || config_changed, &mut steps)?;
     }
-    let self_check = if options.start {
+    let self_check = if start {
         isolation::check_as_agent(&record, &layout.config())?
     } else {
         Vec::new()
     };
-    let proofs = match options.start {
+    let proofs = match start && options.relay.is_none() {
         true => Some(doctor::proofs(&config).await),
         false => None,
     };
@@ -315,9 +333,25 @@ pub async fn run(
         services: services::status(&record),
         self_check,
         units_verified,
-        solver: Some(solver),
+        solver,
         proofs,
+        fleet_request,
     })
+}
+
+/// The SMT solver the publisher proves its policies with: found, installed, or said missing.
+fn ensure_solver(layout: &Layout, steps: &mut Steps) -> solver::SolverOutcome {
+    let solver = solver::ensure(&solver::SolverPlan::here(&layout.bin_dir));
+    match &solver {
+        solver::SolverOutcome::Found { path } => {
+            steps.record(format!("SMT solver {}", path.display()), false);
+        }
+        solver::SolverOutcome::Installed { path } => {
+            steps.record(format!("SMT solver {} (apt-get)", path.display()), true);
+        }
+        solver::SolverOutcome::Missing { .. } => steps.record("no SMT solver", false),
+    }
+    solver
 }
 
 /// `install --check-only`: what `run` would check against GitHub before changing anything —

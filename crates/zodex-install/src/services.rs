@@ -9,7 +9,7 @@
 //! that ignores SIGHUP included).
 
 use super::InstallError;
-use super::layout::{InstallRecord, Layout, SERVICES, ServiceManager};
+use super::layout::{InstallRecord, Layout, PublisherMode, SERVICES, ServiceManager};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,15 +26,26 @@ pub fn unit(record: &InstallRecord, service: &str) -> String {
     match service {
         "zodex-prd" => format!(
             "# Written by `zodex-prd install`; a rerun rewrites it.\n\
-             [Unit]\nDescription=Zodex publisher (decides and makes every GitHub write)\n\
+             [Unit]\nDescription={description}\n\
              After=network-online.target\nWants=network-online.target\n{forever}\n\
              [Service]\nType=simple\nUser={user}\nGroup={user}\n\
              Environment=ZODEX_CONFIG={config}\n\
-             ExecStart={bin} serve --config {config}\n\
+             ExecStart={bin} {subcommand} --config {config}\n\
              {common}\
-             ReadWritePaths={state} {sockets} {mcp}\n\
+             ReadWritePaths={state} {sockets} {mcp}{keys}\n\
              ProtectHome=yes\nMemoryMax=2G\nTasksMax=256\nUMask=0077\n\n\
              [Install]\nWantedBy=multi-user.target\n",
+            description = match record.publisher_mode {
+                PublisherMode::Serve => "Zodex publisher (decides and makes every GitHub write)",
+                PublisherMode::Relay =>
+                    "Zodex relay (this fleet sprite's agent socket, passed to the fleet's service)",
+            },
+            subcommand = record.publisher_mode.subcommand(),
+            // A relay renews its certificate in its key directory.
+            keys = match record.publisher_mode {
+                PublisherMode::Serve => String::new(),
+                PublisherMode::Relay => format!(" {}", layout.keys_dir.display()),
+            },
             user = record.publisher_user,
             config = config.display(),
             bin = layout.binary("zodex-prd").display(),
@@ -92,7 +103,7 @@ launch() {{
   zodex-prd)
     exec setpriv --reuid="$PRD_USER" --regid="$(id -g "$PRD_USER")" --init-groups --no-new-privs \
       env -i HOME=/ PATH="$BIN:/usr/local/bin:/usr/bin:/bin" ZODEX_CONFIG="$CONFIG" \
-      "$BIN/zodex-prd" serve --config "$CONFIG" ;;
+      "$BIN/zodex-prd" {prd_subcommand} --config "$CONFIG" ;;
   zodex-agent)
     cd "$AGENT_HOME" || exit 1
     exec prlimit --nproc="$AGENT_TASKS" -- \
@@ -186,6 +197,7 @@ esac
         agent_user = shell_quote(&record.agent_user),
         agent_home = q(&record.agent_home),
         tasks = record.agent_tasks_max,
+        prd_subcommand = record.publisher_mode.subcommand(),
     )
 }
 
@@ -366,11 +378,15 @@ fn restarts(record: &InstallRecord, service: &str) -> Option<Restarts> {
     })
 }
 
-/// Whether `service` answers: the publisher on its admin socket, the agent on its MCP address.
+/// Whether `service` answers: the publisher on its admin socket (a relay, which has none, on
+/// the agent socket it serves), the agent on its MCP address.
 pub(super) fn answers(record: &InstallRecord, service: &str) -> bool {
-    match service {
-        "zodex-prd" => {
+    match (service, record.publisher_mode) {
+        ("zodex-prd", PublisherMode::Serve) => {
             std::os::unix::net::UnixStream::connect(record.layout.admin_socket()).is_ok()
+        }
+        ("zodex-prd", PublisherMode::Relay) => {
+            std::os::unix::net::UnixStream::connect(record.layout.agent_socket()).is_ok()
         }
         _ => std::net::TcpStream::connect(&record.mcp_listen).is_ok(),
     }
@@ -426,7 +442,7 @@ pub(super) fn recent_log(record: &InstallRecord, service: &str) -> Option<String
     }
 }
 
-/// The process running `service` (`<bin_dir>/<service> serve --config <config>`), if any;
+/// The process running `service` (`<bin_dir>/<service> serve|relay --config <config>`), if any;
 /// cheap enough to poll (it reads `/proc`, it runs nothing).
 pub(super) fn running(record: &InstallRecord, service: &str) -> Option<Process> {
     // Only a process of the service's own user counts: the agent can start a process with any
@@ -441,7 +457,16 @@ pub(super) fn running(record: &InstallRecord, service: &str) -> Option<Process> 
         .flatten()?
         .uid
         .as_raw();
-    find_serve(&record.layout.binary(service), &record.layout.config(), uid)
+    let subcommand = match service {
+        "zodex-prd" => record.publisher_mode.subcommand(),
+        _ => "serve",
+    };
+    find_serve(
+        &record.layout.binary(service),
+        subcommand,
+        &record.layout.config(),
+        uid,
+    )
 }
 
 /// `BINARY --version`'s version number.
@@ -463,10 +488,10 @@ pub(super) struct Process {
     pub stale: bool,
 }
 
-fn find_serve(binary: &Path, config: &Path, uid: u32) -> Option<Process> {
+fn find_serve(binary: &Path, subcommand: &str, config: &Path, uid: u32) -> Option<Process> {
     let want: Vec<String> = vec![
         binary.display().to_string(),
-        "serve".into(),
+        subcommand.into(),
         "--config".into(),
         config.display().to_string(),
     ];
@@ -597,6 +622,7 @@ mod tests {
             publisher_user: "zodex-prd".into(),
             socket_group: "zodex".into(),
             agent_home: PathBuf::from("/home/zodex-agent"),
+            publisher_mode: PublisherMode::Serve,
             service_manager: ServiceManager::Systemd,
             mcp_listen: "127.0.0.1:8080".into(),
             agent_tasks_max: 1024,
@@ -615,5 +641,43 @@ mod tests {
             );
         }
         assert!(supervisor_script(&record).contains("restarting in 2s"));
+    }
+
+    /// A fleet sprite's publisher user runs the relay, under both managers, and may write only
+    /// its key directory beside the paths the publisher has (the relay renews its certificate
+    /// there); a sprite with its own publisher keeps `serve` and a read-only key directory.
+    #[test]
+    fn a_fleet_sprite_runs_its_relay_as_the_publisher_user() {
+        let mut record = InstallRecord {
+            version: "0".into(),
+            layout: Layout::under(Path::new("/")),
+            agent_user: "zodex-agent".into(),
+            publisher_user: "zodex-prd".into(),
+            socket_group: "zodex".into(),
+            agent_home: PathBuf::from("/home/zodex-agent"),
+            publisher_mode: PublisherMode::Serve,
+            service_manager: ServiceManager::Systemd,
+            mcp_listen: "127.0.0.1:8080".into(),
+            agent_tasks_max: 1024,
+            agent_memory_max_mib: 4096,
+        };
+        let serve = unit(&record, "zodex-prd");
+        assert!(serve.contains("/zodex-prd serve --config "), "{serve}");
+        assert!(!serve.contains("/etc/zodex/keys"), "{serve}");
+        record.publisher_mode = PublisherMode::Relay;
+        let relay = unit(&record, "zodex-prd");
+        assert!(relay.contains("/zodex-prd relay --config "), "{relay}");
+        assert!(relay.contains("User=zodex-prd\n"), "{relay}");
+        let writable = relay
+            .lines()
+            .find(|l| l.starts_with("ReadWritePaths="))
+            .unwrap();
+        assert!(writable.ends_with(" /etc/zodex/keys"), "{writable}");
+        let script = supervisor_script(&record);
+        assert!(
+            script.contains("\"$BIN/zodex-prd\" relay --config \"$CONFIG\""),
+            "{script}"
+        );
+        assert!(unit(&record, "zodex-agent").contains("/zodex-agent serve --config "));
     }
 }

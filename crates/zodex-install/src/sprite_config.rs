@@ -50,6 +50,18 @@ pub(super) fn sprite_config(
     } else {
         None
     };
+    let mut config = existing.clone().unwrap_or_default();
+    if let Some(relay) = &options.relay {
+        // A fleet sprite: the relay's table; no App, no target (the service decides).
+        config.github = None;
+        config.targets = Vec::new();
+        config.relay = Some(super::relay::relay_config(
+            relay,
+            layout,
+            options.git_url.as_deref(),
+        ));
+        return Ok(managed(config, options, layout, (agent_uid, publisher_uid)));
+    }
     let github = match (options.reader_app_id, options.writer_app_id) {
         (Some(reader), Some(writer)) => {
             let (api_url, git_url) =
@@ -93,10 +105,24 @@ pub(super) fn sprite_config(
             .map(|t| target_spec(t))
             .collect::<Result<_, _>>()?
     };
-    let mut mcp = existing
-        .as_ref()
-        .and_then(|c| c.mcp.clone())
-        .unwrap_or_default();
+    config.targets = targets;
+    config.github = Some(github);
+    config.relay = None;
+    let config = managed(config, options, layout, (agent_uid, publisher_uid));
+    config
+        .targets()
+        .map_err(|e| InstallError::Failed(format!("--target: {e}")))?;
+    Ok(config)
+}
+
+/// `config` with what install manages on every sprite set: paths, users and `[mcp]`.
+fn managed(
+    mut config: Config,
+    options: &InstallOptions,
+    layout: &Layout,
+    (agent_uid, publisher_uid): (u32, u32),
+) -> Config {
+    let mut mcp = config.mcp.clone().unwrap_or_default();
     mcp.listen = Some(options.mcp_listen.clone());
     mcp.state_dir = Some(layout.agent_state_dir.clone());
     mcp.key_hash_file = Some(layout.mcp_key_hash());
@@ -116,19 +142,13 @@ pub(super) fn sprite_config(
             }
         }
     }
-    let mut config = existing.unwrap_or_default();
     config.state_dir = layout.state_dir.clone();
     config.admin_socket = layout.admin_socket();
     config.agent_socket = layout.agent_socket();
     config.agent_uid = agent_uid;
     config.publisher_uid = Some(publisher_uid);
-    config.targets = targets;
     config.mcp = Some(mcp);
-    config.github = Some(github);
     config
-        .targets()
-        .map_err(|e| InstallError::Failed(format!("--target: {e}")))?;
-    Ok(config)
 }
 
 /// `OWNER/REPO` or `OWNER/*` (every repository of the owner).

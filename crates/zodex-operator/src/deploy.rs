@@ -8,11 +8,13 @@
 //! the bytes and tells the operator what to do next.
 
 mod answer;
+mod fleet_sprite;
 
 use super::registry::{Registry, SpriteEntry};
 use super::remote::{Reach, Stdin};
 pub use answer::SpriteAnswerError;
 use answer::{envelope, expect_json, typed};
+pub use fleet_sprite::{FleetSpriteInstall, FleetSpriteReport, enroll_and_install};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use zodex_install::doctor::{DoctorReport, coverage_finding};
@@ -121,7 +123,8 @@ pub fn setup(
     let reach = Reach::of(entry)?;
     let keys = read_keys(options)?;
     let layout = Layout::under(&prefix_of(&options.install_args));
-    let stage = upload_binaries(&reach, &layout, options)?;
+    let stage = upload_binaries(&reach, &layout, options.binaries.as_deref())
+        .map_err(setup_step(2, "upload the binaries"))?;
     let argv = install_argv(&layout, options, stage.as_deref());
     // The uploaded directory is removed whatever happens.
     let installed = check_on_sprite(&reach, &argv, &keys)
@@ -199,37 +202,34 @@ fn read_keys(options: &SetupOptions) -> Result<KeyUpload, DeployError> {
     Ok(keys)
 }
 
-/// Step 2: the sprite binaries, uploaded into a fresh directory on the sprite unless the sprite
-/// has these very files installed. Returns that directory (`None`: nothing uploaded).
+/// Step 2: the sprite binaries (from `binaries`, default beside this `zodex`), uploaded into a
+/// fresh directory on the sprite unless the sprite has these very files installed. Returns
+/// that directory (`None`: nothing uploaded), or why not.
 fn upload_binaries(
     reach: &Reach,
     layout: &Layout,
-    options: &SetupOptions,
-) -> Result<Option<String>, DeployError> {
-    let binaries = local_binaries(options.binaries.as_deref());
+    binaries: Option<&Path>,
+) -> Result<Option<String>, String> {
+    let binaries = local_binaries(binaries);
     for name in SPRITE_BINARIES {
         if !binaries.join(name).is_file() {
-            return Err(setup_step(2, "upload the binaries")(format!(
+            return Err(format!(
                 "{} is missing; build with `cargo build --release` or pass --binaries DIR",
                 binaries.join(name).display()
-            )));
+            ));
         }
     }
-    let same = installed_match(reach, layout, &binaries);
-    let stage = if same {
-        None
-    } else {
-        let failed = setup_step(2, "upload the binaries");
-        let dir = reach.stage().map_err(|e| failed(e.to_string()))?;
-        for name in SPRITE_BINARIES {
-            if let Err(e) = reach.upload(&binaries.join(name), &format!("{dir}/{name}")) {
-                reach.unstage(&dir);
-                return Err(failed(e.to_string()));
-            }
+    if installed_match(reach, layout, &binaries) {
+        return Ok(None);
+    }
+    let dir = reach.stage().map_err(|e| e.to_string())?;
+    for name in SPRITE_BINARIES {
+        if let Err(e) = reach.upload(&binaries.join(name), &format!("{dir}/{name}")) {
+            reach.unstage(&dir);
+            return Err(e.to_string());
         }
-        Some(dir)
-    };
-    Ok(stage)
+    }
+    Ok(Some(dir))
 }
 
 /// The `zodex-prd install` command line for `options` (the keys go on stdin), run from the

@@ -138,7 +138,7 @@ pub fn enroll_here(
 }
 
 /// The admin request `fleet_enroll` through `via`, and its answer.
-fn enrol(
+pub(crate) fn enrol(
     via: &SpriteEntry,
     role: FleetRole,
     name: &str,

@@ -86,7 +86,12 @@ pub enum AdminRequest {
     },
     /// Grants, scopes and requests, each list bounded (with its total) so the answer always
     /// fits the reply cap; `requests` and `audit` page through the rest.
-    Status,
+    Status {
+        /// In a fleet: what this sprite may use, or the rows of the sprites with this label
+        /// (echoed in [`Response::filtered`] as for `requests`).
+        #[serde(flatten)]
+        of: ForSprites,
+    },
     /// One page of pending requests, newest first from `before` (exclusive); the answer's
     /// [`Response::next_before`] is the cursor of the next page.
     Requests {
@@ -209,6 +214,13 @@ pub enum AdminRequest {
 }
 
 impl AdminRequest {
+    /// `status` of every sprite (no filter).
+    pub fn status() -> Self {
+        Self::Status {
+            of: ForSprites::default(),
+        }
+    }
+
     /// The MCP endpoint's OAuth commands (answered by the authorization server).
     /// The fleet registry's requests, answered only by a fleet's service.
     pub fn is_fleet(&self) -> bool {

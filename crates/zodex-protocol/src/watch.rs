@@ -222,7 +222,7 @@ fn emit(out: &mut impl Write, line: &Value) -> Result<(), Stop> {
 }
 
 fn emit_status(publisher: &mut dyn AdminCall, out: &mut impl Write) -> Result<(), Stop> {
-    let status = ask(publisher, "status", &AdminRequest::Status)?;
+    let status = ask(publisher, "status", &AdminRequest::status())?;
     let result = status
         .result
         .ok_or(WatchError::Shape { request: "status" })?;

@@ -22,6 +22,59 @@ pub struct Accounts {
     pub prefix: PathBuf,
 }
 
+impl Accounts {
+    /// Names no other test uses, for an install under `prefix` (nothing is created yet).
+    pub fn unique(prefix: &Path) -> Self {
+        let mut id = [0u8; 4];
+        getrandom::fill(&mut id).unwrap();
+        let id = hex::encode(id);
+        Accounts {
+            agent: format!("zxda-{id}"),
+            publisher: format!("zxdp-{id}"),
+            group: format!("zxdg-{id}"),
+            prefix: prefix.to_path_buf(),
+        }
+    }
+
+    /// `zodex-prd install`'s options naming these accounts.
+    pub fn install_args(&self) -> Vec<String> {
+        [
+            "--prefix",
+            &self.prefix.display().to_string(),
+            "--agent-user",
+            &self.agent,
+            "--publisher-user",
+            &self.publisher,
+            "--group",
+            &self.group,
+        ]
+        .map(str::to_string)
+        .to_vec()
+    }
+
+    /// `program ARGS` as the agent user, in its home, with a login's plain environment.
+    pub fn as_agent(&self, program: &str, args: &[&str]) -> std::process::Output {
+        let home = self.prefix.join("home").join(&self.agent);
+        let path = format!(
+            "PATH={}:/usr/local/bin:/usr/bin:/bin",
+            self.prefix.join("usr/local/bin").display()
+        );
+        Command::new("runuser")
+            .args(["-u", &self.agent, "--", "env", "-i"])
+            .arg(format!("HOME={}", home.display()))
+            .arg(path)
+            .arg(format!(
+                "ZODEX_CONFIG={}",
+                self.prefix.join("etc/zodex/zodex.toml").display()
+            ))
+            .arg(program)
+            .args(args)
+            .current_dir(&home)
+            .output()
+            .unwrap()
+    }
+}
+
 impl Drop for Accounts {
     fn drop(&mut self) {
         let script = self.prefix.join("usr/local/lib/zodex/zodex-supervise");
@@ -88,9 +141,6 @@ impl World {
             .tempdir()
             .unwrap();
         std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut id = [0u8; 4];
-        getrandom::fill(&mut id).unwrap();
-        let id = hex::encode(id);
         let keys_dir = tempfile::tempdir().unwrap();
         let [reader, writer, _] = keys();
         std::fs::write(keys_dir.path().join("reader.pem"), &reader.private_pem).unwrap();
@@ -101,12 +151,7 @@ impl World {
             home: tempfile::tempdir().unwrap(),
             keys: keys_dir,
             listen: format!("127.0.0.1:{}", free_port()),
-            accounts: Accounts {
-                agent: format!("zxda-{id}"),
-                publisher: format!("zxdp-{id}"),
-                group: format!("zxdg-{id}"),
-                prefix: prefix.clone(),
-            },
+            accounts: Accounts::unique(&prefix),
             prefix,
             _root: root,
         }

@@ -4,7 +4,7 @@
 
 use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WARNING, YoloView};
 use crate::decide::{Ask, Principal};
-use crate::fleet::{FleetSprite, SpriteFilter};
+use crate::fleet::{FleetSprite, MemberName, MemberRole, Owner, SpriteFilter, SpriteLabel};
 use crate::store::{
     App, AuditEntry, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant,
     GrantState, GrantVia, Store, StoreError,
@@ -41,23 +41,38 @@ impl Authority<'_> {
         bytes: &dyn AnswerBytes,
         now: i64,
     ) -> Outcome<Status> {
+        self.status_of(store, principal, None, bytes, now)
+    }
+
+    /// [`Self::status`] of the sprites `of` selects (an operator's `zodex fleet status
+    /// --sprite|--label`): for a sprite, what it may use — the grants and scopes it owns, its
+    /// own and its labels', and its requests, as its own agent's status shows them; for a
+    /// label, the rows made for the label itself and for each sprite carrying it now.
+    pub fn status_of(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        of: Option<&SpriteFilter>,
+        bytes: &dyn AnswerBytes,
+        now: i64,
+    ) -> Outcome<Status> {
         self.allowed_to(store, principal, &Ask::ViewStatus, now)?;
         let shown = |items: Vec<GrantView>| {
             within_budget(items, STATUS_LIST_BYTES, |v| bytes.grant_view(v)).0
         };
-        let sprite = principal.sprite();
         Ok(store.read(|facts| {
+            let whose = Whose::of(facts, principal, of)?;
             let mut grants = Vec::new();
-            let (ended, mut recently_ended_total) = match sprite {
-                None => facts.grants_ended_since(now - 24 * 3600, STATUS_LIST_ROWS)?,
-                Some(sprite) => owned(
+            let (ended, mut recently_ended_total) = match &whose {
+                Whose::All => facts.grants_ended_since(now - 24 * 3600, STATUS_LIST_ROWS)?,
+                whose => owned(
                     |before| facts.grants_ended_before(now - 24 * 3600, before, SCAN_ROWS),
-                    sprite,
+                    whose,
                 )?,
             };
             let mut recently_ended: Vec<GrantView> =
                 ended.into_iter().map(|g| grant_view(g, now)).collect();
-            let (active, mut grants_total) = in_state(facts, sprite, GrantState::Active)?;
+            let (active, mut grants_total) = in_state(facts, &whose, GrantState::Active)?;
             for grant in active {
                 let mut view = grant_view(grant, now);
                 if view.shown_state == "active" {
@@ -71,7 +86,7 @@ impl Authority<'_> {
                 }
             }
             recently_ended.truncate(STATUS_LIST_ROWS as usize);
-            let (pending, pending_total) = in_state(facts, sprite, GrantState::Pending)?;
+            let (pending, pending_total) = in_state(facts, &whose, GrantState::Pending)?;
             let pending = pending
                 .into_iter()
                 .map(|g| {
@@ -81,9 +96,7 @@ impl Authority<'_> {
                 })
                 .collect::<Result<_, StoreError>>()?;
             let mut scopes = facts.uncleared_yolo()?;
-            if let Some(sprite) = sprite {
-                scopes.retain(|scope| scope.owner.covers(Some(sprite)));
-            }
+            scopes.retain(|scope| whose.keeps(&scope.owner));
             let yolo_total = scopes.len() as u64;
             let yolo = scopes
                 .into_iter()
@@ -115,40 +128,95 @@ impl Authority<'_> {
 /// Rows read per statement while a fleet sprite's own grants are picked out of everyone's.
 const SCAN_ROWS: u32 = 500;
 
+/// Whose grants, requests and scopes a status shows.
+enum Whose {
+    /// Everyone's: an operator's status, or the single sprite's agent's.
+    All,
+    /// What this fleet sprite owns: its own and its labels' (its agent's status, or an
+    /// operator's `--sprite`).
+    Sprite(FleetSprite),
+    /// The label's own and those of the sprites carrying it now (an operator's `--label`).
+    Label {
+        label: SpriteLabel,
+        sprites: Vec<MemberName>,
+    },
+}
+
+impl Whose {
+    /// A fleet sprite's agent sees its own whatever it asks; an operator sees what `of`
+    /// selects (a sprite's labels and a label's sprites as the registry has them now).
+    fn of(
+        facts: &Facts<'_>,
+        principal: &Principal,
+        of: Option<&SpriteFilter>,
+    ) -> Result<Whose, StoreError> {
+        if let Some(sprite) = principal.sprite() {
+            return Ok(Whose::Sprite(sprite.clone()));
+        }
+        Ok(match of {
+            None => Whose::All,
+            Some(SpriteFilter::Sprite(name)) => Whose::Sprite(FleetSprite {
+                name: name.clone(),
+                labels: facts
+                    .member(MemberRole::Sprite, name)?
+                    .map(|m| m.labels)
+                    .unwrap_or_default(),
+            }),
+            Some(SpriteFilter::Label(label)) => Whose::Label {
+                label: label.clone(),
+                sprites: facts
+                    .members(MemberRole::Sprite)?
+                    .into_iter()
+                    .filter(|m| m.is_enrolled() && m.labels.contains(label))
+                    .map(|m| m.name)
+                    .collect(),
+            },
+        })
+    }
+
+    fn keeps(&self, owner: &Owner) -> bool {
+        match (self, owner) {
+            (Whose::All, _) => true,
+            (Whose::Sprite(sprite), owner) => owner.covers(Some(sprite)),
+            (Whose::Label { label, .. }, Owner::Label(l)) => l == label,
+            (Whose::Label { sprites, .. }, Owner::Sprite(name)) => sprites.contains(name),
+            (Whose::Label { .. }, Owner::Local) => false,
+        }
+    }
+}
+
 /// The grants in `state` a status shows (newest first, at most [`STATUS_LIST_ROWS`]) and how
-/// many there are: everyone's for an operator or the single sprite's agent; for a fleet
-/// sprite, only those it owns (its own and its labels'), counted exactly. A sprite's status
-/// reads the state's grants in pages to find its own: never another sprite's, whatever their
-/// number.
+/// many there are: everyone's, counted by the store; or only those `whose` keeps, read in
+/// pages and counted exactly — never another sprite's, whatever their number.
 fn in_state(
     facts: &Facts<'_>,
-    sprite: Option<&FleetSprite>,
+    whose: &Whose,
     state: GrantState,
 ) -> Result<(Vec<Grant>, u64), StoreError> {
-    match sprite {
-        None => Ok((
+    match whose {
+        Whose::All => Ok((
             facts.grants_in_state(state, None, STATUS_LIST_ROWS)?,
             facts.count_grants_in(state)?,
         )),
-        Some(sprite) => owned(
+        whose => owned(
             |before| facts.grants_in_state(state, before, SCAN_ROWS),
-            sprite,
+            whose,
         ),
     }
 }
 
 /// Walks pages (`page(before)`, newest first by id, [`SCAN_ROWS`] each) and keeps the grants
-/// `sprite` owns: the first [`STATUS_LIST_ROWS`] of them, and how many there are in all.
+/// `whose` keeps: the first [`STATUS_LIST_ROWS`] of them, and how many there are in all.
 fn owned(
     page: impl Fn(Option<i64>) -> Result<Vec<Grant>, StoreError>,
-    sprite: &FleetSprite,
+    whose: &Whose,
 ) -> Result<(Vec<Grant>, u64), StoreError> {
     let (mut kept, mut total, mut before) = (Vec::new(), 0u64, None);
     loop {
         let rows = page(before)?;
         let full = rows.len() as u32 == SCAN_ROWS;
         before = rows.last().map(|g| g.id);
-        for grant in rows.into_iter().filter(|g| g.owner.covers(Some(sprite))) {
+        for grant in rows.into_iter().filter(|g| whose.keeps(&g.owner)) {
             total += 1;
             if kept.len() < STATUS_LIST_ROWS as usize {
                 kept.push(grant);

@@ -95,11 +95,13 @@ impl Facts<'_> {
     }
 
     /// Enrols a member, or enrols again one that was removed (with its new key and labels).
-    /// A member still enrolled is a conflict: remove it first, so a key is never replaced
-    /// silently.
+    /// A member still enrolled with another key is a conflict: remove it first, so a key is
+    /// never replaced silently. With the same key it is the same member asking again (an
+    /// enrolment whose answer never reached it): its labels are the new ones.
     pub fn enroll_member(&self, new: &NewMember, by: &str, now: i64) -> Result<Member> {
         if let Some(existing) = self.member(new.role, &new.name)?
             && existing.is_enrolled()
+            && !existing.key_sha256.eq_ignore_ascii_case(&new.key_sha256)
         {
             return Err(StoreError::Conflict(format!(
                 "{} {} is already enrolled (since {}); remove it first (`zodex fleet remove {}`) to enrol it with a new key",
@@ -295,6 +297,15 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!(kept.key_sha256, "a".repeat(64));
+            // The same key asking again (its first answer lost) is the same member.
+            let again = store
+                .write(|f| f.enroll_member(&sprite("sprite-1", &["team=c"], 'a'), "op", 12))
+                .unwrap();
+            assert_eq!(again.key_sha256, "a".repeat(64));
+            assert_eq!(
+                again.labels.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
+                ["team=c"]
+            );
             // The same name as an operator is another member.
             assert!(
                 store

@@ -169,16 +169,21 @@ impl Host {
                     let cleared = a.clear_yolo(s, principal, now)?;
                     Response::ok(answers::all::<_, YoloScope>(cleared))
                 }
-                AdminRequest::Status => Response::ok(StatusAnswer {
-                    status: Status::from(a.status(s, principal, &WireBytes, now)?),
-                    proofs: Some(self.proofs.status()),
-                    audit_heads: answers::all(a.audit_heads(s, principal, now)?),
-                    max_request_ttl_seconds: Some(self.core.engine.max_request_ttl_seconds()),
-                    audit_sinks: answers::all(zodex_engine::ledger::sink_states(
-                        s,
-                        &self.core.settings.sinks,
-                    )?),
-                }),
+                AdminRequest::Status { of } => {
+                    let filter = self.sprite_filter(s, &of)?;
+                    let status = a.status_of(s, principal, filter.as_ref(), &WireBytes, now)?;
+                    Response::ok(StatusAnswer {
+                        status: Status::from(status),
+                        proofs: Some(self.proofs.status()),
+                        audit_heads: answers::all(a.audit_heads(s, principal, now)?),
+                        max_request_ttl_seconds: Some(self.core.engine.max_request_ttl_seconds()),
+                        audit_sinks: answers::all(zodex_engine::ledger::sink_states(
+                            s,
+                            &self.core.settings.sinks,
+                        )?),
+                    })
+                    .filtered_by(&of)
+                }
                 AdminRequest::AuditVerify => {
                     let verification = a.verify_audit(s, principal, now)?;
                     Response::ok(AuditVerification::from(verification))

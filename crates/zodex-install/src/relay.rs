@@ -1,0 +1,180 @@
+//! A fleet sprite's install (`install --fleet NAME --sprite NAME --service URL…`): the same
+//! two users and layout, but the publisher user runs `zodex-prd relay` with the sprite's own
+//! fleet key, and no App key or state is on the sprite (docs/fleet.md). Its key is made *by
+//! the publisher user* (`zodex-prd fleet request`, run as that user), so root never holds it
+//! and it is the relay's from its first byte; the certificate the service signed is installed
+//! the same way (`zodex-prd fleet install`). Until it is installed the services stay stopped:
+//! the install's report carries the certificate request for the operator to enrol.
+
+use super::layout::Layout;
+use super::system::{self, Steps};
+use super::{InstallError, InstallOptions};
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use zodex_config::RelayConfig;
+use zodex_fleet::{Identity, MemberFiles, Name, Role};
+
+/// What makes an install a fleet sprite's.
+#[derive(Debug, Clone)]
+pub struct RelayInstall {
+    pub fleet: String,
+    pub sprite: String,
+    /// The service's replicas (`https://HOST:PORT`), tried in turn by the relay.
+    pub services: Vec<String>,
+    /// The service's answer to this sprite's enrolment (`fleet_enroll`, JSON), to install.
+    pub enrolment: Option<String>,
+}
+
+impl RelayInstall {
+    fn identity(&self) -> Result<Identity, InstallError> {
+        let name = |what: &str, text: &str| {
+            Name::parse(text).map_err(|e| InstallError::Failed(format!("{what}: {e}")))
+        };
+        Ok(Identity::new(
+            &name("--fleet", &self.fleet)?,
+            Role::Sprite,
+            &name("--sprite", &self.sprite)?,
+        ))
+    }
+}
+
+/// Refuses what a fleet sprite must not have, before anything changes: App ids or keys (the
+/// service holds them), no replica, and a sprite that already has App keys of its own.
+pub(super) fn check(
+    options: &InstallOptions,
+    relay: &RelayInstall,
+    layout: &Layout,
+    has_keys: bool,
+) -> Result<(), InstallError> {
+    relay.identity()?;
+    if has_keys || options.reader_app_id.is_some() || options.writer_app_id.is_some() {
+        return Err(InstallError::Failed(
+            "a fleet sprite holds no App keys (the fleet's service does): leave out --writer-app-id, --reader-app-id and --keys-stdin".into(),
+        ));
+    }
+    if relay.services.is_empty() {
+        return Err(InstallError::Failed(
+            "name the fleet's service with --service https://HOST:PORT (repeatable: one per replica)".into(),
+        ));
+    }
+    for url in &relay.services {
+        zodex_fleet::Replica::parse(url)
+            .map_err(|e| InstallError::Failed(format!("--service {url}: {e}")))?;
+    }
+    if let Some(key) = ["writer", "reader"]
+        .map(|app| layout.key(app))
+        .into_iter()
+        .find(|key| key.exists())
+    {
+        return Err(InstallError::Failed(format!(
+            "this sprite has App keys of its own ({}): it runs its own publisher. To join a fleet keeping its history, move its state to the service first (`zodex-prd store migrate`, docs/fleet.md), then `zodex sprite uninstall --purge` it and enrol it again",
+            key.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The `[relay]` table: the replicas, the key directory, the GitHub the service writes to.
+pub(super) fn relay_config(
+    relay: &RelayInstall,
+    layout: &Layout,
+    git_url: Option<&str>,
+) -> RelayConfig {
+    RelayConfig {
+        services: relay.services.clone(),
+        dir: layout.keys_dir.clone(),
+        git_url: Some(
+            git_url
+                .unwrap_or(zodex_config::DEFAULT_GIT_URL)
+                .trim_end_matches('/')
+                .to_string(),
+        ),
+    }
+}
+
+/// The sprite's fleet files in the key directory, as the publisher user makes them: the
+/// enrolment's certificate installed when one was given; then `None` when the sprite holds a
+/// valid certificate for its identity, else the certificate request to enrol (its key made
+/// now when there was none).
+pub(super) fn member_files(
+    relay: &RelayInstall,
+    layout: &Layout,
+    publisher: &nix::unistd::User,
+    steps: &mut Steps,
+) -> Result<Option<String>, InstallError> {
+    let identity = relay.identity()?;
+    let dir = layout.keys_dir.display().to_string();
+    if let Some(answer) = &relay.enrolment {
+        let args = ["fleet", "install", "--dir", &dir];
+        as_publisher(layout, publisher, &args, Some(answer.as_bytes()))?;
+        steps.record(format!("fleet certificate of {}", identity.uri()), true);
+    }
+    if enrolled(&layout.keys_dir, &identity) {
+        steps.record(format!("enrolled as {}", identity.uri()), false);
+        return Ok(None);
+    }
+    let had_key = layout.keys_dir.join(MemberFiles::KEY).exists();
+    let args = [
+        "fleet",
+        "request",
+        "--dir",
+        &dir,
+        "--fleet",
+        &relay.fleet,
+        "--sprite",
+        &relay.sprite,
+    ];
+    let request = as_publisher(layout, publisher, &args, None)?;
+    steps.record(format!("fleet key {}/{}", dir, MemberFiles::KEY), !had_key);
+    Ok(Some(request))
+}
+
+/// Whether `dir` holds a certificate naming `identity`, issued by the CA beside it and valid
+/// now (its key is the relay's to check: root never reads it).
+fn enrolled(dir: &Path, identity: &Identity) -> bool {
+    let read = |file| std::fs::read_to_string(dir.join(file)).ok();
+    let (Some(cert), Some(ca)) = (read(MemberFiles::CERT), read(MemberFiles::CA)) else {
+        return false;
+    };
+    let named = zodex_fleet::tls::certificates(&cert)
+        .ok()
+        .and_then(|chain| Identity::of_certificate(&chain[0]).ok());
+    named.as_ref() == Some(identity) && zodex_fleet::tls::verify_member(&ca, &cert).is_ok()
+}
+
+/// `zodex-prd ARGS` run as the publisher user (the installed binary), its stdout on success.
+fn as_publisher(
+    layout: &Layout,
+    publisher: &nix::unistd::User,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> Result<String, InstallError> {
+    let what = format!("zodex-prd {}", args[..2].join(" "));
+    let mut command = Command::new(layout.binary("zodex-prd"));
+    command.args(args);
+    system::as_user(&mut command, publisher);
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| InstallError::step(format!("cannot run {what} as {}", publisher.name), e))?;
+    let mut input = child.stdin.take().expect("piped stdin");
+    input
+        .write_all(stdin.unwrap_or_default())
+        .map_err(|e| InstallError::step(format!("{what}: writing its stdin"), e))?;
+    drop(input);
+    let out = child
+        .wait_with_output()
+        .map_err(|e| InstallError::step(format!("{what}: waiting for it"), e))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        let said = said.trim().trim_start_matches("error: ");
+        return Err(InstallError::Failed(format!(
+            "{what} as {}: {said}",
+            publisher.name
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
