@@ -45,6 +45,10 @@ pub(super) enum FleetCommand {
     /// consent, clients, revocation, the key URL.
     #[command(subcommand)]
     Mcp(super::fleet_mcp::FleetMcpCommand),
+    /// Policy questions asked of the service: what a sprite's push would get (`explain
+    /// --sprite`), the proof of the running policy set, the shadow set's differences.
+    #[command(subcommand)]
+    Policy(super::zodex::PolicyCommand<super::zodex::ExplainFor>),
     #[command(flatten)]
     Github(GithubCommand<SpriteFilterArgs>),
 }
@@ -171,6 +175,10 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
             Err(e) => print_failure(&e, json),
         },
         FleetCommand::Mcp(command) => super::fleet_mcp::run(target, command, registry),
+        FleetCommand::Policy(command) => match fleet_entry(target, registry) {
+            Ok(entry) => super::zodex::policy(&Target::named(entry.name, json), command, registry),
+            Err(e) => print_failure(&e, json),
+        },
         FleetCommand::Github(command) => match fleet_entry(target, registry) {
             Ok(entry) => github(&Target::named(entry.name, json), command, registry),
             Err(e) => print_failure(&e, json),

@@ -1,7 +1,7 @@
 //! `zodex`: the operator's command line.
 
 use super::dev::{DevCommand, dev_command};
-use super::github_args::{GithubCommand, PageArgs, Via};
+use super::github_args::{GithubCommand, NoFilter, PageArgs, Via};
 use super::{
     EXIT_DENIED, EXIT_FAILURE, EXIT_OK, print_failure, print_response, render, repo_arg, ttl_arg,
 };
@@ -204,14 +204,35 @@ enum SpriteCommand {
 const AUDIT_DEFAULT_ROWS: usize = 1000;
 
 #[derive(Clone, Copy, ValueEnum)]
-enum ExplainAction {
+pub(super) enum ExplainAction {
     Push,
 }
 
+/// Whose push a fleet's what-if decides (`zodex fleet policy explain --sprite NAME`).
+#[derive(Args, Clone)]
+pub(super) struct ExplainFor {
+    /// The sprite whose agent would push (its grants, scopes and labels count).
+    #[arg(long, value_name = "NAME")]
+    sprite: String,
+}
+
+impl From<ExplainFor> for ForSprites {
+    fn from(args: ExplainFor) -> Self {
+        Self {
+            sprite: Some(args.sprite),
+            label: None,
+        }
+    }
+}
+
+/// Policy questions; `F` says whose push `explain` decides: the sprite's own agent
+/// (`zodex sprite policy`), or a fleet sprite's (`zodex fleet policy`, with `--sprite`).
 #[derive(Subcommand)]
-enum PolicyCommand {
+pub(super) enum PolicyCommand<F: Args + Into<ForSprites> = NoFilter> {
     /// What would the engine decide? No side effects.
     Explain {
+        #[command(flatten)]
+        of: F,
         #[arg(long, value_enum)]
         action: ExplainAction,
         #[arg(long, value_parser = repo_arg)]
@@ -236,10 +257,11 @@ enum PolicyCommand {
         #[arg(long = "path")]
         paths: Vec<String>,
     },
-    /// Prove the write invariants of the sprite's configured policy set (built-in plus its
-    /// policy directory) with the sprite's SMT solver, through the exec transport: it needs no
-    /// running zodex-prd, so it also explains a start refused on a broken property. Exit code
-    /// 0: all hold (or are waived); 3: a property fails; 1: no solver there, or an error.
+    /// Prove the write invariants of the configured policy set (built-in plus the policy
+    /// directory) with the publisher's SMT solver. A sprite's through its exec transport: it
+    /// needs no running zodex-prd, so it also explains a start refused on a broken property; a
+    /// fleet's asks a replica. Exit code 0: all hold (or are waived); 3: a property fails; 1:
+    /// no solver there, or an error.
     Prove,
     /// What the shadow policies (`policy_dir/shadow/`) would have decided otherwise: counts by
     /// action and repository, the first rows of each. Promote one by moving its file up.
@@ -623,8 +645,13 @@ pub(super) fn github<F: Args + Into<ForSprites>>(
     }
 }
 
-fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
+pub(super) fn policy<F: Args + Into<ForSprites>>(
+    target: &Target,
+    command: PolicyCommand<F>,
+    registry: &Registry,
+) -> i32 {
     let PolicyCommand::Explain {
+        of,
         action: ExplainAction::Push,
         repo,
         reference,
@@ -657,12 +684,25 @@ fn policy(target: &Target, command: PolicyCommand, registry: &Registry) -> i32 {
         touches_workflows: workflows,
         ref_exists: exists,
         paths,
+        of: of.into(),
+    };
+    let AdminRequest::Explain { of, .. } = &request else {
+        unreachable!("made above")
     };
     let sprite = match registry.choose(target.sprite().as_deref()) {
         Ok(sprite) => sprite,
         Err(e) => return print_failure(&e, target.json),
     };
-    match transport::call(&sprite, &request) {
+    // A replica too old to know `--sprite` would explain for no sprite: not shown.
+    let answered = transport::call(&sprite, &request)
+        .map_err(|e| e.to_string())
+        .and_then(|response| {
+            response
+                .check_filtered(of)
+                .map(|()| response)
+                .map_err(|e| e.to_string())
+        });
+    match answered {
         Ok(response) => {
             let allowed = response
                 .answer::<Explanation>()
@@ -684,14 +724,24 @@ fn prove(target: &Target, registry: &Registry) -> i32 {
         Ok(sprite) => sprite,
         Err(e) => return print_failure(&e, target.json),
     };
-    // Through the transport, not the daemon: when a broken property made zodex-prd refuse to
-    // start, this is where the operator reads the counterexample.
-    let response = match crate::operator::deploy::prove(&sprite) {
+    // A sprite's through the transport, not the daemon: when a broken property made zodex-prd
+    // refuse to start, this is where the operator reads the counterexample. A fleet has no
+    // exec transport: a replica proves the set it runs.
+    let response = match &sprite.fleet {
+        Some(_) => {
+            transport::call(&sprite, &AdminRequest::ProvePolicies).map_err(|e| e.to_string())
+        }
+        None => crate::operator::deploy::prove(&sprite).map_err(|e| e.to_string()),
+    };
+    let response = match response {
         Ok(response) => response,
         Err(e) => return print_failure(&e, target.json),
     };
     let report: Option<Report> = response.answer().ok();
-    let what = format!("sprite {}'s policies", sprite.name);
+    let what = match &sprite.fleet {
+        Some(_) => format!("fleet {}'s policies", sprite.name),
+        None => format!("sprite {}'s policies", sprite.name),
+    };
     let code = print_response(&response, target.json, |_: &serde_json::Value| {
         report
             .as_ref()

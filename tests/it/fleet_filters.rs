@@ -1,6 +1,8 @@
 //! `zodex fleet requests|audit|status --sprite NAME | --label KEY=VALUE` over mutual TLS: an
 //! operator sees only the rows of the sprite (or of the sprites carrying the label) asked for,
-//! every page of them; a filter the publisher cannot apply is refused, never ignored.
+//! every page of them; a filter the publisher cannot apply is refused, never ignored. `zodex
+//! fleet policy explain --sprite` decides a what-if as that sprite; `policy prove` asks a
+//! replica.
 
 use crate::support::fleet::{FLEET, Fleet};
 use crate::support::rig::{Rig, text};
@@ -99,6 +101,59 @@ fn an_operator_lists_one_sprites_or_one_labels_requests_and_audit_rows() {
     let (grants, _, total) = status(&[]);
     assert_eq!(grants, ["label:team=web", "sprite:pay1"]);
     assert_eq!(total, 5);
+
+    // A what-if decided as one sprite: its label's grant lets web1 push demo/lib; pay1's own
+    // grant on demo/app is not web1's, and web1's label grant is not pay1's.
+    let explain = |sprite: &str, repo: &str| {
+        let out = fleet.zodex(
+            home.path(),
+            &[
+                "fleet",
+                "--fleet",
+                FLEET,
+                "--json",
+                "policy",
+                "explain",
+                "--sprite",
+                sprite,
+                "--action",
+                "push",
+                "--repo",
+                repo,
+                "--ref",
+                "feature/x",
+            ],
+        );
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (out.status.code(), answer)
+    };
+    let (code, answer) = explain("web1", "demo/lib");
+    assert_eq!(code, Some(0), "{answer:#}");
+    assert_eq!(answer["result"]["decision"]["allowed"], true, "{answer:#}");
+    assert_eq!(answer["result"]["grants"].as_array().unwrap().len(), 1);
+    for (sprite, repo) in [("web1", "demo/app"), ("pay1", "demo/lib")] {
+        let (code, answer) = explain(sprite, repo);
+        assert_eq!(code, Some(3), "{sprite} {repo}: {answer:#}");
+        assert_eq!(answer["result"]["decision"]["allowed"], false, "{answer:#}");
+        assert_eq!(
+            answer["result"]["grants"],
+            json!([]),
+            "{sprite} sees another's grant"
+        );
+    }
+    let (code, answer) = explain("web9", "demo/app");
+    assert_ne!(code, Some(0));
+    assert!(
+        answer.to_string().contains("no sprite named web9"),
+        "{answer:#}"
+    );
+    let proof = fleet.zodex(home.path(), &["fleet", "--fleet", FLEET, "policy", "prove"]);
+    assert!(proof.status.success(), "{}", text(&proof));
+    assert!(
+        text(&proof).contains("fleet acme's policies"),
+        "{}",
+        text(&proof)
+    );
 
     // The audit of one sprite: only what its agent did; of a label: its sprites' rows only.
     let pay_audit = rows(&zodex(&["audit", "--sprite", "pay1"]));

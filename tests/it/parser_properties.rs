@@ -406,6 +406,7 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
                     touches_workflows: f[2],
                     ref_exists: f[3],
                     paths: Vec::new(),
+                    of: Default::default(),
                 }
             }
         ),

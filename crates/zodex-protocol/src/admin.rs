@@ -210,6 +210,10 @@ pub enum AdminRequest {
         /// The paths the update would change (`--path`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         paths: Vec<String>,
+        /// In a fleet: decided as this sprite's agent (`sprite`; a label is refused). Echoed in
+        /// [`Response::filtered`]: a replica too old to know it decides for no sprite.
+        #[serde(flatten)]
+        of: ForSprites,
     },
 }
 

@@ -76,6 +76,7 @@ impl Action {
                 touches_workflows: false,
                 ref_exists: true,
                 paths: Vec::new(),
+                of: Default::default(),
             },
         }
     }

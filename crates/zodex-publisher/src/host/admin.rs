@@ -257,7 +257,9 @@ impl Host {
                     touches_workflows,
                     ref_exists,
                     paths,
+                    of,
                 } => {
+                    let agent = self.explained_agent(s, &of)?;
                     let mut paths = paths;
                     paths.sort();
                     paths.dedup();
@@ -275,7 +277,8 @@ impl Host {
                         },
                         secrets: Vec::new(),
                     };
-                    Response::ok(explain(a, s, &parse_repo(&repo)?, update, bytes, now)?)
+                    let repo = parse_repo(&repo)?;
+                    Response::ok(explain(a, s, &agent, &repo, update, bytes, now)?).filtered_by(&of)
                 }
             })
         });
@@ -345,6 +348,7 @@ impl Host {
 fn explain(
     a: Authority<'_>,
     s: &mut Store,
+    agent: &Principal,
     repo: &RepoName,
     update: RefUpdate,
     bytes: i64,
@@ -359,10 +363,12 @@ fn explain(
         update,
         bundle_bytes: bytes,
     };
-    let (decision, denial) = a.explain(s, &Principal::Agent, &ask, now)?;
+    let (decision, denial) = a.explain(s, agent, &ask, now)?;
     let grants = s.read(|f| f.active_grants_for(&repo.key(), 10))?;
+    // A fleet sprite's what-if shows the grants it could use, not another sprite's.
     let grants = grants
         .iter()
+        .filter(|g| agent.sprite().is_none() || g.owner.covers(agent.sprite()))
         .map(|g| ExplainedGrant {
             id: g.id,
             expires_at: g.expires_at,

@@ -4,7 +4,7 @@
 //! `--sprite`/`--label` selects, checked against the registry.
 
 use super::{Failure, Host};
-use zodex_engine::fleet::{MemberName, MemberRole, SpriteFilter, SpriteLabel};
+use zodex_engine::fleet::{FleetSprite, MemberName, MemberRole, SpriteFilter, SpriteLabel};
 use zodex_engine::store::{NewMember, Store};
 use zodex_engine::{Principal, authority::AuthorityError};
 use zodex_protocol::{AdminRequest, ErrorKind, FleetEnrolled, FleetMember, ForSprites, Response};
@@ -235,5 +235,37 @@ impl Host {
             ));
         }
         Ok(Some(filter))
+    }
+
+    /// Whose push a what-if decides: the single sprite's agent, or with `--sprite NAME` on a
+    /// fleet's service that sprite's agent, with the labels the registry gives it now. A label
+    /// names no one agent, and a removed sprite pushes nothing: both refused.
+    pub(super) fn explained_agent(
+        &self,
+        s: &mut Store,
+        of: &ForSprites,
+    ) -> Result<Principal, Failure> {
+        let name = match self.sprite_filter(s, of)? {
+            None => return Ok(Principal::Agent),
+            Some(SpriteFilter::Label(_)) => {
+                return Err(Failure::usage(
+                    "explain decides one agent's push: give --sprite NAME, not --label",
+                ));
+            }
+            Some(SpriteFilter::Sprite(name)) => name,
+        };
+        let member = s
+            .read(|f| f.member(MemberRole::Sprite, &name))?
+            .filter(|m| m.is_enrolled())
+            .ok_or_else(|| {
+                Failure::new(
+                    ErrorKind::NotFound,
+                    format!("sprite {name} was removed from the fleet, so it pushes nothing; `zodex fleet sprites` lists the enrolled ones"),
+                )
+            })?;
+        Ok(Principal::Sprite(FleetSprite {
+            name,
+            labels: member.labels,
+        }))
     }
 }

@@ -174,6 +174,7 @@ async fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
                 touches_workflows: false,
                 ref_exists: true,
                 paths: Vec::new(),
+                of: Default::default(),
             },
         )
     };
