@@ -237,10 +237,12 @@ fn render_dev_fleet_up(up: &dev::fleet::DevFleet) -> String {
     }
     for s in &up.sprites {
         lines.push(format!(
-            "  {}: relay pid {}, agent side: source {}",
+            "  {}: relay pid {}, agent side: source {}\n    MCP (pid {}; OAuth through the service, or the key): {} (a secret)",
             s.name,
             s.relay_pid,
-            s.env_file.display()
+            s.env_file.display(),
+            s.agent_pid,
+            s.mcp_url
         ));
     }
     lines.push(format!(

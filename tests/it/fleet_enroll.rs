@@ -37,6 +37,7 @@ fn a_sprite_is_installed_and_enrolled_in_one_command_without_app_keys() {
         .display()
         .to_string();
     let listen = format!("127.0.0.1:{}", free_port());
+    let public = format!("http://{listen}/mcp");
     let mut args: Vec<String> = [
         "fleet",
         "--fleet",
@@ -52,6 +53,8 @@ fn a_sprite_is_installed_and_enrolled_in_one_command_without_app_keys() {
         "--",
         "--mcp-listen",
         &listen,
+        "--public-url",
+        &public,
     ]
     .map(str::to_string)
     .to_vec();
@@ -149,6 +152,39 @@ fn a_sprite_is_installed_and_enrolled_in_one_command_without_app_keys() {
             .remote_sha("app", "refs/heads/fleet-enrolled")
             .as_deref(),
         Some(String::from_utf8_lossy(&head.stdout).trim())
+    );
+
+    // `doctor` checks a fleet sprite as one: no App key or policy of its own to check, its
+    // certificate, and its MCP endpoint's OAuth once an operator made its URL the fleet's.
+    let doctor = || fleet.zodex(home, &["sprite", "doctor", "--sprite", "box"]);
+    let before = doctor();
+    assert!(!before.status.success());
+    assert!(
+        text(&before).contains("zodex fleet mcp public-url"),
+        "{}",
+        text(&before)
+    );
+    fleet.zodex_ok(
+        home,
+        &[
+            "fleet",
+            "--fleet",
+            FLEET,
+            "mcp",
+            "public-url",
+            "box",
+            &public,
+        ],
+    );
+    support::wait::eventually(
+        "doctor is green",
+        std::time::Duration::from_secs(30),
+        || doctor().status.success(),
+    );
+    let green = text(&doctor());
+    assert!(
+        green.contains("names spiffe://acme/sprite/box") && !green.contains("writer App"),
+        "{green}"
     );
 
     // Again: nothing to sign, nothing changed, still up.

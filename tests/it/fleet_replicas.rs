@@ -3,6 +3,7 @@
 //! other; a relay goes on through a live replica when the one it used is gone; an expired
 //! certificate is refused in the handshake and the attempt audited.
 
+use crate::support::deployment::tools_list_status;
 use crate::support::fleet::DevFleet;
 use crate::support::rig::text;
 use std::time::Duration;
@@ -15,6 +16,7 @@ fn what_one_replica_decides_holds_through_every_other_and_a_relay_survives_a_dea
     fleet.register_replica("replica-b", 1);
     fleet.register_replica("replica-c", 2);
     let work = tempfile::tempdir().unwrap();
+    each_sprite_serves_its_own_mcp_endpoint(&fleet);
 
     // Sprite 2 asks and waits (through replica A, the first its relay tries); the operator
     // approves through replica C.
@@ -278,4 +280,42 @@ fn fifty_sprites_ask_at_once_and_each_is_answered_as_itself() {
         .map(|r| r["principal"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(readers.len(), 50, "{readers:?}");
+}
+
+/// Every sprite of `dev fleet up` serves MCP: its key opens its own endpoint and no other, and
+/// its OAuth is served by the service under its own issuer (the relay publishes the keys).
+fn each_sprite_serves_its_own_mcp_endpoint(fleet: &DevFleet) {
+    let endpoint = |n: usize| {
+        let url = fleet.info["sprites"][n]["mcp_url"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let rest = url.strip_prefix("http://").unwrap();
+        let (listen, key) = rest.split_once("/mcp?key=").unwrap();
+        (listen.to_string(), key.to_string())
+    };
+    let (one, one_key) = endpoint(0);
+    let (two, two_key) = endpoint(1);
+    assert_ne!(one, two);
+    assert_eq!(tools_list_status(&one, &one_key, &one), 200);
+    assert_eq!(tools_list_status(&two, &two_key, &two), 200);
+    assert_eq!(tools_list_status(&two, &one_key, &two), 401);
+    let metadata = || {
+        reqwest::blocking::get(format!(
+            "http://{one}/.well-known/oauth-authorization-server/oauth"
+        ))
+        .ok()
+        .filter(|r| r.status() == 200)
+        .and_then(|r| r.json::<serde_json::Value>().ok())
+    };
+    crate::support::wait::eventually(
+        "the service's OAuth for sprite-1, published by its relay",
+        Duration::from_secs(20),
+        || metadata().is_some(),
+    );
+    assert_eq!(
+        metadata().unwrap()["issuer"],
+        format!("http://{one}/oauth"),
+        "sprite-1's issuer"
+    );
 }

@@ -6,7 +6,7 @@
 //! key URL off: the OAuth door as a client meets it, `mcp_door.rs`). The findings come ordered
 //! by cause (`causes`): what follows from another failure is marked so.
 
-use super::layout::{InstallRecord, SERVICES};
+use super::layout::{InstallRecord, PublisherMode, SERVICES};
 use super::mcp_door::http;
 use super::{Finding, isolation, services};
 use serde::{Deserialize, Serialize};
@@ -73,17 +73,27 @@ pub async fn run(config_path: &Path, mcp_key: Option<&str>) -> DoctorReport {
     };
     let states = services::status(&record);
     findings.extend(service_findings(&states, &version));
-    findings.push(publisher_health(&config));
-    findings.push(proofs(&config).await);
-    findings.extend(audit_sinks(&config));
+    let relay = record.publisher_mode == PublisherMode::Relay;
+    if !relay {
+        // A fleet sprite holds no keys, Apps or policies: the service does.
+        findings.push(publisher_health(&config));
+        findings.push(proofs(&config).await);
+        findings.extend(audit_sinks(&config));
+    }
     findings.push(mcp_health(&record.mcp_listen));
-    findings.extend(ground(&record, config_path));
-    findings.extend(coverage(&config));
+    if !relay {
+        findings.extend(ground(&record, config_path));
+        findings.extend(coverage(&config));
+    }
     match isolation::check_as_agent(&record, config_path) {
         Ok(found) => findings.extend(found),
         Err(e) => findings.push(Finding::fail("isolation", e.to_string())),
     }
-    findings.push(mcp_endpoint(&config, &record.mcp_listen, mcp_key));
+    if relay {
+        findings.extend(super::relay::doctor_findings(&config, &record.mcp_listen));
+    } else {
+        findings.push(mcp_endpoint(&config, &record.mcp_listen, mcp_key));
+    }
     DoctorReport {
         version,
         services: states,

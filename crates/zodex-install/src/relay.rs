@@ -4,11 +4,13 @@
 //! the publisher user* (`zodex-prd fleet request`, run as that user), so root never holds it
 //! and it is the relay's from its first byte; the certificate the service signed is installed
 //! the same way (`zodex-prd fleet install`). Until it is installed the services stay stopped:
-//! the install's report carries the certificate request for the operator to enrol.
+//! the install's report carries the certificate request for the operator to enrol. `doctor`
+//! checks such a sprite with [`doctor_findings`] where a sprite of its own has its
+//! publisher's checks (keys, Apps, proofs: the service's, not the sprite's).
 
 use super::layout::Layout;
 use super::system::{self, Steps};
-use super::{InstallError, InstallOptions};
+use super::{Finding, InstallError, InstallOptions};
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -177,4 +179,79 @@ fn as_publisher(
         )));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `doctor` on a fleet sprite, beside the checks every sprite has: its certificate (from its
+/// CA, valid, for how long) and its MCP endpoint as the fleet serves it (OAuth through the
+/// service once an operator set its public URL).
+pub(super) fn doctor_findings(config: &zodex_config::Config, listen: &str) -> Vec<Finding> {
+    let Some(relay) = &config.relay else {
+        return vec![Finding::fail(
+            "relay",
+            "the install record says this sprite runs a relay, but its configuration has no [relay]: rerun `zodex fleet enroll`",
+        )];
+    };
+    vec![certificate(&relay.dir), mcp_door(config, listen)]
+}
+
+/// The sprite's certificate: issued by the CA beside it, valid now, and how long it has left
+/// (the relay renews it once two thirds of its life have passed).
+fn certificate(dir: &Path) -> Finding {
+    let read = |file| std::fs::read_to_string(dir.join(file));
+    let (cert, ca) = match (read(MemberFiles::CERT), read(MemberFiles::CA)) {
+        (Ok(cert), Ok(ca)) => (cert, ca),
+        _ => {
+            return Finding::fail(
+                "fleet-certificate",
+                format!(
+                    "no fleet certificate in {}: enrol the sprite (`zodex fleet enroll`)",
+                    dir.display()
+                ),
+            );
+        }
+    };
+    let named = zodex_fleet::tls::certificates(&cert)
+        .ok()
+        .and_then(|chain| Identity::of_certificate(&chain[0]).ok());
+    let left = zodex_fleet::tls::validity(&cert)
+        .map(|(_, until)| until - chrono::Utc::now().timestamp())
+        .unwrap_or_default();
+    match (named, zodex_fleet::tls::verify_member(&ca, &cert)) {
+        (Some(identity), Ok(())) => Finding::ok(
+            "fleet-certificate",
+            format!(
+                "the sprite's certificate names {} and is valid for {} h more (the relay renews it)",
+                identity.uri(),
+                left / 3600
+            ),
+        ),
+        (_, Err(e)) => Finding::fail(
+            "fleet-certificate",
+            format!(
+                "the sprite's certificate is not usable ({e}); if it expired while the relay could not reach the service, `zodex fleet remove` and `zodex fleet enroll` the sprite again"
+            ),
+        ),
+        (None, Ok(())) => Finding::fail(
+            "fleet-certificate",
+            "the sprite's certificate names no fleet member: enrol the sprite again",
+        ),
+    }
+}
+
+/// The MCP endpoint of a fleet sprite: OAuth served by the service once an operator set the
+/// sprite's public URL (the relay publishes its keys); the key URL is a single sprite's.
+fn mcp_door(config: &zodex_config::Config, listen: &str) -> Finding {
+    let published = config
+        .mcp
+        .as_ref()
+        .and_then(|m| m.oauth_file.as_ref())
+        .and_then(|file| std::fs::read(file).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    match published {
+        Some(published) => super::mcp_door::oauth_door(listen, &published),
+        None => Finding::fail(
+            "mcp-oauth",
+            "the fleet's service publishes no OAuth for this sprite's MCP endpoint yet: set its public URL with `zodex fleet mcp public-url SPRITE https://HOST/mcp` (and `[mcp] public_url`, `oauth_file` here: `zodex fleet enroll … -- --public-url URL`)",
+        ),
+    }
 }

@@ -221,7 +221,12 @@ pub fn up(dir: &Path, registry: &Registry, on_postgres: bool) -> Result<DevInsta
         fleet: None,
     };
     wait_ready(&sprite, &log, Duration::from_secs(10))?;
-    let (mcp_url, agent_pid) = mcp::start_mcp(&dir, &config, &config_path, &sprite)?;
+    let (mcp_url, agent_pid) = mcp::start_mcp(
+        &mcp::McpFiles::of_sprite(&dir),
+        &config,
+        &config_path,
+        mcp::key_through(&sprite),
+    )?;
     registry.upsert(sprite)?;
     Ok(DevInstall {
         dir: dir.clone(),

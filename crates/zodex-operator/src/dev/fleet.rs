@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use zodex_config::{Config, FleetConfig, RelayConfig, StoreConfig};
+use zodex_protocol::AdminRequest;
 
 /// The fleet's name (its trust domain) and its registry entry.
 pub const DEV_FLEET: &str = "dev-fleet";
@@ -53,6 +54,10 @@ pub struct SpriteInfo {
     pub agent_socket: PathBuf,
     pub relay_pid: i32,
     pub log: PathBuf,
+    /// Its MCP endpoint's connector URL (with its key; OAuth works on it too).
+    pub mcp_url: String,
+    /// `zodex-agent serve` for it.
+    pub agent_pid: i32,
 }
 
 /// The default directory: `$ZODEX_HOME/dev-fleet`.
@@ -266,7 +271,13 @@ fn start_sprite(
             .map_err(|e| fleet_err("enrolling a sprite")(e.to_string()))?;
     }
     let config_path = home.join("zodex.toml");
+    // The MCP endpoint's address and files, kept across restarts (its public URL is set).
+    let mcp = Config::load(&config_path)
+        .ok()
+        .and_then(|c| c.mcp)
+        .unwrap_or_else(|| super::mcp_table(&home));
     let config = Config {
+        mcp: Some(mcp),
         relay: Some(RelayConfig {
             services: services.to_vec(),
             dir: files,
@@ -306,12 +317,57 @@ fn start_sprite(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let (mcp_url, agent_pid) = start_sprite_mcp(dir, &name, &config, &config_path, fleet_entry)?;
     Ok(SpriteInfo {
         name,
         env_file,
         agent_socket: config.agent_socket,
         relay_pid: pid,
         log,
+        mcp_url,
+        agent_pid,
+    })
+}
+
+/// The sprite's MCP endpoint: its loopback URL made its public URL at the service (which is
+/// then the authorization server of its OAuth, the relay publishing the public keys into its
+/// `[mcp] oauth_file`), and `zodex-agent serve` started with a key URL beside OAuth, the key's
+/// hash written into the sprite's own file (this machine is the sprite).
+fn start_sprite_mcp(
+    dir: &Path,
+    name: &str,
+    config: &Config,
+    config_path: &Path,
+    fleet_entry: &SpriteEntry,
+) -> Result<(String, i32), DevError> {
+    let mcp = config
+        .mcp
+        .as_ref()
+        .expect("the sprite's [mcp] was set above");
+    let request = AdminRequest::FleetMcpPublicUrl {
+        sprite: name.to_string(),
+        url: mcp.public_url.clone(),
+        clear: false,
+    };
+    match crate::transport::call(fleet_entry, &request) {
+        Ok(response) if response.ok => {}
+        Ok(response) => {
+            let why = response.error.map(|e| e.message).unwrap_or_default();
+            return Err(fleet_err("setting a sprite's MCP URL")(why));
+        }
+        Err(e) => return Err(fleet_err("setting a sprite's MCP URL")(e.to_string())),
+    }
+    let hash_file = mcp.key_hash_file.clone().expect("mcp_table sets it");
+    let files = super::mcp::McpFiles {
+        pid_file: dir.join(format!("run/{name}-agent.pid")),
+        url_file: dir.join("sprites").join(name).join("mcp-url"),
+        log: dir.join(format!("logs/{name}-agent.log")),
+    };
+    super::mcp::start_mcp(&files, config, config_path, |hash| {
+        hash.write_file(&hash_file).map_err(|e| DevError::Io {
+            context: format!("cannot write {}", hash_file.display()),
+            source: std::io::Error::other(e.to_string()),
+        })
     })
 }
 

@@ -1,5 +1,6 @@
-//! `zodex-agent serve` for the local sprite, with a fresh MCP key whose hash travels through
-//! the admin path.
+//! `zodex-agent serve` for a local sprite (`dev up`'s, or each of `dev fleet up`'s), with a
+//! fresh MCP key whose hash goes where the server reads it: through the admin path to the
+//! sprite's own publisher, or (a local fleet's sprite) into its file directly.
 
 use super::{DevError, io, running_pid};
 use crate::registry::SpriteEntry;
@@ -10,20 +11,62 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use zodex_config::Config;
 use zodex_protocol::AdminRequest;
+use zodex_tools::server::key::KeyHash;
 
-/// Starts `zodex-agent serve` for the local sprite (unless it runs) with a fresh key whose hash
-/// travels through the admin path, exactly as `zodex sprite connect` does for a remote sprite.
+/// Where one `zodex-agent serve` of a local installation keeps its pid, URL and log.
+pub(super) struct McpFiles {
+    pub pid_file: std::path::PathBuf,
+    /// The connector URL with its key (0600).
+    pub url_file: std::path::PathBuf,
+    pub log: std::path::PathBuf,
+}
+
+impl McpFiles {
+    /// The single local sprite's, in its installation directory.
+    pub(super) fn of_sprite(dir: &Path) -> Self {
+        Self {
+            pid_file: dir.join("run/zodex-agent.pid"),
+            url_file: dir.join("mcp-url"),
+            log: dir.join("logs/zodex-agent.log"),
+        }
+    }
+}
+
+/// Has the local sprite's publisher store the key's hash, through the admin path, exactly as
+/// `zodex sprite connect` does for a remote sprite.
+pub(super) fn key_through(sprite: &SpriteEntry) -> impl FnOnce(&KeyHash) -> Result<(), DevError> {
+    move |hash| {
+        let request = AdminRequest::SetMcpKeyHash {
+            sha256: hash.to_hex(),
+        };
+        match transport::call(sprite, &request) {
+            Ok(response) if response.ok => Ok(()),
+            Ok(response) => Err(DevError::Io {
+                context: "zodex-prd refused the MCP key".into(),
+                source: std::io::Error::other(
+                    response.error.map(|e| e.message).unwrap_or_default(),
+                ),
+            }),
+            Err(e) => Err(DevError::Io {
+                context: "cannot reach zodex-prd".into(),
+                source: std::io::Error::other(e.to_string()),
+            }),
+        }
+    }
+}
+
+/// Starts `zodex-agent serve` on `config_path` (unless it runs) with a fresh key, whose hash
+/// `install_key` puts where the server reads it; returns the connector URL and the pid.
 pub(super) fn start_mcp(
-    dir: &Path,
+    files: &McpFiles,
     config: &Config,
     config_path: &Path,
-    sprite: &SpriteEntry,
+    install_key: impl FnOnce(&KeyHash) -> Result<(), DevError>,
 ) -> Result<(String, i32), DevError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let pid_file = dir.join("run/zodex-agent.pid");
-    let url_file = dir.join("mcp-url");
-    if let (Some(pid), Ok(url)) = (running_pid(&pid_file), std::fs::read_to_string(&url_file)) {
+    let (pid_file, url_file) = (&files.pid_file, &files.url_file);
+    if let (Some(pid), Ok(url)) = (running_pid(pid_file), std::fs::read_to_string(url_file)) {
         return Ok((url.trim().to_string(), pid));
     }
     let listen = config
@@ -35,27 +78,8 @@ pub(super) fn start_mcp(
         context: "cannot make the MCP key".into(),
         source: std::io::Error::other(e.to_string()),
     })?;
-    let request = AdminRequest::SetMcpKeyHash {
-        sha256: zodex_tools::server::key::KeyHash::of_key(&key).to_hex(),
-    };
-    match transport::call(sprite, &request) {
-        Ok(response) if response.ok => {}
-        Ok(response) => {
-            return Err(DevError::Io {
-                context: "zodex-prd refused the MCP key".into(),
-                source: std::io::Error::other(
-                    response.error.map(|e| e.message).unwrap_or_default(),
-                ),
-            });
-        }
-        Err(e) => {
-            return Err(DevError::Io {
-                context: "cannot reach zodex-prd".into(),
-                source: std::io::Error::other(e.to_string()),
-            });
-        }
-    }
-    let log = dir.join("logs/zodex-agent.log");
+    install_key(&KeyHash::of_key(&key))?;
+    let log = files.log.clone();
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -71,14 +95,14 @@ pub(super) fn start_mcp(
         .spawn()
         .map_err(io("cannot start zodex-agent serve"))?;
     let pid = child.id() as i32;
-    std::fs::write(&pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
+    std::fs::write(pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
     let url = format!("http://{listen}/mcp?key={key}");
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&url_file)
+        .open(url_file)
         .map_err(io("cannot write mcp-url"))?;
     file.write_all(format!("{url}\n").as_bytes())
         .map_err(io("cannot write mcp-url"))?;

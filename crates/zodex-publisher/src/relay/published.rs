@@ -6,18 +6,48 @@
 //!
 //! The relay asks every [`EVERY`] (a revocation reaches the sprite within it). When the
 //! service refuses (no public URL set, the sprite removed) the file is removed, so no token is
-//! accepted; when no replica answers, the file is kept as it was.
+//! accepted. When no replica answers, the file is kept as it was — for [`STALE_AFTER`] at
+//! most: past that a revocation made meanwhile might not have reached the sprite, so the file
+//! is removed (no token accepted) until the service answers again. An outage of the service
+//! thus closes the sprite's OAuth door after ten minutes instead of leaving access tokens
+//! good for the hour they were issued for.
 
 use super::renewal::ask;
 use super::upstream::Upstream;
 use crate::oauth::PublishedAuth;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use zodex_protocol::{AgentRequest, ErrorKind, McpPublished};
 
 /// How often the relay asks for the public half.
 pub const EVERY: Duration = Duration::from_secs(2);
+
+/// How long the published file outlives the service's last answer.
+pub const STALE_AFTER: Duration = Duration::from_secs(600);
+
+/// When the service last answered (published or refused), and whether the file was removed
+/// for want of an answer since.
+struct Freshness {
+    answered_at: Instant,
+    closed: bool,
+}
+
+impl Freshness {
+    fn answered(&mut self, at: Instant) {
+        self.answered_at = at;
+        self.closed = false;
+    }
+
+    /// True once, when the service has not answered for longer than `limit`: the file goes.
+    fn close_now(&mut self, at: Instant, limit: Duration) -> bool {
+        if self.closed || at.saturating_duration_since(self.answered_at) <= limit {
+            return false;
+        }
+        self.closed = true;
+        true
+    }
+}
 
 /// What one look at the service came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,8 +82,30 @@ async fn look(upstream: &Upstream) -> Look {
 /// given).
 pub async fn keep_published(upstream: Arc<Upstream>, file: PathBuf, public_url: String) {
     let mut last: Option<Look> = None;
+    let mut freshness = Freshness {
+        answered_at: Instant::now(),
+        closed: false,
+    };
     loop {
         let now = look(&upstream).await;
+        match &now {
+            Look::Unreachable(_) => {
+                if freshness.close_now(Instant::now(), STALE_AFTER) {
+                    tracing::warn!(
+                        minutes = STALE_AFTER.as_secs() / 60,
+                        "no answer from the fleet's service for this long: the MCP endpoint accepts no access token until it answers (a revocation could not have reached this sprite)"
+                    );
+                    remove(&file);
+                }
+            }
+            Look::Published(_) | Look::Refused(_) => {
+                if freshness.closed {
+                    // Written again below, whatever the last look was.
+                    last = None;
+                }
+                freshness.answered(Instant::now());
+            }
+        }
         if last.as_ref() != Some(&now) {
             match &now {
                 Look::Published(published) => {
@@ -81,14 +133,9 @@ pub async fn keep_published(upstream: Arc<Upstream>, file: PathBuf, public_url: 
                         why,
                         "the fleet's service serves no OAuth for this sprite: no access token is accepted"
                     );
-                    match std::fs::remove_file(&file) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => {
-                            tracing::error!(error = %e, file = %file.display(), "removing the MCP OAuth file failed");
-                            tokio::time::sleep(EVERY).await;
-                            continue;
-                        }
+                    if !remove(&file) {
+                        tokio::time::sleep(EVERY).await;
+                        continue;
                     }
                 }
                 Look::Unreachable(why) => {
@@ -101,5 +148,42 @@ pub async fn keep_published(upstream: Arc<Upstream>, file: PathBuf, public_url: 
             last = Some(now);
         }
         tokio::time::sleep(EVERY).await;
+    }
+}
+
+/// Removes the published file (gone already is as good); false, logged, when it stays.
+fn remove(file: &std::path::Path) -> bool {
+    match std::fs::remove_file(file) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => {
+            tracing::error!(error = %e, file = %file.display(), "removing the MCP OAuth file failed");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The file outlives the service's last answer by the limit, then goes once; an answer
+    /// opens the count again.
+    #[test]
+    fn the_published_file_goes_once_the_service_has_been_silent_too_long() {
+        let start = Instant::now();
+        let limit = Duration::from_secs(600);
+        let mut freshness = Freshness {
+            answered_at: start,
+            closed: false,
+        };
+        assert!(!freshness.close_now(start + Duration::from_secs(599), limit));
+        assert!(!freshness.close_now(start + limit, limit));
+        assert!(freshness.close_now(start + Duration::from_secs(601), limit));
+        assert!(!freshness.close_now(start + Duration::from_secs(900), limit));
+        freshness.answered(start + Duration::from_secs(901));
+        assert!(!freshness.closed);
+        assert!(!freshness.close_now(start + Duration::from_secs(1500), limit));
+        assert!(freshness.close_now(start + Duration::from_secs(1502), limit));
     }
 }
