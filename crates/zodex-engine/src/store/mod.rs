@@ -13,6 +13,7 @@ mod decision_facts;
 mod fleet;
 mod grants;
 mod oauth;
+mod oauth_grants;
 mod pace;
 mod publications;
 mod tokens;
