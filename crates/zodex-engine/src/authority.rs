@@ -146,16 +146,31 @@ fn record_shadow(event: &mut AuditEntry, decision: &Decision) {
         "policies": shadow.policies,
         "differs": shadow.allowed != decision.allowed,
     });
+    insert_detail(event, "shadow", verdict);
+}
+
+/// A push's or pull request's row names the protected paths it was decided on (the
+/// decision's own list, so the row says what the decision saw; empty when it changes none).
+fn record_protected(event: &mut AuditEntry, ask: &Ask, decision: &Decision) {
+    if matches!(ask, Ask::Push { .. } | Ask::PublishPr { .. }) {
+        let paths = serde_json::json!(decision.protected_paths);
+        insert_detail(event, "protected_paths", paths);
+    }
+}
+
+/// Sets `key` in the row's detail object (a detail that is not an object moves under
+/// `value`).
+fn insert_detail(event: &mut AuditEntry, key: &str, value: serde_json::Value) {
     match &mut event.detail {
         Some(serde_json::Value::Object(fields)) => {
-            fields.insert("shadow".into(), verdict);
+            fields.insert(key.into(), value);
         }
         other => {
             let mut fields = serde_json::Map::new();
             if let Some(previous) = other.take() {
                 fields.insert("value".into(), previous);
             }
-            fields.insert("shadow".into(), verdict);
+            fields.insert(key.into(), value);
             *other = Some(serde_json::Value::Object(fields));
         }
     }
@@ -215,6 +230,7 @@ impl Authority<'_> {
             let decision = self.engine.decide(facts, principal, ask, now)?;
             let mut event = audit_for(principal, &decision, ask.repo());
             fill(&mut event);
+            record_protected(&mut event, ask, &decision);
             record_shadow(&mut event, &decision);
             let id = facts.audit(&event, now)?;
             Ok((decision, id))

@@ -518,10 +518,6 @@ impl Engine {
         self
     }
 
-    pub fn protected_paths(&self) -> &PathPatterns {
-        &self.protected
-    }
-
     /// The engine with `promoted` (the enforced set plus the shadow policies) evaluated beside
     /// every decision: its verdict is recorded, never enforced.
     pub fn with_shadow(mut self, promoted: Policies) -> Self {

@@ -306,10 +306,6 @@ impl Pipeline {
         let audited = (pr.head.clone(), bundle.sha256.clone(), base.to_string());
         let (touches_workflows, new_commits) = (facts.touches_workflows, facts.new_commits);
         let (paths, too_many_paths) = (facts.paths.changed.len(), facts.paths.too_many);
-        let protected = match &ask {
-            Ask::PublishPr { paths, .. } => paths.protected(self.core.engine.protected_paths()),
-            _ => Vec::new(),
-        };
         let findings = scan.findings.clone();
         let principal = agent.clone();
         let (decision, audit_id, (grant, yolo)) = self
@@ -327,7 +323,6 @@ impl Pipeline {
                         "new_commits": new_commits,
                         "paths": paths,
                         "too_many_paths": too_many_paths,
-                        "protected_paths": protected,
                         "secrets": findings,
                     }));
                 })?;

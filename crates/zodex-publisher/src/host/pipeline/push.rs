@@ -457,11 +457,6 @@ impl Pipeline {
             },
             bundle_bytes: bytes,
         };
-        // Named in the audit row: which protected paths the decision was about.
-        let protected = match &ask {
-            Ask::Push { update, .. } => update.paths.protected(self.core.engine.protected_paths()),
-            _ => Vec::new(),
-        };
         let decided = self.core.with_store(|a, s| {
             a.decide_audited(s, &at.principal, &ask, now, |e: &mut AuditEntry| {
                 e.ref_name = Some(update.dst.to_string());
@@ -475,7 +470,6 @@ impl Pipeline {
                     "new_commits": facts.new_commits,
                     "paths": facts.paths.changed.len(),
                     "too_many_paths": facts.paths.too_many,
-                    "protected_paths": protected,
                     "secrets": scan.findings,
                 }));
             })
