@@ -62,6 +62,8 @@ pub struct Quarantine {
     /// Whether the target repository has any ref (an empty one has no history to build on).
     mirror_has_refs: bool,
     pub header: Option<BundleHeader>,
+    /// The pack's blobs, listed once for every update of the push (`pack_blobs`).
+    blobs: std::sync::OnceLock<Vec<String>>,
 }
 
 fn open_odb(objects: &Path) -> Result<gix::odb::Handle, ImportError> {
@@ -97,6 +99,7 @@ impl Quarantine {
             pack: None,
             mirror_has_refs,
             header: None,
+            blobs: std::sync::OnceLock::new(),
         })
     }
 
@@ -311,8 +314,17 @@ impl Quarantine {
         &self.odb
     }
 
-    /// Every blob of the quarantine's own pack (hex ids).
-    pub(super) fn pack_blobs(&self) -> Result<Vec<String>, ImportError> {
+    /// Every blob of the quarantine's own pack (hex ids), read from its index the first time
+    /// (each update of a push with several asks for them).
+    pub(super) fn pack_blobs(&self) -> Result<&[String], ImportError> {
+        if let Some(blobs) = self.blobs.get() {
+            return Ok(blobs);
+        }
+        let blobs = self.read_pack_blobs()?;
+        Ok(self.blobs.get_or_init(|| blobs))
+    }
+
+    fn read_pack_blobs(&self) -> Result<Vec<String>, ImportError> {
         use gix::objs::FindHeader;
         let Some((_, index)) = &self.pack else {
             return Ok(Vec::new());

@@ -89,7 +89,7 @@ impl Quarantine {
     /// no diff named it).
     pub fn added_blobs(&self, paths: &PathDiff) -> Result<Vec<Target>, ImportError> {
         let mut targets = Vec::new();
-        for blob in self.pack_blobs()? {
+        for blob in self.pack_blobs()?.iter().cloned() {
             let written = ObjectId::from_hex(blob.as_bytes())
                 .ok()
                 .and_then(|id| paths.written.get(&id).cloned());
