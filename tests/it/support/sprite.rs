@@ -12,12 +12,21 @@
 //!   socket but create, replace or remove nothing there;
 //! - a real `zodex-prd serve` running as the publisher with `agent_uid` = the agent user.
 //!
+//! Or the same sprite enrolled in a fleet (`fleet`, [`Sprite::deploy_in_a_fleet_as_root`]):
+//! the same users and layout, but the publisher runs `zodex-prd relay` with the sprite's own
+//! key in `fleet/` (0700, the key 0600) and no App key or state; the service is a separate
+//! `zodex-prd serve` with `[fleet]` (`support::fleet`), root's, in its own directory, standing
+//! for another host. Operator requests go to the service.
+//!
 //! Everything the agent does runs as the agent user: its CLI, git with `git-remote-zodex` and
 //! the credential helper, and raw socket work through `routines` (this test binary, re-run as
 //! the agent). The operator side runs as root.
 
 use super::devhub::{Demo, git_ok, keys};
+use super::fleet::Fleet;
 use super::routines::{self, Routine};
+
+mod fleet_layout;
 use super::users::{SystemUser, Users, run_as};
 use super::wait::{eventually_with, poll};
 use serde_json::{Value, json};
@@ -36,22 +45,52 @@ const BINARIES: [(&str, &str); 4] = [
     ("git-remote-zodex", env!("CARGO_BIN_EXE_git-remote-zodex")),
 ];
 
-/// A deployed sprite. Field order matters: processes die in `drop`, then the devhub stops, the
-/// directory goes, and the users are removed last.
+/// A deployed sprite. Field order matters: processes die in `drop`, then the service and the
+/// devhub stop, the directory goes, and the users are removed last.
 pub struct Sprite {
-    pub demo: Demo,
+    publisher: Publisher,
     pub root: tempfile::TempDir,
     pub bin: PathBuf,
+    /// The agent's configuration (`ZODEX_CONFIG`): `zodex-prd serve`'s or the relay's.
     pub config: PathBuf,
     pub run: PathBuf,
+    /// The publisher's state directory on the sprite (a relay keeps nothing there).
     pub state: PathBuf,
+    /// The publisher's keys on the sprite: the App keys, or the relay's key and certificate.
     pub keys: PathBuf,
     pub agent_home: PathBuf,
     /// The agent's own directory for checkouts and files.
     pub work: PathBuf,
-    prd: Child,
     background: Mutex<Vec<Child>>,
     pub users: Users,
+}
+
+/// What serves the agent socket as the publisher user, and the GitHub it reaches.
+enum Publisher {
+    /// `zodex-prd serve` with the App keys and the state; the devhub.
+    Serve { prd: Child, demo: Demo },
+    /// `zodex-prd relay` with the sprite's key only; the fleet's service (which owns the devhub).
+    Relay { relay: Child, fleet: Fleet },
+}
+
+impl Publisher {
+    fn child(&mut self) -> &mut Child {
+        match self {
+            Publisher::Serve { prd, .. } => prd,
+            Publisher::Relay { relay, .. } => relay,
+        }
+    }
+}
+
+/// The sprite's directories and binaries, the same in both layouts.
+struct Layout {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    state: PathBuf,
+    run: PathBuf,
+    publisher_home: PathBuf,
+    agent_home: PathBuf,
+    work: PathBuf,
 }
 
 impl Drop for Sprite {
@@ -61,7 +100,7 @@ impl Drop for Sprite {
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
             .iter_mut()
-            .chain(std::iter::once(&mut self.prd))
+            .chain(std::iter::once(self.publisher.child()))
         {
             let _ = child.kill();
             let _ = child.wait();
@@ -164,6 +203,76 @@ fn link(from: &Path, to: &Path) {
     chmod(to, 0o755);
 }
 
+/// The devhub of [`world`], started on loopback.
+fn start_world() -> Demo {
+    let seed_dir = tempfile::tempdir().unwrap();
+    let seed = world(seed_dir.path());
+    let hub = start_in_background(DevHubConfig::new(seed_dir.path())).unwrap();
+    Demo {
+        hub,
+        seed,
+        dir: seed_dir,
+        client: reqwest::blocking::Client::builder().build().unwrap(),
+    }
+}
+
+/// The sprite's directory with `bin/`, `state/`, `run/` and the two users' homes.
+fn lay_out(users: &Users) -> Layout {
+    let dir = tempfile::Builder::new()
+        .prefix("zx-sprite-")
+        .tempdir()
+        .unwrap();
+    let root = dir.path().to_path_buf();
+    chmod(&root, 0o755);
+    let bin = mkdir(&root.join("bin"), None, None, 0o755);
+    for (name, path) in BINARIES {
+        link(Path::new(path), &bin.join(name));
+    }
+    link(
+        &std::env::current_exe().unwrap(),
+        &bin.join(routines::BINARY),
+    );
+    let publisher = &users.publisher;
+    Layout {
+        bin,
+        state: mkdir(&root.join("state"), Some(publisher), None, 0o700),
+        run: mkdir(&root.join("run"), Some(publisher), Some(users.gid), 0o750),
+        publisher_home: mkdir(&root.join("publisher-home"), Some(publisher), None, 0o700),
+        agent_home: mkdir(&root.join("agent-home"), Some(&users.agent), None, 0o700),
+        work: mkdir(&root.join("work"), Some(&users.agent), None, 0o700),
+        dir,
+    }
+}
+
+impl Layout {
+    /// The top of the sprite's `zodex.toml`: state, sockets and the two users.
+    fn head(&self, users: &Users) -> String {
+        format!(
+            "state_dir = \"{state}\"\nadmin_socket = \"{run}/admin.sock\"\nagent_socket = \"{run}/agent.sock\"\nagent_uid = {agent_uid}\npublisher_uid = {publisher_uid}",
+            state = self.state.display(),
+            run = self.run.display(),
+            agent_uid = users.agent.uid,
+            publisher_uid = users.publisher.uid,
+        )
+    }
+
+    fn into_sprite(self, users: Users, config: PathBuf, keys: PathBuf, publisher: Publisher) -> Sprite {
+        Sprite {
+            publisher,
+            root: self.dir,
+            bin: self.bin,
+            config,
+            run: self.run,
+            state: self.state,
+            keys,
+            agent_home: self.agent_home,
+            work: self.work,
+            background: Mutex::new(Vec::new()),
+            users,
+        }
+    }
+}
+
 impl Sprite {
     /// Deploys a sprite; `None` when not root (the caller prints the skip line).
     pub fn deploy() -> Option<Self> {
@@ -174,33 +283,10 @@ impl Sprite {
     /// them stands for the sprite's directory).
     pub fn deploy_with(extra: &str) -> Option<Self> {
         let users = Users::create()?;
-        let dir = tempfile::Builder::new()
-            .prefix("zx-sprite-")
-            .tempdir()
-            .unwrap();
-        let root = dir.path().to_path_buf();
+        let layout = lay_out(&users);
+        let demo = start_world();
+        let root = layout.dir.path().to_path_buf();
         let extra = extra.replace("@ROOT@", &root.display().to_string());
-        chmod(&root, 0o755);
-
-        let seed_dir = tempfile::tempdir().unwrap();
-        let seed = world(seed_dir.path());
-        let hub = start_in_background(DevHubConfig::new(seed_dir.path())).unwrap();
-        let demo = Demo {
-            hub,
-            seed,
-            dir: seed_dir,
-            client: reqwest::blocking::Client::builder().build().unwrap(),
-        };
-
-        let bin = mkdir(&root.join("bin"), None, None, 0o755);
-        for (name, path) in BINARIES {
-            link(Path::new(path), &bin.join(name));
-        }
-        link(
-            &std::env::current_exe().unwrap(),
-            &bin.join(routines::BINARY),
-        );
-
         let publisher = &users.publisher;
         let keys_dir = mkdir(&root.join("keys"), Some(publisher), None, 0o700);
         let [reader, writer, _] = keys();
@@ -210,21 +296,11 @@ impl Sprite {
             chown(&path, Some(publisher), None);
             chmod(&path, 0o600);
         }
-        let state = mkdir(&root.join("state"), Some(publisher), None, 0o700);
-        let run = mkdir(&root.join("run"), Some(publisher), Some(users.gid), 0o750);
-        let publisher_home = mkdir(&root.join("publisher-home"), Some(publisher), None, 0o700);
-        let agent_home = mkdir(&root.join("agent-home"), Some(&users.agent), None, 0o700);
-        let work = mkdir(&root.join("work"), Some(&users.agent), None, 0o700);
-
         let config = root.join("zodex.toml");
         std::fs::write(
             &config,
             format!(
-                r#"state_dir = "{state}"
-admin_socket = "{run}/admin.sock"
-agent_socket = "{run}/agent.sock"
-agent_uid = {agent_uid}
-publisher_uid = {publisher_uid}
+                r#"{head}
 {extra}
 
 [[targets]]
@@ -243,10 +319,7 @@ private_key_file = "{keys}/reader.pem"
 app_id = {writer_id}
 private_key_file = "{keys}/writer.pem"
 "#,
-                state = state.display(),
-                run = run.display(),
-                agent_uid = users.agent.uid,
-                publisher_uid = publisher.uid,
+                head = layout.head(&users),
                 api = demo.hub.api_url(),
                 git = demo.hub.git_url(),
                 reader_id = demo.seed.reader_app_id,
@@ -257,32 +330,22 @@ private_key_file = "{keys}/writer.pem"
         .unwrap();
         chmod(&config, 0o644);
 
-        let prd = spawn_prd(&root, &bin, &config, &publisher_home, publisher);
-        let sprite = Sprite {
-            demo,
-            root: dir,
-            bin,
-            config,
-            run,
-            state,
-            keys: keys_dir,
-            agent_home,
-            work,
-            prd,
-            background: Mutex::new(Vec::new()),
-            users,
-        };
+        let prd = spawn_prd(&root, &layout.bin, &config, &layout.publisher_home, publisher);
+        let sprite = layout.into_sprite(users, config, keys_dir, Publisher::Serve { prd, demo });
         sprite.wait_ready();
         Some(sprite)
     }
 
     /// Kills zodex-prd (SIGKILL) and starts it again on the same state, as its user.
     pub fn restart_publisher(&mut self) {
-        let _ = self.prd.kill();
-        let _ = self.prd.wait();
         let root = self.root.path().to_path_buf();
         let home = root.join("publisher-home");
-        self.prd = spawn_prd(&root, &self.bin, &self.config, &home, &self.users.publisher);
+        let Publisher::Serve { prd, .. } = &mut self.publisher else {
+            panic!("restart_publisher: a fleet sprite's publisher is its relay");
+        };
+        let _ = prd.kill();
+        let _ = prd.wait();
+        *prd = spawn_prd(&root, &self.bin, &self.config, &home, &self.users.publisher);
         self.wait_ready();
     }
 
@@ -299,25 +362,116 @@ private_key_file = "{keys}/writer.pem"
         );
     }
 
+    /// The publisher's log: `zodex-prd serve`'s, or the relay's and the service's.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.root.path().join("prd.log")).unwrap_or_default()
+        let own = std::fs::read_to_string(self.root.path().join("prd.log")).unwrap_or_default();
+        match &self.publisher {
+            Publisher::Serve { .. } => own,
+            Publisher::Relay { fleet, .. } => format!(
+                "relay: {}\nservice: {}",
+                std::fs::read_to_string(self.root.path().join("relay.log")).unwrap_or_default(),
+                fleet.service.log()
+            ),
+        }
     }
 
-    pub fn prd_pid(&self) -> u32 {
-        self.prd.id()
+    /// The devhub: the GitHub the publisher (or the fleet's service) writes to.
+    pub fn demo(&self) -> &Demo {
+        match &self.publisher {
+            Publisher::Serve { demo, .. } => demo,
+            Publisher::Relay { fleet, .. } => &fleet.service.demo,
+        }
+    }
+
+    /// Whether this sprite is enrolled in a fleet (its publisher a relay).
+    pub fn in_a_fleet(&self) -> bool {
+        matches!(self.publisher, Publisher::Relay { .. })
+    }
+
+    /// The daemons that must stay answering, named, with their process ids: `zodex-prd serve`,
+    /// or the relay and the service.
+    pub fn daemons(&self) -> Vec<(&'static str, u32)> {
+        match &self.publisher {
+            Publisher::Serve { prd, .. } => vec![("zodex-prd", prd.id())],
+            Publisher::Relay { relay, fleet } => vec![
+                ("zodex-prd relay", relay.id()),
+                ("the fleet's service", fleet.service.prd_pid()),
+            ],
+        }
     }
 
     pub fn agent_socket(&self) -> PathBuf {
         self.run.join("agent.sock")
     }
 
+    /// The admin socket the operator uses: the sprite's, or the service's (in its own
+    /// directory: another host's).
     pub fn admin_socket(&self) -> PathBuf {
-        self.run.join("admin.sock")
+        match &self.publisher {
+            Publisher::Serve { .. } => self.run.join("admin.sock"),
+            Publisher::Relay { fleet, .. } => fleet.service.dir.path().join("admin.sock"),
+        }
+    }
+
+    /// The sockets the publisher binds in `run/`: a relay binds no admin socket.
+    pub fn sockets_in_run(&self) -> Vec<&'static str> {
+        match &self.publisher {
+            Publisher::Serve { .. } => vec!["admin.sock", "agent.sock"],
+            Publisher::Relay { .. } => vec!["agent.sock"],
+        }
+    }
+
+    /// What the agent must not read or reach: the App keys, state, token file, the daemon's
+    /// /proc entries and the admin socket; in a fleet, the relay's and the service's.
+    pub fn secrets(&self) -> Vec<(&'static str, PathBuf)> {
+        let (prd, state) = match &self.publisher {
+            Publisher::Serve { prd, .. } => (prd.id(), self.state.clone()),
+            Publisher::Relay { relay, fleet } => return self.fleet_secrets(fleet, relay.id()),
+        };
+        vec![
+            ("read", self.keys.join("writer.pem")),
+            ("read", self.keys.join("reader.pem")),
+            ("list", self.keys.clone()),
+            ("list", state.clone()),
+            ("read", state.join("state.db")),
+            ("read", state.join("state.db-wal")),
+            ("read", state.join("write-tokens")),
+            ("list", state.join("mirrors")),
+            ("read", PathBuf::from(format!("/proc/{prd}/environ"))),
+            ("read", PathBuf::from(format!("/proc/{prd}/mem"))),
+            ("list", PathBuf::from(format!("/proc/{prd}/fd"))),
+            ("connect", self.admin_socket()),
+        ]
+    }
+
+    /// Where the publisher spools a request's bundle: in its state, or the service's.
+    pub fn spool_dir(&self) -> PathBuf {
+        match &self.publisher {
+            Publisher::Serve { .. } => self.state.join("tmp"),
+            Publisher::Relay { fleet, .. } => fleet.service.dir.path().join("state/tmp"),
+        }
+    }
+
+    /// The configuration `zodex-prd admin` reads: the sprite's, or the service's.
+    fn operator_config(&self) -> &Path {
+        match &self.publisher {
+            Publisher::Serve { .. } => &self.config,
+            Publisher::Relay { fleet, .. } => &fleet.service.config,
+        }
+    }
+
+    /// `request` (a grant, YOLO scope or revoke) made for this sprite's agent: in a fleet it
+    /// names the sprite (`"sprite"`), which a single sprite's rows never do.
+    pub fn owned(&self, mut request: Value) -> Value {
+        if self.in_a_fleet() {
+            request["sprite"] = json!(fleet_layout::NAME);
+        }
+        request
     }
 
     /// `host` as git and the credential helper name devhub's git side.
     pub fn git_host(&self) -> String {
-        self.demo
+        self.demo()
             .hub
             .git_url()
             .trim_start_matches("http://")
@@ -335,7 +489,18 @@ private_key_file = "{keys}/writer.pem"
     }
 }
 
-/// Our `bin/` first, then this process's search path (the same git the devhub runs).
+/// `zodex-prd` from our `bin/` as the publisher user, in its home, with a clean environment.
+fn as_publisher(bin: &Path, home: &Path, publisher: &SystemUser) -> Command {
+    let mut prd = Command::new(bin.join("zodex-prd"));
+    prd.env_clear()
+        .env("PATH", search_path(bin))
+        .env("HOME", home)
+        .env("LANG", "C.UTF-8")
+        .current_dir(home);
+    run_as(&mut prd, publisher, &[]);
+    prd
+}
+
 /// `zodex-prd serve` as the publisher user, its log appended to `ROOT/prd.log`.
 fn spawn_prd(root: &Path, bin: &Path, config: &Path, home: &Path, publisher: &SystemUser) -> Child {
     let log = std::fs::OpenOptions::new()
@@ -343,22 +508,18 @@ fn spawn_prd(root: &Path, bin: &Path, config: &Path, home: &Path, publisher: &Sy
         .append(true)
         .open(root.join("prd.log"))
         .unwrap();
-    let mut prd = Command::new(bin.join("zodex-prd"));
-    prd.args(["serve", "--config"])
+    as_publisher(bin, home, publisher)
+        .args(["serve", "--config"])
         .arg(config)
-        .env_clear()
-        .env("PATH", search_path(bin))
-        .env("HOME", home)
-        .env("LANG", "C.UTF-8")
         .env("ZODEX_LOG", "info")
-        .current_dir(home)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log);
-    run_as(&mut prd, publisher, &[]);
-    prd.spawn().unwrap()
+        .stderr(log)
+        .spawn()
+        .unwrap()
 }
 
+/// Our `bin/` first, then this process's search path (the same git the devhub runs).
 fn search_path(bin: &Path) -> String {
     format!(
         "{}:{}",
@@ -391,8 +552,19 @@ impl Sprite {
         answer
     }
 
+    /// A one-hour grant on `repo` for this sprite's agent.
     pub fn grant_push(&self, repo: &str) {
-        self.admin_ok(json!({"op": "grant_push", "repo": repo, "ttl": {"seconds": 3600}}));
+        self.admin_ok(self.owned(
+            json!({"op": "grant_push", "repo": repo, "ttl": {"seconds": 3600}}),
+        ));
+    }
+
+    /// A one-hour `--via token` grant on `repo` for this sprite's agent: the credential helper
+    /// hands it write tokens.
+    pub fn grant_push_via_token(&self, repo: &str) {
+        self.admin_ok(self.owned(
+            json!({"op": "grant_push", "repo": repo, "ttl": {"seconds": 3600}, "via": "token"}),
+        ));
     }
 
     /// `zodex-prd admin` as the operator runs it (root), with one request line.
@@ -404,7 +576,7 @@ impl Sprite {
     fn spawn_operator_prd(&self, request: &str) -> std::process::Child {
         let mut child = Command::new(self.bin.join("zodex-prd"))
             .args(["admin", "--config"])
-            .arg(&self.config)
+            .arg(self.operator_config())
             .env_remove("ZODEX_CONFIG")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -441,16 +613,26 @@ impl Sprite {
             String::from_utf8_lossy(&out.stderr),
             self.log()
         );
-        let pid = nix::unistd::Pid::from_raw(self.prd.id() as i32);
-        assert!(
-            nix::sys::signal::kill(pid, None).is_ok(),
-            "zodex-prd is gone: {}",
-            self.log()
-        );
+        for (name, pid) in self.daemons() {
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            assert!(
+                nix::sys::signal::kill(pid, None).is_ok(),
+                "{name} is gone: {}",
+                self.log()
+            );
+        }
+        if self.in_a_fleet() {
+            self.assert_relay_answers();
+        }
     }
 
-    /// `zodex` (the operator CLI) with its own registry holding this sprite as `s` (local).
+    /// `zodex` (the operator CLI) with its own registry holding this sprite as `s` (local);
+    /// in a fleet, `zodex sprite github VERB …` is `zodex fleet VERB …` with an operator's
+    /// certificate.
     pub fn zodex(&self, args: &[&str]) -> Output {
+        if let Publisher::Relay { fleet, .. } = &self.publisher {
+            return self.zodex_in_fleet(fleet, args);
+        }
         let home = self.root.path().join("operator-home");
         let registered = home.join(".registered");
         let run = |args: &[&str]| {
@@ -492,7 +674,7 @@ pub struct GithubSide {
 
 impl Sprite {
     pub fn bare(&self, repo: &str) -> PathBuf {
-        self.demo
+        self.demo()
             .hub
             .dir()
             .join("repos/demo")
@@ -500,6 +682,7 @@ impl Sprite {
     }
 
     pub fn github(&self) -> GithubSide {
+        let demo = self.demo();
         let mut refs = String::new();
         for repo in ["app", "lib", "trunk", "other"] {
             refs.push_str(&format!("[{repo}]\n"));
@@ -510,8 +693,8 @@ impl Sprite {
         }
         GithubSide {
             refs,
-            pulls: self.demo.hub.description().pulls.len(),
-            tokens_live: self.demo.hub.stats().tokens_live,
+            pulls: demo.hub.description().pulls.len(),
+            tokens_live: demo.hub.stats().tokens_live,
         }
     }
 
@@ -583,7 +766,7 @@ impl Sprite {
             self.bin.join("zodex-agent").display(),
             self.config.display()
         );
-        let base = self.demo.hub.git_url();
+        let base = self.demo().hub.git_url();
         let mut cmd = self.as_agent("git", dir);
         cmd.args(["-c", "credential.helper="])
             .args(["-c", &format!("credential.helper={helper}")])
@@ -610,7 +793,7 @@ impl Sprite {
 
     /// Clones `demo/<repo>` as the agent into its work directory.
     pub fn clone(&self, repo: &str) -> PathBuf {
-        let url = format!("{}/demo/{repo}.git", self.demo.hub.git_url());
+        let url = format!("{}/demo/{repo}.git", self.demo().hub.git_url());
         self.agent_git_ok(&self.work, &["clone", "--quiet", &url, repo]);
         self.work.join(repo)
     }
@@ -727,3 +910,22 @@ pub fn refused(answer: &Value) -> bool {
             .as_array()
             .is_some_and(|r| r.iter().all(|r| r["ok"] == false))
 }
+
+/// Two root tests of one attack: `$single` runs `$attack` (a function of a [`Sprite`]) against
+/// a single sprite, `$fleet` against a sprite enrolled in a fleet.
+macro_rules! against_both_layouts {
+    ($attack:ident: $single:ident, $fleet:ident) => {
+        #[test]
+        #[ignore = "needs root"]
+        fn $single() {
+            $attack($crate::support::sprite::Sprite::deploy_as_root());
+        }
+
+        #[test]
+        #[ignore = "needs root"]
+        fn $fleet() {
+            $attack($crate::support::sprite::Sprite::deploy_in_a_fleet_as_root());
+        }
+    };
+}
+pub(crate) use against_both_layouts;
