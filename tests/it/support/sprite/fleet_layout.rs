@@ -25,6 +25,10 @@ impl Sprite {
         let users = Users::create().expect("root can create the sprite's users");
         let layout = lay_out(&users);
         let fleet = Fleet::start_on(start_world());
+        // Another host's, as far as the agent goes: the service's directories are root's alone
+        // (a temporary directory's mode follows the umask).
+        chmod(fleet.service.dir.path(), 0o700);
+        chmod(fleet.ca.path(), 0o700);
         let publisher = &users.publisher;
         let root = layout.dir.path().to_path_buf();
         let files = mkdir(&root.join("fleet"), Some(publisher), None, 0o700);
