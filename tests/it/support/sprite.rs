@@ -433,7 +433,7 @@ private_key_file = "{keys}/writer.pem"
             ("read", self.keys.join("reader.pem")),
             ("list", self.keys.clone()),
             ("list", state.clone()),
-            ("read", state.join("state.db")),
+            ("read", self.state_db()),
             ("read", state.join("state.db-wal")),
             ("read", state.join("write-tokens")),
             ("list", state.join("mirrors")),
@@ -450,6 +450,41 @@ private_key_file = "{keys}/writer.pem"
             Publisher::Serve { .. } => self.state.join("tmp"),
             Publisher::Relay { fleet, .. } => fleet.service.dir.path().join("state/tmp"),
         }
+    }
+
+    /// The publisher's state database: the sprite's, or the service's.
+    pub fn state_db(&self) -> PathBuf {
+        match &self.publisher {
+            Publisher::Serve { .. } => self.state.join("state.db"),
+            Publisher::Relay { fleet, .. } => fleet.service.dir.path().join("state/state.db"),
+        }
+    }
+
+    /// `request` (an `mcp_…` admin request) for this sprite's MCP endpoint: in a fleet the
+    /// service answers it as the sprite's authorization server (`fleet_mcp`).
+    pub fn for_the_endpoint(&self, request: Value) -> Value {
+        match self.in_a_fleet() {
+            true => json!({"op": "fleet_mcp", "sprite": fleet_layout::NAME, "request": request}),
+            false => request,
+        }
+    }
+
+    /// Serves OAuth for the MCP endpoint at `url` (the `[mcp] public_url` of the sprite's
+    /// configuration) and waits until the public file `oauth_file` is written: a single sprite's
+    /// publisher does both at start; in a fleet the operator sets the URL on the service and
+    /// the relay fetches the public half.
+    pub fn serve_mcp_oauth(&self, url: &str, oauth_file: &Path) {
+        if self.in_a_fleet() {
+            self.admin_ok(
+                json!({"op": "fleet_mcp_public_url", "sprite": fleet_layout::NAME, "url": url}),
+            );
+        }
+        eventually_with(
+            "the MCP endpoint's public OAuth file is written",
+            Duration::from_secs(20),
+            || self.log(),
+            || oauth_file.exists(),
+        );
     }
 
     /// The configuration `zodex-prd admin` reads: the sprite's, or the service's.

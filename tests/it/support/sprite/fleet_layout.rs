@@ -21,6 +21,12 @@ impl Sprite {
     /// A two-user sprite enrolled in a fleet, its relay serving the agent socket; fails the
     /// test when not root.
     pub fn deploy_in_a_fleet_as_root() -> Self {
+        Self::deploy_in_a_fleet_as_root_with("")
+    }
+
+    /// [`Sprite::deploy_in_a_fleet_as_root`] with `extra` top-level settings in the relay's
+    /// `zodex.toml` (`@ROOT@` in them stands for the sprite's directory).
+    pub fn deploy_in_a_fleet_as_root_with(extra: &str) -> Self {
         require_root();
         let users = Users::create().expect("root can create the sprite's users");
         let layout = lay_out(&users);
@@ -38,8 +44,9 @@ impl Sprite {
         std::fs::write(
             &config,
             format!(
-                "{}\n\n{}",
+                "{}\n{}\n\n{}",
                 layout.head(&users),
+                extra.replace("@ROOT@", &root.display().to_string()),
                 fleet.relay_table(&files, &[fleet.url.as_str()])
             ),
         )
@@ -61,7 +68,7 @@ impl Sprite {
             self.keys.join("key.pem"),
             service.join("keys/writer.pem"),
             service.join("keys/reader.pem"),
-            service.join("state/state.db"),
+            self.state_db(),
             ca.join("ca/ca.key"),
             service.join("admin.sock"),
         ];
