@@ -134,7 +134,11 @@ fn touch_the_socket_directory(sprite: Sprite) {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, sprite.sockets_in_run(), "only the publisher's sockets");
+    assert_eq!(
+        names,
+        sprite.sockets_in_run(),
+        "only the publisher's sockets"
+    );
     // The agent socket is still the daemon's.
     let status = sprite.agent_cli(&["github", "status", "--json"]);
     assert!(

@@ -171,7 +171,8 @@ fn read_keys_mint_or_approve(sprite: Sprite) {
     ))]);
     assert_eq!(token[0]["result"]["status"], 400, "{token:?}");
     // The operator (root, the admin socket) can.
-    let approved = sprite.admin_ok(sprite.for_the_endpoint(json!({"op": "mcp_approve", "code": code})));
+    let approved =
+        sprite.admin_ok(sprite.for_the_endpoint(json!({"op": "mcp_approve", "code": code})));
     assert_eq!(approved["result"]["state"], "approved");
     sprite.assert_operator_answers();
 }

@@ -140,7 +140,13 @@ impl Fleet {
     /// The enrolment of [`Fleet::enrol`] for a relay whose files are `files`: `prd()` is
     /// `zodex-prd` as the sprite runs it (as the user its relay runs as), so the key is made
     /// there, by that user, and never leaves.
-    pub fn enrol_files(&self, name: &str, labels: &[&str], files: &Path, prd: impl Fn() -> Command) {
+    pub fn enrol_files(
+        &self,
+        name: &str,
+        labels: &[&str],
+        files: &Path,
+        prd: impl Fn() -> Command,
+    ) {
         let request = prd()
             .args([
                 "fleet", "request", "--fleet", FLEET, "--sprite", name, "--dir",

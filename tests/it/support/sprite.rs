@@ -256,7 +256,13 @@ impl Layout {
         )
     }
 
-    fn into_sprite(self, users: Users, config: PathBuf, keys: PathBuf, publisher: Publisher) -> Sprite {
+    fn into_sprite(
+        self,
+        users: Users,
+        config: PathBuf,
+        keys: PathBuf,
+        publisher: Publisher,
+    ) -> Sprite {
         Sprite {
             publisher,
             root: self.dir,
@@ -330,7 +336,13 @@ private_key_file = "{keys}/writer.pem"
         .unwrap();
         chmod(&config, 0o644);
 
-        let prd = spawn_prd(&root, &layout.bin, &config, &layout.publisher_home, publisher);
+        let prd = spawn_prd(
+            &root,
+            &layout.bin,
+            &config,
+            &layout.publisher_home,
+            publisher,
+        );
         let sprite = layout.into_sprite(users, config, keys_dir, Publisher::Serve { prd, demo });
         sprite.wait_ready();
         Some(sprite)
@@ -589,9 +601,9 @@ impl Sprite {
 
     /// A one-hour grant on `repo` for this sprite's agent.
     pub fn grant_push(&self, repo: &str) {
-        self.admin_ok(self.owned(
-            json!({"op": "grant_push", "repo": repo, "ttl": {"seconds": 3600}}),
-        ));
+        self.admin_ok(
+            self.owned(json!({"op": "grant_push", "repo": repo, "ttl": {"seconds": 3600}})),
+        );
     }
 
     /// A one-hour `--via token` grant on `repo` for this sprite's agent: the credential helper

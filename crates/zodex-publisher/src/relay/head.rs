@@ -65,7 +65,10 @@ mod tests {
         bad_magic[..4].copy_from_slice(b"GIT\0");
         bad_magic.extend_from_slice(b"0123456789");
         let mut stream = bad_magic.as_slice();
-        assert_eq!(read_head(&mut stream).await.unwrap(), bad_magic[..AGENT_HEADER_LEN]);
+        assert_eq!(
+            read_head(&mut stream).await.unwrap(),
+            bad_magic[..AGENT_HEADER_LEN]
+        );
 
         let short = header(1 << 20, 0);
         let mut stream = short.as_slice();
@@ -78,10 +81,8 @@ mod tests {
     async fn a_stalled_head_is_still_awaited() {
         let (mut agent, mut relay) = tokio::io::duplex(64);
         agent.write_all(&header(4096, 0)[..1]).await.unwrap();
-        let read = tokio::time::timeout(
-            std::time::Duration::from_millis(100),
-            read_head(&mut relay),
-        );
+        let read =
+            tokio::time::timeout(std::time::Duration::from_millis(100), read_head(&mut relay));
         assert!(read.await.is_err(), "a head not yet whole is not passed on");
     }
 }

@@ -119,7 +119,8 @@ impl Sprite {
     pub(super) fn assert_relay_answers(&self) {
         let answer = self.frames(vec![Frame::request(&json!({"op": "ping"}))]);
         assert_eq!(
-            answer[0]["ok"], true,
+            answer[0]["ok"],
+            true,
             "the relay no longer answers the agent: {answer:?}\n{}",
             self.log()
         );
