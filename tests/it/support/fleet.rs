@@ -177,9 +177,13 @@ impl Fleet {
     /// reaching the replicas `services`.
     pub fn relay_table(&self, files: &Path, services: &[&str]) -> String {
         format!(
-            "[relay]\nservices = {services:?}\ndir = \"{}\"\ngit_url = \"{}\"\n",
-            files.display(),
-            self.service.demo.hub.git_url(),
+            r#"[relay]
+services = {services:?}
+dir = "{files}"
+git_url = "{git}"
+"#,
+            files = files.display(),
+            git = self.service.demo.hub.git_url(),
         )
     }
 
@@ -218,8 +222,13 @@ impl Fleet {
         std::fs::write(
             &config,
             format!(
-                "state_dir = \"{d}/state\"\nadmin_socket = \"{d}/admin.sock\"\nagent_socket = \"{d}/agent.sock\"\nagent_uid = {uid}\n\n{}",
-                self.relay_table(&dir.path().join("fleet"), services),
+                r#"state_dir = "{d}/state"
+admin_socket = "{d}/admin.sock"
+agent_socket = "{d}/agent.sock"
+agent_uid = {uid}
+
+{relay}"#,
+                relay = self.relay_table(&dir.path().join("fleet"), services),
             ),
         )
         .unwrap();

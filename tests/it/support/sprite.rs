@@ -248,7 +248,11 @@ impl Layout {
     /// The top of the sprite's `zodex.toml`: state, sockets and the two users.
     fn head(&self, users: &Users) -> String {
         format!(
-            "state_dir = \"{state}\"\nadmin_socket = \"{run}/admin.sock\"\nagent_socket = \"{run}/agent.sock\"\nagent_uid = {agent_uid}\npublisher_uid = {publisher_uid}",
+            r#"state_dir = "{state}"
+admin_socket = "{run}/admin.sock"
+agent_socket = "{run}/agent.sock"
+agent_uid = {agent_uid}
+publisher_uid = {publisher_uid}"#,
             state = self.state.display(),
             run = self.run.display(),
             agent_uid = users.agent.uid,
