@@ -12,7 +12,7 @@
 //!   socket but create, replace or remove nothing there;
 //! - a real `zodex-prd serve` running as the publisher with `agent_uid` = the agent user.
 //!
-//! Or the same sprite enrolled in a fleet (`fleet`, [`Sprite::deploy_in_a_fleet_as_root`]):
+//! Or the same sprite enrolled in a fleet (`fleet_layout`, [`Sprite::deploy_in_a_fleet_as_root`]):
 //! the same users and layout, but the publisher runs `zodex-prd relay` with the sprite's own
 //! key in `fleet/` (0700, the key 0600) and no App key or state; the service is a separate
 //! `zodex-prd serve` with `[fleet]` (`support::fleet`), root's, in its own directory, standing
@@ -21,22 +21,30 @@
 //! Everything the agent does runs as the agent user: its CLI, git with `git-remote-zodex` and
 //! the credential helper, and raw socket work through `routines` (this test binary, re-run as
 //! the agent). The operator side runs as root.
+//!
+//! Its files: this one (the layouts, what differs between them), `agent` (the agent's side),
+//! `operator` (the operator's), `github_side` (what GitHub holds), `world` (the devhub's repos
+//! and Apps) and `fleet_layout` (the fleet sprite).
 
-use super::devhub::{Demo, git_ok, keys};
-use super::fleet::Fleet;
-use super::routines::{self, Routine};
-
+mod agent;
 mod fleet_layout;
+pub mod github_side;
+mod operator;
+mod world;
+
+use super::devhub::{Demo, keys};
+use super::fleet::Fleet;
+use super::routines;
 use super::users::{SystemUser, Users, run_as};
-use super::wait::{eventually_with, poll};
+use super::wait::eventually_with;
 use serde_json::{Value, json};
-use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
-use zodex::devhub::{DemoSeed, DevHubConfig, Level, Permissions, Setup, start_in_background};
+use world::start_world;
+pub use world::world;
 
 const BINARIES: [(&str, &str); 4] = [
     ("zodex", env!("CARGO_BIN_EXE_zodex")),
@@ -128,92 +136,12 @@ fn mkdir(path: &Path, owner: Option<&SystemUser>, gid: Option<u32>, mode: u32) -
     path.to_path_buf()
 }
 
-/// The demo world plus `demo/trunk`, whose default branch on GitHub is `trunk`.
-pub fn world(dir: &Path) -> DemoSeed {
-    let [reader, writer, _] = keys();
-    let mut setup = Setup::open(dir).unwrap();
-    let read = || Permissions::new().with("contents", Level::Read);
-    let write = || {
-        Permissions::new()
-            .with("contents", Level::Write)
-            .with("pull_requests", Level::Write)
-            .with("workflows", Level::Write)
-    };
-    let reader_app_id = setup
-        .add_app("zodex-reader", &reader.public_pem, read())
-        .unwrap();
-    let writer_app_id = setup
-        .add_app("zodex-writer", &writer.public_pem, write())
-        .unwrap();
-    let app_repo_id = setup.add_repo("demo", "app", "main", true).unwrap();
-    let lib_repo_id = setup.add_repo("demo", "lib", "main", true).unwrap();
-    setup.add_repo("demo", "trunk", "trunk", true).unwrap();
-    let other_repo_id = setup.add_repo("demo", "other", "main", true).unwrap();
-    for (name, branch) in [("app", "main"), ("lib", "main"), ("trunk", "trunk")] {
-        let scratch = tempfile::tempdir().unwrap();
-        let work = scratch.path();
-        git_ok(work, &["init", "--quiet", "-b", branch]);
-        super::devhub::commit_file(
-            work,
-            "README.md",
-            format!("# demo/{name}\n").as_bytes(),
-            "Initial commit",
-        );
-        super::devhub::commit_file(work, "src/hello.txt", b"hello\n", "Add a greeting");
-        let bare = setup.repo_path("demo", name);
-        git_ok(
-            work,
-            &[
-                "push",
-                "--quiet",
-                bare.to_str().unwrap(),
-                &format!("{branch}:refs/heads/{branch}"),
-            ],
-        );
-    }
-    let covered = ["app", "lib", "trunk"];
-    let reader_installation_id = setup
-        .install(
-            reader_app_id,
-            "demo",
-            Some(&["app", "lib", "trunk", "other"]),
-            read(),
-        )
-        .unwrap();
-    let writer_installation_id = setup
-        .install(writer_app_id, "demo", Some(&covered), write())
-        .unwrap();
-    setup.save().unwrap();
-    DemoSeed {
-        reader_app_id,
-        writer_app_id,
-        reader_installation_id,
-        writer_installation_id,
-        app_repo_id,
-        other_repo_id,
-        lib_repo_id,
-    }
-}
-
 /// Links (or, across file systems, copies) `from` to `to`.
 fn link(from: &Path, to: &Path) {
     if std::fs::hard_link(from, to).is_err() {
         std::fs::copy(from, to).unwrap();
     }
     chmod(to, 0o755);
-}
-
-/// The devhub of [`world`], started on loopback.
-fn start_world() -> Demo {
-    let seed_dir = tempfile::tempdir().unwrap();
-    let seed = world(seed_dir.path());
-    let hub = start_in_background(DevHubConfig::new(seed_dir.path())).unwrap();
-    Demo {
-        hub,
-        seed,
-        dir: seed_dir,
-        client: reqwest::blocking::Client::builder().build().unwrap(),
-    }
 }
 
 /// The sprite's directory with `bin/`, `state/`, `run/` and the two users' homes.
@@ -350,6 +278,17 @@ private_key_file = "{keys}/writer.pem"
         let sprite = layout.into_sprite(users, config, keys_dir, Publisher::Serve { prd, demo });
         sprite.wait_ready();
         Some(sprite)
+    }
+
+    /// A deployed sprite; fails the test when not root (see `users::require_root`).
+    pub fn deploy_as_root() -> Self {
+        Self::deploy_as_root_with("")
+    }
+
+    /// [`Sprite::deploy_as_root`] with `extra` top-level settings in its `zodex.toml`.
+    pub fn deploy_as_root_with(extra: &str) -> Self {
+        super::users::require_root();
+        Self::deploy_with(extra).expect("root can create the sprite's users")
     }
 
     /// Kills zodex-prd (SIGKILL) and starts it again on the same state, as its user.
@@ -579,381 +518,6 @@ fn search_path(bin: &Path) -> String {
     )
 }
 
-// The operator's side (root).
-impl Sprite {
-    fn try_admin(&self, request: &Value) -> std::io::Result<Value> {
-        let mut stream = std::os::unix::net::UnixStream::connect(self.admin_socket())?;
-        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-        stream.write_all(format!("{request}\n").as_bytes())?;
-        let mut text = String::new();
-        stream.read_to_string(&mut text)?;
-        serde_json::from_str(&text).map_err(std::io::Error::other)
-    }
-
-    /// One admin request straight on the admin socket, as root.
-    pub fn admin(&self, request: Value) -> Value {
-        self.try_admin(&request)
-            .unwrap_or_else(|e| panic!("{request}: {e}\nzodex-prd: {}", self.log()))
-    }
-
-    #[track_caller]
-    pub fn admin_ok(&self, request: Value) -> Value {
-        let answer = self.admin(request.clone());
-        assert_eq!(answer["ok"], true, "{request}: {answer}");
-        answer
-    }
-
-    /// A one-hour grant on `repo` for this sprite's agent.
-    pub fn grant_push(&self, repo: &str) {
-        self.admin_ok(
-            self.owned(json!({"op": "grant_push", "repo": repo, "ttl": {"seconds": 3600}})),
-        );
-    }
-
-    /// A one-hour `--via token` grant on `repo` for this sprite's agent: the credential helper
-    /// hands it write tokens.
-    pub fn grant_push_via_token(&self, repo: &str) {
-        self.admin_ok(self.owned(
-            json!({"op": "grant_push", "repo": repo, "ttl": {"seconds": 3600}, "via": "token"}),
-        ));
-    }
-
-    /// `zodex-prd admin` as the operator runs it (root), with one request line.
-    pub fn operator_prd(&self, request: &str) -> Output {
-        self.spawn_operator_prd(request).wait_with_output().unwrap()
-    }
-
-    /// [`Sprite::operator_prd`], started.
-    fn spawn_operator_prd(&self, request: &str) -> std::process::Child {
-        let mut child = Command::new(self.bin.join("zodex-prd"))
-            .args(["admin", "--config"])
-            .arg(self.operator_config())
-            .env_remove("ZODEX_CONFIG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let _ = child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("{request}\n").as_bytes());
-        child
-    }
-
-    /// The daemon still answers the operator: an admin `status` through `zodex-prd admin`
-    /// (as root). Its 20 s fail a daemon that no longer answers; they say nothing of its speed.
-    #[track_caller]
-    pub fn assert_operator_answers(&self) {
-        let mut child = self.spawn_operator_prd(r#"{"op":"status"}"#);
-        let answered = poll(Duration::from_secs(20), || child.try_wait().unwrap());
-        if answered.is_none() {
-            let _ = child.kill();
-        }
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            answered.is_some(),
-            "the operator's status got no answer within 20 s\nzodex-prd: {}",
-            self.log()
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("\"ok\":true"),
-            "the operator's status failed: {stdout} {}\nzodex-prd: {}",
-            String::from_utf8_lossy(&out.stderr),
-            self.log()
-        );
-        for (name, pid) in self.daemons() {
-            let pid = nix::unistd::Pid::from_raw(pid as i32);
-            assert!(
-                nix::sys::signal::kill(pid, None).is_ok(),
-                "{name} is gone: {}",
-                self.log()
-            );
-        }
-        if self.in_a_fleet() {
-            self.assert_relay_answers();
-        }
-    }
-
-    /// `zodex` (the operator CLI) with its own registry holding this sprite as `s` (local);
-    /// in a fleet, `zodex sprite github VERB …` is `zodex fleet VERB …` with an operator's
-    /// certificate.
-    pub fn zodex(&self, args: &[&str]) -> Output {
-        if let Publisher::Relay { fleet, .. } = &self.publisher {
-            return self.zodex_in_fleet(fleet, args);
-        }
-        let home = self.root.path().join("operator-home");
-        let registered = home.join(".registered");
-        let run = |args: &[&str]| {
-            Command::new(self.bin.join("zodex"))
-                .args(args)
-                .env("ZODEX_HOME", &home)
-                .env("HOME", &home)
-                .env_remove("ZODEX_SPRITE")
-                .env_remove("ZODEX_CONFIG")
-                .stdin(Stdio::null())
-                .output()
-                .unwrap()
-        };
-        if !registered.exists() {
-            std::fs::create_dir_all(&home).unwrap();
-            let config = self.config.to_str().unwrap();
-            let out = run(&["sprite", "add", "s", "--local", "--config", config]);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            std::fs::write(&registered, "").unwrap();
-        }
-        let mut full: Vec<&str> = args.to_vec();
-        full.extend(["--sprite", "s"]);
-        run(&full)
-    }
-}
-
-/// What GitHub (the devhub) holds: every ref of every repository, the pull requests, and the
-/// number of live installation tokens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GithubSide {
-    pub refs: String,
-    pub pulls: usize,
-    pub tokens_live: usize,
-}
-
-impl Sprite {
-    pub fn bare(&self, repo: &str) -> PathBuf {
-        self.demo()
-            .hub
-            .dir()
-            .join("repos/demo")
-            .join(format!("{repo}.git"))
-    }
-
-    pub fn github(&self) -> GithubSide {
-        let demo = self.demo();
-        let mut refs = String::new();
-        for repo in ["app", "lib", "trunk", "other"] {
-            refs.push_str(&format!("[{repo}]\n"));
-            refs.push_str(&git_ok(
-                &self.bare(repo),
-                &["for-each-ref", "--format=%(refname) %(objectname)"],
-            ));
-        }
-        GithubSide {
-            refs,
-            pulls: demo.hub.description().pulls.len(),
-            tokens_live: demo.hub.stats().tokens_live,
-        }
-    }
-
-    /// Nothing changed at GitHub since `before`: the same refs and pull requests, and no token
-    /// more alive than then.
-    #[track_caller]
-    pub fn assert_github_unchanged(&self, before: &GithubSide) {
-        let now = self.github();
-        assert_eq!(
-            now.refs,
-            before.refs,
-            "refs changed at GitHub\nzodex-prd: {}",
-            self.log()
-        );
-        assert_eq!(now.pulls, before.pulls, "a pull request appeared");
-        assert!(
-            now.tokens_live <= before.tokens_live,
-            "{} live tokens now, {} before",
-            now.tokens_live,
-            before.tokens_live
-        );
-    }
-
-    /// The id `rev` names at GitHub in `demo/<repo>` (`None`: no such ref).
-    pub fn remote_sha(&self, repo: &str, rev: &str) -> Option<String> {
-        let out = super::devhub::git(&self.bare(repo), &["rev-parse", "--verify", "--quiet", rev]);
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    }
-
-    /// Whether GitHub's `demo/<repo>` holds object `oid` at all.
-    pub fn remote_has(&self, repo: &str, oid: &str) -> bool {
-        super::devhub::git(&self.bare(repo), &["cat-file", "-e", oid])
-            .status
-            .success()
-    }
-}
-
-// The agent's side: every process here runs as the agent user.
-impl Sprite {
-    /// A command as the agent: its uid, its groups, its HOME, a clean environment, our `bin/`
-    /// first on PATH and this sprite's configuration in `ZODEX_CONFIG`.
-    pub fn as_agent(&self, program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
-        let mut cmd = Command::new(program);
-        cmd.current_dir(dir)
-            .env_clear()
-            .env("PATH", search_path(&self.bin))
-            .env("HOME", &self.agent_home)
-            .env("LANG", "C.UTF-8")
-            .env("ZODEX_CONFIG", &self.config)
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "Agent")
-            .env("GIT_AUTHOR_EMAIL", "agent@zodex.invalid")
-            .env("GIT_COMMITTER_NAME", "Agent")
-            .env("GIT_COMMITTER_EMAIL", "agent@zodex.invalid")
-            .stdin(Stdio::null());
-        run_as(&mut cmd, &self.users.agent, &[self.users.gid]);
-        cmd
-    }
-
-    /// git as the agent runs it: the credential helper for reads, pushes rewritten to
-    /// `zodex::` so git runs `git-remote-zodex`.
-    pub fn agent_git_command(&self, dir: &Path) -> Command {
-        let helper = format!(
-            "!{} credential --config {}",
-            self.bin.join("zodex-agent").display(),
-            self.config.display()
-        );
-        let base = self.demo().hub.git_url();
-        let mut cmd = self.as_agent("git", dir);
-        cmd.args(["-c", "credential.helper="])
-            .args(["-c", &format!("credential.helper={helper}")])
-            .args(["-c", "credential.useHttpPath=true"])
-            .args(["-c", &format!("url.zodex::{base}/.pushInsteadOf={base}/")]);
-        cmd
-    }
-
-    pub fn agent_git(&self, dir: &Path, args: &[&str]) -> Output {
-        self.agent_git_command(dir).args(args).output().unwrap()
-    }
-
-    #[track_caller]
-    pub fn agent_git_ok(&self, dir: &Path, args: &[&str]) -> String {
-        let out = self.agent_git(dir, args);
-        assert!(
-            out.status.success(),
-            "agent: git {args:?} failed: {}\nzodex-prd: {}",
-            String::from_utf8_lossy(&out.stderr),
-            self.log()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Clones `demo/<repo>` as the agent into its work directory.
-    pub fn clone(&self, repo: &str) -> PathBuf {
-        let url = format!("{}/demo/{repo}.git", self.demo().hub.git_url());
-        self.agent_git_ok(&self.work, &["clone", "--quiet", &url, repo]);
-        self.work.join(repo)
-    }
-
-    /// Writes `path` in the agent's checkout `dir` (owned by the agent) and commits it.
-    pub fn agent_commit(&self, dir: &Path, path: &str, content: &[u8], message: &str) -> String {
-        let file = dir.join(path);
-        let mut missing = Vec::new();
-        let mut parent = file.parent();
-        while let Some(p) = parent.filter(|p| !p.exists()) {
-            missing.push(p.to_path_buf());
-            parent = p.parent();
-        }
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(&file, content).unwrap();
-        for p in missing.iter().chain(std::iter::once(&file)) {
-            chown(p, Some(&self.users.agent), None);
-        }
-        self.agent_git_ok(dir, &["add", path]);
-        self.agent_git_ok(dir, &["commit", "--quiet", "-m", message]);
-        self.agent_git_ok(dir, &["rev-parse", "HEAD"])
-            .trim()
-            .to_string()
-    }
-
-    /// `zodex-agent ARGS` as the agent (its configuration from `ZODEX_CONFIG`).
-    pub fn agent_cli(&self, args: &[&str]) -> Output {
-        self.as_agent(self.bin.join("zodex-agent"), &self.work)
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    /// A file the agent owns in its work directory.
-    pub fn agent_file(&self, name: &str, content: &[u8]) -> PathBuf {
-        let path = self.work.join(name);
-        std::fs::write(&path, content).unwrap();
-        chown(&path, Some(&self.users.agent), None);
-        path
-    }
-
-    /// A deployed sprite; fails the test when not root (see `users::require_root`).
-    pub fn deploy_as_root() -> Self {
-        Self::deploy_as_root_with("")
-    }
-
-    /// [`Sprite::deploy_as_root`] with `extra` top-level settings in its `zodex.toml`.
-    pub fn deploy_as_root_with(extra: &str) -> Self {
-        super::users::require_root();
-        Self::deploy_with(extra).expect("root can create the sprite's users")
-    }
-
-    /// Sends raw frames on the agent socket as the agent; one answer per frame.
-    pub fn frames(&self, frames: Vec<routines::Frame>) -> Vec<Value> {
-        let answer = self.routine(&Routine::Frames {
-            socket: self.agent_socket(),
-            frames,
-        });
-        answer.as_array().unwrap().clone()
-    }
-
-    /// Warms the daemon's own read token and mirror for `demo/<repo>`, so that a later
-    /// snapshot of live tokens is stable.
-    pub fn warm(&self, repo: &str) {
-        let answer = self.frames(vec![routines::Frame::request(
-            &json!({"op": "list_refs", "repo": format!("demo/{repo}")}),
-        )]);
-        assert_eq!(answer[0]["ok"], true, "{answer:?}\n{}", self.log());
-    }
-
-    /// Runs `routine` as the agent and returns its result.
-    pub fn routine(&self, routine: &Routine) -> Value {
-        let out = routines::command(self, routine).output().unwrap();
-        routines::result(&out).unwrap_or_else(|| {
-            panic!(
-                "routine {routine:?} gave no result: {}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
-    }
-
-    /// Starts `routine` as the agent in the background and waits until it says it is ready;
-    /// it is killed when the sprite goes (or by [`Sprite::stop`]).
-    pub fn spawn_routine(
-        &self,
-        routine: &Routine,
-    ) -> (u32, std::io::BufReader<std::process::ChildStdout>) {
-        let mut child = routines::command(self, routine)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let pid = self.adopt(child);
-        routines::wait_ready(&mut out, routine);
-        (pid, out)
-    }
-
-    /// Kills one background process this sprite started, by its id.
-    pub fn stop(&self, pid: u32) {
-        let mut children = self.background.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(child) = children.iter_mut().find(|c| c.id() == pid) {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// Whether the daemon refused an agent request: an error, or every ref of a push refused.
 pub fn refused(answer: &Value) -> bool {
     answer["ok"] != true
@@ -964,6 +528,9 @@ pub fn refused(answer: &Value) -> bool {
 
 /// Two root tests of one attack: `$single` runs `$attack` (a function of a [`Sprite`]) against
 /// a single sprite, `$fleet` against a sprite enrolled in a fleet.
+// Used by the attack suites only; `tests/receive_pack.rs` and `tests/devhub.rs` compile this
+// harness too.
+#[allow(unused_macros)]
 macro_rules! against_both_layouts {
     ($attack:ident: $single:ident, $fleet:ident) => {
         #[test]
@@ -979,4 +546,5 @@ macro_rules! against_both_layouts {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use against_both_layouts;
