@@ -315,21 +315,23 @@ fn an_operator_with_its_own_key_runs_the_fleet_over_mutual_tls_and_is_named_in_t
 fn an_expired_certificate_is_refused_in_the_handshake_and_audited() {
     let fleet = Fleet::start();
     let mut s8 = fleet.enrol("s8", &[]);
-    // Issued by the fleet's own CA for the sprite's own key, valid until now.
-    let expiring = fleet.reissue(&s8, std::time::Duration::ZERO);
-    let (_, not_after) = zodex_fleet::tls::validity(&expiring).unwrap();
-    crate::support::wait::eventually(
-        "the certificate has expired",
-        std::time::Duration::from_secs(5),
-        || {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs() as i64
-                > not_after + 1
-        },
-    );
-    s8.restart_relay();
+    // Issued by the fleet's own CA for the sprite's own key, valid until now; written while
+    // no relay runs (a running one, looking at its files, would renew it first).
+    s8.restart_relay_after(|s8| {
+        let expiring = fleet.reissue(s8, std::time::Duration::ZERO);
+        let (_, not_after) = zodex_fleet::tls::validity(&expiring).unwrap();
+        crate::support::wait::eventually(
+            "the certificate has expired",
+            std::time::Duration::from_secs(5),
+            || {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs() as i64
+                    > not_after + 1
+            },
+        );
+    });
     let refused = s8.agent(&["status"]);
     assert!(!refused.status.success(), "{}", text(&refused));
     let rows = audit(&fleet);

@@ -278,8 +278,15 @@ pub fn start_relay(mut relay: Command, log: &Path, earlier: usize) -> Child {
 impl Sprite {
     /// Stops the relay (SIGKILL) and starts it again on the same files.
     pub fn restart_relay(&mut self) {
+        self.restart_relay_after(|_| {});
+    }
+
+    /// [`Sprite::restart_relay`], doing `between` while no relay runs: a certificate written
+    /// there is the one the relay starts with (a running relay may renew the one it finds).
+    pub fn restart_relay_after(&mut self, between: impl FnOnce(&Sprite)) {
         let _ = self.relay.kill();
         let _ = self.relay.wait();
+        between(self);
         let earlier = self.relay_log().matches(RELAY_SERVING).count();
         self.relay = spawn_relay(self.dir.path(), &self.config, earlier);
     }
