@@ -79,24 +79,21 @@ fn read_secrets(sprite: Sprite) {
     for (what, result) in &results {
         assert_eq!(result, EACCES, "{what}: the kernel should refuse the agent");
     }
-    if sprite.in_a_fleet() {
-        // A fleet sprite has no admin socket; the service's is behind its 0700 directory
-        // (refused above), on another host in a real fleet.
-        sprite.assert_github_unchanged(&before);
-        sprite.assert_operator_answers();
-        return;
-    }
     // With the admin socket's mode relaxed, the daemon's peer check still refuses the agent.
-    support::sprite::chmod(&sprite.admin_socket(), 0o666);
-    let answer = sprite.routine(&Routine::Frames {
-        socket: sprite.admin_socket(),
-        frames: vec![Frame {
-            magic: Some(*b"{\"op"),
-            ..Frame::request(&json!({"op": "status"}))
-        }],
-    });
-    support::sprite::chmod(&sprite.admin_socket(), 0o600);
-    assert_eq!(answer[0]["error"]["kind"], "forbidden", "{answer}");
+    // (A fleet sprite has no admin socket: the service's is behind its 0700 directory,
+    // refused above, and on another host in a real fleet.)
+    if !sprite.in_a_fleet() {
+        support::sprite::chmod(&sprite.admin_socket(), 0o666);
+        let answer = sprite.routine(&Routine::Frames {
+            socket: sprite.admin_socket(),
+            frames: vec![Frame {
+                magic: Some(*b"{\"op"),
+                ..Frame::request(&json!({"op": "status"}))
+            }],
+        });
+        support::sprite::chmod(&sprite.admin_socket(), 0o600);
+        assert_eq!(answer[0]["error"]["kind"], "forbidden", "{answer}");
+    }
     sprite.assert_github_unchanged(&before);
     sprite.assert_operator_answers();
 }

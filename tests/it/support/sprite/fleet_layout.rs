@@ -59,7 +59,7 @@ impl Sprite {
     }
 
     /// What the agent must not read in a fleet: the relay's key and certificate directory, its
-    /// /proc entries, and on the service its App keys, state, CA key, admin socket and /proc
+    /// state directory, its /proc entries, and on the service its App keys, state, CA key, admin socket and /proc
     /// entries. Each file is checked to exist first (as root), so a refusal is never of nothing.
     pub(super) fn fleet_secrets(&self, fleet: &Fleet, relay: u32) -> Vec<(&'static str, PathBuf)> {
         let service = fleet.service.dir.path();
@@ -79,6 +79,7 @@ impl Sprite {
         let mut secrets = vec![
             ("read", key),
             ("list", self.keys.clone()),
+            ("list", self.state.clone()),
             ("read", writer),
             ("read", reader),
             ("list", service.join("keys")),
