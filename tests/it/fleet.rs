@@ -348,3 +348,35 @@ fn an_expired_certificate_is_refused_in_the_handshake_and_audited() {
             .any(|r| r["principal"] == "sprite:s8" && r["action"] == "ViewStatus")
     );
 }
+
+/// A request the service refuses at its header, before reading the rest, is answered through
+/// the relay every time: the service reads what is left before closing, where a close over
+/// unread bytes would send a TCP reset that can destroy the answer on its way.
+#[test]
+fn an_answer_to_a_request_refused_at_its_header_always_reaches_the_agent() {
+    use std::io::{Read, Write};
+    let fleet = Fleet::start();
+    let s9 = fleet.enrol("s9", &[]);
+    let mut header = zodex::protocol::AgentHeader {
+        version: zodex::protocol::AGENT_VERSION,
+        metadata_len: 4096,
+        bundle_len: 0,
+    }
+    .encode();
+    header[..4].copy_from_slice(b"GIT\0");
+    for round in 0..40 {
+        let mut stream =
+            std::os::unix::net::UnixStream::connect(s9.dir.path().join("agent.sock")).unwrap();
+        stream.write_all(&header).unwrap();
+        // The metadata the header announces, sent all the same.
+        let _ = stream.write_all(&[b' '; 4096]);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        assert!(
+            answer.contains("magic"),
+            "round {round}: {answer:?}\nrelay: {}",
+            s9.relay_log()
+        );
+    }
+}

@@ -252,13 +252,15 @@ async fn accept_loop(
 
 /// Serves one connection's request for `principal` (an operator on the admin side, an agent
 /// on the agent side) and writes its answer: a Unix socket's peer, or a fleet member on the
-/// service's listener, whose identity and enrolment were checked before this.
+/// service's listener, whose identity and enrolment were checked before this. Gives the
+/// stream back, its write side shut down.
 async fn serve_connection<S>(
     mut stream: S,
     socket: Socket,
     slot: ConnectionSlot,
     principal: Principal,
-) where
+) -> S
+where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let response = match socket.side {
@@ -273,6 +275,7 @@ async fn serve_connection<S>(
         tracing::warn!(peer = %slot.peer(), side = ?socket.side, "a client did not read its answer");
     }
     drop(slot);
+    stream
 }
 
 async fn admin_request(
