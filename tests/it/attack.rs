@@ -5,7 +5,14 @@
 //! operator. Needs root: every test is `#[ignore = "needs root"]`, and `scripts/test` runs them
 //! as root with `--include-ignored` (run without root, they fail saying so).
 //!
-//! Attack classes (one test each; limits and races are in `attack_limits_and_races.rs`):
+//! Each attack runs twice (issue 36, "A fleet"): `NAME` against a single sprite, whose
+//! publisher is `zodex-prd serve`, and `NAME_in_a_fleet` against the same sprite enrolled in a
+//! fleet, whose publisher is `zodex-prd relay` forwarding to a separate service
+//! (`support::sprite`'s two layouts). In a fleet the secrets are the relay's key and the
+//! service's App keys, state and CA key, the daemons that must stay answering are the relay and
+//! the service, and the operator acts on the service.
+//!
+//! Attack classes (limits and races are in `attack_limits_and_races.rs`):
 //! - secrets: `secrets_are_refused_by_the_kernel` — keys, state database, token file, the
 //!   daemon's /proc entries, the admin socket;
 //! - sockets: `the_agent_cannot_touch_the_socket_directory` — unlink, rename, replace the agent
@@ -30,7 +37,7 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 use support::routines::{Frame, Routine};
-use support::sprite::{Sprite, refused};
+use support::sprite::{Sprite, against_both_layouts, refused};
 use support::wait::{eventually, eventually_with};
 
 const EACCES: &str = "errno:13";
@@ -60,53 +67,43 @@ fn probe(sprite: &Sprite, checks: &[(&str, PathBuf)]) -> Vec<(String, String)> {
         .collect()
 }
 
-#[test]
-#[ignore = "needs root"]
-fn secrets_are_refused_by_the_kernel() {
-    let sprite = Sprite::deploy_as_root();
-    sprite.admin_ok(
-        json!({"op": "grant_push", "repo": "demo/lib", "ttl": {"seconds": 3600}, "via": "token"}),
-    );
+against_both_layouts!(
+    read_secrets: secrets_are_refused_by_the_kernel,
+    secrets_are_refused_by_the_kernel_in_a_fleet
+);
+
+fn read_secrets(sprite: Sprite) {
+    sprite.grant_push_via_token("demo/lib");
     let before = sprite.github();
-    let prd = sprite.prd_pid();
-    let state = sprite.state.clone();
-    let checks = vec![
-        ("read", sprite.keys.join("writer.pem")),
-        ("read", sprite.keys.join("reader.pem")),
-        ("list", sprite.keys.clone()),
-        ("list", state.clone()),
-        ("read", state.join("state.db")),
-        ("read", state.join("state.db-wal")),
-        ("read", state.join("write-tokens")),
-        ("list", state.join("mirrors")),
-        ("read", PathBuf::from(format!("/proc/{prd}/environ"))),
-        ("read", PathBuf::from(format!("/proc/{prd}/mem"))),
-        ("list", PathBuf::from(format!("/proc/{prd}/fd"))),
-        ("connect", sprite.admin_socket()),
-    ];
-    let results = probe(&sprite, &checks);
+    let results = probe(&sprite, &sprite.secrets());
     for (what, result) in &results {
         assert_eq!(result, EACCES, "{what}: the kernel should refuse the agent");
     }
     // With the admin socket's mode relaxed, the daemon's peer check still refuses the agent.
-    support::sprite::chmod(&sprite.admin_socket(), 0o666);
-    let answer = sprite.routine(&Routine::Frames {
-        socket: sprite.admin_socket(),
-        frames: vec![Frame {
-            magic: Some(*b"{\"op"),
-            ..Frame::request(&json!({"op": "status"}))
-        }],
-    });
-    support::sprite::chmod(&sprite.admin_socket(), 0o600);
-    assert_eq!(answer[0]["error"]["kind"], "forbidden", "{answer}");
+    // (A fleet sprite has no admin socket: the service's is behind its 0700 directory,
+    // refused above, and on another host in a real fleet.)
+    if !sprite.in_a_fleet() {
+        support::sprite::chmod(&sprite.admin_socket(), 0o666);
+        let answer = sprite.routine(&Routine::Frames {
+            socket: sprite.admin_socket(),
+            frames: vec![Frame {
+                magic: Some(*b"{\"op"),
+                ..Frame::request(&json!({"op": "status"}))
+            }],
+        });
+        support::sprite::chmod(&sprite.admin_socket(), 0o600);
+        assert_eq!(answer[0]["error"]["kind"], "forbidden", "{answer}");
+    }
     sprite.assert_github_unchanged(&before);
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn the_agent_cannot_touch_the_socket_directory() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    touch_the_socket_directory: the_agent_cannot_touch_the_socket_directory,
+    the_agent_cannot_touch_the_socket_directory_in_a_fleet
+);
+
+fn touch_the_socket_directory(sprite: Sprite) {
     let before = sprite.github();
     let run = sprite.run.clone();
     let socket = sprite.agent_socket();
@@ -129,11 +126,16 @@ fn the_agent_cannot_touch_the_socket_directory() {
     ) {
         assert_eq!(result, EPERM, "{what}");
     }
-    let names: Vec<_> = std::fs::read_dir(&run)
+    let mut names: Vec<_> = std::fs::read_dir(&run)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names.len(), 2, "only the two sockets: {names:?}");
+    names.sort();
+    assert_eq!(
+        names,
+        sprite.sockets_in_run(),
+        "only the publisher's sockets"
+    );
     // The agent socket is still the daemon's.
     let status = sprite.agent_cli(&["github", "status", "--json"]);
     assert!(
@@ -145,10 +147,12 @@ fn the_agent_cannot_touch_the_socket_directory() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn lying_frames_are_refused() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    lie_in_frames: lying_frames_are_refused,
+    lying_frames_are_refused_in_a_fleet
+);
+
+fn lie_in_frames(sprite: Sprite) {
     sprite.grant_push("demo/app");
     sprite.warm("app");
     let before = sprite.github();
@@ -263,7 +267,7 @@ fn lying_frames_are_refused() {
         assert!(refused(answer), "{name}: {answer}");
         assert!(answer.to_string().contains(expected), "{name}: {answer}");
     }
-    let tmp = sprite.state.join("tmp");
+    let tmp = sprite.spool_dir();
     assert_eq!(
         std::fs::read_dir(&tmp).unwrap().count(),
         0,
@@ -273,10 +277,12 @@ fn lying_frames_are_refused() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn hostile_ref_and_repository_names_are_refused() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    use_hostile_names: hostile_ref_and_repository_names_are_refused,
+    hostile_ref_and_repository_names_are_refused_in_a_fleet
+);
+
+fn use_hostile_names(sprite: Sprite) {
     sprite.grant_push("demo/app");
     sprite.warm("app");
     let before = sprite.github();
@@ -378,7 +384,7 @@ fn password(answer: &str) -> String {
 
 /// A direct `git push` to devhub with `token`, as the agent (no zodex in the way).
 fn push_with_token(sprite: &Sprite, checkout: &std::path::Path, repo: &str, token: &str) -> String {
-    let url = sprite.demo.git_url(repo, Some(token));
+    let url = sprite.demo().git_url(repo, Some(token));
     let out = sprite
         .as_agent("git", checkout)
         .args([
@@ -397,10 +403,12 @@ fn push_with_token(sprite: &Sprite, checkout: &std::path::Path, repo: &str, toke
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-#[test]
-#[ignore = "needs root"]
-fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    replay_tokens: a_read_token_cannot_write_and_a_revoked_write_token_is_dead,
+    a_read_token_cannot_write_and_a_revoked_write_token_is_dead_in_a_fleet
+);
+
+fn replay_tokens(sprite: Sprite) {
     let app = sprite.clone("app");
     sprite.agent_commit(&app, "x.txt", b"x\n", "x");
     let lib = sprite.clone("lib");
@@ -412,7 +420,7 @@ fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
     let before = sprite.github();
     let stderr = push_with_token(&sprite, &app, "app", &read);
     assert!(stderr.contains("403"), "{stderr}");
-    let rest = sprite.demo.api(
+    let rest = sprite.demo().api(
         "POST",
         "/repos/demo/app/git/refs",
         Some(&read),
@@ -422,14 +430,12 @@ fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
     sprite.assert_github_unchanged(&before);
 
     // A write token under a `--via token` grant, kept by the agent past the revoke.
-    sprite.admin_ok(
-        json!({"op": "grant_push", "repo": "demo/lib", "ttl": {"seconds": 3600}, "via": "token"}),
-    );
+    sprite.grant_push_via_token("demo/lib");
     let answer = helper_get(&sprite, "lib");
     let write = password(&answer);
     assert_ne!(write, read);
     let alive = sprite
-        .demo
+        .demo()
         .api("GET", "/repos/demo/lib", Some(&write), None);
     assert_eq!(
         alive.status, 200,
@@ -441,7 +447,7 @@ fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
         Duration::from_secs(10),
         || {
             sprite
-                .demo
+                .demo()
                 .api("GET", "/repos/demo/lib", Some(&write), None)
                 .status
                 == 401
@@ -453,7 +459,7 @@ fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
         stderr.contains("401") || stderr.contains("Authentication failed"),
         "{stderr}"
     );
-    let rest = sprite.demo.api(
+    let rest = sprite.demo().api(
         "POST",
         "/repos/demo/lib/git/refs",
         Some(&write),
@@ -464,10 +470,12 @@ fn a_read_token_cannot_write_and_a_revoked_write_token_is_dead() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn a_flood_of_requests_leaves_the_daemon_answering() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    flood: a_flood_of_requests_leaves_the_daemon_answering,
+    a_flood_of_requests_leaves_the_daemon_answering_in_a_fleet
+);
+
+fn flood(sprite: Sprite) {
     let before = sprite.github();
     let total = 1500;
     let answer = sprite.routine(&Routine::Flood {
@@ -489,10 +497,12 @@ fn a_flood_of_requests_leaves_the_daemon_answering() {
     sprite.assert_github_unchanged(&before);
 }
 
-#[test]
-#[ignore = "needs root"]
-fn mcp_key_abuse_is_refused_and_the_key_never_logged() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    abuse_the_mcp_key: mcp_key_abuse_is_refused_and_the_key_never_logged,
+    mcp_key_abuse_is_refused_and_the_key_never_logged_in_a_fleet
+);
+
+fn abuse_the_mcp_key(sprite: Sprite) {
     let mut raw = [0u8; 32];
     getrandom::fill(&mut raw).unwrap();
     let key = hex::encode(raw);
@@ -569,10 +579,12 @@ fn mcp_key_abuse_is_refused_and_the_key_never_logged() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn a_push_without_a_grant_is_refused() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    push_without_a_grant: a_push_without_a_grant_is_refused,
+    a_push_without_a_grant_is_refused_in_a_fleet
+);
+
+fn push_without_a_grant(sprite: Sprite) {
     let app = sprite.clone("app");
     sprite.agent_commit(&app, "x.txt", b"x\n", "work");
     sprite.warm("app");
@@ -601,10 +613,12 @@ fn a_push_without_a_grant_is_refused() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn the_default_branch_cannot_be_forced_or_deleted() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    force_the_default_branch: the_default_branch_cannot_be_forced_or_deleted,
+    the_default_branch_cannot_be_forced_or_deleted_in_a_fleet
+);
+
+fn force_the_default_branch(sprite: Sprite) {
     sprite.grant_push("demo/app");
     let app = sprite.clone("app");
     sprite.agent_git_ok(&app, &["reset", "--quiet", "--hard", "HEAD~1"]);

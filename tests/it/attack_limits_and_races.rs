@@ -19,6 +19,12 @@
 //! Every test also checks that nothing else changed at GitHub and that the daemon still
 //! answers the operator. Needs root: each test is `#[ignore = "needs root"]` and runs as root in CI.
 //!
+//! As in `attack.rs`, each attack also runs as `NAME_in_a_fleet` against the sprite enrolled
+//! in a fleet (its relay forwarding to a separate service), but for 6: a fleet operator reaches
+//! the service over mutual TLS, checking the service's certificate, not a socket path on the
+//! sprite the agent could stand in for. In the zip bomb, every daemon (the relay and the
+//! service) stays within the memory bound.
+//!
 //! Run: `cargo test --test it -- --ignored attack_limits_and_races::` (as root).
 
 use crate::support;
@@ -29,7 +35,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use support::routines::{Frame, Routine};
-use support::sprite::{Sprite, chown, refused};
+use support::sprite::{Sprite, against_both_layouts, chown, refused};
 use support::wait::poll;
 
 /// A `/proc/PID/status` field in KiB.
@@ -109,10 +115,12 @@ fn scratch_clone(sprite: &Sprite, repo: &str, into: &Path) -> std::path::PathBuf
     dir
 }
 
-#[test]
-#[ignore = "needs root"]
-fn a_zip_bomb_publish_is_refused_in_bounded_memory() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    publish_a_zip_bomb: a_zip_bomb_publish_is_refused_in_bounded_memory,
+    a_zip_bomb_publish_is_refused_in_bounded_memory_in_a_fleet
+);
+
+fn publish_a_zip_bomb(sprite: Sprite) {
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch_clone(&sprite, "app", scratch.path());
     // 2 GiB of zeros (a sparse file: nothing on disk), committed; git deflates it to ~2 MB.
@@ -148,37 +156,46 @@ fn a_zip_bomb_publish_is_refused_in_bounded_memory() {
 
     sprite.warm("app");
     let before = sprite.github();
-    let pid = sprite.prd_pid();
-    eprintln!(
-        "zodex-prd before the bomb: peak RSS {:?} KiB",
-        proc_kib(pid, "VmHWM:")
-    );
-    let guard = RssGuard::watch(pid, 512 << 10);
+    let daemons = sprite.daemons();
+    for (name, pid) in &daemons {
+        eprintln!(
+            "{name} before the bomb: peak RSS {:?} KiB",
+            proc_kib(*pid, "VmHWM:")
+        );
+    }
+    let guards: Vec<_> = daemons
+        .iter()
+        .map(|(_, pid)| RssGuard::watch(*pid, 512 << 10))
+        .collect();
     let request = json!({"op": "publish_pr", "repo": "demo/app", "title": "bomb", "head": head});
     let answer = sprite.frames(vec![Frame::with_bundle(&request, &bundle)]);
-    let killed = guard.finish();
-    assert_eq!(
-        killed, None,
-        "zodex-prd reached {killed:?} KiB resident and was killed"
-    );
-    let peak = proc_kib(pid, "VmHWM:").unwrap();
-    eprintln!(
-        "zip bomb ({size} bytes): zodex-prd peak RSS {peak} KiB; answer {}",
-        answer[0]
-    );
+    for ((name, pid), guard) in daemons.iter().zip(guards) {
+        let killed = guard.finish();
+        assert_eq!(
+            killed, None,
+            "{name} reached {killed:?} KiB resident and was killed"
+        );
+        let peak = proc_kib(*pid, "VmHWM:").unwrap();
+        eprintln!(
+            "zip bomb ({size} bytes): {name} peak RSS {peak} KiB; answer {}",
+            answer[0]
+        );
+        assert!(
+            peak <= 64 << 10,
+            "{name}'s peak RSS was {peak} KiB (limit 64 MiB)"
+        );
+    }
     assert!(refused(&answer[0]), "the bomb was published: {}", answer[0]);
-    assert!(
-        peak <= 64 << 10,
-        "zodex-prd's peak RSS was {peak} KiB (limit 64 MiB)"
-    );
     sprite.assert_github_unchanged(&before);
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn a_force_push_to_a_trunk_default_branch_is_refused() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    force_a_trunk_default_branch: a_force_push_to_a_trunk_default_branch_is_refused,
+    a_force_push_to_a_trunk_default_branch_is_refused_in_a_fleet
+);
+
+fn force_a_trunk_default_branch(sprite: Sprite) {
     sprite.grant_push("demo/trunk");
     let trunk = sprite.clone("trunk");
     sprite.agent_git_ok(&trunk, &["reset", "--quiet", "--hard", "HEAD~1"]);
@@ -199,10 +216,12 @@ fn a_force_push_to_a_trunk_default_branch_is_refused() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn an_orphan_smuggled_in_a_bundle_never_reaches_github() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    smuggle_an_orphan: an_orphan_smuggled_in_a_bundle_never_reaches_github,
+    an_orphan_smuggled_in_a_bundle_never_reaches_github_in_a_fleet
+);
+
+fn smuggle_an_orphan(sprite: Sprite) {
     sprite.grant_push("demo/app");
     let app = sprite.clone("app");
     sprite.agent_git_ok(&app, &["checkout", "--quiet", "-b", "feature"]);
@@ -250,10 +269,12 @@ fn an_orphan_smuggled_in_a_bundle_never_reaches_github() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    fast_forward_onto_a_foreign_workflow: a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance,
+    a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance_in_a_fleet
+);
+
+fn fast_forward_onto_a_foreign_workflow(sprite: Sprite) {
     // Someone else (with `workflows: write`) pushes a workflow change to a branch of theirs.
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch_clone(&sprite, "app", scratch.path());
@@ -263,12 +284,12 @@ fn a_fast_forward_onto_a_foreign_workflow_commit_needs_the_allowance() {
         b"on: push\njobs: {steal: {runs-on: ubuntu-latest, steps: [{run: env}]}}\n",
         "a colleague's workflow",
     );
-    let token = sprite.demo.token(
+    let token = sprite.demo().token(
         support::devhub::AppKind::Writer,
         "app",
         json!({"contents": "write", "workflows": "write"}),
     );
-    let url = sprite.demo.git_url("app", Some(&token));
+    let url = sprite.demo().git_url("app", Some(&token));
     support::devhub::git_ok(
         &dir,
         &["push", "--quiet", &url, "HEAD:refs/heads/colleague"],
@@ -299,10 +320,12 @@ fn has_raw_controls(bytes: &[u8]) -> bool {
         || String::from_utf8_lossy(bytes).contains('\u{9b}')
 }
 
-#[test]
-#[ignore = "needs root"]
-fn control_characters_in_a_reason_never_reach_the_operator_raw() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    put_control_characters_in_a_reason: control_characters_in_a_reason_never_reach_the_operator_raw,
+    control_characters_in_a_reason_never_reach_the_operator_raw_in_a_fleet
+);
+
+fn put_control_characters_in_a_reason(sprite: Sprite) {
     let reason = "fix CI\r\u{1b}[2K\u{1b}[1AApproved by the operator\u{1b}]0;owned\u{7}\u{9b}31m";
     // Sent raw: whatever the agent CLI might check is courtesy, the daemon must not rely on it.
     let request = json!({"op": "request_push", "repo": "demo/app", "ttl": {"seconds": 1800}, "reason": reason});
@@ -338,10 +361,12 @@ fn control_characters_in_a_reason_never_reach_the_operator_raw() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn many_long_pending_requests_stay_manageable() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    pile_up_long_requests: many_long_pending_requests_stay_manageable,
+    many_long_pending_requests_stay_manageable_in_a_fleet
+);
+
+fn pile_up_long_requests(sprite: Sprite) {
     let before = sprite.github();
     // A 4 KB reason is refused outright, saying the limit.
     let too_long = sprite.frames(vec![Frame::request(
@@ -401,6 +426,8 @@ fn many_long_pending_requests_stay_manageable() {
     sprite.assert_operator_answers();
 }
 
+/// Single sprites only: a fleet's operator reaches the service over mutual TLS and checks its
+/// certificate; there is no socket path on a fleet sprite the operator follows.
 #[test]
 #[ignore = "needs root"]
 fn the_operator_client_refuses_an_impersonated_admin_socket() {
@@ -444,10 +471,12 @@ fn the_operator_client_refuses_an_impersonated_admin_socket() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn slow_drip_connections_do_not_starve_anyone() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    drip_slowly: slow_drip_connections_do_not_starve_anyone,
+    slow_drip_connections_do_not_starve_anyone_in_a_fleet
+);
+
+fn drip_slowly(sprite: Sprite) {
     // Four processes, so the per-process cap alone cannot stop them: 128 slow connections
     // against a limit of 64.
     let drips: Vec<_> = (0..4)
@@ -482,14 +511,14 @@ fn slow_drip_connections_do_not_starve_anyone() {
     sprite.assert_operator_answers();
 }
 
-#[test]
-#[ignore = "needs root"]
-fn credential_gets_racing_a_revoke_leave_no_live_write_token() {
-    let sprite = Sprite::deploy_as_root();
+against_both_layouts!(
+    race_credential_gets_with_a_revoke: credential_gets_racing_a_revoke_leave_no_live_write_token,
+    credential_gets_racing_a_revoke_leave_no_live_write_token_in_a_fleet
+);
+
+fn race_credential_gets_with_a_revoke(sprite: Sprite) {
     let before = sprite.github();
-    sprite.admin_ok(
-        json!({"op": "grant_push", "repo": "demo/lib", "ttl": {"seconds": 3600}, "via": "token"}),
-    );
+    sprite.grant_push_via_token("demo/lib");
     let (_pid, mut out) = sprite.spawn_routine(&Routine::CredentialRace {
         socket: sprite.agent_socket(),
         host: sprite.git_host(),
@@ -516,7 +545,7 @@ fn credential_gets_racing_a_revoke_leave_no_live_write_token() {
     poll(Duration::from_secs(5), || {
         alive.retain(|t| {
             sprite
-                .demo
+                .demo()
                 .api("GET", "/repos/demo/lib", Some(t.as_str()), None)
                 .status
                 != 401
@@ -532,7 +561,7 @@ fn credential_gets_racing_a_revoke_leave_no_live_write_token() {
     // Nor did devhub issue one the agent never saw: the only tokens alive beyond those of
     // before are the read tokens the agent was handed after the revoke.
     let reads = result["reads"].as_u64().unwrap() as usize;
-    let live = sprite.demo.hub.stats().tokens_live;
+    let live = sprite.demo().hub.stats().tokens_live;
     assert!(
         live <= before.tokens_live + reads,
         "{live} live tokens at GitHub: {} before the grant and {reads} read tokens since",

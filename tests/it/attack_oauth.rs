@@ -2,6 +2,10 @@
 //! the agent can read the public file and nothing else — not the signing key, not the
 //! client, code or refresh-token state — cannot change what the resource server trusts, and
 //! cannot approve its own authorization through the agent socket. Needs root.
+//!
+//! It runs against a single sprite and, as `…_in_a_fleet`, against the sprite enrolled in a
+//! fleet: there the service holds the signing key and the state, the operator sets the
+//! endpoint's URL on the service, and the relay writes the public file the agent may read.
 
 use crate::support;
 
@@ -11,6 +15,7 @@ use support::sprite::Sprite;
 
 const EACCES: &str = "errno:13";
 
+const PUBLIC_URL: &str = "http://127.0.0.1:1/mcp";
 const OAUTH: &str =
     "[mcp]\npublic_url = \"http://127.0.0.1:1/mcp\"\noauth_file = \"@ROOT@/run/mcp-oauth.json\"\n";
 
@@ -28,8 +33,18 @@ fn oauth_request(method: &str, path: &str, query: Option<&str>, body: &str) -> s
 #[test]
 #[ignore = "needs root"]
 fn the_agent_can_neither_read_the_keys_nor_mint_or_approve_a_token() {
-    let sprite = Sprite::deploy_as_root_with(OAUTH);
+    read_keys_mint_or_approve(Sprite::deploy_as_root_with(OAUTH));
+}
+
+#[test]
+#[ignore = "needs root"]
+fn the_agent_can_neither_read_the_keys_nor_mint_or_approve_a_token_in_a_fleet() {
+    read_keys_mint_or_approve(Sprite::deploy_in_a_fleet_as_root_with(OAUTH));
+}
+
+fn read_keys_mint_or_approve(sprite: Sprite) {
     let published_path = sprite.run.join("mcp-oauth.json");
+    sprite.serve_mcp_oauth(PUBLIC_URL, &published_path);
     let published: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&published_path).unwrap()).unwrap();
     // The public file holds public things only.
@@ -52,7 +67,7 @@ fn the_agent_can_neither_read_the_keys_nor_mint_or_approve_a_token() {
             "revoked_families"
         ]
     );
-    let pkcs8: Vec<u8> = rusqlite::Connection::open(sprite.state.join("state.db"))
+    let pkcs8: Vec<u8> = rusqlite::Connection::open(sprite.state_db())
         .unwrap()
         .query_row("SELECT pkcs8 FROM mcp_oauth_keys", [], |r| r.get(0))
         .unwrap();
@@ -75,8 +90,8 @@ fn the_agent_can_neither_read_the_keys_nor_mint_or_approve_a_token() {
     let answer = sprite.routine(&Routine::Access {
         checks: vec![
             ("read".into(), published_path.clone()),
-            ("read".into(), sprite.state.join("state.db")),
-            ("read".into(), sprite.state.join("state.db-wal")),
+            ("read".into(), sprite.state_db()),
+            ("read".into(), sprite.state_db().with_extension("db-wal")),
             ("create".into(), published_path.clone()),
             ("rename_onto".into(), published_path.clone()),
             ("unlink".into(), published_path.clone()),
@@ -156,7 +171,8 @@ fn the_agent_can_neither_read_the_keys_nor_mint_or_approve_a_token() {
     ))]);
     assert_eq!(token[0]["result"]["status"], 400, "{token:?}");
     // The operator (root, the admin socket) can.
-    let approved = sprite.admin_ok(json!({"op": "mcp_approve", "code": code}));
+    let approved =
+        sprite.admin_ok(sprite.for_the_endpoint(json!({"op": "mcp_approve", "code": code})));
     assert_eq!(approved["result"]["state"], "approved");
     sprite.assert_operator_answers();
 }

@@ -315,21 +315,23 @@ fn an_operator_with_its_own_key_runs_the_fleet_over_mutual_tls_and_is_named_in_t
 fn an_expired_certificate_is_refused_in_the_handshake_and_audited() {
     let fleet = Fleet::start();
     let mut s8 = fleet.enrol("s8", &[]);
-    // Issued by the fleet's own CA for the sprite's own key, valid until now.
-    let expiring = fleet.reissue(&s8, std::time::Duration::ZERO);
-    let (_, not_after) = zodex_fleet::tls::validity(&expiring).unwrap();
-    crate::support::wait::eventually(
-        "the certificate has expired",
-        std::time::Duration::from_secs(5),
-        || {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs() as i64
-                > not_after + 1
-        },
-    );
-    s8.restart_relay();
+    // Issued by the fleet's own CA for the sprite's own key, valid until now; written while
+    // no relay runs (a running one, looking at its files, would renew it first).
+    s8.restart_relay_after(|s8| {
+        let expiring = fleet.reissue(s8, std::time::Duration::ZERO);
+        let (_, not_after) = zodex_fleet::tls::validity(&expiring).unwrap();
+        crate::support::wait::eventually(
+            "the certificate has expired",
+            std::time::Duration::from_secs(5),
+            || {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs() as i64
+                    > not_after + 1
+            },
+        );
+    });
     let refused = s8.agent(&["status"]);
     assert!(!refused.status.success(), "{}", text(&refused));
     let rows = audit(&fleet);
@@ -345,4 +347,36 @@ fn an_expired_certificate_is_refused_in_the_handshake_and_audited() {
             .iter()
             .any(|r| r["principal"] == "sprite:s8" && r["action"] == "ViewStatus")
     );
+}
+
+/// A request the service refuses at its header, before reading the rest, is answered through
+/// the relay every time: the service reads what is left before closing, where a close over
+/// unread bytes would send a TCP reset that can destroy the answer on its way.
+#[test]
+fn an_answer_to_a_request_refused_at_its_header_always_reaches_the_agent() {
+    use std::io::{Read, Write};
+    let fleet = Fleet::start();
+    let s9 = fleet.enrol("s9", &[]);
+    let mut header = zodex::protocol::AgentHeader {
+        version: zodex::protocol::AGENT_VERSION,
+        metadata_len: 4096,
+        bundle_len: 0,
+    }
+    .encode();
+    header[..4].copy_from_slice(b"GIT\0");
+    for round in 0..40 {
+        let mut stream =
+            std::os::unix::net::UnixStream::connect(s9.dir.path().join("agent.sock")).unwrap();
+        stream.write_all(&header).unwrap();
+        // The metadata the header announces, sent all the same.
+        let _ = stream.write_all(&[b' '; 4096]);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        assert!(
+            answer.contains("magic"),
+            "round {round}: {answer:?}\nrelay: {}",
+            s9.relay_log()
+        );
+    }
 }

@@ -11,7 +11,7 @@
 //! (no blocking thread, no store lock, no mirror lock).
 
 mod fleet_listener;
-mod gate;
+pub(crate) mod gate;
 mod head;
 mod spool;
 mod sweeper;
@@ -110,13 +110,7 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
     let agent_socket = Socket {
         host: host.clone(),
         side: Side::Agent,
-        gate: Gate::new(Bounds {
-            connections: limits.connections,
-            connections_per_process: limits.connections_per_process,
-            bundles: limits.bundles,
-            bundles_per_process: gate::BUNDLES_PER_PROCESS,
-            spool_bytes: limits.spool_mib.saturating_mul(1024 * 1024),
-        }),
+        gate: Gate::new(Bounds::agent(&limits)),
         limits,
     };
     // A fleet's members reach the same two sides over mutual TLS; the Unix sockets' bounds
@@ -258,13 +252,15 @@ async fn accept_loop(
 
 /// Serves one connection's request for `principal` (an operator on the admin side, an agent
 /// on the agent side) and writes its answer: a Unix socket's peer, or a fleet member on the
-/// service's listener, whose identity and enrolment were checked before this.
+/// service's listener, whose identity and enrolment were checked before this. Gives the
+/// stream back, its write side shut down.
 async fn serve_connection<S>(
     mut stream: S,
     socket: Socket,
     slot: ConnectionSlot,
     principal: Principal,
-) where
+) -> S
+where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let response = match socket.side {
@@ -279,6 +275,7 @@ async fn serve_connection<S>(
         tracing::warn!(peer = %slot.peer(), side = ?socket.side, "a client did not read its answer");
     }
     drop(slot);
+    stream
 }
 
 async fn admin_request(
@@ -334,6 +331,24 @@ fn handler_failed(e: tokio::task::JoinError) -> Response {
     Response::error(ErrorKind::Internal, format!("request handler failed: {e}"))
 }
 
+/// The answer to an agent connection dropped to make room before it sent its request head.
+pub(crate) fn evicted_before_its_head() -> Response {
+    Response::error(
+        ErrorKind::Conflict,
+        "zodex-prd is busy and this connection had not sent its request; it was closed to serve others; send the request at once after connecting (zodex-agent does)",
+    )
+}
+
+/// The answer to an agent connection whose request head did not arrive within `seconds`.
+pub(crate) fn no_head_in_time(seconds: u64) -> Response {
+    Response::error(
+        ErrorKind::Usage,
+        format!(
+            "no complete request header and metadata within {seconds} seconds ([agent_limits] request_seconds); use zodex-agent, which sends them at once"
+        ),
+    )
+}
+
 async fn agent_request(
     stream: &mut (impl AsyncRead + Unpin),
     socket: &Socket,
@@ -343,23 +358,11 @@ async fn agent_request(
     let seconds = socket.limits.request_seconds;
     let head = tokio::select! {
         head = tokio::time::timeout_at(socket.request_deadline(), head::read_head(stream)) => head,
-        () = slot.evicted() => {
-            return Response::error(
-                ErrorKind::Conflict,
-                "zodex-prd is busy and this connection had not sent its request; it was closed to serve others; send the request at once after connecting (zodex-agent does)",
-            );
-        }
+        () = slot.evicted() => return evicted_before_its_head(),
     };
     slot.headed();
     let (header, request) = match head {
-        Err(_) => {
-            return Response::error(
-                ErrorKind::Usage,
-                format!(
-                    "no complete request header and metadata within {seconds} seconds ([agent_limits] request_seconds); use zodex-agent, which sends them at once"
-                ),
-            );
-        }
+        Err(_) => return no_head_in_time(seconds),
         Ok(Err(refused)) => return Response::error(ErrorKind::Usage, refused.to_string()),
         Ok(Ok(parsed)) => parsed,
     };

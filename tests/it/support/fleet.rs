@@ -3,7 +3,8 @@
 //! (made there), the certificate the service signed, a `zodex.toml` with `[relay]` and a real
 //! `zodex-prd relay` serving its agent socket.
 
-use super::rig::{PRD, Rig, agent_command_as, text, with_input};
+use super::devhub::Demo;
+use super::rig::{PRD, Reach, Rig, agent_command_as, text, with_input};
 use super::wait::eventually_with;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -87,6 +88,13 @@ impl Fleet {
 
     /// A fleet's CA made by `zodex-prd fleet init`, and the service serving it on SQLite.
     pub fn start() -> Fleet {
+        Self::start_on(Demo::start_with(|c| {
+            c.with_token_ttl(Duration::from_secs(3600))
+        }))
+    }
+
+    /// [`Fleet::start`], the service writing to `demo`'s GitHub.
+    pub fn start_on(demo: Demo) -> Fleet {
         let ca = tempfile::tempdir().unwrap();
         let ca_dir = ca.path().join("ca");
         let init = Command::new(PRD)
@@ -99,7 +107,8 @@ impl Fleet {
             "[fleet]\nname = \"{FLEET}\"\nca_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n",
             ca_dir.display()
         );
-        let service = Rig::start_with(Duration::from_secs(3600), &extra);
+        let reach = Reach::direct(&demo);
+        let service = Rig::start_on(demo, reach, &extra);
         service.wait_for_log("fleet listener serving");
         let log = service.log();
         let at = log
@@ -122,12 +131,27 @@ impl Fleet {
     /// certificate; then its relay starts.
     pub fn enrol(&self, name: &str, labels: &[&str]) -> Sprite {
         let dir = tempfile::tempdir().unwrap();
-        let files = dir.path().join("fleet");
-        let request = Command::new(PRD)
+        self.enrol_files(name, labels, &dir.path().join("fleet"), || {
+            Command::new(PRD)
+        });
+        self.sprite_on(name, dir, &[self.url.as_str()])
+    }
+
+    /// The enrolment of [`Fleet::enrol`] for a relay whose files are `files`: `prd()` is
+    /// `zodex-prd` as the sprite runs it (as the user its relay runs as), so the key is made
+    /// there, by that user, and never leaves.
+    pub fn enrol_files(
+        &self,
+        name: &str,
+        labels: &[&str],
+        files: &Path,
+        prd: impl Fn() -> Command,
+    ) {
+        let request = prd()
             .args([
                 "fleet", "request", "--fleet", FLEET, "--sprite", name, "--dir",
             ])
-            .arg(&files)
+            .arg(files)
             .output()
             .unwrap();
         assert!(request.status.success(), "{}", text(&request));
@@ -143,13 +167,24 @@ impl Fleet {
             .to_string(),
         );
         let installed = with_input(
-            Command::new(PRD)
-                .args(["fleet", "install", "--dir"])
-                .arg(&files),
+            prd().args(["fleet", "install", "--dir"]).arg(files),
             &answer.to_string(),
         );
         assert!(installed.status.success(), "{}", text(&installed));
-        self.sprite_on(name, dir, &[self.url.as_str()])
+    }
+
+    /// The `[relay]` table of a sprite of this fleet whose relay keeps its files in `files`,
+    /// reaching the replicas `services`.
+    pub fn relay_table(&self, files: &Path, services: &[&str]) -> String {
+        format!(
+            r#"[relay]
+services = {services:?}
+dir = "{files}"
+git_url = "{git}"
+"#,
+            files = files.display(),
+            git = self.service.demo.hub.git_url(),
+        )
     }
 
     /// A new certificate for `sprite`'s own key (read from its files), issued by the fleet's CA
@@ -192,12 +227,8 @@ admin_socket = "{d}/admin.sock"
 agent_socket = "{d}/agent.sock"
 agent_uid = {uid}
 
-[relay]
-services = {services:?}
-dir = "{d}/fleet"
-git_url = "{git}"
-"#,
-                git = self.service.demo.hub.git_url(),
+{relay}"#,
+                relay = self.relay_table(&dir.path().join("fleet"), services),
             ),
         )
         .unwrap();
@@ -214,22 +245,27 @@ git_url = "{git}"
 /// Starts `zodex-prd relay` on `config` (in `dir`, logging to `dir/relay.log`) and waits until
 /// it says it serves for the `earlier + 1`th time.
 fn spawn_relay(dir: &Path, config: &Path, earlier: usize) -> Child {
-    let log = dir.join("relay.log");
+    let mut relay = Command::new(PRD);
+    relay.args(["relay", "--config"]).arg(config);
+    start_relay(relay, &dir.join("relay.log"), earlier)
+}
+
+/// Starts `relay` (a `zodex-prd relay` command, run as whoever it says), its stderr appended
+/// to `log`, and waits until it says it serves for the `earlier + 1`th time.
+pub fn start_relay(mut relay: Command, log: &Path, earlier: usize) -> Child {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&log)
+        .open(log)
         .unwrap();
-    let mut relay = Command::new(PRD)
-        .args(["relay", "--config"])
-        .arg(config)
+    let mut relay = relay
         .env("ZODEX_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(file)
         .spawn()
         .unwrap();
-    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let read = || std::fs::read_to_string(log).unwrap_or_default();
     eventually_with("the relay serves", Duration::from_secs(20), read, || {
         if let Ok(Some(status)) = relay.try_wait() {
             panic!("zodex-prd relay exited ({status}): {}", read());
@@ -242,8 +278,15 @@ fn spawn_relay(dir: &Path, config: &Path, earlier: usize) -> Child {
 impl Sprite {
     /// Stops the relay (SIGKILL) and starts it again on the same files.
     pub fn restart_relay(&mut self) {
+        self.restart_relay_after(|_| {});
+    }
+
+    /// [`Sprite::restart_relay`], doing `between` while no relay runs: a certificate written
+    /// there is the one the relay starts with (a running relay may renew the one it finds).
+    pub fn restart_relay_after(&mut self, between: impl FnOnce(&Sprite)) {
         let _ = self.relay.kill();
         let _ = self.relay.wait();
+        between(self);
         let earlier = self.relay_log().matches(RELAY_SERVING).count();
         self.relay = spawn_relay(self.dir.path(), &self.config, earlier);
     }

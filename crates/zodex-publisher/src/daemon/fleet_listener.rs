@@ -13,13 +13,17 @@
 //! 4. the socket's bounds, per member ([`Peer::Member`]), then the request exactly as on the
 //!    Unix sockets: a sprite's on the agent side, decided for that sprite; an operator's on
 //!    the admin side, audited under the operator's name.
+//!
+//! After answering, what is left of a request answered early (a refused header, a busy
+//! answer) is read and dropped until the member closes ([`drain`]): TCP closed with unread
+//! bytes sends a reset, which can destroy the answer before the relay reads it.
 
 use super::gate::Peer;
 use super::{ANSWER_TIMEOUT, Socket, serve_connection};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use zodex_fleet::{Name, Role};
@@ -27,6 +31,10 @@ use zodex_protocol::{ErrorKind, Response};
 
 /// TLS handshakes in progress at once; connections past this are closed unanswered.
 pub(super) const HANDSHAKES: usize = 256;
+/// The most of a request answered early that is read and dropped before closing.
+const DRAIN_BYTES: u64 = 1 << 20;
+/// How long the rest of a request answered early is waited for before closing.
+const DRAIN_TIME: Duration = Duration::from_secs(2);
 /// Refused handshakes audited in one minute; the rest are logged only.
 pub(super) const REFUSALS_AUDITED_PER_MINUTE: u32 = 60;
 
@@ -156,7 +164,8 @@ impl FleetDoor {
                 return answer(&mut stream, &busy.response()).await;
             }
         };
-        serve_connection(stream, socket, slot, principal).await;
+        let mut stream = serve_connection(stream, socket, slot, principal).await;
+        drain(&mut stream).await;
     }
 
     /// Logs a refused connection, and audits it while this minute's budget lasts.
@@ -172,12 +181,22 @@ impl FleetDoor {
 }
 
 /// Writes `response` and closes, unless the peer does not read it in time.
-async fn answer(stream: &mut (impl AsyncWrite + Unpin), response: &Response) {
+async fn answer(stream: &mut (impl AsyncRead + AsyncWrite + Unpin), response: &Response) {
     let _ = tokio::time::timeout(ANSWER_TIMEOUT, async {
         stream.write_all(response.to_line().as_bytes()).await?;
         stream.shutdown().await
     })
     .await;
+    drain(stream).await;
+}
+
+/// Reads and drops what the member still sends after its answer, until it closes (at most
+/// [`DRAIN_BYTES`] within [`DRAIN_TIME`]), so that closing sends no reset over the answer.
+async fn drain(stream: &mut (impl AsyncRead + Unpin)) {
+    let rest = async {
+        let _ = tokio::io::copy(&mut stream.take(DRAIN_BYTES), &mut tokio::io::sink()).await;
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, rest).await;
 }
 
 /// How many refused handshakes may still be audited this minute.

@@ -51,6 +51,19 @@ pub struct Bounds {
     pub spool_bytes: u64,
 }
 
+impl Bounds {
+    /// An agent socket's bounds, as `[agent_limits]` sets them (`serve`'s and the relay's).
+    pub fn agent(limits: &zodex_config::AgentLimits) -> Self {
+        Self {
+            connections: limits.connections,
+            connections_per_process: limits.connections_per_process,
+            bundles: limits.bundles,
+            bundles_per_process: BUNDLES_PER_PROCESS,
+            spool_bytes: limits.spool_mib.saturating_mul(1024 * 1024),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Held {
     connections: usize,

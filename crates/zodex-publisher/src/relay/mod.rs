@@ -7,24 +7,32 @@
 //! Replicas are tried in turn, starting with the one that answered last: a relay moves to
 //! another only while connecting (before one byte of the agent's request has left), so a
 //! request that may have reached GitHub is never sent twice. Pushes stream through as they
-//! arrive and long waits (an approval) wait here too: nothing is held whole.
+//! arrive and long waits (an approval) wait here too: nothing is held whole but the request's
+//! head, which the relay reads before connecting (`head`), within `[agent_limits]
+//! request_seconds and counted by `serve`'s own gate (per process; the oldest stalled
+//! connection dropped to make room when all are taken).
 
 //!
-//! Its files: `upstream` (the replicas, connecting), `renewal` (a new certificate for the same
+//! Its files: `head` (an agent request's head, held until whole), `upstream` (the replicas,
+//! connecting), `renewal` (a new certificate for the same
 //! key before the old one expires), `published` (the MCP endpoint's OAuth public half, fetched
 //! from the service into `[mcp] oauth_file`). The sprite's key, certificate and CA are
 //! `zodex_fleet::files`.
 
+mod head;
 mod published;
 mod renewal;
 mod upstream;
 
 pub use upstream::Upstream;
 
+use crate::daemon::gate::{Bounds, ConnectionSlot, Gate, Peer};
+use crate::daemon::{evicted_before_its_head, no_head_in_time};
 use crate::sockets::{answer_now, bind, peer_refused};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::UnixStream;
 use zodex_config::Checked;
 use zodex_protocol::{ErrorKind, Response};
@@ -99,9 +107,8 @@ pub async fn run(checked: Checked) -> Result<(), RelayError> {
             mcp.public_url.clone(),
         ));
     }
-    let connections = Arc::new(tokio::sync::Semaphore::new(
-        checked.agent_limits.connections,
-    ));
+    let gate = Gate::new(Bounds::agent(&checked.agent_limits));
+    let head_seconds = checked.agent_limits.request_seconds;
     let agent_uid = config.agent_uid;
     let accepting = tokio::spawn(async move {
         loop {
@@ -113,29 +120,28 @@ pub async fn run(checked: Checked) -> Result<(), RelayError> {
                     continue;
                 }
             };
-            let Ok(uid) = stream.peer_cred().map(|c| c.uid()) else {
+            let Ok(cred) = stream.peer_cred() else {
                 continue;
             };
+            let uid = cred.uid();
             if uid != agent_uid {
                 // Refused before reading a byte of the request, in the words `serve` uses.
                 tracing::warn!(uid, "refused a peer");
                 answer_now(&stream, &peer_refused(uid, "agent", "agent"));
                 continue;
             }
-            let Ok(permit) = connections.clone().try_acquire_owned() else {
-                answer_now(
-                    &stream,
-                    &Response::error(
-                        ErrorKind::Conflict,
-                        "zodex-prd relay is busy: every connection it may hold is in use; try again in a few seconds",
-                    ),
-                );
-                continue;
+            // Counted as `serve` counts them: per process (all peers without a pid as one).
+            let slot = match gate.connection(Peer::Process(cred.pid().unwrap_or(0))) {
+                Ok(slot) => slot,
+                Err(busy) => {
+                    tracing::warn!("{busy}");
+                    answer_now(&stream, &busy.response());
+                    continue;
+                }
             };
             let upstream = upstream.clone();
             tokio::spawn(async move {
-                pass_through(stream, &upstream).await;
-                drop(permit);
+                pass_through(stream, &upstream, slot, head_seconds).await;
             });
         }
     });
@@ -153,10 +159,30 @@ pub async fn run(checked: Checked) -> Result<(), RelayError> {
     Ok(())
 }
 
-/// One agent connection, passed through to a replica both ways until both ends are done
-/// (each half-close is passed on, so the service sees the end of a bundle as it would on
-/// its own socket).
-async fn pass_through(mut agent: UnixStream, upstream: &Upstream) {
+/// One agent connection: its request head read here (within `head_seconds`, unless the
+/// connection is dropped to make room first), then passed through to a replica both ways until
+/// both ends are done (each half-close is passed on, so the service sees the end of a bundle as
+/// it would on its own socket).
+async fn pass_through(
+    mut agent: UnixStream,
+    upstream: &Upstream,
+    slot: ConnectionSlot,
+    head_seconds: u64,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(head_seconds);
+    let head = tokio::select! {
+        head = tokio::time::timeout_at(deadline, head::read_head(&mut agent)) => head,
+        () = slot.evicted() => return answer(&mut agent, &evicted_before_its_head()).await,
+    };
+    slot.headed();
+    let head = match head {
+        Err(_) => return answer(&mut agent, &no_head_in_time(head_seconds)).await,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "reading an agent request's head failed");
+            return;
+        }
+        Ok(Ok(head)) => head,
+    };
     let mut service = match upstream.connect().await {
         Ok(service) => service,
         Err(tried) => {
@@ -167,12 +193,21 @@ async fn pass_through(mut agent: UnixStream, upstream: &Upstream) {
                     "no replica of the fleet's service answered ({tried}); nothing was sent. Check [relay] services and the network, then try again"
                 ),
             );
-            use tokio::io::AsyncWriteExt as _;
-            let _ = agent.write_all(response.to_line().as_bytes()).await;
-            return;
+            return answer(&mut agent, &response).await;
         }
     };
+    if let Err(e) = service.write_all(&head).await {
+        tracing::warn!(error = %e, "passing an agent request's head to the service failed");
+        return;
+    }
     if let Err(e) = tokio::io::copy_bidirectional(&mut agent, &mut service).await {
         tracing::warn!(error = %e, "a relayed connection ended early");
     }
+    drop(slot);
+}
+
+/// Answers the agent on the relay's own behalf (nothing was sent to the service).
+async fn answer(agent: &mut UnixStream, response: &Response) {
+    let _ = agent.write_all(response.to_line().as_bytes()).await;
+    let _ = agent.shutdown().await;
 }
