@@ -113,9 +113,15 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
         gate: Gate::new(Bounds::agent(&limits)),
         limits,
     };
-    // A fleet's members reach the same two sides over mutual TLS; the Unix sockets' bounds
-    // hold for them all together (each member counted as one peer).
-    let fleet_task = fleet_listener::bind(&host, config, &agent_socket, &admin_socket)
+    // A fleet's members reach the same two sides over mutual TLS: its operators within the
+    // admin socket's bounds, its sprites within bounds of their own (each sprite one peer).
+    let fleet_agents = Socket {
+        host: host.clone(),
+        side: Side::Agent,
+        gate: Gate::new(Bounds::fleet(&limits)),
+        limits,
+    };
+    let fleet_task = fleet_listener::bind(&host, config, &fleet_agents, &admin_socket)
         .await?
         .map(|(listener, door)| tokio::spawn(fleet_listener::accept_loop(listener, door)));
     let operators = config.operator_uids.clone();

@@ -52,6 +52,21 @@ pub struct Bounds {
 }
 
 impl Bounds {
+    /// The fleet listener's agent side: each sprite is one peer ([`Peer::Member`]) and may hold
+    /// what its own relay lets all its processes hold together (the relay bounds each process
+    /// with [`Bounds::agent`]); the service as a whole holds sixteen sprites' worth of
+    /// connections and four sprites' worth of bundles and spool. Sharing the Unix agent
+    /// socket's bounds instead would let some sixty requests of the whole fleet fill them.
+    pub fn fleet(limits: &zodex_config::AgentLimits) -> Self {
+        Self {
+            connections: limits.connections.saturating_mul(16),
+            connections_per_process: limits.connections,
+            bundles: limits.bundles.saturating_mul(4),
+            bundles_per_process: limits.bundles,
+            spool_bytes: limits.spool_mib.saturating_mul(4 * 1024 * 1024),
+        }
+    }
+
     /// An agent socket's bounds, as `[agent_limits]` sets them (`serve`'s and the relay's).
     pub fn agent(limits: &zodex_config::AgentLimits) -> Self {
         Self {
@@ -412,6 +427,45 @@ mod tests {
         );
         drop(b);
         assert_eq!(gate.held().connections, 2);
+    }
+
+    /// On the fleet's listener a sprite is one peer: it may hold what its relay lets all its
+    /// processes hold (64 connections and 16 pushes by default, not one process's 8 and 2),
+    /// and sixteen such sprites fill the connections, four the bundles.
+    #[test]
+    fn a_fleet_sprite_holds_what_its_relay_allows_and_the_fleet_sixteen_times_that() {
+        let limits = zodex_config::AgentLimits::default();
+        let gate = Gate::new(Bounds::fleet(&limits));
+        let sprite = |n: usize| Peer::Member(format!("sprite s{n}"));
+        let mut held = Vec::new();
+        for _ in 0..limits.connections {
+            held.push(gate.connection(sprite(0)).unwrap());
+        }
+        assert_eq!(
+            gate.connection(sprite(0)).unwrap_err(),
+            Busy::PeerConnections {
+                peer: sprite(0),
+                limit: limits.connections
+            }
+        );
+        let pushes: Vec<_> = held[..limits.bundles]
+            .iter()
+            .map(|slot| gate.bundle(slot).unwrap())
+            .collect();
+        assert!(gate.bundle(&held[limits.bundles]).is_err());
+        for n in 1..16 {
+            for _ in 0..limits.connections {
+                held.push(gate.connection(sprite(n)).unwrap());
+            }
+        }
+        for slot in &held {
+            slot.headed();
+        }
+        assert_eq!(
+            gate.connection(sprite(16)).unwrap_err(),
+            Busy::Connections(limits.connections * 16)
+        );
+        drop(pushes);
     }
 
     #[test]
