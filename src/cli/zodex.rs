@@ -408,18 +408,11 @@ pub(super) fn send<T: serde::de::DeserializeOwned>(
     request: &AdminRequest,
     render: impl FnOnce(&T) -> String,
 ) -> i32 {
-    let sprite = match registry.choose(target.sprite().as_deref()) {
-        Ok(sprite) => sprite,
-        Err(e) => return print_failure(&e, target.json),
-    };
-    match transport::call(&sprite, request) {
-        Ok(response) => print_response(&response, target.json, render),
-        Err(e) => print_failure(&e, target.json),
-    }
+    send_filtered(target, registry, request, &ForSprites::default(), render)
 }
 
-/// [`send`] of a request filtered by `of`: an answer without the filter's echo (a publisher
-/// too old to know it, which answered for every sprite) is refused, not shown.
+/// One admin request, its answer printed; under a filter `of`, an answer without the filter's
+/// echo (a publisher too old to know it, which answered for every sprite) is refused instead.
 fn send_filtered<T: serde::de::DeserializeOwned>(
     target: &Target,
     registry: &Registry,

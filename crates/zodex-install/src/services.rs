@@ -611,11 +611,9 @@ pub fn verify_units(layout: &Layout) -> Option<Result<(), UnitsRejected>> {
 mod tests {
     use super::*;
 
-    /// Under systemd as under the supervisor script, a service that keeps exiting is started
-    /// again every 2 s, never given up on after a burst of starts.
-    #[test]
-    fn both_units_restart_a_failing_service_for_as_long_as_it_fails() {
-        let record = InstallRecord {
+    /// A `/` install under systemd, as the publisher.
+    fn record() -> InstallRecord {
+        InstallRecord {
             version: "0".into(),
             layout: Layout::under(Path::new("/")),
             agent_user: "zodex-agent".into(),
@@ -627,7 +625,14 @@ mod tests {
             mcp_listen: "127.0.0.1:8080".into(),
             agent_tasks_max: 1024,
             agent_memory_max_mib: 4096,
-        };
+        }
+    }
+
+    /// Under systemd as under the supervisor script, a service that keeps exiting is started
+    /// again every 2 s, never given up on after a burst of starts.
+    #[test]
+    fn both_units_restart_a_failing_service_for_as_long_as_it_fails() {
+        let record = record();
         for service in SERVICES {
             let text = unit(&record, service);
             let (unit_section, service_section) = text.split_once("[Service]").unwrap();
@@ -648,19 +653,7 @@ mod tests {
     /// there); a sprite with its own publisher keeps `serve` and a read-only key directory.
     #[test]
     fn a_fleet_sprite_runs_its_relay_as_the_publisher_user() {
-        let mut record = InstallRecord {
-            version: "0".into(),
-            layout: Layout::under(Path::new("/")),
-            agent_user: "zodex-agent".into(),
-            publisher_user: "zodex-prd".into(),
-            socket_group: "zodex".into(),
-            agent_home: PathBuf::from("/home/zodex-agent"),
-            publisher_mode: PublisherMode::Serve,
-            service_manager: ServiceManager::Systemd,
-            mcp_listen: "127.0.0.1:8080".into(),
-            agent_tasks_max: 1024,
-            agent_memory_max_mib: 4096,
-        };
+        let mut record = record();
         let serve = unit(&record, "zodex-prd");
         assert!(serve.contains("/zodex-prd serve --config "), "{serve}");
         assert!(!serve.contains("/etc/zodex/keys"), "{serve}");

@@ -134,28 +134,11 @@ pub fn setup(
     }
     let install = installed?;
     if !install.all_ok() {
-        let failed: Vec<String> = install
-            .self_check
-            .iter()
-            .filter(|f| !f.ok)
-            .map(|f| f.message.clone())
-            .collect();
         return Err(setup_step(5, "self-check as the agent user")(
-            failed.join("\n"),
+            failed_self_checks(&install),
         ));
     }
-    // The registry now names the installed zodex-prd and its configuration by path.
-    let installed = Reach {
-        sprite: reach.sprite.clone(),
-        prefix: reach.prefix.clone(),
-        prd: layout.binary("zodex-prd").display().to_string(),
-        config: Some(install.config.display().to_string()),
-    };
-    registry.upsert(SpriteEntry {
-        worker: entry.worker.clone(),
-        fleet: None,
-        ..installed.entry()
-    })?;
+    let installed = register_installed(registry, entry, &reach, &layout, &install)?;
     let coverage = check_targets(&installed, &options.targets)?;
     if let Some(unproven) = install.proofs.as_ref().filter(|f| !f.ok) {
         let why = match &install.solver {
@@ -177,6 +160,52 @@ pub fn setup(
             reach.sprite
         ),
     })
+}
+
+/// The messages of the self-check's failed findings, one a line.
+fn failed_self_checks(install: &InstallReport) -> String {
+    let failed: Vec<&str> = install
+        .self_check
+        .iter()
+        .filter(|f| !f.ok)
+        .map(|f| f.message.as_str())
+        .collect();
+    failed.join("\n")
+}
+
+/// Has the registry name the installed `zodex-prd` and its configuration by path (keeping the
+/// sprite's edge Worker), so later commands reach the sprite as installed; that reach.
+fn register_installed(
+    registry: &Registry,
+    entry: &SpriteEntry,
+    reach: &Reach,
+    layout: &Layout,
+    install: &InstallReport,
+) -> Result<Reach, DeployError> {
+    let installed = Reach {
+        sprite: reach.sprite.clone(),
+        prefix: reach.prefix.clone(),
+        prd: layout.binary("zodex-prd").display().to_string(),
+        config: Some(install.config.display().to_string()),
+    };
+    registry.upsert(SpriteEntry {
+        worker: entry.worker.clone(),
+        fleet: None,
+        ..installed.entry()
+    })?;
+    Ok(installed)
+}
+
+/// The `zodex-prd` an install runs and the directory it takes the binaries from: the uploaded
+/// ones when there are (`stage`), else those installed.
+fn install_from(layout: &Layout, stage: Option<&str>) -> (String, String) {
+    match stage {
+        Some(dir) => (format!("{dir}/zodex-prd"), dir.to_string()),
+        None => (
+            layout.binary("zodex-prd").display().to_string(),
+            layout.bin_dir.display().to_string(),
+        ),
+    }
 }
 
 /// Step 1: the keys, read here (they go to the sprite on stdin only).
@@ -235,13 +264,7 @@ fn upload_binaries(
 /// The `zodex-prd install` command line for `options` (the keys go on stdin), run from the
 /// uploaded directory when there is one.
 fn install_argv(layout: &Layout, options: &SetupOptions, stage: Option<&str>) -> Vec<String> {
-    let (prd, from) = match stage {
-        Some(dir) => (format!("{dir}/zodex-prd"), dir.to_string()),
-        None => (
-            layout.binary("zodex-prd").display().to_string(),
-            layout.bin_dir.display().to_string(),
-        ),
-    };
+    let (prd, from) = install_from(layout, stage);
     let mut argv: Vec<String> = vec![
         prd,
         "install".into(),

@@ -14,7 +14,7 @@
 //! Every step is idempotent, so the fix for a failed one is to run the same command again.
 
 use super::answer::envelope;
-use super::{prefix_of, upload_binaries};
+use super::{failed_self_checks, install_from, prefix_of, register_installed, upload_binaries};
 use crate::registry::{Registry, SpriteEntry};
 use crate::remote::{Reach, Stdin};
 use serde::Serialize;
@@ -81,27 +81,11 @@ pub fn enroll_and_install(
     }
     let (install, enrolled_now) = done?;
     if !install.all_ok() {
-        let failed: Vec<String> = install
-            .self_check
-            .iter()
-            .filter(|f| !f.ok)
-            .map(|f| f.message.clone())
-            .collect();
         return Err(stopped(4, "self-check as the agent user")(
-            failed.join("\n"),
+            failed_self_checks(&install),
         ));
     }
-    let installed = Reach {
-        sprite: reach.sprite.clone(),
-        prefix: reach.prefix.clone(),
-        prd: layout.binary("zodex-prd").display().to_string(),
-        config: Some(install.config.display().to_string()),
-    };
-    registry.upsert(SpriteEntry {
-        worker: sprite.worker.clone(),
-        fleet: None,
-        ..installed.entry()
-    })?;
+    register_installed(registry, sprite, &reach, &layout, &install)?;
     Ok(FleetSpriteReport {
         sprite: sprite.name.clone(),
         identity: format!("spiffe://{fleet}/sprite/{name}"),
@@ -160,13 +144,7 @@ fn install_argv(
     (fleet, name): (&str, &str),
     stage: Option<&str>,
 ) -> Vec<String> {
-    let (prd, from) = match stage {
-        Some(dir) => (format!("{dir}/zodex-prd"), dir.to_string()),
-        None => (
-            layout.binary("zodex-prd").display().to_string(),
-            layout.bin_dir.display().to_string(),
-        ),
-    };
+    let (prd, from) = install_from(layout, stage);
     let mut argv: Vec<String> = vec![
         prd,
         "install".into(),
