@@ -48,9 +48,7 @@ mod tls_front;
 
 use changes::commit_change;
 use far_hub::FarHub;
-use pushes::{
-    alternating, commit_small, delete_branch, median, plain_push, timed, zodex_push,
-};
+use pushes::{alternating, commit_small, delete_branch, median, plain_push, timed, zodex_push};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

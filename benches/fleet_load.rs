@@ -15,7 +15,9 @@
 //!   on PostgreSQL, and nothing waits on GitHub — so the figure is the service's own. (A
 //!   refused push would wait on the mirror's fetch; a read token on GitHub minting it.) Every
 //!   answer is checked to be that sprite's own new pending request; one that is not stops the
-//!   bench.
+//!   bench. Beside them, the CPU each side spent per decision (the kernel's accounting): the
+//!   replicas', PostgreSQL's, and this process's (the 50 sprites' TLS), which shares the
+//!   machine with them.
 //! - **A push through relay and service against the same push on a single sprite.** One
 //!   service (`zodex-prd serve` with a fleet listener, as `tests/it/fleet.rs` starts it) and a
 //!   sprite enrolled with a real `zodex-prd relay`; the same fresh change (1 MiB of random
@@ -34,6 +36,10 @@
 mod bench_line;
 #[path = "support/changes.rs"]
 mod changes;
+#[path = "support/cpu.rs"]
+mod cpu;
+#[path = "support/fleet_cpu.rs"]
+mod fleet_cpu;
 #[path = "support/pushes.rs"]
 mod pushes;
 #[path = "support/sim_sprites.rs"]
@@ -42,6 +48,7 @@ mod sim_sprites;
 mod support;
 
 use bench_line::BenchLine;
+use fleet_cpu::{CpuSpent, FleetPids};
 use sim_sprites::{LoadRun, SimSprite, run_load};
 use std::time::Duration;
 use support::fleet::{DevFleet, Fleet};
@@ -114,26 +121,32 @@ fn decisions_under_load() {
         &request_push,
         &is_own_pending_request,
     );
-    let one = run_load(
-        &sprites,
-        &replicas[..1],
-        length,
-        &request_push,
-        &is_own_pending_request,
-    );
-    let two = run_load(
-        &sprites,
-        &replicas,
-        length,
-        &request_push,
-        &is_own_pending_request,
-    );
+    let pids = FleetPids::of(&fleet);
+    let mut measured = Vec::new();
+    for serving in [1, 2] {
+        let before = CpuSpent::now(&pids);
+        let run = run_load(
+            &sprites,
+            &replicas[..serving],
+            length,
+            &request_push,
+            &is_own_pending_request,
+        );
+        measured.push((run, CpuSpent::now(&pids).since(&before)));
+    }
     println!(
-        "{:>10} {:>10} {:>22} {:>9} {:>9}",
-        "replicas", "decisions/s", "per replica", "p50 ms", "p99 ms"
+        "{:>10} {:>10} {:>22} {:>9} {:>9} {:>13} {:>13} {:>13}",
+        "replicas",
+        "decisions/s",
+        "per replica",
+        "p50 ms",
+        "p99 ms",
+        "replicas CPU",
+        "postgres CPU",
+        "sprites CPU"
     );
-    let single = report_load("1_replica", &one, None);
-    report_load("2_replicas", &two, Some(single));
+    let single = report_load("1_replica", &measured[0], None);
+    report_load("2_replicas", &measured[1], Some(single));
 }
 
 /// Replica 1's admin socket (its `zodex.toml` names it): enrolment goes there, as the
@@ -147,13 +160,17 @@ fn replica_admin_socket(fleet: &DevFleet) -> std::path::PathBuf {
 
 /// Prints one load run (the human line and its `BENCH` lines); returns its decisions/s. The
 /// two-replica run is compared with the one-replica run (`baseline`).
-fn report_load(label: &str, run: &LoadRun, baseline: Option<f64>) -> f64 {
+fn report_load(label: &str, (run, cpu): &(LoadRun, CpuSpent), baseline: Option<f64>) -> f64 {
     let total = run.per_second(run.total());
+    let per_decision_ms = |seconds: f64| seconds * 1e3 / run.total() as f64;
+    let replica_cpu = per_decision_ms(cpu.replicas);
+    let postgres_cpu = per_decision_ms(cpu.postgres);
+    let sprite_cpu = per_decision_ms(cpu.sprites);
     let per_replica: Vec<f64> = run.per_replica.iter().map(|n| run.per_second(*n)).collect();
     let (p50, p99) = (run.quantile_ms(0.5), run.quantile_ms(0.99));
     let shown: Vec<String> = per_replica.iter().map(|r| format!("{r:.0}")).collect();
     println!(
-        "{:>10} {total:>10.0} {:>22} {p50:>9.2} {p99:>9.2}   ({} decisions in {:.1} s)",
+        "{:>10} {total:>10.0} {:>22} {p50:>9.2} {p99:>9.2} {replica_cpu:>8.2} ms/d {postgres_cpu:>8.2} ms/d {sprite_cpu:>8.2} ms/d   ({} decisions in {:.1} s)",
         per_replica.len(),
         shown.join(" + "),
         run.total(),
@@ -167,7 +184,16 @@ fn report_load(label: &str, run: &LoadRun, baseline: Option<f64>) -> f64 {
         .map(String::as_str)
         .zip(per_replica.iter().copied())
         .collect();
-    extra.extend([("p50_ms", p50), ("p99_ms", p99)]);
+    extra.extend([
+        ("p50_ms", p50),
+        ("p99_ms", p99),
+        ("replicas_cpu_ms_per_decision", replica_cpu),
+        ("sprites_cpu_ms_per_decision", sprite_cpu),
+    ]);
+    // NaN when the server was not found: no JSON number for it.
+    if postgres_cpu.is_finite() {
+        extra.push(("postgres_cpu_ms_per_decision", postgres_cpu));
+    }
     BenchLine {
         name: &format!("fleet_decisions_per_s_{label}"),
         unit: "decisions/s",

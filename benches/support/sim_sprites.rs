@@ -38,8 +38,9 @@ impl SimSprite {
             "labels": [],
             "request_pem": key.request_pem(&identity).unwrap(),
         });
-        let answer = zodex::publisher::sockets::admin_call(admin_socket, None, &request.to_string())
-            .unwrap_or_else(|e| panic!("enrolling {name}: {e}"));
+        let answer =
+            zodex::publisher::sockets::admin_call(admin_socket, None, &request.to_string())
+                .unwrap_or_else(|e| panic!("enrolling {name}: {e}"));
         assert!(answer.ok, "enrolling {name}: {answer:?}");
         let result = answer.result.unwrap();
         let pem = |field: &str| result[field].as_str().unwrap().to_string();
