@@ -12,18 +12,21 @@
 //!   The decision is a `request-push` for `demo/app`: the engine decides `RequestPush` with
 //!   Cedar over the store's facts (the sprite's grants, scopes and pending requests), replaces
 //!   the sprite's earlier pending request and appends the audit row, all in one transaction
-//!   on PostgreSQL, and nothing waits on GitHub — so the figure is the service's own. (A
-//!   refused push would wait on the mirror's fetch; a read token on GitHub minting it.) Every
-//!   answer is checked to be that sprite's own new pending request; one that is not stops the
-//!   bench. Beside them, the CPU each side spent per decision (the kernel's accounting): the
-//!   replicas', PostgreSQL's, and this process's (the 50 sprites' TLS), which shares the
-//!   machine with them.
+//!   on PostgreSQL, and nothing waits on GitHub — so the figure is the service's own. (A push,
+//!   even a refused one, carries a bundle and is decided over what the mirror knows of GitHub;
+//!   a read token is minted by GitHub.) Every
+//!   answer is checked to be that sprite's own new pending request (one that is not stops the
+//!   bench), and afterwards the audit to hold a row for each and to verify. Beside them, the
+//!   CPU each side spent per decision (the kernel's accounting): the replicas', PostgreSQL's,
+//!   and this process's (the 50 sprites' TLS), which shares the machine with them.
 //! - **A push through relay and service against the same push on a single sprite.** One
 //!   service (`zodex-prd serve` with a fleet listener, as `tests/it/fleet.rs` starts it) and a
 //!   sprite enrolled with a real `zodex-prd relay`; the same fresh change (1 MiB of random
 //!   data by default) pushed with real `git` and `git-remote-zodex` through the relay (mutual
 //!   TLS to the service) and through the service's own agent socket (the single-sprite path of
 //!   `benches/push.rs`), alternating which goes first, medians; target <= 1.1x on loopback.
+//!   The service is on SQLite here: both paths meet the same store, and what differs is the
+//!   relay and its TLS.
 //!
 //! Environment: `ZODEX_FLEET_LOAD_SECS` (each load run, default 10), `ZODEX_FLEET_SPRITES`
 //! (default 50), `ZODEX_BENCH_SIZES` (push sizes in MiB, default 1), `ZODEX_BENCH_ROUNDS`
@@ -122,7 +125,8 @@ fn decisions_under_load() {
         &is_own_pending_request,
     );
     let pids = FleetPids::of(&fleet);
-    let mut measured = Vec::new();
+    let rows_before = verified_audit_rows(&admin_socket);
+    let mut measured: Vec<(LoadRun, CpuSpent)> = Vec::new();
     for serving in [1, 2] {
         let before = CpuSpent::now(&pids);
         let run = run_load(
@@ -134,6 +138,14 @@ fn decisions_under_load() {
         );
         measured.push((run, CpuSpent::now(&pids).since(&before)));
     }
+    // Each decision is a row of the audit, and the chains the two replicas wrote at once hold.
+    let decided: usize = measured.iter().map(|(run, _)| run.total()).sum();
+    let appended = verified_audit_rows(&admin_socket) - rows_before;
+    assert!(
+        appended >= decided as i64,
+        "{decided} decisions answered but {appended} audit rows appended"
+    );
+    println!("audit: {appended} rows appended for {decided} decisions; every chain verifies");
     println!(
         "{:>10} {:>10} {:>22} {:>9} {:>9} {:>13} {:>13} {:>13}",
         "replicas",
@@ -147,6 +159,21 @@ fn decisions_under_load() {
     );
     let single = report_load("1_replica", &measured[0], None);
     report_load("2_replicas", &measured[1], Some(single));
+}
+
+/// The audit's rows in all its chains (the heads' sequence numbers), after `audit_verify`
+/// found every chain intact.
+fn verified_audit_rows(admin_socket: &std::path::Path) -> i64 {
+    let answer =
+        zodex::publisher::sockets::admin_call(admin_socket, None, r#"{"op":"audit_verify"}"#)
+            .unwrap();
+    let result = answer.result.unwrap_or_default();
+    assert!(
+        answer.ok && result["ok"] == true,
+        "the audit does not verify: {result}"
+    );
+    let chains = result["chains"].as_array().unwrap();
+    chains.iter().filter_map(|c| c["head_seq"].as_i64()).sum()
 }
 
 /// Replica 1's admin socket (its `zodex.toml` names it): enrolment goes there, as the
