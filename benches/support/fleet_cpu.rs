@@ -1,7 +1,7 @@
-//! The CPU a local fleet spends over a stretch of work, by side (the kernel's accounting, user
-//! + system): this process (the load bench's simulated sprites), the replicas, and PostgreSQL
-//! (its postmaster with its backends). On a shared machine these say what a figure cost where
-//! wall time only says how long it took.
+//! The CPU a local fleet spends over a stretch of work, by side (the kernel's accounting: user
+//! and system time): this process (the load bench's simulated sprites), the replicas, and
+//! PostgreSQL (its postmaster with its backends). On a shared machine these say what a figure
+//! cost where wall time only says how long it took.
 
 use crate::cpu;
 use crate::support::fleet::DevFleet;
