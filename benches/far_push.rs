@@ -48,7 +48,7 @@ mod tls_front;
 
 use changes::commit_change;
 use far_hub::FarHub;
-use pushes::{commit_small, delete_branch, median, plain_push, timed, zodex_push};
+use pushes::{alternating, commit_small, delete_branch, median, plain_push, timed, zodex_push};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -321,25 +321,6 @@ impl Reads<'_> {
         );
         git_ok(dir, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
     }
-}
-
-/// Medians (plain, zodex) of `rounds` rounds in which each path runs once, alternating which
-/// goes first: `run(round, through_zodex)` times one run.
-fn alternating(
-    rounds: usize,
-    mut run: impl FnMut(usize, bool) -> Duration,
-) -> (Duration, Duration) {
-    let (mut plain, mut zodex) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        for through_zodex in [round % 2 == 0, round % 2 != 0] {
-            let took = run(round, through_zodex);
-            match through_zodex {
-                true => zodex.push(took),
-                false => plain.push(took),
-            }
-        }
-    }
-    (median(plain), median(zodex))
 }
 
 /// Prints one case: the human line and its `BENCH` line (`<stem>_rtt<RTT>ms_vs_plain`).

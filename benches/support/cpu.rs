@@ -2,6 +2,7 @@
 //! of what a piece of work costs, whatever else the machine is doing.
 
 #![allow(unsafe_code)] // sysconf and getrusage: each block says why it is sound
+#![allow(dead_code)] // each bench uses a part
 
 /// Clock ticks per second of `/proc/PID/stat` (`sysconf(_SC_CLK_TCK)`).
 fn ticks_per_second() -> f64 {
@@ -36,4 +37,24 @@ pub fn waited_children() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// [`process_and_children`] of `pid` and of each of its children still running (a server
+/// whose workers live for a connection, as PostgreSQL's backends do: those that ended are in
+/// `pid`'s own waited-for children).
+pub fn process_tree(pid: u32) -> f64 {
+    let children = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| parent_of(*child) == Some(pid));
+    process_and_children(pid) + children.map(process_and_children).sum::<f64>()
+}
+
+/// The parent of process `pid` (`/proc/PID/stat`'s ppid), when it is still there.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
 }

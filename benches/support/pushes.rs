@@ -1,5 +1,6 @@
-//! Timed pushes for the push benchmarks: one through `git-remote-zodex` and `zodex-prd`, one
-//! with plain git and a token, and the medians they are compared by.
+//! Timed pushes for the push benchmarks: one through `git-remote-zodex` and `zodex-prd` (a
+//! single sprite's, or a fleet sprite's relay), one with plain git and a token, and the
+//! medians of alternating rounds they are compared by.
 
 #![allow(dead_code)]
 
@@ -51,8 +52,14 @@ pub fn delete_branch(app: &Path, url: &str, branch: &str) {
 
 /// A push of `branch` through git-remote-zodex and zodex-prd, timed.
 pub fn zodex_push(rig: &Rig, app: &Path, branch: &str) -> (Output, Duration) {
+    zodex_push_as(rig, &rig.config, app, branch)
+}
+
+/// [`zodex_push`] as the agent of a sprite configured by `config` (a fleet sprite's, whose
+/// agent socket is its relay's), against `rig`'s GitHub.
+pub fn zodex_push_as(rig: &Rig, config: &Path, app: &Path, branch: &str) -> (Output, Duration) {
     let started = Instant::now();
-    let mut cmd = rig.agent_git_command(app);
+    let mut cmd = rig.agent_git_command_as(app, config);
     if let Some(trace) = std::env::var_os("ZODEX_BENCH_GIT_TRACE") {
         cmd.env("GIT_TRACE2_PERF", trace);
     }
@@ -88,4 +95,24 @@ pub fn commit_small(app: &Path, branch: &str) {
         branch,
     ];
     run(&commit);
+}
+
+/// Medians (baseline, measured) of `rounds` rounds in which each path runs once, alternating
+/// which goes first: `run(round, measured)` times one run of the measured path (`true`: zodex
+/// against plain git, the relay against a single sprite's publisher) or of the baseline.
+pub fn alternating(
+    rounds: usize,
+    mut run: impl FnMut(usize, bool) -> Duration,
+) -> (Duration, Duration) {
+    let (mut baseline, mut measured) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        for is_measured in [round % 2 == 0, round % 2 != 0] {
+            let took = run(round, is_measured);
+            match is_measured {
+                true => measured.push(took),
+                false => baseline.push(took),
+            }
+        }
+    }
+    (median(baseline), median(measured))
 }
