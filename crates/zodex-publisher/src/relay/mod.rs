@@ -33,7 +33,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt as _;
-use tokio::net::UnixStream;
+use tokio::net::{TcpStream, UnixStream};
+use tokio_rustls::client::TlsStream;
 use zodex_config::Checked;
 use zodex_protocol::{ErrorKind, Response};
 
@@ -161,8 +162,8 @@ pub async fn run(checked: Checked) -> Result<(), RelayError> {
 
 /// One agent connection: its request head read here (within `head_seconds`, unless the
 /// connection is dropped to make room first), then passed through to a replica both ways until
-/// both ends are done (each half-close is passed on, so the service sees the end of a bundle as
-/// it would on its own socket).
+/// the service has answered and closed (each half-close is passed on, so the service sees the
+/// end of a bundle as it would on its own socket).
 async fn pass_through(
     mut agent: UnixStream,
     upstream: &Upstream,
@@ -200,10 +201,32 @@ async fn pass_through(
         tracing::warn!(error = %e, "passing an agent request's head to the service failed");
         return;
     }
-    if let Err(e) = tokio::io::copy_bidirectional(&mut agent, &mut service).await {
-        tracing::warn!(error = %e, "a relayed connection ended early");
-    }
+    both_ways(agent, service).await;
     drop(slot);
+}
+
+/// Passes bytes both ways until the service has answered and closed, each half-close passed
+/// on. The two directions are independent: the service may answer and close without reading
+/// the rest of a request it refused, and the failed writes of that rest must not cost the
+/// agent the answer (one copy of both directions would end on the first error of either).
+async fn both_ways(agent: UnixStream, service: TlsStream<TcpStream>) {
+    let (mut agent_read, mut agent_write) = agent.into_split();
+    let (mut service_read, mut service_write) = tokio::io::split(service);
+    let upward = tokio::spawn(async move {
+        let copied = tokio::io::copy(&mut agent_read, &mut service_write).await;
+        let _ = service_write.shutdown().await;
+        copied
+    });
+    let downward = tokio::io::copy(&mut service_read, &mut agent_write).await;
+    let _ = agent_write.shutdown().await;
+    if let Err(e) = downward {
+        tracing::warn!(error = %e, "passing the service's answer to the agent failed");
+    }
+    // The service has closed: nothing more of the request can reach it.
+    upward.abort();
+    if let Ok(Err(e)) = upward.await {
+        tracing::debug!(error = %e, "the rest of an agent request did not reach the service");
+    }
 }
 
 /// Answers the agent on the relay's own behalf (nothing was sent to the service).
