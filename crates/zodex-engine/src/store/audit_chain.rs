@@ -41,9 +41,11 @@ impl Chain {
         }
     }
 
-    /// The agent's bulk: its refused requests, pushes and credentials, and its push requests
-    /// (each replaces the last); and a remote MCP client's refused token requests. Everything
-    /// else is evidence.
+    /// The agent's bulk — the single sprite's agent's or a fleet sprite's: its refused
+    /// requests, pushes and credentials, and its push requests (each replaces the last); and a
+    /// remote MCP client's refused token requests. Everything else is evidence. (A fleet
+    /// sprite's bulk in the evidence chain, which is never cut by count, would let a hostile
+    /// agent grow it without bound.)
     pub fn of(event: &AuditEntry) -> Self {
         Self::classify(&event.principal, &event.decision, &event.action)
     }
@@ -63,7 +65,7 @@ impl Chain {
     fn classify(actor: &Actor, decision: &AuditDecision, action: &AuditAction) -> Self {
         let denied = *decision == AuditDecision::Deny;
         let request = *action == AuditAction::Decided(Action::RequestPush);
-        let agent = *actor == Actor::Agent && (denied || request);
+        let agent = matches!(actor, Actor::Agent | Actor::Sprite(_)) && (denied || request);
         let mcp_client = *actor == Actor::McpClient && denied;
         if agent || mcp_client {
             Chain::Bulk
@@ -480,6 +482,30 @@ mod tests {
                 .collect();
             assert_eq!(rows, vec![(Chain::Evidence, 5), (Chain::Bulk, 4)]);
         });
+    }
+
+    /// What any agent can make in bulk is bulk, a fleet sprite's as the single sprite's; what
+    /// it was allowed, and everything operators and the publisher do, is evidence.
+    #[test]
+    fn a_fleet_sprites_refusals_and_requests_are_bulk_as_the_agents_are() {
+        use crate::decide::Action;
+        use crate::vocabulary::{AuditAction, EventKind};
+        let (deny, allow) = (AuditDecision::Deny, AuditDecision::Allow);
+        let push = AuditAction::Decided(Action::Push);
+        let request = AuditAction::Decided(Action::RequestPush);
+        for agent in [Actor::Agent, Actor::Sprite("s1".into())] {
+            assert_eq!(Chain::classify(&agent, &deny, &push), Chain::Bulk);
+            assert_eq!(Chain::classify(&agent, &allow, &request), Chain::Bulk);
+            assert_eq!(Chain::classify(&agent, &allow, &push), Chain::Evidence);
+        }
+        let operator = Actor::Operator("alice".into());
+        assert_eq!(Chain::classify(&operator, &deny, &push), Chain::Evidence);
+        let renew = AuditAction::Event(EventKind::FleetRenew);
+        let event = AuditDecision::Event;
+        assert_eq!(
+            Chain::classify(&Actor::Sprite("s1".into()), &event, &renew),
+            Chain::Evidence
+        );
     }
 
     #[test]
