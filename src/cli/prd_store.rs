@@ -49,8 +49,13 @@ pub enum StoreCommand {
         #[arg(long)]
         password_file: Option<PathBuf>,
         /// Delete the target's state first when it holds any (otherwise refused).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "as_sprite")]
         replace: bool,
+        /// Into a fleet's store that holds state already: carry the source's audit as this
+        /// enrolled sprite's history (appended, each row naming the one it was; grants and
+        /// requests are not carried). Once per source.
+        #[arg(long, value_name = "NAME")]
+        as_sprite: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -74,7 +79,16 @@ pub fn run(command: StoreCommand) -> i32 {
             from,
             to,
             password_file,
+            as_sprite: Some(sprite),
+            json,
+            ..
+        } => join(from, to, password_file, &sprite, json),
+        StoreCommand::Migrate {
+            from,
+            to,
+            password_file,
             replace,
+            as_sprite: None,
             json,
         } => migrate(from, to, password_file, replace, json),
     }
@@ -160,6 +174,26 @@ fn init(url: String, password_file: Option<PathBuf>, role: String, json: bool) -
                 report.schema_version,
                 report.publisher_role
             );
+            EXIT_OK
+        }
+        Err(e) => super::print_failure(&e, json),
+    }
+}
+
+fn join(from: String, to: String, password_file: Option<PathBuf>, sprite: &str, json: bool) -> i32 {
+    let locations = store_admin::location_of(&from, password_file.as_deref())
+        .and_then(|f| store_admin::location_of(&to, password_file.as_deref()).map(|t| (f, t)));
+    match locations.and_then(|(from, to)| store_admin::join(&from, &to, sprite)) {
+        Ok(report) if json => super::print_json_ok(&report),
+        Ok(report) => {
+            println!(
+                "carried {} audit rows from {} into {} as sprite {}'s history (each names the row it was; grants and requests stay behind). The source's heads, recorded in a FleetJoin row; keep its file as their evidence:",
+                report.rows,
+                render::safe(&report.from),
+                render::safe(&report.to),
+                report.sprite
+            );
+            print_chains(&report.source_chains);
             EXIT_OK
         }
         Err(e) => super::print_failure(&e, json),

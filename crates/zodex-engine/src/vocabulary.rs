@@ -212,10 +212,12 @@ pub enum EventKind {
     FleetRenew,
     /// An operator set (or cleared) the public URL of a fleet sprite's MCP endpoint.
     FleetMcpUrl,
+    /// A single sprite's audit was carried into the fleet's as a sprite's history.
+    FleetJoin,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 17] = [
+    const ALL: [EventKind; 18] = [
         Self::Outcome,
         Self::Publication,
         Self::ExpireGrant,
@@ -233,6 +235,7 @@ impl EventKind {
         Self::FleetRefused,
         Self::FleetRenew,
         Self::FleetMcpUrl,
+        Self::FleetJoin,
     ];
 
     pub fn name(self) -> &'static str {
@@ -254,6 +257,7 @@ impl EventKind {
             Self::FleetRefused => "FleetRefused",
             Self::FleetRenew => "FleetRenew",
             Self::FleetMcpUrl => "FleetMcpUrl",
+            Self::FleetJoin => "FleetJoin",
         }
     }
 }

@@ -70,7 +70,7 @@ pub(super) fn check(
         .find(|key| key.exists())
     {
         return Err(InstallError::Failed(format!(
-            "this sprite has App keys of its own ({}): it runs its own publisher. To join a fleet keeping its history, move its state to the service first (`zodex-prd store migrate`, docs/fleet.md), then `zodex sprite uninstall --purge` it and enrol it again",
+            "this sprite has App keys of its own ({}): it runs its own publisher. To join a fleet keeping its history: copy its state.db to the service's host, `zodex sprite uninstall` it (its App keys go), enrol it, then carry its history with `zodex-prd store migrate --as-sprite NAME` (docs/fleet.md)",
             key.display()
         )));
     }

@@ -26,6 +26,18 @@ pub enum StoreAdminError {
     Role(String),
     #[error("`store init` prepares a PostgreSQL database; {0} is SQLite, which needs no roles")]
     NotPostgres(String),
+    #[error("the source {0} does not exist: name the state.db of the sprite to copy")]
+    NoSource(String),
+}
+
+/// The store a copy reads: an SQLite source must exist (opening one would make it, empty).
+fn open_source(from: &StoreLocation) -> Result<Store, StoreAdminError> {
+    if let StoreLocation::Sqlite(path) = from
+        && !path.is_file()
+    {
+        return Err(StoreAdminError::NoSource(path.display().to_string()));
+    }
+    Ok(open_store(from)?)
 }
 
 /// Where a store is, as a command names it: `sqlite:PATH` or a `postgres://` URL.
@@ -131,7 +143,7 @@ pub fn migrate(
     to: &StoreLocation,
     replace: bool,
 ) -> Result<MigrateReport, StoreAdminError> {
-    let mut source = open_store(from)?;
+    let mut source = open_source(from)?;
     let mut target = open_store(to)?;
     let report = zodex_engine::store::copy_state(&mut source, &mut target, replace)?;
     Ok(MigrateReport {
@@ -139,6 +151,42 @@ pub fn migrate(
         to: target.describe(),
         rows: report.rows,
         chains: report.heads.iter().map(ChainReport::from).collect(),
+    })
+}
+
+/// What `store migrate --as-sprite` did.
+#[derive(Debug, Serialize)]
+pub struct JoinReport {
+    pub from: String,
+    pub to: String,
+    pub sprite: String,
+    /// The source's audit rows carried into the fleet's.
+    pub rows: usize,
+    /// The source's chain heads (its file stays their evidence).
+    pub source_chains: Vec<ChainReport>,
+}
+
+/// Carries the audit of the store at `from` (a single sprite's) into the fleet's store at `to`,
+/// which holds state already, as enrolled sprite `sprite`'s history (see
+/// `zodex_engine::store::join_history`).
+pub fn join(
+    from: &StoreLocation,
+    to: &StoreLocation,
+    sprite: &str,
+) -> Result<JoinReport, StoreAdminError> {
+    let name = zodex_engine::fleet::MemberName::parse(sprite)
+        .map_err(|e| StoreAdminError::Store(StoreError::Conflict(format!("--as-sprite: {e}"))))?;
+    let mut source = open_source(from)?;
+    let mut target = open_store(to)?;
+    let by = zodex_engine::Actor::Operator(format!("uid:{}", nix::unistd::getuid()));
+    let now = chrono::Utc::now().timestamp();
+    let report = zodex_engine::store::join_history(&mut source, &mut target, &name, &by, now)?;
+    Ok(JoinReport {
+        from: source.describe(),
+        to: target.describe(),
+        sprite: report.sprite.to_string(),
+        rows: report.rows,
+        source_chains: report.source_heads.iter().map(ChainReport::from).collect(),
     })
 }
 

@@ -170,7 +170,7 @@ pub fn copy_state(from: &mut Store, to: &mut Store, replace: bool) -> Result<Cop
     Ok(CopyReport { rows, heads })
 }
 
-fn problems(check: &super::AuditVerification) -> String {
+pub(super) fn problems(check: &super::AuditVerification) -> String {
     let mut found: Vec<String> = check
         .chains
         .iter()

@@ -12,6 +12,7 @@ mod coverage;
 mod decision_facts;
 mod fleet;
 mod grants;
+mod join;
 mod oauth;
 mod oauth_grants;
 mod pace;
@@ -27,6 +28,7 @@ pub use coverage::{App, CoverageFact};
 pub use decision_facts::DecisionFacts;
 pub use fleet::{Member, NewMember, normalise_labels};
 pub use grants::{Allowances, Grant, GrantState, GrantVia, NewGrant};
+pub use join::{JoinReport, join_history};
 pub use oauth::{
     NewAuthorization, OAuthAuthorization, OAuthClient, OAuthDecision, OAuthFamily, OAuthRefresh,
     SigningKey,
