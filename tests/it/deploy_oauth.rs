@@ -6,125 +6,28 @@
 
 use crate::support;
 
-use base64::Engine;
-use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
 use support::deployment::{World, tools_list_status};
+use support::oauth_client::OAuthClient;
 use support::users::require_root;
 
 const HOST: &str = "sprite.example.com";
-const REDIRECT: &str = "https://chatgpt.com/connector_platform_oauth_redirect";
-
-/// An MCP client's side of OAuth, over the sprite's MCP address with its public Host.
-struct Client<'a> {
-    world: &'a World,
-    http: reqwest::blocking::Client,
+/// An MCP client of the sprite: its loopback address, under its public name.
+fn client(world: &World) -> OAuthClient {
+    OAuthClient::new(&format!("http://{}", world.listen), Some(HOST), None)
 }
 
-impl Client<'_> {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.world.listen)
-    }
-
-    fn post_form(&self, path: &str, fields: &[(&str, &str)]) -> (u16, Value) {
-        let body = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(fields)
-            .finish();
-        let answer = self
-            .http
-            .post(self.url(path))
-            .header("Host", HOST)
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-            .unwrap();
-        let status = answer.status().as_u16();
-        (status, answer.json().unwrap_or(Value::Null))
-    }
-
-    fn register(&self) -> String {
-        let answer = self
-            .http
-            .post(self.url("/oauth/register"))
-            .header("Host", HOST)
-            .json(&json!({"redirect_uris": [REDIRECT], "client_name": "ChatGPT", "token_endpoint_auth_method": "none"}))
-            .send()
-            .unwrap();
-        assert_eq!(answer.status().as_u16(), 201);
-        answer.json::<Value>().unwrap()["client_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    }
-
-    /// The consent page, approved by the operator with the code it shows; then the tokens.
-    fn connect(&self, client_id: &str) -> Value {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).unwrap();
-        let verifier = hex::encode(bytes);
-        let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(Sha256::digest(verifier.as_bytes()));
-        let query = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs([
-                ("response_type", "code"),
-                ("client_id", client_id),
-                ("redirect_uri", REDIRECT),
-                ("state", "st"),
-                ("code_challenge", challenge.as_str()),
-                ("code_challenge_method", "S256"),
-            ])
-            .finish();
-        let page = self
-            .http
-            .get(self.url(&format!("/oauth/authorize?{query}")))
-            .header("Host", HOST)
-            .send()
-            .unwrap();
-        assert_eq!(page.status().as_u16(), 200);
-        let html = page.text().unwrap();
-        let code = between(&html, "id=\"user-code\">", "<");
-        let secret = between(&html, "data-request=\"", "\"");
-        let approved = self
-            .world
-            .zodex(&["sprite", "mcp", "approve", &code, "--sprite", "box"]);
-        assert_eq!(approved.code, 0, "{}", approved.stderr);
-        println!(
-            "$ zodex sprite mcp approve {code}\n{}",
-            approved.stdout.trim()
-        );
-        let (_, polled) = self.post_form("/oauth/authorize/status", &[("request", &secret)]);
-        let location = polled["location"].as_str().expect("approved").to_string();
-        let grant_code = location
-            .split(['?', '&'])
-            .find_map(|part| part.strip_prefix("code="))
-            .unwrap()
-            .to_string();
-        let (status, tokens) = self.post_form(
-            "/oauth/token",
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", &grant_code),
-                ("redirect_uri", REDIRECT),
-                ("client_id", client_id),
-                ("code_verifier", &verifier),
-            ],
-        );
-        assert_eq!(status, 200, "{tokens}");
-        tokens
-    }
-
-    fn tools_list(&self, token: &str) -> u16 {
-        self.http
-            .post(self.url("/mcp"))
-            .header("Host", HOST)
-            .header("Authorization", format!("Bearer {token}"))
-            .header("Accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}))
-            .send()
-            .unwrap()
-            .status()
-            .as_u16()
-    }
+/// The consent page, approved by the operator with the code it shows; then the tokens.
+fn connect(world: &World, client: &OAuthClient, client_id: &str) -> Value {
+    let consent = client.consent_page(client_id);
+    let approved = world.zodex(&["sprite", "mcp", "approve", &consent.code, "--sprite", "box"]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    println!(
+        "$ zodex sprite mcp approve {}\n{}",
+        consent.code,
+        approved.stdout.trim()
+    );
+    client.collect(client_id, &consent)
 }
 
 /// `zodex sprite mcp public-url https://HOST/mcp`: OAuth on, for the sprite's public name.
@@ -139,15 +42,6 @@ fn set_public_url(world: &World) -> support::dev::Run {
             "box",
         ])
         .ok()
-}
-
-fn between(text: &str, start: &str, end: &str) -> String {
-    let from = text
-        .find(start)
-        .unwrap_or_else(|| panic!("no {start} in {text}"))
-        + start.len();
-    let to = text[from..].find(end).unwrap() + from;
-    text[from..to].to_string()
 }
 
 #[test]
@@ -169,15 +63,9 @@ fn an_oauth_only_sprite_passes_doctor_and_uninstall_ends_every_grant() {
         "$ zodex sprite mcp public-url https://{HOST}/mcp\n{}",
         set.stdout.trim()
     );
-    let client = Client {
-        world: &world,
-        http: reqwest::blocking::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap(),
-    };
+    let client = client(&world);
     let id = client.register();
-    let tokens = client.connect(&id);
+    let tokens = connect(&world, &client, &id);
     let access = tokens["access_token"].as_str().unwrap().to_string();
     let refresh = tokens["refresh_token"].as_str().unwrap().to_string();
     assert_eq!(client.tools_list(&access), 200);
@@ -246,7 +134,7 @@ fn an_oauth_only_sprite_passes_doctor_and_uninstall_ends_every_grant() {
         .collect();
     assert!(live.is_empty(), "no live grant after uninstall: {clients}");
     // A fresh connection works once the operator approves again.
-    let fresh = client.connect(&client.register());
+    let fresh = connect(&world, &client, &client.register());
     assert_eq!(
         client.tools_list(fresh["access_token"].as_str().unwrap()),
         200

@@ -8,16 +8,14 @@
 //! relay takes its public half away.
 
 use crate::support::fleet::{FLEET, Fleet, Sprite};
+use crate::support::oauth_client::OAuthClient;
 use crate::support::rig::{AGENT, text};
 use crate::support::wait::eventually;
-use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-const REDIRECT: &str = "https://chatgpt.com/connector_platform_oauth_redirect";
 
 /// A sprite's `zodex-agent serve` on a loopback port, with `[mcp] public_url` and
 /// `oauth_file` in the sprite's own `zodex.toml`; killed when dropped.
@@ -27,7 +25,16 @@ struct Endpoint {
     url: String,
     oauth_file: PathBuf,
     log: PathBuf,
-    http: reqwest::blocking::Client,
+    /// A client of this endpoint, naming it as the resource.
+    client: OAuthClient,
+}
+
+impl std::ops::Deref for Endpoint {
+    type Target = OAuthClient;
+
+    fn deref(&self) -> &OAuthClient {
+        &self.client
+    }
 }
 
 impl Drop for Endpoint {
@@ -75,15 +82,13 @@ fn serve_mcp(sprite: &mut Sprite) -> Endpoint {
         .stderr(file)
         .spawn()
         .unwrap();
+    let client = OAuthClient::new(&format!("http://127.0.0.1:{port}"), None, Some(&url));
     let endpoint = Endpoint {
         child,
         url,
         oauth_file,
         log,
-        http: reqwest::blocking::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap(),
+        client,
     };
     eventually("zodex-agent serve listens", Duration::from_secs(20), || {
         std::fs::read_to_string(&endpoint.log)
@@ -94,133 +99,11 @@ fn serve_mcp(sprite: &mut Sprite) -> Endpoint {
 }
 
 impl Endpoint {
-    fn at(&self, path: &str) -> String {
-        format!("{}{path}", self.url.trim_end_matches("/mcp"))
-    }
-
-    fn post_form(&self, path: &str, fields: &[(&str, &str)]) -> (u16, Value) {
-        let body = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(fields)
-            .finish();
-        let answer = self
-            .http
-            .post(self.at(path))
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-            .unwrap();
-        let status = answer.status().as_u16();
-        (status, answer.json().unwrap_or(Value::Null))
-    }
-
-    fn get_json(&self, path: &str) -> (u16, Value) {
-        let answer = self.http.get(self.at(path)).send().unwrap();
-        (
-            answer.status().as_u16(),
-            answer.json().unwrap_or(Value::Null),
-        )
-    }
-
-    fn register(&self) -> String {
-        let answer = self
-            .http
-            .post(self.at("/oauth/register"))
-            .json(&json!({"redirect_uris": [REDIRECT], "client_name": "ChatGPT", "token_endpoint_auth_method": "none"}))
-            .send()
-            .unwrap();
-        assert_eq!(answer.status().as_u16(), 201);
-        answer.json::<Value>().unwrap()["client_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    }
-
-    /// Opens the consent page for `client_id`: (the code it shows, its sealed request, the
-    /// PKCE verifier).
-    fn consent_page(&self, client_id: &str) -> (String, String, String) {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).unwrap();
-        let verifier = hex::encode(bytes);
-        let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(Sha256::digest(verifier.as_bytes()));
-        let query = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs([
-                ("response_type", "code"),
-                ("client_id", client_id),
-                ("redirect_uri", REDIRECT),
-                ("state", "st"),
-                ("code_challenge", challenge.as_str()),
-                ("code_challenge_method", "S256"),
-                ("resource", self.url.as_str()),
-            ])
-            .finish();
-        let page = self
-            .http
-            .get(self.at(&format!("/oauth/authorize?{query}")))
-            .send()
-            .unwrap();
-        assert_eq!(page.status().as_u16(), 200);
-        let html = page.text().unwrap();
-        (
-            between(&html, "id=\"user-code\">", "<"),
-            between(&html, "data-request=\"", "\""),
-            verifier,
-        )
-    }
-
-    /// The page's poll after approval, and the code exchanged: the token answer.
-    fn collect(&self, client_id: &str, request: &str, verifier: &str) -> Value {
-        let (_, polled) = self.post_form("/oauth/authorize/status", &[("request", request)]);
-        let location = polled["location"]
-            .as_str()
-            .unwrap_or_else(|| panic!("approved: {polled}"))
-            .to_string();
-        assert!(location.starts_with(REDIRECT), "{location}");
-        let grant_code = location
-            .split(['?', '&'])
-            .find_map(|part| part.strip_prefix("code="))
-            .unwrap()
-            .to_string();
-        let (status, tokens) = self.post_form(
-            "/oauth/token",
-            &[
-                ("grant_type", "authorization_code"),
-                ("code", &grant_code),
-                ("redirect_uri", REDIRECT),
-                ("client_id", client_id),
-                ("code_verifier", verifier),
-            ],
-        );
-        assert_eq!(status, 200, "{tokens}");
-        tokens
-    }
-
-    fn tools_list(&self, token: &str) -> u16 {
-        self.http
-            .post(&self.url)
-            .header("Authorization", format!("Bearer {token}"))
-            .header("Accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}))
-            .send()
-            .unwrap()
-            .status()
-            .as_u16()
-    }
-
     fn published_resource(&self) -> Option<String> {
         let text = std::fs::read_to_string(&self.oauth_file).ok()?;
         let published: Value = serde_json::from_str(&text).ok()?;
         published["resource"].as_str().map(str::to_string)
     }
-}
-
-fn between(text: &str, start: &str, end: &str) -> String {
-    let from = text
-        .find(start)
-        .unwrap_or_else(|| panic!("no {start} in {text}"))
-        + start.len();
-    let to = text[from..].find(end).unwrap() + from;
-    text[from..to].to_string()
 }
 
 /// The newest audit rows of the service.
@@ -295,13 +178,13 @@ fn the_service_is_each_sprites_authorization_server_and_a_token_for_one_never_op
 
     // Consent for s1, approved by the operator over mutual TLS, naming the sprite.
     let client = one.register();
-    let (code, request, verifier) = one.consent_page(&client);
-    let approved = zodex(&["fleet", "mcp", "approve", &code, "--sprite", "s1"]);
+    let consent = one.consent_page(&client);
+    let approved = zodex(&["fleet", "mcp", "approve", &consent.code, "--sprite", "s1"]);
     assert!(
         approved.contains("s1") && approved.contains(&client),
         "{approved}"
     );
-    let tokens = one.collect(&client, &request, &verifier);
+    let tokens = one.collect(&client, &consent);
     let access = tokens["access_token"].as_str().unwrap();
     let refresh = tokens["refresh_token"].as_str().unwrap();
     assert_eq!(one.tools_list(access), 200);
@@ -332,10 +215,10 @@ fn the_service_is_each_sprites_authorization_server_and_a_token_for_one_never_op
     assert_eq!(one.tools_list(&access), 200);
 
     // A code s1's page shows, approved for s2, lets nothing in: s1's page is not s2's.
-    let (code, request, _) = one.consent_page(&client);
-    let wrong = zodex_out(&["fleet", "mcp", "approve", &code, "--sprite", "s2"]);
+    let other = one.consent_page(&client);
+    let wrong = zodex_out(&["fleet", "mcp", "approve", &other.code, "--sprite", "s2"]);
     assert!(!wrong.status.success(), "{}", text(&wrong));
-    let (_, polled) = one.post_form("/oauth/authorize/status", &[("request", &request)]);
+    let (_, polled) = one.post_form("/oauth/authorize/status", &[("request", &other.request)]);
     assert_eq!(polled["state"], "waiting", "{polled}");
 
     // The audit names the operator and the sprite.

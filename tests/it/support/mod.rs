@@ -31,6 +31,7 @@ pub mod dev;
 pub mod devhub;
 pub mod fleet;
 pub mod mcp_server;
+pub mod oauth_client;
 pub mod packs;
 pub mod replicas;
 pub mod rig;
