@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use support::deployment::free_port;
 use support::devhub::{AppKind, Demo, commit_file, git_ok};
 use support::wait::eventually;
 
@@ -24,14 +25,6 @@ impl Drop for Prism {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_prism(upstream: &str) -> Prism {

@@ -227,20 +227,7 @@ fn an_operator_with_its_own_key_runs_the_fleet_over_mutual_tls_and_is_named_in_t
         String::from_utf8(out.stdout).unwrap()
     };
     // The first operator enrols through the service host's own admin command.
-    let config = fleet.service.config.display().to_string();
-    zodex(&["sprite", "add", "service", "--local", "--config", &config]);
-    zodex(&[
-        "fleet",
-        "--fleet",
-        FLEET,
-        "operator",
-        "add",
-        "alice",
-        "--service",
-        &fleet.url,
-        "--via",
-        "service",
-    ]);
+    fleet.operator(home.path(), "alice");
     let key = home
         .path()
         .join("fleets")

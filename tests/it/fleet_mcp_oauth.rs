@@ -7,7 +7,8 @@
 //! `revoke` ends the client's grant on s1 within the relay's next look, and a removed sprite's
 //! relay takes its public half away.
 
-use crate::support::fleet::{FLEET, Fleet, Sprite};
+use crate::support::deployment::free_port;
+use crate::support::fleet::{Fleet, Sprite};
 use crate::support::oauth_client::OAuthClient;
 use crate::support::rig::{AGENT, text};
 use crate::support::wait::eventually;
@@ -42,14 +43,6 @@ impl Drop for Endpoint {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Adds an `[mcp]` table to `sprite`'s configuration, restarts its relay (which then keeps
@@ -124,20 +117,7 @@ fn the_service_is_each_sprites_authorization_server_and_a_token_for_one_never_op
         assert!(out.status.success(), "zodex {args:?}: {}", text(&out));
         String::from_utf8(out.stdout).unwrap()
     };
-    let config = fleet.service.config.display().to_string();
-    zodex(&["sprite", "add", "service", "--local", "--config", &config]);
-    zodex(&[
-        "fleet",
-        "--fleet",
-        FLEET,
-        "operator",
-        "add",
-        "alice",
-        "--service",
-        &fleet.url,
-        "--via",
-        "service",
-    ]);
+    fleet.operator(home.path(), "alice");
     let mut s1 = fleet.enrol("s1", &[]);
     let mut s2 = fleet.enrol("s2", &[]);
     let one = serve_mcp(&mut s1);
