@@ -110,29 +110,9 @@ fn a_removed_sprite_and_a_certificate_of_another_ca_are_refused() {
     assert!(text(&after).contains("removed"), "{}", text(&after));
 
     // A sprite whose certificate another CA signed, for a name the fleet knows.
-    let rogue_dir = tempfile::tempdir().unwrap();
-    let files = rogue_dir.path().join("fleet");
     let fleet_name = zodex_fleet::Name::parse(FLEET).unwrap();
     let rogue_ca = zodex_fleet::FleetCa::create(&fleet_name).unwrap();
-    let identity = zodex_fleet::Identity::new(
-        &fleet_name,
-        zodex_fleet::Role::Sprite,
-        &zodex_fleet::Name::parse("s1").unwrap(),
-    );
-    let key = zodex_fleet::MemberKey::generate().unwrap();
-    let cert = rogue_ca
-        .issue(
-            &key.request_pem(&identity).unwrap(),
-            &identity,
-            std::time::Duration::from_secs(3600),
-        )
-        .unwrap();
-    std::fs::create_dir_all(&files).unwrap();
-    let real_ca = std::fs::read_to_string(fleet.ca.path().join("ca/ca.pem")).unwrap();
-    write_private(&files.join("key.pem"), &key.key_pem());
-    std::fs::write(files.join("cert.pem"), cert).unwrap();
-    std::fs::write(files.join("ca.pem"), real_ca).unwrap();
-    let rogue = fleet.sprite_on("s1", rogue_dir, &[fleet.url.as_str()]);
+    let rogue = forged(&fleet, &rogue_ca, "s1");
     let refused = rogue.agent(&["status"]);
     assert!(!refused.status.success(), "{}", text(&refused));
     let rows = audit(&fleet);
@@ -148,6 +128,71 @@ fn a_removed_sprite_and_a_certificate_of_another_ca_are_refused() {
     );
     // Nothing was decided for the rogue.
     assert!(!rows.iter().any(|r| r["principal"] == "sprite:s1"));
+}
+
+/// A sprite named `name` with a key of its own and a certificate `ca` issued for it (not
+/// through enrolment), its relay running.
+fn forged(fleet: &Fleet, ca: &zodex_fleet::FleetCa, name: &str) -> Sprite {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("fleet");
+    let identity = zodex_fleet::Identity::new(
+        ca.fleet(),
+        zodex_fleet::Role::Sprite,
+        &zodex_fleet::Name::parse(name).unwrap(),
+    );
+    let key = zodex_fleet::MemberKey::generate().unwrap();
+    let cert = ca
+        .issue(
+            &key.request_pem(&identity).unwrap(),
+            &identity,
+            std::time::Duration::from_secs(3600),
+        )
+        .unwrap();
+    std::fs::create_dir_all(&files).unwrap();
+    let real_ca = std::fs::read_to_string(fleet.ca.path().join("ca/ca.pem")).unwrap();
+    write_private(&files.join("key.pem"), &key.key_pem());
+    std::fs::write(files.join("cert.pem"), cert).unwrap();
+    std::fs::write(files.join("ca.pem"), real_ca).unwrap();
+    fleet.sprite_on(name, dir, &[fleet.url.as_str()])
+}
+
+/// Certificates the fleet's own CA signed outside enrolment (its key stolen, say): for a name
+/// the fleet never enrolled, and for an enrolled sprite's name over another key. The handshake
+/// passes (right CA, valid); admission refuses both, audits why, and decides nothing for them.
+#[test]
+fn an_unknown_sprite_and_one_presenting_another_sprites_name_are_refused_and_audited() {
+    let fleet = Fleet::start();
+    let s1 = fleet.enrol("s1", &[]);
+    let ca_dir = fleet.ca.path().join("ca");
+    let read = |file: &str| std::fs::read_to_string(ca_dir.join(file)).unwrap();
+    let fleet_name = zodex_fleet::Name::parse(FLEET).unwrap();
+    let ca = zodex_fleet::FleetCa::load(&fleet_name, &read("ca.pem"), &read("ca.key")).unwrap();
+    for (name, why) in [("ghost", "not enrolled"), ("s1", "another key")] {
+        let forged = forged(&fleet, &ca, name);
+        let refused = forged.agent(&["status"]);
+        assert!(!refused.status.success(), "{name}: {}", text(&refused));
+        let rows = audit(&fleet);
+        let row = rows
+            .iter()
+            .rev()
+            .find(|r| r["action"] == "FleetRefused" && r["detail"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name} refused and audited: {rows:#?}"));
+        assert!(
+            row["detail"]["why"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(why),
+            "{row}"
+        );
+    }
+    // Only the real s1 was ever answered as s1; nothing was decided for the forgeries.
+    let ok = s1.agent(&["status"]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert!(
+        !audit(&fleet)
+            .iter()
+            .any(|r| r["principal"] == "sprite:ghost")
+    );
 }
 
 fn write_private(path: &Path, text: &str) {
