@@ -65,11 +65,29 @@ async fn enrolment_signs_the_members_own_request_and_registers_its_key() {
     );
     assert!(!answer.to_string().contains("PRIVATE KEY"));
 
-    // Enrolling it again while enrolled is refused; removed, it is listed as removed.
+    // Its own key asking again (an enrolment whose answer was lost) is signed again; another
+    // key for it while it is enrolled is refused: a key is never replaced silently. Removed,
+    // it is listed as removed.
     let again = host
         .admin(operator.clone(), enroll("s1", &request, &[]))
         .await;
-    assert!(!again.ok, "{again:?}");
+    assert!(again.ok, "{again:?}");
+    assert_eq!(
+        again.result.unwrap()["member"]["key_sha256"],
+        answer["member"]["key_sha256"]
+    );
+    let other_key = zodex_fleet::MemberKey::generate().unwrap();
+    let rekeyed = host
+        .admin(
+            operator.clone(),
+            enroll("s1", &other_key.request_pem(&s1).unwrap(), &[]),
+        )
+        .await;
+    assert!(!rekeyed.ok, "{rekeyed:?}");
+    assert!(
+        rekeyed.error.unwrap().message.contains("remove it first"),
+        "the refusal says what to do"
+    );
     let removed = host
         .admin(
             operator.clone(),
