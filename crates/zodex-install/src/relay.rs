@@ -135,14 +135,42 @@ pub(super) fn member_files(
 /// Whether `dir` holds a certificate naming `identity`, issued by the CA beside it and valid
 /// now (its key is the relay's to check: root never reads it).
 fn enrolled(dir: &Path, identity: &Identity) -> bool {
+    matches!(installed_certificate(dir), Installed::Valid { identity: named, .. } if named == *identity)
+}
+
+/// The certificate in a key directory, as read without its key.
+enum Installed {
+    /// No certificate, or no CA, there.
+    Missing,
+    /// The CA beside it does not vouch for it now (expired, another CA, damaged): why.
+    Unusable(zodex_fleet::FleetError),
+    /// Vouched for, but it names no fleet member.
+    Nameless,
+    /// Vouched for and naming `identity`, valid until `until` (Unix seconds).
+    Valid { identity: Identity, until: i64 },
+}
+
+fn installed_certificate(dir: &Path) -> Installed {
     let read = |file| std::fs::read_to_string(dir.join(file)).ok();
     let (Some(cert), Some(ca)) = (read(MemberFiles::CERT), read(MemberFiles::CA)) else {
-        return false;
+        return Installed::Missing;
     };
+    if let Err(e) = zodex_fleet::tls::verify_member(&ca, &cert) {
+        return Installed::Unusable(e);
+    }
     let named = zodex_fleet::tls::certificates(&cert)
         .ok()
         .and_then(|chain| Identity::of_certificate(&chain[0]).ok());
-    named.as_ref() == Some(identity) && zodex_fleet::tls::verify_member(&ca, &cert).is_ok()
+    match named {
+        Some(identity) => Installed::Valid {
+            identity,
+            // An end it cannot read counts as now: no time said to be left.
+            until: zodex_fleet::tls::validity(&cert)
+                .map(|(_, until)| until)
+                .unwrap_or_else(|_| chrono::Utc::now().timestamp()),
+        },
+        None => Installed::Nameless,
+    }
 }
 
 /// `zodex-prd ARGS` run as the publisher user (the installed binary), its stdout on success.
@@ -197,41 +225,29 @@ pub(super) fn doctor_findings(config: &zodex_config::Config, listen: &str) -> Ve
 /// The sprite's certificate: issued by the CA beside it, valid now, and how long it has left
 /// (the relay renews it once two thirds of its life have passed).
 fn certificate(dir: &Path) -> Finding {
-    let read = |file| std::fs::read_to_string(dir.join(file));
-    let (cert, ca) = match (read(MemberFiles::CERT), read(MemberFiles::CA)) {
-        (Ok(cert), Ok(ca)) => (cert, ca),
-        _ => {
-            return Finding::fail(
-                "fleet-certificate",
-                format!(
-                    "no fleet certificate in {}: enrol the sprite (`zodex fleet enroll`)",
-                    dir.display()
-                ),
-            );
-        }
-    };
-    let named = zodex_fleet::tls::certificates(&cert)
-        .ok()
-        .and_then(|chain| Identity::of_certificate(&chain[0]).ok());
-    let left = zodex_fleet::tls::validity(&cert)
-        .map(|(_, until)| until - chrono::Utc::now().timestamp())
-        .unwrap_or_default();
-    match (named, zodex_fleet::tls::verify_member(&ca, &cert)) {
-        (Some(identity), Ok(())) => Finding::ok(
+    match installed_certificate(dir) {
+        Installed::Valid { identity, until } => Finding::ok(
             "fleet-certificate",
             format!(
                 "the sprite's certificate names {} and is valid for {} h more (the relay renews it)",
                 identity.uri(),
-                left / 3600
+                (until - chrono::Utc::now().timestamp()) / 3600
             ),
         ),
-        (_, Err(e)) => Finding::fail(
+        Installed::Missing => Finding::fail(
+            "fleet-certificate",
+            format!(
+                "no fleet certificate in {}: enrol the sprite (`zodex fleet enroll`)",
+                dir.display()
+            ),
+        ),
+        Installed::Unusable(e) => Finding::fail(
             "fleet-certificate",
             format!(
                 "the sprite's certificate is not usable ({e}); if it expired while the relay could not reach the service, `zodex fleet remove` and `zodex fleet enroll` the sprite again"
             ),
         ),
-        (None, Ok(())) => Finding::fail(
+        Installed::Nameless => Finding::fail(
             "fleet-certificate",
             "the sprite's certificate names no fleet member: enrol the sprite again",
         ),

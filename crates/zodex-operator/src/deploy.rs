@@ -329,15 +329,19 @@ fn install_on_sprite(
     keys: &KeyUpload,
 ) -> Result<InstallReport, DeployError> {
     let key_json = serde_json::to_vec(keys).expect("keys serialise");
-    let ran = reach
-        .run(argv, Stdin::Bytes(&key_json))
-        .map_err(|e| setup_step(4, "install")(e.to_string()))?;
+    run_install(reach, argv, Stdin::Bytes(&key_json)).map_err(setup_step(4, "install"))
+}
+
+/// `zodex-prd install --json` on the sprite: its report, or what it said (setup's and a fleet
+/// sprite's enrolment's install alike).
+fn run_install(reach: &Reach, argv: &[String], stdin: Stdin<'_>) -> Result<InstallReport, String> {
+    let ran = reach.run(argv, stdin).map_err(|e| e.to_string())?;
     envelope(&ran.stdout).map_err(|e| {
-        setup_step(4, "install")(if ran.stderr.is_empty() {
+        if ran.stderr.is_empty() {
             e.to_string()
         } else {
             ran.said().to_string()
-        })
+        }
     })
 }
 

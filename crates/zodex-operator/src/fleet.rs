@@ -157,7 +157,7 @@ pub(crate) fn enrol(
 }
 
 /// The result of an answer that succeeded, or why it did not.
-fn answered(response: Response) -> Result<serde_json::Value, FleetOpError> {
+pub(crate) fn answered(response: Response) -> Result<serde_json::Value, FleetOpError> {
     match (response.ok, response.result, response.error) {
         (true, result, _) => Ok(result.unwrap_or_default()),
         (false, _, Some(error)) => Err(FleetOpError::Refused(error.message)),

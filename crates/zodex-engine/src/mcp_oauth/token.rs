@@ -74,6 +74,18 @@ fn refused(error: &'static str, why: impl Into<String>) -> TokenOutcome {
     }
 }
 
+/// A `resource` the client named (RFC 8707) other than the one `granted`: `invalid_target`.
+fn other_target(ask: &TokenAsk<'_>, granted: &str) -> Option<TokenOutcome> {
+    ask.resource
+        .filter(|named| named.trim_end_matches('/') != granted)
+        .map(|_| {
+            refused(
+                "invalid_target",
+                format!("tokens are issued only for {granted}"),
+            )
+        })
+}
+
 /// Compares two hex hashes without an early exit.
 fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
@@ -240,13 +252,8 @@ fn exchange_code(
             "the code_verifier does not match the code_challenge (PKCE S256)",
         )));
     }
-    if let Some(resource) = ask.resource
-        && resource.trim_end_matches('/') != a.resource
-    {
-        return Ok(Err(refused(
-            "invalid_target",
-            format!("tokens are issued only for {}", a.resource),
-        )));
+    if let Some(refusal) = other_target(ask, &a.resource) {
+        return Ok(Err(refusal));
     }
     let family = OAuthFamily {
         family: ask.new_family.to_string(),
@@ -312,13 +319,8 @@ fn refresh(
             "this grant expired: connect again and approve",
         )));
     }
-    if let Some(resource) = ask.resource
-        && resource.trim_end_matches('/') != family.resource
-    {
-        return Ok(Err(refused(
-            "invalid_target",
-            format!("tokens are issued only for {}", family.resource),
-        )));
+    if let Some(refusal) = other_target(ask, &family.resource) {
+        return Ok(Err(refusal));
     }
     f.touch_oauth_family(&family.family, ask.now)?;
     Ok(Ok(family))

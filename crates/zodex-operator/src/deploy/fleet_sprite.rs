@@ -13,8 +13,9 @@
 //!
 //! Every step is idempotent, so the fix for a failed one is to run the same command again.
 
-use super::answer::envelope;
-use super::{failed_self_checks, install_from, prefix_of, register_installed, upload_binaries};
+use super::{
+    failed_self_checks, install_from, prefix_of, register_installed, run_install, upload_binaries,
+};
 use crate::registry::{Registry, SpriteEntry};
 use crate::remote::{Reach, Stdin};
 use serde::Serialize;
@@ -122,18 +123,6 @@ fn install_and_enrol(
         )),
         None => Ok((second, true)),
     }
-}
-
-/// `zodex-prd install --json` on the sprite, its report or what it said.
-fn run_install(reach: &Reach, argv: &[String], stdin: Stdin<'_>) -> Result<InstallReport, String> {
-    let ran = reach.run(argv, stdin).map_err(|e| e.to_string())?;
-    envelope(&ran.stdout).map_err(|e| {
-        if ran.stderr.is_empty() {
-            e.to_string()
-        } else {
-            ran.said().to_string()
-        }
-    })
 }
 
 /// The `zodex-prd install` command line of a fleet sprite, run from the uploaded directory

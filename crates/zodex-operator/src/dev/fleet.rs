@@ -349,14 +349,10 @@ fn start_sprite_mcp(
         url: mcp.public_url.clone(),
         clear: false,
     };
-    match crate::transport::call(fleet_entry, &request) {
-        Ok(response) if response.ok => {}
-        Ok(response) => {
-            let why = response.error.map(|e| e.message).unwrap_or_default();
-            return Err(fleet_err("setting a sprite's MCP URL")(why));
-        }
-        Err(e) => return Err(fleet_err("setting a sprite's MCP URL")(e.to_string())),
-    }
+    crate::transport::call(fleet_entry, &request)
+        .map_err(crate::fleet::FleetOpError::from)
+        .and_then(crate::fleet::answered)
+        .map_err(|e| fleet_err("setting a sprite's MCP URL")(e.to_string()))?;
     let hash_file = mcp.key_hash_file.clone().expect("mcp_table sets it");
     let files = super::mcp::McpFiles {
         pid_file: dir.join(format!("run/{name}-agent.pid")),
