@@ -7,7 +7,7 @@ use super::zodex::{Target, github};
 use super::{EXIT_OK, print_failure, print_json_ok};
 use crate::operator::fleet::{self, FleetOpError};
 use crate::operator::registry::Registry;
-use crate::protocol::{AdminRequest, FleetMember, FleetRole};
+use crate::protocol::{AdminRequest, FleetMember, FleetRemoved, FleetRole};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -31,8 +31,21 @@ pub(super) enum FleetCommand {
     /// without App keys (the relay as the publisher user), its key made there, its request
     /// signed by the service, the round trip proven (docs/fleet.md).
     Enroll(EnrollArgs),
-    /// Remove a sprite from the fleet: its next request is refused.
+    /// Remove a sprite from the fleet: its next request is refused, and everything it owns
+    /// ends now (grants revoked, requests denied, YOLO scopes cleared, its MCP endpoint's
+    /// OAuth grants revoked). `zodex fleet enroll` enrols it again, with a fresh key and
+    /// nothing it held before.
     Remove { sprite: String },
+    /// Change an enrolled sprite's labels: `KEY=VALUE` sets (replacing the key's value),
+    /// `--remove KEY` takes a key away. The next decision reads them.
+    Label {
+        sprite: String,
+        #[arg(value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// A label key to take away (repeatable).
+        #[arg(long = "remove", value_name = "KEY")]
+        remove: Vec<String>,
+    },
     /// The fleet's members: sprites (with their labels) and operators.
     Sprites,
     /// The operator's board over the whole fleet, from this machine over mutual TLS: every
@@ -103,6 +116,8 @@ pub(super) enum OperatorCommand {
 
 pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Registry) -> i32 {
     let json = target.json;
+    // Every hint printed from here names a fleet's command.
+    super::render::Verbs::choose(super::render::Verbs::Fleet);
     match command {
         FleetCommand::Operator(OperatorCommand::Add {
             name,
@@ -143,7 +158,60 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
                 role: FleetRole::Sprite,
                 name: sprite,
             },
-            |m: &FleetMember| format!("removed sprite {} from the fleet", m.name),
+            |r: &FleetRemoved| {
+                let ids = |ids: &[i64]| {
+                    ids.iter()
+                        .map(|id| format!("#{id}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let mut ended = Vec::new();
+                if !r.grants_revoked.is_empty() {
+                    ended.push(format!("grants revoked: {}", ids(&r.grants_revoked)));
+                }
+                if !r.requests_denied.is_empty() {
+                    ended.push(format!("requests denied: {}", ids(&r.requests_denied)));
+                }
+                if !r.yolo_cleared.is_empty() {
+                    ended.push(format!("YOLO scopes cleared: {}", ids(&r.yolo_cleared)));
+                }
+                if r.oauth_grants_revoked > 0 {
+                    ended.push(format!(
+                        "MCP OAuth grants revoked: {}",
+                        r.oauth_grants_revoked
+                    ));
+                }
+                let ended = if ended.is_empty() {
+                    "it owned no grant, request, YOLO scope or MCP grant".to_string()
+                } else {
+                    ended.join("; ")
+                };
+                format!(
+                    "removed sprite {} from the fleet: its next request is refused; {ended}",
+                    r.member.name
+                )
+            },
+        ),
+        FleetCommand::Label {
+            sprite,
+            set,
+            remove,
+        } => send(
+            target,
+            registry,
+            AdminRequest::FleetLabel {
+                name: sprite,
+                set,
+                remove,
+            },
+            |m: &FleetMember| {
+                let labels = if m.labels.is_empty() {
+                    "no labels".to_string()
+                } else {
+                    m.labels.join(", ")
+                };
+                format!("sprite {} now carries {labels}", m.name)
+            },
         ),
         FleetCommand::Sprites => send(
             target,
@@ -205,13 +273,18 @@ fn fleet_entry(
         .collect();
     match <[_; 1]>::try_from(fleets) {
         Ok([only]) => Ok(only),
-        Err(fleets) if fleets.is_empty() => Err(FleetOpError::Refused(
-            "no fleet is registered: `zodex fleet --fleet NAME operator add …` registers one"
+        Err(fleets) if fleets.is_empty() => Err(FleetOpError::Choose(
+            "no fleet is registered on this machine: `zodex fleet --fleet NAME operator add …` registers one (docs/fleet.md)"
                 .into(),
         )),
-        Err(_) => Err(FleetOpError::Refused(
-            "several fleets are registered: name one with --fleet".into(),
-        )),
+        Err(fleets) => Err(FleetOpError::Choose(format!(
+            "several fleets are registered ({}): name one with --fleet NAME",
+            fleets
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
     }
 }
 

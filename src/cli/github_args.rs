@@ -45,7 +45,7 @@ pub(super) enum Via {
 /// Which agents a grant or scope serves when the publisher serves a fleet.
 #[derive(Args)]
 pub(super) struct ForSpritesArgs {
-    /// In a fleet: for this sprite's agent only (`--sprite` names the publisher to talk to).
+    /// In a fleet: for this sprite's agent only.
     #[arg(long = "for-sprite", value_name = "NAME", conflicts_with = "for_label")]
     for_sprite: Option<String>,
     /// In a fleet: for every sprite carrying this label.
@@ -116,7 +116,7 @@ pub(super) enum GithubCommand<F: Args + Into<ForSprites> = NoFilter> {
         #[arg(long = "ref", value_name = "PATTERN")]
         refs: Vec<String>,
         /// Allow changing protected paths matching this glob (repeatable): `CODEOWNERS`,
-        /// `.github/**`, `**` for any. Default: none (docs/policy.md, protected paths).
+        /// `.github/**`, `**` for any. Default: none (docs/deploy.md, section 7).
         #[arg(long = "allow-path", value_name = "PATTERN")]
         allow_paths: Vec<String>,
         /// Allow pushing the secret finding with this fingerprint (repeatable; the denial
@@ -125,6 +125,10 @@ pub(super) enum GithubCommand<F: Args + Into<ForSprites> = NoFilter> {
         allow_secrets: Vec<String>,
         #[command(flatten)]
         to: ForSpritesArgs,
+        /// In a fleet: grant even though no enrolled sprite has that name or carries that
+        /// label yet (refused otherwise, so a typo does not wait silently).
+        #[arg(long)]
+        allow_empty: bool,
     },
     /// End every grant and pending request for a repository (in a fleet: of one sprite or
     /// label with --for-sprite/--for-label, else of every sprite).
@@ -151,6 +155,9 @@ pub(super) enum GithubCommand<F: Args + Into<ForSprites> = NoFilter> {
         allow_paths: Vec<String>,
         #[command(flatten)]
         to: ForSpritesArgs,
+        /// As for grant-push.
+        #[arg(long)]
+        allow_empty: bool,
     },
     /// Back to defaults: clear every YOLO scope (explicit grants stay).
     Default,

@@ -84,6 +84,11 @@ pub struct InstallArgs {
     /// answer as JSON on stdin (`zodex fleet enroll` sends it).
     #[arg(long, requires = "fleet")]
     enrolment_stdin: bool,
+    /// Discard the sprite's fleet key and certificate and make a new key (with --fleet): the
+    /// service no longer holds the sprite as enrolled (removed, or never enrolled), so what is
+    /// here is of no use, and a sprite enrolled again never reuses a key it had before.
+    #[arg(long, requires = "fleet", conflicts_with = "enrolment_stdin")]
+    new_key: bool,
     /// Write everything but do not start the services (and skip the self-check).
     #[arg(long)]
     no_start: bool,
@@ -164,6 +169,7 @@ pub fn install(args: InstallArgs) -> i32 {
         sprite: args.sprite.unwrap_or_default(),
         services: args.services,
         enrolment,
+        new_key: args.new_key,
     });
     let binaries = args.binaries.unwrap_or_else(|| {
         std::env::current_exe()

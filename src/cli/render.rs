@@ -14,7 +14,9 @@ use std::time::Duration;
 
 mod answers;
 pub mod shadow;
+mod verbs;
 pub use answers::*;
+pub use verbs::Verbs;
 
 /// Characters a terminal would act on or that reorder the text around them: C0 controls
 /// (newline and tab included: one value stays on one line), DEL, C1 controls, the bidi

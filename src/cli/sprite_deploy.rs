@@ -317,10 +317,17 @@ fn uninstall(target: &Target, purge: bool, keep_oauth: bool, registry: &Registry
             for path in &report.kept {
                 println!("kept     {}", super::render::safe(path));
             }
-            println!(
-                "The sprite stays registered here: `zodex sprite setup` installs it again, `zodex sprite remove {}` forgets it.",
-                entry.name
-            );
+            match &report.fleet {
+                // A fleet sprite comes back through the fleet; its membership is the fleet's.
+                Some(fleet) => println!(
+                    "The sprite stays registered here and enrolled in fleet {fleet}: `zodex fleet enroll {0}` installs it again, `zodex fleet remove {0}` ends its membership (and everything it owns), `zodex sprite remove {0}` forgets it here.",
+                    entry.name
+                ),
+                None => println!(
+                    "The sprite stays registered here: `zodex sprite setup` installs it again, `zodex sprite remove {}` forgets it.",
+                    entry.name
+                ),
+            }
             EXIT_OK
         }
         Err(e) => print_failure(&e, target.json),

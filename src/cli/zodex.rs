@@ -506,6 +506,7 @@ pub(super) fn github<F: Args + Into<ForSprites>>(
             allow_paths,
             allow_secrets,
             to,
+            allow_empty,
         } => {
             let request = AdminRequest::GrantPush {
                 allow_paths,
@@ -519,6 +520,7 @@ pub(super) fn github<F: Args + Into<ForSprites>>(
                     Via::Token => GrantVia::Token,
                 },
                 refs,
+                allow_empty,
             };
             send(target, registry, &request, |g| render::grant(g, "Granted"))
         }
@@ -540,6 +542,7 @@ pub(super) fn github<F: Args + Into<ForSprites>>(
             refs,
             allow_paths,
             to,
+            allow_empty,
         } => {
             let request = AdminRequest::Yolo {
                 allow_paths,
@@ -548,6 +551,7 @@ pub(super) fn github<F: Args + Into<ForSprites>>(
                 repos: repos.iter().map(ToString::to_string).collect(),
                 ttl: ttl.resolve(),
                 allow_workflows,
+                allow_empty,
             };
             send(target, registry, &request, |list: &Vec<YoloScope>| {
                 render::yolo(list)

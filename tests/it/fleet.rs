@@ -130,6 +130,73 @@ fn a_removed_sprite_and_a_certificate_of_another_ca_are_refused() {
     assert!(!rows.iter().any(|r| r["principal"] == "sprite:s1"));
 }
 
+/// Admission holds for a request, not for a connection: a sprite's connection whose handshake
+/// (and admission) finished before `fleet_remove` is refused when its request arrives after
+/// it, and nothing is decided for it.
+#[test]
+fn a_connection_opened_before_a_removal_is_refused_when_its_request_arrives() {
+    use std::io::{Read, Write};
+    let fleet = Fleet::start();
+    let s4 = fleet.enrol("s4", &[]);
+    let files = zodex_fleet::MemberFiles::read(&s4.dir.path().join("fleet")).unwrap();
+    let address = fleet.url.trim_start_matches("https://").to_string();
+    let connect = || {
+        let server = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = tokio_rustls::rustls::ClientConnection::new(
+            files.client_config().unwrap(),
+            server.to_owned(),
+        )
+        .unwrap();
+        let mut stream = tokio_rustls::rustls::StreamOwned::new(
+            tls,
+            std::net::TcpStream::connect(&address).unwrap(),
+        );
+        // The handshake completes (and the service admits the member) before any request.
+        while stream.conn.is_handshaking() {
+            stream.conn.complete_io(&mut stream.sock).unwrap();
+        }
+        stream
+    };
+    let ask = |stream: &mut tokio_rustls::rustls::StreamOwned<
+        tokio_rustls::rustls::ClientConnection,
+        std::net::TcpStream,
+    >| {
+        let metadata = serde_json::to_vec(&json!({"op": "status"})).unwrap();
+        let header = zodex_protocol::AgentHeader {
+            version: zodex_protocol::AGENT_VERSION,
+            metadata_len: metadata.len() as u32,
+            bundle_len: 0,
+        };
+        stream.write_all(&header.encode()).unwrap();
+        stream.write_all(&metadata).unwrap();
+        stream.flush().unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    };
+    let mut before = connect();
+    let served = ask(&mut before);
+    assert!(served.contains("\"ok\":true"), "{served}");
+
+    // The service admits a member as soon as its handshake ends (one read of the registry),
+    // long before the removal below (a process started for it) reaches the store.
+    let mut waiting = connect();
+    fleet
+        .service
+        .admin_ok(&json!({"op": "fleet_remove", "role": "sprite", "name": "s4"}).to_string());
+    let answer = ask(&mut waiting);
+    assert!(
+        answer.contains("\"ok\":false") && answer.contains("removed"),
+        "{answer}"
+    );
+    let rows = audit(&fleet);
+    assert!(
+        rows.iter()
+            .any(|r| r["action"] == "FleetRefused" && r["detail"]["name"] == "s4"),
+        "{rows:#?}"
+    );
+}
+
 /// A sprite named `name` with a key of its own and a certificate `ca` issued for it (not
 /// through enrolment), its relay running.
 fn forged(fleet: &Fleet, ca: &zodex_fleet::FleetCa, name: &str) -> Sprite {

@@ -191,9 +191,59 @@ fn a_sprite_is_installed_and_enrolled_in_one_command_without_app_keys() {
     let again = fleet.zodex_ok(home, &args);
     assert!(again.contains("box was enrolled already"), "{again}");
 
-    // Removed: the sprite's next request is refused at the service.
-    fleet.zodex_ok(home, &["fleet", "--fleet", FLEET, "remove", "box"]);
+    // Enrolling again with other labels changes nothing, and says so.
+    let relabel: Vec<&str> = args
+        .iter()
+        .map(|a| if *a == "team=web" { "team=api" } else { a })
+        .collect();
+    let other = fleet.zodex(home, &relabel);
+    assert!(!other.status.success(), "{}", text(&other));
+    assert!(
+        text(&other).contains("zodex fleet label box team=api"),
+        "{}",
+        text(&other)
+    );
+
+    // Removed: the sprite's next request is refused at the service, and the grant it owned
+    // ended with it (a what-if for it is refused: it is no member).
+    let key_before = std::fs::read(keys.join("key.pem")).unwrap();
+    let explain = [
+        "fleet",
+        "--fleet",
+        FLEET,
+        "policy",
+        "explain",
+        "--sprite",
+        "box",
+        "--action",
+        "push",
+        "--repo",
+        "demo/app",
+        "--ref",
+        "refs/heads/fleet-again",
+    ];
+    assert!(fleet.zodex(home, &explain).status.success());
+    let removed = fleet.zodex_ok(home, &["fleet", "--fleet", FLEET, "remove", "box"]);
+    assert!(removed.contains("grants revoked: #"), "{removed}");
     let status = accounts.as_agent("zodex-agent", &["github", "status"]);
     assert!(!status.status.success(), "{}", text(&status));
+
+    // Enrolled again in the one command: a fresh key, and none of its old authority.
+    let again = fleet.zodex_ok(home, &args);
+    assert!(
+        again.contains("box is enrolled as spiffe://acme/sprite/box"),
+        "{again}"
+    );
+    let key_after = std::fs::read(keys.join("key.pem")).unwrap();
+    assert_ne!(key_before, key_after, "the sprite kept its old key");
+    let denied = fleet.zodex(home, &explain);
+    assert_eq!(denied.status.code(), Some(3), "{}", text(&denied));
+    let refused = push("HEAD:refs/heads/fleet-again");
+    assert!(
+        !refused.status.success(),
+        "pushed under the removed sprite's grant"
+    );
+    let status = accounts.as_agent("zodex-agent", &["github", "status"]);
+    assert!(status.status.success(), "{}", text(&status));
     drop(accounts);
 }

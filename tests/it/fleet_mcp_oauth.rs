@@ -159,7 +159,15 @@ fn the_service_is_each_sprites_authorization_server_and_a_token_for_one_never_op
     // Consent for s1, approved by the operator over mutual TLS, naming the sprite.
     let client = one.register();
     let consent = one.consent_page(&client);
-    let approved = zodex(&["fleet", "mcp", "approve", &consent.code, "--sprite", "s1"]);
+    // The page names the fleet's command, and it is the one that works.
+    let shown: Vec<&str> = consent.command.split_whitespace().collect();
+    assert_eq!(
+        shown,
+        ["zodex", "fleet", "mcp", "approve", &consent.code, "--sprite", "s1"],
+        "{}",
+        consent.command
+    );
+    let approved = zodex(&shown[1..]);
     assert!(
         approved.contains("s1") && approved.contains(&client),
         "{approved}"

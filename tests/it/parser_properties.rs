@@ -355,6 +355,7 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
                     to,
                     allow_paths: Vec::new(),
                     allow_secrets: Vec::new(),
+                    allow_empty: false,
                 }
             }),
         (text(), any_for_sprites()).prop_map(|(repo, to)| AdminRequest::RevokePush { repo, to }),
@@ -373,6 +374,7 @@ fn admin_request() -> impl Strategy<Value = AdminRequest> {
                     refs,
                     to,
                     allow_paths: Vec::new(),
+                    allow_empty: false,
                 }
             ),
         (any::<i64>(), option::of(any_ttl()))

@@ -361,14 +361,23 @@ fn a_database_that_goes_away_refuses_decisions_by_name_and_is_used_again_when_ba
     let refused = a.admin("{\"op\":\"status\"}");
     assert_eq!(refused["ok"], false, "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();
-    assert!(message.contains("state store unreachable"), "{refused}");
+    assert!(message.contains("state store is unreachable"), "{refused}");
     let run = a.agent(&dev, &["github", "request-push", "--repo", "demo/app"]);
     assert_ne!(run.code, 0);
     assert!(
-        run.stderr.contains("state store unreachable"),
+        run.stderr.contains("state store is unreachable") && run.stderr.contains("try again"),
         "{}",
         run.stderr
     );
+    // The agent is told what to do, never where the database is or who the publisher is there.
+    for said in [message, run.stderr.as_str()] {
+        assert!(
+            !said.contains("postgres")
+                && !said.contains("zodex_publisher")
+                && !said.contains("zodex-prd status"),
+            "{said}"
+        );
+    }
     // Back: the same process serves again, no restart.
     server.start_again().unwrap();
     crate::support::wait::eventually(
@@ -424,20 +433,46 @@ fn a_write_token_of_a_killed_replica_is_revoked_by_the_survivor() {
             == 200
     };
     assert!(live(&token), "the write token works");
-    // A dies holding it; B, alive, revokes it once A has been silent long enough.
+    // Minted, it was in the audit before it left A: its hash, what for, the holder.
+    let sha = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(token.as_bytes()))
+    };
+    let rows = |replica: &Replica| -> Vec<serde_json::Value> {
+        replica.admin(r#"{"op":"audit","limit":500}"#)["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let minted = rows(&b);
+    assert!(
+        minted
+            .iter()
+            .any(|r| r["action"] == "MintToken" && r["detail"]["token_sha256"] == sha.as_str()),
+        "{minted:#?}"
+    );
+    // A dies holding it; B, alive, revokes it once A has been silent long enough, and says so
+    // in the audit.
     a.kill();
     crate::support::wait::eventually_with(
         "the survivor revokes the killed replica's write token",
         std::time::Duration::from_secs(60),
         || b.log(),
-        || !live(&token),
+        || {
+            b.log()
+                .contains("revoked a write token whose publisher stopped")
+        },
     );
+    assert!(!live(&token), "the revoked token still works");
+    let revoked = rows(&b);
     assert!(
-        b.log()
-            .contains("revoked a write token whose publisher stopped"),
-        "{}",
-        b.log()
+        revoked.iter().any(|r| r["action"] == "RevokeToken"
+            && r["detail"]["token_sha256"] == sha.as_str()
+            && r["principal"] == "zodex-prd"),
+        "{revoked:#?}"
     );
+    let verified = b.admin(r#"{"op":"audit_verify"}"#);
+    assert_eq!(verified["result"]["ok"], true, "{verified}");
 }
 
 #[test]

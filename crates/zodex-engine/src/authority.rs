@@ -20,7 +20,7 @@ mod pages;
 mod shadow;
 mod views;
 
-pub use members::NotAdmitted;
+pub use members::{Ended, NotAdmitted};
 pub use pages::{
     AnswerBytes, DEFAULT_PAGE_ROWS, MAX_PAGE_ROWS, PAGE_BYTES, Page, PageRequest,
     STATUS_LIST_BYTES, STATUS_LIST_ROWS,
@@ -357,10 +357,25 @@ impl Authority<'_> {
                     "cap": max_pending,
                 }));
                 facts.audit(&event, now)?;
+                // The operator's commands where this agent's requests are decided.
+                let (list, deny, revoke) = match principal.sprite() {
+                    Some(sprite) => (
+                        format!("zodex fleet requests --sprite {}", sprite.name),
+                        "zodex fleet deny ID".to_string(),
+                        format!(
+                            "zodex fleet revoke-push --repo OWNER/NAME --for-sprite {}",
+                            sprite.name
+                        ),
+                    ),
+                    None => (
+                        "zodex sprite github requests".to_string(),
+                        "zodex sprite github deny ID".to_string(),
+                        "zodex sprite github revoke-push --repo OWNER/NAME".to_string(),
+                    ),
+                };
                 return Ok(Err(AuthorityError::Limit(format!(
                     "{others} push requests are already pending, the most this sprite keeps ({max_pending}); \
-                     an operator lists them with `zodex sprite github requests` and clears them with \
-                     `zodex sprite github deny ID` or `zodex sprite github revoke-push --repo OWNER/NAME` \
+                     an operator lists them with `{list}` and clears them with `{deny}` or `{revoke}` \
                      (a new request for a repository that has one pending replaces it)"
                 ))));
             }
@@ -404,6 +419,15 @@ impl Authority<'_> {
         now: i64,
     ) -> Outcome<Grant> {
         let request = store.read(|facts| facts.grant(id))?;
+        // A removed sprite's request ended with it (a removal denies them); one left behind
+        // by an older removal is refused here, never approved for a sprite that is gone.
+        if let Owner::Sprite(name) = &request.owner
+            && store.read(|f| f.sprite_standing(name))?.removed
+        {
+            return Err(AuthorityError::Invalid(format!(
+                "request {id} is sprite {name}'s, which is no longer enrolled in the fleet: nothing can be approved for it (`zodex fleet deny {id}` clears it)"
+            )));
+        }
         let repo =
             RepoName::parse(&request.repo).map_err(|e| StoreError::Conflict(e.to_string()))?;
         let ask = Ask::GrantPush {

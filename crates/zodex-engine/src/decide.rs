@@ -76,6 +76,8 @@ impl Principal {
     /// single sprite's agent; for a fleet sprite its name and each of its labels.
     pub fn owners(&self) -> Vec<String> {
         match self {
+            // A removed sprite answers to no owner: no grant, scope or label covers it.
+            Self::Sprite(sprite) if sprite.removed => Vec::new(),
             Self::Sprite(sprite) => std::iter::once(self.owner())
                 .chain(sprite.labels.iter().cloned().map(Owner::Label))
                 .map(|o| o.cedar())
@@ -595,6 +597,17 @@ impl Engine {
         ask: &Ask,
         now: i64,
     ) -> Result<Decision> {
+        // A fleet sprite is decided as the registry holds it now, in this transaction: its
+        // labels as they are, and no authority once it was removed (whatever its connection
+        // was admitted as).
+        let standing;
+        let principal = match principal {
+            Principal::Sprite(sprite) => {
+                standing = Principal::Sprite(facts.sprite_standing(&sprite.name)?);
+                &standing
+            }
+            other => other,
+        };
         // One statement reads every fact of a repository's decision (one snapshot).
         let mut passed_over_refs = Vec::new();
         let (repository, grant, yolo) = match ask.repo() {

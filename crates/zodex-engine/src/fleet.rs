@@ -125,11 +125,27 @@ impl fmt::Display for SpriteLabel {
 }
 
 /// A sprite of the fleet as a request's principal: its name and labels, read from the
-/// registry when the request arrived.
+/// registry when the request arrived and again by each decision (in the decision's own
+/// transaction, so a removal or a label change counts from the next decision on).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FleetSprite {
     pub name: MemberName,
     pub labels: Vec<SpriteLabel>,
+    /// The registry no longer holds it as enrolled (removed, or never enrolled): it answers to
+    /// no owner, so no grant, YOLO scope or label covers it, and Cedar refuses it every write
+    /// (`removed-members-are-authorised-for-nothing`).
+    pub removed: bool,
+}
+
+impl FleetSprite {
+    /// An enrolled sprite with these labels.
+    pub fn enrolled(name: MemberName, labels: Vec<SpriteLabel>) -> Self {
+        Self {
+            name,
+            labels,
+            removed: false,
+        }
+    }
 }
 
 /// Who a grant or YOLO scope belongs to.
@@ -181,8 +197,8 @@ impl Owner {
     pub fn covers(&self, sprite: Option<&FleetSprite>) -> bool {
         match (self, sprite) {
             (Self::Local, None) => true,
-            (Self::Sprite(name), Some(s)) => *name == s.name,
-            (Self::Label(label), Some(s)) => s.labels.contains(label),
+            (Self::Sprite(name), Some(s)) => !s.removed && *name == s.name,
+            (Self::Label(label), Some(s)) => !s.removed && s.labels.contains(label),
             _ => false,
         }
     }
@@ -279,14 +295,11 @@ mod tests {
 
     #[test]
     fn an_owner_covers_only_its_own_sprites() {
-        let a = FleetSprite {
-            name: MemberName::parse("a").unwrap(),
-            labels: vec![SpriteLabel::parse("team=payments").unwrap()],
-        };
-        let b = FleetSprite {
-            name: MemberName::parse("b").unwrap(),
-            labels: vec![],
-        };
+        let a = FleetSprite::enrolled(
+            MemberName::parse("a").unwrap(),
+            vec![SpriteLabel::parse("team=payments").unwrap()],
+        );
+        let b = FleetSprite::enrolled(MemberName::parse("b").unwrap(), vec![]);
         let for_a = Owner::Sprite(a.name.clone());
         assert!(for_a.covers(Some(&a)));
         assert!(!for_a.covers(Some(&b)));
@@ -296,6 +309,13 @@ mod tests {
         assert!(!payments.covers(Some(&b)));
         assert!(Owner::Local.covers(None));
         assert!(!Owner::Local.covers(Some(&a)));
+        // Removed, `a` answers to neither its name nor its label.
+        let gone = FleetSprite {
+            removed: true,
+            ..a.clone()
+        };
+        assert!(!for_a.covers(Some(&gone)));
+        assert!(!payments.covers(Some(&gone)));
         // Stored and read back; a row naming both is refused, not guessed.
         for owner in [Owner::Local, for_a, payments] {
             let (s, l) = owner.columns();

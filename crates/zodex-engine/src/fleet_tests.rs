@@ -7,13 +7,27 @@ use crate::tests::{NOW, World, push, repo, terms, world};
 use crate::{Authority, AuthorityError, Principal, YoloTerms};
 
 fn sprite(name: &str, labels: &[&str]) -> Principal {
-    Principal::Sprite(FleetSprite {
-        name: MemberName::parse(name).unwrap(),
-        labels: labels
+    Principal::Sprite(FleetSprite::enrolled(
+        MemberName::parse(name).unwrap(),
+        labels
             .iter()
             .map(|l| SpriteLabel::parse(l).unwrap())
             .collect(),
-    })
+    ))
+}
+
+/// A small pull request for `name`.
+fn publish(name: &str) -> crate::Ask {
+    crate::Ask::PublishPr {
+        repo: repo(name),
+        bundle_bytes: 100,
+        touches_workflows: false,
+        title_chars: 10,
+        body_bytes: 0,
+        draft: false,
+        paths: Default::default(),
+        secrets: Vec::new(),
+    }
 }
 
 fn owner_sprite(name: &str) -> Owner {
@@ -21,7 +35,32 @@ fn owner_sprite(name: &str) -> Owner {
 }
 
 impl World {
+    /// Enrols `who` (a fleet sprite) with its labels: a decision reads the registry.
+    fn enrol(&mut self, who: &Principal) {
+        let Some(sprite) = who.sprite() else {
+            return;
+        };
+        let new = crate::store::NewMember {
+            role: crate::fleet::MemberRole::Sprite,
+            name: sprite.name.clone(),
+            labels: sprite.labels.clone(),
+            key_sha256: format!("{:0>64}", sprite.name.as_str().len()),
+        };
+        self.store
+            .write(|f| {
+                if f.member(new.role, &new.name)?
+                    .is_some_and(|m| m.is_enrolled())
+                {
+                    return Ok(());
+                }
+                f.enroll_member(&new, "operator:test", NOW).map(|_| ())
+            })
+            .unwrap();
+    }
+
+    /// Decides `ask` as `who`, enrolled first when it is a fleet sprite.
     fn decide_as(&mut self, who: &Principal, ask: &crate::Ask) -> crate::Decision {
+        self.enrol(who);
         let engine = &self.engine;
         self.store
             .read(|f| engine.decide(f, who, ask, NOW))
@@ -112,6 +151,8 @@ fn a_sprites_requests_are_its_own_capped_per_sprite_and_revoked_by_it_alone() {
     on_each_backend(|| {
         let mut w = world();
         let (s1, s2) = (sprite("s1", &[]), sprite("s2", &[]));
+        w.enrol(&s1);
+        w.enrol(&s2);
         let engine = &w.engine;
         let a = Authority { engine };
         let r1 = a
@@ -177,8 +218,9 @@ fn a_sprites_requests_are_its_own_capped_per_sprite_and_revoked_by_it_alone() {
 fn a_fleet_sprites_decisions_are_audited_under_its_name() {
     on_each_backend(|| {
         let mut w = world();
-        let engine = &w.engine;
         let s1 = sprite("s1", &[]);
+        w.enrol(&s1);
+        let engine = &w.engine;
         Authority { engine }
             .decide_audited(
                 &mut w.store,
@@ -277,16 +319,6 @@ fn an_operator_policy_over_a_label_binds_the_labelled_sprites_only() {
             w.op(|a, s, op| a.set_yolo(s, op, &[], YoloTerms::new(None, false), owner, NOW))
                 .unwrap();
         }
-        let publish = |name: &str| crate::Ask::PublishPr {
-            repo: repo(name),
-            bundle_bytes: 100,
-            touches_workflows: false,
-            title_chars: 10,
-            body_bytes: 0,
-            draft: false,
-            paths: Default::default(),
-            secrets: Vec::new(),
-        };
         let payments = sprite("p1", &["team=payments"]);
         assert!(
             w.decide_as(&payments, &push("demo/payments-api", "refs/heads/f"))
@@ -309,5 +341,217 @@ fn an_operator_policy_over_a_label_binds_the_labelled_sprites_only() {
         let web = sprite("web1", &["team=web"]);
         assert!(w.decide_as(&web, &push("demo/app", "refs/heads/f")).allowed);
         assert!(w.decide_as(&web, &publish("demo/app")).allowed);
+    });
+}
+
+/// What a removed sprite owned ends in its removal's own transaction: its grant revoked, its
+/// request denied (an approval after the removal is refused), its YOLO scope cleared, each
+/// audited; a label grant stays, but the removed sprite matches no label; enrolled again (a
+/// fresh key) it starts with nothing, and every write is refused by Cedar in between.
+#[test]
+fn a_removed_sprite_owns_nothing_and_comes_back_with_nothing() {
+    on_each_backend(|| {
+        let mut w = world();
+        let s1 = sprite("s1", &["team=web"]);
+        w.enrol(&s1);
+        let name = MemberName::parse("s1").unwrap();
+        let grant = w
+            .op(|a, s, op| {
+                a.grant_push(
+                    s,
+                    op,
+                    &repo("demo/app"),
+                    terms(None),
+                    owner_sprite("s1"),
+                    NOW,
+                )
+            })
+            .unwrap();
+        let label = Owner::Label(SpriteLabel::parse("team=web").unwrap());
+        let label_grant = w
+            .op(|a, s, op| a.grant_push(s, op, &repo("demo/lib"), terms(None), label, NOW))
+            .unwrap();
+        let scope = w
+            .op(|a, s, op| {
+                a.set_yolo(
+                    s,
+                    op,
+                    &[repo("acme/app")],
+                    YoloTerms::new(None, false),
+                    owner_sprite("s1"),
+                    NOW,
+                )
+            })
+            .unwrap();
+        let engine = &w.engine;
+        let request = Authority { engine }
+            .request_push_capped(
+                &mut w.store,
+                &s1,
+                &repo("acme/app"),
+                terms(Some(600)),
+                None,
+                5,
+                NOW,
+            )
+            .unwrap();
+        let ask = push("demo/app", "refs/heads/feature");
+        assert!(w.decide_as(&s1, &ask).allowed);
+        assert!(
+            w.decide_as(&s1, &push("demo/lib", "refs/heads/feature"))
+                .allowed
+        );
+        w.store
+            .write(|f| f.set_sprite_mcp_public_url(&name, Some("https://s1.example/mcp")))
+            .unwrap();
+
+        let (_, ended) = w
+            .op(|a, s, op| a.remove_member(s, op, crate::fleet::MemberRole::Sprite, &name, NOW + 1))
+            .unwrap();
+        assert_eq!(ended.grants, [grant.id]);
+        assert_eq!(ended.requests, [request.id]);
+        assert_eq!(ended.yolo, [scope[0].id]);
+        let states = |w: &mut World| {
+            [grant.id, request.id, label_grant.id]
+                .map(|id| w.store.read(|f| f.grant(id)).unwrap().state)
+        };
+        use crate::store::GrantState::{Active, Denied, Revoked};
+        assert_eq!(states(&mut w), [Revoked, Denied, Active]);
+        let err = w
+            .op(|a, s, op| a.approve(s, op, request.id, None, NOW + 2))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("not pending")
+                || err.to_string().contains("no longer enrolled"),
+            "{err}"
+        );
+        // Admitted before the removal, its connection still gets nothing: every write is
+        // refused by Cedar, even under the label grant that stays.
+        let engine = &w.engine;
+        for ask in [ask.clone(), push("demo/lib", "refs/heads/feature")] {
+            let d = w
+                .store
+                .read(|f| engine.decide(f, &s1, &ask, NOW + 2))
+                .unwrap();
+            assert!(!d.allowed, "{d:?}");
+        }
+        let d = w
+            .store
+            .read(|f| engine.decide(f, &s1, &publish("demo/app"), NOW + 2))
+            .unwrap();
+        assert!(!d.allowed, "{d:?}");
+        assert_eq!(d.policies, ["removed-members-are-authorised-for-nothing"]);
+        let a = Authority { engine };
+        let refused = a.request_push_capped(
+            &mut w.store,
+            &s1,
+            &repo("acme/app"),
+            terms(Some(600)),
+            None,
+            5,
+            NOW + 2,
+        );
+        assert!(refused.is_err(), "{refused:?}");
+        // Each ending is its own audit row, in the removal's transaction.
+        let rows = w
+            .store
+            .read(|f| f.audit_rows(&crate::store::AuditFilter::default()))
+            .unwrap();
+        let ended_rows: Vec<_> = rows
+            .iter()
+            .filter(|r| r.entry.action.to_string() == "FleetEnded")
+            .map(|r| r.entry.detail.clone().unwrap()["change"].clone())
+            .collect();
+        // Grant, request, YOLO scope, and its MCP endpoint's OAuth (its URL cleared).
+        assert_eq!(ended_rows, ["revoked", "denied", "cleared", "revoked"]);
+        assert!(w.store.read(|f| f.verify_audit()).unwrap().ok);
+
+        // Enrolled again (another key): nothing of before comes back.
+        let again = crate::store::NewMember {
+            role: crate::fleet::MemberRole::Sprite,
+            name: name.clone(),
+            labels: vec![SpriteLabel::parse("team=web").unwrap()],
+            key_sha256: "ef".repeat(32),
+        };
+        let op = w.operator.clone();
+        let engine = &w.engine;
+        Authority { engine }
+            .enroll_member(&mut w.store, &op, &again, NOW + 3)
+            .unwrap();
+        let d = w
+            .store
+            .read(|f| engine.decide(f, &s1, &ask, NOW + 3))
+            .unwrap();
+        assert!(!d.allowed, "{d:?}");
+        // Its MCP endpoint's OAuth does not come back with it: a URL is set anew.
+        assert_eq!(
+            w.store.read(|f| f.sprite_mcp_public_url(&name)).unwrap(),
+            None
+        );
+        // The label grant serves it again: it is the label's, not the sprite's.
+        let d = w
+            .store
+            .read(|f| engine.decide(f, &s1, &push("demo/lib", "refs/heads/feature"), NOW + 3))
+            .unwrap();
+        assert!(d.allowed, "{d:?}");
+    });
+}
+
+/// Labels change with `relabel_member`, audited, and the next decision reads them, whatever
+/// the principal was admitted with; a grant for a label nobody carries is refused unless the
+/// operator says so.
+#[test]
+fn labels_change_and_the_next_decision_reads_them() {
+    on_each_backend(|| {
+        let mut w = world();
+        let admitted = sprite("s1", &["team=web"]);
+        w.enrol(&admitted);
+        let name = MemberName::parse("s1").unwrap();
+        let payments = SpriteLabel::parse("team=payments").unwrap();
+        let owner = Owner::Label(payments.clone());
+        let refused = w.op(|a, s, _| a.check_owner(s, &owner, false)).unwrap_err();
+        assert!(refused.to_string().contains("--allow-empty"), "{refused}");
+        w.op(|a, s, _| a.check_owner(s, &owner, true)).unwrap();
+        let unknown = owner_sprite("nobody");
+        assert!(w.op(|a, s, _| a.check_owner(s, &unknown, false)).is_err());
+        w.op(|a, s, op| a.grant_push(s, op, &repo("demo/app"), terms(None), owner, NOW))
+            .unwrap();
+        let ask = push("demo/app", "refs/heads/feature");
+        assert!(!w.decide_as(&admitted, &ask).allowed);
+        let member = w
+            .op(|a, s, op| {
+                a.relabel_member(s, op, &name, std::slice::from_ref(&payments), &[], NOW + 1)
+            })
+            .unwrap();
+        assert_eq!(member.labels, std::slice::from_ref(&payments));
+        let engine = &w.engine;
+        let d = w
+            .store
+            .read(|f| engine.decide(f, &admitted, &ask, NOW + 1))
+            .unwrap();
+        assert!(d.allowed, "the principal admitted with team=web: {d:?}");
+        let member = w
+            .op(|a, s, op| a.relabel_member(s, op, &name, &[], &["team".into()], NOW + 2))
+            .unwrap();
+        assert!(member.labels.is_empty());
+        let engine = &w.engine;
+        let d = w
+            .store
+            .read(|f| engine.decide(f, &admitted, &ask, NOW + 2))
+            .unwrap();
+        assert!(!d.allowed, "{d:?}");
+        let rows = w
+            .store
+            .read(|f| f.audit_rows(&crate::store::AuditFilter::default()))
+            .unwrap();
+        let labels: Vec<_> = rows
+            .iter()
+            .filter(|r| r.entry.action.to_string() == "FleetLabel")
+            .map(|r| r.entry.detail.clone().unwrap()["after"].clone())
+            .collect();
+        assert_eq!(
+            labels,
+            [serde_json::json!(["team=payments"]), serde_json::json!([])]
+        );
     });
 }

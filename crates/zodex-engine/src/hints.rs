@@ -221,10 +221,10 @@ mod tests {
 
     #[test]
     fn a_fleet_sprite_is_told_the_fleets_command_for_itself() {
-        let sprite = Principal::Sprite(crate::fleet::FleetSprite {
-            name: crate::fleet::MemberName::parse("s2").unwrap(),
-            labels: Vec::new(),
-        });
+        let sprite = Principal::Sprite(crate::fleet::FleetSprite::enrolled(
+            crate::fleet::MemberName::parse("s2").unwrap(),
+            Vec::new(),
+        ));
         let hint = unblock_hint(
             &push_without_grant("refs/heads/f", &[]),
             Some("demo/app"),

@@ -15,7 +15,7 @@ use super::store::{
     App, AuditEntry, AuditRecord, CoverageFact, IssuedToken, Publication, PublicationState,
     SinkCursor, Store, StoreError,
 };
-use crate::vocabulary::{Actor, AuditDecision, Outcome};
+use crate::vocabulary::{Actor, AuditDecision, EventKind, Outcome};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -122,7 +122,9 @@ pub fn record_token(store: &mut Store, token: &IssuedToken) -> Result<(), StoreE
 }
 
 /// Records a write token with its sealed value and the process that minted it (see
-/// `Facts::seal_token`), in one transaction.
+/// `Facts::seal_token`), and its `MintToken` audit row, in one transaction: before the token
+/// is used or handed out, the audit names it, so a publisher killed a moment later leaves a
+/// token the audit knows (and the sweep that revokes it says so, [`token_revoked_by_sweep`]).
 pub fn record_sealed_token(
     store: &mut Store,
     token: &IssuedToken,
@@ -131,7 +133,55 @@ pub fn record_sealed_token(
 ) -> Result<(), StoreError> {
     store.write(|f| {
         f.record_token(token)?;
-        f.seal_token(&token.token_sha256, sealed, holder)
+        f.seal_token(&token.token_sha256, sealed, holder)?;
+        f.audit(
+            &AuditEntry {
+                principal: Actor::Publisher,
+                action: EventKind::MintToken.into(),
+                repo_key: Some(token.repo_key.clone()),
+                decision: AuditDecision::Event,
+                detail: Some(serde_json::json!({
+                    "token_sha256": token.token_sha256,
+                    "purpose": token.purpose,
+                    "app": token.app,
+                    "permissions": serde_json::from_str::<serde_json::Value>(&token.permissions)
+                        .unwrap_or(serde_json::Value::Null),
+                    "decision": token.audit_id,
+                    "grant": token.grant_id,
+                    "holder": holder,
+                    "expires_at": token.expires_at,
+                })),
+                ..Default::default()
+            },
+            token.issued_at,
+        )?;
+        Ok(())
+    })
+}
+
+/// A sweep revoked a write token its minting step could not (`why`: its publisher stopped,
+/// or the grant it served ended): marked revoked and audited (`RevokeToken`) together.
+pub fn token_revoked_by_sweep(
+    store: &mut Store,
+    token_sha256: &str,
+    why: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    store.write(|f| {
+        f.mark_token_revoked(token_sha256, now)?;
+        let repo_key = f.token(token_sha256)?.map(|t| t.repo_key);
+        f.audit(
+            &AuditEntry {
+                principal: Actor::Publisher,
+                action: EventKind::RevokeToken.into(),
+                repo_key,
+                decision: AuditDecision::Event,
+                detail: Some(serde_json::json!({ "token_sha256": token_sha256, "why": why })),
+                ..Default::default()
+            },
+            now,
+        )?;
+        Ok(())
     })
 }
 

@@ -214,10 +214,21 @@ pub enum EventKind {
     FleetMcpUrl,
     /// A single sprite's audit was carried into the fleet's as a sprite's history.
     FleetJoin,
+    /// Something a removed sprite held ended with its removal: a grant revoked, a request
+    /// denied, a YOLO scope cleared, or its MCP endpoint's OAuth grants revoked.
+    FleetEnded,
+    /// An operator changed an enrolled sprite's labels.
+    FleetLabel,
+    /// A write token was minted (its SHA-256, what for, the decision that justified it),
+    /// recorded before it is used or handed out.
+    MintToken,
+    /// A write token was revoked by a sweep (its publisher stopped, or its grant ended),
+    /// not by the step that minted it.
+    RevokeToken,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 18] = [
+    const ALL: [EventKind; 22] = [
         Self::Outcome,
         Self::Publication,
         Self::ExpireGrant,
@@ -236,6 +247,10 @@ impl EventKind {
         Self::FleetRenew,
         Self::FleetMcpUrl,
         Self::FleetJoin,
+        Self::FleetEnded,
+        Self::FleetLabel,
+        Self::MintToken,
+        Self::RevokeToken,
     ];
 
     pub fn name(self) -> &'static str {
@@ -258,6 +273,10 @@ impl EventKind {
             Self::FleetRenew => "FleetRenew",
             Self::FleetMcpUrl => "FleetMcpUrl",
             Self::FleetJoin => "FleetJoin",
+            Self::FleetEnded => "FleetEnded",
+            Self::FleetLabel => "FleetLabel",
+            Self::MintToken => "MintToken",
+            Self::RevokeToken => "RevokeToken",
         }
     }
 }

@@ -26,6 +26,9 @@ pub struct RelayInstall {
     pub services: Vec<String>,
     /// The service's answer to this sprite's enrolment (`fleet_enroll`, JSON), to install.
     pub enrolment: Option<String>,
+    /// The service does not hold the sprite as enrolled: the key and certificate here are
+    /// discarded and a new key made (a removed sprite enrolled again never reuses its key).
+    pub new_key: bool,
 }
 
 impl RelayInstall {
@@ -111,6 +114,28 @@ pub(super) fn member_files(
         let args = ["fleet", "install", "--dir", &dir];
         as_publisher(layout, publisher, &args, Some(answer.as_bytes()))?;
         steps.record(format!("fleet certificate of {}", identity.uri()), true);
+    }
+    if relay.new_key && relay.enrolment.is_none() {
+        // Root removes the files without reading them: the key stays unread by anyone but
+        // the publisher user, even on its way out.
+        let mut discarded = false;
+        for file in [MemberFiles::CERT, MemberFiles::KEY] {
+            let path = layout.keys_dir.join(file);
+            match std::fs::remove_file(&path) {
+                Ok(()) => discarded = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(InstallError::step(
+                        format!("cannot discard the old fleet file {}", path.display()),
+                        e,
+                    ));
+                }
+            }
+        }
+        steps.record(
+            format!("old fleet key and certificate in {dir} discarded"),
+            discarded,
+        );
     }
     if enrolled(&layout.keys_dir, &identity) {
         steps.record(format!("enrolled as {}", identity.uri()), false);

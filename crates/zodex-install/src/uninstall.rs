@@ -25,6 +25,10 @@ use std::process::Command;
 pub struct UninstallReport {
     pub removed: Vec<String>,
     pub kept: Vec<String>,
+    /// The fleet the sprite was a member of (its configuration had `[relay]`): what installs
+    /// it again is `zodex fleet enroll`, not `zodex sprite setup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<String>,
 }
 
 impl UninstallReport {
@@ -80,13 +84,28 @@ impl UninstallReport {
 pub const CONFIG_COPY: &str = "zodex.toml.uninstalled";
 
 /// Stops the services and removes the installation of `record`; see the module comment.
+/// The fleet a sprite's configuration relays to, read from the certificate beside it (its
+/// `[relay] dir`): `Some` for a fleet sprite, also when the name cannot be read (`"?"`).
+fn fleet_of(config: &Path) -> Option<String> {
+    let relay = zodex_config::Config::load(config).ok()?.relay?;
+    let named = std::fs::read_to_string(relay.dir.join(zodex_fleet::MemberFiles::CERT))
+        .ok()
+        .and_then(|pem| zodex_fleet::tls::certificates(&pem).ok())
+        .and_then(|chain| zodex_fleet::Identity::of_certificate(&chain[0]).ok())
+        .map(|identity| identity.fleet.to_string());
+    Some(named.unwrap_or_else(|| "?".to_string()))
+}
+
 pub fn uninstall(
     record: &InstallRecord,
     purge: bool,
     keep_oauth: bool,
 ) -> Result<UninstallReport, InstallError> {
     let layout = &record.layout;
-    let mut report = UninstallReport::default();
+    let mut report = UninstallReport {
+        fleet: fleet_of(&layout.config()),
+        ..Default::default()
+    };
     services::control(record, services::Action::Stop, &[])?;
     if !purge {
         end_oauth_grants(&layout.state_dir.join("state.db"), keep_oauth, &mut report)?;

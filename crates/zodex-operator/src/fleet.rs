@@ -9,7 +9,7 @@ use super::remote::{CommandFailure, Reach, RemoteError, Stdin};
 use super::transport::{self, TransportError};
 use std::path::{Path, PathBuf};
 use zodex_fleet::{FleetError, Identity, Name, Replica, Role};
-use zodex_protocol::{AdminRequest, FleetEnrolled, FleetRole, Response};
+use zodex_protocol::{AdminRequest, FleetEnrolled, FleetMember, FleetRole, Response};
 
 /// Why a fleet operation did not complete. Messages say what to do next.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +34,9 @@ pub enum FleetOpError {
     },
     #[error("name at least one replica of the fleet's service with --service https://HOST:PORT")]
     NoService,
+    /// Said here, before any service is asked.
+    #[error("{0}")]
+    Choose(String),
 }
 
 /// Where an operator's identity for `fleet` lives by default: `$ZODEX_HOME/fleets/FLEET/NAME`.
@@ -135,6 +138,19 @@ pub fn enroll_here(
     let enrolled = enrol(fleet_entry, FleetRole::Sprite, name, labels, request_pem)?;
     zodex_fleet::files::install(dir, &enrolled.certificate_pem, &enrolled.ca_pem)?;
     Ok(enrolled)
+}
+
+/// Sprite `name` as the fleet's registry holds it now (enrolled or removed), if at all.
+pub(crate) fn sprite_member(
+    fleet_entry: &SpriteEntry,
+    name: &str,
+) -> Result<Option<FleetMember>, FleetOpError> {
+    let result = answered(transport::call(fleet_entry, &AdminRequest::FleetMembers)?)?;
+    let members: Vec<FleetMember> = serde_json::from_value(result)
+        .map_err(|e| FleetOpError::Refused(format!("an answer zodex cannot read: {e}")))?;
+    Ok(members
+        .into_iter()
+        .find(|m| m.role == FleetRole::Sprite && m.name == name))
 }
 
 /// The admin request `fleet_enroll` through `via`, and its answer.

@@ -23,8 +23,8 @@ pub fn call(
     reach: &FleetReach,
     request: &AdminRequest,
 ) -> Result<Response, TransportError> {
-    let fail = |detail: String| TransportError::NoAnswer {
-        sprite: name.to_string(),
+    let fail = |detail: String| TransportError::FleetNoAnswer {
+        fleet: name.to_string(),
         detail,
     };
     let files = MemberFiles::read(&reach.dir).map_err(|e| fail(e.to_string()))?;

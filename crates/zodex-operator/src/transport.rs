@@ -17,6 +17,8 @@ pub enum TransportError {
     },
     #[error("sprite `{sprite}` did not answer: {detail}")]
     NoAnswer { sprite: String, detail: String },
+    #[error("fleet `{fleet}`'s service did not answer: {detail}")]
+    FleetNoAnswer { fleet: String, detail: String },
 }
 
 /// Sends `request` to the sprite and returns its answer.

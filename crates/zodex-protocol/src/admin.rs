@@ -51,6 +51,10 @@ pub enum AdminRequest {
         /// a `key=value` label; neither: the single sprite's own agent.
         #[serde(flatten)]
         to: ForSprites,
+        /// Grant for a sprite not enrolled, or a label no enrolled sprite carries (refused
+        /// otherwise: a typo would wait silently).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        allow_empty: bool,
     },
     /// Ends the repository's grants and requests: those of `to` when it names a sprite or
     /// label, else every one.
@@ -74,6 +78,9 @@ pub enum AdminRequest {
         allow_paths: Vec<String>,
         #[serde(flatten)]
         to: ForSprites,
+        /// As on `grant_push`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        allow_empty: bool,
     },
     Default,
     /// Prove the write invariants of the daemon's effective policy set now; the answer is a
@@ -169,10 +176,20 @@ pub enum AdminRequest {
         labels: Vec<String>,
         request_pem: String,
     },
-    /// Remove a fleet member: its next request is refused.
+    /// Remove a fleet member: its next request is refused, and everything a sprite owns
+    /// ends with it. The answer is a [`FleetRemoved`].
     FleetRemove {
         role: FleetRole,
         name: String,
+    },
+    /// Change enrolled sprite `name`'s labels: `set` adds or replaces (`key=value`, one value
+    /// per key), `remove` takes keys away. The answer is the [`FleetMember`] as it is now.
+    FleetLabel {
+        name: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        set: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        remove: Vec<String>,
     },
     /// The fleet's members, enrolled and removed.
     FleetMembers,
@@ -232,6 +249,7 @@ impl AdminRequest {
             self,
             Self::FleetEnroll { .. }
                 | Self::FleetRemove { .. }
+                | Self::FleetLabel { .. }
                 | Self::FleetMembers
                 | Self::FleetMcp { .. }
                 | Self::FleetMcpPublicUrl { .. }
@@ -300,6 +318,34 @@ impl From<zodex_engine::store::Member> for FleetMember {
             enrolled_by: m.enrolled_by,
             removed_at: m.removed_at,
             removed_by: m.removed_by,
+        }
+    }
+}
+
+/// The answer to [`AdminRequest::FleetRemove`]: the member as removed, and what of its own
+/// ended with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetRemoved {
+    pub member: FleetMember,
+    /// Grants revoked (their tokens are revoked at GitHub as after any revoke).
+    pub grants_revoked: Vec<i64>,
+    /// Pending requests denied.
+    pub requests_denied: Vec<i64>,
+    pub yolo_cleared: Vec<i64>,
+    /// OAuth grants of its MCP endpoint revoked (its public URL is cleared too).
+    pub oauth_grants_revoked: u32,
+}
+
+impl From<(zodex_engine::store::Member, zodex_engine::authority::Ended)> for FleetRemoved {
+    fn from(
+        (member, ended): (zodex_engine::store::Member, zodex_engine::authority::Ended),
+    ) -> Self {
+        Self {
+            member: member.into(),
+            grants_revoked: ended.grants,
+            requests_denied: ended.requests,
+            yolo_cleared: ended.yolo,
+            oauth_grants_revoked: u32::try_from(ended.oauth_grants).unwrap_or(u32::MAX),
         }
     }
 }
@@ -420,6 +466,7 @@ mod tests {
             to: ForSprites::default(),
             allow_paths: Vec::new(),
             allow_secrets: Vec::new(),
+            allow_empty: false,
         };
         let json = serde_json::to_string(&request).unwrap();
         assert_eq!(
@@ -450,6 +497,7 @@ mod tests {
                 refs: vec![],
                 to: ForSprites::default(),
                 allow_paths: Vec::new(),
+                allow_empty: false,
             }
         );
         // A fleet's owner travels as two optional fields beside the others.

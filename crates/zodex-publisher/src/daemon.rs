@@ -252,7 +252,12 @@ async fn accept_loop(
             Side::Admin => Principal::Operator(format!("uid:{uid}")),
             Side::Agent => Principal::Agent,
         };
-        tokio::spawn(serve_connection(stream, socket.clone(), slot, principal));
+        tokio::spawn(serve_connection(
+            stream,
+            socket.clone(),
+            slot,
+            (principal, None),
+        ));
     }
 }
 
@@ -260,11 +265,37 @@ async fn accept_loop(
 /// on the agent side) and writes its answer: a Unix socket's peer, or a fleet member on the
 /// service's listener, whose identity and enrolment were checked before this. Gives the
 /// stream back, its write side shut down.
+/// A fleet member's certificate, as admitted when its connection opened: admitted again once
+/// its request has arrived, so a member removed while its connection waited is refused
+/// (admission holds for a request, not for a connection).
+#[derive(Debug, Clone)]
+pub(crate) struct MemberTicket {
+    pub identity: zodex_fleet::Identity,
+    pub key_sha256: String,
+}
+
+/// The principal a request is served as: a Unix peer's as it is, a fleet member's only if the
+/// registry still admits it now.
+async fn admitted_now(
+    socket: &Socket,
+    (principal, member): (Principal, Option<MemberTicket>),
+) -> Result<Principal, Response> {
+    match member {
+        None => Ok(principal),
+        Some(ticket) => {
+            socket
+                .host
+                .admit_member(&ticket.identity, ticket.key_sha256)
+                .await
+        }
+    }
+}
+
 async fn serve_connection<S>(
     mut stream: S,
     socket: Socket,
     slot: ConnectionSlot,
-    principal: Principal,
+    principal: (Principal, Option<MemberTicket>),
 ) -> S
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -287,7 +318,7 @@ where
 async fn admin_request(
     stream: &mut (impl AsyncRead + Unpin),
     socket: &Socket,
-    principal: Principal,
+    principal: (Principal, Option<MemberTicket>),
 ) -> Response {
     let mut line = Vec::new();
     let mut reader = BufReader::new(stream).take(MAX_REQUEST_BYTES as u64 + 1);
@@ -326,6 +357,10 @@ async fn admin_request(
             );
         }
     };
+    let principal = match admitted_now(socket, principal).await {
+        Ok(principal) => principal,
+        Err(refused) => return refused,
+    };
     let host = socket.host.clone();
     // A task of its own: a panic in the handler is an error answer, not a lost connection.
     tokio::spawn(async move { host.admin(principal, request).await })
@@ -359,7 +394,7 @@ async fn agent_request(
     stream: &mut (impl AsyncRead + Unpin),
     socket: &Socket,
     slot: &ConnectionSlot,
-    principal: Principal,
+    principal: (Principal, Option<MemberTicket>),
 ) -> Response {
     let seconds = socket.limits.request_seconds;
     let head = tokio::select! {
@@ -371,6 +406,10 @@ async fn agent_request(
         Err(_) => return no_head_in_time(seconds),
         Ok(Err(refused)) => return Response::error(ErrorKind::Usage, refused.to_string()),
         Ok(Ok(parsed)) => parsed,
+    };
+    let principal = match admitted_now(socket, principal).await {
+        Ok(principal) => principal,
+        Err(refused) => return refused,
     };
     if request.carries_bundle() {
         return bundle_request(

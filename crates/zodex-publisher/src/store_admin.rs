@@ -28,6 +28,10 @@ pub enum StoreAdminError {
     NotPostgres(String),
     #[error("the source {0} does not exist: name the state.db of the sprite to copy")]
     NoSource(String),
+    #[error(
+        "the database owner may not create the role {role}: give the owner CREATEROLE (as a superuser: `ALTER ROLE OWNER CREATEROLE`), or create the role first (`CREATE ROLE {role} LOGIN`) and run `zodex-prd store init` again; nothing was changed"
+    )]
+    CannotCreateRole { role: String },
 }
 
 /// The store a copy reads: an SQLite source must exist (opening one would make it, empty).
@@ -212,7 +216,14 @@ pub fn init(location: &StoreLocation, role: &str) -> Result<InitReport, StoreAdm
         return Err(StoreAdminError::NotPostgres(path.display().to_string()));
     }
     let mut store = open_store(location)?;
-    store.administer(&grants_sql(role))?;
+    store.administer(&grants_sql(role)).map_err(|e| {
+        // PostgreSQL says "permission denied to create role" to an owner without CREATEROLE.
+        if e.to_string().contains("permission denied to create role") {
+            StoreAdminError::CannotCreateRole { role: role.into() }
+        } else {
+            e.into()
+        }
+    })?;
     Ok(InitReport {
         location: store.describe(),
         schema_version: store.schema_version()?,

@@ -2,7 +2,7 @@
 //! scopes, status, audit rows, a what-if, a publication. Every string that came from the sprite
 //! goes through [`safe`].
 
-use super::{left, safe, time};
+use super::{Verbs, left, safe, time};
 use crate::engine::ttl::format_duration;
 use crate::protocol::Published;
 use crate::protocol::answers::{
@@ -72,6 +72,7 @@ fn grant_line(view: &GrantView) -> String {
         }
     }
     let _ = write!(line, ", via {}", via_name(g.via));
+    line.push_str(&owner_part(g.owner.as_deref()));
     line.push_str(&refs_part(&g.refs));
     if g.allow_workflows {
         line.push_str(", workflows allowed");
@@ -82,6 +83,16 @@ fn grant_line(view: &GrantView) -> String {
         let _ = write!(line, ", reason: {}", safe(reason));
     }
     line
+}
+
+/// `, for sprite s1` or `, for label team=web`: whose agent a fleet's grant, request or scope
+/// serves; empty for a single sprite's own.
+fn owner_part(owner: Option<&str>) -> String {
+    match owner.map(|o| o.split_once(':')) {
+        Some(Some((kind @ ("sprite" | "label"), name))) => format!(", for {kind} {}", safe(name)),
+        Some(_) => format!(", for {}", safe(owner.unwrap_or_default())),
+        None => String::new(),
+    }
 }
 
 /// `, refs: refs/heads/feature/*, …` for a grant or scope limited to refs; empty otherwise.
@@ -98,10 +109,15 @@ fn refs_part(refs: &[String]) -> String {
 pub fn grant(g: &Grant, verb: &str) -> String {
     let mut out = format!("{verb}: {}", grant_line(&view_of(g)));
     if g.state == GrantState::Pending {
+        // A fleet sprite's request is decided at the fleet's service.
+        let verbs = match g.owner {
+            Some(_) => Verbs::Fleet,
+            None => Verbs::Sprite,
+        };
         let _ = write!(
             out,
-            "\nAn operator approves it with `zodex sprite github approve {}`.",
-            g.id
+            "\nAn operator approves it with `{}`.",
+            verbs.github(&format!("approve {}", g.id))
         );
     }
     if g.via == GrantVia::Token {
@@ -155,6 +171,7 @@ fn yolo_line(y: &YoloView) -> String {
     if let Some(at) = scope.expires_at {
         let _ = write!(line, " (until {})", time(at));
     }
+    line.push_str(&owner_part(scope.owner.as_deref()));
     line.push_str(&refs_part(&scope.refs));
     if scope.allow_workflows {
         line.push_str(", workflows allowed");
@@ -204,7 +221,19 @@ fn writer_app_note(view: &GrantView) -> Option<String> {
             "writer App: not installed on {repo} (checked); pushes are refused until it is installed there"
         )),
         "unknown" => Some(format!(
-            "writer App: unknown (not checked yet, or the check is stale); `zodex sprite policy explain --action push --repo {repo} --ref BRANCH` checks it"
+            "writer App: unknown (not checked yet, or the check is stale); `{}` checks it",
+            Verbs::current().policy(&format!(
+                "explain --action push --repo {repo} --ref BRANCH{}",
+                match view
+                    .grant
+                    .owner
+                    .as_deref()
+                    .and_then(|o| o.strip_prefix("sprite:"))
+                {
+                    Some(sprite) => format!(" --sprite {sprite}"),
+                    None => String::new(),
+                }
+            ))
         )),
         _ => None,
     }
@@ -248,13 +277,17 @@ fn grant_notes(view: &GrantView) -> Vec<String> {
 
 /// The agent's `status`.
 pub fn status(v: &Status) -> String {
+    let verbs = Verbs::current();
     let mut out = String::new();
     section(
         &mut out,
         "Active grants",
         &v.grants,
         v.grants_total,
-        "see them all with --json, or revoke with `zodex sprite github revoke-push --repo OWNER/NAME`",
+        &format!(
+            "see them all with --json, or revoke with `{}`",
+            verbs.github("revoke-push --repo OWNER/NAME")
+        ),
         grant_line,
         grant_notes,
     );
@@ -263,7 +296,7 @@ pub fn status(v: &Status) -> String {
         "YOLO scopes",
         &v.yolo,
         v.yolo_total,
-        "clear them with `zodex sprite github default`",
+        &format!("clear them with `{}`", verbs.github("default")),
         yolo_line,
         |_| Vec::new(),
     );
@@ -272,7 +305,7 @@ pub fn status(v: &Status) -> String {
         "Pending requests",
         &v.pending,
         v.pending_total,
-        "list them all with `zodex sprite github requests`",
+        &format!("list them all with `{}`", verbs.github("requests")),
         grant_line,
         grant_notes,
     );
@@ -281,7 +314,7 @@ pub fn status(v: &Status) -> String {
         "Ended in the last 24h",
         &v.recently_ended,
         v.recently_ended_total,
-        "see `zodex sprite github audit --since 1d`",
+        &format!("see `{}`", verbs.github("audit --since 1d")),
         grant_line,
         grant_notes,
     );
@@ -323,7 +356,8 @@ pub fn operator_status(v: &StatusAnswer) -> String {
         let heads: Vec<String> = v.audit_heads.iter().map(chain_head).collect();
         let _ = writeln!(
             out,
-            "Audit heads (note them; `zodex sprite github audit --verify` checks the log): {}",
+            "Audit heads (note them; `{}` checks the log): {}",
+            Verbs::current().github("audit --verify"),
             heads.join(", ")
         );
     }

@@ -25,6 +25,8 @@ pub struct Consent {
     pub code: String,
     pub request: String,
     pub verifier: String,
+    /// The operator's command the page names (`zodex … mcp approve CODE …`).
+    pub command: String,
 }
 
 impl OAuthClient {
@@ -111,6 +113,7 @@ impl OAuthClient {
         Consent {
             code: between(&html, "id=\"user-code\">", "<"),
             request: between(&html, "data-request=\"", "\""),
+            command: between(&html, "<pre>", "</pre>"),
             verifier,
         }
     }

@@ -1,11 +1,109 @@
-//! The fleet's registry as operations: enrolling and removing a member, each one transaction
-//! with its audit row, and the check a connection passes on every request.
+//! The fleet's registry as operations: enrolling, relabelling and removing a member, each one
+//! transaction with its audit rows, and the check a connection passes on every request.
+//!
+//! Authority ends with membership: removing a sprite ends, in the removal's own transaction,
+//! everything it owns (grants revoked, requests denied, YOLO scopes cleared, its MCP
+//! endpoint's OAuth grants revoked and its public URL cleared), one `FleetEnded` row each.
+//! Label grants are not the sprite's and stay; a removed sprite matches no label anyway
+//! (each decision reads its standing, `Facts::sprite_standing`). A sprite enrolled again
+//! starts with nothing it held before its removal.
 
 use super::{Authority, Outcome};
 use crate::decide::Principal;
-use crate::fleet::{FleetSprite, MemberName, MemberRole};
-use crate::store::{AuditEntry, Member, NewMember, Store};
+use crate::fleet::{FleetSprite, MemberName, MemberRole, Owner, SpriteLabel};
+use crate::store::{AuditEntry, Facts, Member, NewMember, Store, StoreError};
 use crate::vocabulary::{Actor, AuditDecision, EventKind};
+
+/// What a sprite's removal ended (also what an enrolment ended that a removal before this
+/// fix had left behind).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ended {
+    /// Active grants revoked.
+    pub grants: Vec<i64>,
+    /// Pending requests denied.
+    pub requests: Vec<i64>,
+    pub yolo: Vec<i64>,
+    /// OAuth grant families of its MCP endpoint revoked.
+    pub oauth_grants: usize,
+}
+
+impl Ended {
+    fn detail(&self) -> serde_json::Value {
+        serde_json::json!({
+            "grants": self.grants,
+            "requests": self.requests,
+            "yolo": self.yolo,
+            "oauth_grants": self.oauth_grants,
+        })
+    }
+}
+
+/// Ends what sprite `name` owns that was made at or before `made_by`, each audited as
+/// `principal`'s `FleetEnded` row.
+fn end_sprite_authority(
+    f: &Facts<'_>,
+    principal: &Principal,
+    name: &MemberName,
+    made_by: i64,
+    now: i64,
+) -> Result<Ended, StoreError> {
+    let owner = Owner::Sprite(name.clone());
+    let by = principal.label();
+    let mut ended = Ended::default();
+    let row = |repo_key: Option<String>, detail: serde_json::Value| AuditEntry {
+        principal: principal.into(),
+        action: EventKind::FleetEnded.into(),
+        repo_key,
+        decision: AuditDecision::Event,
+        detail: Some(detail),
+        ..Default::default()
+    };
+    for grant in f.end_grants_of(&owner, made_by, &by, now)? {
+        let request = grant.state == crate::store::GrantState::Denied;
+        let change = if request { "denied" } else { "revoked" };
+        f.audit(
+            &row(
+                Some(grant.repo_key.clone()),
+                serde_json::json!({ "sprite": name.as_str(), "grant": grant.id, "change": change }),
+            ),
+            now,
+        )?;
+        if request {
+            ended.requests.push(grant.id);
+        } else {
+            ended.grants.push(grant.id);
+        }
+    }
+    for scope in f.clear_yolo_of(&owner, made_by, &by, now)? {
+        f.audit(
+            &row(
+                scope.repo_key.clone(),
+                serde_json::json!({ "sprite": name.as_str(), "yolo": scope.id, "change": "cleared" }),
+            ),
+            now,
+        )?;
+        ended.yolo.push(scope.id);
+    }
+    if let Some(resource) = f.stored_mcp_public_url(name)? {
+        let why = format!("sprite {name} was removed from the fleet");
+        let families = f.end_oauth_for_resource(&resource, &why, now)?;
+        f.forget_mcp_public_url(name)?;
+        f.audit(
+            &row(
+                None,
+                serde_json::json!({
+                    "sprite": name.as_str(),
+                    "mcp_public_url": resource,
+                    "oauth_grants": families.len(),
+                    "change": "revoked",
+                }),
+            ),
+            now,
+        )?;
+        ended.oauth_grants = families.len();
+    }
+    Ok(ended)
+}
 
 /// Why a connection's member is not admitted (each refusal is audited).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,6 +130,13 @@ impl Authority<'_> {
         now: i64,
     ) -> Outcome<Member> {
         Ok(store.write(|f| {
+            // A sprite enrolled again starts with nothing: whatever it held when it was
+            // removed (a removal made before removals ended authority left it) ends now.
+            if new.role == MemberRole::Sprite
+                && let Some(removed_at) = f.member(new.role, &new.name)?.and_then(|m| m.removed_at)
+            {
+                end_sprite_authority(f, principal, &new.name, removed_at, now)?;
+            }
             let member = f.enroll_member(new, &principal.label(), now)?;
             f.audit(
                 &AuditEntry {
@@ -52,7 +157,10 @@ impl Authority<'_> {
         })?)
     }
 
-    /// Removes an enrolled member, audited: its next request is refused.
+    /// Removes an enrolled member, audited: its next request is refused, and a sprite's
+    /// authority ends in the same transaction (see the module's documentation). The tokens
+    /// minted under the grants it ends are revoked at GitHub by the publisher's sweep
+    /// (`Facts::tokens_of_ended_grants`), as after any revoke.
     pub fn remove_member(
         &self,
         store: &mut Store,
@@ -60,8 +168,14 @@ impl Authority<'_> {
         role: MemberRole,
         name: &MemberName,
         now: i64,
-    ) -> Outcome<Member> {
+    ) -> Outcome<(Member, Ended)> {
         Ok(store.write(|f| {
+            let ended = match role {
+                MemberRole::Sprite if f.member(role, name)?.is_some_and(|m| m.is_enrolled()) => {
+                    end_sprite_authority(f, principal, name, now, now)?
+                }
+                _ => Ended::default(),
+            };
             let member = f.remove_member(role, name, &principal.label(), now)?;
             f.audit(
                 &AuditEntry {
@@ -71,13 +185,99 @@ impl Authority<'_> {
                     detail: Some(serde_json::json!({
                         "role": role.as_str(),
                         "name": name.as_str(),
+                        "ended": ended.detail(),
                     })),
                     ..Default::default()
                 },
                 now,
             )?;
-            Ok(member)
+            Ok((member, ended))
         })?)
+    }
+
+    /// Changes enrolled sprite `name`'s labels: `set` adds or replaces (one value per key),
+    /// `remove` takes keys away. Audited (`FleetLabel`, before and after); the next decision
+    /// reads them. Returns the member as it is now.
+    pub fn relabel_member(
+        &self,
+        store: &mut Store,
+        principal: &Principal,
+        name: &MemberName,
+        set: &[SpriteLabel],
+        remove: &[String],
+        now: i64,
+    ) -> Outcome<Member> {
+        Ok(store.write(|f| {
+            let before = f
+                .member(MemberRole::Sprite, name)?
+                .filter(|m| m.is_enrolled())
+                .ok_or_else(|| {
+                    StoreError::NotFound(format!(
+                        "no enrolled sprite named {name}; `zodex fleet sprites` lists the fleet's members"
+                    ))
+                })?;
+            if let Some(key) = remove.iter().find(|k| set.iter().any(|l| l.key() == k.as_str())) {
+                return Err(StoreError::Conflict(format!(
+                    "the label key `{key}` is both set and removed; give it once"
+                )));
+            }
+            let labels: Vec<SpriteLabel> = before
+                .labels
+                .iter()
+                .filter(|l| {
+                    !remove.iter().any(|k| k == l.key()) && !set.iter().any(|s| s.key() == l.key())
+                })
+                .chain(set.iter())
+                .cloned()
+                .collect();
+            let after = f.set_member_labels(MemberRole::Sprite, name, labels)?;
+            let texts = |m: &Member| m.labels.iter().map(|l| l.as_str().to_string()).collect::<Vec<_>>();
+            f.audit(
+                &AuditEntry {
+                    principal: principal.into(),
+                    action: EventKind::FleetLabel.into(),
+                    decision: AuditDecision::Event,
+                    detail: Some(serde_json::json!({
+                        "role": "sprite",
+                        "name": name.as_str(),
+                        "before": texts(&before),
+                        "after": texts(&after),
+                    })),
+                    ..Default::default()
+                },
+                now,
+            )?;
+            Ok(after)
+        })?)
+    }
+
+    /// Refuses a grant or YOLO scope for an owner nobody answers to, unless `allow_empty`: a
+    /// sprite not enrolled, or a label no enrolled sprite carries (a typo would otherwise
+    /// wait silently for a sprite that never comes). The single sprite's own agent always
+    /// answers.
+    pub fn check_owner(&self, store: &mut Store, owner: &Owner, allow_empty: bool) -> Outcome<()> {
+        if allow_empty {
+            return Ok(());
+        }
+        let problem = store.read(|f| {
+            Ok(match owner {
+                Owner::Local => None,
+                Owner::Sprite(name) => f.sprite_standing(name)?.removed.then(|| {
+                    format!(
+                        "no enrolled sprite is named {name}: `zodex fleet sprites` lists them; enrol it first, or say --allow-empty to grant for it before it is enrolled"
+                    )
+                }),
+                Owner::Label(label) => (!f.label_carried(label)?).then(|| {
+                    format!(
+                        "no enrolled sprite carries the label {label}: `zodex fleet sprites` shows the labels (`zodex fleet label SPRITE {label}` gives one); say --allow-empty to grant for the label before any sprite carries it"
+                    )
+                }),
+            })
+        })?;
+        match problem {
+            Some(message) => Err(super::AuthorityError::Invalid(message)),
+            None => Ok(()),
+        }
     }
 
     /// Whether the member a verified certificate names (with the hash of the key it
@@ -205,6 +405,7 @@ impl From<&Member> for FleetSprite {
         FleetSprite {
             name: member.name.clone(),
             labels: member.labels.clone(),
+            removed: !member.is_enrolled(),
         }
     }
 }

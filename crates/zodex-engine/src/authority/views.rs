@@ -155,13 +155,7 @@ impl Whose {
         }
         Ok(match of {
             None => Whose::All,
-            Some(SpriteFilter::Sprite(name)) => Whose::Sprite(FleetSprite {
-                name: name.clone(),
-                labels: facts
-                    .member(MemberRole::Sprite, name)?
-                    .map(|m| m.labels)
-                    .unwrap_or_default(),
-            }),
+            Some(SpriteFilter::Sprite(name)) => Whose::Sprite(facts.sprite_standing(name)?),
             Some(SpriteFilter::Label(label)) => Whose::Label {
                 label: label.clone(),
                 sprites: facts

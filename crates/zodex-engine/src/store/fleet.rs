@@ -3,7 +3,7 @@
 //! removal takes effect at the member's next request, whatever its certificate still says.
 
 use super::{Facts, Result, StoreError, params};
-use crate::fleet::{MemberName, MemberRole, SpriteLabel};
+use crate::fleet::{FleetSprite, MemberName, MemberRole, SpriteLabel};
 
 /// A member as the registry holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +85,21 @@ impl Facts<'_> {
         )
     }
 
+    /// Sprite `name` as a decision sees it now: enrolled with its current labels, or removed
+    /// (also when the registry never held it) with none.
+    pub fn sprite_standing(&self, name: &MemberName) -> Result<FleetSprite> {
+        Ok(match self.member(MemberRole::Sprite, name)? {
+            Some(member) if member.is_enrolled() => {
+                FleetSprite::enrolled(member.name, member.labels)
+            }
+            _ => FleetSprite {
+                name: name.clone(),
+                labels: Vec::new(),
+                removed: true,
+            },
+        })
+    }
+
     /// Every member of `role` (removed ones too), by name.
     pub fn members(&self, role: MemberRole) -> Result<Vec<Member>> {
         self.rows(
@@ -147,6 +162,28 @@ impl Facts<'_> {
             .flatten())
     }
 
+    /// The public URL stored for sprite `name` (the resource its endpoint's tokens are for),
+    /// enrolled or removed: what a removal ends the grants of.
+    pub fn stored_mcp_public_url(&self, name: &MemberName) -> Result<Option<String>> {
+        Ok(self
+            .optional_row(
+                "SELECT mcp_public_url FROM fleet_members WHERE role = 'sprite' AND name = ?1",
+                params![name.as_str()],
+                |r| Ok(r.get::<Option<String>>(0)?),
+            )?
+            .flatten())
+    }
+
+    /// Forgets sprite `name`'s public URL, enrolled or removed (a sprite enrolled again gets
+    /// its endpoint's OAuth back only when an operator sets a URL anew).
+    pub fn forget_mcp_public_url(&self, name: &MemberName) -> Result<()> {
+        self.exec(
+            "UPDATE fleet_members SET mcp_public_url = NULL WHERE role = 'sprite' AND name = ?1",
+            params![name.as_str()],
+        )?;
+        Ok(())
+    }
+
     /// Sets (or with `None` clears) the public URL of enrolled sprite `name`'s MCP endpoint. A
     /// URL another sprite has is a conflict: a token names its endpoint by it.
     pub fn set_sprite_mcp_public_url(&self, name: &MemberName, url: Option<&str>) -> Result<()> {
@@ -174,6 +211,38 @@ impl Facts<'_> {
             )));
         }
         Ok(())
+    }
+
+    /// Replaces enrolled member `name`'s labels (normalised: sorted, one value per key).
+    pub fn set_member_labels(
+        &self,
+        role: MemberRole,
+        name: &MemberName,
+        labels: Vec<SpriteLabel>,
+    ) -> Result<Member> {
+        let labels = normalise_labels(labels)?;
+        let json = serde_json::to_string(&labels.iter().map(|l| l.as_str()).collect::<Vec<_>>())
+            .expect("strings serialise");
+        let changed = self.exec(
+            "UPDATE fleet_members SET labels = ?3
+             WHERE role = ?1 AND name = ?2 AND removed_at IS NULL",
+            params![role.as_str(), name.as_str(), json],
+        )?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(format!(
+                "no enrolled {role} named {name}; `zodex fleet sprites` lists the fleet's members"
+            )));
+        }
+        self.member(role, name)?
+            .ok_or(StoreError::Sql(zodex_sql::SqlError::NoRow))
+    }
+
+    /// Whether an enrolled sprite carries `label` now.
+    pub fn label_carried(&self, label: &SpriteLabel) -> Result<bool> {
+        Ok(self
+            .members(MemberRole::Sprite)?
+            .iter()
+            .any(|m| m.is_enrolled() && m.labels.contains(label)))
     }
 
     /// Removes an enrolled member: its next request is refused.

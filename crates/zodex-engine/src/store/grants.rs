@@ -265,7 +265,7 @@ impl Facts<'_> {
         )?
         .ok_or_else(|| {
                 StoreError::NotFound(format!(
-                    "no grant or request #{id}; list them with `zodex sprite github requests` or `status`"
+                    "no grant or request #{id}; list them with `zodex sprite github requests` or `status` (on a fleet `zodex fleet requests` or `zodex fleet status`)"
                 ))
             })
     }
@@ -424,8 +424,15 @@ impl Facts<'_> {
             )?;
             if let Some(next) = replacement {
                 return Ok(StoreError::Conflict(format!(
-                    "request #{id} was replaced by #{next} (the agent asked again for {}); nothing was {done}; read #{next}'s terms with `zodex sprite github requests`, then approve or deny #{next}",
-                    grant.repo
+                    "request #{id} was replaced by #{next} (the agent asked again for {}); nothing was {done}; read #{next}'s terms with `{}`, then approve or deny #{next}",
+                    grant.repo,
+                    match &grant.owner {
+                        crate::fleet::Owner::Local => "zodex sprite github requests".to_string(),
+                        crate::fleet::Owner::Sprite(name) =>
+                            format!("zodex fleet requests --sprite {name}"),
+                        crate::fleet::Owner::Label(label) =>
+                            format!("zodex fleet requests --label {label}"),
+                    }
                 )));
             }
         }
@@ -554,6 +561,38 @@ impl Facts<'_> {
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             self.end_grant(id, GrantState::Revoked, by, now)?;
+            out.push(self.grant(id)?);
+        }
+        Ok(out)
+    }
+
+    /// Ends everything `owner` holds that was made at or before `made_by` (a removed sprite's
+    /// grants and requests): active grants revoked, pending requests denied, each by `by`.
+    /// Returns them, in the order they were made.
+    pub fn end_grants_of(
+        &self,
+        owner: &Owner,
+        made_by: i64,
+        by: &str,
+        now: i64,
+    ) -> Result<Vec<Grant>> {
+        let (sprite, label) = owner.columns();
+        let ended: Vec<(i64, String)> = self.rows(
+            "SELECT id, state FROM grants WHERE state IN ('active', 'pending')
+               AND sprite IS NOT DISTINCT FROM ?1 AND sprite_label IS NOT DISTINCT FROM ?2
+               AND created_at <= ?3
+             ORDER BY id",
+            params![sprite, label, made_by],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        let mut out = Vec::with_capacity(ended.len());
+        for (id, state) in ended {
+            let state = if state == GrantState::Pending.as_str() {
+                GrantState::Denied
+            } else {
+                GrantState::Revoked
+            };
+            self.end_grant(id, state, by, now)?;
             out.push(self.grant(id)?);
         }
         Ok(out)

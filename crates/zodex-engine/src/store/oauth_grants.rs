@@ -245,6 +245,31 @@ impl Facts<'_> {
         Ok(Some(families))
     }
 
+    /// Ends every grant on the endpoint `resource` (a removed fleet sprite's): its families
+    /// revoked, its authorizations not exchanged yet denied. Returns the families revoked.
+    pub fn end_oauth_for_resource(
+        &self,
+        resource: &str,
+        why: &str,
+        now: i64,
+    ) -> Result<Vec<String>> {
+        let families: Vec<String> = self.rows(
+            "SELECT family FROM mcp_oauth_families WHERE resource = ?1 AND revoked_at IS NULL
+             ORDER BY family",
+            params![resource],
+            |r| Ok(r.get(0)?),
+        )?;
+        for family in &families {
+            self.revoke_oauth_family(family, why, now)?;
+        }
+        self.exec(
+            "UPDATE mcp_oauth_authorizations SET denied_at = ?2
+             WHERE resource = ?1 AND denied_at IS NULL AND code_used_at IS NULL",
+            params![resource, now],
+        )?;
+        Ok(families)
+    }
+
     /// Revokes a family; false when it already was.
     pub fn revoke_oauth_family(&self, family: &str, why: &str, now: i64) -> Result<bool> {
         Ok(self.exec(

@@ -159,6 +159,29 @@ impl Facts<'_> {
         )
     }
 
+    /// Clears the scopes of `owner` made at or before `made_by` (a removed sprite's); returns
+    /// them.
+    pub fn clear_yolo_of(
+        &self,
+        owner: &Owner,
+        made_by: i64,
+        by: &str,
+        now: i64,
+    ) -> Result<Vec<YoloScope>> {
+        let theirs: Vec<YoloScope> = self
+            .uncleared_yolo()?
+            .into_iter()
+            .filter(|s| s.owner == *owner && s.created_at <= made_by)
+            .collect();
+        for scope in &theirs {
+            self.exec(
+                "UPDATE yolo_scopes SET cleared_at = ?2, cleared_by = ?3 WHERE id = ?1",
+                params![scope.id, now, by],
+            )?;
+        }
+        Ok(theirs)
+    }
+
     /// Clears every scope (`zodex sprite github default`); explicit grants are untouched.
     pub fn clear_yolo(&self, by: &str, now: i64) -> Result<Vec<YoloScope>> {
         let live = self.uncleared_yolo()?;

@@ -2,6 +2,9 @@
 //! its exec transport only (docs/fleet.md). The sprite side is the two-user deployment of
 //! `zodex sprite setup` without App keys: the publisher user runs the relay. In order:
 //!
+//! 0. the service's registry read: a sprite enrolled with other labels is refused (`zodex
+//!    fleet label` changes them); one removed, or never enrolled, has its old key and
+//!    certificate discarded in step 2 (`--new-key`), so it enrols with a fresh key;
 //! 1. the sprite binaries, uploaded unless the sprite has these very files;
 //! 2. `zodex-prd install --fleet F --sprite S --service URL…` on the sprite: users, layout,
 //!    configuration with `[relay]`, services written but not started; its publisher user makes
@@ -71,12 +74,21 @@ pub fn enroll_and_install(
     options: &FleetSpriteInstall,
 ) -> Result<FleetSpriteReport, super::DeployError> {
     let reach = Reach::of(sprite)?;
+    let new_key = match crate::fleet::sprite_member(fleet_entry, name)
+        .map_err(|e| stopped(0, "read the fleet's registry")(e.to_string()))?
+    {
+        Some(member) if member.removed_at.is_none() => {
+            check_labels(name, &member.labels, &labels)?;
+            false
+        }
+        _ => true,
+    };
     let layout = Layout::under(&prefix_of(&options.install_args));
     let stage = upload_binaries(&reach, &layout, options.binaries.as_deref())
         .map_err(stopped(1, "upload the binaries"))?;
     let argv = install_argv(&layout, options, (fleet, name), stage.as_deref());
     // The uploaded directory is removed whatever happens.
-    let done = install_and_enrol(&reach, &argv, fleet_entry, name, labels);
+    let done = install_and_enrol(&reach, &argv, new_key, fleet_entry, name, labels);
     if let Some(dir) = &stage {
         reach.unstage(dir);
     }
@@ -101,11 +113,16 @@ pub fn enroll_and_install(
 fn install_and_enrol(
     reach: &Reach,
     argv: &[String],
+    new_key: bool,
     fleet_entry: &SpriteEntry,
     name: &str,
     labels: Vec<String>,
 ) -> Result<(InstallReport, bool), super::DeployError> {
-    let first = run_install(reach, argv, Stdin::None).map_err(stopped(2, "install"))?;
+    let mut first_argv = argv.to_vec();
+    if new_key {
+        first_argv.push("--new-key".into());
+    }
+    let first = run_install(reach, &first_argv, Stdin::None).map_err(stopped(2, "install"))?;
     let Some(request_pem) = first.fleet_request.clone() else {
         return Ok((first, false));
     };
@@ -123,6 +140,44 @@ fn install_and_enrol(
         )),
         None => Ok((second, true)),
     }
+}
+
+/// Refuses to enrol again with labels other than those the sprite carries: an enrolment that
+/// changed nothing must not look like one that did.
+fn check_labels(name: &str, has: &[String], asked: &[String]) -> Result<(), super::DeployError> {
+    let sorted = |labels: &[String]| {
+        let mut labels = labels.to_vec();
+        labels.sort();
+        labels.dedup();
+        labels
+    };
+    if sorted(has) == sorted(asked) {
+        return Ok(());
+    }
+    let list = |labels: &[String]| {
+        if labels.is_empty() {
+            "no labels".to_string()
+        } else {
+            labels.join(", ")
+        }
+    };
+    let remove: Vec<String> = has
+        .iter()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .filter(|k| {
+            !asked
+                .iter()
+                .any(|a| a.split_once('=').is_some_and(|(ak, _)| ak == *k))
+        })
+        .map(|k| format!(" --remove {k}"))
+        .collect();
+    Err(super::DeployError::Failed(format!(
+        "sprite {name} is enrolled already, with {} (asked: {}); nothing was changed. Change its labels with `zodex fleet label {name} {}{}`",
+        list(has),
+        list(asked),
+        asked.join(" "),
+        remove.join("")
+    )))
 }
 
 /// The `zodex-prd install` command line of a fleet sprite, run from the uploaded directory

@@ -252,8 +252,15 @@ fn start_replica(
     })
 }
 
-/// Sprite `n`: its key made in its own directory, enrolled by the operator over mutual TLS,
-/// its `zodex.toml` (`[relay]` naming every replica) and `env.sh`, and its relay running.
+/// The label a local fleet's sprite `n` carries: `team=a` and `team=b` in turn, so label
+/// grants (`zodex fleet grant-push --for-label team=a`) can be tried at once.
+pub fn dev_sprite_label(n: usize) -> String {
+    format!("team={}", if n % 2 == 1 { "a" } else { "b" })
+}
+
+/// Sprite `n`: its key made in its own directory, enrolled by the operator over mutual TLS
+/// with its label ([`dev_sprite_label`]), its `zodex.toml` (`[relay]` naming every replica)
+/// and `env.sh`, and its relay running.
 fn start_sprite(
     dir: &Path,
     n: usize,
@@ -267,7 +274,8 @@ fn start_sprite(
     private_dir(&home.join("state"), 0o700)?;
     let files = home.join("fleet");
     if !files.join("cert.pem").exists() {
-        crate::fleet::enroll_here(fleet_entry, (DEV_FLEET, &name), Vec::new(), &files)
+        let labels = vec![dev_sprite_label(n)];
+        crate::fleet::enroll_here(fleet_entry, (DEV_FLEET, &name), labels, &files)
             .map_err(|e| fleet_err("enrolling a sprite")(e.to_string()))?;
     }
     let config_path = home.join("zodex.toml");

@@ -604,6 +604,7 @@ fn pages_and_requests() {
         },
         allow_paths: Vec::new(),
         allow_secrets: Vec::new(),
+        allow_empty: false,
     };
     assert_eq!(
         serde_json::to_string(&gateway).unwrap(),

@@ -152,6 +152,10 @@ impl FleetDoor {
             Role::Sprite => self.agent,
             Role::Operator | Role::Service => self.admin,
         };
+        let ticket = super::MemberTicket {
+            identity: identity.clone(),
+            key_sha256: key_sha256.clone(),
+        };
         let principal = match socket.host.admit_member(&identity, key_sha256).await {
             Ok(principal) => principal,
             Err(refused) => return answer(&mut stream, &refused).await,
@@ -164,7 +168,7 @@ impl FleetDoor {
                 return answer(&mut stream, &busy.response()).await;
             }
         };
-        let mut stream = serve_connection(stream, socket, slot, principal).await;
+        let mut stream = serve_connection(stream, socket, slot, (principal, Some(ticket))).await;
         drain(&mut stream).await;
     }
 

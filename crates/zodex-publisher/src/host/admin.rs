@@ -197,6 +197,7 @@ impl Host {
                 | AdminRequest::McpKeyUrl { .. }
                 | AdminRequest::FleetEnroll { .. }
                 | AdminRequest::FleetRemove { .. }
+                | AdminRequest::FleetLabel { .. }
                 | AdminRequest::FleetMembers
                 | AdminRequest::FleetMcp { .. }
                 | AdminRequest::FleetMcpPublicUrl { .. } => {
@@ -457,11 +458,13 @@ fn yolo(
         refs,
         allow_paths,
         to,
+        allow_empty,
     } = request
     else {
         unreachable!("called with a yolo request")
     };
     let owner = owner_of(&to)?;
+    a.check_owner(s, &owner, allow_empty)?;
     let repos = repos
         .iter()
         .map(|r| parse_repo(r))
@@ -493,6 +496,7 @@ fn grant_push(
         allow_paths,
         allow_secrets,
         to,
+        allow_empty,
     } = request
     else {
         unreachable!("called with a grant_push request")
@@ -508,6 +512,7 @@ fn grant_push(
         },
     };
     let owner = owner_of(&to)?;
+    a.check_owner(s, &owner, allow_empty)?;
     let grant = a.grant_push(s, principal, &parse_repo(&repo)?, terms, owner, now)?;
     Ok(Response::ok(Grant::from(grant)))
 }

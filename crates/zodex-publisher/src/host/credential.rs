@@ -421,7 +421,9 @@ impl Credentials {
         let now = self.core.now();
         let mut revoked = 0;
         for token in &tokens {
-            match super::record::revoke_unconditionally(github, &self.core.store, token, now).await
+            let why = "a previous run of zodex-prd handed it out and stopped before revoking it";
+            match super::record::revoke_unconditionally(github, &self.core.store, token, why, now)
+                .await
             {
                 Ok(_) => {
                     self.tokens.agent.forget_write(&token.sha256());
@@ -478,7 +480,9 @@ impl Credentials {
                 tracing::error!(token_sha256 = %sha256, "a sealed write token does not open with this deployment's writer key; it lapses at its expiry");
                 continue;
             };
-            match super::record::revoke_unconditionally(github, &self.core.store, &token, now).await
+            let why = "the publisher that minted it stopped before revoking it";
+            match super::record::revoke_unconditionally(github, &self.core.store, &token, why, now)
+                .await
             {
                 Ok(_) => {
                     tracing::warn!(token_sha256 = %sha256, "revoked a write token whose publisher stopped");

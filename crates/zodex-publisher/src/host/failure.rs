@@ -120,14 +120,19 @@ impl From<StoreError> for Failure {
         match err {
             StoreError::NotFound(m) => Self::new(ErrorKind::NotFound, m),
             StoreError::Conflict(m) => Self::new(ErrorKind::Conflict, m),
-            // Nothing was decided: the state cannot be read. The message names the store
-            // ("state store unreachable: …", "state store busy: …"); try again.
+            // Nothing was decided: the state cannot be read. The peer (an agent, perhaps) is
+            // told that and what to do, never the database's own words: they can name its
+            // address, its user or its URL. The log keeps them for the operator.
             StoreError::Unavailable(e) => {
                 tracing::warn!(error = %e, "state store unavailable");
+                let what = match e {
+                    zodex_sql::SqlError::Busy(_) => "busy",
+                    _ => "unreachable",
+                };
                 Self::new(
                     ErrorKind::Upstream,
                     format!(
-                        "{e}; nothing was decided, try again (`zodex-prd status` shows the store)"
+                        "the publisher's state store is {what}; nothing was decided, try again in a moment (an operator finds why in zodex-prd's log: `zodex sprite logs`, or on a fleet's service host its replicas' logs and `zodex fleet doctor`)"
                     ),
                 )
             }

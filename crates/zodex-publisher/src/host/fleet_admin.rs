@@ -7,7 +7,9 @@ use super::{Failure, Host};
 use zodex_engine::fleet::{FleetSprite, MemberName, MemberRole, SpriteFilter, SpriteLabel};
 use zodex_engine::store::{NewMember, Store};
 use zodex_engine::{Principal, authority::AuthorityError};
-use zodex_protocol::{AdminRequest, ErrorKind, FleetEnrolled, FleetMember, ForSprites, Response};
+use zodex_protocol::{
+    AdminRequest, ErrorKind, FleetEnrolled, FleetMember, FleetRemoved, ForSprites, Response,
+};
 
 impl Host {
     pub(super) fn fleet_admin(
@@ -72,7 +74,23 @@ impl Host {
                 AdminRequest::FleetRemove { role, name } => {
                     let name =
                         MemberName::parse(&name).map_err(|e| Failure::usage(e.to_string()))?;
-                    let member = a.remove_member(s, principal, role.into(), &name, now)?;
+                    let removed = a.remove_member(s, principal, role.into(), &name, now)?;
+                    Response::ok(FleetRemoved::from(removed))
+                }
+                AdminRequest::FleetLabel { name, set, remove } => {
+                    let name =
+                        MemberName::parse(&name).map_err(|e| Failure::usage(e.to_string()))?;
+                    let set = set
+                        .iter()
+                        .map(|l| SpriteLabel::parse(l))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| Failure::usage(e.to_string()))?;
+                    if set.is_empty() && remove.is_empty() {
+                        return Err(Failure::usage(
+                            "give labels to set (KEY=VALUE) or keys to remove (--remove KEY)",
+                        ));
+                    }
+                    let member = a.relabel_member(s, principal, &name, &set, &remove, now)?;
                     Response::ok(FleetMember::from(member))
                 }
                 AdminRequest::FleetMembers => {
@@ -263,9 +281,9 @@ impl Host {
                     format!("sprite {name} was removed from the fleet, so it pushes nothing; `zodex fleet sprites` lists the enrolled ones"),
                 )
             })?;
-        Ok(Principal::Sprite(FleetSprite {
+        Ok(Principal::Sprite(FleetSprite::enrolled(
             name,
-            labels: member.labels,
-        }))
+            member.labels,
+        )))
     }
 }

@@ -92,18 +92,19 @@ pub async fn revoke_once(
 }
 
 /// Revokes a token at GitHub whatever the state says (GitHub answers 401 for one already
-/// dead), then marks it revoked: for tokens a previous run left, which may have been marked
-/// just before that run died.
+/// dead), then marks it revoked, audited (`RevokeToken`, saying `why`): for tokens a previous
+/// run or a stopped publisher left, which may have been marked just before it died.
 pub async fn revoke_unconditionally(
     github: &GitHub,
     store: &SharedStore,
     token: &Token,
+    why: &'static str,
     now: i64,
 ) -> Result<Revocation, RevokeError> {
     let outcome = github.revoke(token).await?;
     let sha = token.sha256();
     store
-        .run(move |s| ledger::mark_revoked(s, &sha, now))
+        .run(move |s| ledger::token_revoked_by_sweep(s, &sha, why, now))
         .await?;
     Ok(outcome)
 }

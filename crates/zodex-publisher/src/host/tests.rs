@@ -95,6 +95,7 @@ async fn lifetimes_left_to_the_publisher_are_its_defaults() {
                 to: Default::default(),
                 allow_paths: Vec::new(),
                 allow_secrets: Vec::new(),
+                allow_empty: false,
             },
         )
         .await;
@@ -113,6 +114,7 @@ async fn lifetimes_left_to_the_publisher_are_its_defaults() {
                 refs: Vec::new(),
                 to: Default::default(),
                 allow_paths: Vec::new(),
+                allow_empty: false,
             },
         )
         .await;

@@ -227,6 +227,18 @@ impl OAuth {
         let expires = chrono::DateTime::from_timestamp(now + AUTHORIZATION_SECONDS, 0)
             .map(|t| t.format("%H:%M UTC").to_string())
             .unwrap_or_default();
+        // The operator's command: a fleet sprite's consent is decided at the fleet's service,
+        // naming the sprite (a sprite of a fleet serves no OAuth of its own).
+        let (approve, deny) = match self.settings.sprite.as_deref() {
+            Some(sprite) => (
+                format!("zodex fleet mcp approve {user_code} --sprite {sprite}"),
+                format!("zodex fleet mcp deny {user_code} --sprite {sprite}"),
+            ),
+            None => (
+                format!("zodex sprite mcp approve {user_code}"),
+                format!("zodex sprite mcp deny {user_code}"),
+            ),
+        };
         let status_url = format!(
             "{}/authorize/status",
             self.settings
@@ -247,8 +259,8 @@ impl OAuth {
 </dl>
 <p>Opening this page grants nothing. If you started this connection, approve it from your own machine:</p>
 <div class="code" id="user-code">{code}</div>
-<pre>zodex sprite mcp approve {code}</pre>
-<p class="muted">Not you? <code>zodex sprite mcp deny {code}</code>, or just close this page. It expires at {expires}.</p>
+<pre>{approve}</pre>
+<p class="muted">Not you? <code>{deny}</code>, or just close this page. It expires at {expires}.</p>
 <p id="status" data-request="{secret}" data-status-url="{status_url}">Waiting for the operator…</p>
 </main>
 <script nonce="{nonce}">
@@ -274,6 +286,8 @@ impl OAuth {
             redirect_host = escape(&redirect_host),
             scope = SCOPE,
             code = escape(user_code),
+            approve = escape(&approve),
+            deny = escape(&deny),
             secret = escape(browser_secret),
             status_url = escape(&status_url),
         );

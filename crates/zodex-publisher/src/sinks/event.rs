@@ -65,7 +65,11 @@ pub fn slack_text(r: &AuditRecord) -> String {
             let id = detail
                 .and_then(|d| d.get("grant"))
                 .and_then(Value::as_i64)
-                .map(|id| format!(" (request #{id}; `zodex sprite github approve {id}`)"))
+                .map(|id| match &e.principal {
+                    // A fleet sprite's request is approved at the fleet's service.
+                    Actor::Sprite(_) => format!(" (request #{id}; `zodex fleet approve {id}`)"),
+                    _ => format!(" (request #{id}; `zodex sprite github approve {id}`)"),
+                })
                 .unwrap_or_default();
             format!("{who} asks to push {repo}{id}{reason}")
         }
