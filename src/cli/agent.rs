@@ -205,11 +205,12 @@ fn request_push(config: Option<&PathBuf>, json: bool, request: &AgentRequest, wa
         return print_response(&response, json, |g: &Grant| render::grant(g, "Requested"));
     };
     eprintln!(
-        "Waiting for an operator to approve request #{id} (they run `zodex sprite github approve {id}`); Ctrl-C stops waiting, the request stays."
+        "Waiting for an operator to approve request #{id} (they run `{}`); Ctrl-C stops waiting, the request stays.",
+        client::approve_command(config.map(PathBuf::as_path), id)
     );
     let mut display = approval::WaitDisplay::new(approval::Progress::for_stderr(), id);
-    let decided = approval::wait_for_decision(&socket, id, |elapsed| {
-        if let Some(text) = display.still_pending(elapsed) {
+    let decided = approval::wait_for_decision(&socket, id, |waiting| {
+        if let Some(text) = display.show(waiting) {
             eprint!("{text}");
             let _ = std::io::stderr().flush();
         }

@@ -319,3 +319,85 @@ fn each_sprite_serves_its_own_mcp_endpoint(fleet: &DevFleet) {
         "sprite-1's issuer"
     );
 }
+
+/// Every replica down while an agent waits for approval (the whole service restarted for an
+/// upgrade): the wait keeps its place and says the service does not answer, a second `zodex dev
+/// fleet up` brings the killed replicas back, and the approval then reaches the waiting agent.
+#[test]
+fn a_waiting_agent_keeps_its_place_while_every_replica_is_down() {
+    let fleet = DevFleet::up(2, 1);
+    let said = tempfile::NamedTempFile::new().unwrap();
+    let mut waiting = fleet
+        .agent_side(1, crate::support::rig::AGENT)
+        .args(["github", "request-push", "--repo", "demo/app", "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(said.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let id =
+        crate::support::wait::eventually("the request is pending", Duration::from_secs(30), || {
+            let listed = fleet.zodex(&["fleet", "requests", "--json"]);
+            let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+            listed["result"]
+                .as_array()
+                .and_then(|items| items.first())
+                .and_then(|r| r["id"].as_i64())
+        });
+    let stderr = || std::fs::read_to_string(said.path()).unwrap_or_default();
+    assert!(
+        stderr().contains(&format!("zodex fleet approve {id}")),
+        "{}",
+        stderr()
+    );
+    for replica in 0..2 {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(fleet.replica_pid(replica)),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    }
+    crate::support::wait::eventually(
+        "the waiting agent says the service does not answer",
+        Duration::from_secs(30),
+        || {
+            stderr()
+                .contains("stays pending there, still waiting")
+                .then_some(())
+        },
+    );
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "the wait ended while every replica was down: {}",
+        stderr()
+    );
+    // The same command again brings back what died.
+    let dir = fleet.dir.to_str().unwrap().to_string();
+    let again = fleet.zodex(&[
+        "dev",
+        "fleet",
+        "up",
+        "--json",
+        "--dir",
+        &dir,
+        "--replicas",
+        "2",
+        "--sprites",
+        "1",
+    ]);
+    let again: serde_json::Value = serde_json::from_str(&again).unwrap();
+    for replica in again["result"]["replicas"].as_array().unwrap() {
+        assert_ne!(
+            replica["pid"].as_i64(),
+            Some(i64::from(fleet.replica_pid(0))),
+            "{again}"
+        );
+    }
+    fleet.zodex(&["fleet", "approve", &id.to_string()]);
+    let waited = waiting.wait_with_output().unwrap();
+    assert!(waited.status.success(), "{}\n{}", text(&waited), stderr());
+    assert!(
+        String::from_utf8_lossy(&waited.stdout).contains("Approved"),
+        "{}",
+        text(&waited)
+    );
+}

@@ -33,6 +33,18 @@ pub fn agent_socket(config: Option<&Path>) -> Result<PathBuf, ClientError> {
     Ok(Config::load(&Config::resolve_path(config))?.agent_socket)
 }
 
+/// The operator's command that approves request `id` for this agent: on a sprite of a fleet
+/// (its configuration has `[relay]`) the fleet's, naming the request as the service numbers
+/// it; otherwise the sprite's own.
+pub fn approve_command(config: Option<&Path>, id: i64) -> String {
+    let fleet = Config::load(&Config::resolve_path(config)).is_ok_and(|c| c.relay.is_some());
+    if fleet {
+        format!("zodex fleet approve {id}")
+    } else {
+        format!("zodex sprite github approve {id}")
+    }
+}
+
 /// How long a push or publish may wait for its answer: publishing waits for GitHub.
 const PUBLISH_WAIT: Duration = Duration::from_secs(600);
 

@@ -16,7 +16,20 @@ pub(super) fn running_pid(pid_file: &Path) -> Option<i32> {
         .ok()?;
     // Signal 0 checks the process exists without touching it.
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).ok()?;
-    Some(pid)
+    // A process killed (SIGKILL) whose parent has not reaped it still answers signal 0: it is
+    // a zombie, which serves nothing. Counted as alive, it would never be started again.
+    (!is_zombie(pid)).then_some(pid)
+}
+
+/// Whether `pid` has ended and waits to be reaped (state `Z` or `X` in `/proc/PID/stat`).
+fn is_zombie(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold anything.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "Z" || state == "X")
 }
 
 pub(super) fn wait_ready(
@@ -68,5 +81,33 @@ pub(super) fn stop(pid: i32) {
     }
     if kill(pid, None).is_ok() {
         let _ = kill(pid, Signal::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child killed and not yet reaped is not running: `dev up` starts it again.
+    #[test]
+    fn a_killed_child_not_yet_reaped_is_not_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("child.pid");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        std::fs::write(&pid_file, child.id().to_string()).unwrap();
+        assert_eq!(running_pid(&pid_file), Some(child.id() as i32));
+        child.kill().unwrap();
+        // Not reaped yet: a zombie until `wait`.
+        let zombie = (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            is_zombie(child.id() as i32)
+        });
+        assert!(zombie, "the killed child never showed as a zombie");
+        assert_eq!(running_pid(&pid_file), None);
+        child.wait().unwrap();
+        assert_eq!(running_pid(&pid_file), None);
     }
 }

@@ -50,6 +50,14 @@ impl IntoResponse for Unread {
 
 /// Reads the whole body if it fits in `MAX_BODY`.
 pub(super) async fn read_capped(body: Body) -> Result<Bytes, Unread> {
+    read_up_to(body, MAX_BODY).await
+}
+
+/// Reads the whole body if it fits in `cap` bytes; past it, reads on and throws away up to
+/// `DRAIN_MAX` so that a client still sending reads the refusal instead of a reset (closing
+/// a socket with unread bytes makes the kernel send one, which can destroy the answer on its
+/// way).
+pub(super) async fn read_up_to(body: Body, cap: usize) -> Result<Bytes, Unread> {
     let mut stream = body.into_data_stream();
     let mut buf: Vec<u8> = Vec::new();
     let mut seen: u64 = 0;
@@ -58,8 +66,8 @@ pub(super) async fn read_capped(body: Body) -> Result<Bytes, Unread> {
             return Err(Unread::Broken);
         };
         seen += chunk.len() as u64;
-        if buf.len() < MAX_BODY {
-            let room = MAX_BODY - buf.len();
+        if buf.len() < cap {
+            let room = cap - buf.len();
             buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
         }
         if seen > DRAIN_MAX {
@@ -70,7 +78,7 @@ pub(super) async fn read_capped(body: Body) -> Result<Bytes, Unread> {
             }));
         }
     }
-    if seen > MAX_BODY as u64 {
+    if seen > cap as u64 {
         return Err(Unread::TooLarge(TooLarge {
             prefix: buf,
             seen,

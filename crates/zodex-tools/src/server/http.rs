@@ -387,14 +387,23 @@ async fn forward_oauth(State(gate): State<Arc<OAuthGate>>, request: Request) -> 
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
-    let bytes = match axum::body::to_bytes(body, MAX_FORWARD_BODY).await {
+    // Past the cap the rest is read and dropped first (bounded), so the client reads the 413
+    // rather than a reset; one too big even for that gets the 413 and the connection closed.
+    let bytes = match super::body::read_up_to(body, MAX_FORWARD_BODY).await {
         Ok(bytes) => bytes,
-        Err(_) => {
-            return oauth_failure(
+        Err(unread) => {
+            let mut refused = oauth_failure(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request",
                 "the request body is larger than 64 KiB",
             );
+            if matches!(unread, super::body::Unread::Broken) {
+                *refused.status_mut() = StatusCode::BAD_REQUEST;
+            }
+            refused
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return refused;
         }
     };
     let Ok(body) = String::from_utf8(bytes.to_vec()) else {
