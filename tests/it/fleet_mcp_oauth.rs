@@ -163,7 +163,15 @@ fn the_service_is_each_sprites_authorization_server_and_a_token_for_one_never_op
     let shown: Vec<&str> = consent.command.split_whitespace().collect();
     assert_eq!(
         shown,
-        ["zodex", "fleet", "mcp", "approve", &consent.code, "--sprite", "s1"],
+        [
+            "zodex",
+            "fleet",
+            "mcp",
+            "approve",
+            &consent.code,
+            "--sprite",
+            "s1"
+        ],
         "{}",
         consent.command
     );

@@ -14,8 +14,8 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 /// Events kept for browsers that connect later (audit rows, outcomes, tool calls). Snapshots
-/// (status, feed state, hello, the watch's last error while it lasts) are kept once each;
-/// notes are never kept.
+/// (status, a fleet's members, feed state, hello, the watch's last error while it lasts) are
+/// kept once each; notes are never kept.
 pub const WINDOW: usize = 5000;
 
 /// One event as the browser receives it: its number and its JSON (with `seq` inside).
@@ -29,7 +29,7 @@ pub struct Event {
 struct Window {
     next_seq: u64,
     events: VecDeque<Arc<Event>>,
-    /// The latest snapshots, replayed to every new browser: `status`, `feed`, `hello`.
+    /// The latest snapshots, replayed to every new browser: `status`, `members`, `feed`, `hello`.
     latest: Vec<(String, Arc<Event>)>,
     last_audit_id: Option<i64>,
     last_call_id: Option<i64>,
@@ -94,7 +94,10 @@ impl Feed {
         });
         if kind == "note" {
             // A passing remark: shown to the browsers open now, never replayed to a later one.
-        } else if matches!(kind.as_str(), "status" | "feed" | "hello" | "error") {
+        } else if matches!(
+            kind.as_str(),
+            "status" | "members" | "feed" | "hello" | "error"
+        ) {
             // A snapshot: a new browser needs the latest of each, not its history. The watch's
             // error holds only until the feed is live again: a page opened after that must
             // not show a failure that has passed.

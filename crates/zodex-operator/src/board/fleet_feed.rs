@@ -25,6 +25,10 @@ const INTERVAL: Duration = Duration::from_secs(1);
 /// answers, a refusal), starts it again after the last row held, after a pause that grows to
 /// 10 s while it keeps failing.
 pub fn follow_fleet(feed: Arc<Feed>, name: String, reach: FleetReach) {
+    {
+        let (feed, name, reach) = (feed.clone(), name.clone(), reach.clone());
+        std::thread::spawn(move || follow_members(&feed, &name, &reach));
+    }
     let mut pause = Duration::from_millis(500);
     let mut service = FleetCall { name, reach };
     loop {
@@ -54,6 +58,39 @@ pub fn follow_fleet(feed: Arc<Feed>, name: String, reach: FleetReach) {
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_secs(10));
     }
+}
+
+/// How often the fleet's members are asked for (a removal or a label change shows within it).
+const MEMBERS_INTERVAL: Duration = Duration::from_secs(3);
+
+/// Pushes the fleet's sprites (`{"kind": "members"}`: each with its labels and whether it was
+/// removed) into the feed whenever they change, so the board names removed members as such.
+fn follow_members(feed: &Feed, name: &str, reach: &FleetReach) {
+    let mut shown: Option<Value> = None;
+    loop {
+        let answer =
+            crate::fleet_transport::call(name, reach, &zodex_protocol::AdminRequest::FleetMembers);
+        if let Ok(response) = answer
+            && let Ok(members) = response.answer::<Vec<zodex_protocol::FleetMember>>()
+        {
+            let members = members_event(&members);
+            if shown.as_ref() != Some(&members) {
+                feed.push(members.clone());
+                shown = Some(members);
+            }
+        }
+        std::thread::sleep(MEMBERS_INTERVAL);
+    }
+}
+
+/// The feed's event for the fleet's sprites (operators are not shown: they own nothing).
+fn members_event(members: &[zodex_protocol::FleetMember]) -> Value {
+    let sprites: Vec<Value> = members
+        .iter()
+        .filter(|m| m.role == zodex_protocol::FleetRole::Sprite)
+        .map(|m| json!({"name": m.name, "labels": m.labels, "removed": m.removed_at.is_some()}))
+        .collect();
+    json!({"kind": "members", "members": sprites})
 }
 
 /// The watch's output: each complete JSON line is pushed into the feed, the first one after

@@ -14,6 +14,7 @@ const state = {
   audit: new Map(), // id -> row
   order: [], // audit ids, ascending
   status: null,
+  members: null, // a fleet's sprites by name: {name, labels, removed}
   statusAt: 0, // local clock (s) when the status arrived
   webUrl: null,
   replacedBy: new Map(), // request id -> the request that replaced it
@@ -129,6 +130,13 @@ function receive(event) {
       state.dirty.decisions = true;
       state.dirty.status = true;
       break;
+    case "members":
+      // A fleet's sprites (`zodex fleet watch`): their labels, and which were removed.
+      state.members = new Map((message.members || []).map((m) => [m.name, m]));
+      $("where").textContent = "· fleet " + TITLE;
+      state.dirty.status = true;
+      state.dirty.decisions = true;
+      break;
     case "status":
       state.status = message.status;
       state.statusAt = Date.now() / 1000;
@@ -220,10 +228,33 @@ function secondsLeft(view) {
 
 // In a fleet, whose a request or grant is: `sprite:NAME` shows as the sprite's name,
 // `label:KEY=VALUE` as the sprites carrying the label.
+// A sprite the fleet removed is marked so wherever it is named.
 function ownerText(owner) {
-  if (owner.startsWith("sprite:")) return "sprite " + owner.slice(7);
+  if (owner.startsWith("sprite:")) return "sprite " + owner.slice(7) + removedMark(owner.slice(7));
   if (owner.startsWith("label:")) return "sprites labelled " + owner.slice(6);
   return owner;
+}
+
+function removedMark(name) {
+  const member = state.members && state.members.get(name);
+  return member && member.removed ? " (removed)" : "";
+}
+
+// The principal of a decision: a fleet sprite's marked when it was removed.
+function principalText(principal) {
+  return principal.startsWith("sprite:") ? principal + removedMark(principal.slice(7)) : principal;
+}
+
+function renderMembers() {
+  const members = state.members ? [...state.members.values()] : [];
+  members.sort((a, b) => a.name.localeCompare(b.name));
+  $("member-list").replaceChildren(...members.map((m) =>
+    el("li", { "data-member": m.name, class: m.removed ? "removed" : "" },
+      el("code", { text: m.name }),
+      el("span", { class: "dim", text: m.labels.length ? m.labels.join(", ") : "no labels" }),
+      el("span", { class: m.removed ? "state removed" : "state", text: m.removed ? "removed" : "enrolled" }))));
+  $("member-list").hidden = members.length === 0;
+  $("members-title").hidden = members.length === 0;
 }
 
 function renderRequests() {
@@ -308,6 +339,7 @@ function requestCard(view, key, live) {
 }
 
 function renderAuthority() {
+  renderMembers();
   const status = state.status;
   if (!status) return;
   const grants = $("grant-list");
@@ -340,6 +372,7 @@ function renderAuthority() {
     : "not reported";
   $("ended-list").replaceChildren(...status.recently_ended.slice(0, 10).map((view) =>
     el("li", null, el("code", { text: view.repo }), el("span", { text: view.shown_state }),
+      view.owner ? el("span", { class: "dim", text: "for " + ownerText(view.owner) }) : null,
       el("span", { text: view.ended_at ? "at " + when(view.ended_at) : "" }))));
 }
 
@@ -446,7 +479,7 @@ function decisionRow(row) {
   return el("tr", { class: state.fresh.has(row.id) ? "fresh" : "", "data-id": String(row.id) },
     el("td", { text: row.id }),
     el("td", { text: when(row.at) }),
-    el("td", { text: row.principal }),
+    el("td", { text: principalText(row.principal) }),
     el("td", { text: row.action }),
     el("td", { class: "mono", text: row.repo_key || "" }),
     el("td", { class: "mono", text: row.ref_name || "" }),
