@@ -38,7 +38,8 @@ pub enum StoreCommand {
     },
     /// Copy every row of one store into another (a sprite's SQLite into a fleet's
     /// PostgreSQL), verifying both audits: the chain heads must match after the copy. Stop the
-    /// publishers of both first.
+    /// publishers of both first. With --as-sprite the target's publishers keep running: the
+    /// source is a copy of a stopped sprite's state.db, appended in one transaction.
     Migrate {
         /// `sqlite:PATH` or `postgres://USER@HOST/DB`.
         #[arg(long)]

@@ -183,3 +183,19 @@ fn local_watch_streams_the_tool_calls_and_has_no_actions() {
     assert_eq!(answer.status, 404);
     assert_eq!(answer.json()["ok"], Value::Bool(false));
 }
+
+/// `--tui` without a terminal says what to do instead of failing on the terminal's setup.
+#[test]
+fn the_terminal_board_without_a_terminal_says_what_to_do() {
+    let home = tempfile::tempdir().unwrap();
+    let refused = run(home.path(), &["local", "watch", "--tui"]);
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused
+            .stderr
+            .contains("--tui draws the board in a terminal")
+            && refused.stderr.contains("leave out --tui"),
+        "{}",
+        refused.stderr
+    );
+}

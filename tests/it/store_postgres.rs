@@ -372,7 +372,7 @@ fn a_database_that_goes_away_refuses_decisions_by_name_and_is_used_again_when_ba
     // The agent is told what to do, never where the database is or who the publisher is there.
     for said in [message, run.stderr.as_str()] {
         assert!(
-            !said.contains("postgres")
+            !said.contains("postgres://")
                 && !said.contains("zodex_publisher")
                 && !said.contains("zodex-prd status"),
             "{said}"

@@ -298,6 +298,17 @@ impl Helper {
                 );
                 return Ok(all);
             }
+            // The connection broke after the request left: GitHub may have the update or
+            // not, and only GitHub can say which. Each ref says so and what is safe to do.
+            Err(HelperError::Client(ClientError::Io(e))) => {
+                let mut all = local_errors;
+                all.extend(
+                    updates
+                        .iter()
+                        .map(|u| (u.dst.to_string(), Err(cut_mid_push(u.dst.as_str(), &e)))),
+                );
+                return Ok(all);
+            }
             Err(e) => return Err(e),
         };
         let mut results = local_errors;
@@ -314,6 +325,14 @@ impl Helper {
         self.session.leases.clear();
         Ok(results)
     }
+}
+
+/// What a ref is told when the connection to zodex-prd broke before its answer.
+fn cut_mid_push(dst: &str, e: &std::io::Error) -> String {
+    format!(
+        "the connection to zodex-prd broke before its answer ({e}): the update of {dst} may or may not have reached GitHub. \
+         `git ls-remote origin {dst}` shows what GitHub has now; pushing the same commits again is safe (each update is leased on what GitHub had)"
+    )
 }
 
 /// The answer to a request, a refusal or failure turned into the helper's error.

@@ -64,8 +64,10 @@ pub fn join_history(
                 "this history was carried into the fleet already (a FleetJoin row names its heads {marks}); nothing was carried twice"
             )));
         }
+        // Each carried row keeps its own time, so lists and `--since` show when it happened
+        // (not when it was carried); the FleetJoin row below has the join's.
         for row in &rows {
-            f.audit(&carried(row, sprite), now)?;
+            f.audit(&carried(row, sprite), row.at)?;
         }
         let heads: Vec<Value> = source_heads
             .iter()
@@ -234,6 +236,19 @@ mod tests {
                 carried[0].entry.detail.as_ref().unwrap()["joined"]["at"],
                 10
             );
+            // Listed at their own times (10, 11, 12), not at the join's (100): `--since` a
+            // time after them (50) leaves them out.
+            let times: Vec<i64> = carried.iter().map(|r| r.at).collect();
+            assert_eq!(times, [10, 11, 12]);
+            let since = fleet
+                .read(|f| {
+                    f.audit_rows(&AuditFilter {
+                        since: Some(50),
+                        ..AuditFilter::default()
+                    })
+                })
+                .unwrap();
+            assert_eq!(since.len(), rows.len() - 3, "{since:?}");
             let last = rows.last().unwrap();
             assert_eq!(last.entry.action, EventKind::FleetJoin.into());
             assert_eq!(last.entry.detail.as_ref().unwrap()["rows"], 3);

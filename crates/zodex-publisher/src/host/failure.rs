@@ -125,14 +125,15 @@ impl From<StoreError> for Failure {
             // address, its user or its URL. The log keeps them for the operator.
             StoreError::Unavailable(e) => {
                 tracing::warn!(error = %e, "state store unavailable");
+                // Only a server can be unreachable (SQLite is a file): it is PostgreSQL.
                 let what = match e {
-                    zodex_sql::SqlError::Busy(_) => "busy",
-                    _ => "unreachable",
+                    zodex_sql::SqlError::Busy(_) => "state store is busy",
+                    _ => "PostgreSQL state store is unreachable",
                 };
                 Self::new(
                     ErrorKind::Upstream,
                     format!(
-                        "the publisher's state store is {what}; nothing was decided, try again in a moment (an operator finds why in zodex-prd's log: `zodex sprite logs`, or on a fleet's service host its replicas' logs and `zodex fleet doctor`)"
+                        "the publisher's {what}; nothing was decided, try again in a moment (an operator finds why in zodex-prd's log: `zodex sprite logs`, or on a fleet's service host its replicas' logs and `zodex fleet doctor`)"
                     ),
                 )
             }

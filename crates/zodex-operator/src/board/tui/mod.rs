@@ -24,6 +24,10 @@ use std::time::Duration;
 pub enum TuiError {
     #[error("the terminal: {0}")]
     Terminal(#[from] std::io::Error),
+    #[error(
+        "--tui draws the board in a terminal, and this one has none (stdin or stdout is not a terminal): run it in a terminal, or leave out --tui to open the board as a page"
+    )]
+    NoTerminal,
 }
 
 fn now() -> i64 {
@@ -34,6 +38,11 @@ fn now() -> i64 {
 
 /// Runs the terminal view until `q` (local mode: tool calls only, no actions).
 pub fn run(source: super::Source) -> Result<(), TuiError> {
+    use std::io::IsTerminal as _;
+    // Checked before anything starts: without a terminal the screen cannot be drawn.
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(TuiError::NoTerminal);
+    }
     let feed = Feed::new();
     let follow = feed.clone();
     let sprite = match source {
