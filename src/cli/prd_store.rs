@@ -36,6 +36,24 @@ pub enum StoreCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Prune the audit and ended grants past the retention the configuration sets
+    /// (`audit_retention_days`, `audit_max_rows`), recording the prune as an evidence row. On
+    /// PostgreSQL only the database's owner may (--store postgres://OWNER@HOST/DB): the
+    /// replicas' role is refused and their own sweepers never prune the audit; run this from a
+    /// timer. An SQLite publisher prunes its own file every minute.
+    Prune {
+        /// The configuration whose retention applies (and whose store, without --store).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// `sqlite:PATH` or `postgres://OWNER@HOST/DB` instead of the configuration's store.
+        #[arg(long)]
+        store: Option<String>,
+        /// The PostgreSQL password's file (with --store).
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Copy every row of one store into another (a sprite's SQLite into a fleet's
     /// PostgreSQL), verifying both audits: the chain heads must match after the copy. Stop the
     /// publishers of both first. With --as-sprite the target's publishers keep running: the
@@ -76,6 +94,12 @@ pub fn run(command: StoreCommand) -> i32 {
             role,
             json,
         } => init(url, password_file, role, json),
+        StoreCommand::Prune {
+            config,
+            store,
+            password_file,
+            json,
+        } => prune(config, store, password_file, json),
         StoreCommand::Migrate {
             from,
             to,
@@ -160,6 +184,39 @@ fn print_chains(chains: &[ChainReport]) {
         if let Some(problem) = &chain.problem {
             println!("     {}", render::safe(problem));
         }
+    }
+}
+
+fn prune(
+    config: Option<PathBuf>,
+    store: Option<String>,
+    password_file: Option<PathBuf>,
+    json: bool,
+) -> i32 {
+    let done = Config::load(&Config::resolve_path(config.as_deref()))
+        .map_err(|e| e.to_string())
+        .and_then(|config| {
+            let location = store
+                .map(|spec| store_admin::location_of(&spec, password_file.as_deref()))
+                .transpose()
+                .map_err(|e| e.to_string())?;
+            store_admin::prune(&config, location.as_ref()).map_err(|e| e.to_string())
+        });
+    match done {
+        Ok(report) if json => super::print_json_ok(&report),
+        Ok(report) => {
+            println!(
+                "pruned {} audit rows and {} ended grants from {} (rows before {}, the agent's bulk beyond its newest {}); the prune is the evidence chain's newest row:",
+                report.pruned.audit_rows,
+                report.pruned.ended_grants,
+                render::safe(&report.location),
+                report.older_than,
+                report.max_rows
+            );
+            print_chains(&report.chains);
+            EXIT_OK
+        }
+        Err(e) => super::print_failure(&e, json),
     }
 }
 

@@ -2,7 +2,7 @@
 //! one database (Debian's server, started by the tests in a temporary directory).
 
 use crate::support::dev::{Dev, PRD, Run};
-use crate::support::replicas::{Replica, as_role, prepared_database};
+use crate::support::replicas::{Replica, as_role, prepared_database, prepared_database_and_owner};
 use std::process::Command;
 use zodex_sql::Backend;
 use zodex_store_pg::{PgSettings, PgStore};
@@ -148,20 +148,62 @@ fn a_revoke_on_one_replica_holds_on_the_other_at_once() {
     );
 }
 
+/// Each chain as `db` reads it: (chain, head_seq, head_link, base_seq, base_link, its rows).
+fn chains(db: &zodex_store_pg::PgBackend) -> Vec<(String, i64, String, i64, String, i64)> {
+    db.query(
+        "SELECT c.chain, c.head_seq, c.head_link, c.base_seq, c.base_link,
+                (SELECT COUNT(*) FROM audit_events e WHERE e.chain = c.chain)
+         FROM audit_chains c ORDER BY c.chain",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| {
+        (
+            r.get::<String>(0).unwrap(),
+            r.get::<i64>(1).unwrap(),
+            r.get::<String>(2).unwrap(),
+            r.get::<i64>(3).unwrap(),
+            r.get::<String>(4).unwrap(),
+            r.get::<i64>(5).unwrap(),
+        )
+    })
+    .collect()
+}
+
+/// What a replica's credentials can do to the audit: append, nothing else. Not delete, change
+/// or truncate a row; not prune (the attack: the database's prune function called with the
+/// evidence chain's head, which deleted every row and moved the base with them, so the log
+/// still verified); not move a chain's base or head by hand; not run `store prune`.
 #[test]
-fn the_publisher_role_cannot_change_or_delete_the_audit() {
+fn the_publisher_role_can_only_append_to_the_audit_never_prune_it_or_move_a_chain() {
     let dev = Dev::up();
     let url = prepared_database();
     let a = Replica::start(&dev, "a", &url);
     request(&dev, &a, "demo/app");
+    let granted = a.admin(r#"{"op":"grant_push","repo":"demo/lib","ttl":{"seconds":600}}"#);
+    assert_eq!(granted["ok"], true, "{granted}");
     let publisher = PgStore::connect(&PgSettings::new(url.clone()))
         .unwrap()
         .backend();
+    let before = chains(&publisher);
+    assert!(
+        before.iter().all(|c| c.1 > 0 && c.5 == c.1),
+        "both chains have rows: {before:?}"
+    );
     for statement in [
         "UPDATE audit_events SET decision = 'allow'",
         "DELETE FROM audit_events",
+        "DELETE FROM audit_events WHERE chain = 'evidence'",
         "TRUNCATE audit_events",
         "UPDATE zodex_schema SET version = 99",
+        // Moving a base or a head by hand: a base over rows still there, a head back or on.
+        "UPDATE audit_chains SET base_seq = head_seq, base_link = head_link",
+        "UPDATE audit_chains SET pruned_rows = 0",
+        "UPDATE audit_chains SET head_seq = 0, head_link = base_link",
+        "UPDATE audit_chains SET head_seq = head_seq + 1",
+        "DELETE FROM audit_chains",
+        "TRUNCATE audit_chains",
     ] {
         let err = publisher
             .execute(statement, &[])
@@ -169,14 +211,123 @@ fn the_publisher_role_cannot_change_or_delete_the_audit() {
             .to_string();
         assert!(err.contains("permission denied"), "{statement}: {err}");
     }
-    // Appending is what a publisher does, and pruning goes through the database's function,
-    // from a chain's start only, recording the new base.
-    let gone = publisher
-        .query("SELECT zodex_prune_chain('bulk', 1, 1)", &[])
-        .unwrap();
-    assert_eq!(gone.len(), 1);
+    // The prune function the publisher's role could call is gone: with the evidence chain's
+    // head and any time, it is refused.
+    for statement in [
+        "SELECT zodex_prune_chain('evidence', (SELECT head_seq FROM audit_chains WHERE chain = 'evidence'), 4000000000)",
+        "SELECT zodex_prune_chain('bulk', 1, 1)",
+    ] {
+        publisher.query(statement, &[]).expect_err(statement);
+    }
+    assert_eq!(chains(&publisher), before, "the chains are untouched");
+    // `store prune` as a replica (its configuration names the publisher's role) is refused
+    // and says who prunes, with every row past the retention; and the replica's own sweeper
+    // leaves the audit alone. (The clock moved, so the sweeper may append, e.g. the grant's
+    // expiry: every row there was stays, and no base moves.)
+    dev.advance(91 * 86_400);
+    let config = a.config.to_str().unwrap();
+    let refused = prd(&["store", "prune", "--config", config]).code(1);
+    assert!(
+        refused.stderr.contains("only the database's owner prunes"),
+        "{}",
+        refused.stderr
+    );
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let after = chains(&publisher);
+    for (was, is) in before.iter().zip(&after) {
+        assert_eq!((&is.3, &is.4), (&was.3, &was.4), "{} base: {after:?}", is.0);
+        assert_eq!(is.5 - (is.1 - was.1), was.5, "{} rows: {after:?}", is.0);
+    }
     let check = prd(&["store", "check", "--store", &url, "--json"]).ok();
     assert_eq!(check.json()["result"]["audit_ok"], true, "{}", check.stdout);
+}
+
+/// The owner prunes (`zodex-prd store prune`, the replicas' retention from their
+/// configuration): rows past it go from each chain's start, the prune is an evidence row of
+/// the same transaction naming the new bases, and the log verifies. A base moved by hand
+/// without such a row is reported by `--verify`.
+#[test]
+fn the_owner_prunes_past_the_retention_on_record_and_a_base_moved_by_hand_is_reported() {
+    let dev = Dev::up();
+    let (url, owner) = prepared_database_and_owner();
+    let a = Replica::start(&dev, "a", &url);
+    for repo in ["demo/app", "demo/lib"] {
+        request(&dev, &a, repo);
+    }
+    let publisher = PgStore::connect(&PgSettings::new(url.clone()))
+        .unwrap()
+        .backend();
+    let config = a.config.to_str().unwrap();
+    // Within the retention nothing goes, and nothing is recorded.
+    let kept = prd(&[
+        "store", "prune", "--config", config, "--store", &owner, "--json",
+    ])
+    .ok();
+    assert_eq!(kept.json()["result"]["audit_rows"], 0, "{}", kept.stdout);
+    let before = chains(&publisher);
+    dev.advance(91 * 86_400);
+    let pruned = prd(&[
+        "store", "prune", "--config", config, "--store", &owner, "--json",
+    ])
+    .ok();
+    let gone = pruned.json()["result"]["audit_rows"].as_i64().unwrap();
+    let rows_before: i64 = before.iter().map(|c| c.5).sum();
+    assert!(gone >= rows_before, "{}", pruned.stdout);
+    // Every row there was before the clock moved is gone, each chain from its start.
+    let after = chains(&publisher);
+    for (was, is) in before.iter().zip(&after) {
+        assert!(
+            is.3 >= was.1,
+            "{} pruned through its old head: {after:?}",
+            is.0
+        );
+    }
+    let recorded = publisher
+        .query(
+            "SELECT principal, detail FROM audit_events WHERE action = 'PruneHistory'
+             ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(recorded.len(), 1, "the prune is on record");
+    let detail: serde_json::Value =
+        serde_json::from_str(&recorded[0].get::<String>(1).unwrap()).unwrap();
+    for chain in &after {
+        assert_eq!(detail["chain_bases"][&chain.0]["seq"], chain.3, "{detail}");
+    }
+    let verify = a.admin(r#"{"op":"audit_verify"}"#);
+    assert_eq!(verify["result"]["ok"], true, "{verify}");
+
+    // Someone with the owner's rights deletes the newest rows' predecessors by hand and
+    // moves the base over them: the rows left still link from that base, but no prune
+    // recorded it.
+    request(&dev, &a, "demo/third");
+    let granted = a.admin(r#"{"op":"grant_push","repo":"demo/app","ttl":{"seconds":600}}"#);
+    assert_eq!(granted["ok"], true, "{granted}");
+    let by_hand = PgStore::connect(&PgSettings::new(owner.clone()))
+        .unwrap()
+        .backend();
+    by_hand
+        .batch(
+            "WITH last AS (SELECT seq, link FROM audit_events WHERE chain = 'evidence'
+                           ORDER BY seq DESC OFFSET 1 LIMIT 1)
+             UPDATE audit_chains SET base_seq = last.seq, base_link = last.link FROM last
+             WHERE chain = 'evidence';
+             DELETE FROM audit_events WHERE chain = 'evidence'
+               AND seq <= (SELECT base_seq FROM audit_chains WHERE chain = 'evidence');",
+        )
+        .unwrap();
+    let verify = a.admin(r#"{"op":"audit_verify"}"#);
+    assert_eq!(verify["result"]["ok"], false, "{verify}");
+    let problem = verify["result"]["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["chain"] == "evidence")
+        .and_then(|c| c["problem"].as_str())
+        .unwrap_or_else(|| panic!("{verify}"))
+        .to_string();
+    assert!(problem.contains("no prune recorded it"), "{problem}");
 }
 
 #[test]

@@ -1,11 +1,13 @@
-//! `zodex-prd store …`: checking a store, preparing a PostgreSQL database for publishers, and
-//! moving a sprite's state from one store to another. The command line parses and prints; the
-//! work is here.
+//! `zodex-prd store …`: checking a store, preparing a PostgreSQL database for publishers,
+//! pruning its history as the database's owner, and moving a sprite's state from one store to
+//! another. The command line parses and prints; the work is here.
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use zodex_config::StoreLocation;
-use zodex_engine::store::{AuditVerification, ChainHead, Store, StoreError};
+use zodex_engine::store::{
+    AuditVerification, ChainHead, PruneScope, Pruned, Retention, Store, StoreError,
+};
 
 use crate::store_open::open_store;
 
@@ -22,6 +24,8 @@ pub enum StoreAdminError {
     Spec(String),
     #[error(transparent)]
     Setting(#[from] zodex_config::StoreSettingError),
+    #[error(transparent)]
+    Config(#[from] zodex_config::SettingError),
     #[error("role name {0:?}: use 1 to 63 of a-z, 0-9 and _, starting with a letter")]
     Role(String),
     #[error("`store init` prepares a PostgreSQL database; {0} is SQLite, which needs no roles")]
@@ -194,6 +198,62 @@ pub fn join(
     })
 }
 
+/// What `store prune` did.
+#[derive(Debug, Serialize)]
+pub struct PruneReport {
+    pub location: String,
+    #[serde(flatten)]
+    pub pruned: Pruned,
+    /// The retention applied: rows written before this time went (Unix seconds).
+    pub older_than: i64,
+    /// The agent's bulk and ended grants kept at most, the newest.
+    pub max_rows: u64,
+    /// The chains after the prune (their bases moved over what went).
+    pub chains: Vec<ChainReport>,
+}
+
+/// Prunes the store (the configuration's, or `store`) by the retention the configuration sets
+/// — the replicas' own `audit_retention_days` and `audit_max_rows` — at the configuration's
+/// clock, in one transaction that appends the prune's evidence row, recorded as done by the
+/// uid running it. On PostgreSQL only the database's owner may: a replica's role is refused
+/// before anything is removed (the database holds the same rule).
+pub fn prune(
+    config: &zodex_config::Config,
+    store: Option<&StoreLocation>,
+) -> Result<PruneReport, StoreAdminError> {
+    let location = match store {
+        Some(location) => location.clone(),
+        None => config.store_location()?,
+    };
+    let limits = config.limits()?;
+    let clock = match &config.test_clock_file {
+        Some(file) => crate::clock::Clock::offset_by(file.clone()),
+        None => crate::clock::Clock::system(),
+    };
+    let now = clock.now();
+    let retention = Retention {
+        max_age_seconds: limits.audit_retention_seconds,
+        max_rows: limits.audit_max_rows,
+    };
+    let mut store = open_source(&location)?;
+    let by = zodex_engine::Actor::Operator(format!("uid:{}", nix::unistd::getuid()));
+    let pruned =
+        store.write(|f| f.prune_history(retention, PruneScope::AuditAndGrants, &by, now))?;
+    let chains = store.read(|f| {
+        zodex_engine::store::Chain::ALL
+            .iter()
+            .map(|c| f.chain_head(*c))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    Ok(PruneReport {
+        location: store.describe(),
+        pruned,
+        older_than: now.saturating_sub(retention.max_age_seconds),
+        max_rows: retention.max_rows,
+        chains: chains.iter().map(ChainReport::from).collect(),
+    })
+}
+
 /// What `store init` did.
 #[derive(Debug, Serialize)]
 pub struct InitReport {
@@ -204,10 +264,11 @@ pub struct InitReport {
 
 /// Prepares a PostgreSQL database for publishers, connected as its owner: brings the schema
 /// up to date, and creates the publisher's role (if missing) with exactly the rights a
-/// publisher needs — every table's rows, but on the audit only INSERT and SELECT (pruning goes
-/// through `zodex_prune_chain`, which runs with the owner's rights and removes only from a
-/// chain's start). The role logs in with the password or authentication the database
-/// administrator gives it; `store init` sets none.
+/// publisher needs — every table's rows, but on the audit only appending: INSERT and SELECT on
+/// `audit_events`, and on `audit_chains` SELECT and UPDATE of the head alone (the database's
+/// triggers let it move a head only one row on, to the row it appended). Pruning the audit is
+/// the owner's (`store prune`). The role logs in with the password or authentication the
+/// database administrator gives it; `store init` sets none.
 pub fn init(location: &StoreLocation, role: &str) -> Result<InitReport, StoreAdminError> {
     if !valid_role(role) {
         return Err(StoreAdminError::Role(role.into()));
@@ -249,9 +310,9 @@ fn grants_sql(role: &str) -> String {
          GRANT USAGE ON SCHEMA public TO {role};
          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};
          REVOKE UPDATE, DELETE, TRUNCATE ON audit_events FROM {role};
+         REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON audit_chains FROM {role};
+         GRANT UPDATE (head_seq, head_link) ON audit_chains TO {role};
          REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON zodex_schema FROM {role};
-         GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};
-         REVOKE ALL ON FUNCTION zodex_prune_chain(TEXT, BIGINT, BIGINT) FROM PUBLIC;
-         GRANT EXECUTE ON FUNCTION zodex_prune_chain(TEXT, BIGINT, BIGINT) TO {role};"
+         GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};"
     )
 }

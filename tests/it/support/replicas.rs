@@ -13,6 +13,11 @@ use std::time::Duration;
 /// A new database on the test process's own PostgreSQL server, prepared by `zodex-prd store
 /// init` (as the server's owner); returns the URL publishers connect with: the publisher role.
 pub fn prepared_database() -> String {
+    prepared_database_and_owner().0
+}
+
+/// [`prepared_database`]'s publisher URL, and its owner's (the maintenance role's).
+pub fn prepared_database_and_owner() -> (String, String) {
     let owner_url = zodex_store_pg::temp::fresh_database();
     let run = Run::from(
         Command::new(PRD)
@@ -22,7 +27,7 @@ pub fn prepared_database() -> String {
     )
     .ok();
     assert_eq!(run.json()["result"]["publisher_role"], "zodex_publisher");
-    as_role(&owner_url, "zodex_publisher")
+    (as_role(&owner_url, "zodex_publisher"), owner_url)
 }
 
 /// `url` with its user replaced by `role`.

@@ -6,10 +6,10 @@ use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WA
 use crate::decide::{Ask, Principal};
 use crate::fleet::{FleetSprite, MemberName, MemberRole, Owner, SpriteFilter, SpriteLabel};
 use crate::store::{
-    App, AuditEntry, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant,
-    GrantState, GrantVia, Store, StoreError,
+    App, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant, GrantState,
+    GrantVia, PruneScope, Pruned, Retention, Store, StoreError,
 };
-use crate::vocabulary::{Actor, AuditDecision};
+use crate::vocabulary::Actor;
 
 use super::pages::{
     AnswerBytes, Page, PageRequest, STATUS_LIST_BYTES, STATUS_LIST_ROWS, page_of, within_budget,
@@ -318,46 +318,18 @@ impl Authority<'_> {
         ))
     }
 
-    /// Deletes audit rows and ended grants older than `max_age_seconds` or beyond the newest
-    /// `max_rows` of each, and records what it did. The daemon's sweeper calls this.
+    /// Deletes what `retention` no longer keeps, within `scope`, and records the prune as
+    /// done by `by` (see [`crate::store::Facts::prune_history`]). The daemon's sweeper and
+    /// `zodex-prd store prune` call this.
     pub fn prune_history(
         &self,
         store: &mut Store,
-        max_age_seconds: i64,
-        max_rows: u64,
+        retention: Retention,
+        scope: PruneScope,
+        by: &Actor,
         now: i64,
-    ) -> Outcome<(usize, usize)> {
-        let cutoff = now.saturating_sub(max_age_seconds);
-        Ok(store.write(|facts| {
-            let rows = facts.prune_audit(cutoff, max_rows, now)?;
-            let grants = facts.prune_ended_grants(cutoff, max_rows, now)?;
-            if rows + grants > 0 {
-                // The checkpoint, in the evidence chain itself: where each chain now starts.
-                let mut bases = serde_json::Map::new();
-                for chain in Chain::ALL {
-                    let head = facts.chain_head(chain)?;
-                    bases.insert(
-                        chain.as_str().to_string(),
-                        serde_json::json!({ "seq": head.base_seq, "link": head.base_link }),
-                    );
-                }
-                let event = AuditEntry {
-                    principal: Actor::Publisher,
-                    action: crate::EventKind::PruneHistory.into(),
-                    decision: AuditDecision::Event,
-                    detail: Some(serde_json::json!({
-                        "audit_rows": rows,
-                        "ended_grants": grants,
-                        "older_than": cutoff,
-                        "max_rows": max_rows,
-                        "chain_bases": bases,
-                    })),
-                    ..Default::default()
-                };
-                facts.audit(&event, now)?;
-            }
-            Ok((rows, grants))
-        })?)
+    ) -> Outcome<Pruned> {
+        Ok(store.write(|facts| facts.prune_history(retention, scope, by, now))?)
     }
 
     /// Refuses unless `principal` may ask `ask` (a view: nothing is audited).
@@ -544,10 +516,15 @@ mod tests {
                 a.deny(&mut store, &operator, grant.id, at).unwrap();
             }
             // Keep a day: everything from time 0 goes, the rows from 5000 stay.
-            let (rows, grants) = a
-                .prune_history(&mut store, 86_400, 1_000, 86_400 + 10)
+            let day = Retention {
+                max_age_seconds: 86_400,
+                max_rows: 1_000,
+            };
+            let everything = PruneScope::AuditAndGrants;
+            let pruned = a
+                .prune_history(&mut store, day, everything, &Actor::Publisher, 86_400 + 10)
                 .unwrap();
-            assert_eq!((rows, grants), (4, 2));
+            assert_eq!((pruned.audit_rows, pruned.ended_grants), (4, 2));
             let audit = a
                 .audit(&mut store, &operator, &AuditFilter::default(), 86_410)
                 .unwrap();
@@ -556,8 +533,9 @@ mod tests {
             assert_eq!(audit[2].entry.detail.as_ref().unwrap()["audit_rows"], 4);
             // Nothing more to prune: no further row.
             assert_eq!(
-                a.prune_history(&mut store, 86_400, 1_000, 86_420).unwrap(),
-                (0, 0)
+                a.prune_history(&mut store, day, everything, &Actor::Publisher, 86_420)
+                    .unwrap(),
+                Pruned::default()
             );
         });
     }

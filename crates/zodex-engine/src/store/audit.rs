@@ -257,7 +257,7 @@ impl Facts<'_> {
     /// older row of its chain is), so what stays is checkable from the recorded base. Tokens
     /// recorded by a deleted row lose the link (they keep their own row until they are long
     /// dead: those are deleted with the rows of their time). Returns how many rows went.
-    pub fn prune_audit(&self, cutoff: i64, keep: u64, now: i64) -> Result<usize> {
+    pub(super) fn prune_audit(&self, cutoff: i64, keep: u64, now: i64) -> Result<usize> {
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
         self.exec(
             "DELETE FROM issued_tokens WHERE expires_at < ?1 AND grant_id IS NULL",

@@ -9,7 +9,10 @@
 //! agent: operator actions, allowed writes, tokens, approvals, outcomes) is pruned by age only;
 //! `bulk` (what the agent can make over and over: its refusals and push requests) also has a
 //! row budget. Each chain is pruned only from its start, and the last pruned row's sequence
-//! number and link are recorded as the chain's base, so what stays is checkable from there.
+//! number and link are recorded as the chain's base, so what stays is checkable from there;
+//! every prune appends a `PruneHistory` row naming the bases it left, in its own transaction,
+//! and a base no prune recorded is a problem `--verify` names (rows deleted from a chain's
+//! start with the base moved over them would otherwise still verify).
 //! The heads (`status` shows them) are what an operator notes, or what the audit sinks carry
 //! off the machine: a chain rewritten from its base on would end in another head.
 
@@ -228,17 +231,10 @@ impl Facts<'_> {
     }
 
     /// Deletes the first rows of `chain` up to sequence number `through`, recording the last
-    /// deleted row as the chain's new base. Returns how many rows went.
+    /// deleted row as the chain's new base. Returns how many rows went. Only
+    /// [`Facts::prune_history`] calls this, in the transaction that records the prune; on
+    /// PostgreSQL only the database's owner may (migrations/postgres/0012).
     pub(super) fn prune_chain(&self, chain: Chain, through: i64, now: i64) -> Result<usize> {
-        if self.db.dialect() == super::Dialect::Postgres {
-            // The publisher's role may not delete audit rows: the database's own function
-            // does, from the chain's start only (migrations/postgres/0001_initial.sql).
-            let gone: i64 = self.value(
-                "SELECT zodex_prune_chain(?1, CAST(?2 AS BIGINT), CAST(?3 AS BIGINT))",
-                params![chain.as_str(), through, now],
-            )?;
-            return Ok(usize::try_from(gone).unwrap_or(0));
-        }
         let last: Option<(i64, String)> = self.optional_row(
             "SELECT seq, link FROM audit_events WHERE chain = ?1 AND seq <= ?2
              ORDER BY seq DESC LIMIT 1",
@@ -295,8 +291,11 @@ impl Facts<'_> {
         let (mut expected, mut previous) = (head.base_seq + 1, head.base_link.clone());
         let mut last_id: Option<i64> = None;
         let mut checked = 0;
-        let mut problem = None;
+        let mut problem = self.unrecorded_base(&head)?;
         for row in rows {
+            if problem.is_some() {
+                break;
+            }
             let seq = row.seq.unwrap_or_default();
             let after = last_id.map_or("the chain's base".to_string(), |id| format!("row {id}"));
             if seq > expected {
@@ -367,6 +366,48 @@ impl Facts<'_> {
     }
 }
 
+impl Facts<'_> {
+    /// A chain's base that no prune recorded, in words; `None` when the chain was never pruned
+    /// or the newest prune on record left it where it is. Rows deleted from a chain's start
+    /// with the base moved over them still link from the new base, so only this shows them:
+    /// every prune appends a `PruneHistory` row naming the bases it left, in its transaction.
+    fn unrecorded_base(&self, head: &ChainHead) -> Result<Option<String>> {
+        if head.base_seq == 0 && head.base_link == GENESIS {
+            return Ok(None);
+        }
+        // A row carried from a single sprite's history (`detail.joined`, store/join.rs) names
+        // that sprite's bases, not this store's.
+        let detail: Option<Option<String>> = self.optional_row(
+            "SELECT detail FROM audit_events
+             WHERE chain = 'evidence' AND action = 'PruneHistory'
+               AND (detail IS NULL OR detail NOT LIKE '%\"joined\":%')
+             ORDER BY seq DESC LIMIT 1",
+            &[],
+            |r| Ok(r.get(0)?),
+        )?;
+        let recorded = detail
+            .flatten()
+            .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
+            .map(|d| d["chain_bases"][head.chain.as_str()].clone());
+        let at =
+            |v: &serde_json::Value| (v["seq"].as_i64(), v["link"].as_str().map(str::to_string));
+        let found = match &recorded {
+            Some(base) if at(base) == (Some(head.base_seq), Some(head.base_link.clone())) => {
+                return Ok(None);
+            }
+            Some(base) => match base["seq"].as_i64() {
+                Some(seq) => format!("the newest prune on record left it at sequence {seq}"),
+                None => "the newest prune on record names no base for it".to_string(),
+            },
+            None => "no prune is on record".to_string(),
+        };
+        Ok(Some(format!(
+            "the chain's base was moved to sequence {} but no prune recorded it ({found}): rows up to it were deleted outside `zodex-prd store prune` or the publisher's own pruning",
+            head.base_seq
+        )))
+    }
+}
+
 /// Up to `limit` stored rows after id `after`, oldest first.
 pub(super) fn stored_rows_after(
     facts: &Facts<'_>,
@@ -417,7 +458,7 @@ pub(super) fn link_existing_rows(facts: &Facts<'_>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{on_each_backend, temp_store};
-    use super::super::{AuditFilter, Store};
+    use super::super::{AuditFilter, PruneScope, Retention, Store};
     use super::*;
 
     fn event(principal: &str, action: &str, decision: &str) -> AuditEntry {
@@ -574,8 +615,19 @@ mod tests {
     fn pruning_keeps_what_stays_checkable_and_never_touches_evidence_for_bulk() {
         on_each_backend(|| {
             let (_dir, mut store) = log();
+            let prune = |store: &mut Store, cutoff: i64, keep: u64, now: i64| {
+                let retention = Retention {
+                    max_age_seconds: now - cutoff,
+                    max_rows: keep,
+                };
+                let scope = PruneScope::AuditAndGrants;
+                store
+                    .write(|f| f.prune_history(retention, scope, &Actor::Publisher, now))
+                    .unwrap()
+                    .audit_rows
+            };
             // Keep 1 of the agent's 4 refusals; nothing is old enough to go by age.
-            assert_eq!(store.write(|f| f.prune_audit(0, 1, 50)).unwrap(), 3);
+            assert_eq!(prune(&mut store, 0, 1, 50), 3);
             let report = store.read(|f| f.verify_audit()).unwrap();
             assert!(report.ok, "{report:?}");
             let bulk = &report.chains[1];
@@ -583,9 +635,12 @@ mod tests {
                 (bulk.head.base_seq, bulk.head.pruned_rows, bulk.rows),
                 (3, 3, 1)
             );
-            assert_eq!(report.chains[0].rows, 5, "the evidence is whole");
+            assert_eq!(
+                report.chains[0].rows, 6,
+                "the evidence is whole, and the prune is its newest row"
+            );
             // By age: everything before 22 goes, from the start of each chain only.
-            store.write(|f| f.prune_audit(22, 1_000, 60)).unwrap();
+            prune(&mut store, 22, 1_000, 60);
             assert!(store.read(|f| f.verify_audit()).unwrap().ok);
             // A row removed after pruning is still found.
             sql(
@@ -594,6 +649,57 @@ mod tests {
             );
             assert!(
                 problems(&mut store)[0].contains("were removed between the chain's base and row")
+            );
+        });
+    }
+
+    /// Rows deleted from a chain's start with the base moved over them — what the prune
+    /// function let a replica's role do on PostgreSQL, and anyone with the file on SQLite —
+    /// still link from the new base: only the prune row that is missing shows it.
+    #[test]
+    fn a_base_moved_without_a_prune_on_record_is_reported() {
+        on_each_backend(|| {
+            let (_dir, mut store) = log();
+            sql(
+                &mut store,
+                "UPDATE audit_chains SET base_seq = 1,
+                     base_link = (SELECT link FROM audit_events WHERE id = 1)
+                 WHERE chain = 'evidence';
+                 DELETE FROM audit_events WHERE id = 1;",
+            );
+            let found = problems(&mut store);
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(
+                found[0].starts_with(
+                    "the chain's base was moved to sequence 1 but no prune recorded it"
+                ),
+                "{found:?}"
+            );
+            // After a prune on record (the bulk chain's), the evidence chain's base moved by
+            // hand is still one the newest prune did not leave.
+            let (_dir, mut store) = log();
+            let retention = Retention {
+                max_age_seconds: 50,
+                max_rows: 1,
+            };
+            let scope = PruneScope::AuditAndGrants;
+            store
+                .write(|f| f.prune_history(retention, scope, &Actor::Publisher, 50))
+                .unwrap();
+            assert!(store.read(|f| f.verify_audit()).unwrap().ok);
+            sql(
+                &mut store,
+                "UPDATE audit_chains SET base_seq = 1,
+                     base_link = (SELECT link FROM audit_events WHERE id = 1)
+                 WHERE chain = 'evidence';
+                 DELETE FROM audit_events WHERE id = 1;",
+            );
+            let found = problems(&mut store);
+            assert!(
+                found[0].contains(
+                    "no prune recorded it (the newest prune on record left it at sequence 0)"
+                ),
+                "{found:?}"
             );
         });
     }

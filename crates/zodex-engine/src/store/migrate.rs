@@ -26,6 +26,7 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0009_fleet.sql"),
     include_str!("../../../../migrations/0010_allowances.sql"),
     include_str!("../../../../migrations/0011_fleet_mcp_oauth.sql"),
+    include_str!("../../../../migrations/0012_audit_base_guard.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
@@ -53,6 +54,10 @@ const POSTGRES: &[(i64, &str)] = &[
     (
         11,
         include_str!("../../../../migrations/postgres/0011_fleet_mcp_oauth.sql"),
+    ),
+    (
+        12,
+        include_str!("../../../../migrations/postgres/0012_audit_base_guard.sql"),
     ),
 ];
 

@@ -16,6 +16,7 @@ mod join;
 mod oauth;
 mod oauth_grants;
 mod pace;
+mod prune;
 mod publications;
 mod tokens;
 mod yolo;
@@ -34,6 +35,7 @@ pub use oauth::{
     SigningKey,
 };
 pub use pace::{PACE_WINDOW_SECONDS, Pace};
+pub use prune::{PruneScope, Pruned, Retention};
 pub use publications::{Publication, PublicationState};
 pub use tokens::IssuedToken;
 pub use yolo::{NewYolo, YoloScope};
@@ -78,6 +80,11 @@ pub enum StoreError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// A role other than the database's owner asked to prune the audit (PostgreSQL).
+    #[error(
+        "role {0} may not prune the audit: on PostgreSQL only the database's owner prunes it, so that no replica's credentials can erase the record; run `zodex-prd store prune --store postgres://OWNER@HOST/DB` as the owner"
+    )]
+    NotAuditOwner(String),
 }
 
 impl From<SqlError> for StoreError {

@@ -12,9 +12,10 @@ use zodex_engine::authority::PageRequest;
 use zodex_engine::fleet::{MemberName, Owner, SpriteLabel};
 use zodex_engine::paths::{ChangedPaths, PathPatterns};
 use zodex_engine::refscope::{RefPattern, patterns_meet, scopes_of};
-use zodex_engine::store::{Allowances, AuditFilter, Store};
+use zodex_engine::store::{Allowances, AuditFilter, Dialect, PruneScope, Pruned, Retention, Store};
 use zodex_engine::{
-    Ask, Authority, ChangeFacts, GrantTerms, Principal, RefName, RefUpdate, RepoName, YoloTerms,
+    Actor, Ask, Authority, ChangeFacts, GrantTerms, Principal, RefName, RefUpdate, RepoName,
+    YoloTerms,
 };
 use zodex_protocol::answers::{
     self, AuditVerification, ExplainedGrant, Explanation, Grant, KeyHashStored, Pong, Status,
@@ -42,23 +43,32 @@ impl Host {
             fleet.prune(now, self.oauth.is_none()).await;
         }
         let limits = self.core.settings.limits;
+        let retention = Retention {
+            max_age_seconds: limits.audit_retention_seconds,
+            max_rows: limits.audit_max_rows,
+        };
         let pruned = self
             .core
             .stored(move |a, s| {
-                a.prune_history(
-                    s,
-                    limits.audit_retention_seconds,
-                    limits.audit_max_rows,
-                    now,
-                )
+                // On PostgreSQL the audit is the database owner's to prune (`zodex-prd store
+                // prune`): a replica's role may only append to it, so a replica that is taken
+                // over cannot erase the record. Its sweeper prunes ended grants only.
+                let scope = match s.dialect() {
+                    Dialect::Sqlite => PruneScope::AuditAndGrants,
+                    Dialect::Postgres => PruneScope::EndedGrants,
+                };
+                a.prune_history(s, retention, scope, &Actor::Publisher, now)
             })
             .await;
         match pruned {
-            Ok((rows, grants)) => {
-                if rows + grants > 0 {
-                    tracing::info!(audit_rows = rows, ended_grants = grants, "pruned history");
+            Ok(Pruned {
+                audit_rows,
+                ended_grants,
+            }) => {
+                if audit_rows + ended_grants > 0 {
+                    tracing::info!(audit_rows, ended_grants, "pruned history");
                 }
-                (rows, grants)
+                (audit_rows, ended_grants)
             }
             Err(e) => {
                 tracing::error!(error = %e, "pruning the audit log failed");

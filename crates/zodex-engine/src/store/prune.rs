@@ -1,0 +1,109 @@
+//! Pruning history: audit rows past their retention and ended grants, in one transaction that
+//! appends the prune's own evidence row (`PruneHistory`, naming the bases it left), so no
+//! chain's base moves without a row saying where to ([`Facts::verify_audit`] checks it).
+//!
+//! Who prunes the audit differs by database, and the database enforces it: an SQLite file is
+//! the publisher's own, so its sweeper prunes; on PostgreSQL only the database's owner may
+//! delete audit rows or move a chain's base (`zodex-prd store prune`, run as the owner), and a
+//! replica's sweeper prunes ended grants only — a replica's credentials, which a compromised
+//! replica holds, cannot erase the record.
+
+use super::audit_chain::Chain;
+use super::{Dialect, Facts, Result, StoreError};
+use crate::store::AuditEntry;
+use crate::vocabulary::{Actor, AuditDecision, EventKind};
+
+/// What a prune keeps: everything younger than `max_age_seconds`; of the agent's bulk and of
+/// ended grants, also at most the newest `max_rows` each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub max_age_seconds: i64,
+    pub max_rows: u64,
+}
+
+/// What a prune may remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PruneScope {
+    /// Audit rows past the retention, and ended grants.
+    AuditAndGrants,
+    /// Ended grants only: a replica on PostgreSQL, where the audit is the owner's to prune.
+    EndedGrants,
+}
+
+/// What a prune removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Pruned {
+    pub audit_rows: usize,
+    pub ended_grants: usize,
+}
+
+impl Facts<'_> {
+    /// Removes what `retention` no longer keeps (within `scope`) and, when anything went,
+    /// appends the prune's evidence row as done by `by`. On PostgreSQL an audit prune by a
+    /// role other than the database's owner is refused before anything is removed.
+    pub fn prune_history(
+        &self,
+        retention: Retention,
+        scope: PruneScope,
+        by: &Actor,
+        now: i64,
+    ) -> Result<Pruned> {
+        let cutoff = now.saturating_sub(retention.max_age_seconds);
+        let audit_rows = match scope {
+            PruneScope::AuditAndGrants => {
+                self.may_prune_audit()?;
+                self.prune_audit(cutoff, retention.max_rows, now)?
+            }
+            PruneScope::EndedGrants => 0,
+        };
+        let ended_grants = self.prune_ended_grants(cutoff, retention.max_rows, now)?;
+        if audit_rows + ended_grants > 0 {
+            // The checkpoint, in the evidence chain itself: where each chain now starts.
+            let mut bases = serde_json::Map::new();
+            for chain in Chain::ALL {
+                let head = self.chain_head(chain)?;
+                bases.insert(
+                    chain.as_str().to_string(),
+                    serde_json::json!({ "seq": head.base_seq, "link": head.base_link }),
+                );
+            }
+            let event = AuditEntry {
+                principal: by.clone(),
+                action: EventKind::PruneHistory.into(),
+                decision: AuditDecision::Event,
+                detail: Some(serde_json::json!({
+                    "audit_rows": audit_rows,
+                    "ended_grants": ended_grants,
+                    "older_than": cutoff,
+                    "max_rows": retention.max_rows,
+                    "chain_bases": bases,
+                })),
+                ..Default::default()
+            };
+            self.audit(&event, now)?;
+        }
+        Ok(Pruned {
+            audit_rows,
+            ended_grants,
+        })
+    }
+
+    /// Refuses, naming the role, unless it may prune the audit: always on SQLite; on
+    /// PostgreSQL the database's owner (or a member of its role) only, as its triggers hold.
+    fn may_prune_audit(&self) -> Result<()> {
+        if self.db.dialect() != Dialect::Postgres {
+            return Ok(());
+        }
+        let (role, owner): (String, i64) = self.row(
+            "SELECT CAST(current_user AS TEXT),
+                    CASE WHEN zodex_owns(CAST('audit_events' AS REGCLASS)) THEN 1 ELSE 0 END",
+            &[],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if owner == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::NotAuditOwner(role))
+        }
+    }
+}
