@@ -479,3 +479,36 @@ fn an_answer_to_a_request_refused_at_its_header_always_reaches_the_agent() {
         );
     }
 }
+
+/// The fetches the service makes into its own mirror while serving a fleet sprite's push are
+/// the publisher's: audited as `zodex-prd`, never as the single sprite's `agent` (a fleet has
+/// none, and a row naming it would name nobody).
+#[test]
+fn the_mirror_fetches_made_for_a_fleet_sprite_are_audited_as_the_publishers_own() {
+    let fleet = Fleet::start();
+    let s1 = fleet.enrol("s1", &[]);
+    fleet.service.admin_ok(
+        &json!({"op": "grant_push", "repo": "demo/app", "ttl": {"seconds": 3600}, "sprite": "s1"})
+            .to_string(),
+    );
+    let work = tempfile::tempdir().unwrap();
+    let checkout = work_on(&fleet, &s1, work.path(), "from-s1");
+    let pushed = s1.git(&fleet, &checkout, &["push", "--quiet", "origin", "from-s1"]);
+    assert!(pushed.status.success(), "{}", text(&pushed));
+    let rows = audit(&fleet);
+    let fetches: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["detail"]["for"] == "mirror")
+        .collect();
+    assert!(
+        !fetches.is_empty(),
+        "the push fetched into the mirror: {rows:#?}"
+    );
+    for row in &fetches {
+        assert_eq!(row["principal"], "zodex-prd", "{row:#}");
+    }
+    assert!(
+        !rows.iter().any(|r| r["principal"] == "agent"),
+        "no row names the single sprite's agent: {rows:#?}"
+    );
+}

@@ -45,7 +45,8 @@ impl Chain {
     }
 
     /// The agent's bulk — the single sprite's agent's or a fleet sprite's: its refused
-    /// requests, pushes and credentials, and its push requests (each replaces the last); and a
+    /// requests, pushes and credentials, and its push requests (each replaces the last); the
+    /// publisher's refused reads for its mirror, which an agent's requests set off; and a
     /// remote MCP client's refused token requests. Everything else is evidence. (A fleet
     /// sprite's bulk in the evidence chain, which is never cut by count, would let a hostile
     /// agent grow it without bound.)
@@ -70,7 +71,9 @@ impl Chain {
         let request = *action == AuditAction::Decided(Action::RequestPush);
         let agent = matches!(actor, Actor::Agent | Actor::Sprite(_)) && (denied || request);
         let mcp_client = *actor == Actor::McpClient && denied;
-        if agent || mcp_client {
+        let mirror_read =
+            *actor == Actor::Publisher && denied && *action == AuditAction::Decided(Action::Read);
+        if agent || mcp_client || mirror_read {
             Chain::Bulk
         } else {
             Chain::Evidence
@@ -541,6 +544,16 @@ mod tests {
         }
         let operator = Actor::Operator("alice".into());
         assert_eq!(Chain::classify(&operator, &deny, &push), Chain::Evidence);
+        // The publisher's reads for its mirror: refused ones are bulk (an agent sets them off).
+        let read = AuditAction::Decided(Action::Read);
+        assert_eq!(
+            Chain::classify(&Actor::Publisher, &deny, &read),
+            Chain::Bulk
+        );
+        assert_eq!(
+            Chain::classify(&Actor::Publisher, &allow, &read),
+            Chain::Evidence
+        );
         let renew = AuditAction::Event(EventKind::FleetRenew);
         let event = AuditDecision::Event;
         assert_eq!(

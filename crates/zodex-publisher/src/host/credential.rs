@@ -11,7 +11,7 @@ use crate::credentials::{Cached, Kind};
 use crate::github::{self, GitHub, TokenUse};
 use std::sync::Arc;
 use zodex_engine::authority::AuthorityError;
-use zodex_engine::{Ask, Principal, RepoName};
+use zodex_engine::{Actor, Ask, Principal, RepoName};
 use zodex_protocol::{CredentialGrant, ErrorKind, Response};
 
 /// The tokens' owner: every token the publisher mints goes through here, recorded with the
@@ -374,7 +374,9 @@ impl Credentials {
 
 impl Credentials {
     /// A read token for the publisher's own fetches (decided as `Read`, cached like the
-    /// credential helper's, apart from it).
+    /// credential helper's, apart from it). Audited as the publisher's: whichever agent's
+    /// request led to the fetch, a fleet sprite's or the single sprite's, the fetch is the
+    /// publisher's own, into its own mirror.
     pub async fn mirror_read_token(
         &self,
         github: &GitHub,
@@ -389,6 +391,7 @@ impl Credentials {
             .core
             .stored(move |a, s| {
                 a.decide_audited(s, &Principal::Agent, &ask, now, |e| {
+                    e.principal = Actor::Publisher;
                     e.detail = Some(serde_json::json!({ "token": "read", "for": "mirror" }));
                 })
             })
