@@ -181,8 +181,12 @@ fn the_publisher_role_can_only_append_to_the_audit_never_prune_it_or_move_a_chai
     let url = prepared_database();
     let a = Replica::start(&dev, "a", &url);
     request(&dev, &a, "demo/app");
+    // A grant that ends: past the retention, the replica's sweeper prunes it (ended grants
+    // are the replicas' to prune), which shows the sweeper ran.
     let granted = a.admin(r#"{"op":"grant_push","repo":"demo/lib","ttl":{"seconds":600}}"#);
     assert_eq!(granted["ok"], true, "{granted}");
+    let revoked = a.admin(r#"{"op":"revoke_push","repo":"demo/lib"}"#);
+    assert_eq!(revoked["ok"], true, "{revoked}");
     let publisher = PgStore::connect(&PgSettings::new(url.clone()))
         .unwrap()
         .backend();
@@ -222,8 +226,8 @@ fn the_publisher_role_can_only_append_to_the_audit_never_prune_it_or_move_a_chai
     assert_eq!(chains(&publisher), before, "the chains are untouched");
     // `store prune` as a replica (its configuration names the publisher's role) is refused
     // and says who prunes, with every row past the retention; and the replica's own sweeper
-    // leaves the audit alone. (The clock moved, so the sweeper may append, e.g. the grant's
-    // expiry: every row there was stays, and no base moves.)
+    // prunes the ended grant but leaves the audit alone: every row there was stays, no base
+    // moves (the sweeper's prune is a row of its own).
     dev.advance(91 * 86_400);
     let config = a.config.to_str().unwrap();
     let refused = prd(&["store", "prune", "--config", config]).code(1);
@@ -232,7 +236,32 @@ fn the_publisher_role_can_only_append_to_the_audit_never_prune_it_or_move_a_chai
         "{}",
         refused.stderr
     );
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    let swept = crate::support::wait::eventually(
+        "the replica's sweeper prunes the ended grant",
+        std::time::Duration::from_secs(30),
+        || {
+            let rows = publisher
+                .query(
+                    "SELECT principal, detail FROM audit_events WHERE action = 'PruneHistory'",
+                    &[],
+                )
+                .unwrap();
+            rows.first().map(|r| {
+                let detail = r.get::<String>(1).unwrap();
+                (r.get::<String>(0).unwrap(), detail)
+            })
+        },
+    );
+    let detail: serde_json::Value = serde_json::from_str(&swept.1).unwrap();
+    assert_eq!(
+        (
+            swept.0.as_str(),
+            &detail["audit_rows"],
+            &detail["ended_grants"]
+        ),
+        ("zodex-prd", &serde_json::json!(0), &serde_json::json!(1)),
+        "{detail}"
+    );
     let after = chains(&publisher);
     for (was, is) in before.iter().zip(&after) {
         assert_eq!((&is.3, &is.4), (&was.3, &was.4), "{} base: {after:?}", is.0);

@@ -237,8 +237,8 @@ pub fn prune(
     };
     let mut store = open_source(&location)?;
     let by = zodex_engine::Actor::Operator(format!("uid:{}", nix::unistd::getuid()));
-    let pruned =
-        store.write(|f| f.prune_history(retention, PruneScope::AuditAndGrants, &by, now))?;
+    let scope = PruneScope::AuditAndGrants;
+    let pruned = zodex_engine::store::prune_history(&mut store, retention, scope, &by, now)?;
     let chains = store.read(|f| {
         zodex_engine::store::Chain::ALL
             .iter()

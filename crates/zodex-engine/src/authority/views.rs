@@ -329,7 +329,9 @@ impl Authority<'_> {
         by: &Actor,
         now: i64,
     ) -> Outcome<Pruned> {
-        Ok(store.write(|facts| facts.prune_history(retention, scope, by, now))?)
+        Ok(crate::store::prune_history(
+            store, retention, scope, by, now,
+        )?)
     }
 
     /// Refuses unless `principal` may ask `ask` (a view: nothing is audited).

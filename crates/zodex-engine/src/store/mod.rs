@@ -35,7 +35,7 @@ pub use oauth::{
     SigningKey,
 };
 pub use pace::{PACE_WINDOW_SECONDS, Pace};
-pub use prune::{PruneScope, Pruned, Retention};
+pub use prune::{PruneScope, Pruned, Retention, prune_history};
 pub use publications::{Publication, PublicationState};
 pub use tokens::IssuedToken;
 pub use yolo::{NewYolo, YoloScope};

@@ -9,7 +9,7 @@
 //! replica holds, cannot erase the record.
 
 use super::audit_chain::Chain;
-use super::{Dialect, Facts, Result, StoreError};
+use super::{Dialect, Facts, Result, Store, StoreError};
 use crate::store::AuditEntry;
 use crate::vocabulary::{Actor, AuditDecision, EventKind};
 
@@ -35,6 +35,18 @@ pub enum PruneScope {
 pub struct Pruned {
     pub audit_rows: usize,
     pub ended_grants: usize,
+}
+
+/// [`Facts::prune_history`] in one write transaction of `store`: what the daemon's sweeper
+/// (through `Authority`) and `zodex-prd store prune` run.
+pub fn prune_history(
+    store: &mut Store,
+    retention: Retention,
+    scope: PruneScope,
+    by: &Actor,
+    now: i64,
+) -> Result<Pruned> {
+    store.write(|facts| facts.prune_history(retention, scope, by, now))
 }
 
 impl Facts<'_> {
