@@ -374,7 +374,7 @@ impl Facts<'_> {
     /// or the newest prune on record left it where it is. Rows deleted from a chain's start
     /// with the base moved over them still link from the new base, so only this shows them:
     /// every prune appends a `PruneHistory` row naming the bases it left, in its transaction.
-    fn unrecorded_base(&self, head: &ChainHead) -> Result<Option<String>> {
+    pub(super) fn unrecorded_base(&self, head: &ChainHead) -> Result<Option<String>> {
         if head.base_seq == 0 && head.base_link == GENESIS {
             return Ok(None);
         }
@@ -714,6 +714,18 @@ mod tests {
                 ),
                 "{found:?}"
             );
+            // The next prune refuses to record the moved base as its own: nothing is pruned,
+            // and verifying still says so.
+            let retention = Retention {
+                max_age_seconds: 0,
+                max_rows: 1,
+            };
+            let refused = store
+                .write(|f| f.prune_history(retention, scope, &Actor::Publisher, 1_000))
+                .unwrap_err()
+                .to_string();
+            assert!(refused.contains("nothing was pruned"), "{refused}");
+            assert_eq!(problems(&mut store), found);
         });
     }
 

@@ -60,6 +60,16 @@ impl Facts<'_> {
         by: &Actor,
         now: i64,
     ) -> Result<Pruned> {
+        // A base no prune recorded would be recorded by this one's checkpoint as if it had
+        // been: refuse, so `--verify` keeps naming it.
+        for chain in Chain::ALL {
+            if let Some(problem) = self.unrecorded_base(&self.chain_head(chain)?)? {
+                return Err(StoreError::Conflict(format!(
+                    "nothing was pruned: in the {} chain, {problem}; keep the store as evidence and find out who changed it (`zodex-prd store check` shows the chains)",
+                    chain.as_str()
+                )));
+            }
+        }
         let cutoff = now.saturating_sub(retention.max_age_seconds);
         let audit_rows = match scope {
             PruneScope::AuditAndGrants => {
