@@ -357,6 +357,13 @@ fn the_owner_prunes_past_the_retention_on_record_and_a_base_moved_by_hand_is_rep
         .unwrap_or_else(|| panic!("{verify}"))
         .to_string();
     assert!(problem.contains("no prune recorded it"), "{problem}");
+    // And the owner's next prune will not record the moved base as its own.
+    let refused = prd(&["store", "prune", "--config", config, "--store", &owner]).code(1);
+    assert!(
+        refused.stderr.contains("nothing was pruned"),
+        "{}",
+        refused.stderr
+    );
 }
 
 #[test]
