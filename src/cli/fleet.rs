@@ -1,4 +1,5 @@
-//! `zodex fleet …`: a fleet's operators and sprites (`operator::fleet`), its board (`watch`),
+//! `zodex fleet …`: a fleet's operators (added with a join code, `join`) and sprites
+//! (`operator::fleet`), its board (`watch`),
 //! and every `zodex sprite github` verb sent to the fleet's service over mutual TLS (`requests`
 //! and `audit` with `--sprite`/`--label`). Parse, call, print.
 
@@ -24,9 +25,15 @@ pub(super) struct FleetTarget {
 
 #[derive(Subcommand)]
 pub(super) enum FleetCommand {
-    /// The fleet's operators.
+    /// The fleet's operators: the first one added through the service host, each later one
+    /// joining from their own machine with a one-time code.
     #[command(subcommand)]
     Operator(OperatorCommand),
+    /// Join a fleet as a new operator, on your own machine: reads the join code another
+    /// operator gave you (`zodex fleet operator add NAME`) on stdin, makes your key here,
+    /// has the service sign it and registers the fleet. The code pins the fleet's CA: only
+    /// that fleet's service is sent the code.
+    Join(JoinArgs),
     /// Install and enrol a registered sprite through its exec transport: the sprite side
     /// without App keys (the relay as the publisher user), its key made there, its request
     /// signed by the service, the round trip proven (docs/fleet.md).
@@ -94,24 +101,44 @@ pub(super) struct EnrollArgs {
     install_args: Vec<String>,
 }
 
+#[derive(Args)]
+pub(super) struct JoinArgs {
+    /// A replica of the service, `https://HOST:PORT` (repeatable; the operator who gave you
+    /// the code knows them).
+    #[arg(long = "service", required = true)]
+    services: Vec<String>,
+    /// Where your key and certificate go (default `$ZODEX_HOME/fleets/FLEET/NAME`).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 pub(super) enum OperatorCommand {
-    /// Make your key here, have the service sign it, and register the fleet: the first
-    /// operator through the service host's admin command (`--via ENTRY`, a registry entry
-    /// whose admin command runs there), later ones through the fleet itself.
+    /// Add operator NAME. Without --via: prints a one-time join code (valid 15 minutes, used
+    /// once; the service keeps only its hash) for NAME to run `zodex fleet join --service
+    /// URL` with on their own machine, where their key is made; nothing here changes. With
+    /// --via ENTRY (the fleet's first operator, on your own machine): makes your key here and
+    /// has the service sign it through ENTRY, a registry entry whose admin command runs on
+    /// the service's host, then registers the fleet.
     Add {
-        /// Your name in the fleet (in its audit).
+        /// The operator's name in the fleet (in its audit, as `operator:NAME`).
         name: String,
-        /// A replica of the service, `https://HOST:PORT` (repeatable).
-        #[arg(long = "service", required = true)]
+        /// The first operator only: the registry entry whose admin command reaches the
+        /// service's host.
+        #[arg(long, requires = "services")]
+        via: Option<String>,
+        /// With --via: a replica of the service, `https://HOST:PORT` (repeatable).
+        #[arg(long = "service", requires = "via")]
         services: Vec<String>,
-        /// The registry entry the enrolment goes through.
-        #[arg(long)]
-        via: String,
-        /// Where your key and certificate go (default `$ZODEX_HOME/fleets/FLEET/NAME`).
-        #[arg(long)]
+        /// With --via: where your key and certificate go (default
+        /// `$ZODEX_HOME/fleets/FLEET/NAME`).
+        #[arg(long, requires = "via")]
         dir: Option<PathBuf>,
     },
+    /// The fleet's operators, enrolled and removed.
+    List,
+    /// Remove operator NAME: their next request is refused (and audited).
+    Remove { name: String },
 }
 
 pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Registry) -> i32 {
@@ -120,13 +147,60 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
     super::render::Verbs::choose(super::render::Verbs::Fleet);
     match command {
         FleetCommand::Operator(OperatorCommand::Add {
+            name, via: None, ..
+        }) => join_code(target, registry, &name),
+        FleetCommand::Operator(OperatorCommand::List) => send(
+            target,
+            registry,
+            AdminRequest::FleetMembers,
+            |members: &Vec<FleetMember>| {
+                let lines: Vec<String> = members
+                    .iter()
+                    .filter(|m| m.role == FleetRole::Operator)
+                    .map(|m| match (m.removed_at, &m.removed_by) {
+                        (Some(at), by) => format!(
+                            "{} removed {} by {}",
+                            m.name,
+                            super::render::time(at),
+                            by.as_deref().unwrap_or("?")
+                        ),
+                        (None, _) => format!(
+                            "{} enrolled {} by {}",
+                            m.name,
+                            super::render::time(m.enrolled_at),
+                            m.enrolled_by
+                        ),
+                    })
+                    .collect();
+                super::render::safe(&lines.join("\n")).into_owned()
+            },
+        ),
+        FleetCommand::Operator(OperatorCommand::Remove { name }) => send(
+            target,
+            registry,
+            AdminRequest::FleetRemove {
+                role: FleetRole::Operator,
+                name,
+            },
+            |r: &FleetRemoved| {
+                format!(
+                    "removed operator {} from the fleet: their next request is refused",
+                    r.member.name
+                )
+            },
+        ),
+        FleetCommand::Join(args) => join(target, registry, args),
+        FleetCommand::Operator(OperatorCommand::Add {
             name,
             services,
-            via,
+            via: Some(via),
             dir,
         }) => {
             let Some(fleet_name) = target.fleet.clone() else {
-                return print_failure(&"name the fleet with --fleet NAME", json);
+                return print_failure(
+                    &"the first operator names the fleet: `zodex fleet --fleet NAME operator add …`",
+                    json,
+                );
             };
             let via = match registry.choose(Some(&via)) {
                 Ok(via) => via,
@@ -254,7 +328,8 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
     }
 }
 
-/// The fleet's registry entry: `--fleet`, else `$ZODEX_FLEET`, else the only fleet.
+/// The fleet's registry entry: `--fleet`, else `$ZODEX_FLEET`, else the only fleet. Several
+/// fleets and none named, or a name that is no fleet here: refused, naming the fleets there are.
 fn fleet_entry(
     target: &FleetTarget,
     registry: &Registry,
@@ -263,29 +338,136 @@ fn fleet_entry(
         .fleet
         .clone()
         .or_else(|| std::env::var("ZODEX_FLEET").ok().filter(|s| !s.is_empty()));
+    let entries = registry.list()?;
+    let fleets: Vec<_> = entries.iter().filter(|e| e.fleet.is_some()).collect();
+    let known = || {
+        fleets
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     if let Some(name) = wanted {
-        return Ok(registry.choose(Some(&name))?);
+        return match entries.iter().find(|e| e.name == name) {
+            Some(entry) if entry.fleet.is_some() => Ok(entry.clone()),
+            Some(_) => Err(FleetOpError::NotAFleet(name)),
+            None if fleets.is_empty() => Err(FleetOpError::Choose(format!(
+                "no fleet named {name} is registered here (none is): `zodex fleet join --service URL` joins one with a code from its operator"
+            ))),
+            None => Err(FleetOpError::Choose(format!(
+                "no fleet named {name} is registered here; registered fleets: {}",
+                known()
+            ))),
+        };
     }
-    let fleets: Vec<_> = registry
-        .list()?
-        .into_iter()
-        .filter(|e| e.fleet.is_some())
-        .collect();
-    match <[_; 1]>::try_from(fleets) {
-        Ok([only]) => Ok(only),
-        Err(fleets) if fleets.is_empty() => Err(FleetOpError::Choose(
-            "no fleet is registered on this machine: `zodex fleet --fleet NAME operator add …` registers one (docs/fleet.md)"
+    match fleets.as_slice() {
+        [only] => Ok((*only).clone()),
+        [] => Err(FleetOpError::Choose(
+            "no fleet is registered here: `zodex fleet join --service URL` joins one with a code from its operator (its first operator: `zodex fleet --fleet NAME operator add NAME --via ENTRY --service URL`)"
                 .into(),
         )),
-        Err(fleets) => Err(FleetOpError::Choose(format!(
-            "several fleets are registered ({}): name one with --fleet NAME",
-            fleets
-                .iter()
-                .map(|f| f.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+        _ => Err(FleetOpError::Choose(format!(
+            "several fleets are registered here ({}): name one with --fleet NAME (or ZODEX_FLEET)",
+            known()
         ))),
     }
+}
+
+/// `zodex fleet operator add NAME` (no --via): a join code for NAME, printed once.
+fn join_code(target: &FleetTarget, registry: &Registry, name: &str) -> i32 {
+    let json = target.json;
+    let issued = fleet_entry(target, registry)
+        .and_then(|entry| Ok((fleet::issue_join_code(&entry, name)?, entry)));
+    let (issued, entry) = match issued {
+        Ok(done) => done,
+        Err(e) => return print_failure(&e, json),
+    };
+    let services = entry.fleet.map(|f| f.services).unwrap_or_default();
+    let flags: String = services
+        .iter()
+        .map(|url| format!(" --service {url}"))
+        .collect();
+    if json {
+        return print_json_ok(serde_json::json!({
+            "fleet": issued.code.fleet.as_str(),
+            "operator": name,
+            "code": issued.code.text(),
+            "expires_at": issued.expires_at,
+            "services": services,
+        }));
+    }
+    println!(
+        "join code for operator {name} of fleet {} (works once, until {}; the service keeps only its hash):\n\n  {}\n\nGive it to {name} privately. On their own machine they run `zodex fleet join{flags}` and paste it: their key is made there.",
+        issued.code.fleet,
+        super::render::time(issued.expires_at),
+        issued.code.text(),
+    );
+    EXIT_OK
+}
+
+/// `zodex fleet join --service URL…`: the code on stdin, the key made here.
+fn join(target: &FleetTarget, registry: &Registry, args: JoinArgs) -> i32 {
+    let json = target.json;
+    let code = match read_code() {
+        Ok(code) => code,
+        Err(e) => return print_failure(&e, json),
+    };
+    if let Some(named) = &target.fleet
+        && named != code.fleet.as_str()
+    {
+        return print_failure(
+            &format!(
+                "the code is for fleet {}, not {named}; ask its operator for a code of {named}",
+                code.fleet
+            ),
+            json,
+        );
+    }
+    let dir = args
+        .dir
+        .unwrap_or_else(|| fleet::identity_dir(code.fleet.as_str(), code.operator.as_str()));
+    match fleet::join(registry, &code, &args.services, &dir) {
+        Ok((entry, enrolled)) if json => print_json_ok(serde_json::json!({
+            "fleet": entry.name,
+            "operator": code.operator.as_str(),
+            "identity": enrolled.identity,
+            "dir": dir,
+            "services": args.services,
+        })),
+        Ok((entry, enrolled)) => {
+            println!(
+                "joined fleet {} as {}: your key and certificate are in {} (the key never leaves it); `zodex fleet --fleet {} status` reaches the service",
+                entry.name,
+                enrolled.identity,
+                dir.display(),
+                entry.name
+            );
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, json),
+    }
+}
+
+/// The join code from stdin (prompted for on a terminal): a secret, so never an argument.
+fn read_code() -> Result<fleet::JoinCode, String> {
+    use std::io::{BufRead, IsTerminal, Read};
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        eprint!("join code (from `zodex fleet operator add`): ");
+    }
+    let mut line = String::new();
+    stdin
+        .lock()
+        .take(4096)
+        .read_line(&mut line)
+        .map_err(|e| format!("cannot read the join code from stdin: {e}"))?;
+    if line.trim().is_empty() {
+        return Err(
+            "no join code on stdin: paste the code `zodex fleet operator add NAME` printed (e.g. `zodex fleet join --service URL < code.txt`)"
+                .into(),
+        );
+    }
+    fleet::JoinCode::parse(&line).map_err(|e| e.to_string())
 }
 
 /// One admin request to the fleet, its answer printed.

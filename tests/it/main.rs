@@ -31,6 +31,7 @@ mod fleet;
 mod fleet_enroll;
 mod fleet_filters;
 mod fleet_mcp_oauth;
+mod fleet_operators;
 mod fleet_replicas;
 mod github_client;
 mod github_facts;

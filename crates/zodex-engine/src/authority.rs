@@ -15,11 +15,13 @@ use super::store::{
 };
 use super::vocabulary::{Actor, AuditDecision, EventKind};
 
+mod join_codes;
 mod members;
 mod pages;
 mod shadow;
 mod views;
 
+pub use join_codes::{JOIN_CODE_TTL_SECONDS, JoinRefused};
 pub use members::{Ended, NotAdmitted};
 pub use pages::{
     AnswerBytes, DEFAULT_PAGE_ROWS, MAX_PAGE_ROWS, PAGE_BYTES, Page, PageRequest,

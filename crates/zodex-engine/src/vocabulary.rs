@@ -225,10 +225,15 @@ pub enum EventKind {
     /// A write token was revoked by a sweep (its publisher stopped, or its grant ended),
     /// not by the step that minted it.
     RevokeToken,
+    /// An operator issued a one-time code that admits a new operator (only its hash is kept).
+    FleetJoinCode,
+    /// A new operator redeemed a join code with a key made on their own machine, and was
+    /// enrolled with it.
+    FleetJoinCodeUsed,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 22] = [
+    const ALL: [EventKind; 24] = [
         Self::Outcome,
         Self::Publication,
         Self::ExpireGrant,
@@ -251,6 +256,8 @@ impl EventKind {
         Self::FleetLabel,
         Self::MintToken,
         Self::RevokeToken,
+        Self::FleetJoinCode,
+        Self::FleetJoinCodeUsed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -277,6 +284,8 @@ impl EventKind {
             Self::FleetLabel => "FleetLabel",
             Self::MintToken => "MintToken",
             Self::RevokeToken => "RevokeToken",
+            Self::FleetJoinCode => "FleetJoinCode",
+            Self::FleetJoinCodeUsed => "FleetJoinCodeUsed",
         }
     }
 }

@@ -13,6 +13,7 @@
 //! - [`key_hash`]: the fingerprint of a member's key, from its request and its certificate;
 //! - [`tls`]: rustls configurations for the service and for members, and who the peer is;
 //! - [`files`]: a member's own directory: its key (made there), certificate and the CA;
+//! - [`join`]: a new operator's one-time join code, and the TLS client that pins the CA by it;
 //! - [`service_url`]: a replica as members name it (`https://HOST:PORT`).
 //!
 //! Invariants: a member's private key is made where it runs and never leaves it (only a
@@ -23,6 +24,7 @@
 pub mod ca;
 pub mod files;
 pub mod identity;
+pub mod join;
 pub mod key_hash;
 pub mod service_url;
 pub mod tls;
@@ -30,6 +32,7 @@ pub mod tls;
 pub use ca::{FleetCa, MemberKey};
 pub use files::{FilesError, MemberFiles};
 pub use identity::{Identity, Name, Role};
+pub use join::JoinCode;
 pub use key_hash::{certificate_key_sha256, request_key_sha256};
 pub use service_url::Replica;
 
@@ -57,6 +60,10 @@ pub enum FleetError {
     },
     #[error("{0:?} is not a replica's address; write https://HOST:PORT (one per replica)")]
     BadService(String),
+    #[error(
+        "this is not a join code ({0}); paste the whole code `zodex fleet operator add NAME` printed"
+    )]
+    BadJoinCode(String),
     #[error("TLS: {0}")]
     Tls(String),
     #[error("the key or certificate could not be made: {0}")]

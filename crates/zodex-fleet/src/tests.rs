@@ -51,6 +51,14 @@ async fn connect(
     cert: &str,
     key: &str,
 ) -> (Result<String, String>, Result<Identity, String>) {
+    connect_as(service, tls::client_config(trusted_ca, cert, key).unwrap()).await
+}
+
+/// [`connect`] with the member's TLS client `client`.
+async fn connect_as(
+    service: &Fleet,
+    client: std::sync::Arc<rustls::ClientConfig>,
+) -> (Result<String, String>, Result<Identity, String>) {
     let server = server_config(service);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -67,7 +75,6 @@ async fn connect(
         stream.shutdown().await.unwrap();
         Ok(peer)
     });
-    let client = tls::client_config(trusted_ca, cert, key).unwrap();
     let member = async {
         let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         let server_name = "localhost".try_into().unwrap();
@@ -158,6 +165,26 @@ async fn a_member_refuses_a_service_its_ca_did_not_certify() {
     let (member, _) = connect(&other, acme.ca.cert_pem(), &cert, &key).await;
     let refused = member.unwrap_err();
     assert!(refused.contains("invalid peer certificate"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_joiner_reaches_only_the_service_of_the_ca_its_code_pins_and_is_named_as_no_one() {
+    let acme = fleet("acme");
+    let code = crate::JoinCode::new(acme.ca.fleet(), &name("bob"), acme.ca.cert_pem()).unwrap();
+    let (member, seen) = connect_as(&acme, code.client_config().unwrap()).await;
+    // The handshake holds without a client certificate, and names no member.
+    assert!(
+        !member.as_deref().unwrap_or_default().contains("spiffe"),
+        "a joiner was answered as a member: {member:?}"
+    );
+    let seen = seen.unwrap_err();
+    assert!(seen.contains("presented none"), "{seen}");
+    // A service of another CA (same fleet name) never gets the code's secret: the joiner's
+    // own handshake fails.
+    let impostor = fleet("acme");
+    let (member, _) = connect_as(&impostor, code.client_config().unwrap()).await;
+    let refused = member.unwrap_err();
+    assert!(refused.contains("pins"), "{refused}");
 }
 
 #[test]

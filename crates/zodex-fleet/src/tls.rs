@@ -1,8 +1,11 @@
 //! The mutual-TLS configurations a relay (or an operator) and the service talk over.
 //!
-//! Both ends trust the fleet's CA and nothing else (no system roots). The service requires a
-//! client certificate: one from another CA, expired, or not yet valid is refused in the
-//! handshake, before a byte of a request is read. TLS 1.3 only. Which member connected is then
+//! Both ends trust the fleet's CA and nothing else (no system roots). A client certificate
+//! from another CA, expired, or not yet valid is refused in the handshake, before a byte of a
+//! request is read. A client that presents none is a new operator joining with a one-time
+//! code ([`crate::join`]): the service's listener lets such a connection send one join request
+//! and nothing else. The service shows the fleet's CA certificate after its own, so a joiner
+//! can find the CA its code pins. TLS 1.3 only. Which member connected is then
 //! read from its certificate with [`peer_identity`]; whether that member is still enrolled is
 //! the service's question (its state), asked on every request.
 
@@ -51,21 +54,26 @@ fn tls(e: rustls::Error) -> FleetError {
     FleetError::Tls(e.to_string())
 }
 
-/// The service's side: its certificate and key, and client certificates required from the
-/// fleet's CA.
+/// The service's side: its certificate and key (shown with the fleet's CA after it), and a
+/// client certificate checked against the fleet's CA when one is presented. A connection with
+/// none is a joiner's: the caller must refuse it everything but a join ([`peer_member`] names
+/// no member for it).
 pub fn server_config(
     ca_pem: &str,
     cert_pem: &str,
     key_pem: &str,
 ) -> Result<Arc<ServerConfig>, FleetError> {
     let verifier = WebPkiClientVerifier::builder_with_provider(roots(ca_pem)?, provider())
+        .allow_unauthenticated()
         .build()
         .map_err(|e| FleetError::Tls(e.to_string()))?;
+    let mut chain = certificates(cert_pem)?;
+    chain.extend(certificates(ca_pem)?);
     let config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(tls)?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(certificates(cert_pem)?, private_key(key_pem)?)
+        .with_single_cert(chain, private_key(key_pem)?)
         .map_err(tls)?;
     Ok(Arc::new(config))
 }

@@ -1,6 +1,8 @@
 //! `zodex fleet …` as operations. An operator's identity is made on the operator's machine (the
-//! key stays there) and enrolled with the fleet's service; the fleet is then a registry entry
-//! reached over mutual TLS, so every `zodex sprite github …` verb reaches it as `zodex fleet …`.
+//! key stays there) and enrolled with the fleet's service: the first operator's through the
+//! service host's admin command, every later one's with a one-time join code another operator
+//! asked for. The fleet is then a registry entry reached over mutual TLS, so every
+//! `zodex sprite github …` verb reaches it as `zodex fleet …`.
 //! A sprite is enrolled through its own exec transport: its key is made on the sprite, only
 //! its certificate request travels, and the certificate goes back to it.
 
@@ -8,8 +10,12 @@ use super::registry::{FleetReach, Registry, RegistryError, SpriteEntry};
 use super::remote::{CommandFailure, Reach, RemoteError, Stdin};
 use super::transport::{self, TransportError};
 use std::path::{Path, PathBuf};
+pub use zodex_fleet::JoinCode;
 use zodex_fleet::{FleetError, Identity, Name, Replica, Role};
-use zodex_protocol::{AdminRequest, FleetEnrolled, FleetMember, FleetRole, Response};
+use zodex_protocol::{
+    AdminRequest, FleetEnrolled, FleetJoinCodeIssued, FleetJoinRequest, FleetMember, FleetRole,
+    Response,
+};
 
 /// Why a fleet operation did not complete. Messages say what to do next.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +43,14 @@ pub enum FleetOpError {
     /// Said here, before any service is asked.
     #[error("{0}")]
     Choose(String),
+    #[error(
+        "`{fleet}` is a fleet, and an operator's key is made on their own machine: `zodex fleet --fleet {fleet} operator add {operator}` (without --via) prints a join code, and {operator} runs `zodex fleet join --service URL` with it"
+    )]
+    ViaFleet { fleet: String, operator: String },
+    #[error(
+        "`{0}` is a sprite in this registry, not a fleet; `zodex sprite list` shows which is which"
+    )]
+    NotAFleet(String),
 }
 
 /// Where an operator's identity for `fleet` lives by default: `$ZODEX_HOME/fleets/FLEET/NAME`.
@@ -47,15 +61,43 @@ pub fn identity_dir(fleet: &str, operator: &str) -> PathBuf {
         .join(operator)
 }
 
-/// `zodex fleet operator add NAME --fleet FLEET --service URL… --via ENTRY`: makes the
-/// operator's key in `dir`, has the service sign it through `via` (the service host's admin
-/// command for the first operator, or the fleet itself as an operator already enrolled),
-/// installs the certificate, registers the fleet as `fleet` and proves the round trip over
-/// mutual TLS. Returns the registered entry.
+/// `zodex fleet operator add NAME --fleet FLEET --service URL… --via ENTRY`: the fleet's
+/// first operator, on their own machine: makes their key in `dir`, has the service sign it
+/// through `via` (a registry entry whose admin command runs on the service's host), installs
+/// the certificate, registers the fleet as `fleet` and proves the round trip over mutual TLS.
+/// Every later operator joins with a code instead ([`issue_join_code`], [`join`]), so no
+/// operator's key is ever made on another's machine. Returns the registered entry.
 pub fn add_operator(
     registry: &Registry,
     via: &SpriteEntry,
     (fleet, operator): (&str, &str),
+    services: &[String],
+    dir: &Path,
+) -> Result<SpriteEntry, FleetOpError> {
+    if via.fleet.is_some() {
+        return Err(FleetOpError::ViaFleet {
+            fleet: via.name.clone(),
+            operator: operator.to_string(),
+        });
+    }
+    let entry = fleet_entry_at(fleet, services, dir)?;
+    registry.check_fleet_free(&entry)?;
+    let identity = Identity::new(
+        &Name::parse(fleet)?,
+        Role::Operator,
+        &Name::parse(operator)?,
+    );
+    let request_pem = zodex_fleet::files::request(dir, &identity)?;
+    let enrolled = enrol(via, FleetRole::Operator, operator, Vec::new(), request_pem)?;
+    zodex_fleet::files::install(dir, &enrolled.certificate_pem, &enrolled.ca_pem)?;
+    registry.register_fleet(entry.clone())?;
+    answered(transport::call(&entry, &AdminRequest::Ping)?)?;
+    Ok(entry)
+}
+
+/// The registry entry of `fleet` reached at `services` with the identity in `dir`.
+fn fleet_entry_at(
+    fleet: &str,
     services: &[String],
     dir: &Path,
 ) -> Result<SpriteEntry, FleetOpError> {
@@ -65,15 +107,8 @@ pub fn add_operator(
     for url in services {
         Replica::parse(url)?;
     }
-    let identity = Identity::new(
-        &Name::parse(fleet)?,
-        Role::Operator,
-        &Name::parse(operator)?,
-    );
-    let request_pem = zodex_fleet::files::request(dir, &identity)?;
-    let enrolled = enrol(via, FleetRole::Operator, operator, Vec::new(), request_pem)?;
-    zodex_fleet::files::install(dir, &enrolled.certificate_pem, &enrolled.ca_pem)?;
-    let entry = SpriteEntry {
+    Name::parse(fleet)?;
+    Ok(SpriteEntry {
         name: fleet.to_string(),
         admin_command: Vec::new(),
         worker: None,
@@ -81,10 +116,77 @@ pub fn add_operator(
             services: services.to_vec(),
             dir: dir.to_path_buf(),
         }),
+    })
+}
+
+/// A join code the service issued for operator `operator`, and when it expires.
+pub struct IssuedCode {
+    pub code: JoinCode,
+    pub expires_at: i64,
+}
+
+/// `zodex fleet operator add NAME`: a one-time code admitting operator `operator` to the
+/// fleet this operator reaches through `fleet_entry`. The code is made here (its secret from
+/// the OS's randomness, pinning the CA in this operator's files); the service keeps only the
+/// secret's hash, for 15 minutes, and audits the issue. Nothing of this
+/// operator's own files or registry entry changes.
+pub fn issue_join_code(
+    fleet_entry: &SpriteEntry,
+    operator: &str,
+) -> Result<IssuedCode, FleetOpError> {
+    let Some(reach) = &fleet_entry.fleet else {
+        return Err(FleetOpError::NotAFleet(fleet_entry.name.clone()));
     };
-    registry.upsert(entry.clone())?;
+    let files = zodex_fleet::MemberFiles::read(&reach.dir)?;
+    let mine = zodex_fleet::tls::certificates(&files.cert_pem)?;
+    let me = Identity::of_certificate(&mine[0])?;
+    let code = JoinCode::new(&me.fleet, &Name::parse(operator)?, &files.ca_pem)?;
+    let request = AdminRequest::FleetJoinCode {
+        name: operator.to_string(),
+        code_sha256: zodex_fleet::join::secret_sha256(code.secret()),
+    };
+    let issued: FleetJoinCodeIssued =
+        serde_json::from_value(answered(transport::call(fleet_entry, &request)?)?)
+            .map_err(|e| FleetOpError::Refused(format!("an answer zodex cannot read: {e}")))?;
+    Ok(IssuedCode {
+        code,
+        expires_at: issued.expires_at,
+    })
+}
+
+/// `zodex fleet join --service URL…` on the new operator's own machine: makes their key in
+/// `dir`, sends the code's secret and a certificate request to the service (over TLS that
+/// accepts only the service of the CA the code pins), installs the certificate, registers the
+/// fleet and proves the round trip over mutual TLS. Returns the registered entry.
+pub fn join(
+    registry: &Registry,
+    code: &JoinCode,
+    services: &[String],
+    dir: &Path,
+) -> Result<(SpriteEntry, FleetEnrolled), FleetOpError> {
+    let fleet = code.fleet.as_str();
+    let entry = fleet_entry_at(fleet, services, dir)?;
+    registry.check_fleet_free(&entry)?;
+    let identity = Identity::new(&code.fleet, Role::Operator, &code.operator);
+    let request = FleetJoinRequest {
+        code: code.secret().to_string(),
+        request_pem: zodex_fleet::files::request(dir, &identity)?,
+    };
+    let result = answered(super::fleet_transport::join(
+        fleet, services, code, &request,
+    )?)?;
+    let enrolled: FleetEnrolled = serde_json::from_value(result)
+        .map_err(|e| FleetOpError::Refused(format!("an answer zodex cannot read: {e}")))?;
+    if !code.pins(&enrolled.ca_pem) {
+        return Err(FleetOpError::Refused(
+            "the service answered with another CA than the join code pins; nothing was installed"
+                .into(),
+        ));
+    }
+    zodex_fleet::files::install(dir, &enrolled.certificate_pem, &enrolled.ca_pem)?;
+    registry.register_fleet(entry.clone())?;
     answered(transport::call(&entry, &AdminRequest::Ping)?)?;
-    Ok(entry)
+    Ok((entry, enrolled))
 }
 
 /// `zodex fleet enroll SPRITE`: through the sprite's exec transport (`sprite`), makes its key

@@ -29,8 +29,41 @@ pub fn call(
     };
     let files = MemberFiles::read(&reach.dir).map_err(|e| fail(e.to_string()))?;
     let config = files.client_config().map_err(|e| fail(e.to_string()))?;
+    let line = serde_json::to_string(request).expect("requests always serialise");
+    exchange(name, &reach.services, config, line)
+}
+
+/// A new operator's join request, sent without a client certificate over the TLS client the
+/// join code makes (the service accepted only if it shows the CA the code pins): the one
+/// request a connection without a certificate may send.
+pub fn join(
+    fleet: &str,
+    services: &[String],
+    code: &zodex_fleet::JoinCode,
+    request: &zodex_protocol::FleetJoinRequest,
+) -> Result<Response, TransportError> {
+    let config = code.client_config().map_err(|e| TransportError::NoAnswer {
+        sprite: fleet.to_string(),
+        detail: e.to_string(),
+    })?;
+    let line = serde_json::to_string(request).expect("requests always serialise");
+    exchange(fleet, services, config, line)
+}
+
+/// Sends one request `line` to the first replica of `services` that takes the connection
+/// with `config`, and reads its answer.
+fn exchange(
+    name: &str,
+    services: &[String],
+    config: std::sync::Arc<rustls::ClientConfig>,
+    mut line: String,
+) -> Result<Response, TransportError> {
+    let fail = |detail: String| TransportError::NoAnswer {
+        sprite: name.to_string(),
+        detail,
+    };
     let mut failures = Vec::new();
-    for url in &reach.services {
+    for url in services {
         let replica = match Replica::parse(url) {
             Ok(replica) => replica,
             Err(e) => {
@@ -46,7 +79,6 @@ pub fn call(
             }
         };
         // Connected: from here the request may arrive, so no other replica is tried.
-        let mut line = serde_json::to_string(request).expect("requests always serialise");
         line.push('\n');
         let sent = stream
             .write_all(line.as_bytes())

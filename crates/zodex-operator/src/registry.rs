@@ -78,6 +78,14 @@ pub enum RegistryError {
     Empty,
     #[error("several sprites are registered ({0}); choose one with --sprite NAME or ZODEX_SPRITE")]
     Ambiguous(String),
+    #[error(
+        "this registry reaches fleet `{name}` already, with the identity in {dir}; it is kept (one entry per fleet, and an operator's entry is their own). To use another identity, `zodex sprite remove {name}` first"
+    )]
+    FleetExists { name: String, dir: PathBuf },
+    #[error(
+        "`{0}` is a sprite in this registry; a fleet of the same name needs the name: `zodex sprite remove {0}` first, or use another registry (ZODEX_HOME)"
+    )]
+    SpriteNamedLikeFleet(String),
     #[error("--exec `{0}` could not be split into words (check its quotes)")]
     BadExec(String),
     #[error("registry {path}: {message}")]
@@ -195,6 +203,23 @@ impl Registry {
         })
     }
 
+    /// Registers a fleet's entry, never over another: an entry of that name is replaced only
+    /// when it is the same fleet reached with the same identity (an enrolment run again).
+    pub fn register_fleet(&self, entry: SpriteEntry) -> Result<(), RegistryError> {
+        self.update(|file| {
+            fleet_free(&file.sprites, &entry)?;
+            file.sprites.retain(|s| s.name != entry.name);
+            file.sprites.push(entry);
+            Ok(())
+        })
+    }
+
+    /// Whether [`Registry::register_fleet`] would take `entry` now (asked before a key is made,
+    /// so a refusal costs nothing).
+    pub fn check_fleet_free(&self, entry: &SpriteEntry) -> Result<(), RegistryError> {
+        fleet_free(&self.list()?, entry)
+    }
+
     pub fn remove(&self, name: &str) -> Result<SpriteEntry, RegistryError> {
         self.update(|file| {
             let known = names(&file.sprites);
@@ -256,6 +281,25 @@ impl Registry {
     }
 }
 
+/// `entry` (a fleet's) may be registered among `sprites`: no entry of its name, or the same
+/// fleet with the same identity directory.
+fn fleet_free(sprites: &[SpriteEntry], entry: &SpriteEntry) -> Result<(), RegistryError> {
+    if !valid_name(&entry.name) {
+        return Err(RegistryError::BadName(entry.name.clone()));
+    }
+    let Some(existing) = sprites.iter().find(|s| s.name == entry.name) else {
+        return Ok(());
+    };
+    match (&existing.fleet, &entry.fleet) {
+        (Some(have), Some(want)) if have.dir == want.dir => Ok(()),
+        (Some(have), _) => Err(RegistryError::FleetExists {
+            name: entry.name.clone(),
+            dir: have.dir.clone(),
+        }),
+        (None, _) => Err(RegistryError::SpriteNamedLikeFleet(entry.name.clone())),
+    }
+}
+
 fn names(sprites: &[SpriteEntry]) -> String {
     if sprites.is_empty() {
         return "none".to_string();
@@ -309,6 +353,56 @@ mod tests {
             registry.add(entry("Bad Name")),
             Err(RegistryError::BadName(_))
         ));
+    }
+
+    fn fleet(name: &str, dir: &str) -> SpriteEntry {
+        SpriteEntry {
+            name: name.into(),
+            admin_command: Vec::new(),
+            worker: None,
+            fleet: Some(FleetReach {
+                services: vec!["https://127.0.0.1:1".into()],
+                dir: dir.into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_fleets_entry_is_never_registered_over_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::at(dir.path().join("sprites.toml"));
+        registry.register_fleet(fleet("acme", "/a/alice")).unwrap();
+        // The same identity again: kept as it is.
+        registry.register_fleet(fleet("acme", "/a/alice")).unwrap();
+        // Another identity for the same fleet: refused, the first kept.
+        let err = registry
+            .register_fleet(fleet("acme", "/a/bob"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/a/alice") && err.contains("zodex sprite remove acme"),
+            "{err}"
+        );
+        // Another fleet is another entry; a sprite's name is not taken over.
+        registry.register_fleet(fleet("other", "/o/alice")).unwrap();
+        registry.add(entry("box")).unwrap();
+        assert!(matches!(
+            registry.register_fleet(fleet("box", "/b")),
+            Err(RegistryError::SpriteNamedLikeFleet(_))
+        ));
+        let dirs: Vec<_> = registry
+            .list()
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| e.fleet.map(|f| (e.name, f.dir)))
+            .collect();
+        assert_eq!(
+            dirs,
+            [
+                ("acme".to_string(), PathBuf::from("/a/alice")),
+                ("other".to_string(), PathBuf::from("/o/alice"))
+            ]
+        );
     }
 
     #[test]

@@ -193,6 +193,13 @@ pub enum AdminRequest {
     },
     /// The fleet's members, enrolled and removed.
     FleetMembers,
+    /// Record a one-time join code admitting operator `name` (a [`FleetJoinCodeIssued`]):
+    /// the asking operator made the code and sends only the SHA-256 of its secret; the new
+    /// operator redeems it with a [`FleetJoinRequest`].
+    FleetJoinCode {
+        name: String,
+        code_sha256: String,
+    },
     /// One of the MCP OAuth requests (`mcp_approve`, `mcp_deny`, `mcp_clients`, `mcp_revoke`,
     /// `mcp_key_url`) for fleet sprite `sprite`'s endpoint: the service answers it as that
     /// sprite's authorization server, with the same answer types.
@@ -251,6 +258,7 @@ impl AdminRequest {
                 | Self::FleetRemove { .. }
                 | Self::FleetLabel { .. }
                 | Self::FleetMembers
+                | Self::FleetJoinCode { .. }
                 | Self::FleetMcp { .. }
                 | Self::FleetMcpPublicUrl { .. }
         )
@@ -359,6 +367,30 @@ pub struct FleetEnrolled {
     pub ca_pem: String,
     /// The identity the certificate names, `spiffe://FLEET/ROLE/NAME`.
     pub identity: String,
+}
+
+/// The answer to [`AdminRequest::FleetJoinCode`]: whom the code admits, until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetJoinCodeIssued {
+    pub name: String,
+    pub expires_at: i64,
+}
+
+/// The one request a connection to the fleet's listener may send without a client
+/// certificate: a new operator redeeming a join code (its secret) with a certificate request
+/// for a key made on their own machine. Answered with a [`FleetEnrolled`].
+/// Its `Debug` never shows the code.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename = "fleet_join")]
+pub struct FleetJoinRequest {
+    pub code: String,
+    pub request_pem: String,
+}
+
+impl std::fmt::Debug for FleetJoinRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FleetJoinRequest { code: .., request_pem: .. }")
+    }
 }
 
 /// The answer to [`AdminRequest::CheckCoverage`]: what GitHub said just now.
@@ -532,5 +564,30 @@ mod tests {
             serde_json::to_string(&filtered).unwrap(),
             r#"{"op":"audit","since_seconds":null,"repo":null,"limit":5,"label":"team=pay"}"#
         );
+    }
+}
+
+#[cfg(test)]
+mod join_tests {
+    use super::*;
+
+    #[test]
+    fn a_join_request_reads_back_and_its_debug_hides_the_code() {
+        let request = FleetJoinRequest {
+            code: "c0ffee".into(),
+            request_pem: "PEM".into(),
+        };
+        let line = serde_json::to_string(&request).unwrap();
+        assert_eq!(
+            line,
+            r#"{"op":"fleet_join","code":"c0ffee","request_pem":"PEM"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<FleetJoinRequest>(&line).unwrap(),
+            request
+        );
+        // Another request is not a join.
+        assert!(serde_json::from_str::<FleetJoinRequest>(r#"{"op":"ping"}"#).is_err());
+        assert!(!format!("{request:?}").contains("c0ffee"));
     }
 }

@@ -40,6 +40,8 @@
 //! | `mcp_key_url` | [`McpKeyUrlState`](super::McpKeyUrlState) |
 //! | `fleet_mcp` | the answer of the `mcp_…` request it carries |
 //! | `fleet_mcp_public_url` | [`FleetMcpEndpoint`](super::FleetMcpEndpoint) |
+//! | `fleet_join_code` | [`FleetJoinCodeIssued`](super::FleetJoinCodeIssued) |
+//! | `fleet_join` (no certificate, fleet listener) | [`FleetEnrolled`](super::FleetEnrolled) |
 //! | agent `mcp_oauth_published` | [`McpPublished`](super::McpPublished) |
 
 use serde::{Deserialize, Serialize};

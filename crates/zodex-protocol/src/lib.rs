@@ -44,9 +44,9 @@ pub mod ttl;
 pub mod watch;
 
 pub use admin::{
-    AdminRequest, CoverageAnswer, FleetEnrolled, FleetMcpEndpoint, FleetMember, FleetRemoved,
-    FleetRole, ForSprites, McpAuthorizationView, McpClientView, McpClientsAnswer, McpKeyUrlState,
-    McpRevoked,
+    AdminRequest, CoverageAnswer, FleetEnrolled, FleetJoinCodeIssued, FleetJoinRequest,
+    FleetMcpEndpoint, FleetMember, FleetRemoved, FleetRole, ForSprites, McpAuthorizationView,
+    McpClientView, McpClientsAnswer, McpKeyUrlState, McpRevoked,
 };
 pub use agent::{
     AgentRequest, CredentialGrant, ListedRef, McpPublished, McpPublishedKey, OAUTH_MAX_BODY,

@@ -16,6 +16,8 @@ const RELAY_SERVING: &str = "zodex-prd relay serving";
 
 /// The service and what its members need to reach it.
 pub struct Fleet {
+    /// The fleet's name ([`FLEET`] unless started with [`Fleet::start_named`]).
+    pub name: String,
     pub service: Rig,
     /// The fleet's CA (`ca.pem`, `ca.key`).
     pub ca: tempfile::TempDir,
@@ -64,24 +66,29 @@ impl Fleet {
     /// Makes operator `name` in `home` as the first operator does (its key made there, signed
     /// through the service host's own admin command) and registers the fleet there.
     pub fn operator(&self, home: &Path, name: &str) {
+        self.first_operator(home, name, "service");
+    }
+
+    /// [`Fleet::operator`], the service host's admin command registered in `home` as `via`.
+    pub fn first_operator(&self, home: &Path, name: &str, via: &str) {
         let config = self.service.config.display().to_string();
         self.zodex_ok(
             home,
-            &["sprite", "add", "service", "--local", "--config", &config],
+            &["sprite", "add", via, "--local", "--config", &config],
         );
         self.zodex_ok(
             home,
             &[
                 "fleet",
                 "--fleet",
-                FLEET,
+                &self.name,
                 "operator",
                 "add",
                 name,
                 "--service",
                 &self.url,
                 "--via",
-                "service",
+                via,
             ],
         );
     }
@@ -93,18 +100,30 @@ impl Fleet {
         }))
     }
 
+    /// [`Fleet::start`] for a fleet called `name`.
+    pub fn start_named(name: &str) -> Fleet {
+        Self::start_on_named(
+            Demo::start_with(|c| c.with_token_ttl(Duration::from_secs(3600))),
+            name,
+        )
+    }
+
     /// [`Fleet::start`], the service writing to `demo`'s GitHub.
     pub fn start_on(demo: Demo) -> Fleet {
+        Self::start_on_named(demo, FLEET)
+    }
+
+    fn start_on_named(demo: Demo, name: &str) -> Fleet {
         let ca = tempfile::tempdir().unwrap();
         let ca_dir = ca.path().join("ca");
         let init = Command::new(PRD)
-            .args(["fleet", "init", "--name", FLEET, "--dir"])
+            .args(["fleet", "init", "--name", name, "--dir"])
             .arg(&ca_dir)
             .output()
             .unwrap();
         assert!(init.status.success(), "{}", text(&init));
         let extra = format!(
-            "[fleet]\nname = \"{FLEET}\"\nca_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n",
+            "[fleet]\nname = \"{name}\"\nca_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\n",
             ca_dir.display()
         );
         let reach = Reach::direct(&demo);
@@ -120,6 +139,7 @@ impl Fleet {
             .take_while(|c| !c.is_whitespace())
             .collect();
         Fleet {
+            name: name.to_string(),
             service,
             ca,
             url: format!("https://{address}"),
@@ -149,7 +169,7 @@ impl Fleet {
     ) {
         let request = prd()
             .args([
-                "fleet", "request", "--fleet", FLEET, "--sprite", name, "--dir",
+                "fleet", "request", "--fleet", &self.name, "--sprite", name, "--dir",
             ])
             .arg(files)
             .output()
@@ -191,7 +211,7 @@ git_url = "{git}"
     /// for `ttl`, written over its `cert.pem`; returns it.
     pub fn reissue(&self, sprite: &Sprite, ttl: Duration) -> String {
         let files = sprite.dir.path().join("fleet");
-        let fleet = zodex_fleet::Name::parse(FLEET).unwrap();
+        let fleet = zodex_fleet::Name::parse(&self.name).unwrap();
         let ca_dir = self.ca.path().join("ca");
         let ca = zodex_fleet::FleetCa::load(
             &fleet,

@@ -87,6 +87,10 @@ const TABLES: &[(&str, &str)] = &[
         "role, name, labels, key_sha256, enrolled_at, enrolled_by, removed_at, removed_by, \
          mcp_public_url",
     ),
+    (
+        "fleet_join_codes",
+        "code_sha256, name, issued_by, issued_at, expires_at, used_at",
+    ),
 ];
 
 /// Tables whose `id` PostgreSQL numbers itself: after rows are copied with their ids, its

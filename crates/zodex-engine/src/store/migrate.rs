@@ -27,6 +27,7 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0010_allowances.sql"),
     include_str!("../../../../migrations/0011_fleet_mcp_oauth.sql"),
     include_str!("../../../../migrations/0012_audit_base_guard.sql"),
+    include_str!("../../../../migrations/0013_fleet_join_codes.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
@@ -58,6 +59,10 @@ const POSTGRES: &[(i64, &str)] = &[
     (
         12,
         include_str!("../../../../migrations/postgres/0012_audit_base_guard.sql"),
+    ),
+    (
+        13,
+        include_str!("../../../../migrations/postgres/0013_fleet_join_codes.sql"),
     ),
 ];
 

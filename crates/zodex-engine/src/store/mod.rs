@@ -13,6 +13,7 @@ mod decision_facts;
 mod fleet;
 mod grants;
 mod join;
+mod join_codes;
 mod oauth;
 mod oauth_grants;
 mod pace;
@@ -30,6 +31,7 @@ pub use decision_facts::DecisionFacts;
 pub use fleet::{Member, NewMember, normalise_labels};
 pub use grants::{Allowances, Grant, GrantState, GrantVia, NewGrant};
 pub use join::{JoinReport, join_history};
+pub use join_codes::JoinCode;
 pub use oauth::{
     NewAuthorization, OAuthAuthorization, OAuthClient, OAuthDecision, OAuthFamily, OAuthRefresh,
     SigningKey,

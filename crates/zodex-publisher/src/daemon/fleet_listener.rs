@@ -3,10 +3,14 @@
 //! A connection passes four steps, each refusing before the next begins:
 //! 1. a place among the handshakes in progress: an anonymous flood of TCP connections holds at
 //!    most [`HANDSHAKES`] of them, and the ones past that are closed at once;
-//! 2. the TLS 1.3 handshake, within `[agent_limits] request_seconds`, which requires a client
-//!    certificate of the fleet's CA that is valid now (none, another CA's, an expired one:
-//!    refused here and audited — at most [`REFUSALS_AUDITED_PER_MINUTE`] rows a minute, the
-//!    rest only logged, so a flood cannot grow the audit);
+//! 2. the TLS 1.3 handshake, within `[agent_limits] request_seconds`, which checks a client
+//!    certificate against the fleet's CA (another CA's, an expired one: refused here and
+//!    audited — at most [`REFUSALS_AUDITED_PER_MINUTE`] rows a minute, the rest only logged,
+//!    so a flood cannot grow the audit). A connection that presents no certificate is a new
+//!    operator joining: it may send one `fleet_join` request (a one-time code and a
+//!    certificate request, at most [`JOIN_BYTES`]) and nothing else, while it keeps its place
+//!    among the handshakes ([`FleetDoor::join`]); a refused join is audited like a refused
+//!    handshake;
 //! 3. the member the certificate names: of this fleet, a sprite or an operator, enrolled with
 //!    the very key the certificate is for, not removed (the registry, asked for every
 //!    connection: `Host::admit_member`; the engine audits its refusals);
@@ -27,7 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use zodex_fleet::{Name, Role};
-use zodex_protocol::{ErrorKind, Response};
+use zodex_protocol::{ErrorKind, FleetJoinRequest, Response};
 
 /// TLS handshakes in progress at once; connections past this are closed unanswered.
 pub(super) const HANDSHAKES: usize = 256;
@@ -35,6 +39,8 @@ pub(super) const HANDSHAKES: usize = 256;
 const DRAIN_BYTES: u64 = 1 << 20;
 /// How long the rest of a request answered early is waited for before closing.
 const DRAIN_TIME: Duration = Duration::from_secs(2);
+/// The most a joiner's one request may hold (a code and a certificate request).
+const JOIN_BYTES: u64 = 16 * 1024;
 /// Refused handshakes audited in one minute; the rest are logged only.
 pub(super) const REFUSALS_AUDITED_PER_MINUTE: u32 = 60;
 
@@ -124,6 +130,10 @@ pub(super) async fn accept_loop(listener: TcpListener, door: FleetDoor) {
                     return door.refuse(addr, why).await;
                 }
             };
+            if stream.get_ref().1.peer_certificates().is_none() {
+                // A joiner keeps its place among the handshakes until it is answered.
+                return door.join(stream, addr, permit).await;
+            }
             drop(permit);
             door.serve(stream, addr).await;
         });
@@ -172,6 +182,38 @@ impl FleetDoor {
         drain(&mut stream).await;
     }
 
+    /// A connection without a certificate: one `fleet_join` request, read within the request
+    /// time, answered, and closed. Anything else is refused (and audited as a refused
+    /// handshake is); so is a code that admits no one.
+    async fn join(
+        self,
+        mut stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        addr: SocketAddr,
+        _place: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let seconds = self.agent.limits.request_seconds;
+        let read = tokio::time::timeout(Duration::from_secs(seconds), read_line(&mut stream));
+        let request = match read.await {
+            Ok(Ok(line)) => serde_json::from_str::<FleetJoinRequest>(&line).ok(),
+            _ => None,
+        };
+        let Some(request) = request else {
+            let why = "no client certificate, and no fleet_join request: a member connects with its certificate; a new operator joins with `zodex fleet join`";
+            self.refuse(addr, why.to_string()).await;
+            return answer(&mut stream, &Response::error(ErrorKind::Forbidden, why)).await;
+        };
+        let response = match self.agent.host.join_fleet(request).await {
+            Ok(response) => response,
+            Err(refused) => {
+                let why = refused.error.as_ref().map_or("", |e| e.message.as_str());
+                self.refuse(addr, format!("a join was refused: {why}"))
+                    .await;
+                refused
+            }
+        };
+        answer(&mut stream, &response).await;
+    }
+
     /// Logs a refused connection, and audits it while this minute's budget lasts.
     async fn refuse(&self, addr: SocketAddr, why: String) {
         tracing::warn!(peer = %addr, why, "refused a fleet connection");
@@ -192,6 +234,14 @@ async fn answer(stream: &mut (impl AsyncRead + AsyncWrite + Unpin), response: &R
     })
     .await;
     drain(stream).await;
+}
+
+/// One request line, at most [`JOIN_BYTES`] (a longer one is cut there and fails to parse).
+async fn read_line(stream: &mut (impl AsyncRead + Unpin)) -> std::io::Result<String> {
+    let mut line = Vec::new();
+    let mut reader = tokio::io::BufReader::new(stream.take(JOIN_BYTES));
+    tokio::io::AsyncBufReadExt::read_until(&mut reader, b'\n', &mut line).await?;
+    String::from_utf8(line).map_err(std::io::Error::other)
 }
 
 /// Reads and drops what the member still sends after its answer, until it closes (at most

@@ -209,6 +209,7 @@ impl Host {
                 | AdminRequest::FleetRemove { .. }
                 | AdminRequest::FleetLabel { .. }
                 | AdminRequest::FleetMembers
+                | AdminRequest::FleetJoinCode { .. }
                 | AdminRequest::FleetMcp { .. }
                 | AdminRequest::FleetMcpPublicUrl { .. } => {
                     unreachable!("answered above, without the store")

@@ -1,5 +1,6 @@
 //! The fleet registry's admin requests (`[fleet]` only): enrol a member by signing its own
-//! certificate request, remove one, list them. Each change is one audited operation of the
+//! certificate request, remove one, list them, issue a new operator's join code (redeemed in
+//! `fleet_join.rs`). Each change is one audited operation of the
 //! engine (`Authority::enroll_member`, `remove_member`). Also the sprites a list's
 //! `--sprite`/`--label` selects, checked against the registry.
 
@@ -8,7 +9,8 @@ use zodex_engine::fleet::{FleetSprite, MemberName, MemberRole, SpriteFilter, Spr
 use zodex_engine::store::{NewMember, Store};
 use zodex_engine::{Principal, authority::AuthorityError};
 use zodex_protocol::{
-    AdminRequest, ErrorKind, FleetEnrolled, FleetMember, FleetRemoved, ForSprites, Response,
+    AdminRequest, ErrorKind, FleetEnrolled, FleetJoinCodeIssued, FleetMember, FleetRemoved,
+    ForSprites, Response,
 };
 
 impl Host {
@@ -92,6 +94,15 @@ impl Host {
                     }
                     let member = a.relabel_member(s, principal, &name, &set, &remove, now)?;
                     Response::ok(FleetMember::from(member))
+                }
+                AdminRequest::FleetJoinCode { name, code_sha256 } => {
+                    let name =
+                        MemberName::parse(&name).map_err(|e| Failure::usage(e.to_string()))?;
+                    let expires_at = a.issue_join_code(s, principal, &name, &code_sha256, now)?;
+                    Response::ok(FleetJoinCodeIssued {
+                        name: name.to_string(),
+                        expires_at,
+                    })
                 }
                 AdminRequest::FleetMembers => {
                     let mut all = Vec::new();

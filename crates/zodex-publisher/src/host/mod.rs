@@ -27,6 +27,7 @@ mod coverage;
 mod credential;
 mod failure;
 mod fleet_admin;
+mod fleet_join;
 mod mcp_oauth;
 mod mirror;
 mod pipeline;
