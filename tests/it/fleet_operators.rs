@@ -226,3 +226,52 @@ fn several_fleets_in_one_registry_are_distinct_entries_and_a_command_names_its_f
     assert!(grant(&acme, home, "demo/app").status.success());
     assert_eq!(last_grant_by(&acme), "operator:alice");
 }
+
+/// A connection without a client certificate may send a join and nothing else: an admin or
+/// agent request on it is refused, and the refusal audited.
+#[test]
+fn a_connection_without_a_certificate_is_answered_only_a_join() {
+    use std::io::{BufRead, Write};
+    let fleet = Fleet::start();
+    let ca_pem = std::fs::read_to_string(fleet.ca.path().join("ca/ca.pem")).unwrap();
+    let name = |n: &str| zodex_fleet::Name::parse(n).unwrap();
+    // The joiner's TLS client, which checks the service against the fleet's CA.
+    let code = zodex_fleet::JoinCode::new(&name(FLEET), &name("mallory"), &ca_pem).unwrap();
+    let address = fleet.url.trim_start_matches("https://").to_string();
+    for request in [
+        r#"{"op":"fleet_members"}"#,
+        r#"{"op":"status"}"#,
+        "not json",
+    ] {
+        let tcp = std::net::TcpStream::connect(&address).unwrap();
+        let conn = tokio_rustls::rustls::ClientConnection::new(
+            code.client_config().unwrap(),
+            "127.0.0.1".try_into().unwrap(),
+        )
+        .unwrap();
+        let mut tls = tokio_rustls::rustls::StreamOwned::new(conn, tcp);
+        tls.write_all(format!("{request}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(&mut tls)
+            .read_line(&mut line)
+            .unwrap();
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["ok"], false, "{request}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no client certificate")),
+            "{answer}"
+        );
+    }
+    let refused = audit(&fleet)
+        .iter()
+        .filter(|r| {
+            r["action"] == "FleetRefused"
+                && r["detail"]["why"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("no client certificate"))
+        })
+        .count();
+    assert_eq!(refused, 3);
+}
