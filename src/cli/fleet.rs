@@ -29,10 +29,12 @@ pub(super) enum FleetCommand {
     /// joining from their own machine with a one-time code.
     #[command(subcommand)]
     Operator(OperatorCommand),
-    /// Join a fleet as a new operator, on your own machine: reads the join code another
-    /// operator gave you (`zodex fleet operator add NAME`) on stdin, makes your key here,
-    /// has the service sign it and registers the fleet. The code pins the fleet's CA: only
-    /// that fleet's service is sent the code.
+    /// Join a fleet as a new operator, on your own machine, with a join code read on stdin.
+    ///
+    /// Reads the join code another operator gave you (`zodex fleet operator add NAME`) on
+    /// stdin (a secret: never an argument), makes your key here, has the service sign it and
+    /// registers the fleet. The code pins the fleet's CA: only that fleet's service is sent
+    /// the code.
     Join(JoinArgs),
     /// Install and enrol a registered sprite through its exec transport: the sprite side
     /// without App keys (the relay as the publisher user), its key made there, its request
@@ -114,12 +116,15 @@ pub(super) struct JoinArgs {
 
 #[derive(Subcommand)]
 pub(super) enum OperatorCommand {
-    /// Add operator NAME. Without --via: prints a one-time join code (valid 15 minutes, used
-    /// once; the service keeps only its hash) for NAME to run `zodex fleet join --service
-    /// URL` with on their own machine, where their key is made; nothing here changes. With
-    /// --via ENTRY (the fleet's first operator, on your own machine): makes your key here and
-    /// has the service sign it through ENTRY, a registry entry whose admin command runs on
-    /// the service's host, then registers the fleet.
+    /// Add operator NAME: print a one-time join code for them (or, with --via, enrol
+    /// yourself as the fleet's first operator).
+    ///
+    /// Without --via: prints a one-time join code (valid 15 minutes, used once; the service
+    /// keeps only its hash) for NAME to run `zodex fleet join --service URL` with on their own
+    /// machine, where their key is made; nothing here changes. With --via ENTRY (the fleet's
+    /// first operator, on your own machine): makes your key here and has the service sign it
+    /// through ENTRY, a registry entry whose admin command runs on the service's host, then
+    /// registers the fleet.
     Add {
         /// The operator's name in the fleet (in its audit, as `operator:NAME`).
         name: String,

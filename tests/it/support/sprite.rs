@@ -78,7 +78,7 @@ enum Publisher {
     /// `zodex-prd serve` with the App keys and the state; the devhub.
     Serve { prd: Child, demo: Demo },
     /// `zodex-prd relay` with the sprite's key only; the fleet's service (which owns the devhub).
-    Relay { relay: Child, fleet: Fleet },
+    Relay { relay: Child, fleet: Box<Fleet> },
 }
 
 impl Publisher {

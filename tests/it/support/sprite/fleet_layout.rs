@@ -55,7 +55,15 @@ impl Sprite {
         let mut relay = prd();
         relay.args(["relay", "--config"]).arg(&config);
         let relay = start_relay(relay, &root.join("relay.log"), 0);
-        layout.into_sprite(users, config, files, Publisher::Relay { relay, fleet })
+        layout.into_sprite(
+            users,
+            config,
+            files,
+            Publisher::Relay {
+                relay,
+                fleet: Box::new(fleet),
+            },
+        )
     }
 
     /// What the agent must not read in a fleet: the relay's key and certificate directory, its
