@@ -135,6 +135,20 @@ fn each_operator_is_audited_as_themselves_from_their_own_machine() {
     assert_eq!(by("FleetJoinCodeUsed"), ["operator:bob"]);
     let secret = code.split('.').nth(2).unwrap();
     assert!(!serde_json::to_string(&rows).unwrap().contains(secret));
+    // Nor is it in the service's state, whose files hold its hash only.
+    let state = fleet.service.dir.path().join("state");
+    let mut held = Vec::new();
+    for file in std::fs::read_dir(&state).unwrap() {
+        held.extend(std::fs::read(file.unwrap().path()).unwrap_or_default());
+    }
+    let hash = zodex_fleet::join::secret_sha256(secret);
+    let holds = |needle: &str| held.windows(needle.len()).any(|w| w == needle.as_bytes());
+    assert!(
+        holds(&hash),
+        "the code's hash is not in {}",
+        state.display()
+    );
+    assert!(!holds(secret), "the code itself is in {}", state.display());
 
     // Used once: Eve, with the same code, is refused, and the refusal audited.
     let again = join(&fleet, eve, &code);
@@ -159,6 +173,13 @@ fn each_operator_is_audited_as_themselves_from_their_own_machine() {
     let refused = join(&fleet, eve, &forged.text());
     assert!(!refused.status.success(), "{}", text(&refused));
     assert!(text(&refused).contains("pins"), "{}", text(&refused));
+
+    // A code unused for its 15 minutes admits no one.
+    let late = join_code(&fleet, alice, "carol");
+    fleet.service.advance(15 * 60 + 1);
+    let expired = join(&fleet, eve, &late);
+    assert!(!expired.status.success(), "{}", text(&expired));
+    assert!(text(&expired).contains("expired"), "{}", text(&expired));
 
     // The operators listed; Bob removed: his next request is refused and audited.
     let list = fleet.zodex_ok(alice, &["fleet", "operator", "list"]);
