@@ -151,84 +151,8 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
     // Every hint printed from here names a fleet's command.
     super::render::Verbs::choose(super::render::Verbs::Fleet);
     match command {
-        FleetCommand::Operator(OperatorCommand::Add {
-            name, via: None, ..
-        }) => join_code(target, registry, &name),
-        FleetCommand::Operator(OperatorCommand::List) => send(
-            target,
-            registry,
-            AdminRequest::FleetMembers,
-            |members: &Vec<FleetMember>| {
-                let lines: Vec<String> = members
-                    .iter()
-                    .filter(|m| m.role == FleetRole::Operator)
-                    .map(|m| match (m.removed_at, &m.removed_by) {
-                        (Some(at), by) => format!(
-                            "{} removed {} by {}",
-                            m.name,
-                            super::render::time(at),
-                            by.as_deref().unwrap_or("?")
-                        ),
-                        (None, _) => format!(
-                            "{} enrolled {} by {}",
-                            m.name,
-                            super::render::time(m.enrolled_at),
-                            m.enrolled_by
-                        ),
-                    })
-                    .collect();
-                super::render::safe(&lines.join("\n")).into_owned()
-            },
-        ),
-        FleetCommand::Operator(OperatorCommand::Remove { name }) => send(
-            target,
-            registry,
-            AdminRequest::FleetRemove {
-                role: FleetRole::Operator,
-                name,
-            },
-            |r: &FleetRemoved| {
-                format!(
-                    "removed operator {} from the fleet: their next request is refused",
-                    r.member.name
-                )
-            },
-        ),
+        FleetCommand::Operator(command) => operator(target, command, registry),
         FleetCommand::Join(args) => join(target, registry, args),
-        FleetCommand::Operator(OperatorCommand::Add {
-            name,
-            services,
-            via: Some(via),
-            dir,
-        }) => {
-            let Some(fleet_name) = target.fleet.clone() else {
-                return print_failure(
-                    &"the first operator names the fleet: `zodex fleet --fleet NAME operator add …`",
-                    json,
-                );
-            };
-            let via = match registry.choose(Some(&via)) {
-                Ok(via) => via,
-                Err(e) => return print_failure(&e, json),
-            };
-            let dir = dir.unwrap_or_else(|| fleet::identity_dir(&fleet_name, &name));
-            match fleet::add_operator(registry, &via, (&fleet_name, &name), &services, &dir) {
-                Ok(_) if json => print_json_ok(serde_json::json!({
-                    "fleet": fleet_name,
-                    "operator": name,
-                    "dir": dir,
-                    "services": services,
-                })),
-                Ok(_) => {
-                    println!(
-                        "operator {name} of fleet {fleet_name}: key and certificate in {} (the key never leaves it); `zodex fleet status` reaches the service",
-                        dir.display()
-                    );
-                    EXIT_OK
-                }
-                Err(e) => print_failure(&e, json),
-            }
-        }
         FleetCommand::Enroll(args) => enroll(target, registry, args),
         FleetCommand::Remove { sprite } => send(
             target,
@@ -330,6 +254,90 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
             Ok(entry) => github(&Target::named(entry.name, json), command, registry),
             Err(e) => print_failure(&e, json),
         },
+    }
+}
+
+/// `zodex fleet operator …`: a join code, the first operator's enrolment, the list, a removal.
+fn operator(target: &FleetTarget, command: OperatorCommand, registry: &Registry) -> i32 {
+    let json = target.json;
+    match command {
+        OperatorCommand::Add {
+            name, via: None, ..
+        } => join_code(target, registry, &name),
+        OperatorCommand::List => send(
+            target,
+            registry,
+            AdminRequest::FleetMembers,
+            |members: &Vec<FleetMember>| {
+                let lines: Vec<String> = members
+                    .iter()
+                    .filter(|m| m.role == FleetRole::Operator)
+                    .map(|m| match (m.removed_at, &m.removed_by) {
+                        (Some(at), by) => format!(
+                            "{} removed {} by {}",
+                            m.name,
+                            super::render::time(at),
+                            by.as_deref().unwrap_or("?")
+                        ),
+                        (None, _) => format!(
+                            "{} enrolled {} by {}",
+                            m.name,
+                            super::render::time(m.enrolled_at),
+                            m.enrolled_by
+                        ),
+                    })
+                    .collect();
+                super::render::safe(&lines.join("\n")).into_owned()
+            },
+        ),
+        OperatorCommand::Remove { name } => send(
+            target,
+            registry,
+            AdminRequest::FleetRemove {
+                role: FleetRole::Operator,
+                name,
+            },
+            |r: &FleetRemoved| {
+                format!(
+                    "removed operator {} from the fleet: their next request is refused",
+                    r.member.name
+                )
+            },
+        ),
+        OperatorCommand::Add {
+            name,
+            services,
+            via: Some(via),
+            dir,
+        } => {
+            let Some(fleet_name) = target.fleet.clone() else {
+                return print_failure(
+                    &"the first operator names the fleet: `zodex fleet --fleet NAME operator add …`",
+                    json,
+                );
+            };
+            let via = match registry.choose(Some(&via)) {
+                Ok(via) => via,
+                Err(e) => return print_failure(&e, json),
+            };
+            let dir = dir.unwrap_or_else(|| fleet::identity_dir(&fleet_name, &name));
+            match fleet::add_operator(registry, &via, (&fleet_name, &name), &services, &dir) {
+                Ok(_) if json => print_json_ok(serde_json::json!({
+                    "fleet": fleet_name,
+                    "operator": name,
+                    "dir": dir,
+                    "services": services,
+                })),
+                Ok(_) => {
+                    println!(
+                        "operator {name} of fleet {fleet_name}: key and certificate in {} (the key never leaves it); `zodex fleet status` reaches the service",
+                        dir.display()
+                    );
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
     }
 }
 
