@@ -112,12 +112,25 @@ pub enum NotAdmitted {
         "{role} {name} is not enrolled in this fleet; an operator enrols it with `zodex fleet enroll {name}`"
     )]
     Unknown { role: MemberRole, name: MemberName },
-    #[error("{role} {name} was removed from this fleet; an operator may enrol it again")]
+    #[error("{role} {name} was removed from this fleet; {}", again(*role, name))]
     Removed { role: MemberRole, name: MemberName },
     #[error(
         "{role} {name}'s certificate is for another key than the one it enrolled with; enrol it again (`zodex fleet remove`, then `zodex fleet enroll`)"
     )]
     OtherKey { role: MemberRole, name: MemberName },
+}
+
+/// How a removed member comes back: a sprite is enrolled again, an operator joins again with
+/// a new code.
+fn again(role: MemberRole, name: &MemberName) -> String {
+    match role {
+        MemberRole::Sprite => {
+            format!("an operator enrols it again with `zodex fleet enroll {name}`")
+        }
+        MemberRole::Operator => format!(
+            "another operator issues a new join code with `zodex fleet operator add {name}`"
+        ),
+    }
 }
 
 impl Authority<'_> {
