@@ -71,6 +71,9 @@ pub(super) enum FleetCommand {
     /// --sprite`), the proof of the running policy set, the shadow set's differences.
     #[command(subcommand)]
     Policy(super::zodex::PolicyCommand<super::zodex::ExplainFor>),
+    /// Ask each replica of the service on its own, over your mutual TLS: whether it answers
+    /// (and its store with it) and how its policy proofs stand; exits non-zero on a failure.
+    Doctor,
     #[command(flatten)]
     Github(GithubCommand<SpriteFilterArgs>),
 }
@@ -250,6 +253,7 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
             Ok(entry) => super::zodex::policy(&Target::named(entry.name, json), command, registry),
             Err(e) => print_failure(&e, json),
         },
+        FleetCommand::Doctor => doctor(target, registry),
         FleetCommand::Github(command) => match fleet_entry(target, registry) {
             Ok(entry) => github(&Target::named(entry.name, json), command, registry),
             Err(e) => print_failure(&e, json),
@@ -569,4 +573,29 @@ fn enroll(target: &FleetTarget, registry: &Registry, args: EnrollArgs) -> i32 {
         }
         Err(e) => print_failure(&e, json),
     }
+}
+
+/// `zodex fleet doctor`: each replica's findings, `doctor`'s shape; non-zero on any failure.
+fn doctor(target: &FleetTarget, registry: &Registry) -> i32 {
+    let entry = match fleet_entry(target, registry) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let Some(reach) = &entry.fleet else {
+        return print_failure(
+            &FleetOpError::Choose(format!(
+                "{} is not a fleet's entry: `zodex fleet --fleet NAME operator add …` registers one",
+                entry.name
+            )),
+            target.json,
+        );
+    };
+    let findings = crate::operator::fleet_doctor::doctor(&entry.name, reach);
+    let ok = findings.iter().all(|f| f.ok);
+    if target.json {
+        print_json_ok(crate::install::Findings::from(findings));
+    } else {
+        super::prd_install::print_findings(&findings);
+    }
+    if ok { EXIT_OK } else { super::EXIT_FAILURE }
 }

@@ -72,14 +72,30 @@ pub struct InstallArgs {
     agent_memory_max_mib: Option<u64>,
     /// Install a fleet sprite: the relay instead of the publisher, no App keys
     /// (docs/fleet.md). Its name in the fleet is `--sprite`; `--service` names the replicas.
-    #[arg(long, requires_all = ["sprite", "services"], conflicts_with_all = ["keys_stdin", "reader_app_id", "writer_app_id", "targets"])]
+    /// With `--service` alone (no URL, no `--sprite`): install a replica of the fleet's
+    /// service on this host (`--store-url`, `--listen`, `--host`, `--replica`).
+    #[arg(long, requires = "services")]
     fleet: Option<String>,
     /// The sprite's name in the fleet (with --fleet).
-    #[arg(long, requires = "fleet")]
+    #[arg(long, requires = "fleet", conflicts_with_all = ["keys_stdin", "reader_app_id", "writer_app_id", "targets", "store_url"])]
     sprite: Option<String>,
-    /// A replica of the fleet's service, https://HOST:PORT (with --fleet; repeatable).
-    #[arg(long = "service", requires = "fleet")]
+    /// A replica of the fleet's service, https://HOST:PORT (with --fleet --sprite;
+    /// repeatable); alone, without a URL: this host is a replica of the service.
+    #[arg(long = "service", requires = "fleet", num_args = 0..=1, default_missing_value = "")]
     services: Vec<String>,
+    /// The service's PostgreSQL store as the publisher's role, postgres://USER@HOST/DB (with
+    /// --service; its password goes on stdin as `store_password` with --keys-stdin, never here).
+    #[arg(long, requires = "fleet")]
+    store_url: Option<String>,
+    /// Where this replica takes its members' connections (with --service; default 0.0.0.0:7443).
+    #[arg(long, requires = "store_url")]
+    listen: Option<std::net::SocketAddr>,
+    /// A name members reach this replica by, in its certificate (with --service; repeatable).
+    #[arg(long = "host", requires = "store_url")]
+    hosts: Vec<String>,
+    /// This replica's name in its certificate (with --service; default `service`).
+    #[arg(long, requires = "store_url")]
+    replica: Option<String>,
     /// Install the certificate the fleet's service signed for this sprite: the `fleet_enroll`
     /// answer as JSON on stdin (`zodex fleet enroll` sends it).
     #[arg(long, requires = "fleet")]
@@ -136,6 +152,21 @@ pub struct ServiceTarget {
 }
 
 pub fn install(args: InstallArgs) -> i32 {
+    // `--fleet NAME --service` with no URL and no `--sprite`: this host is the service's.
+    let service_host = args.fleet.is_some() && args.sprite.is_none();
+    if service_host && (args.services != [""] || args.store_url.is_none()) {
+        eprintln!(
+            "error: name the sprite with --sprite NAME --service https://HOST:PORT, or install the fleet's service here with --service alone and --store-url postgres://USER@HOST/DB"
+        );
+        return EXIT_USAGE;
+    }
+    if !service_host && args.services.iter().any(String::is_empty) {
+        eprintln!("error: --service on a sprite takes the replica's URL, https://HOST:PORT");
+        return EXIT_USAGE;
+    }
+    if service_host {
+        return install_service(args);
+    }
     let keys = if args.keys_stdin {
         let mut text = String::new();
         if let Err(e) = std::io::stdin().take(1 << 20).read_to_string(&mut text) {
@@ -171,12 +202,7 @@ pub fn install(args: InstallArgs) -> i32 {
         enrolment,
         new_key: args.new_key,
     });
-    let binaries = args.binaries.unwrap_or_else(|| {
-        std::env::current_exe()
-            .ok()
-            .and_then(|p| p.parent().map(PathBuf::from))
-            .unwrap_or_default()
-    });
+    let binaries = binaries_dir(args.binaries.clone());
     // A rerun keeps what was installed unless a flag says otherwise: a setup run again to
     // rotate keys must not create new accounts or move the MCP server.
     let installed =
@@ -265,6 +291,103 @@ pub fn install(args: InstallArgs) -> i32 {
                 println!("Configuration: {}", report.config.display());
             }
             if ok { EXIT_OK } else { EXIT_FAILURE }
+        }
+        Err(e) => install_failed(&e, args.json),
+    }
+}
+
+/// Where the binaries are copied from: `--binaries`, else beside this `zodex-prd`.
+fn binaries_dir(flag: Option<PathBuf>) -> PathBuf {
+    flag.unwrap_or_else(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(PathBuf::from))
+            .unwrap_or_default()
+    })
+}
+
+/// `install --fleet NAME --service --store-url URL …`: a replica of the fleet's service here.
+fn install_service(args: InstallArgs) -> i32 {
+    let secrets = if args.keys_stdin {
+        let mut text = String::new();
+        if let Err(e) = std::io::stdin().take(1 << 20).read_to_string(&mut text) {
+            eprintln!("error: cannot read the secrets from stdin: {e}");
+            return EXIT_USAGE;
+        }
+        match serde_json::from_str::<install::service_host::ServiceSecrets>(&text) {
+            Ok(secrets) => secrets,
+            Err(_) => {
+                eprintln!(
+                    "error: --keys-stdin on a service expects one JSON object {{\"writer_key\": PEM, \"reader_key\": PEM, \"store_password\": TEXT}} (each optional)"
+                );
+                return EXIT_USAGE;
+            }
+        }
+    } else {
+        Default::default()
+    };
+    let installed =
+        InstallRecord::beside(&crate::install::layout::Layout::under(&args.prefix).config()).ok();
+    let service = install::service_host::ServiceInstall {
+        fleet: args.fleet.clone().unwrap_or_default(),
+        replica: args.replica.clone(),
+        listen: args
+            .listen
+            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 7443))),
+        hosts: args.hosts.clone(),
+        store_url: args.store_url.clone().unwrap_or_default(),
+    };
+    let options = InstallOptions {
+        agent_user: String::new(),
+        publisher_user: args.publisher_user.clone().unwrap_or_else(|| {
+            installed
+                .as_ref()
+                .map(|r| r.publisher_user.clone())
+                .unwrap_or_else(|| "zodex-prd".into())
+        }),
+        socket_group: String::new(),
+        mcp_listen: String::new(),
+        service_manager: args
+            .service_manager
+            .or(installed.as_ref().map(|r| r.service_manager)),
+        agent_tasks_max: 1024,
+        agent_memory_max_mib: 4096,
+        binaries: binaries_dir(args.binaries.clone()),
+        prefix: args.prefix.clone(),
+        agent_home: None,
+        reader_app_id: args.reader_app_id,
+        writer_app_id: args.writer_app_id,
+        api_url: args.api_url.clone(),
+        git_url: args.github_url.clone(),
+        targets: args.targets.clone(),
+        public_url: None,
+        start: !args.no_start,
+        relay: None,
+    };
+    let installed = super::run_async(install::run_service(&options, &service, secrets))
+        .map_err(|e| install::InstallError::step("cannot start the async runtime", e))
+        .and_then(|installed| installed);
+    match installed {
+        Ok(report) if args.json => super::print_json_ok(&report),
+        Ok(report) => {
+            for step in report.steps.iter().filter(|s| s.changed) {
+                println!("changed  {}", step.what);
+            }
+            if !report.changed {
+                println!("Nothing changed: the installation was already as asked.");
+            }
+            for state in &report.services {
+                println!("{}", render_state(state));
+            }
+            if let Some(proofs) = &report.proofs {
+                print_findings(std::slice::from_ref(proofs));
+            }
+            println!("Configuration: {}", report.config.display());
+            println!(
+                "Next: the first operator enrols through this host's admin command: `zodex sprite add NAME --exec 'ssh root@HOST'`, then `zodex fleet --fleet {} operator add YOU --service https://HOST:PORT --via NAME` (docs/fleet.md)",
+                service.fleet
+            );
+            EXIT_OK
         }
         Err(e) => install_failed(&e, args.json),
     }

@@ -33,6 +33,7 @@ mod fleet_filters;
 mod fleet_mcp_oauth;
 mod fleet_operators;
 mod fleet_replicas;
+mod fleet_service_install;
 mod github_client;
 mod github_facts;
 mod json_envelope;

@@ -30,6 +30,18 @@ pub enum ConfigError {
 pub enum SettingError {
     #[error(transparent)]
     Syntax(#[from] toml::de::Error),
+    /// A key the file has that its table does not take, or one it needs and lacks, named with
+    /// its table (`where_`: `the top level`, `[fleet]`, `[[targets]] #2`).
+    #[error("{where_}: {problem}{}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    Key {
+        where_: String,
+        problem: String,
+        line: Option<usize>,
+    },
+    #[error(
+        "agent_uid is missing: a sprite's configuration names its agent user's uid (`id -u AGENT`); only a fleet's service, whose file has a [fleet] table, goes without one"
+    )]
+    AgentUidMissing,
     #[error(
         "test_clock_file is read by test builds only: remove it (a release build keeps the system's time)"
     )]
@@ -85,4 +97,56 @@ pub enum AuditSinkError {
     UrlScheme(String),
     #[error("audit sink {0}: format is json (the default) or slack")]
     Format(String),
+}
+
+impl SettingError {
+    /// A key refused while reading the file's tables: where (its table, from the path serde
+    /// followed) and what, in toml's words (`unknown field `x`, expected …`, `missing field
+    /// `x``), with the line of a key the file has. Not toml's own rendering, which points a
+    /// missing key at "line 1, column 1" (the whole document).
+    pub(crate) fn key(text: &str, e: serde_path_to_error::Error<toml::de::Error>) -> Self {
+        let path = e.path().clone();
+        let inner = e.into_inner();
+        let problem = inner.message().to_string();
+        let mut segments: Vec<(String, Option<usize>)> = Vec::new();
+        for segment in path.iter() {
+            match segment {
+                serde_path_to_error::Segment::Seq { index } => {
+                    if let Some(last) = segments.last_mut() {
+                        last.1 = Some(index + 1);
+                    }
+                }
+                other => segments.push((other.to_string(), None)),
+            }
+        }
+        // An unknown key's path ends with the key itself; a missing key's, with its table.
+        let unknown = problem.starts_with("unknown");
+        if unknown && segments.last().is_some_and(|(_, item)| item.is_none()) {
+            segments.pop();
+        }
+        let name: Vec<&str> = segments.iter().map(|(key, _)| key.as_str()).collect();
+        let where_ = match segments.iter().rposition(|(_, item)| item.is_some()) {
+            _ if segments.is_empty() => "the top level".to_string(),
+            // An entry of an array of tables: `[[targets]] #2`.
+            Some(at) => format!(
+                "[[{}]] #{}{}",
+                name[..=at].join("."),
+                segments[at].1.unwrap_or_default(),
+                name[at + 1..]
+                    .iter()
+                    .map(|k| format!(" .{k}"))
+                    .collect::<String>()
+            ),
+            None => format!("[{}]", name.join(".")),
+        };
+        let line = inner
+            .span()
+            .filter(|_| unknown)
+            .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+        Self::Key {
+            where_,
+            problem,
+            line,
+        }
+    }
 }

@@ -8,11 +8,13 @@
 //! Unknown keys are refused, so a typo never silently weakens a setting.
 //!
 //! Code map (this one file):
-//! - `Config`: the file's keys — state and socket paths, `agent_uid`, `operator_uids`,
+//! - `Config`: the file's keys — state and socket paths, `agent_uid` (a sprite's; a fleet's
+//!   service, with `[fleet]`, has none), `operator_uids`,
 //!   `publisher_uid`, `policy_dir`, `waive_properties`, `[[targets]]`, `[mcp]`, `[github]`, the
 //!   branch prefix, state bounds, `[agent_limits]`, `audit_required`, `[[audit_sinks]]`,
 //!   `test_clock_file`; `resolve_path` (`--config`, else `$ZODEX_CONFIG`, else
-//!   `/etc/zodex/zodex.toml`), `load`, `to_toml`; `Config: Default`.
+//!   `/etc/zodex/zodex.toml`), `load`, `parse` (a refused key named with its table), `to_toml`;
+//!   `Config: Default`.
 //! - `Checked` (`Config::load_checked`): every setting derived and checked once — targets,
 //!   `Limits`, `AgentLimits`, branch prefix, `[mcp]`'s OAuth (`McpOAuthConfig`). `serve` and
 //!   `Host::open` take it and derive nothing again.
@@ -60,10 +62,13 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The admin socket: root, the publisher's uid and `operator_uids` may connect.
     pub admin_socket: PathBuf,
-    /// The agent socket: only `agent_uid` may connect.
+    /// The agent socket: only `agent_uid` may connect (no one, on a fleet's service).
     pub agent_socket: PathBuf,
-    /// The agent user's uid.
-    pub agent_uid: u32,
+    /// The agent user's uid: required on a sprite (its own publisher, or a fleet sprite's
+    /// relay); a fleet's service (a `[fleet]` table) has no agent and leaves it out, and then
+    /// its agent socket admits no one ([`Config::agent_uid`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_uid: Option<u32>,
     /// Further uids allowed on the admin socket.
     #[serde(default)]
     pub operator_uids: Vec<u32>,
@@ -448,6 +453,24 @@ impl Config {
         }
     }
 
+    /// Parses a configuration's text; a key unknown or missing is named with its table
+    /// (`[fleet] is missing the key name`), and `agent_uid` is required unless the file is a
+    /// fleet's service's (it has a `[fleet]` table).
+    pub fn parse(text: &str) -> Result<Self, SettingError> {
+        let document = toml::Deserializer::parse(text)?;
+        let config: Config =
+            serde_path_to_error::deserialize(document).map_err(|e| SettingError::key(text, e))?;
+        if config.agent_uid.is_none() && config.fleet.is_none() {
+            return Err(SettingError::AgentUidMissing);
+        }
+        Ok(config)
+    }
+
+    /// The uid allowed on the agent socket: none on a fleet's service, which has no agent.
+    pub fn agent_uid(&self) -> Option<u32> {
+        self.agent_uid
+    }
+
     /// The path to use: `--config`, then `$ZODEX_CONFIG`, then the production default.
     pub fn resolve_path(flag: Option<&Path>) -> PathBuf {
         flag.map(Path::to_path_buf)
@@ -469,7 +492,7 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        let config: Config = toml::from_str(&text).map_err(|e| invalid(e.into()))?;
+        let config = Config::parse(&text).map_err(invalid)?;
         if config.test_clock_file.is_some() && !cfg!(debug_assertions) {
             return Err(invalid(SettingError::TestClockFile));
         }

@@ -19,7 +19,7 @@ fn unknown_keys_and_bad_targets_are_refused() {
     )
     .unwrap();
     let config = Config::load(&path).unwrap();
-    assert_eq!(config.agent_uid, 5);
+    assert_eq!(config.agent_uid, Some(5));
     assert!(!config.targets().unwrap().is_empty());
     let round = toml::from_str::<Config>(&config.to_toml()).unwrap();
     assert_eq!(round, config);
@@ -100,4 +100,86 @@ fn limits_have_defaults_and_refuse_unusable_values() {
         let err = config.limits().unwrap_err().to_string();
         assert!(err.contains(bad.split(' ').next().unwrap()), "{err}");
     }
+}
+
+/// A refused key is named with its table, not pointed at "line 1, column 1": a key unknown
+/// (with its line) or missing, at the top level, in a table and in an array of tables.
+#[test]
+fn an_unknown_or_missing_key_is_named_with_its_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zodex.toml");
+    let paths = "state_dir = \"/s\"\nadmin_socket = \"/a\"\nagent_socket = \"/g\"\n";
+    let fleet = "[fleet]\nname = \"acme\"\nca_dir = \"/ca\"\n";
+    let refused = |text: String| {
+        std::fs::write(&path, text).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(!err.contains("column"), "{err}");
+        err
+    };
+    let err = refused(format!("{paths}agent_uid = 5\nagent_uuid = 6\n"));
+    assert!(
+        err.contains("the top level: unknown field `agent_uuid`") && err.contains("(line 5)"),
+        "{err}"
+    );
+    let err = refused(format!("{paths}{fleet}replicas = \"r1\"\n"));
+    assert!(
+        err.contains("[fleet]: unknown field `replicas`") && err.contains("(line 7)"),
+        "{err}"
+    );
+    let err = refused(format!("{paths}[fleet]\nca_dir = \"/ca\"\n"));
+    assert!(err.contains("[fleet]: missing field `name`"), "{err}");
+    let err = refused(format!(
+        "admin_socket = \"/a\"\nagent_socket = \"/g\"\n{fleet}"
+    ));
+    assert!(
+        err.contains("the top level: missing field `state_dir`"),
+        "{err}"
+    );
+    let err = refused(format!(
+        "{paths}agent_uid = 5\n[github.reader]\napp_id = 1\n[github.writer]\napp_id = 2\nprivate_key_file = \"/w\"\n"
+    ));
+    assert!(
+        err.contains("[github.reader]: missing field `private_key_file`"),
+        "{err}"
+    );
+    let err = refused(format!(
+        "{paths}agent_uid = 5\n[[targets]]\nowner = \"a\"\n[[targets]]\nowner = \"b\"\nbranch = \"x\"\n"
+    ));
+    assert!(
+        err.contains("[[targets]] #2: unknown field `branch`") && err.contains("(line 9)"),
+        "{err}"
+    );
+}
+
+/// `agent_uid` is a sprite's: required without `[fleet]`, left out by a fleet's service (whose
+/// agent socket then admits no one), and not written back when absent.
+#[test]
+fn agent_uid_is_required_except_on_a_fleets_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zodex.toml");
+    let paths = "state_dir = \"/s\"\nadmin_socket = \"/a\"\nagent_socket = \"/g\"\n";
+    std::fs::write(&path, paths).unwrap();
+    let err = Config::load(&path).unwrap_err().to_string();
+    assert!(err.contains("agent_uid is missing"), "{err}");
+    assert!(err.contains("[fleet]"), "{err}");
+    std::fs::write(
+        &path,
+        format!("{paths}[relay]\nservices = [\"https://s:7443\"]\ndir = \"/k\"\n"),
+    )
+    .unwrap();
+    let err = Config::load(&path).unwrap_err().to_string();
+    assert!(err.contains("agent_uid is missing"), "{err}");
+    std::fs::write(
+        &path,
+        format!("{paths}[fleet]\nname = \"acme\"\nca_dir = \"/ca\"\n"),
+    )
+    .unwrap();
+    let config = Config::load(&path).unwrap();
+    assert_eq!(config.agent_uid(), None);
+    assert!(
+        !config.to_toml().contains("agent_uid"),
+        "{}",
+        config.to_toml()
+    );
+    assert_eq!(Config::parse(&config.to_toml()).unwrap(), config);
 }

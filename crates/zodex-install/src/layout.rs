@@ -159,6 +159,9 @@ pub enum PublisherMode {
     #[default]
     Serve,
     Relay,
+    /// A fleet's service host (`install --service`): `zodex-prd serve` with `[fleet]`, and no
+    /// agent, so no agent service.
+    Service,
 }
 
 impl PublisherMode {
@@ -169,8 +172,19 @@ impl PublisherMode {
     /// The `zodex-prd` subcommand the service runs.
     pub fn subcommand(self) -> &'static str {
         match self {
-            PublisherMode::Serve => "serve",
+            PublisherMode::Serve | PublisherMode::Service => "serve",
             PublisherMode::Relay => "relay",
+        }
+    }
+}
+
+impl InstallRecord {
+    /// The services this install runs: both on a sprite, the publisher alone on a fleet's
+    /// service host (it has no agent).
+    pub fn services(&self) -> &'static [&'static str] {
+        match self.publisher_mode {
+            PublisherMode::Service => &SERVICES[..1],
+            PublisherMode::Serve | PublisherMode::Relay => &SERVICES,
         }
     }
 }

@@ -28,6 +28,8 @@
 //!   `git-remote-zodex`).
 //! - `relay`: a fleet sprite's install: the relay as the publisher user, its own fleet key,
 //!   no App key.
+//! - `service_host`: a fleet service host's install (`--service`): the publisher user alone,
+//!   `[fleet]`, `[store]`, the CA, `zodex-prd serve` under one manager.
 
 mod agent_git;
 pub mod causes;
@@ -38,6 +40,7 @@ pub mod isolation;
 pub mod layout;
 mod mcp_door;
 pub mod relay;
+pub mod service_host;
 pub mod services;
 pub mod solver;
 mod sprite_config;
@@ -190,6 +193,20 @@ pub struct InstallOptions {
     pub relay: Option<relay::RelayInstall>,
 }
 
+/// `install --service`: a fleet's service host ([`service_host`]) instead of a sprite.
+pub async fn run_service(
+    options: &InstallOptions,
+    service: &service_host::ServiceInstall,
+    secrets: service_host::ServiceSecrets,
+) -> Result<InstallReport, InstallError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(InstallError::Failed(
+            "install must run as root (it creates users and sets owners); run it with sudo".into(),
+        ));
+    }
+    service_host::run(options, service, secrets).await
+}
+
 /// What an install did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstallReport {
@@ -239,7 +256,7 @@ pub async fn run(
     let accounts = ensure_accounts(options, &layout, &mut steps)?;
     ensure_directories(&layout, &accounts, &mut steps)?;
     if options.relay.is_none() {
-        install_keys(&layout, keys.as_ref(), &accounts, &mut steps)?;
+        install_keys(&layout, keys.as_ref(), &accounts.publisher, &mut steps)?;
     }
     install_binaries(options, &layout, &mut steps)?;
     // A relay decides nothing, so it proves no policy and needs no solver.
@@ -487,10 +504,10 @@ fn ensure_directories(
 fn install_keys(
     layout: &Layout,
     keys: Option<&KeyUpload>,
-    accounts: &Accounts,
+    publisher: &nix::unistd::User,
     steps: &mut Steps,
 ) -> Result<(), InstallError> {
-    let publisher_ids = (accounts.publisher.uid, accounts.publisher.gid);
+    let publisher_ids = (publisher.uid, publisher.gid);
     for (name, pem) in [
         ("writer", keys.map(|k| k.writer_key.as_str())),
         ("reader", keys.map(|k| k.reader_key.as_str())),
@@ -598,7 +615,7 @@ fn start_services(
             .args(["enable", "zodex-prd", "zodex-agent"])
             .status();
     }
-    for service in SERVICES {
+    for &service in record.services() {
         let process = services::running(record, service);
         let running = process.is_some();
         let stale = process.is_some_and(|p| p.stale);
@@ -673,7 +690,7 @@ pub fn control_and_wait(
     let text = services::control(record, action, wanted)?;
     if action != services::Action::Stop {
         let all: Vec<&str> = if wanted.is_empty() {
-            SERVICES.to_vec()
+            record.services().to_vec()
         } else {
             wanted.to_vec()
         };

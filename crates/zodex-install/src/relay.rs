@@ -199,7 +199,7 @@ fn installed_certificate(dir: &Path) -> Installed {
 }
 
 /// `zodex-prd ARGS` run as the publisher user (the installed binary), its stdout on success.
-fn as_publisher(
+pub(super) fn as_publisher(
     layout: &Layout,
     publisher: &nix::unistd::User,
     args: &[&str],

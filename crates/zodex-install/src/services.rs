@@ -37,13 +37,15 @@ pub fn unit(record: &InstallRecord, service: &str) -> String {
              [Install]\nWantedBy=multi-user.target\n",
             description = match record.publisher_mode {
                 PublisherMode::Serve => "Zodex publisher (decides and makes every GitHub write)",
+                PublisherMode::Service =>
+                    "Zodex fleet service replica (decides and makes every GitHub write of its sprites)",
                 PublisherMode::Relay =>
                     "Zodex relay (this fleet sprite's agent socket, passed to the fleet's service)",
             },
             subcommand = record.publisher_mode.subcommand(),
             // A relay renews its certificate in its key directory.
             keys = match record.publisher_mode {
-                PublisherMode::Serve => String::new(),
+                PublisherMode::Serve | PublisherMode::Service => String::new(),
                 PublisherMode::Relay => format!(" {}", layout.keys_dir.display()),
             },
             user = record.publisher_user,
@@ -180,7 +182,7 @@ status_one() {{
   if running "$1"; then echo "$1: running"; else echo "$1: stopped"; return 3; fi
 }}
 
-services=${{2:-"zodex-prd zodex-agent"}}
+services=${{2:-{all}}}
 case "${{1:-}}" in
 start) for s in $services; do start_one "$s"; done ;;
 stop) rc=0; for s in $services; do stop_one "$s" || rc=1; done; exit $rc ;;
@@ -198,6 +200,7 @@ esac
         agent_home = q(&record.agent_home),
         tasks = record.agent_tasks_max,
         prd_subcommand = record.publisher_mode.subcommand(),
+        all = shell_quote(&record.services().join(" ")),
     )
 }
 
@@ -235,7 +238,7 @@ pub fn control(
     services: &[&str],
 ) -> Result<String, InstallError> {
     let all: Vec<&str> = if services.is_empty() {
-        SERVICES.to_vec()
+        record.services().to_vec()
     } else {
         services.to_vec()
     };
@@ -321,7 +324,8 @@ pub struct Restarts {
 /// The state of both services: each found as the process running
 /// `<bin_dir>/<service> serve --config <config>`.
 pub fn status(record: &InstallRecord) -> Vec<ServiceState> {
-    SERVICES
+    record
+        .services()
         .iter()
         .map(|service| {
             let installed_version = binary_version(&record.layout.binary(service));
@@ -382,7 +386,7 @@ fn restarts(record: &InstallRecord, service: &str) -> Option<Restarts> {
 /// the agent socket it serves), the agent on its MCP address.
 pub(super) fn answers(record: &InstallRecord, service: &str) -> bool {
     match (service, record.publisher_mode) {
-        ("zodex-prd", PublisherMode::Serve) => {
+        ("zodex-prd", PublisherMode::Serve | PublisherMode::Service) => {
             std::os::unix::net::UnixStream::connect(record.layout.admin_socket()).is_ok()
         }
         ("zodex-prd", PublisherMode::Relay) => {

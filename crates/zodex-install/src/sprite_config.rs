@@ -145,7 +145,7 @@ fn managed(
     config.state_dir = layout.state_dir.clone();
     config.admin_socket = layout.admin_socket();
     config.agent_socket = layout.agent_socket();
-    config.agent_uid = agent_uid;
+    config.agent_uid = Some(agent_uid);
     config.publisher_uid = Some(publisher_uid);
     config.mcp = Some(mcp);
     config

@@ -116,7 +116,7 @@ fn base_config(dir: &Path) -> Config {
         state_dir: dir.join("state"),
         admin_socket: dir.join("run/admin.sock"),
         agent_socket: dir.join("run/agent.sock"),
-        agent_uid: uid,
+        agent_uid: Some(uid),
         operator_uids: vec![uid],
         targets: vec![TargetSpec {
             repo: None,

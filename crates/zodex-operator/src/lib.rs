@@ -66,6 +66,7 @@ pub mod connect;
 pub mod deploy;
 pub mod dev;
 pub mod fleet;
+pub mod fleet_doctor;
 mod fleet_transport;
 pub mod http;
 pub mod registry;

@@ -128,9 +128,10 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
     let admin_task = tokio::spawn(accept_loop(admin, admin_socket, move |uid| {
         admin_allowed(uid, publisher_uid, &operators)
     }));
-    let agent_uid = config.agent_uid;
+    // A fleet's service has no agent: its agent socket admits no one.
+    let agent_uid = config.agent_uid();
     let agent_task = tokio::spawn(accept_loop(agent, agent_socket, move |uid| {
-        uid == agent_uid
+        agent_uid == Some(uid)
     }));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

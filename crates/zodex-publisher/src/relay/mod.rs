@@ -110,7 +110,8 @@ pub async fn run(checked: Checked) -> Result<(), RelayError> {
     }
     let gate = Gate::new(Bounds::agent(&checked.agent_limits));
     let head_seconds = checked.agent_limits.request_seconds;
-    let agent_uid = config.agent_uid;
+    // The sprite's agent user (`Config::parse` requires it without [fleet]); none: no one.
+    let agent_uid = config.agent_uid();
     let accepting = tokio::spawn(async move {
         loop {
             let stream = match listener.accept().await {
@@ -125,7 +126,7 @@ pub async fn run(checked: Checked) -> Result<(), RelayError> {
                 continue;
             };
             let uid = cred.uid();
-            if uid != agent_uid {
+            if agent_uid != Some(uid) {
                 // Refused before reading a byte of the request, in the words `serve` uses.
                 tracing::warn!(uid, "refused a peer");
                 answer_now(&stream, &peer_refused(uid, "agent", "agent"));
