@@ -149,6 +149,38 @@ pub(super) async fn run(
             ServiceManager::Supervisor
         },
     );
+    let (record, units_verified) = record_and_service(options, &layout, manager, &mut steps)?;
+    let changed = steps.changed();
+    if options.start {
+        super::start_services(&record, manager, changed || config_changed, &mut steps)?;
+    }
+    let proofs = match options.start {
+        true => Some(super::doctor::proofs(&config).await),
+        false => None,
+    };
+    Ok(InstallReport {
+        config: layout.config(),
+        changed,
+        steps: steps.0,
+        services: super::services::status(&record),
+        self_check: Vec::new(),
+        units_verified,
+        solver: Some(solver),
+        proofs,
+        fleet_request: None,
+    })
+}
+
+/// The install record and the one service manager's files (a systemd unit, or the supervisor
+/// script): a supervised host has no unit that could start a second copy, and a systemd host
+/// no script. Returns the record and, under systemd, what `systemd-analyze verify` said.
+fn record_and_service(
+    options: &InstallOptions,
+    layout: &Layout,
+    manager: ServiceManager,
+    steps: &mut Steps,
+) -> Result<(InstallRecord, Option<String>), InstallError> {
+    let root = (Uid::from_raw(0), Gid::from_raw(0));
     let record = InstallRecord {
         version: env!("CARGO_PKG_VERSION").to_string(),
         layout: layout.clone(),
@@ -171,22 +203,22 @@ pub(super) async fn run(
         root.0,
         root.1,
         0o644,
-        &mut steps,
+        steps,
     )?;
     // The manager chosen, and only it: a supervised host has no unit that could start a
     // second copy, and a systemd host no script.
     let units_verified = match manager {
         ServiceManager::Systemd => {
-            system::ensure_dir(&layout.unit_dir, root.0, root.1, 0o755, &mut steps)?;
+            system::ensure_dir(&layout.unit_dir, root.0, root.1, 0o755, steps)?;
             system::ensure_file(
                 &layout.unit("zodex-prd"),
                 super::services::unit(&record, "zodex-prd").as_bytes(),
                 root.0,
                 root.1,
                 0o644,
-                &mut steps,
+                steps,
             )?;
-            super::services::verify_units(&layout).map(|r| match r {
+            super::services::verify_units(layout).map(|r| match r {
                 Ok(()) => "systemd-analyze verify: ok".to_string(),
                 Err(e) => format!("systemd-analyze verify: {e}"),
             })
@@ -198,30 +230,12 @@ pub(super) async fn run(
                 root.0,
                 root.1,
                 0o755,
-                &mut steps,
+                steps,
             )?;
             None
         }
     };
-    let changed = steps.changed();
-    if options.start {
-        super::start_services(&record, manager, changed || config_changed, &mut steps)?;
-    }
-    let proofs = match options.start {
-        true => Some(super::doctor::proofs(&config).await),
-        false => None,
-    };
-    Ok(InstallReport {
-        config: layout.config(),
-        changed,
-        steps: steps.0,
-        services: super::services::status(&record),
-        self_check: Vec::new(),
-        units_verified,
-        solver: Some(solver),
-        proofs,
-        fleet_request: None,
-    })
+    Ok((record, units_verified))
 }
 
 /// Refuses what a service host cannot be, before anything changes.
