@@ -207,6 +207,37 @@ pub async fn run_service(
     service_host::run(options, service, secrets).await
 }
 
+/// Writes `config` as the installation's `zodex.toml` (root's, 0644); whether it changed.
+pub(crate) fn write_config(
+    layout: &Layout,
+    config: &zodex_config::Config,
+    steps: &mut Steps,
+) -> Result<bool, InstallError> {
+    let text = config_text(config);
+    let before = steps.0.len();
+    system::ensure_file(
+        &layout.config(),
+        text.as_bytes(),
+        Uid::from_raw(0),
+        Gid::from_raw(0),
+        0o644,
+        steps,
+    )?;
+    Ok(steps.0[before].changed)
+}
+
+/// The service manager asked for, else systemd when the machine booted with it and the
+/// installation is at `/`, else the supervisor.
+pub(crate) fn chosen_manager(options: &InstallOptions) -> ServiceManager {
+    options.service_manager.unwrap_or(
+        if services::systemd_booted() && options.prefix == Path::new("/") {
+            ServiceManager::Systemd
+        } else {
+            ServiceManager::Supervisor
+        },
+    )
+}
+
 /// What an install did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstallReport {
@@ -275,26 +306,8 @@ pub async fn run(
 
     // Configuration.
     let config = sprite_config(options, &layout, agent.uid.as_raw(), publisher.uid.as_raw())?;
-    let config_changed = {
-        let text = config_text(&config);
-        let before = steps.0.len();
-        system::ensure_file(
-            &layout.config(),
-            text.as_bytes(),
-            root.0,
-            root.1,
-            0o644,
-            &mut steps,
-        )?;
-        steps.0[before].changed
-    };
-    let manager = options.service_manager.unwrap_or(
-        if services::systemd_booted() && options.prefix == Path::new("/") {
-            ServiceManager::Systemd
-        } else {
-            ServiceManager::Supervisor
-        },
-    );
+    let config_changed = write_config(&layout, &config, &mut steps)?;
+    let manager = chosen_manager(options);
     let record = InstallRecord {
         version: env!("CARGO_PKG_VERSION").to_string(),
         layout: layout.clone(),

@@ -12,7 +12,7 @@ use super::system::{self, Account, Steps};
 use super::{InstallError, InstallOptions, InstallReport, KeyUpload};
 use nix::unistd::{Gid, Uid};
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use zodex_config::{Config, FleetConfig, StoreConfig};
 
 /// What makes an install a fleet service host's.
@@ -129,26 +129,8 @@ pub(super) async fn run(
     let solver = super::ensure_solver(&layout, &mut steps);
 
     let config = service_config(options, service, &layout, publisher.uid.as_raw(), password)?;
-    let config_changed = {
-        let text = super::config_text(&config);
-        let before = steps.0.len();
-        system::ensure_file(
-            &layout.config(),
-            text.as_bytes(),
-            root.0,
-            root.1,
-            0o644,
-            &mut steps,
-        )?;
-        steps.0[before].changed
-    };
-    let manager = options.service_manager.unwrap_or(
-        if super::services::systemd_booted() && options.prefix == Path::new("/") {
-            ServiceManager::Systemd
-        } else {
-            ServiceManager::Supervisor
-        },
-    );
+    let config_changed = super::write_config(&layout, &config, &mut steps)?;
+    let manager = super::chosen_manager(options);
     let (record, units_verified) = record_and_service(options, &layout, manager, &mut steps)?;
     let changed = steps.changed();
     if options.start {
@@ -343,15 +325,7 @@ fn service_config(
     publisher_uid: u32,
     password_file: Option<PathBuf>,
 ) -> Result<Config, InstallError> {
-    let existing = if layout.config().is_file() {
-        Some(Config::load(&layout.config()).map_err(|e| {
-            InstallError::Failed(format!(
-                "{e}; fix it or move it away, then run install again"
-            ))
-        })?)
-    } else {
-        None
-    };
+    let existing = super::sprite_config::existing_config(layout)?;
     let mut config = existing.clone().unwrap_or_default();
     config.state_dir = layout.state_dir.clone();
     config.admin_socket = layout.admin_socket();

@@ -33,6 +33,19 @@ pub(super) fn config_text(config: &Config) -> String {
     )
 }
 
+/// The installation's configuration as it is, when there is one: a rerun keeps what the
+/// operator set; one that does not load stops the install with what to do.
+pub(super) fn existing_config(layout: &Layout) -> Result<Option<Config>, InstallError> {
+    if !layout.config().is_file() {
+        return Ok(None);
+    }
+    Config::load(&layout.config()).map(Some).map_err(|e| {
+        InstallError::Failed(format!(
+            "{e}; fix it or move it away, then run install again"
+        ))
+    })
+}
+
 /// The configuration install writes: an existing one keeps every setting install does not
 /// manage; the managed ones (paths, users, `[github]` when given, `[mcp]`) are set.
 pub(super) fn sprite_config(
@@ -41,15 +54,7 @@ pub(super) fn sprite_config(
     agent_uid: u32,
     publisher_uid: u32,
 ) -> Result<Config, InstallError> {
-    let existing = if layout.config().is_file() {
-        Some(Config::load(&layout.config()).map_err(|e| {
-            InstallError::Failed(format!(
-                "{e}; fix it or move it away, then run install again"
-            ))
-        })?)
-    } else {
-        None
-    };
+    let existing = existing_config(layout)?;
     let mut config = existing.clone().unwrap_or_default();
     if let Some(relay) = &options.relay {
         // A fleet sprite: the relay's table; no App, no target (the service decides).

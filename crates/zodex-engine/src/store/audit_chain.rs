@@ -669,17 +669,23 @@ mod tests {
     /// Rows deleted from a chain's start with the base moved over them — what the prune
     /// function let a replica's role do on PostgreSQL, and anyone with the file on SQLite —
     /// still link from the new base: only the prune row that is missing shows it.
+    /// The evidence chain's first row deleted and the base moved over it, as a role allowed to
+    /// could: the chain still links from the new base.
+    fn move_evidence_base_by_hand(store: &mut Store) {
+        sql(
+            store,
+            "UPDATE audit_chains SET base_seq = 1,
+                 base_link = (SELECT link FROM audit_events WHERE id = 1)
+             WHERE chain = 'evidence';
+             DELETE FROM audit_events WHERE id = 1;",
+        );
+    }
+
     #[test]
     fn a_base_moved_without_a_prune_on_record_is_reported() {
         on_each_backend(|| {
             let (_dir, mut store) = log();
-            sql(
-                &mut store,
-                "UPDATE audit_chains SET base_seq = 1,
-                     base_link = (SELECT link FROM audit_events WHERE id = 1)
-                 WHERE chain = 'evidence';
-                 DELETE FROM audit_events WHERE id = 1;",
-            );
+            move_evidence_base_by_hand(&mut store);
             let found = problems(&mut store);
             assert_eq!(found.len(), 1, "{found:?}");
             assert!(
@@ -700,13 +706,7 @@ mod tests {
                 .write(|f| f.prune_history(retention, scope, &Actor::Publisher, 50))
                 .unwrap();
             assert!(store.read(|f| f.verify_audit()).unwrap().ok);
-            sql(
-                &mut store,
-                "UPDATE audit_chains SET base_seq = 1,
-                     base_link = (SELECT link FROM audit_events WHERE id = 1)
-                 WHERE chain = 'evidence';
-                 DELETE FROM audit_events WHERE id = 1;",
-            );
+            move_evidence_base_by_hand(&mut store);
             let found = problems(&mut store);
             assert!(
                 found[0].contains(
