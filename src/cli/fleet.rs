@@ -147,6 +147,9 @@ pub(super) enum OperatorCommand {
     List,
     /// Remove operator NAME: their next request is refused (and audited).
     Remove { name: String },
+    /// Renew your own certificate now, for the same key (every `zodex fleet` command renews it
+    /// by itself once two thirds of its life have passed).
+    Renew,
 }
 
 pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Registry) -> i32 {
@@ -284,10 +287,16 @@ fn operator(target: &FleetTarget, command: OperatorCommand, registry: &Registry)
                             by.as_deref().unwrap_or("?")
                         ),
                         (None, _) => format!(
-                            "{} enrolled {} by {}",
+                            "{} enrolled {} by {}{}",
                             m.name,
                             super::render::time(m.enrolled_at),
-                            m.enrolled_by
+                            m.enrolled_by,
+                            m.cert_expires_at
+                                .map(|at| format!(
+                                    "; certificate until {}",
+                                    super::render::time(at)
+                                ))
+                                .unwrap_or_default()
                         ),
                     })
                     .collect();
@@ -308,6 +317,7 @@ fn operator(target: &FleetTarget, command: OperatorCommand, registry: &Registry)
                 )
             },
         ),
+        OperatorCommand::Renew => renew(target, registry),
         OperatorCommand::Add {
             name,
             services,
@@ -572,6 +582,36 @@ fn enroll(target: &FleetTarget, registry: &Registry, args: EnrollArgs) -> i32 {
             EXIT_OK
         }
         Err(e) => print_failure(&e, json),
+    }
+}
+
+/// `zodex fleet operator renew`: the operator's own certificate renewed now.
+fn renew(target: &FleetTarget, registry: &Registry) -> i32 {
+    let entry = match fleet_entry(target, registry) {
+        Ok(entry) => entry,
+        Err(e) => return print_failure(&e, target.json),
+    };
+    let Some(reach) = &entry.fleet else {
+        return print_failure(
+            &FleetOpError::Choose(format!("{} is not a fleet's entry", entry.name)),
+            target.json,
+        );
+    };
+    match fleet::renew_certificate(&entry.name, reach) {
+        Ok(renewed) if target.json => print_json_ok(serde_json::json!({
+            "identity": renewed.identity,
+            "expires_at": renewed.expires_at,
+            "dir": reach.dir,
+        })),
+        Ok(renewed) => {
+            println!(
+                "renewed {}: the new certificate (same key) is valid until {}",
+                renewed.identity,
+                super::render::time(renewed.expires_at)
+            );
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, target.json),
     }
 }
 

@@ -30,6 +30,7 @@ mod engine_concurrency;
 mod fleet;
 mod fleet_enroll;
 mod fleet_filters;
+mod fleet_health;
 mod fleet_mcp_oauth;
 mod fleet_operators;
 mod fleet_replicas;

@@ -770,3 +770,47 @@ fn dev_up_postgres_refuses_an_installation_on_sqlite() {
     assert!(!dev.dir.join("postgres.json").exists());
     dev.agent(&["github", "status"]).ok();
 }
+
+/// What `zodex fleet doctor`'s `store-role` finding reads: the role `store init` prepares holds
+/// a publisher's rights and nothing more; the database's owner (what a replica configured with
+/// the owner's URL connects as) is named for owning the audit, and a right granted by hand
+/// beyond a publisher's is named too.
+#[test]
+fn a_replicas_database_role_is_checked_against_a_publishers_rights() {
+    let (url, owner) = prepared_database_and_owner();
+    let rights = |url: &str| {
+        let backend = PgStore::connect(&PgSettings::new(url.to_string()))
+            .unwrap()
+            .backend();
+        zodex_engine::store::Store::on(Box::new(backend))
+            .unwrap()
+            .read(|f| f.role_rights())
+            .unwrap()
+            .expect("PostgreSQL has roles")
+    };
+    let publisher = rights(&url);
+    assert_eq!(publisher.role, "zodex_publisher");
+    assert_eq!(publisher.departures, Vec::<String>::new());
+
+    let as_owner = rights(&owner);
+    assert!(
+        as_owner
+            .departures
+            .iter()
+            .any(|d| d.contains("owns the audit's tables")),
+        "{as_owner:?}"
+    );
+
+    let owner_db = PgStore::connect(&PgSettings::new(owner.clone()))
+        .unwrap()
+        .backend();
+    owner_db
+        .execute("GRANT DELETE ON audit_events TO zodex_publisher", &[])
+        .unwrap();
+    let widened = rights(&url);
+    assert_eq!(
+        widened.departures,
+        vec!["may DELETE audit_events".to_string()],
+        "{widened:?}"
+    );
+}

@@ -45,6 +45,7 @@ impl World {
             name: sprite.name.clone(),
             labels: sprite.labels.clone(),
             key_sha256: format!("{:0>64}", sprite.name.as_str().len()),
+            cert_expires_at: 86_400,
         };
         self.store
             .write(|f| {
@@ -472,6 +473,7 @@ fn a_removed_sprite_owns_nothing_and_comes_back_with_nothing() {
             name: name.clone(),
             labels: vec![SpriteLabel::parse("team=web").unwrap()],
             key_sha256: "ef".repeat(32),
+            cert_expires_at: 86_400,
         };
         let op = w.operator.clone();
         let engine = &w.engine;

@@ -32,6 +32,7 @@ fn enrol(store: &mut Store) {
             name: name(sprite),
             labels: vec![label(labels)],
             key_sha256: format!("{i}").repeat(64),
+            cert_expires_at: 86_400,
         };
         store
             .write(|f| f.enroll_member(&member, "operator:root", 1))

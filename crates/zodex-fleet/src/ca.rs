@@ -92,6 +92,20 @@ impl FleetCa {
         self.issue_at(request_pem, identity, OffsetDateTime::now_utc(), ttl)
     }
 
+    /// [`FleetCa::issue`] as of `issued_at` (Unix seconds): valid from then for `ttl` (a
+    /// certificate issued in the past, to see what its holder does as it ages).
+    pub fn issue_as_of(
+        &self,
+        request_pem: &str,
+        identity: &Identity,
+        issued_at: i64,
+        ttl: Duration,
+    ) -> Result<String, FleetError> {
+        let at = OffsetDateTime::from_unix_timestamp(issued_at)
+            .map_err(|e| FleetError::BadRequest(e.to_string()))?;
+        self.issue_at(request_pem, identity, at, ttl)
+    }
+
     pub(crate) fn issue_at(
         &self,
         request_pem: &str,

@@ -116,6 +116,13 @@ pub fn request(dir: &Path, identity: &Identity) -> Result<String, FilesError> {
     key.request_pem(identity).map_err(fleet_err)
 }
 
+/// When a member certificate valid from `not_before` to `not_after` is due for renewal: once
+/// two thirds of its life have passed, so a day's certificate is renewed with eight hours to
+/// spare (a relay retries each minute; an operator's `zodex` at its next command).
+pub fn renewal_due_at(not_before: i64, not_after: i64) -> i64 {
+    not_before + (not_after - not_before) * 2 / 3
+}
+
 /// A new certificate request for the identity the certificate `cert_pem` names, signed with
 /// the key in `dir` (renewal: same key, same identity).
 pub fn request_for(dir: &Path, cert_pem: &str) -> Result<String, FilesError> {

@@ -396,32 +396,7 @@ fn coverage(config: &Config) -> Vec<Finding> {
 
 /// The one line for one target's coverage.
 pub fn coverage_finding(check: &str, c: &CoverageAnswer) -> Finding {
-    let missing: Vec<&str> = [
-        ("reader", c.reader_installed),
-        ("writer", c.writer_installed),
-    ]
-    .iter()
-    .filter(|(_, installed)| !installed)
-    .map(|(app, _)| *app)
-    .collect();
-    if missing.is_empty() {
-        Finding::ok(
-            check.to_string(),
-            format!("both Apps are installed on {}", c.repo),
-        )
-    } else {
-        Finding::fail(
-            check.to_string(),
-            format!(
-                "the {} App{} not installed on {}: install {} on the repository (GitHub: the App's page → Install App → {} → Only select repositories)",
-                missing.join(" and "),
-                if missing.len() == 1 { " is" } else { "s are" },
-                c.repo,
-                if missing.len() == 1 { "it" } else { "them" },
-                c.repo.split('/').next().unwrap_or_default(),
-            ),
-        )
-    }
+    c.finding(check)
 }
 
 /// The MCP endpoint as its clients meet it: with the key URL off, the OAuth door as a client

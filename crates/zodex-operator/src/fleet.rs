@@ -6,6 +6,7 @@
 //! A sprite is enrolled through its own exec transport: its key is made on the sprite, only
 //! its certificate request travels, and the certificate goes back to it.
 
+pub use super::fleet_transport::renew as renew_certificate;
 use super::registry::{FleetReach, Registry, RegistryError, SpriteEntry};
 use super::remote::{CommandFailure, Reach, RemoteError, Stdin};
 use super::transport::{self, TransportError};

@@ -8,8 +8,9 @@ use super::transport::TransportError;
 use std::io::Write;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
+use zodex_fleet::files::{install, renewal_due_at, request_for};
 use zodex_fleet::{MemberFiles, Replica};
-use zodex_protocol::{AdminRequest, Response};
+use zodex_protocol::{AdminRequest, FleetRenewed, Response};
 
 /// How long connecting to one replica (TCP and the TLS handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,10 +28,66 @@ pub fn call(
         fleet: name.to_string(),
         detail,
     };
+    if let Err(e) = renew_if_due(name, reach) {
+        // The certificate is still valid: this request goes on, and the next one tries again.
+        eprintln!("warning: {e}");
+    }
     let files = MemberFiles::read(&reach.dir).map_err(|e| fail(e.to_string()))?;
     let config = files.client_config().map_err(|e| fail(e.to_string()))?;
     let line = serde_json::to_string(request).expect("requests always serialise");
     exchange(name, &reach.services, config, line)
+}
+
+/// Renews the operator's own certificate once two thirds of its life have passed (while it
+/// is still valid: an expired one is refused in the handshake, and only a new join code
+/// helps then). `Ok(None)`: not due.
+pub fn renew_if_due(
+    name: &str,
+    reach: &FleetReach,
+) -> Result<Option<FleetRenewed>, TransportError> {
+    let fail = |detail: String| TransportError::FleetNoAnswer {
+        fleet: name.to_string(),
+        detail,
+    };
+    let files = MemberFiles::read(&reach.dir).map_err(|e| fail(e.to_string()))?;
+    let (not_before, not_after) =
+        zodex_fleet::tls::validity(&files.cert_pem).map_err(|e| fail(e.to_string()))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    if now < renewal_due_at(not_before, not_after) || now >= not_after {
+        return Ok(None);
+    }
+    renew(name, reach).map(Some)
+}
+
+/// A new certificate for the operator's own key, now: a request signed with the key in the
+/// operator's directory, the answer checked (same key, the fleet's CA) and installed whole.
+pub fn renew(name: &str, reach: &FleetReach) -> Result<FleetRenewed, TransportError> {
+    let fail = |detail: String| TransportError::FleetNoAnswer {
+        fleet: name.to_string(),
+        detail: format!("renewing your certificate: {detail}"),
+    };
+    let files = MemberFiles::read(&reach.dir).map_err(|e| fail(e.to_string()))?;
+    let request_pem = request_for(&reach.dir, &files.cert_pem).map_err(|e| fail(e.to_string()))?;
+    let config = files.client_config().map_err(|e| fail(e.to_string()))?;
+    let line = serde_json::to_string(&AdminRequest::FleetRenew { request_pem })
+        .expect("requests always serialise");
+    let response = exchange(name, &reach.services, config, line)?;
+    let renewed: FleetRenewed = match (response.ok, response.result) {
+        (true, Some(result)) => serde_json::from_value(result).map_err(|e| {
+            fail(format!(
+                "the service's answer: {e}; upgrade it (`zodex-prd upgrade`)"
+            ))
+        })?,
+        _ => {
+            let why = response.error.map(|e| e.message).unwrap_or_default();
+            return Err(fail(format!("the service refused: {why}")));
+        }
+    };
+    install(&reach.dir, &renewed.certificate_pem, &renewed.ca_pem)
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(renewed)
 }
 
 /// A new operator's join request, sent without a client certificate over the TLS client the

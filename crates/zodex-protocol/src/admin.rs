@@ -193,6 +193,15 @@ pub enum AdminRequest {
     },
     /// The fleet's members, enrolled and removed.
     FleetMembers,
+    /// A new certificate for the asking operator's own key (`request_pem`, signed with the key
+    /// it enrolled with): a [`FleetRenewed`]. `zodex` asks once two thirds of its certificate's
+    /// life have passed, before its request.
+    FleetRenew {
+        request_pem: String,
+    },
+    /// What the answering replica checks of its own ground and sees of the members (a
+    /// [`FleetDoctorAnswer`](crate::FleetDoctorAnswer)); `zodex fleet doctor` asks each.
+    FleetDoctor,
     /// Record a one-time join code admitting operator `name` (a [`FleetJoinCodeIssued`]):
     /// the asking operator made the code and sends only the SHA-256 of its secret; the new
     /// operator redeems it with a [`FleetJoinRequest`].
@@ -258,6 +267,8 @@ impl AdminRequest {
                 | Self::FleetRemove { .. }
                 | Self::FleetLabel { .. }
                 | Self::FleetMembers
+                | Self::FleetDoctor
+                | Self::FleetRenew { .. }
                 | Self::FleetJoinCode { .. }
                 | Self::FleetMcp { .. }
                 | Self::FleetMcpPublicUrl { .. }
@@ -313,6 +324,9 @@ pub struct FleetMember {
     pub enrolled_by: String,
     pub removed_at: Option<i64>,
     pub removed_by: Option<String>,
+    /// When its newest certificate expires, when the registry knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_expires_at: Option<i64>,
 }
 
 impl From<zodex_engine::store::Member> for FleetMember {
@@ -326,6 +340,7 @@ impl From<zodex_engine::store::Member> for FleetMember {
             enrolled_by: m.enrolled_by,
             removed_at: m.removed_at,
             removed_by: m.removed_by,
+            cert_expires_at: m.cert_expires_at,
         }
     }
 }
@@ -367,6 +382,17 @@ pub struct FleetEnrolled {
     pub ca_pem: String,
     /// The identity the certificate names, `spiffe://FLEET/ROLE/NAME`.
     pub identity: String,
+}
+
+/// The answer to a renewal (`fleet_renew`, a sprite's relay's or an operator's): the new
+/// certificate for the same key, the CA certificate, and when the new one expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetRenewed {
+    pub certificate_pem: String,
+    pub ca_pem: String,
+    /// The identity the certificate names, `spiffe://FLEET/ROLE/NAME`.
+    pub identity: String,
+    pub expires_at: i64,
 }
 
 /// The answer to [`AdminRequest::FleetJoinCode`]: whom the code admits, until when.

@@ -15,6 +15,7 @@
 //!   codes;
 //! - [`frame`]: the agent header, the blocking client round trip, the request cap;
 //! - [`bundle_header`]: the git bundle header the agent writes and the publisher reads;
+//! - [`doctor`]: checks' findings, and a fleet replica's `fleet_doctor` answer;
 //! - [`ttl`]: the lifetime a request asks for (its default decided by the publisher);
 //! - [`watch`]: the board's stream, made of the operator's read requests, over whatever
 //!   [`watch::AdminCall`] carries them (the admin socket; a fleet's mutual TLS).
@@ -38,6 +39,7 @@ pub mod admin;
 pub mod agent;
 pub mod answers;
 pub mod bundle_header;
+pub mod doctor;
 pub mod frame;
 pub mod response;
 pub mod ttl;
@@ -45,13 +47,14 @@ pub mod watch;
 
 pub use admin::{
     AdminRequest, CoverageAnswer, FleetEnrolled, FleetJoinCodeIssued, FleetJoinRequest,
-    FleetMcpEndpoint, FleetMember, FleetRemoved, FleetRole, ForSprites, McpAuthorizationView,
-    McpClientView, McpClientsAnswer, McpKeyUrlState, McpRevoked,
+    FleetMcpEndpoint, FleetMember, FleetRemoved, FleetRenewed, FleetRole, ForSprites,
+    McpAuthorizationView, McpClientView, McpClientsAnswer, McpKeyUrlState, McpRevoked,
 };
 pub use agent::{
     AgentRequest, CredentialGrant, ListedRef, McpPublished, McpPublishedKey, OAUTH_MAX_BODY,
     OAuthHttpReply, OAuthHttpRequest, Published, PushOutcome, PushUpdate, RefResult,
 };
+pub use doctor::{Finding, Findings, FleetDoctorAnswer, MemberHealth};
 pub use frame::{
     AGENT_HEADER_LEN, AGENT_MAGIC, AGENT_VERSION, AgentHeader, HeaderError, MAX_BUNDLE_BYTES,
     MAX_CHUNK_BYTES, MAX_REQUEST_BYTES, STREAMED_BUNDLE, agent_roundtrip, agent_roundtrip_with,

@@ -43,10 +43,20 @@ pub enum FleetSetupError {
     },
 }
 
-/// The service's signing side.
+/// The service's signing side, and what this replica saw of the members.
 pub struct FleetService {
     ca: FleetCa,
     member_ttl: Duration,
+    ca_dir: PathBuf,
+    /// `[fleet] replica`: the name this replica answers as.
+    replica: String,
+    /// The whole configuration, for the checks `fleet_doctor` makes of this replica's ground.
+    config: Option<zodex_config::Config>,
+    /// When this replica started serving (Unix seconds, the host's clock).
+    up_since: i64,
+    /// When each member's request was last admitted here (Unix seconds), since start: in
+    /// memory, so a request costs no write.
+    seen: std::sync::Mutex<std::collections::HashMap<(Role, String), i64>>,
 }
 
 impl std::fmt::Debug for FleetService {
@@ -90,7 +100,53 @@ impl FleetService {
         Ok(Self {
             ca,
             member_ttl: Duration::from_secs(u64::from(hours.max(1)) * 3600),
+            ca_dir: dir.clone(),
+            replica: config.replica.clone().unwrap_or_else(|| "service".into()),
+            config: None,
+            up_since: 0,
+            seen: Default::default(),
         })
+    }
+
+    /// This service serving `config` from `now` (what `fleet_doctor` checks).
+    pub fn serving(self, config: &zodex_config::Config, now: i64) -> Self {
+        Self {
+            config: Some(config.clone()),
+            up_since: now,
+            ..self
+        }
+    }
+
+    pub fn up_since(&self) -> i64 {
+        self.up_since
+    }
+
+    pub fn config(&self) -> Option<&zodex_config::Config> {
+        self.config.as_ref()
+    }
+
+    pub fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    pub fn ca_key_path(&self) -> PathBuf {
+        self.ca_dir.join("ca.key")
+    }
+
+    pub fn member_ttl_seconds(&self) -> i64 {
+        i64::try_from(self.member_ttl.as_secs()).unwrap_or(i64::MAX)
+    }
+
+    /// Notes that member `role`/`name` was admitted at `now`.
+    pub fn saw(&self, role: Role, name: &str, now: i64) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.insert((role, name.to_string()), now);
+    }
+
+    /// When member `role`/`name` was last admitted here, if since start.
+    pub fn last_seen(&self, role: Role, name: &str) -> Option<i64> {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(&(role, name.to_string())).copied()
     }
 
     /// Makes a new CA for `fleet` in `dir` (`ca.pem`, and `ca.key` with mode 0600); refuses to
@@ -143,6 +199,12 @@ impl FleetService {
         };
         let (cert, key) = self.ca.issue_service(&replica, &hosts, SERVICE_CERT_TTL)?;
         zodex_fleet::tls::server_config(self.ca.cert_pem(), &cert, &key)
+    }
+
+    /// When a member certificate signed at `now` (Unix seconds) expires, as the registry
+    /// records it.
+    pub fn expiry_from(&self, now: i64) -> i64 {
+        now.saturating_add(self.member_ttl_seconds())
     }
 
     pub fn ca_pem(&self) -> &str {

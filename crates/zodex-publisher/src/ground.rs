@@ -9,61 +9,13 @@
 
 use super::github::{AppFacts, GitHub, GithubError};
 use super::sockets::check_socket_dir;
-use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use zodex_config::{Config, GithubApp};
 use zodex_engine::store::App;
 
-/// One check's outcome (of the ground here, and of a whole deployment in `install::doctor`). `check` is a stable id (`reader-key`, `writer-key`, `state-dir`,
-/// `socket-dir`, `github-api`, `reader-app`, `writer-app`); `message` is one line: what holds,
-/// or what is wrong and the exact fix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Finding {
-    pub check: Cow<'static, str>,
-    pub ok: bool,
-    pub message: String,
-    /// A failure that is the consequence of others: the checks (their ids) whose failure
-    /// causes it, as `doctor` orders its findings (`install::causes`). Empty for a cause.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub follows_from: Vec<String>,
-}
-
-impl Finding {
-    pub fn ok(check: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
-        Self {
-            check: check.into(),
-            ok: true,
-            message: message.into(),
-            follows_from: Vec::new(),
-        }
-    }
-
-    pub fn fail(check: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
-        Self {
-            check: check.into(),
-            ok: false,
-            message: message.into(),
-            follows_from: Vec::new(),
-        }
-    }
-}
-
-/// What `check-ground --json` and `check-isolation --json` answer (in the envelope).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Findings {
-    pub findings: Vec<Finding>,
-    pub all_ok: bool,
-}
-
-impl From<Vec<Finding>> for Findings {
-    fn from(findings: Vec<Finding>) -> Self {
-        let all_ok = findings.iter().all(|f| f.ok);
-        Self { findings, all_ok }
-    }
-}
+pub use zodex_protocol::{Finding, Findings};
 
 /// How long one `GET /app` may take in all, retries included.
 pub const GITHUB_CHECK_TIMEOUT: Duration = Duration::from_secs(20);

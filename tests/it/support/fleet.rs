@@ -211,6 +211,18 @@ git_url = "{git}"
     /// for `ttl`, written over its `cert.pem`; returns it.
     pub fn reissue(&self, sprite: &Sprite, ttl: Duration) -> String {
         let files = sprite.dir.path().join("fleet");
+        self.reissue_files(&files, (zodex_fleet::Role::Sprite, &sprite.name), ttl, 0)
+    }
+
+    /// A new certificate for the member `role`/`name` whose key is in `files`, issued by the
+    /// fleet's CA `age` seconds ago for `ttl`, written over `files/cert.pem`; returns it.
+    pub fn reissue_files(
+        &self,
+        files: &Path,
+        (role, name): (zodex_fleet::Role, &str),
+        ttl: Duration,
+        age: i64,
+    ) -> String {
         let fleet = zodex_fleet::Name::parse(&self.name).unwrap();
         let ca_dir = self.ca.path().join("ca");
         let ca = zodex_fleet::FleetCa::load(
@@ -219,15 +231,17 @@ git_url = "{git}"
             &std::fs::read_to_string(ca_dir.join("ca.key")).unwrap(),
         )
         .unwrap();
-        let identity = zodex_fleet::Identity::new(
-            &fleet,
-            zodex_fleet::Role::Sprite,
-            &zodex_fleet::Name::parse(&sprite.name).unwrap(),
-        );
+        let identity =
+            zodex_fleet::Identity::new(&fleet, role, &zodex_fleet::Name::parse(name).unwrap());
         let key_pem = std::fs::read_to_string(files.join("key.pem")).unwrap();
         let key = zodex_fleet::MemberKey::from_pem(&key_pem).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let issued = i64::try_from(now).unwrap() - age;
         let cert = ca
-            .issue(&key.request_pem(&identity).unwrap(), &identity, ttl)
+            .issue_as_of(&key.request_pem(&identity).unwrap(), &identity, issued, ttl)
             .unwrap();
         std::fs::write(files.join("cert.pem"), &cert).unwrap();
         cert

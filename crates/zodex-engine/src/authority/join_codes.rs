@@ -83,12 +83,13 @@ impl Authority<'_> {
 
     /// Redeems a join code for the key whose hash is `key_sha256`: the code used, its operator
     /// enrolled with that key and the join audited as that operator, all in one transaction
-    /// (a code two replicas are shown at once admits one of them).
+    /// (a code two replicas are shown at once admits one of them). `cert_expires_at`: when the
+    /// certificate signed for the key expires.
     pub fn join_with_code(
         &self,
         store: &mut Store,
         code_sha256: &str,
-        key_sha256: &str,
+        (key_sha256, cert_expires_at): (&str, i64),
         now: i64,
     ) -> Outcome<Result<Member, JoinRefused>> {
         let joined = store.write(|f| {
@@ -108,6 +109,7 @@ impl Authority<'_> {
                     name: name.clone(),
                     labels: Vec::new(),
                     key_sha256: key_sha256.to_string(),
+                    cert_expires_at,
                 },
                 &issued_by,
                 now,
@@ -175,7 +177,7 @@ mod tests {
                 Err(JoinRefused::Unknown)
             );
             let member = a
-                .join_with_code(&mut w.store, &code, &key, NOW + 1)
+                .join_with_code(&mut w.store, &code, (&key, NOW + 86_400), NOW + 1)
                 .unwrap()
                 .unwrap();
             assert_eq!(
@@ -189,7 +191,7 @@ mod tests {
             );
             // Once only: a second use admits no other key.
             assert!(matches!(
-                a.join_with_code(&mut w.store, &code, &"ef".repeat(32), NOW + 3)
+                a.join_with_code(&mut w.store, &code, (&"ef".repeat(32), NOW), NOW + 3)
                     .unwrap(),
                 Err(JoinRefused::Used { .. })
             ));
@@ -203,8 +205,13 @@ mod tests {
             a.issue_join_code(&mut w.store, &alice, &carol, &other, NOW + 5)
                 .unwrap();
             assert!(matches!(
-                a.join_with_code(&mut w.store, &other, &key, NOW + 5 + JOIN_CODE_TTL_SECONDS)
-                    .unwrap(),
+                a.join_with_code(
+                    &mut w.store,
+                    &other,
+                    (&key, NOW),
+                    NOW + 5 + JOIN_CODE_TTL_SECONDS,
+                )
+                .unwrap(),
                 Err(JoinRefused::Expired { .. })
             ));
             let rows = w

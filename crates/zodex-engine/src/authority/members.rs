@@ -347,44 +347,57 @@ impl Authority<'_> {
         Ok(verdict)
     }
 
-    /// Whether `principal` (a fleet sprite, admitted on this connection) may have a new
-    /// certificate for the key whose hash is `key_sha256`: only for the very key it enrolled
-    /// with, while it is enrolled. Audited (`FleetRenew`) before the caller hands the
-    /// certificate out; a refusal is audited as [`Authority::admit_member`]'s are.
+    /// Whether `principal` (a fleet sprite through its relay, or an operator, admitted on
+    /// this connection) may have a new certificate for the key whose hash is `key_sha256`:
+    /// only for the very key it enrolled with, while it is enrolled. Audited (`FleetRenew`)
+    /// before the caller hands the certificate out, with the new certificate's expiry
+    /// (`expires_at`) recorded; a refusal is audited as [`Authority::admit_member`]'s are.
     pub fn renew_member(
         &self,
         store: &mut Store,
         principal: &Principal,
-        key_sha256: &str,
+        (key_sha256, expires_at): (&str, i64),
         now: i64,
     ) -> Outcome<Result<Member, NotAdmitted>> {
-        let Some(sprite) = principal.sprite() else {
-            return Err(super::AuthorityError::Invalid(
-                "only a fleet sprite's relay renews a certificate".into(),
-            ));
+        let (role, name) = match principal {
+            Principal::Sprite(sprite) => (MemberRole::Sprite, sprite.name.clone()),
+            Principal::Operator(name) => (
+                MemberRole::Operator,
+                MemberName::parse(name)
+                    .map_err(|e| super::AuthorityError::Invalid(e.to_string()))?,
+            ),
+            _ => {
+                return Err(super::AuthorityError::Invalid(
+                    "only a fleet's member renews its certificate, over its own connection to the service".into(),
+                ));
+            }
         };
-        let member =
-            match self.admit_member(store, MemberRole::Sprite, &sprite.name, key_sha256, now)? {
-                Ok(member) => member,
-                Err(refused) => return Ok(Err(refused)),
-            };
+        let member = match self.admit_member(store, role, &name, key_sha256, now)? {
+            Ok(member) => member,
+            Err(refused) => return Ok(Err(refused)),
+        };
         store.write(|f| {
+            f.renewed_certificate(role, &name, expires_at)?;
             f.audit(
                 &AuditEntry {
                     principal: principal.into(),
                     action: EventKind::FleetRenew.into(),
                     decision: AuditDecision::Event,
                     detail: Some(serde_json::json!({
-                        "role": "sprite",
-                        "name": sprite.name.as_str(),
+                        "role": role.as_str(),
+                        "name": name.as_str(),
                         "key_sha256": key_sha256,
+                        "cert_expires_at": expires_at,
                     })),
                     ..Default::default()
                 },
                 now,
             )
         })?;
-        Ok(Ok(member))
+        Ok(Ok(Member {
+            cert_expires_at: Some(expires_at),
+            ..member
+        }))
     }
 
     /// Audits a connection refused before it named a member (no certificate, one of another
@@ -441,6 +454,7 @@ mod tests {
                 name: name.clone(),
                 labels: vec![SpriteLabel::parse("team=web").unwrap()],
                 key_sha256: "ab".repeat(32),
+                cert_expires_at: 86_400,
             };
             let op = w.operator.clone();
             let engine = &w.engine;

@@ -85,7 +85,7 @@ const TABLES: &[(&str, &str)] = &[
     (
         "fleet_members",
         "role, name, labels, key_sha256, enrolled_at, enrolled_by, removed_at, removed_by, \
-         mcp_public_url",
+         mcp_public_url, cert_expires_at",
     ),
     (
         "fleet_join_codes",

@@ -18,6 +18,9 @@ pub struct Member {
     pub enrolled_by: String,
     pub removed_at: Option<i64>,
     pub removed_by: Option<String>,
+    /// When the newest certificate the service signed for it expires (Unix seconds); `None`
+    /// for a member enrolled before the registry kept it.
+    pub cert_expires_at: Option<i64>,
 }
 
 impl Member {
@@ -33,10 +36,12 @@ pub struct NewMember {
     pub name: MemberName,
     pub labels: Vec<SpriteLabel>,
     pub key_sha256: String,
+    /// When the certificate signed for this enrolment expires.
+    pub cert_expires_at: i64,
 }
 
-const COLUMNS: &str =
-    "role, name, labels, key_sha256, enrolled_at, enrolled_by, removed_at, removed_by";
+const COLUMNS: &str = "role, name, labels, key_sha256, enrolled_at, enrolled_by, removed_at, \
+     removed_by, cert_expires_at";
 
 fn read_member(row: &zodex_sql::Row) -> Result<Member> {
     let role: String = row.get(0)?;
@@ -57,6 +62,7 @@ fn read_member(row: &zodex_sql::Row) -> Result<Member> {
         enrolled_by: row.get(5)?,
         removed_at: row.get(6)?,
         removed_by: row.get(7)?,
+        cert_expires_at: row.get(8)?,
     })
 }
 
@@ -132,17 +138,20 @@ impl Facts<'_> {
         let json = serde_json::to_string(&labels.iter().map(|l| l.as_str()).collect::<Vec<_>>())
             .expect("strings serialise");
         self.exec(
-            "INSERT INTO fleet_members (role, name, labels, key_sha256, enrolled_at, enrolled_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            "INSERT INTO fleet_members
+                 (role, name, labels, key_sha256, enrolled_at, enrolled_by, cert_expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT (role, name) DO UPDATE SET labels = ?3, key_sha256 = ?4,
-                 enrolled_at = ?5, enrolled_by = ?6, removed_at = NULL, removed_by = NULL",
+                 enrolled_at = ?5, enrolled_by = ?6, removed_at = NULL, removed_by = NULL,
+                 cert_expires_at = ?7",
             params![
                 new.role.as_str(),
                 new.name.as_str(),
                 json,
                 new.key_sha256.to_ascii_lowercase(),
                 now,
-                by
+                by,
+                new.cert_expires_at
             ],
         )?;
         self.member(new.role, &new.name)?
@@ -245,6 +254,21 @@ impl Facts<'_> {
             .any(|m| m.is_enrolled() && m.labels.contains(label)))
     }
 
+    /// Records the expiry of the certificate just signed for an enrolled member's renewal.
+    pub fn renewed_certificate(
+        &self,
+        role: MemberRole,
+        name: &MemberName,
+        expires_at: i64,
+    ) -> Result<()> {
+        self.exec(
+            "UPDATE fleet_members SET cert_expires_at = ?3
+             WHERE role = ?1 AND name = ?2 AND removed_at IS NULL",
+            params![role.as_str(), name.as_str(), expires_at],
+        )?;
+        Ok(())
+    }
+
     /// Removes an enrolled member: its next request is refused.
     pub fn remove_member(
         &self,
@@ -282,6 +306,7 @@ mod tests {
                 .map(|l| SpriteLabel::parse(l).unwrap())
                 .collect(),
             key_sha256: key.to_string().repeat(64),
+            cert_expires_at: 86_400,
         }
     }
 

@@ -206,6 +206,7 @@ mod tests {
                         name: s1.clone(),
                         labels: vec![SpriteLabel::parse("team=web").unwrap()],
                         key_sha256: "a".repeat(64),
+                        cert_expires_at: 86_400,
                     };
                     f.enroll_member(&member, "op", 60).map(|_| ())
                 })

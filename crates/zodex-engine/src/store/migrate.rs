@@ -28,6 +28,7 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0011_fleet_mcp_oauth.sql"),
     include_str!("../../../../migrations/0012_audit_base_guard.sql"),
     include_str!("../../../../migrations/0013_fleet_join_codes.sql"),
+    include_str!("../../../../migrations/0014_fleet_certificates.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
@@ -63,6 +64,10 @@ const POSTGRES: &[(i64, &str)] = &[
     (
         13,
         include_str!("../../../../migrations/postgres/0013_fleet_join_codes.sql"),
+    ),
+    (
+        14,
+        include_str!("../../../../migrations/postgres/0014_fleet_certificates.sql"),
     ),
 ];
 

@@ -19,6 +19,7 @@ mod oauth_grants;
 mod pace;
 mod prune;
 mod publications;
+mod role_rights;
 mod tokens;
 mod yolo;
 
@@ -39,6 +40,7 @@ pub use oauth::{
 pub use pace::{PACE_WINDOW_SECONDS, Pace};
 pub use prune::{PruneScope, Pruned, Retention, prune_history};
 pub use publications::{Publication, PublicationState};
+pub use role_rights::RoleRights;
 pub use tokens::IssuedToken;
 pub use yolo::{NewYolo, YoloScope};
 

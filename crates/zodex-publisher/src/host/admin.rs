@@ -137,6 +137,18 @@ impl Host {
                 .fleet_mcp_public_url(principal, &sprite, change, now)
                 .await;
         }
+        if let AdminRequest::FleetRenew { request_pem } = request {
+            return match self.renew_certificate(&principal, request_pem).await {
+                Ok(answer) => answer,
+                Err(failure) => failure.into_response(),
+            };
+        }
+        if request == AdminRequest::FleetDoctor {
+            return match self.fleet_doctor(&principal, now).await {
+                Ok(answer) => Response::ok(answer),
+                Err(failure) => failure.into_response(),
+            };
+        }
         if request.is_fleet() {
             return core::blocking(self, move |host| host.fleet_admin(&principal, request, now))
                 .await;
@@ -209,6 +221,8 @@ impl Host {
                 | AdminRequest::FleetRemove { .. }
                 | AdminRequest::FleetLabel { .. }
                 | AdminRequest::FleetMembers
+                | AdminRequest::FleetDoctor
+                | AdminRequest::FleetRenew { .. }
                 | AdminRequest::FleetJoinCode { .. }
                 | AdminRequest::FleetMcp { .. }
                 | AdminRequest::FleetMcpPublicUrl { .. } => {

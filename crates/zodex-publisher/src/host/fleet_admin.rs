@@ -10,7 +10,7 @@ use zodex_engine::store::{NewMember, Store};
 use zodex_engine::{Principal, authority::AuthorityError};
 use zodex_protocol::{
     AdminRequest, ErrorKind, FleetEnrolled, FleetJoinCodeIssued, FleetMember, FleetRemoved,
-    ForSprites, Response,
+    FleetRenewed, ForSprites, Response,
 };
 
 impl Host {
@@ -63,6 +63,7 @@ impl Host {
                             name: member_name,
                             labels,
                             key_sha256,
+                            cert_expires_at: fleet.expiry_from(now),
                         },
                         now,
                     )?;
@@ -103,6 +104,11 @@ impl Host {
                         name: name.to_string(),
                         expires_at,
                     })
+                }
+                AdminRequest::FleetDoctor | AdminRequest::FleetRenew { .. } => {
+                    return Err(Failure::usage(
+                        "fleet_doctor and fleet_renew are answered before the registry's requests",
+                    ));
                 }
                 AdminRequest::FleetMembers => {
                     let mut all = Vec::new();
@@ -161,6 +167,9 @@ impl Host {
             .core
             .stored(move |a, s| a.admit_member(s, role, &name, &key_sha256, now))
             .await;
+        if let (Ok(Ok(_)), Some(fleet)) = (&admitted, &self.fleet) {
+            fleet.saw(identity.role, identity.name.as_str(), now);
+        }
         match admitted {
             Ok(Ok(member)) => Ok(match role {
                 MemberRole::Sprite => Principal::Sprite((&member).into()),
@@ -173,41 +182,45 @@ impl Host {
         }
     }
 
-    /// A new certificate for the fleet sprite `agent` (its relay asks before its own expires):
-    /// `request_pem` must ask for the sprite's own identity and be signed with the key it
-    /// enrolled with. Signed first, handed out only once the renewal is audited.
+    /// A new certificate for the fleet member `member` (a sprite's relay, or an operator's
+    /// `zodex`, asks before its own expires): `request_pem` must ask for the member's own
+    /// identity and be signed with the key it enrolled with. Signed first, handed out only
+    /// once the renewal is audited.
     pub(super) async fn renew_certificate(
         self: &std::sync::Arc<Self>,
-        agent: &Principal,
+        member: &Principal,
         request_pem: String,
     ) -> Result<Response, Failure> {
-        let (Some(fleet), Some(sprite)) = (self.fleet.clone(), agent.sprite()) else {
+        let role_and_name = match member {
+            Principal::Sprite(sprite) => Some((zodex_fleet::Role::Sprite, sprite.name.to_string())),
+            Principal::Operator(name) => Some((zodex_fleet::Role::Operator, name.clone())),
+            _ => None,
+        };
+        let (Some(fleet), Some((role, name))) = (self.fleet.clone(), role_and_name) else {
             return Err(Failure::usage(
-                "only a fleet sprite's relay renews a certificate, over its own connection to the fleet's service",
+                "only a fleet's member renews its certificate, over its own connection to the fleet's service",
             ));
         };
         let key_sha256 = zodex_fleet::request_key_sha256(&request_pem)
             .map_err(|e| Failure::usage(e.to_string()))?;
         let (identity, certificate_pem) = fleet
-            .sign(
-                zodex_fleet::Role::Sprite,
-                sprite.name.as_str(),
-                &request_pem,
-            )
+            .sign(role, &name, &request_pem)
             .map_err(|e| Failure::usage(e.to_string()))?;
-        let (principal, now) = (agent.clone(), self.now());
+        let (principal, now) = (member.clone(), self.now());
+        let expires_at = fleet.expiry_from(now);
         let renewed = self
             .core
-            .stored(move |a, s| a.renew_member(s, &principal, &key_sha256, now))
+            .stored(move |a, s| a.renew_member(s, &principal, (&key_sha256, expires_at), now))
             .await?;
         if let Err(refused) = renewed {
             return Err(Failure::new(ErrorKind::Forbidden, refused.to_string()));
         }
-        Ok(Response::ok(serde_json::json!({
-            "certificate_pem": certificate_pem,
-            "ca_pem": fleet.ca_pem(),
-            "identity": identity.uri(),
-        })))
+        Ok(Response::ok(FleetRenewed {
+            certificate_pem,
+            ca_pem: fleet.ca_pem().to_string(),
+            identity: identity.uri(),
+            expires_at,
+        }))
     }
 
     /// Audits a connection refused in its handshake (rate-bounded by the caller).

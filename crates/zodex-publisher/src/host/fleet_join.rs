@@ -57,7 +57,7 @@ fn redeem(
         )
         .map_err(|e| Failure::usage(e.to_string()))?;
     let member = a
-        .join_with_code(s, code_sha256, key_sha256, now)?
+        .join_with_code(s, code_sha256, (key_sha256, fleet.expiry_from(now)), now)?
         .map_err(|e| refused(e.to_string()))?;
     Ok(Response::ok(FleetEnrolled {
         member: member.into(),

@@ -27,6 +27,7 @@ mod coverage;
 mod credential;
 mod failure;
 mod fleet_admin;
+mod fleet_doctor;
 mod fleet_join;
 mod mcp_oauth;
 mod mirror;
@@ -210,7 +211,8 @@ impl Host {
         let fleet = match &config.fleet {
             Some(fleet) => Some(Arc::new(
                 crate::fleet::FleetService::load(fleet)
-                    .map_err(|e| HostError::Config(e.to_string()))?,
+                    .map_err(|e| HostError::Config(e.to_string()))?
+                    .serving(config, core.now()),
             )),
             None => None,
         };

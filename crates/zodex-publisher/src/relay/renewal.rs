@@ -19,10 +19,7 @@ const RETRY: Duration = Duration::from_secs(60);
 /// hand is noticed within this).
 const LOOK_AGAIN: Duration = Duration::from_secs(3600);
 
-/// When the certificate valid from `not_before` to `not_after` is due for renewal.
-pub fn due_at(not_before: i64, not_after: i64) -> i64 {
-    not_before + (not_after - not_before) * 2 / 3
-}
+pub use zodex_fleet::files::renewal_due_at as due_at;
 
 /// Renews the certificate in `dir` whenever it is due, for as long as the relay runs.
 pub async fn keep_renewed(upstream: Arc<Upstream>, dir: PathBuf) {
