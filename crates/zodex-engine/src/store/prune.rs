@@ -50,6 +50,15 @@ pub fn prune_history(
 }
 
 impl Facts<'_> {
+    /// When the oldest audit row was written, and how many rows the audit holds: whether
+    /// anyone prunes it (on PostgreSQL only the database's owner does, `zodex-prd store
+    /// prune`).
+    pub fn audit_extent(&self) -> Result<(Option<i64>, i64)> {
+        self.row("SELECT MIN(at), COUNT(*) FROM audit_events", &[], |r| {
+            Ok((r.get::<Option<i64>>(0)?, r.get::<i64>(1)?))
+        })
+    }
+
     /// Removes what `retention` no longer keeps (within `scope`) and, when anything went,
     /// appends the prune's evidence row as done by `by`. On PostgreSQL an audit prune by a
     /// role other than the database's owner is refused before anything is removed.

@@ -34,8 +34,15 @@ impl Host {
             );
             findings.extend(crate::ground::github_ground(config).await);
         }
-        let rights = self.core.stored(|_, s| s.read(|f| f.role_rights())).await?;
-        findings.extend(rights.map(|r| store_role(&r)));
+        let (rights, extent) = self
+            .core
+            .stored(|_, s| s.read(|f| Ok((f.role_rights()?, f.audit_extent()?))))
+            .await?;
+        if let Some(rights) = rights {
+            findings.push(store_role(&rights));
+            // On PostgreSQL the replicas never prune the audit: only a timer of the owner's.
+            findings.push(audit_pruned(extent, &self.core.settings.limits, now));
+        }
         findings.extend(self.coverage_findings(principal, &fleet, now).await);
         let members = self
             .core
@@ -152,6 +159,37 @@ fn ca_key(path: &std::path::Path) -> Finding {
     }
 }
 
+/// Whether the audit is pruned by its retention: rows well past it (two days' slack, or a
+/// tenth more rows than kept) mean no owner's `store prune` runs.
+fn audit_pruned(
+    (oldest, rows): (Option<i64>, i64),
+    limits: &zodex_config::Limits,
+    now: i64,
+) -> Finding {
+    const DAY: i64 = 24 * 3600;
+    let retention = limits.audit_retention_seconds;
+    let max_rows = i64::try_from(limits.audit_max_rows).unwrap_or(i64::MAX);
+    let age = oldest.map_or(0, |at| now - at);
+    if age <= retention + 2 * DAY && rows <= max_rows.saturating_add(max_rows / 10) {
+        return Finding::ok(
+            "audit-pruned",
+            format!(
+                "the audit holds {rows} rows, the oldest {} days old (kept: {} days, at most {max_rows} rows)",
+                age / DAY,
+                retention / DAY
+            ),
+        );
+    }
+    Finding::fail(
+        "audit-pruned",
+        format!(
+            "the audit holds {rows} rows, the oldest {} days old, past what is kept ({} days, at most {max_rows} rows): nothing prunes it. On PostgreSQL only the database's owner may: run `zodex-prd store prune --config /etc/zodex/zodex.toml --store postgres://OWNER@HOST/DB` daily from a timer on a host with the owner's credentials (docs/deploy.md)",
+            age / DAY,
+            retention / DAY
+        ),
+    )
+}
+
 /// The database role against the rights `store init` gives a publisher.
 fn store_role(rights: &RoleRights) -> Finding {
     if rights.departures.is_empty() {
@@ -171,4 +209,34 @@ fn store_role(rights: &RoleRights) -> Finding {
             rights.departures.join("; ")
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: i64 = 24 * 3600;
+    const LIMITS: zodex_config::Limits = zodex_config::Limits {
+        max_pending_requests: 100,
+        audit_retention_seconds: 90 * DAY,
+        audit_max_rows: 1000,
+        max_request_ttl_seconds: DAY,
+    };
+
+    #[test]
+    fn an_audit_nobody_prunes_is_named_with_the_owners_command() {
+        let now = 1_000 * DAY;
+        assert!(audit_pruned((Some(now - 91 * DAY), 900), &LIMITS, now).ok);
+        assert!(audit_pruned((None, 0), &LIMITS, now).ok);
+        let old = audit_pruned((Some(now - 120 * DAY), 900), &LIMITS, now);
+        assert!(!old.ok);
+        assert!(old.message.contains("120 days old"), "{}", old.message);
+        assert!(
+            old.message.contains("zodex-prd store prune"),
+            "{}",
+            old.message
+        );
+        let many = audit_pruned((Some(now - DAY), 1_200), &LIMITS, now);
+        assert!(!many.ok, "{}", many.message);
+    }
 }
