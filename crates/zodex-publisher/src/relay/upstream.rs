@@ -127,6 +127,17 @@ fn order(home: usize, avoided: &[bool]) -> Vec<usize> {
     fine.into_iter().chain(last).collect()
 }
 
+/// A TLS connector with the member files in `dir`.
+fn connector(dir: &std::path::Path) -> Result<TlsConnector, RelayError> {
+    let config = MemberFiles::read(dir)?.client_config().map_err(|source| {
+        zodex_fleet::FilesError::Fleet {
+            dir: dir.to_path_buf(),
+            source,
+        }
+    })?;
+    Ok(TlsConnector::from(config))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,15 +157,4 @@ mod tests {
         assert_eq!(order(1, &[false, true, false]), [2, 0, 1]);
         assert_eq!(order(0, &[true, true]), [0, 1]);
     }
-}
-
-/// A TLS connector with the member files in `dir`.
-fn connector(dir: &std::path::Path) -> Result<TlsConnector, RelayError> {
-    let config = MemberFiles::read(dir)?.client_config().map_err(|source| {
-        zodex_fleet::FilesError::Fleet {
-            dir: dir.to_path_buf(),
-            source,
-        }
-    })?;
-    Ok(TlsConnector::from(config))
 }
