@@ -4,6 +4,7 @@ use super::{EXIT_FAILURE, EXIT_OK, render};
 use crate::config::Config;
 use crate::publisher::store_admin::{self, ChainReport, DEFAULT_PUBLISHER_ROLE};
 use clap::Subcommand;
+use std::io::Read as _;
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -30,9 +31,14 @@ pub enum StoreCommand {
         url: String,
         #[arg(long)]
         password_file: Option<PathBuf>,
-        /// The role publishers connect as (created if missing, without a password).
+        /// The role publishers connect as (created if missing).
         #[arg(long, default_value = DEFAULT_PUBLISHER_ROLE)]
         role: String,
+        /// Read the role's password on stdin (one line) and set it: the server gets its
+        /// SCRAM-SHA-256 verifier, made here, never the password. Without it the role's
+        /// password (or peer or certificate authentication) is the administrator's to set.
+        #[arg(long)]
+        publisher_password_stdin: bool,
         #[arg(long)]
         json: bool,
     },
@@ -92,8 +98,9 @@ pub fn run(command: StoreCommand) -> i32 {
             url,
             password_file,
             role,
+            publisher_password_stdin,
             json,
-        } => init(url, password_file, role, json),
+        } => init(url, password_file, role, publisher_password_stdin, json),
         StoreCommand::Prune {
             config,
             store,
@@ -220,14 +227,39 @@ fn prune(
     }
 }
 
-fn init(url: String, password_file: Option<PathBuf>, role: String, json: bool) -> i32 {
+fn init(
+    url: String,
+    password_file: Option<PathBuf>,
+    role: String,
+    password_stdin: bool,
+    json: bool,
+) -> i32 {
+    let password = match password_stdin {
+        true => {
+            let mut input = String::new();
+            if let Err(e) = std::io::stdin().take(4096).read_to_string(&mut input) {
+                return super::print_failure(&format!("reading stdin: {e}"), json);
+            }
+            match store_admin::publisher_password(&input) {
+                Ok(password) => Some(password),
+                Err(e) => return super::print_failure(&e, json),
+            }
+        }
+        false => None,
+    };
     let done = store_admin::location_of(&url, password_file.as_deref())
-        .and_then(|location| store_admin::init(&location, &role));
+        .and_then(|location| store_admin::init(&location, &role, password.as_ref()));
     match done {
         Ok(report) if json => super::print_json_ok(&report),
         Ok(report) => {
+            let login = match report.password_set {
+                true => "with the password read on stdin",
+                false => {
+                    "with the password, certificate or peer authentication you give it (or rerun with --publisher-password-stdin)"
+                }
+            };
             println!(
-                "prepared {} (schema {}); publishers connect as role {} (set its password, or its certificate or peer authentication, yourself)",
+                "prepared {} (schema {}); publishers connect as role {} {login}",
                 render::safe(&report.location),
                 report.schema_version,
                 report.publisher_role

@@ -814,3 +814,116 @@ fn a_replicas_database_role_is_checked_against_a_publishers_rights() {
         "{widened:?}"
     );
 }
+
+/// `store init --publisher-password-stdin` on a server of the test's own that asks every role
+/// but its owner for a SCRAM password and logs every statement: the publisher role logs in
+/// with the password read on stdin (not with another, nor none), a second init changes it,
+/// empty input is refused with nothing changed, and the server's log holds the SCRAM verifier
+/// the command computed, never a password.
+#[test]
+fn store_init_sets_the_publisher_password_from_stdin_and_sends_only_its_verifier() {
+    use zodex_store_pg::temp::{TempOptions, TempServer};
+    // Under /tmp: the socket's path must stay short.
+    let dir = tempfile::Builder::new()
+        .prefix("zx-pgpw-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let options = TempOptions {
+        fast: true,
+        port: None,
+    };
+    let server = TempServer::start(dir.path(), options).unwrap();
+    std::fs::write(
+        server.dir().join("data/pg_hba.conf"),
+        "local all zodex trust\nlocal all all scram-sha-256\n",
+    )
+    .unwrap();
+    let owner = PgStore::connect(&PgSettings::new(server.url("postgres")))
+        .unwrap()
+        .backend();
+    owner
+        .batch("ALTER SYSTEM SET log_statement = 'all'")
+        .unwrap();
+    owner.query("SELECT pg_reload_conf()", &[]).unwrap();
+    server.create_database("zodex").unwrap();
+    let owner_url = server.url("zodex");
+    let init = |stdin: &str| {
+        let mut child = Command::new(PRD)
+            .args(["store", "init", "--url", &owner_url])
+            .args(["--publisher-password-stdin", "--json"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.as_bytes()).unwrap();
+        drop(input);
+        Run::from(child.wait_with_output().unwrap())
+    };
+    let login = |password: Option<&str>| {
+        let mut settings = PgSettings::new(server.url_as("zodex_publisher", "zodex"));
+        settings.password = password.map(str::to_owned);
+        PgStore::connect(&settings)
+            .unwrap()
+            .backend()
+            .query("SELECT current_user", &[])
+            .map(|rows| rows[0].get::<String>(0).unwrap())
+    };
+    let roles = || {
+        owner
+            .query(
+                "SELECT count(*) FROM pg_roles WHERE rolname = 'zodex_publisher'",
+                &[],
+            )
+            .unwrap()[0]
+            .get::<i64>(0)
+            .unwrap()
+    };
+
+    // Nothing on stdin: refused, saying what to do, before the database is touched.
+    let refused = init("\n").code(1);
+    assert!(
+        refused.stdout.contains("stdin held no password")
+            && refused.stdout.contains("nothing was changed"),
+        "{} {}",
+        refused.stdout,
+        refused.stderr
+    );
+    assert_eq!(roles(), 0, "no role made on a refusal");
+
+    let first = "first-horse-battery-staple";
+    let run = init(&format!("{first}\n")).ok();
+    assert_eq!(run.json()["result"]["password_set"], true, "{}", run.stdout);
+    assert_eq!(login(Some(first)).unwrap(), "zodex_publisher");
+    assert!(login(Some("not-the-password")).is_err());
+    assert!(login(None).is_err());
+
+    // An empty rerun changes nothing; a rerun with another password sets it.
+    init("").code(1);
+    assert_eq!(login(Some(first)).unwrap(), "zodex_publisher");
+    let second = "second-correct-horse";
+    init(second).ok();
+    assert_eq!(login(Some(second)).unwrap(), "zodex_publisher");
+    assert!(login(Some(first)).is_err());
+
+    // The server saw the verifiers, never a password.
+    let log = std::fs::read_to_string(server.dir().join("server.log")).unwrap();
+    assert_eq!(
+        log.matches("ALTER ROLE zodex_publisher PASSWORD 'SCRAM-SHA-256$4096:")
+            .count(),
+        2,
+        "both statements logged: {log}"
+    );
+    assert!(!log.contains(first) && !log.contains(second), "{log}");
+    let stored = owner
+        .query(
+            "SELECT rolpassword FROM pg_authid WHERE rolname = 'zodex_publisher'",
+            &[],
+        )
+        .unwrap()[0]
+        .get::<String>(0)
+        .unwrap();
+    assert!(stored.starts_with("SCRAM-SHA-256$"), "{stored}");
+}

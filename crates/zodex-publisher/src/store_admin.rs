@@ -36,6 +36,14 @@ pub enum StoreAdminError {
         "the database owner may not create the role {role}: give the owner CREATEROLE (as a superuser: `ALTER ROLE OWNER CREATEROLE`), or create the role first (`CREATE ROLE {role} LOGIN`) and run `zodex-prd store init` again; nothing was changed"
     )]
     CannotCreateRole { role: String },
+    #[error(
+        "the database owner may not set the password of role {role}: give the owner CREATEROLE (and, from PostgreSQL 16, ADMIN OPTION on {role}), or set it as a superuser with psql's `\\password {role}`; nothing was changed"
+    )]
+    CannotSetPassword { role: String },
+    #[error(
+        "--publisher-password-stdin: {0}; pipe the password in, e.g. `printf '%s' \"$PASSWORD\" | zodex-prd store init --url … --publisher-password-stdin`; nothing was changed"
+    )]
+    Password(&'static str),
 }
 
 /// The store a copy reads: an SQLite source must exist (opening one would make it, empty).
@@ -260,6 +268,8 @@ pub struct InitReport {
     pub location: String,
     pub schema_version: i64,
     pub publisher_role: String,
+    /// Whether the role's password was set (from stdin).
+    pub password_set: bool,
 }
 
 /// Prepares a PostgreSQL database for publishers, connected as its owner: brings the schema
@@ -267,29 +277,70 @@ pub struct InitReport {
 /// publisher needs — every table's rows, but on the audit only appending: INSERT and SELECT on
 /// `audit_events`, and on `audit_chains` SELECT and UPDATE of the head alone (the database's
 /// triggers let it move a head only one row on, to the row it appended). Pruning the audit is
-/// the owner's (`store prune`). The role logs in with the password or authentication the
-/// database administrator gives it; `store init` sets none.
-pub fn init(location: &StoreLocation, role: &str) -> Result<InitReport, StoreAdminError> {
+/// the owner's (`store prune`). With `password` (see [`publisher_password`]) the role logs in
+/// with it: the role gets its SCRAM-SHA-256 verifier, computed here, so the password itself
+/// never reaches the server (nor its statement log); without, the role keeps the password or
+/// authentication the database administrator gave it.
+pub fn init(
+    location: &StoreLocation,
+    role: &str,
+    password: Option<&PublisherPassword>,
+) -> Result<InitReport, StoreAdminError> {
     if !valid_role(role) {
         return Err(StoreAdminError::Role(role.into()));
     }
     if let StoreLocation::Sqlite(path) = location {
         return Err(StoreAdminError::NotPostgres(path.display().to_string()));
     }
+    let verifier = password.map(|p| zodex_store_pg::scram_verifier(&p.0));
     let mut store = open_store(location)?;
-    store.administer(&grants_sql(role)).map_err(|e| {
-        // PostgreSQL says "permission denied to create role" to an owner without CREATEROLE.
-        if e.to_string().contains("permission denied to create role") {
-            StoreAdminError::CannotCreateRole { role: role.into() }
-        } else {
-            e.into()
-        }
-    })?;
+    // One transaction: a role made but left without its password is never committed.
+    store
+        .administer(&grants_sql(role, verifier.as_deref()))
+        .map_err(|e| {
+            let said = e.to_string();
+            // PostgreSQL says "permission denied to create role" to an owner without
+            // CREATEROLE, and "permission denied to alter role" when it may not change this one.
+            if said.contains("permission denied to create role") {
+                StoreAdminError::CannotCreateRole { role: role.into() }
+            } else if said.contains("permission denied to alter role") {
+                StoreAdminError::CannotSetPassword { role: role.into() }
+            } else {
+                e.into()
+            }
+        })?;
     Ok(InitReport {
         location: store.describe(),
         schema_version: store.schema_version()?,
         publisher_role: role.into(),
+        password_set: password.is_some(),
     })
+}
+
+/// The publisher role's password as `store init` takes it: never shown (no `Debug` of its
+/// text), one non-empty line.
+pub struct PublisherPassword(String);
+
+impl std::fmt::Debug for PublisherPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PublisherPassword(..)")
+    }
+}
+
+/// The password read on stdin: surrounding whitespace (the newline `echo` adds) is not part of
+/// it, as `install --service` trims the `store_password` it writes for the replicas; empty
+/// input or more than one line is refused.
+pub fn publisher_password(input: &str) -> Result<PublisherPassword, StoreAdminError> {
+    let line = input.trim();
+    if line.is_empty() {
+        return Err(StoreAdminError::Password("stdin held no password"));
+    }
+    if line.contains(['\n', '\r', '\0']) {
+        return Err(StoreAdminError::Password(
+            "the password must be one line, without NUL",
+        ));
+    }
+    Ok(PublisherPassword(line.to_owned()))
 }
 
 fn valid_role(role: &str) -> bool {
@@ -299,8 +350,16 @@ fn valid_role(role: &str) -> bool {
         && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
 }
 
-/// The role and its rights. `role` is checked to be a plain lower-case name (no quoting needed).
-fn grants_sql(role: &str) -> String {
+/// The role, its rights and (given its SCRAM verifier) its password. `role` is checked to be a
+/// plain lower-case name (no quoting needed); a verifier holds no quote (checked here too).
+fn grants_sql(role: &str, verifier: Option<&str>) -> String {
+    let password = match verifier {
+        Some(v) if v.starts_with("SCRAM-SHA-256$") && !v.contains(['\'', '\\']) => {
+            format!("\n         ALTER ROLE {role} PASSWORD '{v}';")
+        }
+        Some(_) => unreachable!("a SCRAM verifier is base64, digits, `$` and `:`"),
+        None => String::new(),
+    };
     format!(
         "DO $$ BEGIN
              IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN
@@ -313,6 +372,35 @@ fn grants_sql(role: &str) -> String {
          REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON audit_chains FROM {role};
          GRANT UPDATE (head_seq, head_link) ON audit_chains TO {role};
          REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON zodex_schema FROM {role};
-         GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};"
+         GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};{password}"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_statement_carries_the_verifier_never_the_password() {
+        let password = publisher_password("correct horse battery\n").unwrap();
+        assert!(!format!("{password:?}").contains("horse"));
+        let verifier = zodex_store_pg::scram_verifier(&password.0);
+        let sql = grants_sql("zodex_publisher", Some(&verifier));
+        assert!(!sql.contains("horse"), "{sql}");
+        assert!(
+            sql.contains(&format!(
+                "ALTER ROLE zodex_publisher PASSWORD '{verifier}';"
+            )),
+            "{sql}"
+        );
+        assert!(!grants_sql("zodex_publisher", None).contains("PASSWORD"));
+    }
+
+    #[test]
+    fn an_empty_or_multi_line_password_is_refused() {
+        for input in ["", "\n", "  \r\n", "one\ntwo"] {
+            let err = publisher_password(input).unwrap_err().to_string();
+            assert!(err.contains("nothing was changed"), "{input:?}: {err}");
+        }
+    }
 }

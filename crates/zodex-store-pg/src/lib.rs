@@ -34,6 +34,15 @@ use zodex_sql::SqlError;
 
 pub use backend::{PgBackend, WRITE_LOCK_KEY};
 
+/// A role's password as PostgreSQL stores it (`SCRAM-SHA-256$4096:SALT$STOREDKEY:SERVERKEY`,
+/// with a fresh random salt), made here so that `ALTER ROLE … PASSWORD '…'` carries only the
+/// verifier: the password itself never reaches the server, its statement log or
+/// `pg_stat_activity` (psql's `\password` does the same). The verifier holds only base64
+/// characters, digits, `$` and `:`, so it needs no quoting in a string literal.
+pub fn scram_verifier(password: &str) -> String {
+    postgres_protocol::password::scram_sha_256(password.as_bytes())
+}
+
 /// How to reach the database. The password is kept apart from the URL so it can come from a
 /// file or the environment; it is never logged nor put in an error message.
 #[derive(Clone)]
