@@ -36,6 +36,10 @@ pub(super) enum FleetCommand {
     /// registers the fleet. The code pins the fleet's CA: only that fleet's service is sent
     /// the code.
     Join(JoinArgs),
+    /// The fleet's service: a further replica installed over its exec transport, the fleet's
+    /// CA carried from a replica already running (docs/fleet.md).
+    #[command(subcommand)]
+    Service(super::fleet_service::FleetServiceCommand),
     /// Install and enrol a registered sprite through its exec transport: the sprite side
     /// without App keys (the relay as the publisher user), its key made there, its request
     /// signed by the service, the round trip proven (docs/fleet.md).
@@ -160,6 +164,7 @@ pub(super) fn run(target: &FleetTarget, command: FleetCommand, registry: &Regist
         FleetCommand::Operator(command) => operator(target, command, registry),
         FleetCommand::Join(args) => join(target, registry, args),
         FleetCommand::Enroll(args) => enroll(target, registry, args),
+        FleetCommand::Service(command) => super::fleet_service::run(command, registry, json),
         FleetCommand::Remove { sprite } => send(
             target,
             registry,

@@ -9,6 +9,7 @@ pub mod credential_helper;
 pub mod dev;
 pub mod fleet;
 mod fleet_mcp;
+mod fleet_service;
 pub mod github_args;
 pub mod local;
 pub mod pipe;

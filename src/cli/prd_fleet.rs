@@ -21,6 +21,27 @@ pub enum FleetCommand {
         #[arg(long)]
         json: bool,
     },
+    /// On a replica's host (as root or the publisher user): print the fleet's CA, its
+    /// certificate and its key, as one JSON object `{"fleet_ca": {"certificate_pem": …,
+    /// "key_pem": …}}` for the next replica's `zodex-prd install --service --keys-stdin`.
+    /// The key is the fleet's whole authority: pipe it, never to a terminal or a file.
+    ExportCa {
+        /// The replica's configuration (its `[fleet]` names the CA's directory).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Install in DIR the fleet's CA exported from another replica (`fleet export-ca`'s JSON on
+    /// stdin), as `fleet init` writes a new one (`ca.key` this user's, 0600). Refused unless it
+    /// is fleet NAME's CA with its own key; a DIR holding it already is left alone, and one
+    /// holding another CA is refused, changing nothing.
+    ImportCa {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// On a sprite: make its key in DIR (0600; kept if there) and print a certificate request
     /// for it, which enrolment sends to the service. The key never leaves DIR.
     Request {
@@ -60,6 +81,8 @@ pub fn run(command: FleetCommand) -> i32 {
                 Err(e) => print_failure(&e, json),
             }
         }
+        FleetCommand::ExportCa { config } => export_ca(config),
+        FleetCommand::ImportCa { dir, name, json } => import_ca(&dir, &name, json),
         FleetCommand::Request { dir, fleet, sprite } => {
             match crate::publisher::relay::request(&dir, &fleet, &sprite) {
                 Ok(pem) => {
@@ -97,6 +120,79 @@ pub fn run(command: FleetCommand) -> i32 {
                 Err(e) => print_failure(&e, json),
             }
         }
+    }
+}
+
+/// `fleet export-ca`: the CA as JSON on stdout, which must not be a terminal.
+fn export_ca(config: Option<PathBuf>) -> i32 {
+    use std::io::IsTerminal as _;
+    if std::io::stdout().is_terminal() {
+        return print_failure(
+            &"stdout is a terminal, and the CA's key would be shown there: pipe it into the next replica's install, e.g. `ssh root@svc1 zodex-prd fleet export-ca | ssh root@svc2 zodex-prd install --fleet NAME --service … --keys-stdin`, or let `zodex fleet service add` carry it",
+            false,
+        );
+    }
+    let config = match Config::load(&Config::resolve_path(config.as_deref())) {
+        Ok(config) => config,
+        Err(e) => return print_failure(&e, false),
+    };
+    let Some(fleet) = &config.fleet else {
+        return print_failure(
+            &"this configuration has no [fleet]: run export-ca on a replica of the fleet's service",
+            false,
+        );
+    };
+    match crate::publisher::fleet::FleetService::export(fleet) {
+        Ok((certificate_pem, key_pem)) => {
+            let transfer = crate::publisher::fleet::FleetCaTransfer {
+                certificate_pem,
+                key_pem,
+            };
+            println!("{}", serde_json::json!({ "fleet_ca": transfer }));
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, false),
+    }
+}
+
+/// `fleet import-ca`: the CA `export-ca` printed, on stdin, into DIR.
+fn import_ca(dir: &std::path::Path, name: &str, json: bool) -> i32 {
+    let mut input = String::new();
+    if let Err(e) = std::io::stdin().take(1 << 20).read_to_string(&mut input) {
+        return print_failure(&format!("reading stdin: {e}"), json);
+    }
+    let transfer = match crate::publisher::fleet::FleetCaTransfer::from_json(&input) {
+        Ok(transfer) => transfer,
+        Err(e) => return print_failure(&e, json),
+    };
+    let done = crate::publisher::fleet::FleetService::import(
+        dir,
+        name,
+        &transfer.certificate_pem,
+        &transfer.key_pem,
+    );
+    use crate::publisher::fleet::Imported;
+    match done {
+        Ok(imported) if json => print_json_ok(serde_json::json!({
+            "fleet": name,
+            "ca_dir": dir,
+            "written": imported == Imported::Written,
+        })),
+        Ok(Imported::Written) => {
+            println!(
+                "installed fleet {name}'s CA in {} (ca.key 0600, this user's)",
+                dir.display()
+            );
+            EXIT_OK
+        }
+        Ok(Imported::AlreadyThere) => {
+            println!(
+                "{} holds fleet {name}'s CA already; nothing changed",
+                dir.display()
+            );
+            EXIT_OK
+        }
+        Err(e) => print_failure(&e, json),
     }
 }
 

@@ -10,7 +10,8 @@ use crate::FleetError;
 use crate::identity::{Identity, Name, Role};
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
-    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, PublicKeyData,
+    SanType,
 };
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -64,6 +65,54 @@ impl FleetCa {
             key_pem: key_pem.to_owned(),
             issuer,
         })
+    }
+
+    /// The CA of `fleet` carried from another of its replicas (`zodex-prd fleet export-ca`):
+    /// as [`FleetCa::load`], and refused unless the certificate is a CA's, names `fleet` as
+    /// [`FleetCa::create`] names it, and certifies `key_pem`'s key — so a replica never signs
+    /// with a key its members' trusted certificate does not hold, nor for another fleet.
+    pub fn import(fleet: &Name, cert_pem: &str, key_pem: &str) -> Result<FleetCa, FleetError> {
+        let ca = Self::load(fleet, cert_pem, key_pem)?;
+        let der = crate::tls::certificates(cert_pem)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| FleetError::BadCertificate("no certificate in it".into()))?;
+        let (_, cert) = x509_parser::parse_x509_certificate(&der)
+            .map_err(|e| FleetError::BadCertificate(e.to_string()))?;
+        if !cert.is_ca() {
+            return Err(FleetError::BadCertificate("it is not a CA's".into()));
+        }
+        let subject = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .unwrap_or_default();
+        let named = subject
+            .strip_prefix("zodex fleet ")
+            .and_then(|rest| rest.strip_suffix(" CA"))
+            .unwrap_or(subject);
+        if named != fleet.as_str() {
+            return Err(FleetError::OtherFleet(named.to_owned()));
+        }
+        let key = KeyPair::from_pem(key_pem).map_err(|_| FleetError::BadKey)?;
+        if cert.tbs_certificate.subject_pki.raw != key.subject_public_key_info().as_slice() {
+            return Err(FleetError::BadCertificate(
+                "the key given with it is not the key it certifies".into(),
+            ));
+        }
+        Ok(ca)
+    }
+
+    /// Whether `cert_pem` is this CA's certificate (the same DER, however the PEM is wrapped).
+    pub fn is_certificate(&self, cert_pem: &str) -> bool {
+        match (
+            crate::tls::certificates(&self.cert_pem),
+            crate::tls::certificates(cert_pem),
+        ) {
+            (Ok(ours), Ok(theirs)) => ours == theirs,
+            _ => false,
+        }
     }
 
     pub fn fleet(&self) -> &Name {

@@ -251,3 +251,30 @@ fn debug_output_never_shows_a_key() {
     let shown = format!("{:?} {:?}", acme.ca, MemberKey::generate().unwrap());
     assert!(!shown.contains("PRIVATE KEY"), "{shown}");
 }
+
+/// A CA carried to another replica: taken when it is this fleet's and its key is the one its
+/// certificate holds; refused for another fleet's CA or a key of another CA.
+#[test]
+fn an_imported_ca_must_be_this_fleets_with_its_own_key() {
+    let acme = Name::parse("acme").unwrap();
+    let ca = FleetCa::create(&acme).unwrap();
+    let carried = FleetCa::import(&acme, ca.cert_pem(), ca.key_pem()).unwrap();
+    assert!(carried.is_certificate(ca.cert_pem()));
+    let other = FleetCa::create(&acme).unwrap();
+    assert!(!carried.is_certificate(other.cert_pem()));
+    let err = FleetCa::import(&acme, ca.cert_pem(), other.key_pem())
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("not the key it certifies"),
+        "{err}"
+    );
+    let globex = Name::parse("globex").unwrap();
+    let err = FleetCa::import(&globex, ca.cert_pem(), ca.key_pem())
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, FleetError::OtherFleet(ref f) if f == "acme"),
+        "{err}"
+    );
+}

@@ -14,6 +14,7 @@ use nix::unistd::{Gid, Uid};
 use serde::Deserialize;
 use std::path::PathBuf;
 use zodex_config::{Config, FleetConfig, StoreConfig};
+use zodex_publisher::fleet::FleetCaTransfer;
 
 /// What makes an install a fleet service host's.
 #[derive(Debug, Clone)]
@@ -31,7 +32,8 @@ pub struct ServiceInstall {
 }
 
 /// What a service install reads on stdin (`--keys-stdin`): one JSON object, every field
-/// optional; the App keys as a sprite's install takes them, and the store's password.
+/// optional; the App keys as a sprite's install takes them, the store's password, and the
+/// fleet's CA carried from another replica (`zodex-prd fleet export-ca`'s `fleet_ca`).
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceSecrets {
@@ -41,6 +43,8 @@ pub struct ServiceSecrets {
     pub reader_key: Option<String>,
     #[serde(default)]
     pub store_password: Option<String>,
+    #[serde(default)]
+    pub fleet_ca: Option<FleetCaTransfer>,
 }
 
 impl std::fmt::Debug for ServiceSecrets {
@@ -67,6 +71,9 @@ pub(super) async fn run(
 ) -> Result<InstallReport, InstallError> {
     let layout = Layout::under(&options.prefix);
     check(options, service)?;
+    if let Some(carried) = &secrets.fleet_ca {
+        check_carried_ca(&layout, service, carried)?;
+    }
     let keys = match (secrets.writer_key, secrets.reader_key) {
         (Some(writer_key), Some(reader_key)) => Some(KeyUpload {
             writer_key,
@@ -124,7 +131,13 @@ pub(super) async fn run(
         )));
     }
     system::ensure_copy(&from, &layout.binary("zodex-prd"), &mut steps)?;
-    ensure_ca(&layout, service, &publisher, &mut steps)?;
+    ensure_ca(
+        &layout,
+        service,
+        &publisher,
+        secrets.fleet_ca.as_ref(),
+        &mut steps,
+    )?;
     // The service proves its policies as it starts, as a sprite's publisher does.
     let solver = super::ensure_solver(&layout, &mut steps);
 
@@ -292,12 +305,40 @@ fn store_password(
     }
 }
 
-/// The fleet's CA: made by the publisher user (`zodex-prd fleet init`) when absent, so root
-/// never writes its key; when present, its key is made the publisher's and 0600 again.
+/// A CA carried from another replica, checked before anything changes: this fleet's, its key
+/// the one its certificate holds, and the CA directory holding no other CA (a host already
+/// of another fleet, or of this one with a CA of its own, is not silently switched).
+fn check_carried_ca(
+    layout: &Layout,
+    service: &ServiceInstall,
+    carried: &FleetCaTransfer,
+) -> Result<(), InstallError> {
+    let refused = |e: &dyn std::fmt::Display| {
+        InstallError::Failed(format!("fleet_ca: {e}; nothing was changed"))
+    };
+    let fleet = zodex_fleet::Name::parse(&service.fleet).map_err(|e| refused(&e))?;
+    let ca = zodex_fleet::FleetCa::import(&fleet, &carried.certificate_pem, &carried.key_pem)
+        .map_err(|e| refused(&e))?;
+    let dir = ca_dir(layout);
+    match std::fs::read_to_string(dir.join("ca.pem")) {
+        Ok(there) if !ca.is_certificate(&there) => Err(InstallError::Failed(
+            zodex_publisher::fleet::FleetSetupError::OtherCa { dir }.to_string(),
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(InstallError::step(format!("reading {}", dir.display()), e)),
+    }
+}
+
+/// The fleet's CA: when absent, written by the publisher user — carried from another replica
+/// (`zodex-prd fleet import-ca`, the CA given on stdin) or made anew (`zodex-prd fleet init`)
+/// — so root never writes its key; when present (checked to be the CA given, if one was), its
+/// key is made the publisher's and 0600 again.
 fn ensure_ca(
     layout: &Layout,
     service: &ServiceInstall,
     publisher: &nix::unistd::User,
+    carried: Option<&FleetCaTransfer>,
     steps: &mut Steps,
 ) -> Result<(), InstallError> {
     let dir = ca_dir(layout);
@@ -305,13 +346,38 @@ fn ensure_ca(
     let key = dir.join("ca.key");
     if dir.join("ca.pem").is_file() && key.is_file() {
         let changed = system::set_owner_mode(&key, publisher.uid, publisher.gid, 0o600)?;
-        steps.record(format!("fleet CA {} kept", dir.display()), changed);
+        let kept = match carried {
+            Some(_) => format!("fleet CA {} kept: it is the CA given", dir.display()),
+            None => format!("fleet CA {} kept", dir.display()),
+        };
+        steps.record(kept, changed);
         return Ok(());
     }
     let text = dir.display().to_string();
     let args = ["fleet", "init", "--dir", &text, "--name", &service.fleet];
-    super::relay::as_publisher(layout, publisher, &args, None)?;
-    steps.record(format!("fleet CA {} made", dir.display()), true);
+    match carried {
+        Some(carried) => {
+            let input = serde_json::to_vec(&serde_json::json!({ "fleet_ca": carried }))
+                .map_err(|e| InstallError::Failed(format!("fleet_ca: {e}")))?;
+            let args = [
+                "fleet",
+                "import-ca",
+                "--dir",
+                &text,
+                "--name",
+                &service.fleet,
+            ];
+            super::relay::as_publisher(layout, publisher, &args, Some(&input))?;
+            steps.record(
+                format!("fleet CA {} carried in from another replica", dir.display()),
+                true,
+            );
+        }
+        None => {
+            super::relay::as_publisher(layout, publisher, &args, None)?;
+            steps.record(format!("fleet CA {} made", dir.display()), true);
+        }
+    }
     Ok(())
 }
 

@@ -9,6 +9,7 @@
 
 mod answer;
 mod fleet_sprite;
+mod service_replica;
 
 use super::registry::{Registry, SpriteEntry};
 use super::remote::{Reach, Stdin};
@@ -16,6 +17,7 @@ pub use answer::SpriteAnswerError;
 use answer::{envelope, expect_json, typed};
 pub use fleet_sprite::{FleetSpriteInstall, FleetSpriteReport, enroll_and_install};
 use serde::Serialize;
+pub use service_replica::{ServiceReplicaAdd, add_service_replica, secrets_from};
 use std::path::{Path, PathBuf};
 use zodex_install::doctor::{DoctorReport, coverage_finding};
 use zodex_install::layout::{Layout, SPRITE_BINARIES};

@@ -36,11 +36,86 @@ pub enum FleetSetupError {
         dir: PathBuf,
         source: zodex_fleet::FleetError,
     },
+    #[error(
+        "{dir} holds another CA than the one given: this host is already a replica of another fleet (or of this one with another CA); nothing was changed. Carry the CA from a replica of the fleet you mean, or remove {dir} if nothing trusts it"
+    )]
+    OtherCa { dir: PathBuf },
     #[error("cannot write the fleet's CA in {dir}: {source}")]
     Write {
         dir: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// The fleet's CA as it passes from one replica to the next: `zodex-prd fleet export-ca`
+/// prints it as `{"fleet_ca": …}`, `install --service --keys-stdin` and `fleet import-ca` read
+/// it. Its `Debug` shows neither field.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetCaTransfer {
+    pub certificate_pem: String,
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for FleetCaTransfer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FleetCaTransfer(..)")
+    }
+}
+
+impl FleetCaTransfer {
+    /// `export-ca`'s output (`{"fleet_ca": {…}}`), or the object inside it.
+    pub fn from_json(input: &str) -> Result<Self, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Wrapped {
+            fleet_ca: FleetCaTransfer,
+        }
+        let wrong = |e: serde_json::Error| {
+            // serde's message names the field at fault, never a value.
+            format!(
+                "stdin is not `zodex-prd fleet export-ca`'s JSON ({{\"fleet_ca\": {{\"certificate_pem\": …, \"key_pem\": …}}}}): {e}"
+            )
+        };
+        match serde_json::from_str::<Wrapped>(input) {
+            Ok(wrapped) => Ok(wrapped.fleet_ca),
+            Err(_) => serde_json::from_str::<FleetCaTransfer>(input).map_err(wrong),
+        }
+    }
+}
+
+/// What [`FleetService::import`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Imported {
+    /// The CA's files were written.
+    Written,
+    /// The directory held this CA already; nothing changed.
+    AlreadyThere,
+}
+
+/// `ca.pem` and `ca.key` (0600, created with that mode) of `ca` in `dir` (made 0700 if
+/// missing); never over files that are there.
+fn write_new(dir: &Path, ca: &FleetCa) -> Result<(), FleetSetupError> {
+    let write_err = |source| FleetSetupError::Write {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(dir)
+        .map_err(write_err)?;
+    let create = |file: &str, mode: u32, text: &str| {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(dir.join(file))
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+    };
+    create("ca.key", 0o600, ca.key_pem()).map_err(write_err)?;
+    create("ca.pem", 0o644, ca.cert_pem()).map_err(write_err)?;
+    Ok(())
 }
 
 /// The service's signing side, and what this replica saw of the members.
@@ -152,32 +227,60 @@ impl FleetService {
     /// Makes a new CA for `fleet` in `dir` (`ca.pem`, and `ca.key` with mode 0600); refuses to
     /// replace one that is there.
     pub fn init(dir: &Path, fleet: &str) -> Result<(), FleetSetupError> {
-        let write_err = |source| FleetSetupError::Write {
-            dir: dir.to_path_buf(),
-            source,
-        };
         let fleet_err = |source| FleetSetupError::Fleet {
             dir: dir.to_path_buf(),
             source,
         };
         let name = Name::parse(fleet).map_err(fleet_err)?;
         let ca = FleetCa::create(&name).map_err(fleet_err)?;
-        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
-            .create(dir)
-            .map_err(write_err)?;
-        let create = |file: &str, mode: u32, text: &str| {
-            use std::io::Write as _;
-            use std::os::unix::fs::OpenOptionsExt as _;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .open(dir.join(file))
-                .and_then(|mut f| f.write_all(text.as_bytes()))
+        write_new(dir, &ca)
+    }
+
+    /// Installs in `dir` the CA of `fleet` carried from another of its replicas (`zodex-prd
+    /// fleet export-ca`), as [`init`](Self::init) writes a new one: `ca.key` 0600 from its
+    /// first byte, this user's. Checked first (this fleet's, its key the one its certificate
+    /// holds); a directory already holding this CA is left as it is, and one holding another
+    /// is refused with nothing changed.
+    pub fn import(
+        dir: &Path,
+        fleet: &str,
+        cert_pem: &str,
+        key_pem: &str,
+    ) -> Result<Imported, FleetSetupError> {
+        let fleet_err = |source| FleetSetupError::Fleet {
+            dir: dir.to_path_buf(),
+            source,
         };
-        create("ca.key", 0o600, ca.key_pem()).map_err(write_err)?;
-        create("ca.pem", 0o644, ca.cert_pem()).map_err(write_err)?;
-        Ok(())
+        let name = Name::parse(fleet).map_err(fleet_err)?;
+        let ca = FleetCa::import(&name, cert_pem, key_pem).map_err(fleet_err)?;
+        match std::fs::read_to_string(dir.join("ca.pem")) {
+            Ok(there) if ca.is_certificate(&there) => return Ok(Imported::AlreadyThere),
+            Ok(_) => {
+                return Err(FleetSetupError::OtherCa {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(FleetSetupError::Read {
+                    path: dir.join("ca.pem"),
+                    dir: dir.to_path_buf(),
+                    source,
+                });
+            }
+        }
+        write_new(dir, &ca)?;
+        Ok(Imported::Written)
+    }
+
+    /// The CA's certificate and key (PEM), for `zodex-prd fleet export-ca`: read as
+    /// [`load`](Self::load) reads them, so an exposed key is refused here too.
+    pub fn export(config: &FleetConfig) -> Result<(String, String), FleetSetupError> {
+        let service = Self::load(config)?;
+        Ok((
+            service.ca.cert_pem().to_owned(),
+            service.ca.key_pem().to_owned(),
+        ))
     }
 
     pub fn fleet(&self) -> &Name {

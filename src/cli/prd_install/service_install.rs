@@ -19,7 +19,7 @@ pub(super) fn install_service(args: InstallArgs) -> i32 {
             Ok(secrets) => secrets,
             Err(_) => {
                 eprintln!(
-                    "error: --keys-stdin on a service expects one JSON object {{\"writer_key\": PEM, \"reader_key\": PEM, \"store_password\": TEXT}} (each optional)"
+                    "error: --keys-stdin on a service expects one JSON object {{\"writer_key\": PEM, \"reader_key\": PEM, \"store_password\": TEXT, \"fleet_ca\": {{\"certificate_pem\": PEM, \"key_pem\": PEM}}}} (each optional; fleet_ca as another replica's `zodex-prd fleet export-ca` prints it)"
                 );
                 return EXIT_USAGE;
             }
