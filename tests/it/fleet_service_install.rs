@@ -419,6 +419,23 @@ fn the_second_replica_carries_the_first_ones_ca_and_accepts_its_operators() {
             .unwrap(),
     )
     .ok();
+    // The publisher user may export it too (with the binary installed there), and gets the
+    // same CA.
+    let publisher1 = nix::unistd::User::from_name(&accounts1.publisher)
+        .unwrap()
+        .unwrap();
+    let as_publisher = Run::from(
+        Command::new("setpriv")
+            .arg(format!("--reuid={}", publisher1.uid))
+            .arg(format!("--regid={}", publisher1.gid))
+            .arg("--clear-groups")
+            .arg(svc1.join("usr/local/bin/zodex-prd"))
+            .args(["fleet", "export-ca", "--config", &config1])
+            .output()
+            .unwrap(),
+    )
+    .ok();
+    assert_eq!(as_publisher.stdout, exported.stdout);
     let mut secrets: serde_json::Value = serde_json::from_str(&exported.stdout).unwrap();
     assert_eq!(secrets.as_object().unwrap().len(), 1, "{}", exported.stdout);
     secrets["store_password"] = "pw".into();

@@ -332,6 +332,49 @@ impl FleetService {
 mod tests {
     use super::*;
 
+    /// A CA carried in: written as `init` writes one (key 0600); the same CA again changes
+    /// nothing; another CA, or another fleet's, is refused and the files stay as they were.
+    #[test]
+    fn import_writes_a_carried_ca_once_and_refuses_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        FleetService::init(&first, "acme").unwrap();
+        let read = |dir: &Path, file: &str| std::fs::read_to_string(dir.join(file)).unwrap();
+        let (cert, key) = (read(&first, "ca.pem"), read(&first, "ca.key"));
+        let imported = FleetService::import(&second, "acme", &cert, &key).unwrap();
+        assert_eq!(imported, Imported::Written);
+        assert_eq!(
+            (read(&second, "ca.pem"), read(&second, "ca.key")),
+            (cert.clone(), key.clone())
+        );
+        let mode = std::fs::metadata(second.join("ca.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = FleetService::import(&second, "acme", &cert, &key).unwrap();
+        assert_eq!(again, Imported::AlreadyThere);
+
+        let other = dir.path().join("other");
+        FleetService::init(&other, "acme").unwrap();
+        let err = FleetService::import(
+            &second,
+            "acme",
+            &read(&other, "ca.pem"),
+            &read(&other, "ca.key"),
+        )
+        .unwrap_err();
+        assert!(matches!(err, FleetSetupError::OtherCa { .. }), "{err}");
+        let err =
+            FleetService::import(&dir.path().join("fresh"), "globex", &cert, &key).unwrap_err();
+        assert!(err.to_string().contains("fleet \"acme\""), "{err}");
+        assert!(!dir.path().join("fresh").exists());
+        assert_eq!(
+            (read(&second, "ca.pem"), read(&second, "ca.key")),
+            (cert, key)
+        );
+    }
+
     #[test]
     fn init_makes_a_private_key_and_load_refuses_an_exposed_one() {
         let dir = tempfile::tempdir().unwrap();
