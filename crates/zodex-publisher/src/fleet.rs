@@ -72,7 +72,13 @@ impl FleetCaTransfer {
             fleet_ca: FleetCaTransfer,
         }
         let wrong = |e: serde_json::Error| {
-            // serde's message names the field at fault, never a value.
+            // Only serde's messages that name a field: its others may quote a value, which
+            // here could be the key.
+            let said = e.to_string();
+            let e = match said.starts_with("unknown field") || said.starts_with("missing field") {
+                true => said,
+                false => format!("line {}, column {}", e.line(), e.column()),
+            };
             format!(
                 "stdin is not `zodex-prd fleet export-ca`'s JSON ({{\"fleet_ca\": {{\"certificate_pem\": …, \"key_pem\": …}}}}): {e}"
             )
@@ -368,6 +374,11 @@ mod tests {
         let err =
             FleetService::import(&dir.path().join("fresh"), "globex", &cert, &key).unwrap_err();
         assert!(err.to_string().contains("fleet \"acme\""), "{err}");
+        // A message about what stdin held never quotes it.
+        let err = FleetCaTransfer::from_json(&serde_json::to_string(&key).unwrap()).unwrap_err();
+        assert!(!err.contains("PRIVATE"), "{err}");
+        let err = FleetCaTransfer::from_json(r#"{"certificate_pem": "x"}"#).unwrap_err();
+        assert!(err.contains("missing field `key_pem`"), "{err}");
         assert!(!dir.path().join("fresh").exists());
         assert_eq!(
             (read(&second, "ca.pem"), read(&second, "ca.key")),
