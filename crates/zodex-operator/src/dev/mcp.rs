@@ -106,9 +106,12 @@ pub(super) fn start_mcp(
         .map_err(io("cannot write mcp-url"))?;
     file.write_all(format!("{url}\n").as_bytes())
         .map_err(io("cannot write mcp-url"))?;
+    // Ready when it answers on its port while it runs: a `zodex-agent serve` that could not
+    // bind the port (taken since it was chosen) has exited, and what answers there is another
+    // process, so that is said at once, not waited out.
     let start = Instant::now();
-    while !health_ok(&listen) {
-        if start.elapsed() > Duration::from_secs(10) {
+    while !(health_ok(&listen) && super::process::alive(pid)) {
+        if start.elapsed() > Duration::from_secs(10) || !super::process::alive(pid) {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             return Err(DevError::NotReady { log, tail: text });
         }
