@@ -137,12 +137,15 @@ mod tests {
         std::fs::write(&pid_file, child.id().to_string()).unwrap();
         assert_eq!(running_pid(&pid_file), Some(child.id() as i32));
         child.kill().unwrap();
-        // Not reaped yet: a zombie until `wait`.
-        let zombie = (0..200).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            is_zombie(child.id() as i32)
-        });
-        assert!(zombie, "the killed child never showed as a zombie");
+        // Not reaped yet: a zombie until `wait`. `waitid` with WNOWAIT returns once it has
+        // died and leaves it unreaped, so this waits for the death itself, not for a time.
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::wait::waitid(
+            nix::sys::wait::Id::Pid(pid),
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        )
+        .unwrap();
+        assert!(is_zombie(pid.as_raw()), "the killed child is a zombie");
         assert_eq!(running_pid(&pid_file), None);
         child.wait().unwrap();
         assert_eq!(running_pid(&pid_file), None);

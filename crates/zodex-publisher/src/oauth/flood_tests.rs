@@ -174,6 +174,7 @@ async fn approve_on_another_process_waits_for_the_page_and_names_its_client() {
     let approve = other.decide("operator:uid:0".parse().unwrap(), &code, true, NOW + 1);
     let poll = async {
         loop {
+            // The page's pace: it asks for its status every so often, as a browser's does.
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             let s = f.status(&secret, NOW + 1).await;
             if s["state"] != "waiting" {
