@@ -222,7 +222,6 @@ pub fn up(dir: &Path, registry: &Registry, on_postgres: bool) -> Result<DevInsta
     wait_ready(&sprite, &log, Duration::from_secs(10))?;
     let (mcp_url, agent_pid) = mcp::start_mcp(
         &mcp::McpFiles::of_sprite(&dir),
-        &config,
         &config_path,
         mcp::key_through(&sprite),
     )?;

@@ -382,27 +382,43 @@ fn start_sprite_mcp(
         .mcp
         .as_ref()
         .expect("the sprite's [mcp] was set above");
-    let request = AdminRequest::FleetMcpPublicUrl {
-        sprite: name.to_string(),
-        url: mcp.public_url.clone(),
-        clear: false,
-    };
-    crate::transport::call(fleet_entry, &request)
-        .map_err(crate::fleet::FleetOpError::from)
-        .and_then(crate::fleet::answered)
-        .map_err(|e| fleet_err("setting a sprite's MCP URL")(e.to_string()))?;
+    set_public_url(fleet_entry, name, mcp.public_url.clone())?;
     let hash_file = mcp.key_hash_file.clone().expect("mcp_table sets it");
     let files = super::mcp::McpFiles {
         pid_file: dir.join(format!("run/{name}-agent.pid")),
         url_file: dir.join("sprites").join(name).join("mcp-url"),
         log: dir.join(format!("logs/{name}-agent.log")),
     };
-    super::mcp::start_mcp(&files, config, config_path, |hash| {
+    let started = super::mcp::start_mcp(&files, config_path, |hash| {
         hash.write_file(&hash_file).map_err(|e| DevError::Io {
             context: format!("cannot write {}", hash_file.display()),
             source: std::io::Error::other(e.to_string()),
         })
-    })
+    })?;
+    // The start moves the port when the one chosen was taken: the service learns the new URL.
+    let public_url = Config::load(config_path)?.mcp.and_then(|m| m.public_url);
+    if public_url != mcp.public_url {
+        set_public_url(fleet_entry, name, public_url)?;
+    }
+    Ok(started)
+}
+
+/// Makes `url` sprite `name`'s MCP public URL at the service.
+fn set_public_url(
+    fleet_entry: &SpriteEntry,
+    name: &str,
+    url: Option<String>,
+) -> Result<(), DevError> {
+    let request = AdminRequest::FleetMcpPublicUrl {
+        sprite: name.to_string(),
+        url,
+        clear: false,
+    };
+    crate::transport::call(fleet_entry, &request)
+        .map_err(crate::fleet::FleetOpError::from)
+        .and_then(crate::fleet::answered)
+        .map(drop)
+        .map_err(|e| fleet_err("setting a sprite's MCP URL")(e.to_string()))
 }
 
 /// What `zodex dev fleet down` stopped.
