@@ -1,8 +1,10 @@
 //! Integration tests of the session engine through its public API, with real shells, real
 //! PTYs and real signals.
 //!
-//! Every shell runs with `HOME` set to a fresh temp dir (see the pyenv pitfall in
-//! TESTING-PEERS.md), and tests that kill wait for a ready marker first.
+//! Every shell runs with `HOME` set to a fresh temp dir, so none of the machine user's startup
+//! files runs in it (the pyenv pitfall: an init there makes each shell slow to start, and a
+//! test that signals a shell still starting signals the init, not its command). Tests that
+//! kill wait for a ready marker first.
 #![allow(unsafe_code)] // signal handlers and raw fds the test sets up; each block says why it is sound
 
 #[path = "it/support/wait.rs"]

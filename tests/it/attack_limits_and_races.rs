@@ -2,7 +2,7 @@
 //! deployment: memory bombs, a default branch other than the configured one, smuggled objects,
 //! control characters, request floods, an impersonated admin socket, slow clients and
 //! credential races (the harness and the general attack classes are in `attack.rs` and
-//! `tests/support/sprite.rs`):
+//! `tests/it/support/sprite.rs`):
 //!
 //! 1. `a_zip_bomb_publish_is_refused_in_bounded_memory` — a ~2 MB publish_pr bundle whose
 //!    pack holds one blob of 2 GiB of zeros: refused, the daemon's peak RSS ≤ 64 MiB;

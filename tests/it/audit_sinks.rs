@@ -4,6 +4,7 @@
 //! restart of the publisher, in order and once each.
 
 use crate::support;
+use zodex_store_pg::temp::free_port;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -133,14 +134,6 @@ fn syslog_receiver(frames: Arc<Mutex<Vec<String>>>) -> u16 {
     port
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// How long a sink may take to deliver, or to say how it fares.
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -177,7 +170,7 @@ fn every_row_reaches_each_sink_in_order_and_once_though_the_webhook_was_down() {
     let jsonl = out.path().join("audit.jsonl");
     let secret = out.path().join("hook.secret");
     std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
-    let hook_port = free_port();
+    let hook_port = free_port().unwrap();
     let frames = Arc::new(Mutex::new(Vec::new()));
     let syslog_port = syslog_receiver(frames.clone());
     let extra = format!(
@@ -311,7 +304,7 @@ fn with_audit_required_no_write_is_made_while_no_sink_can_take_its_record() {
     let out = tempfile::tempdir().unwrap();
     let secret = out.path().join("hook.secret");
     std::fs::write(&secret, SECRET).unwrap();
-    let hook_port = free_port();
+    let hook_port = free_port().unwrap();
     let extra = format!(
         r#"audit_required = true
 
@@ -415,7 +408,7 @@ input(type="imtcp" address="127.0.0.1" port="{port}" ruleset="zodex")
 #[test]
 fn rsyslog_parses_every_row_as_rfc_5424_with_its_structured_data() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = free_port().unwrap();
     let rsyslog = Rsyslog::start(dir.path(), port);
     let extra = format!(
         "\n[[audit_sinks]]\nname = \"siem\"\nkind = \"syslog\"\naddress = \"tcp:127.0.0.1:{port}\"\n"

@@ -14,11 +14,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use support::deployment::{World, chmod, free_port, tools_list_status};
+use support::deployment::{World, chmod, tools_list_status};
 use support::dev::{AGENT, PRD, Run, ZODEX};
 use support::devhub::keys;
 use support::users::require_root;
 use support::wait::eventually;
+use zodex_store_pg::temp::free_port;
 
 #[test]
 #[ignore = "needs root"]
@@ -480,7 +481,7 @@ fn a_local_server_behind_a_tunnel_prints_and_accepts_its_public_url() {
     };
     let refused = local(&["start", "--public-url", "http://tunnel.example.com"]).code(2);
     assert!(refused.stderr.contains("HTTPS"), "{}", refused.stderr);
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_port().unwrap());
     let started = local(&[
         "start",
         "--listen",

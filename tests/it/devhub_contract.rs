@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use support::deployment::free_port;
 use support::devhub::{AppKind, Demo, commit_file, git_ok};
 use support::wait::eventually;
+use zodex_store_pg::temp::free_port;
 
 struct Prism {
     child: Child,
@@ -31,7 +31,7 @@ fn start_prism(upstream: &str) -> Prism {
     let prism = std::env::var("ZODEX_PRISM").expect("set ZODEX_PRISM (run scripts/prism-contract)");
     let spec = std::env::var("ZODEX_GITHUB_SPEC")
         .expect("set ZODEX_GITHUB_SPEC (run scripts/prism-contract)");
-    let port = free_port();
+    let port = free_port().unwrap();
     let log = std::env::temp_dir().join(format!("devhub-prism-{port}.log"));
     let child = Command::new("node")
         .arg(&prism)

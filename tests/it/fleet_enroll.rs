@@ -9,10 +9,11 @@
 use crate::support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use support::deployment::{Accounts, free_port};
+use support::deployment::Accounts;
 use support::fleet::{FLEET, Fleet};
 use support::rig::text;
 use support::users::require_root;
+use zodex_store_pg::temp::free_port;
 
 #[test]
 #[ignore = "needs root"]
@@ -36,7 +37,7 @@ fn a_sprite_is_installed_and_enrolled_in_one_command_without_app_keys() {
         .unwrap()
         .display()
         .to_string();
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_port().unwrap());
     let public = format!("http://{listen}/mcp");
     let mut args: Vec<String> = [
         "fleet",

@@ -7,7 +7,6 @@
 //! `revoke` ends the client's grant on s1 within the relay's next look, and a removed sprite's
 //! relay takes its public half away.
 
-use crate::support::deployment::free_port;
 use crate::support::fleet::{Fleet, Sprite};
 use crate::support::oauth_client::OAuthClient;
 use crate::support::rig::{AGENT, text};
@@ -17,6 +16,7 @@ use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use zodex_store_pg::temp::free_port;
 
 /// A sprite's `zodex-agent serve` on a loopback port, with `[mcp] public_url` and
 /// `oauth_file` in the sprite's own `zodex.toml`; killed when dropped.
@@ -48,7 +48,7 @@ impl Drop for Endpoint {
 /// Adds an `[mcp]` table to `sprite`'s configuration, restarts its relay (which then keeps
 /// `oauth_file`) and starts its `zodex-agent serve`.
 fn serve_mcp(sprite: &mut Sprite) -> Endpoint {
-    let port = free_port();
+    let port = free_port().unwrap();
     let dir = sprite.dir.path().to_path_buf();
     let dir = dir.as_path();
     let url = format!("http://127.0.0.1:{port}/mcp");

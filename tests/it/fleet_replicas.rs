@@ -401,3 +401,38 @@ fn a_waiting_agent_keeps_its_place_while_every_replica_is_down() {
         text(&waited)
     );
 }
+
+/// A replica's port is chosen free, but the replica binds it only when it starts, and keeps it
+/// across restarts: taken by another process meanwhile (here between a `fleet down` and the
+/// next `fleet up`), the replica starts on another port instead of failing `fleet up`, and the
+/// sprite's relay and the operator follow it there.
+#[test]
+fn a_replica_whose_port_was_taken_starts_on_another() {
+    let fleet = DevFleet::up(1, 1);
+    let before = fleet.info["replicas"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dir = fleet.dir.to_str().unwrap().to_string();
+    fleet.zodex(&["dev", "fleet", "down", "--dir", &dir]);
+    let _squatter = std::net::TcpListener::bind(before.trim_start_matches("https://")).unwrap();
+    let up = fleet.zodex(&[
+        "dev",
+        "fleet",
+        "up",
+        "--json",
+        "--dir",
+        &dir,
+        "--replicas",
+        "1",
+        "--sprites",
+        "1",
+    ]);
+    let up: serde_json::Value = serde_json::from_str(&up).unwrap();
+    let after = up["result"]["replicas"][0]["url"].as_str().unwrap();
+    assert_ne!(after, before, "{up:#}");
+    // The operator reaches the replica on its new port, and so does the sprite's agent.
+    fleet.zodex(&["fleet", "requests", "--json"]);
+    let status = fleet.agent(1, &["status"]);
+    assert!(status.status.success(), "{}", text(&status));
+}

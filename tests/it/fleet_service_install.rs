@@ -12,10 +12,11 @@ use crate::support;
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
-use support::deployment::{Accounts, free_port};
+use support::deployment::Accounts;
 use support::dev::{PRD, Run, ZODEX};
 use support::replicas::prepared_database;
 use support::users::require_root;
+use zodex_store_pg::temp::free_port;
 
 /// `zodex-prd install ARGS --json` with `stdin`, as root.
 fn install(args: &[String], stdin: &str) -> Run {
@@ -49,7 +50,7 @@ fn a_service_host_is_installed_with_its_store_ca_and_supervisor_and_no_agent() {
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let prefix = root.path().join("svc1");
     let accounts = Accounts::unique(&prefix);
-    let port = free_port();
+    let port = free_port().unwrap();
     let binaries = std::path::Path::new(PRD)
         .parent()
         .unwrap()

@@ -1139,3 +1139,24 @@ fn doctor_checks_a_dev_sprite_as_what_it_is_with_the_key_url_on_and_off() {
         run.stdout
     );
 }
+
+/// The MCP endpoint's port is chosen free and kept across restarts, but `zodex-agent serve`
+/// binds it only when it starts: taken by another process meanwhile, `dev up` moves the
+/// endpoint to a free port instead of failing, and it answers there.
+#[test]
+fn dev_up_moves_the_mcp_endpoint_off_a_taken_port() {
+    let dev = Dev::up();
+    let before = dev.info["mcp_url"].as_str().unwrap().to_string();
+    let address = |url: &str| {
+        let rest = url.trim_start_matches("http://");
+        rest[..rest.find('/').unwrap()].to_string()
+    };
+    let dir = dev.dir.to_str().unwrap();
+    dev.zodex(&["dev", "down", "--dir", dir]).ok();
+    let _squatter = std::net::TcpListener::bind(address(&before)).unwrap();
+    let up = dev.zodex(&["dev", "up", "--json", "--dir", dir]).ok();
+    let after = up.json()["result"]["mcp_url"].as_str().unwrap().to_string();
+    assert_ne!(address(&after), address(&before), "{}", up.stdout);
+    let health = reqwest::blocking::get(format!("http://{}/health", address(&after))).unwrap();
+    assert_eq!(health.status(), 200);
+}

@@ -11,8 +11,9 @@
 //! - no function grows past [`FUNCTION_BUDGET`] lines (`cargo test --test it -- --nocapture
 //!   tidy::functions` lists the longest);
 //! - no crate comes in a second version beyond [`DUPLICATE_BUDGET`];
-//! - the tests hold at most [`SLEEP_BUDGET`] fixed sleeps, each with its reason on the line
-//!   above (`tidy::the_tests_wait` lists them).
+//! - the tests under `tests/`, and apart the crates' test modules, hold at most
+//!   [`SLEEP_BUDGET`] fixed sleeps each, every one with its reason on the line above
+//!   (`tidy::the_tests_wait` lists them).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -409,50 +410,127 @@ fn no_new_crate_comes_in_a_second_version() {
     );
 }
 
-/// The most fixed sleeps the tests may hold. A test waits for a condition
-/// (`support::wait::eventually`) and moves a clock instead of sleeping through a TTL
-/// (`Rig::advance`, `Dev::advance`, devhub's `advance_clock`); what is left is pacing (a slow
-/// client's drip) and the few waits only time can end, each saying why on the line above.
-/// Lower it when one goes; never raise it.
+/// The most fixed sleeps the tests under `tests/` may hold, and, apart, the test modules in the
+/// crates' `src/` (`#[cfg(test)]`). A test waits for a condition (`support::wait::eventually`,
+/// in a crate a wait on the event itself) and moves a clock instead of sleeping through a TTL
+/// (`Rig::advance`, `Dev::advance`, devhub's `advance_clock`, a sweep asked about a later
+/// instant); what is left is pacing (a slow client's drip), the pause inside a polling helper
+/// and the few waits only time can end, each saying why on the line above. Lower it when one
+/// goes; never raise it.
 const SLEEP_BUDGET: usize = 6;
+
+/// The code lines of the crates' test modules, as (`file`, line number, text, the line above):
+/// a file a `#[cfg(test)] mod NAME;` names, and the rest of a file from `#[cfg(test)] mod
+/// NAME {` on (tests come last, as `function_lengths` also takes them).
+fn in_crate_test_lines() -> Vec<(PathBuf, usize, String, String)> {
+    let files: Vec<PathBuf> = code_roots().iter().flat_map(|d| rust_files(d)).collect();
+    let mut test_files = std::collections::BTreeSet::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for pair in lines.windows(2) {
+            if !pair[0].trim_start().starts_with("#[cfg(test)]") {
+                continue;
+            }
+            let declared = pair[1].trim_start();
+            let declared = declared
+                .strip_prefix("pub(crate) ")
+                .or_else(|| declared.strip_prefix("pub(super) "))
+                .unwrap_or(declared);
+            let Some(name) = declared
+                .strip_prefix("mod ")
+                .and_then(|rest| rest.strip_suffix(';'))
+            else {
+                continue;
+            };
+            // `a.rs` (or `a/mod.rs`, `lib.rs`) declaring `mod b;`: `a/b.rs` or `a/b/mod.rs`.
+            let stem = file.file_stem().unwrap().to_string_lossy();
+            let dir = match stem.as_ref() {
+                "mod" | "lib" | "main" => file.parent().unwrap().to_path_buf(),
+                _ => file.with_extension(""),
+            };
+            for candidate in [
+                dir.join(format!("{name}.rs")),
+                dir.join(name).join("mod.rs"),
+            ] {
+                if candidate.exists() {
+                    test_files.insert(candidate);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut in_tests = test_files.contains(file);
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim_start().starts_with("#[cfg(test)]")
+                && lines.get(i + 1).is_some_and(|next| {
+                    next.trim_start().starts_with("mod ") && next.trim_end().ends_with('{')
+                })
+            {
+                in_tests = true;
+            }
+            if in_tests && !line.trim_start().starts_with("//") {
+                let above = if i > 0 { lines[i - 1] } else { "" };
+                out.push((file.clone(), i + 1, line.to_string(), above.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// The fixed sleeps among `lines` (file, number, text, the line above), as places, and those
+/// of them without a comment on the line above.
+fn sleeps_in(lines: &[(PathBuf, usize, String, String)]) -> (Vec<String>, Vec<String>) {
+    // Spelt in two, so this line is not one of them.
+    let needle = concat!("sle", "ep(");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sleeps = Vec::new();
+    let mut unexplained = Vec::new();
+    for (file, number, line, above) in lines {
+        if !line.contains(needle) || line.trim_start().starts_with("//") {
+            continue;
+        }
+        let place = format!("{}:{number}", file.strip_prefix(root).unwrap().display());
+        if !above.trim_start().starts_with("//") {
+            unexplained.push(place.clone());
+        }
+        sleeps.push(place);
+    }
+    (sleeps, unexplained)
+}
 
 #[test]
 fn the_tests_wait_for_conditions_not_for_time() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    // Spelt in two, so this line is not one of them.
-    let needle = concat!("sle", "ep(");
-    let mut sleeps = Vec::new();
-    let mut unexplained = Vec::new();
+    let mut under_tests = Vec::new();
     for file in rust_files(&root) {
         let text = std::fs::read_to_string(&file).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().enumerate() {
-            if !line.contains(needle) || line.trim_start().starts_with("//") {
-                continue;
-            }
-            let place = format!(
-                "tests/{}:{}",
-                file.strip_prefix(&root).unwrap().display(),
-                i + 1
-            );
-            let said = i > 0 && lines[i - 1].trim_start().starts_with("//");
-            if !said {
-                unexplained.push(place.clone());
-            }
-            sleeps.push(place);
+            let above = if i > 0 { lines[i - 1] } else { "" };
+            under_tests.push((file.clone(), i + 1, line.to_string(), above.to_string()));
         }
     }
-    println!("{} fixed sleeps in the tests:", sleeps.len());
-    for place in &sleeps {
-        println!("  {place}");
+    for (what, lines) in [
+        ("the tests under tests/", under_tests),
+        ("the crates' test modules", in_crate_test_lines()),
+    ] {
+        let (sleeps, unexplained) = sleeps_in(&lines);
+        println!("{} fixed sleeps in {what}:", sleeps.len());
+        for place in &sleeps {
+            println!("  {place}");
+        }
+        assert_none(
+            &format!("a fixed sleep in {what} without its reason in a comment on the line above"),
+            unexplained,
+        );
+        assert!(
+            sleeps.len() <= SLEEP_BUDGET,
+            "{} fixed sleeps in {what} (budget {SLEEP_BUDGET}): wait for a condition (support::wait::eventually under tests/, the event itself in a crate), or advance a clock",
+            sleeps.len()
+        );
     }
-    assert_none(
-        "a fixed sleep without its reason in a comment on the line above",
-        unexplained,
-    );
-    assert!(
-        sleeps.len() <= SLEEP_BUDGET,
-        "{} fixed sleeps in the tests (budget {SLEEP_BUDGET}): wait for a condition with support::wait::eventually, or advance a clock",
-        sleeps.len()
-    );
 }

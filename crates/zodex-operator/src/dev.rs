@@ -30,7 +30,9 @@ pub enum DevError {
         context: String,
         source: std::io::Error,
     },
-    #[error("zodex-prd did not come up within 10 seconds; its log {log} ends with:\n{tail}")]
+    #[error(
+        "a process of the installation did not come up (it stopped, or did not answer in time); its log {log} ends with:\n{tail}"
+    )]
     NotReady { log: PathBuf, tail: String },
     #[error(transparent)]
     Registry(#[from] super::registry::RegistryError),
@@ -141,10 +143,7 @@ fn test_clock_file() -> Option<PathBuf> {
 /// The `[mcp]` table for `zodex-agent serve`: loopback on a free port, state, the key's hash
 /// and OAuth's public file inside the installation directory.
 fn mcp_table(dir: &Path) -> McpConfig {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(8080);
+    let port = zodex_store_pg::temp::free_port().unwrap_or(8080);
     McpConfig {
         listen: Some(format!("127.0.0.1:{port}")),
         state_dir: Some(dir.join("agent")),
@@ -223,7 +222,6 @@ pub fn up(dir: &Path, registry: &Registry, on_postgres: bool) -> Result<DevInsta
     wait_ready(&sprite, &log, Duration::from_secs(10))?;
     let (mcp_url, agent_pid) = mcp::start_mcp(
         &mcp::McpFiles::of_sprite(&dir),
-        &config,
         &config_path,
         mcp::key_through(&sprite),
     )?;

@@ -3,8 +3,9 @@
 //! engine behind two Unix sockets (admin and agent), checks every peer's uid, and decides every
 //! write before acting on it; around the daemon are `policy prove` and `admin watch`. Its users
 //! are the root crate's `cli::prd` and `zodex-install` (whose `doctor` runs the ground checks,
-//! the proofs and the admin client here). Its manifest names `zodex-engine`, `zodex-protocol`,
-//! `zodex-config`, `zodex-github` and `zodex-git`, none of its clients.
+//! the proofs and the admin client here). Its manifest names only crates below it (the list
+//! is `zodex-publisher`'s line of `CRATE_ARROWS` in tests/it/tidy.rs, which checks it), none of
+//! its clients.
 //!
 //! Code map:
 //! - `sockets`: bind in a private directory and rename into place with the final mode; refuse a

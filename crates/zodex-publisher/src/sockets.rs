@@ -284,6 +284,7 @@ mod tests {
                     if e.kind() == io::ErrorKind::AddrInUse
                         && std::time::Instant::now() < deadline =>
                 {
+                    // The pause before binding again (see above: a forked child's copy).
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 }
                 other => break other.unwrap(),

@@ -53,7 +53,7 @@ fn a_socket_directory_with_no_server_is_unreachable_and_the_password_stays_secre
 
 #[test]
 fn a_closed_tcp_port_is_unreachable() {
-    let port = free_port();
+    let port = zodex_store_pg::temp::free_port().unwrap();
     let store =
         PgStore::connect(&settings(format!("postgres://zodex@127.0.0.1:{port}/db"))).unwrap();
     let err = store.backend().begin(TxMode::Write).unwrap_err();
@@ -121,7 +121,7 @@ fn the_store_recovers_when_the_server_comes_back_without_being_rebuilt() {
 #[test]
 fn a_server_can_listen_on_a_loopback_port() {
     let dir = short_dir();
-    let port = free_port();
+    let port = zodex_store_pg::temp::free_port().unwrap();
     let server = TempServer::start(
         dir.path(),
         TempOptions {
@@ -197,11 +197,6 @@ fn statement_round_trip_on_the_unix_socket() {
         selects / n as u32,
         transactions / 200
     );
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 #[test]

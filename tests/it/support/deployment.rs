@@ -117,14 +117,6 @@ pub struct World {
     _root: tempfile::TempDir,
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl World {
     pub fn new() -> Self {
         let seed_dir = tempfile::tempdir().unwrap();
@@ -150,7 +142,7 @@ impl World {
             demo,
             home: tempfile::tempdir().unwrap(),
             keys: keys_dir,
-            listen: format!("127.0.0.1:{}", free_port()),
+            listen: format!("127.0.0.1:{}", zodex_store_pg::temp::free_port().unwrap()),
             accounts: Accounts::unique(&prefix),
             prefix,
             _root: root,

@@ -5,7 +5,7 @@
 //! `zodex fleet …` works at once) and sprites, each a directory with its own key, certificate,
 //! `zodex.toml`, `env.sh` and a running `zodex-prd relay`. A second `up` reuses what exists.
 
-use super::process::{running_pid, stop_all, wait_ready};
+use super::process::{log_len, running_pid, said_address_in_use, stop_all, wait_ready_while_alive};
 use super::{DevError, io};
 use crate::registry::{Registry, SpriteEntry, local_admin_command};
 use crate::sibling_binary;
@@ -177,16 +177,11 @@ fn fleet_entry(services: &[String], operator_dir: &Path) -> SpriteEntry {
     }
 }
 
-/// A free loopback port (asked of the kernel, then released for the replica to bind).
-fn free_port() -> Result<u16, DevError> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(io("cannot find a free port"))
-}
-
 /// Replica `n`: its configuration (written once: its port is kept across restarts), its
-/// `zodex-prd serve`, ready when it answers on its admin socket.
+/// `zodex-prd serve`, ready when it answers on its admin socket. The port is free when it is
+/// chosen, but the replica binds it later: if something took it meanwhile (the replica exits
+/// saying "address in use"), the configuration is written again with another port and the
+/// replica started again, so a race on ports cannot fail `zodex dev fleet up`.
 fn start_replica(
     dir: &Path,
     n: usize,
@@ -198,58 +193,93 @@ fn start_replica(
     private_dir(&home.join("run"), 0o755)?;
     private_dir(&home.join("state"), 0o700)?;
     let config_path = home.join("zodex.toml");
-    if !config_path.exists() {
-        let config = Config {
-            github: Some(github.clone()),
-            store: Some(StoreConfig {
-                url: store_url.to_string(),
-                ..Default::default()
-            }),
-            fleet: Some(FleetConfig {
-                name: DEV_FLEET.into(),
-                ca_dir: dir.join("ca"),
-                member_ttl_hours: None,
-                listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], free_port()?))),
-                replica: Some(name.clone()),
-                hosts: Vec::new(),
-            }),
-            test_clock_file: super::test_clock_file(),
-            ..super::base_config(&home)
-        };
-        super::write_config(
-            &config_path,
-            &format!("replica {n} of a local fleet's service"),
-            &config,
-        )?;
-    }
-    let config = Config::load(&config_path)?;
-    let listen = config
-        .fleet
-        .as_ref()
-        .and_then(|f| f.listen)
-        .ok_or_else(|| {
-            DevError::Fleet(format!("{} has no [fleet] listen", config_path.display()))
-        })?;
     let log = dir.join(format!("logs/{name}.log"));
     let pid_file = dir.join(format!("run/{name}.pid"));
-    let pid = match running_pid(&pid_file) {
-        Some(pid) => pid,
-        None => super::spawn_prd("serve", &config_path, &log, &pid_file)?,
-    };
     let entry = SpriteEntry {
         name: name.clone(),
         admin_command: local_admin_command(Some(&config_path)),
         worker: None,
         fleet: None,
     };
-    wait_ready(&entry, &log, Duration::from_secs(30))?;
-    Ok(ReplicaInfo {
-        name,
-        url: format!("https://{listen}"),
-        pid,
-        config: config_path,
-        log,
-    })
+    for attempt in 1..=PORT_TRIES {
+        if !config_path.exists() {
+            write_replica_config(&config_path, dir, n, github, store_url)?;
+        }
+        let config = Config::load(&config_path)?;
+        let listen = config
+            .fleet
+            .as_ref()
+            .and_then(|f| f.listen)
+            .ok_or_else(|| {
+                DevError::Fleet(format!("{} has no [fleet] listen", config_path.display()))
+            })?;
+        let (pid, started) = match running_pid(&pid_file) {
+            Some(pid) => (pid, None),
+            None => {
+                let from = log_len(&log);
+                let pid = super::spawn_prd("serve", &config_path, &log, &pid_file)?;
+                (pid, Some(from))
+            }
+        };
+        match wait_ready_while_alive(&entry, &log, Duration::from_secs(30), pid) {
+            Ok(()) => {
+                return Ok(ReplicaInfo {
+                    name,
+                    url: format!("https://{listen}"),
+                    pid,
+                    config: config_path,
+                    log,
+                });
+            }
+            Err(e) => {
+                let port_taken = started.is_some_and(|from| said_address_in_use(&log, from));
+                if !port_taken || attempt == PORT_TRIES {
+                    return Err(e);
+                }
+                // Another port next time.
+                std::fs::remove_file(&config_path)
+                    .map_err(io(format!("cannot remove {}", config_path.display())))?;
+            }
+        }
+    }
+    unreachable!("the last try returns")
+}
+
+/// How many ports a replica is given before `fleet up` gives up.
+const PORT_TRIES: usize = 3;
+
+/// Replica `n`'s `zodex.toml`, on a port free now.
+fn write_replica_config(
+    config_path: &Path,
+    dir: &Path,
+    n: usize,
+    github: &zodex_config::GithubConfig,
+    store_url: &str,
+) -> Result<(), DevError> {
+    let home = config_path.parent().unwrap_or(dir);
+    let port = zodex_store_pg::temp::free_port().map_err(io("cannot find a free port"))?;
+    let config = Config {
+        github: Some(github.clone()),
+        store: Some(StoreConfig {
+            url: store_url.to_string(),
+            ..Default::default()
+        }),
+        fleet: Some(FleetConfig {
+            name: DEV_FLEET.into(),
+            ca_dir: dir.join("ca"),
+            member_ttl_hours: None,
+            listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
+            replica: Some(format!("replica-{n}")),
+            hosts: Vec::new(),
+        }),
+        test_clock_file: super::test_clock_file(),
+        ..super::base_config(home)
+    };
+    super::write_config(
+        config_path,
+        &format!("replica {n} of a local fleet's service"),
+        &config,
+    )
 }
 
 /// The label a local fleet's sprite `n` carries: `team=a` and `team=b` in turn, so label
@@ -352,27 +382,43 @@ fn start_sprite_mcp(
         .mcp
         .as_ref()
         .expect("the sprite's [mcp] was set above");
-    let request = AdminRequest::FleetMcpPublicUrl {
-        sprite: name.to_string(),
-        url: mcp.public_url.clone(),
-        clear: false,
-    };
-    crate::transport::call(fleet_entry, &request)
-        .map_err(crate::fleet::FleetOpError::from)
-        .and_then(crate::fleet::answered)
-        .map_err(|e| fleet_err("setting a sprite's MCP URL")(e.to_string()))?;
+    set_public_url(fleet_entry, name, mcp.public_url.clone())?;
     let hash_file = mcp.key_hash_file.clone().expect("mcp_table sets it");
     let files = super::mcp::McpFiles {
         pid_file: dir.join(format!("run/{name}-agent.pid")),
         url_file: dir.join("sprites").join(name).join("mcp-url"),
         log: dir.join(format!("logs/{name}-agent.log")),
     };
-    super::mcp::start_mcp(&files, config, config_path, |hash| {
+    let started = super::mcp::start_mcp(&files, config_path, |hash| {
         hash.write_file(&hash_file).map_err(|e| DevError::Io {
             context: format!("cannot write {}", hash_file.display()),
             source: std::io::Error::other(e.to_string()),
         })
-    })
+    })?;
+    // The start moves the port when the one chosen was taken: the service learns the new URL.
+    let public_url = Config::load(config_path)?.mcp.and_then(|m| m.public_url);
+    if public_url != mcp.public_url {
+        set_public_url(fleet_entry, name, public_url)?;
+    }
+    Ok(started)
+}
+
+/// Makes `url` sprite `name`'s MCP public URL at the service.
+fn set_public_url(
+    fleet_entry: &SpriteEntry,
+    name: &str,
+    url: Option<String>,
+) -> Result<(), DevError> {
+    let request = AdminRequest::FleetMcpPublicUrl {
+        sprite: name.to_string(),
+        url,
+        clear: false,
+    };
+    crate::transport::call(fleet_entry, &request)
+        .map_err(crate::fleet::FleetOpError::from)
+        .and_then(crate::fleet::answered)
+        .map(drop)
+        .map_err(|e| fleet_err("setting a sprite's MCP URL")(e.to_string()))
 }
 
 /// What `zodex dev fleet down` stopped.

@@ -2,6 +2,7 @@
 //! fresh MCP key whose hash goes where the server reads it: through the admin path to the
 //! sprite's own publisher, or (a local fleet's sprite) into its file directly.
 
+use super::process::{alive, log_len, said_address_in_use};
 use super::{DevError, io, running_pid};
 use crate::registry::SpriteEntry;
 use crate::{sibling_binary, transport};
@@ -56,34 +57,56 @@ pub(super) fn key_through(sprite: &SpriteEntry) -> impl FnOnce(&KeyHash) -> Resu
 }
 
 /// Starts `zodex-agent serve` on `config_path` (unless it runs) with a fresh key, whose hash
-/// `install_key` puts where the server reads it; returns the connector URL and the pid.
+/// `install_key` puts where the server reads it; returns the connector URL and the pid. The
+/// `[mcp]` port was free when it was chosen, but the server binds it only now: if something
+/// took it meanwhile (the server exits saying "address in use"), the port is moved in the
+/// configuration file and the server started again.
 pub(super) fn start_mcp(
     files: &McpFiles,
-    config: &Config,
     config_path: &Path,
     install_key: impl FnOnce(&KeyHash) -> Result<(), DevError>,
 ) -> Result<(String, i32), DevError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let (pid_file, url_file) = (&files.pid_file, &files.url_file);
     if let (Some(pid), Ok(url)) = (running_pid(pid_file), std::fs::read_to_string(url_file)) {
         return Ok((url.trim().to_string(), pid));
     }
-    let listen = config
-        .mcp
-        .as_ref()
-        .and_then(|m| m.listen.clone())
-        .unwrap_or_else(|| "127.0.0.1:8080".to_string());
     let key = zodex_tools::server::key::generate_key().map_err(|e| DevError::Io {
         context: "cannot make the MCP key".into(),
         source: std::io::Error::other(e.to_string()),
     })?;
     install_key(&KeyHash::of_key(&key))?;
-    let log = files.log.clone();
+    for attempt in 1..=PORT_TRIES {
+        let listen = Config::load(config_path)?
+            .mcp
+            .and_then(|m| m.listen)
+            .unwrap_or_else(|| "127.0.0.1:8080".to_string());
+        let from = log_len(&files.log);
+        let pid = spawn_serve(files, config_path)?;
+        let url = format!("http://{listen}/mcp?key={key}");
+        write_private(url_file, &format!("{url}\n"))?;
+        match wait_healthy(&listen, pid, &files.log) {
+            Ok(()) => return Ok((url, pid)),
+            Err(e) => {
+                if attempt == PORT_TRIES || !said_address_in_use(&files.log, from) {
+                    return Err(e);
+                }
+                move_port(config_path, &listen)?;
+            }
+        }
+    }
+    unreachable!("the last try returns")
+}
+
+/// How many ports the MCP endpoint is given before its start gives up.
+const PORT_TRIES: usize = 3;
+
+/// `zodex-agent serve --config CONFIG_PATH` in its own process group, its pid in its file.
+fn spawn_serve(files: &McpFiles, config_path: &Path) -> Result<i32, DevError> {
+    let log = &files.log;
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&log)
+        .open(log)
         .map_err(io(format!("cannot open {}", log.display())))?;
     let child = Command::new(sibling_binary("zodex-agent"))
         .args(["serve", "--config"])
@@ -95,26 +118,70 @@ pub(super) fn start_mcp(
         .spawn()
         .map_err(io("cannot start zodex-agent serve"))?;
     let pid = child.id() as i32;
-    std::fs::write(pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
-    let url = format!("http://{listen}/mcp?key={key}");
-    let mut file = std::fs::OpenOptions::new()
+    std::fs::write(&files.pid_file, format!("{pid}\n")).map_err(io("cannot write the pid file"))?;
+    Ok(pid)
+}
+
+/// Writes `text` to `path`, readable by its owner only (it holds the key).
+fn write_private(path: &Path, text: &str) -> Result<(), DevError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(url_file)
-        .map_err(io("cannot write mcp-url"))?;
-    file.write_all(format!("{url}\n").as_bytes())
-        .map_err(io("cannot write mcp-url"))?;
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(io("cannot write mcp-url"))
+}
+
+/// Ready when it answers on its port while it runs: one that could not bind the port has
+/// exited, and what answers there is another process, so that is said at once.
+fn wait_healthy(listen: &str, pid: i32, log: &Path) -> Result<(), DevError> {
     let start = Instant::now();
-    while !health_ok(&listen) {
-        if start.elapsed() > Duration::from_secs(10) {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(DevError::NotReady { log, tail: text });
+    while !(health_ok(listen) && alive(pid)) {
+        if start.elapsed() > Duration::from_secs(10) || !alive(pid) {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            return Err(DevError::NotReady {
+                log: log.to_path_buf(),
+                tail: text,
+            });
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Ok((url, pid))
+    Ok(())
+}
+
+/// Moves the `[mcp]` port in the file at `config_path` to a free one: every `listen` address
+/// in its text (the listen address, and the public URL's host) becomes the new one, so the
+/// rest of the file, edits and comments included, stays as it was.
+fn move_port(config_path: &Path, listen: &str) -> Result<(), DevError> {
+    let port = zodex_store_pg::temp::free_port().map_err(io("cannot find a free port"))?;
+    let text = std::fs::read_to_string(config_path)
+        .map_err(io(format!("cannot read {}", config_path.display())))?;
+    let moved = replace_address(&text, listen, &format!("127.0.0.1:{port}"));
+    std::fs::write(config_path, moved)
+        .map_err(io(format!("cannot write {}", config_path.display())))
+}
+
+/// `text` with each `from` that is not followed by a digit (`127.0.0.1:80` is not part of
+/// `127.0.0.1:8080`) replaced by `to`.
+fn replace_address(text: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(from) {
+        let after = &rest[at + from.len()..];
+        out.push_str(&rest[..at]);
+        if after.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `GET /health` answers 200.

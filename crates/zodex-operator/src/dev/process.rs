@@ -37,6 +37,43 @@ pub(super) fn wait_ready(
     log: &Path,
     limit: Duration,
 ) -> Result<(), DevError> {
+    wait_ready_or(sprite, log, limit, || false)
+}
+
+/// [`wait_ready`] for the process `pid`, which gives up as soon as that process has ended.
+pub(super) fn wait_ready_while_alive(
+    sprite: &SpriteEntry,
+    log: &Path,
+    limit: Duration,
+    pid: i32,
+) -> Result<(), DevError> {
+    wait_ready_or(sprite, log, limit, || !alive(pid))
+}
+
+/// Whether `pid` is running (not ended, nor ended and waiting to be reaped).
+pub(super) fn alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok() && !is_zombie(pid)
+}
+
+/// The length of `log` now (0 when it does not exist yet): where a new process's lines start.
+pub(super) fn log_len(log: &Path) -> u64 {
+    std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Whether `log`, from byte `from` on, says a listen address was in use: the process that
+/// wrote it could not bind the port it was given (EADDRINUSE).
+pub(super) fn said_address_in_use(log: &Path, from: u64) -> bool {
+    let text = std::fs::read(log).unwrap_or_default();
+    let since = text.get(from as usize..).unwrap_or_default();
+    String::from_utf8_lossy(since).contains("Address already in use")
+}
+
+fn wait_ready_or(
+    sprite: &SpriteEntry,
+    log: &Path,
+    limit: Duration,
+    ended: impl Fn() -> bool,
+) -> Result<(), DevError> {
     let start = Instant::now();
     loop {
         if let Ok(response) = transport::call(sprite, &AdminRequest::Ping)
@@ -44,7 +81,7 @@ pub(super) fn wait_ready(
         {
             return Ok(());
         }
-        if start.elapsed() > limit {
+        if start.elapsed() > limit || ended() {
             let text = std::fs::read_to_string(log).unwrap_or_default();
             let tail: Vec<&str> = text.lines().rev().take(15).collect();
             return Err(DevError::NotReady {
@@ -100,12 +137,15 @@ mod tests {
         std::fs::write(&pid_file, child.id().to_string()).unwrap();
         assert_eq!(running_pid(&pid_file), Some(child.id() as i32));
         child.kill().unwrap();
-        // Not reaped yet: a zombie until `wait`.
-        let zombie = (0..200).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            is_zombie(child.id() as i32)
-        });
-        assert!(zombie, "the killed child never showed as a zombie");
+        // Not reaped yet: a zombie until `wait`. `waitid` with WNOWAIT returns once it has
+        // died and leaves it unreaped, so this waits for the death itself, not for a time.
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::wait::waitid(
+            nix::sys::wait::Id::Pid(pid),
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        )
+        .unwrap();
+        assert!(is_zombie(pid.as_raw()), "the killed child is a zombie");
         assert_eq!(running_pid(&pid_file), None);
         child.wait().unwrap();
         assert_eq!(running_pid(&pid_file), None);

@@ -406,6 +406,8 @@ mod tests {
             gate.connection(Peer::Process(13)).unwrap_err(),
             Busy::Connections(3)
         );
+        // Only time makes a connection stalled (no head past HEAD_GRACE); the gate reads the
+        // monotonic clock, which nothing but waiting moves.
         std::thread::sleep(HEAD_GRACE * 2);
         // `a` (oldest, no head yet) is dropped for the newcomer; `b` sent its head and stays.
         let _d = gate.connection(Peer::Process(13)).unwrap();

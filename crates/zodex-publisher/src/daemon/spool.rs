@@ -272,6 +272,10 @@ mod tests {
         bytes_per_second: 1000,
     };
 
+    /// How long a test waits before it calls a wait a hang: far beyond any bound in `PACE`, so
+    /// it fails only when a bound is not enforced at all, never on a slow machine.
+    const HANG: Duration = Duration::from_secs(60);
+
     fn files(dir: &std::path::Path) -> usize {
         std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
     }
@@ -299,23 +303,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut server, mut client) = tokio::net::UnixStream::pair().unwrap();
         let drip = tokio::spawn(async move {
-            // One byte every 100 ms: 10 B/s against the 1000 B/s required.
-            for _ in 0..50 {
-                if client.write_all(b"x").await.is_err() {
-                    break;
-                }
+            // One byte every 100 ms, 10 B/s against the 1000 B/s required, until the server
+            // hangs up: the body never ends on its own, so only the pace can end the spool.
+            while client.write_all(b"x").await.is_ok() {
+                // The drip's pace: slowness is what is under test.
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
-        let started = std::time::Instant::now();
-        let err = spool(&mut server, 10_000, dir.path(), PACE)
-            .await
-            .expect_err("cut off")
-            .to_string();
-        let took = started.elapsed();
+        // A hang guard, not a measure: the cut-off is due 300 ms in.
+        let err = tokio::time::timeout(
+            HANG,
+            spool(&mut server, 10_000, dir.path(), PACE),
+        )
+        .await
+        .expect("a body dripped at 10 B/s was still being read after a minute: the pace is not enforced")
+        .expect_err("cut off")
+        .to_string();
         assert!(err.contains("arrived too slowly"), "{err}");
         assert!(err.contains("1000 bytes/s after the first 300ms"), "{err}");
-        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(
+            !drip.is_finished(),
+            "cut off while the client was still sending"
+        );
         assert_eq!(files(dir.path()), 0, "the spooled file is removed");
         drop(server);
         drip.await.unwrap();
@@ -433,13 +442,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut server, mut client) = tokio::net::UnixStream::pair().unwrap();
         client.write_all(&[1u8; 10]).await.unwrap();
-        let started = std::time::Instant::now();
-        let err = spool(&mut server, 10, dir.path(), PACE)
+        // The client stays open throughout: only the grace can end the wait for its
+        // half-close (the guard is for a hang, the grace is 300 ms).
+        let err = tokio::time::timeout(HANG, spool(&mut server, 10, dir.path(), PACE))
             .await
+            .expect("a body never half-closed was still waited on after a minute: the grace is not enforced")
             .expect_err("refused")
             .to_string();
         assert!(err.contains("half-close"), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(2));
         assert_eq!(files(dir.path()), 0);
         drop(client);
     }

@@ -13,6 +13,7 @@
 //! directory is handed to that user first.
 #![allow(unsafe_code)]
 
+mod port;
 mod shared;
 
 use std::ffi::OsStr;
@@ -27,6 +28,7 @@ use zodex_sql::{Backend, SqlError};
 
 use crate::{PgSettings, PgStore};
 
+pub use port::free_port;
 pub use shared::{fresh_database, shared};
 
 /// How to run the server.

@@ -430,11 +430,12 @@ mod tests {
         let store = ReplayStore::new(ReplayLimits::default());
         let first = store.store_event("s1", &priming()).await.unwrap();
         let mut stream = store.replay_events_after(&first).await.unwrap();
-        let later = store.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            later.store_event("s1", &result(1)).await.unwrap();
-        });
+        // Nothing to replay yet: the resume waits rather than ending.
+        assert!(
+            futures_util::FutureExt::now_or_never(stream.next()).is_none(),
+            "the resume answered before the call's result"
+        );
+        store.store_event("s1", &result(1)).await.unwrap();
         let got = tokio::time::timeout(Duration::from_secs(5), stream.next())
             .await
             .expect("the result arrives")
@@ -535,7 +536,7 @@ mod tests {
     async fn finished_streams_expire_and_the_stream_count_is_bounded() {
         let store = ReplayStore::new(ReplayLimits {
             max_streams: 2,
-            keep_finished: Duration::from_millis(50),
+            keep_finished: Duration::from_secs(60),
             ..ReplayLimits::default()
         });
         let a = store.store_event("a", &result(1)).await.unwrap();
@@ -547,7 +548,14 @@ mod tests {
             "the finished stream goes first"
         );
         let d = store.store_event("d", &result(1)).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(80)).await;
+        // Kept until `keep_finished` has passed since it finished, gone once it has: the
+        // sweep asked about instants on either side of that, rather than a test sleeping
+        // through it.
+        let finished = Instant::now();
+        let sweep_at = |at: Instant| store.evict_expired(&mut store.lock(), at);
+        sweep_at(finished);
+        assert_eq!(store.check(&d), Ok(()), "kept while fresh");
+        sweep_at(finished + Duration::from_secs(60));
         assert!(matches!(store.check(&d), Err(ReplayRefused::NotKept(..))));
     }
 }

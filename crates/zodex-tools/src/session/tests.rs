@@ -14,6 +14,17 @@ fn config(tmp: &Path) -> SessionConfig {
     cfg
 }
 
+/// Waits until `done` holds; panics saying `what` if it still does not after a minute (a hang,
+/// not a slow machine: every condition here holds within a second).
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        // The pause between two looks (this file's one sleep).
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn exec_req(cmd: &str, workdir: &Path, yield_ms: u64) -> ExecRequest {
     ExecRequest {
         cmd: cmd.into(),
@@ -75,11 +86,7 @@ async fn oldest_unread_exited_sessions_are_forgotten_past_twice_the_limit() {
             .unwrap();
         handles.push(out.session_handle.unwrap());
         // Let it exit unread, so the next exec has a free slot.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while mgr.live_sessions() > 0 {
-            assert!(Instant::now() < deadline);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the session exits", || mgr.live_sessions() == 0).await;
     }
     assert_eq!(lock(&mgr.sessions).len(), 4);
     let poll = |h: &String| WriteStdinRequest {
@@ -112,11 +119,7 @@ async fn start_up_sweep_removes_day_old_spill_files() {
         .unwrap();
     let (fresh, _) = spill::create_spill_file(&cfg.spill_dir).unwrap();
     let _mgr = SessionManager::new(cfg);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while old.exists() {
-        assert!(Instant::now() < deadline, "old spill file not swept");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until("old spill file not swept", || !old.exists()).await;
     assert!(fresh.exists());
 }
 
@@ -129,7 +132,8 @@ async fn input_to_an_exited_process_returns_its_final_output() {
         .await
         .unwrap();
     let handle = out.session_handle.unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Exited, its output drained.
+    until("the command exits", || mgr.live_sessions() == 0).await;
     let out = mgr
         .write_stdin(WriteStdinRequest {
             session_handle: handle,
