@@ -305,7 +305,7 @@ fn the_second_replica_carries_the_first_ones_ca_and_accepts_its_operators() {
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let (svc1, svc2) = (root.path().join("svc1"), root.path().join("svc2"));
     let (accounts1, accounts2) = (Accounts::unique(&svc1), Accounts::unique(&svc2));
-    let (port1, port2) = (free_port(), free_port());
+    let (port1, port2) = (free_port().unwrap(), free_port().unwrap());
     let remote1 = service_args(&svc1, &accounts1.publisher, "svc1", &url, port1);
     let remote2 = service_args(&svc2, &accounts2.publisher, "svc2", &url, port2);
     let args2 = local(remote2.clone());

@@ -209,3 +209,63 @@ fn audit_pages_hold_only_the_selected_sprites_rows() {
         assert_eq!(since.iter().map(|r| r.at).collect::<Vec<_>>(), vec![111]);
     });
 }
+
+/// What ended lately, as a status reads it: each owner's own rows by index, newest first, and
+/// counted only up to the cap however many an agent made by asking again.
+#[test]
+fn what_ended_lately_is_each_owners_own_and_counted_up_to_the_cap() {
+    use crate::store::ENDED_COUNT_CAP;
+    on_each_backend(|| {
+        let (_dir, mut store) = temp_store();
+        enrol(&mut store);
+        let ended: Vec<i64> = (0..3).map(|n| request(&mut store, "a", n)).collect();
+        let flood = usize::try_from(ENDED_COUNT_CAP).unwrap() + 5;
+        store
+            .write(|f| {
+                for (n, id) in ended.iter().enumerate() {
+                    f.replace_request(*id, 100 + n as i64)?;
+                }
+                let template = f.grant(ended[0])?;
+                for n in 0..flood {
+                    let grant = NewGrant {
+                        repo_key: format!("demo/b{n}"),
+                        repo: format!("demo/b{n}"),
+                        created_by: "agent".into(),
+                        reason: None,
+                        ttl_seconds: template.ttl_seconds,
+                        via: GrantVia::Gateway,
+                        allow_workflows: false,
+                        approved_by: None,
+                        refs: Vec::new(),
+                        owner: Owner::Sprite(name("b")),
+                        allow: Default::default(),
+                    };
+                    let id = f.insert_grant(&grant, 50)?.id;
+                    f.replace_request(id, 60)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        let (rows, total) = store
+            .read(|f| f.grants_ended_since_of(&Owner::Sprite(name("a")), 0, 20))
+            .unwrap();
+        let ids: Vec<i64> = rows.iter().map(|g| g.id).collect();
+        assert_eq!(
+            ids,
+            [ended[2], ended[1], ended[0]],
+            "newest first, a's only"
+        );
+        assert_eq!(total, 3);
+        let (rows, total) = store
+            .read(|f| f.grants_ended_since_of(&Owner::Sprite(name("b")), 0, 20))
+            .unwrap();
+        assert_eq!(rows.len(), 20);
+        assert_eq!(total, ENDED_COUNT_CAP as u64, "counted up to the cap");
+        let (_, everyone) = store.read(|f| f.grants_ended_since(0, 20)).unwrap();
+        assert_eq!(everyone, ENDED_COUNT_CAP as u64);
+        let (none, zero) = store
+            .read(|f| f.grants_ended_since_of(&Owner::Label(label("team=pay")), 0, 20))
+            .unwrap();
+        assert!(none.is_empty() && zero == 0);
+    });
+}

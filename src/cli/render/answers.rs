@@ -266,6 +266,38 @@ fn section<T>(
     }
 }
 
+/// [`section`] for what ended lately, whose count the publisher stops at
+/// [`ENDED_COUNT_CAP`](crate::engine::store::ENDED_COUNT_CAP) per owner: past it, "at least".
+fn ended_section(out: &mut String, v: &Status, more: &str) {
+    let cap = u64::try_from(crate::engine::store::ENDED_COUNT_CAP).unwrap_or(u64::MAX);
+    if v.recently_ended_total < cap {
+        return section(
+            out,
+            "Ended in the last 24h",
+            &v.recently_ended,
+            v.recently_ended_total,
+            more,
+            grant_line,
+            grant_notes,
+        );
+    }
+    section(
+        out,
+        "Ended in the last 24h",
+        &v.recently_ended,
+        0,
+        more,
+        grant_line,
+        grant_notes,
+    );
+    let shown = v.recently_ended.len() as u64;
+    let _ = writeln!(
+        out,
+        "  … and at least {} more: {more}",
+        v.recently_ended_total.saturating_sub(shown)
+    );
+}
+
 fn grant_notes(view: &GrantView) -> Vec<String> {
     let mut notes = Vec::new();
     if let Some(warning) = &view.warning {
@@ -309,14 +341,10 @@ pub fn status(v: &Status) -> String {
         grant_line,
         grant_notes,
     );
-    section(
+    ended_section(
         &mut out,
-        "Ended in the last 24h",
-        &v.recently_ended,
-        v.recently_ended_total,
+        v,
         &format!("see `{}`", verbs.github("audit --since 1d")),
-        grant_line,
-        grant_notes,
     );
     out
 }

@@ -63,13 +63,7 @@ impl Authority<'_> {
         Ok(store.read(|facts| {
             let whose = Whose::of(facts, principal, of)?;
             let mut grants = Vec::new();
-            let (ended, mut recently_ended_total) = match &whose {
-                Whose::All => facts.grants_ended_since(now - 24 * 3600, STATUS_LIST_ROWS)?,
-                whose => owned(
-                    |before| facts.grants_ended_before(now - 24 * 3600, before, SCAN_ROWS),
-                    whose,
-                )?,
-            };
+            let (ended, mut recently_ended_total) = ended_lately(facts, &whose, now - 24 * 3600)?;
             let mut recently_ended: Vec<GrantView> =
                 ended.into_iter().map(|g| grant_view(g, now)).collect();
             let (active, mut grants_total) = in_state(facts, &whose, GrantState::Active)?;
@@ -168,6 +162,21 @@ impl Whose {
         })
     }
 
+    /// The owners whose rows this status keeps (what [`Whose::keeps`] keeps, listed); `None`
+    /// for everyone's.
+    fn owners(&self) -> Option<Vec<Owner>> {
+        Some(match self {
+            Whose::All => return None,
+            Whose::Sprite(sprite) if sprite.removed => Vec::new(),
+            Whose::Sprite(sprite) => std::iter::once(Owner::Sprite(sprite.name.clone()))
+                .chain(sprite.labels.iter().cloned().map(Owner::Label))
+                .collect(),
+            Whose::Label { label, sprites } => std::iter::once(Owner::Label(label.clone()))
+                .chain(sprites.iter().cloned().map(Owner::Sprite))
+                .collect(),
+        })
+    }
+
     fn keeps(&self, owner: &Owner) -> bool {
         match (self, owner) {
             (Whose::All, _) => true,
@@ -177,6 +186,28 @@ impl Whose {
             (Whose::Label { .. }, Owner::Local) => false,
         }
     }
+}
+
+/// What ended since `since` that a status shows (newest first, at most
+/// [`STATUS_LIST_ROWS`]) and how many (counted up to the store's cap, per owner): everyone's,
+/// or each owner's `whose` keeps, read by index — never a walk over other sprites' rows.
+fn ended_lately(
+    facts: &Facts<'_>,
+    whose: &Whose,
+    since: i64,
+) -> Result<(Vec<Grant>, u64), StoreError> {
+    let Some(owners) = whose.owners() else {
+        return facts.grants_ended_since(since, STATUS_LIST_ROWS);
+    };
+    let (mut rows, mut total) = (Vec::new(), 0u64);
+    for owner in &owners {
+        let (some, count) = facts.grants_ended_since_of(owner, since, STATUS_LIST_ROWS)?;
+        rows.extend(some);
+        total += count;
+    }
+    rows.sort_by_key(|g| std::cmp::Reverse((g.ended_at, g.id)));
+    rows.truncate(STATUS_LIST_ROWS as usize);
+    Ok((rows, total))
 }
 
 /// The grants in `state` a status shows (newest first, at most [`STATUS_LIST_ROWS`]) and how

@@ -29,6 +29,7 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0012_audit_base_guard.sql"),
     include_str!("../../../../migrations/0013_fleet_join_codes.sql"),
     include_str!("../../../../migrations/0014_fleet_certificates.sql"),
+    include_str!("../../../../migrations/0015_grants_ended_indexes.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
@@ -68,6 +69,10 @@ const POSTGRES: &[(i64, &str)] = &[
     (
         14,
         include_str!("../../../../migrations/postgres/0014_fleet_certificates.sql"),
+    ),
+    (
+        15,
+        include_str!("../../../../migrations/postgres/0015_grants_ended_indexes.sql"),
     ),
 ];
 

@@ -30,7 +30,7 @@ pub use copy::{CopyReport, copy_state};
 pub use coverage::{App, CoverageFact};
 pub use decision_facts::DecisionFacts;
 pub use fleet::{Member, NewMember, normalise_labels};
-pub use grants::{Allowances, Grant, GrantState, GrantVia, NewGrant};
+pub use grants::{Allowances, ENDED_COUNT_CAP, Grant, GrantState, GrantVia, NewGrant};
 pub use join::{JoinReport, join_history};
 pub use join_codes::JoinCode;
 pub use oauth::{
