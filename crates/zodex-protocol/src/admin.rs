@@ -257,34 +257,6 @@ impl AdminRequest {
             of: ForSprites::default(),
         }
     }
-
-    /// The MCP endpoint's OAuth commands (answered by the authorization server).
-    /// The fleet registry's requests, answered only by a fleet's service.
-    pub fn is_fleet(&self) -> bool {
-        matches!(
-            self,
-            Self::FleetEnroll { .. }
-                | Self::FleetRemove { .. }
-                | Self::FleetLabel { .. }
-                | Self::FleetMembers
-                | Self::FleetDoctor
-                | Self::FleetRenew { .. }
-                | Self::FleetJoinCode { .. }
-                | Self::FleetMcp { .. }
-                | Self::FleetMcpPublicUrl { .. }
-        )
-    }
-
-    pub fn is_mcp_oauth(&self) -> bool {
-        matches!(
-            self,
-            Self::McpApprove { .. }
-                | Self::McpDeny { .. }
-                | Self::McpClients
-                | Self::McpRevoke { .. }
-                | Self::McpKeyUrl { .. }
-        )
-    }
 }
 
 /// What a fleet member is.

@@ -29,7 +29,13 @@
 //! - `host`: the engine as the daemon hosts it, async (GitHub awaited, SQLite and git on blocking
 //!   threads through `host::core::blocking`, no `block_on`): a router over owners, each with
 //!   its behaviour; arrows point down this list.
-//!   - `host::admin`: operator requests, answers under the reply cap (pages), pruning.
+//!   - `host::admin`: the operator requests' router (one `match`, each to its handler),
+//!     answers under the reply cap (pages), pruning.
+//!   - `host::admin_grants`, `host::admin_views`: the handlers of grants and scopes, and of
+//!     what an operator reads (status, pages of requests and audit, explain).
+//!   - `host::agent`: the agent requests' router and the agent's own requests on the store.
+//!   - `host::fleet_admin`, `host::mcp_oauth`: the fleet registry's requests; OAuth's.
+//!   - `host::start`: the private state directory and the uid, before the owners open.
 //!   - `host::pipeline`: pushes and pull requests: admitted on the declared request
 //!     (`Pipeline::admit`), then handled once the body is spooled or as it streams.
 //!     - `pipeline::stream`: a push whose bundle is still arriving: GitHub's receive-pack fed

@@ -2,13 +2,14 @@
 //! clock's time, GitHub's client when the configuration has one, and the settings read at
 //! start. Shared by reference ([`Arc`]); nothing in it knows about mirrors, tokens or pushes.
 
-use super::Failure;
+use super::{Failure, HostError};
 use crate::clock::Clock;
 use crate::github::GitHub;
 use crate::shared_store::SharedStore;
 use std::sync::Arc;
-use zodex_config::Limits;
+use zodex_config::{Checked, Config, Limits};
 use zodex_engine::authority::{Authority, Denial};
+use zodex_engine::policy::Policies;
 use zodex_engine::store::Store;
 use zodex_engine::{Ask, Decision, Engine, Principal};
 use zodex_protocol::ErrorKind;
@@ -38,6 +39,51 @@ pub(crate) struct Settings {
     pub audit_required: bool,
 }
 
+impl Settings {
+    fn of(checked: &Checked) -> Self {
+        let config = &checked.config;
+        Self {
+            mcp_key_hash_file: config.mcp_key_hash_file(),
+            pr_branch_prefix: checked.pr_branch_prefix.clone(),
+            pr_footer: config.pr_footer.unwrap_or(true),
+            limits: checked.limits,
+            sinks: config
+                .audit_sinks
+                .iter()
+                .map(|s| s.name().to_string())
+                .collect(),
+            audit_required: config.audit_required.unwrap_or(false),
+        }
+    }
+}
+
+/// The engine over `policies`, with the configuration's targets, protected paths and request
+/// TTL bound, and the shadow policies (`policy_dir/shadow/`: evaluated beside every decision,
+/// recorded, never enforced).
+pub(crate) fn engine(checked: &Checked, policies: Policies) -> Result<Engine, HostError> {
+    let promoted = match &checked.config.policy_dir {
+        Some(dir) => Policies::load_promoted(dir)
+            .map_err(|e| HostError::Config(format!("the shadow policies: {e}")))?,
+        None => None,
+    };
+    let mut engine = Engine::new(policies, checked.targets.clone())
+        .with_max_request_ttl(checked.limits.max_request_ttl_seconds)
+        .with_protected_paths(checked.protected_paths.clone());
+    if let Some(promoted) = promoted {
+        tracing::info!("shadow policies loaded: each decision records what they would decide");
+        engine = engine.with_shadow(promoted);
+    }
+    Ok(engine)
+}
+
+/// The system clock, or with `test_clock_file` one moved by the offset that file holds.
+pub(crate) fn clock(config: &Config) -> Clock {
+    match &config.test_clock_file {
+        Some(file) => Clock::offset_by(file.clone()),
+        None => Clock::system(),
+    }
+}
+
 /// Runs `work` on a blocking thread (SQLite, git) with `owner` taken along; a panic in it goes
 /// on in the caller, as if it had run here.
 pub(crate) async fn blocking<S, T>(owner: &Arc<S>, work: impl FnOnce(&S) -> T + Send + 'static) -> T
@@ -54,6 +100,30 @@ where
 }
 
 impl Core {
+    /// The decisions' core: `engine` over `store` at `clock`'s time, with GitHub's client when
+    /// the configuration has a `[github]` table.
+    pub fn open(
+        checked: &Checked,
+        engine: Engine,
+        store: SharedStore,
+        clock: Clock,
+    ) -> Result<Self, HostError> {
+        let github = checked
+            .config
+            .github
+            .as_ref()
+            .map(GitHub::from_config)
+            .transpose()?;
+        Ok(Self {
+            engine,
+            store,
+            clock,
+            github: github.map(Arc::new),
+            settings: Settings::of(checked),
+            holder: crate::sinks::Outbox::holder_name(),
+        })
+    }
+
     pub fn now(&self) -> i64 {
         self.clock.now()
     }

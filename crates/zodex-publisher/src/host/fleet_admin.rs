@@ -4,127 +4,142 @@
 //! engine (`Authority::enroll_member`, `remove_member`). Also the sprites a list's
 //! `--sprite`/`--label` selects, checked against the registry.
 
-use super::{Failure, Host};
+use super::admin::Stored;
+use super::{Failure, Host, HostError};
+use crate::fleet::FleetService;
+use std::sync::Arc;
 use zodex_engine::fleet::{FleetSprite, MemberName, MemberRole, SpriteFilter, SpriteLabel};
 use zodex_engine::store::{NewMember, Store};
 use zodex_engine::{Principal, authority::AuthorityError};
 use zodex_protocol::{
-    AdminRequest, ErrorKind, FleetEnrolled, FleetJoinCodeIssued, FleetMember, FleetRemoved,
-    FleetRenewed, ForSprites, Response,
+    ErrorKind, FleetEnrolled, FleetJoinCodeIssued, FleetMember, FleetRemoved, FleetRenewed,
+    FleetRole, ForSprites, Response,
 };
 
-impl Host {
-    pub(super) fn fleet_admin(
-        &self,
-        principal: &Principal,
-        request: AdminRequest,
-        now: i64,
-    ) -> Response {
-        let Some(fleet) = self.fleet.clone() else {
-            return Failure::new(
-                ErrorKind::NotFound,
-                "this publisher serves no fleet: add a [fleet] table to zodex.toml (docs/fleet.md)",
-            )
-            .into_response();
-        };
-        let result = self.core.with_store(|a, s| -> Result<Response, Failure> {
-            Ok(match request {
-                AdminRequest::FleetEnroll {
-                    role,
-                    name,
-                    labels,
-                    request_pem,
-                } => {
-                    let role = MemberRole::from(role);
-                    let member_name =
-                        MemberName::parse(&name).map_err(|e| Failure::usage(e.to_string()))?;
-                    let labels = labels
-                        .iter()
-                        .map(|l| SpriteLabel::parse(l))
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| Failure::usage(e.to_string()))?;
-                    if role == MemberRole::Operator && !labels.is_empty() {
-                        return Err(Failure::usage(
-                            "labels select sprites; an operator carries none",
-                        ));
-                    }
-                    let key_sha256 = zodex_fleet::request_key_sha256(&request_pem)
-                        .map_err(|e| Failure::usage(e.to_string()))?;
-                    // Signed before anything is recorded: a request that does not hold
-                    // enrols nothing.
-                    let (identity, certificate_pem) = fleet
-                        .sign(fleet_role(role), &name, &request_pem)
-                        .map_err(|e| Failure::usage(e.to_string()))?;
-                    let member = a.enroll_member(
-                        s,
-                        principal,
-                        &NewMember {
-                            role,
-                            name: member_name,
-                            labels,
-                            key_sha256,
-                            cert_expires_at: fleet.expiry_from(now),
-                        },
-                        now,
-                    )?;
-                    Response::ok(FleetEnrolled {
-                        member: member.into(),
-                        certificate_pem,
-                        ca_pem: fleet.ca_pem().to_string(),
-                        identity: identity.uri(),
-                    })
-                }
-                AdminRequest::FleetRemove { role, name } => {
-                    let name =
-                        MemberName::parse(&name).map_err(|e| Failure::usage(e.to_string()))?;
-                    let removed = a.remove_member(s, principal, role.into(), &name, now)?;
-                    Response::ok(FleetRemoved::from(removed))
-                }
-                AdminRequest::FleetLabel { name, set, remove } => {
-                    let name =
-                        MemberName::parse(&name).map_err(|e| Failure::usage(e.to_string()))?;
-                    let set = set
-                        .iter()
-                        .map(|l| SpriteLabel::parse(l))
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| Failure::usage(e.to_string()))?;
-                    if set.is_empty() && remove.is_empty() {
-                        return Err(Failure::usage(
-                            "give labels to set (KEY=VALUE) or keys to remove (--remove KEY)",
-                        ));
-                    }
-                    let member = a.relabel_member(s, principal, &name, &set, &remove, now)?;
-                    Response::ok(FleetMember::from(member))
-                }
-                AdminRequest::FleetJoinCode { name, code_sha256 } => {
-                    let name =
-                        MemberName::parse(&name).map_err(|e| Failure::usage(e.to_string()))?;
-                    let expires_at = a.issue_join_code(s, principal, &name, &code_sha256, now)?;
-                    Response::ok(FleetJoinCodeIssued {
-                        name: name.to_string(),
-                        expires_at,
-                    })
-                }
-                AdminRequest::FleetDoctor | AdminRequest::FleetRenew { .. } => {
-                    return Err(Failure::usage(
-                        "fleet_doctor and fleet_renew are answered before the registry's requests",
-                    ));
-                }
-                AdminRequest::FleetMembers => {
-                    let mut all = Vec::new();
-                    for role in [MemberRole::Sprite, MemberRole::Operator] {
-                        let members = s.read(|f| f.members(role)).map_err(AuthorityError::from)?;
-                        all.extend(members.into_iter().map(FleetMember::from));
-                    }
-                    Response::ok(all)
-                }
-                other => {
-                    return Err(Failure::usage(format!("not a fleet request: {other:?}")));
-                }
-            })
-        });
-        result.unwrap_or_else(Failure::into_response)
+/// The fleet's service side (`[fleet]`): its CA, loaded at start, serving from `now`.
+pub(super) fn open(
+    config: &zodex_config::Config,
+    now: i64,
+) -> Result<Option<Arc<crate::fleet::FleetService>>, HostError> {
+    let Some(fleet) = &config.fleet else {
+        return Ok(None);
+    };
+    let service =
+        crate::fleet::FleetService::load(fleet).map_err(|e| HostError::Config(e.to_string()))?;
+    Ok(Some(Arc::new(service.serving(config, now))))
+}
+
+/// The answer to a fleet's request on a publisher that serves none.
+pub(super) fn no_fleet() -> Failure {
+    Failure::new(
+        ErrorKind::NotFound,
+        "this publisher serves no fleet: add a [fleet] table to zodex.toml (docs/fleet.md)",
+    )
+}
+
+fn member_name(name: &str) -> Result<MemberName, Failure> {
+    MemberName::parse(name).map_err(|e| Failure::usage(e.to_string()))
+}
+
+fn labels(labels: &[String]) -> Result<Vec<SpriteLabel>, Failure> {
+    labels
+        .iter()
+        .map(|l| SpriteLabel::parse(l))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Failure::usage(e.to_string()))
+}
+
+/// `fleet_enroll`: the member's own certificate request signed, then the member recorded.
+pub(super) fn enroll(
+    (role, name, labels_given, request_pem): (FleetRole, String, Vec<String>, String),
+    fleet: &FleetService,
+    cx: Stored<'_>,
+) -> Result<Response, Failure> {
+    let role = MemberRole::from(role);
+    let member_name = member_name(&name)?;
+    let labels = labels(&labels_given)?;
+    if role == MemberRole::Operator && !labels.is_empty() {
+        return Err(Failure::usage(
+            "labels select sprites; an operator carries none",
+        ));
     }
+    let key_sha256 =
+        zodex_fleet::request_key_sha256(&request_pem).map_err(|e| Failure::usage(e.to_string()))?;
+    // Signed before anything is recorded: a request that does not hold enrols nothing.
+    let (identity, certificate_pem) = fleet
+        .sign(fleet_role(role), &name, &request_pem)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let new = NewMember {
+        role,
+        name: member_name,
+        labels,
+        key_sha256,
+        cert_expires_at: fleet.expiry_from(cx.now),
+    };
+    let member = cx.a.enroll_member(cx.s, cx.principal, &new, cx.now)?;
+    Ok(Response::ok(FleetEnrolled {
+        member: member.into(),
+        certificate_pem,
+        ca_pem: fleet.ca_pem().to_string(),
+        identity: identity.uri(),
+    }))
+}
+
+/// `fleet_remove`: the member removed, and what of its own ends with it.
+pub(super) fn remove(
+    (role, name): (FleetRole, String),
+    _: &FleetService,
+    cx: Stored<'_>,
+) -> Result<Response, Failure> {
+    let name = member_name(&name)?;
+    let removed =
+        cx.a.remove_member(cx.s, cx.principal, role.into(), &name, cx.now)?;
+    Ok(Response::ok(FleetRemoved::from(removed)))
+}
+
+/// `fleet_label`: an enrolled sprite's labels set and removed.
+pub(super) fn relabel(
+    (name, set, remove): (String, Vec<String>, Vec<String>),
+    _: &FleetService,
+    cx: Stored<'_>,
+) -> Result<Response, Failure> {
+    let name = member_name(&name)?;
+    let set = labels(&set)?;
+    if set.is_empty() && remove.is_empty() {
+        return Err(Failure::usage(
+            "give labels to set (KEY=VALUE) or keys to remove (--remove KEY)",
+        ));
+    }
+    let member =
+        cx.a.relabel_member(cx.s, cx.principal, &name, &set, &remove, cx.now)?;
+    Ok(Response::ok(FleetMember::from(member)))
+}
+
+/// `fleet_join_code`: a new operator's one-time join code recorded (its hash only).
+pub(super) fn join_code(
+    (name, code_sha256): (String, String),
+    _: &FleetService,
+    cx: Stored<'_>,
+) -> Result<Response, Failure> {
+    let name = member_name(&name)?;
+    let expires_at =
+        cx.a.issue_join_code(cx.s, cx.principal, &name, &code_sha256, cx.now)?;
+    Ok(Response::ok(FleetJoinCodeIssued {
+        name: name.to_string(),
+        expires_at,
+    }))
+}
+
+/// `fleet_members`: every member, enrolled and removed, sprites first.
+pub(super) fn members((): (), _: &FleetService, cx: Stored<'_>) -> Result<Response, Failure> {
+    let mut all = Vec::new();
+    for role in [MemberRole::Sprite, MemberRole::Operator] {
+        let members =
+            cx.s.read(|f| f.members(role))
+                .map_err(AuthorityError::from)?;
+        all.extend(members.into_iter().map(FleetMember::from));
+    }
+    Ok(Response::ok(all))
 }
 
 fn fleet_role(role: MemberRole) -> zodex_fleet::Role {

@@ -3,6 +3,7 @@
 
 use super::*;
 use zodex_config::Config;
+use zodex_engine::Principal;
 use zodex_protocol::{AdminRequest, FleetRole};
 
 fn fleet_host(dir: &std::path::Path) -> Arc<Host> {

@@ -18,6 +18,24 @@ pub struct TokenSeal {
 }
 
 impl TokenSeal {
+    /// The seal of the deployment the configuration's `[github]` writer App names (none
+    /// without GitHub: no write token to seal).
+    pub(super) fn of_config(
+        config: &zodex_config::Config,
+    ) -> Result<Option<Self>, super::HostError> {
+        let Some(github) = &config.github else {
+            return Ok(None);
+        };
+        let key_file = &github.writer.private_key_file;
+        let key = std::fs::read(key_file).map_err(|e| {
+            super::HostError::Config(format!(
+                "cannot read the writer key {}: {e}",
+                key_file.display()
+            ))
+        })?;
+        Ok(Some(Self::from_writer_key(&key)))
+    }
+
     /// The seal of the deployment whose writer key is `private_key` (the PEM file's bytes).
     pub fn from_writer_key(private_key: &[u8]) -> Self {
         let prk = Salt::new(HKDF_SHA256, b"zodex token ledger seal v1").extract(private_key);

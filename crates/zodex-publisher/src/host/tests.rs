@@ -2,7 +2,8 @@
 
 use super::*;
 use zodex_config::Config;
-use zodex_protocol::{AdminRequest, Ttl};
+use zodex_engine::Principal;
+use zodex_protocol::{AdminRequest, AgentRequest, ErrorKind, Ttl};
 
 fn config(dir: &std::path::Path, extra: &str) -> Checked {
     let config: Config = toml::from_str(&format!(
