@@ -16,7 +16,9 @@ use serde_json::json;
 use std::path::PathBuf;
 use support::devhub::{AppKind, Demo, commit_file, git_ok, rev_parse};
 use zodex::publisher::github::Token;
-use zodex::publisher::publish::upload::{LeasedUpdate, Pushed, Route, Target, push_leased};
+use zodex::publisher::publish::upload::{
+    LeasedUpdate, Pushed, RefOutcomes, Route, Target, push_leased,
+};
 use zodex::publisher::publish::{Quarantine, SharedQuarantine};
 
 /// A devhub, a writer token for `demo/app`, a mirror of it (as the publisher keeps one) and a
@@ -124,9 +126,7 @@ fn update(dst: &str, new: Option<&str>, expected: &str) -> LeasedUpdate {
     }
 }
 
-fn outcomes(
-    pushed: Pushed,
-) -> std::collections::HashMap<zodex::engine::RefName, Result<(), String>> {
+fn outcomes(pushed: Pushed) -> RefOutcomes {
     pushed.expect("one outcome per ref")
 }
 

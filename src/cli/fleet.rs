@@ -481,7 +481,7 @@ fn join(target: &FleetTarget, registry: &Registry, args: JoinArgs) -> i32 {
 }
 
 /// The join code from stdin (prompted for on a terminal): a secret, so never an argument.
-fn read_code() -> Result<fleet::JoinCode, String> {
+fn read_code() -> anyhow::Result<fleet::JoinCode> {
     use std::io::{BufRead, IsTerminal, Read};
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
@@ -492,14 +492,13 @@ fn read_code() -> Result<fleet::JoinCode, String> {
         .lock()
         .take(4096)
         .read_line(&mut line)
-        .map_err(|e| format!("cannot read the join code from stdin: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("cannot read the join code from stdin: {e}"))?;
     if line.trim().is_empty() {
-        return Err(
+        anyhow::bail!(
             "no join code on stdin: paste the code `zodex fleet operator add NAME` printed (e.g. `zodex fleet join --service URL < code.txt`)"
-                .into(),
         );
     }
-    fleet::JoinCode::parse(&line).map_err(|e| e.to_string())
+    Ok(fleet::JoinCode::parse(&line)?)
 }
 
 /// One admin request to the fleet, its answer printed.

@@ -454,19 +454,18 @@ fn admin(config: Option<PathBuf>) -> i32 {
     }
 }
 
+use crate::publisher::watch::FollowError;
+
 /// The tool calls this sprite's MCP server records (`[mcp] state_dir`), for the watch.
 struct ToolCalls(PathBuf);
 
-// String: the trait's, as the publisher knows nothing of the tools; the text becomes a note
-// line of the watch.
 impl crate::publisher::watch::Follow for ToolCalls {
-    fn newest(&mut self) -> Result<i64, String> {
-        crate::tools::server::history::newest_id(&self.0).map_err(|e| e.to_string())
+    fn newest(&mut self) -> Result<i64, FollowError> {
+        Ok(crate::tools::server::history::newest_id(&self.0)?)
     }
 
-    fn after(&mut self, after: i64, limit: u32) -> Result<Vec<serde_json::Value>, String> {
-        let rows = crate::tools::server::history::read_history_after(&self.0, after, limit)
-            .map_err(|e| e.to_string())?;
+    fn after(&mut self, after: i64, limit: u32) -> Result<Vec<serde_json::Value>, FollowError> {
+        let rows = crate::tools::server::history::read_history_after(&self.0, after, limit)?;
         Ok(rows
             .into_iter()
             .filter_map(|row| serde_json::to_value(row).ok())

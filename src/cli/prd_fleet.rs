@@ -99,7 +99,12 @@ pub fn run(command: FleetCommand) -> i32 {
             }
             let enrolled = match enrolled(&input) {
                 Ok(enrolled) => enrolled,
-                Err(e) => return print_failure(&e, json),
+                Err(e) => {
+                    return print_failure(
+                        &format!("stdin is not the JSON answer of fleet_enroll: {e}"),
+                        json,
+                    );
+                }
             };
             match crate::publisher::relay::install(
                 &dir,
@@ -197,12 +202,10 @@ fn import_ca(dir: &std::path::Path, name: &str, json: bool) -> i32 {
 }
 
 /// The enrolment answer on stdin: the admin socket's whole response, or its result.
-fn enrolled(input: &str) -> Result<crate::protocol::FleetEnrolled, String> {
-    let value: serde_json::Value = serde_json::from_str(input)
-        .map_err(|e| format!("stdin is not the JSON answer of fleet_enroll: {e}"))?;
+fn enrolled(input: &str) -> Result<crate::protocol::FleetEnrolled, serde_json::Error> {
+    let value: serde_json::Value = serde_json::from_str(input)?;
     let result = value.get("result").cloned().unwrap_or(value);
     serde_json::from_value(result)
-        .map_err(|e| format!("stdin is not the JSON answer of fleet_enroll: {e}"))
 }
 
 /// `zodex-prd relay`: serves the agent socket for the fleet's service until stopped.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::protocol::{AgentRequest, OAuthHttpReply, OAuthHttpRequest};
-use crate::tools::server::oauth::{ForwardReply, ForwardRequest, OAuthForward};
+use crate::tools::server::oauth::{ForwardError, ForwardReply, ForwardRequest, OAuthForward};
 use crate::tools::server::{self, Forwarder, ServeOptions, UsageError};
 
 /// Serve the three MCP tools (sprite mode: the capability key is required).
@@ -58,10 +58,8 @@ struct PublisherForward {
 }
 
 impl OAuthForward for PublisherForward {
-    // String: the trait's, as the MCP server (crate zodex-tools) knows nothing of the agent
-    // socket's errors; it only logs why the publisher could not be asked.
-    fn forward(&self, request: ForwardRequest) -> Result<ForwardReply, String> {
-        self.ask(request).map_err(|e| e.to_string())
+    fn forward(&self, request: ForwardRequest) -> Result<ForwardReply, ForwardError> {
+        Ok(self.ask(request)?)
     }
 }
 

@@ -64,15 +64,15 @@ fn describe(tree: &Tree) -> String {
 }
 
 /// Runs one case; returns a description of what went wrong, if anything.
-fn run_case(case: &Path) -> Result<(), String> {
-    let patch =
-        fs::read_to_string(case.join("patch.txt")).map_err(|e| format!("patch.txt: {e}"))?;
+fn run_case(case: &Path) -> anyhow::Result<()> {
+    let patch = fs::read_to_string(case.join("patch.txt"))
+        .map_err(|e| anyhow::anyhow!("patch.txt: {e}"))?;
     let expect_error = fs::read_to_string(case.join("expect_error.txt")).ok();
     let expect_summary = fs::read_to_string(case.join("expect_summary.txt")).ok();
     let work = tempfile::tempdir().unwrap();
     copy_tree(&case.join("input"), work.path());
     if expect_error.is_some() && snapshot(&case.join("input")) != snapshot(&case.join("expected")) {
-        return Err("a failing case must have expected/ equal to input/".into());
+        anyhow::bail!("a failing case must have expected/ equal to input/");
     }
 
     let result = apply_patch(&patch, work.path());
@@ -81,27 +81,21 @@ fn run_case(case: &Path) -> Result<(), String> {
             if let Some(want) = &expect_summary {
                 let want = want.replace("$WORKDIR", &work.path().display().to_string());
                 if summary.render() != want {
-                    return Err(format!(
-                        "summary was\n{}\nexpected\n{want}",
-                        summary.render()
-                    ));
+                    anyhow::bail!("summary was\n{}\nexpected\n{want}", summary.render());
                 }
             }
         }
         (Ok(summary), Some(needle)) => {
-            return Err(format!(
+            anyhow::bail!(
                 "expected an error containing {needle:?}, but it applied:\n{}",
                 summary.render()
-            ));
+            );
         }
-        (Err(err), None) => return Err(format!("unexpected error: {err}")),
+        (Err(err), None) => anyhow::bail!("unexpected error: {err}"),
         (Err(err), Some(needle)) => {
             let message = err.to_string();
             if !message.contains(needle.trim()) {
-                return Err(format!(
-                    "error {message:?} does not contain {:?}",
-                    needle.trim()
-                ));
+                anyhow::bail!("error {message:?} does not contain {:?}", needle.trim());
             }
         }
     }
@@ -109,11 +103,11 @@ fn run_case(case: &Path) -> Result<(), String> {
     let got = snapshot(work.path());
     let want = snapshot(&case.join("expected"));
     if got != want {
-        return Err(format!(
+        anyhow::bail!(
             "tree differs.\ngot:\n{}expected:\n{}",
             describe(&got),
             describe(&want)
-        ));
+        );
     }
     Ok(())
 }

@@ -344,6 +344,7 @@ fn the_publisher_client_validates_through_prism() {
     let other = RepoName::parse("demo/other").unwrap();
     let mut passed = 0usize;
     let mut failed: Vec<String> = Vec::new();
+    // String: each check's own account of a mismatch, gathered into one failure message.
     let mut check = |what: &str, ok: Result<(), String>| match ok {
         Ok(()) => passed += 1,
         Err(e) => failed.push(format!("{what}: {e}")),

@@ -169,7 +169,7 @@ fn a_renamed_default_branch_is_followed_after_the_coverage_check() {
     }])
     .unwrap();
     let engine = Engine::new(Policies::load(None).unwrap(), targets);
-    let operator = Principal::Operator("uid:0".into());
+    let operator = Principal::Operator("uid:0".parse().unwrap());
     let now = chrono::Utc::now().timestamp();
     Authority { engine: &engine }
         .grant_push(

@@ -276,7 +276,7 @@ async fn uninstall_ends_every_grant_and_no_old_token_works_after_a_new_setup() {
         let mut store = Store::open(&dir.path().join("state.db")).unwrap();
         zodex::engine::mcp_oauth::end_every_grant(
             &mut store,
-            &zodex::engine::Actor::Operator("uid:0".into()),
+            &zodex::engine::Actor::Operator("uid:0".parse().unwrap()),
             "test",
             now,
         )

@@ -2,7 +2,8 @@
 //! manifest names only the Zodex crates below it ([`CRATE_ARROWS`], checked here), so a
 //! wrong-way `use` does not build. What a manifest cannot say is checked against the source as
 //! text (the way rust-analyzer's tidy tests keep its layers), naming the file and line:
-//! - the engine reaches no network, git, process or clock;
+//! - the engine reaches no network, git, process or clock; the vocabulary (`zodex-types`) holds
+//!   values only (no Cedar, no SQL, no I/O);
 //! - the publisher opens no store transaction of its own (the engine's `Authority` and `ledger`
 //!   do), and the GitHub client holds no store;
 //! - only `zodex dev` (`zodex-operator`'s `dev.rs`) starts devhub, the local GitHub;
@@ -64,27 +65,32 @@ fn code_roots() -> Vec<PathBuf> {
 /// porcelain, every arrow pointing down. The root crate `zodex` (the roles and the binaries)
 /// may use them all; none of them may use it.
 const CRATE_ARROWS: &[(&str, &[&str])] = &[
+    ("zodex-types", &[]),
     ("zodex-sql", &[]),
     ("zodex-fleet", &[]),
     ("zodex-secrets", &[]),
     ("zodex-store-pg", &["zodex-sql"]),
-    ("zodex-engine", &["zodex-sql", "zodex-store-pg"]),
+    (
+        "zodex-engine",
+        &["zodex-types", "zodex-sql", "zodex-store-pg"],
+    ),
     ("zodex-mcp-settings", &[]),
     ("zodex-tools", &["zodex-mcp-settings"]),
     ("zodex-devhub", &[]),
-    ("zodex-protocol", &["zodex-engine"]),
-    ("zodex-github", &["zodex-engine"]),
+    ("zodex-protocol", &["zodex-types", "zodex-engine"]),
+    ("zodex-github", &["zodex-types"]),
     (
         "zodex-config",
-        &["zodex-engine", "zodex-github", "zodex-mcp-settings"],
+        &["zodex-types", "zodex-github", "zodex-mcp-settings"],
     ),
     (
         "zodex-agent",
-        &["zodex-engine", "zodex-protocol", "zodex-config"],
+        &["zodex-types", "zodex-protocol", "zodex-config"],
     ),
     (
         "zodex-operator",
         &[
+            "zodex-types",
             "zodex-engine",
             "zodex-protocol",
             "zodex-config",
@@ -98,6 +104,7 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
     (
         "zodex-install",
         &[
+            "zodex-types",
             "zodex-engine",
             "zodex-protocol",
             "zodex-config",
@@ -108,6 +115,7 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
     (
         "zodex-publisher",
         &[
+            "zodex-types",
             "zodex-engine",
             "zodex-secrets",
             "zodex-protocol",
@@ -122,13 +130,18 @@ const CRATE_ARROWS: &[(&str, &[&str])] = &[
     (
         "zodex-git",
         &[
-            "zodex-engine",
+            "zodex-types",
             "zodex-protocol",
             "zodex-github",
             "zodex-secrets",
         ],
     ),
 ];
+
+/// The clients of the sockets that take `zodex-protocol` without its `engine` feature (the
+/// answers' `From` the engine's values), so they link no Cedar and no SQLite:
+/// `cargo tree -p zodex-agent` shows neither `cedar-policy` nor `rusqlite`.
+const WIRE_ONLY: &[&str] = &["zodex-agent", "zodex-git"];
 
 /// Each crate under `crates/` depends on no other part of Zodex than [`CRATE_ARROWS`] allows,
 /// and every crate there is listed: the compiler then refuses a wrong-way import outright (a
@@ -165,6 +178,17 @@ fn each_crate_depends_only_on_the_crates_below_it() {
                 "{}: [{section}] names {zodex:?}; {krate} may depend only on {allowed:?}",
                 manifest.display()
             );
+            if WIRE_ONLY.contains(krate)
+                && let Some(protocol) = deps.get("zodex-protocol")
+            {
+                assert_eq!(
+                    protocol.get("default-features").and_then(|v| v.as_bool()),
+                    Some(false),
+                    "{}: [{section}] takes zodex-protocol with its `engine` feature; {krate} \
+                     needs only the wire (`default-features = false`)",
+                    manifest.display()
+                );
+            }
         }
     }
 }
@@ -229,6 +253,30 @@ fn the_engine_reaches_no_network_git_process_or_clock() {
                 "gix_transport",
                 "gix_protocol",
                 "Command::new",
+            ],
+        ),
+    );
+}
+
+/// The vocabulary under every crate holds values only: a client that parses a ref name links
+/// no policy engine, no database and no I/O.
+#[test]
+fn the_vocabulary_is_plain_values() {
+    assert_none(
+        "types: plain values; Cedar, SQL and I/O belong to the crates above",
+        mentions(
+            "types",
+            &[
+                "cedar_policy",
+                "rusqlite",
+                "zodex_sql",
+                "std::fs",
+                "std::net",
+                "std::process",
+                "std::env",
+                "SystemTime::now",
+                "Utc::now",
+                "tokio",
             ],
         ),
     );

@@ -11,8 +11,8 @@
 use std::io::BufRead;
 use std::path::Path;
 use zodex_config::Config;
-use zodex_engine::repo::split_remote_url;
 use zodex_protocol::{AgentRequest, CredentialGrant};
+use zodex_types::repo::split_remote_url;
 
 /// The longest line accepted (git's own limit is lower).
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
@@ -122,7 +122,7 @@ impl CredentialAnswer {
 
 /// The `owner/name` a credential `path` names: one grammar for both sides, in the engine's
 /// repository names.
-pub use zodex_engine::repo::repo_of_path;
+pub use zodex_types::repo::repo_of_path;
 
 /// What the helper gives back: the lines for git's stdout (empty: git falls through to its next
 /// helper), a line for stderr, and whether the helper itself failed.

@@ -5,7 +5,7 @@
 
 use super::bundle::{self, Built, BundleBuildError};
 use std::path::{Path, PathBuf};
-use zodex_engine::RepoName;
+use zodex_types::RepoName;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
@@ -39,7 +39,7 @@ pub struct Prepared {
     pub bundle: Built,
 }
 
-use zodex_engine::repo::repo_of_url;
+use zodex_types::repo::repo_of_url;
 
 /// Runs the client-side checks in `workdir` and builds the bundle.
 pub fn prepare(workdir: &Path, repo: &RepoName, progress: bool) -> Result<Prepared, PublishError> {

@@ -10,10 +10,10 @@ use super::client::{self, ClientError};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use zodex_engine::RepoName;
-use zodex_engine::repo::repo_of_url;
-use zodex_engine::{ObjectId, RefName};
 use zodex_protocol::{AgentRequest, ErrorKind, PushOutcome, PushUpdate, Response};
+use zodex_types::RepoName;
+use zodex_types::repo::repo_of_url;
+use zodex_types::{ObjectId, RefName};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HelperError {

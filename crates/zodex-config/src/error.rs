@@ -2,8 +2,8 @@
 //! wrong ([`SettingError`], which names the key and the accepted values).
 
 use std::path::PathBuf;
-use zodex_engine::targets::TargetError;
-use zodex_engine::ttl::TtlError;
+use zodex_types::targets::TargetError;
+use zodex_types::ttl::TtlError;
 
 use super::CONFIG_ENV;
 
@@ -51,7 +51,7 @@ pub enum SettingError {
     #[error(transparent)]
     Store(#[from] super::StoreSettingError),
     #[error("[policy] protected_paths: {0}")]
-    ProtectedPaths(#[from] zodex_engine::paths::PathPatternError),
+    ProtectedPaths(#[from] zodex_types::paths::PathPatternError),
     #[error("audit sink name {0:?} is used twice")]
     AuditSinkNameTwice(String),
     #[error("max_pending_requests = {0} is out of range; use 1 to 10000 (default 20)")]

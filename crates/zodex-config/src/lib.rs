@@ -35,7 +35,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use zodex_engine::targets::{TargetSpec, Targets};
+use zodex_types::targets::{TargetSpec, Targets};
 
 mod error;
 mod store;
@@ -392,7 +392,7 @@ pub struct Checked {
     /// Where the state lives: `[store]`, or SQLite in `state_dir`.
     pub store: StoreLocation,
     /// The protected paths: the shipped ones and `[policy] protected_paths`, compiled.
-    pub protected_paths: zodex_engine::paths::PathPatterns,
+    pub protected_paths: zodex_types::paths::PathPatterns,
 }
 
 /// The `[policy]` table.
@@ -423,7 +423,7 @@ impl Checked {
             agent_limits: config.agent_limits()?,
             pr_branch_prefix: config.pr_branch_prefix()?,
             store: config.store_location()?,
-            protected_paths: zodex_engine::paths::PathPatterns::protected(
+            protected_paths: zodex_types::paths::PathPatterns::protected(
                 config
                     .policy
                     .as_ref()
@@ -512,7 +512,7 @@ impl Config {
     pub fn limits(&self) -> Result<Limits, SettingError> {
         let max_pending_requests = self
             .max_pending_requests
-            .unwrap_or(zodex_engine::authority::DEFAULT_MAX_PENDING_REQUESTS);
+            .unwrap_or(zodex_types::DEFAULT_MAX_PENDING_REQUESTS);
         if !(1..=10_000).contains(&max_pending_requests) {
             return Err(SettingError::MaxPendingRequests(max_pending_requests));
         }
@@ -527,9 +527,9 @@ impl Config {
             return Err(SettingError::AuditMaxRows(audit_max_rows));
         }
         let max_request_ttl_seconds = match self.max_request_ttl.as_deref() {
-            None => zodex_engine::ttl::DEFAULT_MAX_REQUEST_TTL_SECONDS,
+            None => zodex_types::ttl::DEFAULT_MAX_REQUEST_TTL_SECONDS,
             Some(text) => {
-                let seconds = zodex_engine::ttl::parse_ttl(text)
+                let seconds = zodex_types::ttl::parse_ttl(text)
                     .map_err(|source| SettingError::MaxRequestTtl {
                         text: text.to_string(),
                         source,

@@ -234,7 +234,7 @@ fn any_ask() -> impl Strategy<Value = Ask> {
 fn any_principal() -> impl Strategy<Value = Principal> {
     prop_oneof![
         Just(Principal::Agent),
-        Just(Principal::Operator("uid:0".into()))
+        Just(Principal::Operator("uid:0".parse().unwrap()))
     ]
 }
 

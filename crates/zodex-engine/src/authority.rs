@@ -90,8 +90,7 @@ pub enum AuthorityError {
 
 /// Longest reason (characters) the agent may give for a request.
 pub const MAX_REASON_CHARS: usize = 1000;
-/// Pending agent requests kept at most, unless the configuration says otherwise.
-pub const DEFAULT_MAX_PENDING_REQUESTS: u32 = 20;
+pub use zodex_types::DEFAULT_MAX_PENDING_REQUESTS;
 pub type Outcome<T> = Result<T, AuthorityError>;
 
 /// A grant as shown to people: its state at `now` (an expired grant never shows as active).

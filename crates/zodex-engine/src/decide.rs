@@ -22,12 +22,14 @@ use super::repo::RepoName;
 use super::store::{CoverageFact, Facts, Grant, Result, YoloScope};
 use super::targets::Targets;
 use super::ttl::DEFAULT_MAX_REQUEST_TTL_SECONDS;
+use super::vocabulary::{Actor, OperatorName};
 use cedar_policy::{
     Authorizer, Context, Decision as CedarDecision, Entities, Entity, EntityId, EntityTypeName,
     EntityUid, Request, RestrictedExpression,
 };
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
+pub use zodex_types::Action;
 
 /// Who is asking.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,8 +38,9 @@ pub enum Principal {
     Agent,
     /// The agent of one sprite of a fleet, as its relay's certificate and the registry name it.
     Sprite(FleetSprite),
-    /// An operator, named by how the admin socket authenticated them (e.g. `uid:1000`).
-    Operator(String),
+    /// An operator, named by how the publisher authenticated them (`uid:1000`, or a fleet
+    /// operator's certificate name).
+    Operator(OperatorName),
 }
 
 impl Principal {
@@ -88,52 +91,20 @@ impl Principal {
     }
 }
 
-/// The actions of `policies/zodex.cedarschema`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Read,
-    RequestPush,
-    GrantPush,
-    RevokePush,
-    SetYolo,
-    ClearYolo,
-    PublishPr,
-    Push,
-    IssueWriteToken,
-    ViewStatus,
-    ViewAudit,
+/// The actor an audit row names for this principal.
+impl From<&Principal> for Actor {
+    fn from(principal: &Principal) -> Self {
+        match principal {
+            Principal::Agent => Actor::Agent,
+            Principal::Sprite(sprite) => Actor::Sprite(sprite.name.to_string()),
+            Principal::Operator(who) => Actor::Operator(who.clone()),
+        }
+    }
 }
 
-impl Action {
-    /// Every action, in the schema's order.
-    pub const ALL: [Action; 11] = [
-        Self::Read,
-        Self::RequestPush,
-        Self::GrantPush,
-        Self::RevokePush,
-        Self::SetYolo,
-        Self::ClearYolo,
-        Self::PublishPr,
-        Self::Push,
-        Self::IssueWriteToken,
-        Self::ViewStatus,
-        Self::ViewAudit,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Read => "Read",
-            Self::RequestPush => "RequestPush",
-            Self::GrantPush => "GrantPush",
-            Self::RevokePush => "RevokePush",
-            Self::SetYolo => "SetYolo",
-            Self::ClearYolo => "ClearYolo",
-            Self::PublishPr => "PublishPr",
-            Self::Push => "Push",
-            Self::IssueWriteToken => "IssueWriteToken",
-            Self::ViewStatus => "ViewStatus",
-            Self::ViewAudit => "ViewAudit",
-        }
+impl From<Principal> for Actor {
+    fn from(principal: Principal) -> Self {
+        Actor::from(&principal)
     }
 }
 
@@ -671,7 +642,7 @@ impl Engine {
         let principal_uid = match principal {
             Principal::Agent => uid("Agent", "agent"),
             Principal::Sprite(_) => uid("Agent", &principal.label()),
-            Principal::Operator(who) => uid("Operator", who),
+            Principal::Operator(who) => uid("Operator", &who.to_string()),
         };
         let mut entities = Vec::new();
         let resource_uid = match (repository, ask.repo()) {

@@ -216,7 +216,7 @@ mod tests {
     }
 
     fn operator() -> Principal {
-        Principal::Operator("uid:0".into())
+        Principal::Operator("uid:0".parse().unwrap())
     }
 
     #[test]

@@ -14,22 +14,10 @@
 //!   validation (file:line:col), every policy renamed after its `@id`; `ActionIndex`.
 //! - `properties`: the write invariants as Cedar `permit`s with their `@assume` (built-in and the
 //!   operator's `properties/`); read and validated here, proven by the publisher.
-//! - `ref_name`, `object_id`: `RefName` (a full ref name git accepts, by `gix-validate` and our
-//!   stricter rules) and `ObjectId` (hex SHA-1, its zero value `ObjectId::ZERO`), parsed once
-//!   where they enter and serialized as the same strings.
-//! - `ref_change`: `RefChange` — create, update (forced or not), delete — with exactly the ids
-//!   each needs; the old value is the lease.
-//! - `paths`: paths as facts: the protected patterns (shipped and `[policy] protected_paths`),
-//!   which changed paths they match and which a grant's `--allow-path` globs cover (Cedar has
-//!   no globs over sets: it compares the sets the engine hands it).
+//! - `ref_name`, `object_id`, `ref_change`, `paths`, `repo`, `targets`, `ttl`, `fleet`,
+//!   `vocabulary`: the vocabulary, re-exported from `zodex-types` (its lib.rs has their map).
 //! - `refscope`: the `--ref` pattern grammar of grants and YOLO scopes, and a ref's scopes, which
 //!   Cedar matches against them with `containsAny` (`like` takes only literal patterns).
-//! - `repo`: `RepoName` (GitHub's spelling, lower-cased key) and the one reader of remote URLs
-//!   and credential paths.
-//! - `targets`: the configured targets, repositories or owners this sprite may ever write to.
-//! - `ttl`: the TTL grammar people type (`30s`, `45m`, `2h`, `1d`, `1h30m`).
-//! - `vocabulary`: the audit's fixed words (`Actor`, `AuditAction`, `AuditDecision`, `Outcome`),
-//!   each with its one stored text; read leniently (a text no build writes is kept as `Recorded`).
 //! - `authority`: every command that changes or shows write authority, one audited transaction
 //!   each; the pending-request cap and the reason limit.
 //!   - `authority::views`: what operators (and the agent's `status`) read — bounded lists with
@@ -74,29 +62,23 @@
 //!   row changed, inserted, reordered or removed.
 
 pub mod decide;
-pub mod fleet;
-pub mod object_id;
-pub mod paths;
+// The vocabulary lives in `zodex-types`; its modules keep their paths here.
+pub use zodex_types::{
+    fleet, object_id, paths, ref_change, ref_name, repo, targets, ttl, vocabulary,
+};
 pub mod policy;
 pub mod properties;
-pub mod ref_change;
-pub mod ref_name;
 pub mod refscope;
-pub mod repo;
 pub mod store;
-pub mod targets;
-pub mod ttl;
-pub mod vocabulary;
 
 pub use decide::{
     Action, Ask, ChangeFacts, Decision, Engine, GrantTerms, Principal, RefUpdate, RepoFacts,
     ShadowVerdict,
 };
-pub use object_id::{ObjectId, ObjectIdError};
-pub use ref_change::{RefChange, RefChangeError};
-pub use ref_name::{RefName, RefNameError};
-pub use repo::RepoName;
-pub use vocabulary::{Actor, AuditAction, AuditDecision, EventKind, Outcome};
+pub use zodex_types::{
+    Actor, AuditAction, AuditDecision, EventKind, ObjectId, ObjectIdError, OperatorName, Outcome,
+    RefChange, RefChangeError, RefName, RefNameError, RepoName,
+};
 pub mod authority;
 pub mod hints;
 pub mod ledger;

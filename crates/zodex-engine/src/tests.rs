@@ -47,7 +47,7 @@ pub(crate) fn world_with(operator_dir: Option<&std::path::Path>) -> World {
         _dir: dir,
         store,
         engine: Engine::new(Policies::load(operator_dir).unwrap(), targets),
-        operator: Principal::Operator("uid:0".into()),
+        operator: Principal::Operator("uid:0".parse().unwrap()),
     }
 }
 
@@ -1132,7 +1132,7 @@ fn a_denied_push_names_ref_patterns_only_when_a_grant_covers_other_refs() {
         let denial = Denial::from_decision(
             &limited_out,
             Some(&repo("demo/app")),
-            &Principal::Operator("op".into()),
+            &Principal::Operator("op".parse().unwrap()),
         );
         assert!(
             denial.unblock.contains("cover only refs/heads/fix/*")

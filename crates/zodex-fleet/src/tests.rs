@@ -42,6 +42,9 @@ fn member(ca: &FleetCa, role: Role, who: &str) -> (String, String) {
     (ca.issue(&request, &identity, HOUR).unwrap(), key.key_pem())
 }
 
+/// One side's result, or its error's text (asserted on: what a refusal says).
+type Said<T> = Result<T, String>;
+
 /// One connection: the service (of `service`) accepts it and answers with the sprite it saw;
 /// the member presents `cert`/`key` and trusts `trusted_ca`. The member's result, and what the
 /// service saw (its error when the handshake failed).
@@ -50,7 +53,7 @@ async fn connect(
     trusted_ca: &str,
     cert: &str,
     key: &str,
-) -> (Result<String, String>, Result<Identity, String>) {
+) -> (Said<String>, Said<Identity>) {
     connect_as(service, tls::client_config(trusted_ca, cert, key).unwrap()).await
 }
 
@@ -58,7 +61,7 @@ async fn connect(
 async fn connect_as(
     service: &Fleet,
     client: std::sync::Arc<rustls::ClientConfig>,
-) -> (Result<String, String>, Result<Identity, String>) {
+) -> (Said<String>, Said<Identity>) {
     let server = server_config(service);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();

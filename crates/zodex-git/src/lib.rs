@@ -73,11 +73,11 @@ pub mod walk;
 pub use import::{ImportError, Quarantine, SharedQuarantine, UpdateFacts};
 pub use mirror::{MirrorRef, Mirrors};
 
-/// Whether `name` is a full ref name git accepts ([`zodex_engine::RefName`]'s rules: those of
+/// Whether `name` is a full ref name git accepts ([`zodex_types::RefName`]'s rules: those of
 /// git-check-ref-format(1), under `refs/`). For a yes or no only; code that goes on with the
 /// name parses it into a `RefName`.
 pub fn valid_refname(name: &str) -> bool {
-    zodex_engine::RefName::parse(name).is_ok()
+    zodex_types::RefName::parse(name).is_ok()
 }
 
 /// A bundle body as the daemon spooled it (`daemon::spool` makes it, the host imports it): a

@@ -13,8 +13,8 @@
 
 use super::git::{self, GitError};
 use std::path::{Path, PathBuf};
-use zodex_engine::RepoName;
 use zodex_github::Token;
+use zodex_types::RepoName;
 
 pub struct Mirrors {
     root: PathBuf,
@@ -24,9 +24,9 @@ pub struct Mirrors {
     locks: crate::locks::RepoLocks,
 }
 
-use zodex_engine::{ObjectId, RefName};
 /// A ref as the mirror holds it (and as `list_refs` answers it).
 pub use zodex_protocol::ListedRef as MirrorRef;
+use zodex_types::{ObjectId, RefName};
 
 impl Mirrors {
     pub fn new(root: PathBuf, tmp: PathBuf) -> Self {

@@ -3,7 +3,7 @@
 //! of a push, and the `report-status` answer. No I/O here; [`super::receive_pack`] sends it.
 
 use std::collections::{BTreeSet, HashMap};
-use zodex_engine::{ObjectId, RefChange, RefName};
+use zodex_types::{ObjectId, RefChange, RefName};
 
 /// The largest pkt-line payload git accepts (65520 bytes with the length).
 const MAX_PKT_PAYLOAD: usize = 65516;
@@ -49,11 +49,15 @@ pub struct RefCommand {
 /// GitHub's `report-status`: whether it unpacked the pack, and each ref's outcome in its words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
-    // String: GitHub's own words (`unpack <reason>`), passed on to the person pushing.
-    pub unpack: Result<(), String>,
-    // String: GitHub's own words for a refused ref (`ng <ref> <reason>`), passed on as they are.
-    pub refs: HashMap<RefName, Result<(), String>>,
+    pub unpack: Status,
+    pub refs: HashMap<RefName, Status>,
 }
+
+/// One line of `report-status`: `ok`, or GitHub's own words for a refusal (`unpack <reason>`,
+/// `ng <ref> <reason>`).
+// String: the remote's words, passed on to the person pushing as they are; no type of ours
+// can say more of them than they do.
+pub type Status = Result<(), String>;
 
 /// Why an answer from GitHub is not git's smart protocol (pkt-lines, an advertisement, a
 /// report).

@@ -18,8 +18,8 @@ use super::receive_pack::{ReceivePackError, RefCommand, Session};
 use super::{Quarantine, SharedQuarantine};
 use std::collections::HashMap;
 use std::path::Path;
-use zodex_engine::{ObjectId, RefChange, RefName};
 use zodex_github::Token;
+use zodex_types::{ObjectId, RefChange, RefName};
 
 /// One ref update as it is pushed to GitHub, leased on the change's old value (the value the
 /// decision saw at GitHub; a creation's lease is that the ref must not exist). An update's
@@ -48,8 +48,7 @@ pub enum Route {
 
 /// What GitHub said of each ref pushed, by ref name (its words for a refusal). The one name
 /// for per-ref results inside the publisher; `protocol::RefResult` is what the agent is told.
-// String: GitHub's own words for a refused ref, handed on to the person pushing as they are.
-pub type RefOutcomes = HashMap<RefName, Result<(), String>>;
+pub type RefOutcomes = HashMap<RefName, crate::pktline::Status>;
 
 /// Each ref's outcome, or one error for all of them.
 pub type Pushed = Result<RefOutcomes, PushError>;

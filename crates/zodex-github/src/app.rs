@@ -10,7 +10,7 @@ use super::http::Auth;
 use super::{GitHub, GithubError};
 use ::http::Method;
 use std::collections::BTreeMap;
-use zodex_engine::store::App;
+use zodex_types::coverage::App;
 
 /// The App a JWT authenticates, as `GET /app` describes it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]

@@ -2,7 +2,7 @@
 //! carries a token: GitHub's own `message` is quoted, and tokens appear only as SHA-256.
 
 use std::path::PathBuf;
-use zodex_engine::store::App;
+use zodex_types::coverage::App;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GithubError {

@@ -4,7 +4,7 @@
 use super::GithubError;
 use crate::config::GithubApp;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use zodex_engine::store::App;
+use zodex_types::coverage::App;
 
 /// How far back `iat` is set.
 pub const IAT_BACKDATE_SECS: i64 = 60;

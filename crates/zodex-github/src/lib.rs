@@ -66,8 +66,9 @@ use http::Auth;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
-use zodex_engine::RepoName;
-use zodex_engine::store::{App, CoverageFact, IssuedToken};
+use zodex_types::RepoName;
+use zodex_types::coverage::{App, CoverageFact};
+use zodex_types::token::IssuedToken;
 
 /// The REST API version Zodex is written against.
 pub const API_VERSION: &str = "2022-11-28";

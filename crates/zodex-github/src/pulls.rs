@@ -6,7 +6,7 @@
 use super::http::Auth;
 use super::{GitHub, GithubError, OpenedPull, Token};
 use ::http::Method;
-use zodex_engine::RepoName;
+use zodex_types::RepoName;
 
 impl GitHub {
     /// `GET /repos/{o}/{r}`: the default branch.

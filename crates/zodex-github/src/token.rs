@@ -3,7 +3,7 @@
 
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use zodex_engine::store::App;
+use zodex_types::coverage::App;
 
 /// An installation token. Clone sparingly; it is never printed.
 #[derive(Clone, PartialEq, Eq)]

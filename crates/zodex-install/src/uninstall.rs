@@ -201,7 +201,9 @@ fn end_oauth_grants(
             state_db.display()
         ))
     };
-    let who = zodex_engine::Actor::Operator(format!("uid:{}", nix::unistd::getuid()));
+    let who = zodex_engine::Actor::Operator(zodex_engine::OperatorName::Uid(
+        nix::unistd::getuid().as_raw(),
+    ));
     let ended = {
         let mut store = zodex_engine::store::Store::open(state_db).map_err(failed)?;
         zodex_engine::mcp_oauth::end_every_grant(

@@ -236,6 +236,8 @@ fn read_keys(options: &SetupOptions) -> Result<KeyUpload, DeployError> {
 /// Step 2: the sprite binaries (from `binaries`, default beside this `zodex`), uploaded into a
 /// fresh directory on the sprite unless the sprite has these very files installed. Returns
 /// that directory (`None`: nothing uploaded), or why not.
+// String: the step's message, which the two flows (setup, fleet enrol) number as their own
+// step (`setup_step`, `stopped`).
 fn upload_binaries(
     reach: &Reach,
     layout: &Layout,
@@ -336,6 +338,7 @@ fn install_on_sprite(
 
 /// `zodex-prd install --json` on the sprite: its report, or what it said (setup's and a fleet
 /// sprite's enrolment's install alike).
+// String: what the sprite said, numbered by each flow as its own step, as above.
 fn run_install(reach: &Reach, argv: &[String], stdin: Stdin<'_>) -> Result<InstallReport, String> {
     let ran = reach.run(argv, stdin).map_err(|e| e.to_string())?;
     envelope(&ran.stdout).map_err(|e| {

@@ -267,7 +267,7 @@ pub enum FleetRole {
     Operator,
 }
 
-impl From<FleetRole> for zodex_engine::fleet::MemberRole {
+impl From<FleetRole> for zodex_types::fleet::MemberRole {
     fn from(role: FleetRole) -> Self {
         match role {
             FleetRole::Sprite => Self::Sprite,
@@ -276,11 +276,11 @@ impl From<FleetRole> for zodex_engine::fleet::MemberRole {
     }
 }
 
-impl From<zodex_engine::fleet::MemberRole> for FleetRole {
-    fn from(role: zodex_engine::fleet::MemberRole) -> Self {
+impl From<zodex_types::fleet::MemberRole> for FleetRole {
+    fn from(role: zodex_types::fleet::MemberRole) -> Self {
         match role {
-            zodex_engine::fleet::MemberRole::Sprite => Self::Sprite,
-            zodex_engine::fleet::MemberRole::Operator => Self::Operator,
+            zodex_types::fleet::MemberRole::Sprite => Self::Sprite,
+            zodex_types::fleet::MemberRole::Operator => Self::Operator,
         }
     }
 }
@@ -301,6 +301,7 @@ pub struct FleetMember {
     pub cert_expires_at: Option<i64>,
 }
 
+#[cfg(feature = "engine")]
 impl From<zodex_engine::store::Member> for FleetMember {
     fn from(m: zodex_engine::store::Member) -> Self {
         Self {
@@ -331,6 +332,7 @@ pub struct FleetRemoved {
     pub oauth_grants_revoked: u32,
 }
 
+#[cfg(feature = "engine")]
 impl From<(zodex_engine::store::Member, zodex_engine::authority::Ended)> for FleetRemoved {
     fn from(
         (member, ended): (zodex_engine::store::Member, zodex_engine::authority::Ended),

@@ -3,7 +3,7 @@
 
 use super::Ttl;
 use serde::{Deserialize, Serialize};
-use zodex_engine::{ObjectId, RefName};
+use zodex_types::{ObjectId, RefName};
 
 /// Requests the agent side sends on the agent socket (the metadata block).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

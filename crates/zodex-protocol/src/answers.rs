@@ -48,6 +48,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 pub mod audit;
+#[cfg(feature = "engine")]
 pub mod bytes;
 pub mod decision;
 pub mod grants;
@@ -56,6 +57,7 @@ pub use audit::{
     AuditEntry, AuditRow, AuditVerification, Chain, ChainCheck, ChainHead, ShadowGroup,
     ShadowReport, SinkCursor,
 };
+#[cfg(feature = "engine")]
 pub use bytes::WireBytes;
 pub use decision::{Action, Decision, Denial, RepoFacts};
 pub use grants::{Grant, GrantState, GrantVia, GrantView, Status, YoloScope, YoloView};
@@ -128,5 +130,5 @@ pub struct KeyHashStored {
     pub stored: PathBuf,
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "engine"))]
 mod golden_tests;

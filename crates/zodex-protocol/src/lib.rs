@@ -1,7 +1,8 @@
 //! What the publisher and its clients say to each other, and nothing of either side's
 //! internals: both `zodex-publisher` (the server) and `zodex-agent`, `zodex-operator` and the
 //! root crate's `cli` (the clients) depend on this crate; it depends on neither, only on
-//! `zodex-engine`, whose values many answers are made from. `zodex-git` also reads the bundle
+//! `zodex-types` (the vocabulary) and, with its default `engine` feature, on `zodex-engine`,
+//! whose values many answers are made from with `From` (a client turns the feature off). `zodex-git` also reads the bundle
 //! header, the listed refs and the push updates from here.
 //!
 //! Code map:
@@ -21,10 +22,10 @@
 //!   [`watch::AdminCall`] carries them (the admin socket; a fleet's mutual TLS).
 //!
 //! Repository names, and the one parser of remote URLs and credential paths, are
-//! `engine::repo`'s: the engine keys its state by them.
+//! `zodex_types::repo`'s: the engine keys its state by them.
 //!
 //! Invariants:
-//! - Depends on `zodex-engine` alone (tidy checks the manifest); the publisher and its clients
+//! - Depends on `zodex-types`, and `zodex-engine` behind `engine` (tidy checks the manifest); the publisher and its clients
 //!   share this crate and never each other's internals.
 //! - Every request has one typed answer: the publisher builds it, the client reads it back with
 //!   `Response::answer`, so a renamed field breaks the build on both sides, and an answer of

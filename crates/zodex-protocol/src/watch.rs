@@ -56,14 +56,16 @@ pub struct WatchOptions {
 /// Another record the watch carries in the same stream, each row with an `id`: on a sprite,
 /// the tool calls the MCP server records (read by the caller: the publisher knows nothing of
 /// the tools). Written as `{"kind":"tool","call":…}`.
-// String: the implementor's own error (the publisher knows nothing of the tools), shown to
-// the operator as a note line of the watch.
 pub trait Follow {
     /// The newest row's id (0 when there is none).
-    fn newest(&mut self) -> Result<i64, String>;
+    fn newest(&mut self) -> Result<i64, FollowError>;
     /// At most `limit` rows with an id above `after`, oldest first.
-    fn after(&mut self, after: i64, limit: u32) -> Result<Vec<Value>, String>;
+    fn after(&mut self, after: i64, limit: u32) -> Result<Vec<Value>, FollowError>;
 }
+
+/// The implementor's own error (the publisher knows nothing of the tools), shown to the
+/// operator as a note line of the watch.
+pub type FollowError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Rows asked of a [`Follow`] per look.
 const FOLLOW_ROWS: u32 = 500;

@@ -250,7 +250,7 @@ async fn accept_loop(
             }
         };
         let principal = match socket.side {
-            Side::Admin => Principal::Operator(format!("uid:{uid}")),
+            Side::Admin => Principal::Operator(zodex_engine::OperatorName::Uid(uid)),
             Side::Agent => Principal::Agent,
         };
         tokio::spawn(serve_connection(

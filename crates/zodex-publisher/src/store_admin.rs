@@ -194,7 +194,9 @@ pub fn join(
         .map_err(|e| StoreAdminError::Store(StoreError::Conflict(format!("--as-sprite: {e}"))))?;
     let mut source = open_source(from)?;
     let mut target = open_store(to)?;
-    let by = zodex_engine::Actor::Operator(format!("uid:{}", nix::unistd::getuid()));
+    let by = zodex_engine::Actor::Operator(zodex_engine::OperatorName::Uid(
+        nix::unistd::getuid().as_raw(),
+    ));
     let now = chrono::Utc::now().timestamp();
     let report = zodex_engine::store::join_history(&mut source, &mut target, &name, &by, now)?;
     Ok(JoinReport {
@@ -244,7 +246,9 @@ pub fn prune(
         max_rows: limits.audit_max_rows,
     };
     let mut store = open_source(&location)?;
-    let by = zodex_engine::Actor::Operator(format!("uid:{}", nix::unistd::getuid()));
+    let by = zodex_engine::Actor::Operator(zodex_engine::OperatorName::Uid(
+        nix::unistd::getuid().as_raw(),
+    ));
     let scope = PruneScope::AuditAndGrants;
     let pruned = zodex_engine::store::prune_history(&mut store, retention, scope, &by, now)?;
     let chains = store.read(|f| {

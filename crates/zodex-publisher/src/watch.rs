@@ -4,7 +4,7 @@
 use super::sockets::admin_call;
 use std::path::PathBuf;
 use zodex_protocol::watch::{AdminCall, Unreachable};
-pub use zodex_protocol::watch::{Follow, WatchError, WatchOptions};
+pub use zodex_protocol::watch::{Follow, FollowError, WatchError, WatchOptions};
 use zodex_protocol::{AdminRequest, Response};
 
 /// The daemon's admin socket, asked as its peer.

@@ -11,7 +11,7 @@
 
 mod value;
 
-pub use value::{FromSql, Row, ToSql, Value};
+pub use value::{FromSql, Row, ToSql, Value, ValueError};
 
 /// Which SQL a backend speaks where the two differ (schema, migrations' bookkeeping).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,21 @@ pub trait ToSql {
 
 /// A Rust value read from a column.
 pub trait FromSql: Sized {
-    fn from_value(value: Value) -> Result<Self, String>;
+    fn from_value(value: Value) -> Result<Self, ValueError>;
+}
+
+/// A column's value is not of the kind a reader asked for; [`Row::get`] names the column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("expected {expected}, found {found}")]
+    Kind {
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("expected a count, found {0}")]
+    Negative(i64),
+    #[error("{0} does not fit 32 bits")]
+    TooWide(i64),
 }
 
 /// One result row: its columns in the statement's order, read by position.
@@ -39,9 +53,9 @@ impl Row {
             column: index,
             detail: "no such column".into(),
         })?;
-        T::from_value(value).map_err(|detail| SqlError::Column {
+        T::from_value(value).map_err(|e| SqlError::Column {
             column: index,
-            detail,
+            detail: e.to_string(),
         })
     }
 
@@ -142,60 +156,69 @@ fn kind(value: &Value) -> &'static str {
 }
 
 impl FromSql for Value {
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, ValueError> {
         Ok(value)
     }
 }
 
 impl FromSql for i64 {
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, ValueError> {
         match value {
             Value::Int(n) => Ok(n),
-            other => Err(format!("expected an integer, found {}", kind(&other))),
+            other => Err(ValueError::Kind {
+                expected: "an integer",
+                found: kind(&other),
+            }),
         }
     }
 }
 
 impl FromSql for u64 {
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, ValueError> {
         let n = i64::from_value(value)?;
-        u64::try_from(n).map_err(|_| format!("expected a count, found {n}"))
+        u64::try_from(n).map_err(|_| ValueError::Negative(n))
     }
 }
 
 impl FromSql for u32 {
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, ValueError> {
         let n = i64::from_value(value)?;
-        u32::try_from(n).map_err(|_| format!("{n} does not fit 32 bits"))
+        u32::try_from(n).map_err(|_| ValueError::TooWide(n))
     }
 }
 
 impl FromSql for bool {
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, ValueError> {
         Ok(i64::from_value(value)? != 0)
     }
 }
 
 impl FromSql for String {
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, ValueError> {
         match value {
             Value::Text(text) => Ok(text),
-            other => Err(format!("expected text, found {}", kind(&other))),
+            other => Err(ValueError::Kind {
+                expected: "text",
+                found: kind(&other),
+            }),
         }
     }
 }
 
 impl FromSql for Vec<u8> {
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, ValueError> {
         match value {
             Value::Bytes(bytes) => Ok(bytes),
-            other => Err(format!("expected bytes, found {}", kind(&other))),
+            other => Err(ValueError::Kind {
+                expected: "bytes",
+                found: kind(&other),
+            }),
         }
     }
 }
 
 impl<T: FromSql> FromSql for Option<T> {
-    fn from_value(value: Value) -> Result<Self, String> {
+    fn from_value(value: Value) -> Result<Self, ValueError> {
         match value {
             Value::Null => Ok(None),
             other => T::from_value(other).map(Some),

@@ -66,7 +66,7 @@ fn suffix() -> String {
 }
 
 /// Runs an account tool, retrying while another process holds the account lock (exit 10).
-fn account_tool(program: &str, args: &[&str]) -> Result<(), String> {
+fn account_tool(program: &str, args: &[&str]) -> anyhow::Result<()> {
     let mut last = String::new();
     let done = poll(Duration::from_secs(5), || {
         let out = match Command::new(program).args(args).output() {
@@ -81,7 +81,7 @@ fn account_tool(program: &str, args: &[&str]) -> Result<(), String> {
         last = format!("{program} {args:?}: {} {stderr}", out.status);
         (!locked).then(|| Err(last.clone()))
     });
-    done.unwrap_or(Err(last))
+    done.unwrap_or(Err(last)).map_err(anyhow::Error::msg)
 }
 
 fn lookup(name: &str) -> SystemUser {

@@ -8,7 +8,7 @@ use super::{Authority, AuthorityError, Outcome};
 use crate::decide::Principal;
 use crate::fleet::{MemberName, MemberRole};
 use crate::store::{AuditEntry, Member, NewMember, Store, StoreError};
-use crate::vocabulary::{AuditDecision, EventKind};
+use crate::vocabulary::{AuditDecision, EventKind, OperatorName};
 
 /// How long a join code admits its operator.
 pub const JOIN_CODE_TTL_SECONDS: i64 = 15 * 60;
@@ -116,7 +116,7 @@ impl Authority<'_> {
             )?;
             f.audit(
                 &AuditEntry {
-                    principal: (&Principal::Operator(name.to_string())).into(),
+                    principal: (&Principal::Operator(OperatorName::Member(name.clone()))).into(),
                     action: EventKind::FleetJoinCodeUsed.into(),
                     decision: AuditDecision::Event,
                     detail: Some(serde_json::json!({
@@ -160,7 +160,7 @@ mod tests {
             let mut w = world();
             let engine = &w.engine;
             let a = Authority { engine };
-            let alice = Principal::Operator("alice".into());
+            let alice = Principal::Operator("alice".parse().unwrap());
             let bob = MemberName::parse("bob").unwrap();
             let (code, other) = ("c".repeat(64), "d".repeat(64));
             let key = "ab".repeat(32);

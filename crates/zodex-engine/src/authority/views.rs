@@ -454,7 +454,7 @@ mod tests {
             let (_dir, mut store) = temp_store();
             let engine = engine();
             let a = Authority { engine: &engine };
-            let operator = Principal::Operator("uid:0".into());
+            let operator = Principal::Operator("uid:0".parse().unwrap());
             let reason = "\u{1b}".repeat(super::super::MAX_REASON_CHARS);
             let mut made = Vec::new();
             for i in 0..150 {
@@ -532,7 +532,7 @@ mod tests {
             let (_dir, mut store) = temp_store();
             let engine = engine();
             let a = Authority { engine: &engine };
-            let operator = Principal::Operator("uid:0".into());
+            let operator = Principal::Operator("uid:0".parse().unwrap());
             for (i, at) in [0, 0, 5000].into_iter().enumerate() {
                 let repo = RepoName::parse(&format!("demo/r{i}")).unwrap();
                 let grant = a

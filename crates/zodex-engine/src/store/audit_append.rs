@@ -206,7 +206,8 @@ mod tests {
             let (_dir, mut store) = temp_store();
             for text in AWKWARD {
                 let event = AuditEntry {
-                    principal: Actor::Operator(text.into()),
+                    // Kept as read, under `operator:`: no operator is named so.
+                    principal: Actor::Recorded(format!("operator:{text}")),
                     action: crate::decide::Action::GrantPush.into(),
                     repo_key: Some(text.into()),
                     ref_name: Some(format!("refs/heads/{text}")),

@@ -468,7 +468,7 @@ mod tests {
         AuditEntry {
             principal: principal
                 .parse()
-                .unwrap_or_else(|_| Actor::Operator(principal.into())),
+                .unwrap_or_else(|_| Actor::Operator(principal.parse().unwrap())),
             action: action.parse().unwrap(),
             decision: decision.parse().unwrap(),
             repo_key: Some("demo/app".into()),
@@ -542,7 +542,7 @@ mod tests {
             assert_eq!(Chain::classify(&agent, &allow, &request), Chain::Bulk);
             assert_eq!(Chain::classify(&agent, &allow, &push), Chain::Evidence);
         }
-        let operator = Actor::Operator("alice".into());
+        let operator = Actor::Operator("alice".parse().unwrap());
         assert_eq!(Chain::classify(&operator, &deny, &push), Chain::Evidence);
         // The publisher's reads for its mirror: refused ones are bulk (an agent sets them off).
         let read = AuditAction::Decided(Action::Read);

@@ -3,31 +3,7 @@
 
 use super::{Facts, Result, params};
 
-/// One of the two GitHub Apps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum App {
-    Reader,
-    Writer,
-}
-
-impl App {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Reader => "reader",
-            Self::Writer => "writer",
-        }
-    }
-}
-
-/// What the publisher learned of one App on one repository, and until when it holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CoverageFact {
-    pub installed: bool,
-    pub installation_id: Option<i64>,
-    pub default_branch: Option<String>,
-    pub checked_at: i64,
-    pub expires_at: i64,
-}
+pub use zodex_types::coverage::{App, CoverageFact};
 
 impl Facts<'_> {
     /// Records what the publisher learned from GitHub about one App on one repository.

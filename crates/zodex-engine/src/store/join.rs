@@ -186,13 +186,13 @@ mod tests {
             sprite_store
                 .write(|f| {
                     f.audit(&row(Actor::Agent, AuditDecision::Deny, None), 10)?;
-                    let operator = Actor::Operator("uid:1000".into());
+                    let operator = Actor::Operator("uid:1000".parse().unwrap());
                     f.audit(&row(operator, AuditDecision::Allow, Some(json!(7))), 11)?;
                     f.audit(&row(Actor::Agent, AuditDecision::Allow, None), 12)
                 })
                 .unwrap();
             let s1 = MemberName::parse("s1").unwrap();
-            let by = Actor::Operator("alice".into());
+            let by = Actor::Operator("alice".parse().unwrap());
             let unknown = join_history(&mut sprite_store, &mut fleet, &s1, &by, 100);
             assert!(unknown.unwrap_err().to_string().contains("enrol it first"));
             fleet

@@ -4,6 +4,7 @@
 //! or newer build wrote reads as it is.
 
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "engine")]
 use zodex_engine::store as engine_store;
 
 /// An audit row as the log lists it (a decision's outcome folded in).
@@ -15,6 +16,7 @@ pub struct AuditRow {
     pub entry: AuditEntry,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::AuditRow> for AuditRow {
     fn from(row: engine_store::AuditRow) -> Self {
         Self {
@@ -25,6 +27,7 @@ impl From<engine_store::AuditRow> for AuditRow {
     }
 }
 
+#[cfg(feature = "engine")]
 impl From<&engine_store::AuditRow> for AuditRow {
     fn from(row: &engine_store::AuditRow) -> Self {
         row.clone().into()
@@ -52,6 +55,7 @@ pub struct AuditEntry {
     pub detail: Option<serde_json::Value>,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::AuditEntry> for AuditEntry {
     fn from(entry: engine_store::AuditEntry) -> Self {
         Self {
@@ -90,6 +94,7 @@ impl Chain {
     }
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::Chain> for Chain {
     fn from(chain: engine_store::Chain) -> Self {
         match chain {
@@ -111,6 +116,7 @@ pub struct ChainHead {
     pub pruned_rows: i64,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::ChainHead> for ChainHead {
     fn from(head: engine_store::ChainHead) -> Self {
         Self {
@@ -136,6 +142,7 @@ pub struct ChainCheck {
     pub problem: Option<String>,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::ChainCheck> for ChainCheck {
     fn from(check: engine_store::ChainCheck) -> Self {
         Self {
@@ -156,6 +163,7 @@ pub struct AuditVerification {
     pub unlinked_rows: Vec<i64>,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::AuditVerification> for AuditVerification {
     fn from(verification: engine_store::AuditVerification) -> Self {
         Self {
@@ -181,6 +189,7 @@ pub struct SinkCursor {
     pub pending: i64,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::SinkCursor> for SinkCursor {
     fn from(cursor: engine_store::SinkCursor) -> Self {
         Self {
@@ -219,6 +228,7 @@ pub struct ShadowGroup {
     pub first: Vec<AuditRow>,
 }
 
+#[cfg(feature = "engine")]
 impl From<zodex_engine::authority::ShadowReport> for ShadowReport {
     fn from(report: zodex_engine::authority::ShadowReport) -> Self {
         Self {

@@ -84,7 +84,7 @@ mod tests {
         let (_dir, mut store, _) = big_store(1);
         let engine = engine();
         let a = Authority { engine: &engine };
-        let operator = Principal::Operator("uid:0".into());
+        let operator = Principal::Operator("uid:0".parse().unwrap());
         let status = a.status(&mut store, &operator, &WireBytes, 20).unwrap();
         let view = &status.pending[0];
         let json = serde_json::to_vec(&super::super::GrantView::from(view)).unwrap();
@@ -147,7 +147,7 @@ mod tests {
         let (_dir, mut store, made) = big_store(150);
         let engine = engine();
         let a = Authority { engine: &engine };
-        let operator = Principal::Operator("uid:0".into());
+        let operator = Principal::Operator("uid:0".parse().unwrap());
         let mut seen = Vec::new();
         let mut before = None;
         let mut pages = 0;

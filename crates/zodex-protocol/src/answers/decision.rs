@@ -2,6 +2,7 @@
 //! says. Mirrors of the engine's values, made from them with `From`.
 
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "engine")]
 use zodex_engine::authority as engine_authority;
 
 /// The actions of `policies/zodex.cedarschema`, spelt as Cedar names them.
@@ -20,9 +21,9 @@ pub enum Action {
     ViewAudit,
 }
 
-impl From<zodex_engine::Action> for Action {
-    fn from(action: zodex_engine::Action) -> Self {
-        use zodex_engine::Action as A;
+impl From<zodex_types::Action> for Action {
+    fn from(action: zodex_types::Action) -> Self {
+        use zodex_types::Action as A;
         match action {
             A::Read => Self::Read,
             A::RequestPush => Self::RequestPush,
@@ -64,6 +65,7 @@ pub struct Decision {
     pub max_request_ttl_seconds: Option<i64>,
 }
 
+#[cfg(feature = "engine")]
 impl From<zodex_engine::Decision> for Decision {
     fn from(decision: zodex_engine::Decision) -> Self {
         Self {
@@ -94,6 +96,7 @@ pub struct RepoFacts {
     pub coverage_known: bool,
 }
 
+#[cfg(feature = "engine")]
 impl From<zodex_engine::RepoFacts> for RepoFacts {
     fn from(facts: zodex_engine::RepoFacts) -> Self {
         Self {
@@ -119,6 +122,7 @@ pub struct Denial {
     pub unblock: String,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_authority::Denial> for Denial {
     fn from(denial: engine_authority::Denial) -> Self {
         Self {

@@ -506,7 +506,10 @@ fn audit_rows() {
     };
     for (principal, text) in [
         (Actor::Agent, "agent"),
-        (Actor::Operator("uid:1000".into()), "operator:uid:1000"),
+        (
+            Actor::Operator("uid:1000".parse().unwrap()),
+            "operator:uid:1000",
+        ),
         (Actor::Publisher, "zodex-prd"),
         (Actor::McpClient, "mcp-client"),
         (Actor::Recorded("publisher".into()), "publisher"),

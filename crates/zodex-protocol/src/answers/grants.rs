@@ -3,7 +3,9 @@
 //! how it stores a grant, and only a change here changes what clients read.
 
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "engine")]
 use zodex_engine::authority as engine_authority;
+#[cfg(feature = "engine")]
 use zodex_engine::store as engine_store;
 
 /// Where a grant is in its life (`grants.state`).
@@ -17,6 +19,7 @@ pub enum GrantState {
     Denied,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::GrantState> for GrantState {
     fn from(state: engine_store::GrantState) -> Self {
         match state {
@@ -40,6 +43,7 @@ pub enum GrantVia {
     Token,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::GrantVia> for GrantVia {
     fn from(via: engine_store::GrantVia) -> Self {
         match via {
@@ -50,6 +54,7 @@ impl From<engine_store::GrantVia> for GrantVia {
 }
 
 /// The way back, for the request: the publisher hands the engine the terms it was asked for.
+#[cfg(feature = "engine")]
 impl From<GrantVia> for engine_store::GrantVia {
     fn from(via: GrantVia) -> Self {
         match via {
@@ -92,6 +97,7 @@ pub struct Grant {
     pub allow_secrets: Vec<String>,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::Grant> for Grant {
     fn from(grant: engine_store::Grant) -> Self {
         Self {
@@ -133,6 +139,7 @@ pub struct GrantView {
     pub writer_app: Option<String>,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_authority::GrantView> for GrantView {
     fn from(view: engine_authority::GrantView) -> Self {
         Self {
@@ -145,6 +152,7 @@ impl From<engine_authority::GrantView> for GrantView {
     }
 }
 
+#[cfg(feature = "engine")]
 impl From<&engine_authority::GrantView> for GrantView {
     fn from(view: &engine_authority::GrantView) -> Self {
         view.clone().into()
@@ -175,6 +183,7 @@ pub struct YoloScope {
     pub allow_paths: Vec<String>,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_store::YoloScope> for YoloScope {
     fn from(scope: engine_store::YoloScope) -> Self {
         Self {
@@ -203,6 +212,7 @@ pub struct YoloView {
     pub seconds_left: Option<i64>,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_authority::YoloView> for YoloView {
     fn from(view: engine_authority::YoloView) -> Self {
         Self {
@@ -213,6 +223,7 @@ impl From<engine_authority::YoloView> for YoloView {
     }
 }
 
+#[cfg(feature = "engine")]
 impl From<&engine_authority::YoloView> for YoloView {
     fn from(view: &engine_authority::YoloView) -> Self {
         view.clone().into()
@@ -235,6 +246,7 @@ pub struct Status {
     pub recently_ended_total: u64,
 }
 
+#[cfg(feature = "engine")]
 impl From<engine_authority::Status> for Status {
     fn from(status: engine_authority::Status) -> Self {
         Self {
@@ -252,6 +264,7 @@ impl From<engine_authority::Status> for Status {
 }
 
 /// A fleet owner as answers show it; the single sprite's own grants show none.
+#[cfg(feature = "engine")]
 fn fleet_owner(owner: &zodex_engine::fleet::Owner) -> Option<String> {
     (*owner != zodex_engine::fleet::Owner::Local).then(|| owner.cedar())
 }

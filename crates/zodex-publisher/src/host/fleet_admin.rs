@@ -188,7 +188,9 @@ impl Host {
         match admitted {
             Ok(Ok(member)) => Ok(match role {
                 MemberRole::Sprite => Principal::Sprite((&member).into()),
-                MemberRole::Operator => Principal::Operator(member.name.to_string()),
+                MemberRole::Operator => {
+                    Principal::Operator(zodex_engine::OperatorName::Member(member.name))
+                }
             }),
             Ok(Err(refused)) => {
                 Err(Failure::new(ErrorKind::Forbidden, refused.to_string()).into_response())

@@ -29,7 +29,7 @@ fn enroll(name: &str, request_pem: &str, labels: &[&str]) -> AdminRequest {
 async fn enrolment_signs_the_members_own_request_and_registers_its_key() {
     let dir = tempfile::tempdir().unwrap();
     let host = fleet_host(dir.path());
-    let operator = Principal::Operator("uid:0".into());
+    let operator = Principal::Operator("uid:0".parse().unwrap());
     let fleet = zodex_fleet::Name::parse("acme").unwrap();
     let s1 = zodex_fleet::Identity::new(
         &fleet,
@@ -116,7 +116,7 @@ async fn a_publisher_without_fleet_says_how_to_serve_one() {
     let host = Arc::new(Host::open(&Checked::of(config).unwrap()).unwrap());
     let answer = host
         .admin(
-            Principal::Operator("uid:0".into()),
+            Principal::Operator("uid:0".parse().unwrap()),
             AdminRequest::FleetMembers,
         )
         .await;

@@ -83,7 +83,7 @@ async fn lifetimes_left_to_the_publisher_are_its_defaults() {
         asked.result.unwrap()["ttl_seconds"],
         DEFAULT_PUSH_TTL_SECONDS
     );
-    let operator = Principal::Operator("uid:0".into());
+    let operator = Principal::Operator("uid:0".parse().unwrap());
     let granted = host
         .admin(
             operator.clone(),
@@ -164,7 +164,7 @@ async fn explain_takes_a_branch_or_a_full_ref_and_refuses_what_git_would() {
     let host = std::sync::Arc::new(
         Host::open(&config(dir.path(), "[[targets]]\nowner = \"demo\"\n")).unwrap(),
     );
-    let operator = Principal::Operator("uid:0".into());
+    let operator = Principal::Operator("uid:0".parse().unwrap());
     let explain = |ref_name: &str| {
         host.admin(
             operator.clone(),

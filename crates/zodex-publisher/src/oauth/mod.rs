@@ -377,9 +377,12 @@ fn is_as_metadata_path(path: &str) -> bool {
     )
 }
 
+/// A query's or a form body's fields, by name.
+type Form = std::collections::HashMap<String, String>;
+
 /// The form fields of a query or an `application/x-www-form-urlencoded` body. A field given
 /// twice is an error (RFC 6749 §3.1), said by name.
-fn form(text: &str) -> Result<std::collections::HashMap<String, String>, FormError> {
+fn form(text: &str) -> Result<Form, FormError> {
     let mut out = std::collections::HashMap::new();
     for (k, v) in form_urlencoded::parse(text.as_bytes()) {
         if out.insert(k.to_string(), v.to_string()).is_some() {

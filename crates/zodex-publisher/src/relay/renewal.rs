@@ -39,6 +39,7 @@ pub async fn keep_renewed(upstream: Arc<Upstream>, dir: PathBuf) {
 }
 
 /// Renews now if due; returns how long until the next look.
+// String: only logged by the renewal loop, which tries again later whatever went wrong.
 pub async fn renew_if_due(upstream: &Upstream, dir: &std::path::Path) -> Result<Duration, String> {
     let files = MemberFiles::read(dir).map_err(|e| e.to_string())?;
     let (not_before, not_after) =
@@ -72,6 +73,7 @@ pub async fn renew_if_due(upstream: &Upstream, dir: &std::path::Path) -> Result<
 }
 
 /// One request to the service over the relay's own connection, and its answer.
+// String: logged, or said to the agent as the service being unreachable; nothing branches on it.
 pub(super) async fn ask(upstream: &Upstream, request: AgentRequest) -> Result<Response, String> {
     let mut stream = upstream.connect().await?;
     let metadata = serde_json::to_vec(&request).map_err(|e| e.to_string())?;

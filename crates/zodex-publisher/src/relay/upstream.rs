@@ -69,6 +69,7 @@ impl Upstream {
 
     /// A connection to the first replica that takes one: home first, then the others in
     /// turn, those that failed lately last. `Err` says what each replica answered.
+    // String: every replica's failure joined in one line, logged or said to the agent.
     pub async fn connect(&self) -> Result<TlsStream<TcpStream>, String> {
         let tls = self.tls.read().unwrap_or_else(|p| p.into_inner()).clone();
         let now = self.millis();

@@ -67,10 +67,12 @@ pub struct ForwardReply {
 /// Passes a request on to the authorization server (blocking: the server runs it on a
 /// blocking thread). `Err` says why it could not be asked.
 pub trait OAuthForward: Send + Sync + 'static {
-    // String: implemented by the binary over the agent socket's errors, which this crate does
-    // not know; only logged (the client is answered 503).
-    fn forward(&self, request: ForwardRequest) -> Result<ForwardReply, String>;
+    fn forward(&self, request: ForwardRequest) -> Result<ForwardReply, ForwardError>;
 }
+
+/// Why the authorization server could not be asked: the binary's own error over the agent
+/// socket, which this crate does not know; only logged (the client is answered 503).
+pub type ForwardError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The largest OAuth request body passed on.
 pub const MAX_FORWARD_BODY: usize = 64 * 1024;

@@ -3,8 +3,11 @@
 //! the agent wrote goes through [`clean`] before it is kept: no control character — no escape
 //! sequence — ever reaches the terminal.
 
+use serde::Deserialize;
 use serde_json::Value;
 use std::collections::VecDeque;
+use zodex_engine::AuditDecision;
+use zodex_protocol::answers::AuditRow;
 
 /// Decisions and tool calls kept for the view.
 const KEEP: usize = 1000;
@@ -170,26 +173,32 @@ impl Model {
     }
 
     fn decision(&mut self, row: &Value) {
-        let policies: Vec<String> = row["policies"]
-            .as_array()
-            .map(|p| p.iter().filter_map(Value::as_str).map(clean).collect())
-            .unwrap_or_default();
+        let row = match AuditRow::deserialize(row) {
+            Ok(row) => row,
+            Err(e) => {
+                self.message = clean(&format!("an audit row this view cannot read: {e}"));
+                return;
+            }
+        };
+        let entry = &row.entry;
+        let optional = |v: &Option<String>| clean(v.as_deref().unwrap_or(""));
+        let policies: Vec<String> = entry.policies.iter().map(|p| clean(p)).collect();
         let mut line = format!(
             "#{} {} {} {} {} {} [{}] {}",
-            row["id"].as_i64().unwrap_or(0),
-            text(row, "principal"),
-            text(row, "action"),
-            text(row, "repo_key"),
-            text(row, "ref_name"),
-            text(row, "decision"),
+            row.id,
+            clean(&entry.principal),
+            clean(&entry.action),
+            optional(&entry.repo_key),
+            optional(&entry.ref_name),
+            clean(&entry.decision),
             policies.join(", "),
-            text(row, "outcome"),
+            optional(&entry.outcome),
         );
-        line.push_str(&shadow_difference(row));
+        line.push_str(&shadow_difference(entry.detail.as_ref()));
         self.decisions.push_front(Decision {
-            id: row["id"].as_i64().unwrap_or(0),
+            id: row.id,
             line,
-            deny: row["decision"] == "deny",
+            deny: AuditDecision::read(&entry.decision) == AuditDecision::Deny,
         });
         self.decisions.truncate(KEEP);
     }
@@ -234,8 +243,8 @@ impl Model {
 
 /// ` (shadow: would deny [policy])` when the shadow policies (`policy_dir/shadow/`) decided
 /// the row otherwise; empty when they agreed or there are none.
-fn shadow_difference(row: &Value) -> String {
-    let shadow = &row["detail"]["shadow"];
+fn shadow_difference(detail: Option<&Value>) -> String {
+    let shadow = &detail.unwrap_or(&Value::Null)["shadow"];
     if shadow["differs"] != Value::Bool(true) {
         return String::new();
     }
@@ -266,7 +275,7 @@ mod tests {
     fn a_decision_the_shadow_set_would_change_says_so() {
         let mut model = Model::default();
         let row = |id: i64, shadow: Value| {
-            json!({"kind": "audit", "row": {"id": id, "principal": "agent", "action": "Push",
+            json!({"kind": "audit", "row": {"id": id, "at": 0, "principal": "agent", "action": "Push",
                 "repo_key": "demo/app", "ref_name": "refs/heads/x", "decision": "allow",
                 "policies": ["explicit-grant-push"], "detail": {"shadow": shadow}}})
         };
@@ -290,6 +299,30 @@ mod tests {
             "{lines:?}"
         );
         assert!(!lines[0].contains("shadow"), "{lines:?}");
+    }
+
+    #[test]
+    fn only_a_denial_is_marked_and_an_unreadable_row_is_said() {
+        let mut model = Model::default();
+        for (id, decision) in [(1, "deny"), (2, "allow"), (3, "event"), (4, "Deny")] {
+            let row = json!({"kind": "audit", "row": {"id": id, "at": 0, "principal": "agent",
+                "action": "Push", "decision": decision, "policies": []}});
+            model.take(&row, 0);
+        }
+        let denied: Vec<i64> = model
+            .decisions
+            .iter()
+            .filter(|d| d.deny)
+            .map(|d| d.id)
+            .collect();
+        assert_eq!(
+            denied,
+            [1],
+            "a text no build writes is kept, not read as a denial"
+        );
+        model.take(&json!({"kind": "audit", "row": {"id": "five"}}), 0);
+        assert_eq!(model.decisions.len(), 4);
+        assert!(model.message.contains("cannot read"), "{}", model.message);
     }
 
     #[test]

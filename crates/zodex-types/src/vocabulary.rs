@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::decide::{Action, Principal};
+use crate::action::Action;
 
 /// Who an audit row is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -22,8 +22,8 @@ pub enum Actor {
     Agent,
     /// The agent of a fleet's sprite, by the sprite's name.
     Sprite(String),
-    /// An operator, named by how the admin socket authenticated them (`uid:1000`).
-    Operator(String),
+    /// An operator, named by how the publisher authenticated them (`uid:1000`, `alice`).
+    Operator(OperatorName),
     /// The publisher itself: expiries, outcomes, sweeps — what no caller asked for.
     Publisher,
     /// A remote MCP client at the OAuth door (its id is in the row's detail): not the agent.
@@ -59,22 +59,6 @@ impl Default for Actor {
     }
 }
 
-impl From<&Principal> for Actor {
-    fn from(principal: &Principal) -> Self {
-        match principal {
-            Principal::Agent => Self::Agent,
-            Principal::Sprite(sprite) => Self::Sprite(sprite.name.to_string()),
-            Principal::Operator(who) => Self::Operator(who.clone()),
-        }
-    }
-}
-
-impl From<Principal> for Actor {
-    fn from(principal: Principal) -> Self {
-        Self::from(&principal)
-    }
-}
-
 impl fmt::Display for Actor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.as_stored())
@@ -95,8 +79,11 @@ impl FromStr for Actor {
             "zodex-prd" => Ok(Self::Publisher),
             "mcp-client" => Ok(Self::McpClient),
             _ => {
-                if let Some(who) = text.strip_prefix("operator:").filter(|w| !w.is_empty()) {
-                    Ok(Self::Operator(who.to_string()))
+                if let Some(who) = text
+                    .strip_prefix("operator:")
+                    .and_then(|w| w.parse::<OperatorName>().ok())
+                {
+                    Ok(Self::Operator(who))
                 } else if let Some(name) = text
                     .strip_prefix("sprite:")
                     .filter(|n| crate::fleet::MemberName::parse(n).is_ok())
@@ -107,6 +94,46 @@ impl FromStr for Actor {
                 }
             }
         }
+    }
+}
+
+/// An operator, named by how the publisher authenticated them; stored and shown after
+/// `operator:`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum OperatorName {
+    /// On a sprite: the admin socket's peer, by the uid its credentials gave (`uid:1000`).
+    Uid(u32),
+    /// In a fleet: the name in the operator's certificate, over mutual TLS (`alice`).
+    Member(crate::fleet::MemberName),
+}
+
+impl fmt::Display for OperatorName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Uid(uid) => write!(f, "uid:{uid}"),
+            Self::Member(name) => write!(f, "{name}"),
+        }
+    }
+}
+
+/// A text after `operator:` that names no operator.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown operator `{0}`: expected uid:N or a fleet member's name")]
+pub struct UnknownOperator(pub String);
+
+impl FromStr for OperatorName {
+    type Err = UnknownOperator;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if let Some(uid) = text.strip_prefix("uid:") {
+            return uid
+                .parse()
+                .map(Self::Uid)
+                .map_err(|_| UnknownOperator(text.to_string()));
+        }
+        crate::fleet::MemberName::parse(text)
+            .map(Self::Member)
+            .map_err(|_| UnknownOperator(text.to_string()))
     }
 }
 
@@ -417,7 +444,9 @@ mod tests {
     fn each_actor_reads_back_from_the_text_it_stores() {
         for actor in [
             Actor::Agent,
-            Actor::Operator("uid:1000".into()),
+            Actor::Operator(OperatorName::Uid(1000)),
+            Actor::Operator("alice".parse().unwrap()),
+            Actor::Sprite("web-1".into()),
             Actor::Publisher,
             Actor::McpClient,
         ] {
@@ -428,10 +457,25 @@ mod tests {
             );
         }
         assert_eq!(
-            Actor::Operator("uid:0".into()).as_stored(),
+            Actor::Operator(OperatorName::Uid(0)).as_stored(),
             "operator:uid:0"
         );
-        for unknown in ["", "operator:", "publisher", "Agent"] {
+        // A fleet's operator is its certificate's name; the two shapes never mix.
+        assert_eq!(
+            "operator:alice".parse::<Actor>(),
+            Ok(Actor::Operator(OperatorName::Member(
+                crate::fleet::MemberName::parse("alice").unwrap()
+            )))
+        );
+        for unknown in [
+            "",
+            "operator:",
+            "publisher",
+            "Agent",
+            "operator:uid:x",
+            "operator:Alice",
+            "sprite:",
+        ] {
             assert!(unknown.parse::<Actor>().is_err(), "{unknown}");
             let read = Actor::read(unknown);
             assert_eq!(read, Actor::Recorded(unknown.into()));
