@@ -35,8 +35,7 @@ pub enum HelperError {
 }
 
 /// Each destination ref with `Ok` or the reason git prints.
-// String: the publisher's (or GitHub's) words for a refused ref, printed by git as they are.
-type RefAnswers = Vec<(String, Result<(), String>)>;
+type RefAnswers = Vec<(String, zodex_types::GitStatus)>;
 
 /// What the options and the ref list established for the next push batch.
 #[derive(Default)]

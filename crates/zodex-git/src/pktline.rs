@@ -53,11 +53,8 @@ pub struct Report {
     pub refs: HashMap<RefName, Status>,
 }
 
-/// One line of `report-status`: `ok`, or GitHub's own words for a refusal (`unpack <reason>`,
-/// `ng <ref> <reason>`).
-// String: the remote's words, passed on to the person pushing as they are; no type of ours
-// can say more of them than they do.
-pub type Status = Result<(), String>;
+/// One line of `report-status`: `ok`, or GitHub's own words for a refusal.
+pub use zodex_types::GitStatus as Status;
 
 /// Why an answer from GitHub is not git's smart protocol (pkt-lines, an advertisement, a
 /// report).

@@ -69,6 +69,7 @@ fn replica(name: &str, url: &str, one: &FleetReach) -> (Vec<Finding>, Option<Fle
 
 /// One request to one replica, its answer read as `A`; `Err` says, after the URL, why not
 /// and what to do.
+// String: a line of the doctor's report, shown as it is; nothing branches on it.
 fn ask<A: serde::de::DeserializeOwned>(
     name: &str,
     one: &FleetReach,

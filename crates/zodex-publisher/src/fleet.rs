@@ -63,9 +63,17 @@ impl std::fmt::Debug for FleetCaTransfer {
     }
 }
 
+/// Stdin that is not `export-ca`'s JSON: which field, or where, never a value (it may be the
+/// key).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "stdin is not `zodex-prd fleet export-ca`'s JSON ({{\"fleet_ca\": {{\"certificate_pem\": …, \"key_pem\": …}}}}): {0}"
+)]
+pub struct NotCaTransfer(String);
+
 impl FleetCaTransfer {
     /// `export-ca`'s output (`{"fleet_ca": {…}}`), or the object inside it.
-    pub fn from_json(input: &str) -> Result<Self, String> {
+    pub fn from_json(input: &str) -> Result<Self, NotCaTransfer> {
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Wrapped {
@@ -79,9 +87,7 @@ impl FleetCaTransfer {
                 true => said,
                 false => format!("line {}, column {}", e.line(), e.column()),
             };
-            format!(
-                "stdin is not `zodex-prd fleet export-ca`'s JSON ({{\"fleet_ca\": {{\"certificate_pem\": …, \"key_pem\": …}}}}): {e}"
-            )
+            NotCaTransfer(e)
         };
         match serde_json::from_str::<Wrapped>(input) {
             Ok(wrapped) => Ok(wrapped.fleet_ca),
@@ -376,9 +382,9 @@ mod tests {
         assert!(err.to_string().contains("fleet \"acme\""), "{err}");
         // A message about what stdin held never quotes it.
         let err = FleetCaTransfer::from_json(&serde_json::to_string(&key).unwrap()).unwrap_err();
-        assert!(!err.contains("PRIVATE"), "{err}");
+        assert!(!err.to_string().contains("PRIVATE"), "{err}");
         let err = FleetCaTransfer::from_json(r#"{"certificate_pem": "x"}"#).unwrap_err();
-        assert!(err.contains("missing field `key_pem`"), "{err}");
+        assert!(err.to_string().contains("missing field `key_pem`"), "{err}");
         assert!(!dir.path().join("fresh").exists());
         assert_eq!(
             (read(&second, "ca.pem"), read(&second, "ca.key")),

@@ -42,5 +42,11 @@ pub use ref_name::{RefName, RefNameError};
 pub use repo::RepoName;
 pub use vocabulary::{Actor, AuditAction, AuditDecision, EventKind, OperatorName, Outcome};
 
+/// What git says of one ref (or of a pack) it was sent: `ok`, or the remote's own words for a
+/// refusal (`ng <ref> <reason>`, `unpack <reason>`); the publisher's for the agent's git alike.
+// String: the remote's words, passed on to the person pushing as they are; no type of ours
+// can say more of them than they do.
+pub type GitStatus = Result<(), String>;
+
 /// Pending agent requests kept at most, unless the configuration says otherwise.
 pub const DEFAULT_MAX_PENDING_REQUESTS: u32 = 20;

@@ -12,7 +12,7 @@ use super::{Authority, Outcome};
 use crate::decide::Principal;
 use crate::fleet::{FleetSprite, MemberName, MemberRole, Owner, SpriteLabel};
 use crate::store::{AuditEntry, Facts, Member, NewMember, Store, StoreError};
-use crate::vocabulary::{Actor, AuditDecision, EventKind};
+use crate::vocabulary::{Actor, AuditDecision, EventKind, OperatorName};
 
 /// What a sprite's removal ended (also what an enrolment ended that a removal before this
 /// fix had left behind).
@@ -361,11 +361,7 @@ impl Authority<'_> {
     ) -> Outcome<Result<Member, NotAdmitted>> {
         let (role, name) = match principal {
             Principal::Sprite(sprite) => (MemberRole::Sprite, sprite.name.clone()),
-            Principal::Operator(name) => (
-                MemberRole::Operator,
-                MemberName::parse(name)
-                    .map_err(|e| super::AuthorityError::Invalid(e.to_string()))?,
-            ),
+            Principal::Operator(OperatorName::Member(name)) => (MemberRole::Operator, name.clone()),
             _ => {
                 return Err(super::AuthorityError::Invalid(
                     "only a fleet's member renews its certificate, over its own connection to the service".into(),

@@ -210,7 +210,9 @@ impl Host {
     ) -> Result<Response, Failure> {
         let role_and_name = match member {
             Principal::Sprite(sprite) => Some((zodex_fleet::Role::Sprite, sprite.name.to_string())),
-            Principal::Operator(name) => Some((zodex_fleet::Role::Operator, name.clone())),
+            Principal::Operator(zodex_engine::OperatorName::Member(name)) => {
+                Some((zodex_fleet::Role::Operator, name.to_string()))
+            }
             _ => None,
         };
         let (Some(fleet), Some((role, name))) = (self.fleet.clone(), role_and_name) else {
