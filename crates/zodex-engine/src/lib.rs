@@ -1,5 +1,6 @@
 //! The policy engine: SQLite state, Cedar schema and policies, and `decide()` — the one decision
-//! point of Zodex. It sits at the bottom of the crate graph and depends on no other Zodex crate.
+//! point of Zodex. It sits near the bottom of the crate graph, on `zodex-types` (the vocabulary)
+//! and `zodex-sql` alone.
 //! `zodex-publisher` hosts it and is the only caller of its decisions and state changes
 //! (`decide`, `Authority`, `ledger`, `mcp_oauth`); `zodex-protocol` makes its answers from the
 //! engine's views and types (`From`: nothing here is serialised for the sockets, and the page
@@ -50,7 +51,7 @@
 //! Invariants:
 //! - The engine never touches the network, git, a process or the clock directly — time comes in
 //!   as `now`, state comes from its SQLite store, decisions go out as values (`tests/it/tidy.rs`
-//!   checks the source; the manifest names no other Zodex crate).
+//!   checks the source; the manifest names only `zodex-types` and `zodex-sql`).
 //! - SQL selects the candidate facts (the furthest-reaching grant and YOLO scope); Cedar decides,
 //!   expiry included. Any Cedar evaluation error is a deny; a policy file that does not parse or
 //!   validate refuses start.
