@@ -226,7 +226,7 @@ fn agent_requests() -> Vec<AgentRequest> {
 
 /// Every answer, one line each: the request, then the answer as sent.
 async fn transcript(host: &Arc<Host>) -> String {
-    let operator = Principal::Operator("uid:0".into());
+    let operator = Principal::Operator("uid:0".parse().unwrap());
     let mut lines = Vec::new();
     for request in admin_requests() {
         let answer = host.admin(operator.clone(), request.clone()).await;
