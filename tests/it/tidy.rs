@@ -582,3 +582,48 @@ fn the_tests_wait_for_conditions_not_for_time() {
         );
     }
 }
+
+/// ARCHITECTURE.md stays a short map (at most this many words, as `wc -w` counts them).
+const MAP_WORD_BUDGET: usize = 1_500;
+
+/// ARCHITECTURE.md's crate list is [`CRATE_ARROWS`], arrow for arrow, so the map cannot drift
+/// from the manifests; and the map stays within [`MAP_WORD_BUDGET`].
+#[test]
+fn the_maps_crate_list_is_the_arrows_and_the_map_is_short() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let words = text.split_whitespace().count();
+    assert!(
+        words <= MAP_WORD_BUDGET,
+        "ARCHITECTURE.md has {words} words, over its {MAP_WORD_BUDGET}: say less, point at docs/ and the crates' lib.rs"
+    );
+    let marker = "<!-- crate arrows: checked by tests/it/tidy.rs -->";
+    let after = &text[text
+        .find(marker)
+        .expect("ARCHITECTURE.md marks its crate list")..];
+    let block = after
+        .split("```")
+        .nth(1)
+        .expect("a fenced block follows the marker");
+    let drawn: BTreeMap<String, Vec<String>> = block
+        .lines()
+        .filter_map(|line| line.split_once('→'))
+        .map(|(krate, below)| {
+            let mut below: Vec<String> = below.split_whitespace().map(str::to_string).collect();
+            below.sort();
+            (krate.trim().to_string(), below)
+        })
+        .collect();
+    let held: BTreeMap<String, Vec<String>> = CRATE_ARROWS
+        .iter()
+        .map(|(krate, below)| {
+            let mut below: Vec<String> = below.iter().map(|b| b.to_string()).collect();
+            below.sort();
+            (krate.to_string(), below)
+        })
+        .collect();
+    assert_eq!(
+        drawn, held,
+        "ARCHITECTURE.md's crate list differs from CRATE_ARROWS: draw it again from the table"
+    );
+}
