@@ -9,8 +9,30 @@ use zodex_store_pg::{PgSettings, PgStore};
 /// cannot be reached is an error naming it (the pool itself reconnects later, so a database
 /// that goes away while the publisher runs needs no restart).
 pub fn open_store(location: &StoreLocation) -> Result<Store, StoreError> {
+    Ok(open_stores(location, 1)?
+        .pop()
+        .expect("one store was asked for"))
+}
+
+/// The stores a serving publisher shares ([`SharedStore`](crate::shared_store::SharedStore)):
+/// SQLite's one; on PostgreSQL one per connection of the pool (`[store] pool_size`), so reads
+/// run side by side. The first brings the schema up to date.
+pub fn open_shared(
+    location: &StoreLocation,
+) -> Result<crate::shared_store::SharedStore, StoreError> {
+    let size = match location {
+        StoreLocation::Sqlite(_) => 1,
+        StoreLocation::Postgres(pg) => pg.pool_size.max(1),
+    };
+    Ok(crate::shared_store::SharedStore::of(open_stores(
+        location, size,
+    )?))
+}
+
+/// `count` stores at `location` (SQLite: always one), on one pool.
+fn open_stores(location: &StoreLocation, count: usize) -> Result<Vec<Store>, StoreError> {
     match location {
-        StoreLocation::Sqlite(path) => Store::open(path),
+        StoreLocation::Sqlite(path) => Ok(vec![Store::open(path)?]),
         StoreLocation::Postgres(pg) => {
             let password = pg
                 .password()
@@ -22,7 +44,9 @@ pub fn open_store(location: &StoreLocation) -> Result<Store, StoreError> {
                 ..PgSettings::new(pg.url.clone())
             };
             let pool = PgStore::connect(&settings)?;
-            Store::on(Box::new(pool.backend()))
+            (0..count.max(1))
+                .map(|_| Store::on(Box::new(pool.backend())))
+                .collect()
         }
     }
 }

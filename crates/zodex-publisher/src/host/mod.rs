@@ -107,7 +107,7 @@ impl Host {
             waived,
         } = Subject::load(config.policy_dir.as_deref(), &config.waive_properties)?;
         let engine = core::engine(checked, policies)?;
-        let store = SharedStore::new(crate::store_open::open_store(&checked.store)?);
+        let store = crate::store_open::open_shared(&checked.store)?;
         let clock = core::clock(config);
         let oauth = mcp_oauth::open_sprite(checked, &store, &clock)?;
         let core = Arc::new(Core::open(checked, engine, store, clock)?);
