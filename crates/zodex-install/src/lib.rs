@@ -302,7 +302,6 @@ pub async fn run(
     // A fleet sprite's services wait for its certificate.
     let start = options.start && fleet_request.is_none();
     let (agent, publisher) = (&accounts.agent, &accounts.publisher);
-    let root = (Uid::from_raw(0), Gid::from_raw(0));
 
     // Configuration.
     let config = sprite_config(options, &layout, agent.uid.as_raw(), publisher.uid.as_raw())?;
@@ -324,16 +323,7 @@ pub async fn run(
             None => PublisherMode::Serve,
         },
     };
-    let record_text = toml::to_string_pretty(&record)
-        .map_err(|e| InstallError::Failed(format!("cannot write the install record: {e}")))?;
-    system::ensure_file(
-        &layout.record(),
-        record_text.as_bytes(),
-        root.0,
-        root.1,
-        0o644,
-        &mut steps,
-    )?;
+    write_record(&layout, &record, &mut steps)?;
 
     // The agent's git: read through the credential helper, push through git-remote-zodex.
     agent_git(&layout, &config, agent, &mut steps)?;
@@ -652,6 +642,25 @@ fn start_services(
         );
     }
     Ok(())
+}
+
+/// Writes the install record where `layout` keeps it: root's, mode 0644 (doctor, upgrade and
+/// uninstall read it).
+pub(crate) fn write_record(
+    layout: &Layout,
+    record: &InstallRecord,
+    steps: &mut Steps,
+) -> Result<(), InstallError> {
+    let text = toml::to_string_pretty(record)
+        .map_err(|e| InstallError::Failed(format!("cannot write the install record: {e}")))?;
+    system::ensure_file(
+        &layout.record(),
+        text.as_bytes(),
+        Uid::from_raw(0),
+        Gid::from_raw(0),
+        0o644,
+        steps,
+    )
 }
 
 /// Waits up to 20 s for `service` to run (and, for the publisher, to answer on its socket).

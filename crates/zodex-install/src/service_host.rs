@@ -9,7 +9,7 @@
 
 use super::layout::{InstallRecord, Layout, PublisherMode, ServiceManager};
 use super::system::{self, Account, Steps};
-use super::{InstallError, InstallOptions, InstallReport, KeyUpload};
+use super::{InstallError, InstallOptions, InstallReport, KeyUpload, write_record};
 use nix::unistd::{Gid, Uid};
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -190,16 +190,7 @@ fn record_and_service(
         agent_memory_max_mib: options.agent_memory_max_mib,
         publisher_mode: PublisherMode::Service,
     };
-    let record_text = toml::to_string_pretty(&record)
-        .map_err(|e| InstallError::Failed(format!("cannot write the install record: {e}")))?;
-    system::ensure_file(
-        &layout.record(),
-        record_text.as_bytes(),
-        root.0,
-        root.1,
-        0o644,
-        steps,
-    )?;
+    write_record(layout, &record, steps)?;
     // The manager chosen, and only it: a supervised host has no unit that could start a
     // second copy, and a systemd host no script.
     let units_verified = match manager {

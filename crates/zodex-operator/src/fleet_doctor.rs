@@ -12,7 +12,7 @@ use super::registry::FleetReach;
 use std::collections::BTreeMap;
 use zodex_install::Finding;
 use zodex_protocol::answers::StatusAnswer;
-use zodex_protocol::{AdminRequest, FleetDoctorAnswer, FleetRole, MemberHealth};
+use zodex_protocol::{AdminRequest, AnswerError, FleetDoctorAnswer, FleetRole, MemberHealth};
 
 /// Every replica of the fleet `name` asked in turn, then the members as they all saw them.
 pub fn doctor(name: &str, reach: &FleetReach) -> Vec<Finding> {
@@ -80,24 +80,17 @@ fn ask<A: serde::de::DeserializeOwned>(
         .ok()
         .and_then(|v| v["op"].as_str().map(str::to_string))
         .unwrap_or_default();
-    match fleet_transport::call(name, one, request) {
-        Ok(response) if response.ok => response
-            .result
-            .and_then(|v| serde_json::from_value::<A>(v).ok())
-            .ok_or_else(|| {
-                format!("answered `{op}` with something else: upgrade it (`zodex-prd upgrade`)")
-            }),
-        Ok(response) => Err(format!(
-            "answered but refused `{op}` ({}): on its host, `zodex-prd doctor`; an older replica may not know `{op}` (`zodex-prd upgrade`)",
-            response
-                .error
-                .map(|e| e.message)
-                .unwrap_or_else(|| "no reason given".into())
-        )),
-        Err(e) => Err(format!(
+    let response = fleet_transport::call(name, one, request).map_err(|e| {
+        format!(
             "does not answer: {e}. On its host: `zodex-prd service status`, then `zodex-prd service start`"
-        )),
-    }
+        )
+    })?;
+    response.answer::<A>().map_err(|e| match e {
+        AnswerError::Refused(why) => format!(
+            "answered but refused `{op}` ({why}): on its host, `zodex-prd doctor`; an older replica may not know `{op}` (`zodex-prd upgrade`)"
+        ),
+        _ => format!("answered `{op}` with something else: upgrade it (`zodex-prd upgrade`)"),
+    })
 }
 
 fn proofs(url: &str, status: &StatusAnswer) -> Finding {

@@ -10,7 +10,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 use zodex_fleet::files::{install, renewal_due_at, request_for};
 use zodex_fleet::{MemberFiles, Replica};
-use zodex_protocol::{AdminRequest, FleetRenewed, Response};
+use zodex_protocol::{AdminRequest, AnswerError, FleetRenewed, Response};
 
 /// How long connecting to one replica (TCP and the TLS handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -74,17 +74,10 @@ pub fn renew(name: &str, reach: &FleetReach) -> Result<FleetRenewed, TransportEr
     let line = serde_json::to_string(&AdminRequest::FleetRenew { request_pem })
         .expect("requests always serialise");
     let response = exchange(name, &reach.services, config, line)?;
-    let renewed: FleetRenewed = match (response.ok, response.result) {
-        (true, Some(result)) => serde_json::from_value(result).map_err(|e| {
-            fail(format!(
-                "the service's answer: {e}; upgrade it (`zodex-prd upgrade`)"
-            ))
-        })?,
-        _ => {
-            let why = response.error.map(|e| e.message).unwrap_or_default();
-            return Err(fail(format!("the service refused: {why}")));
-        }
-    };
+    let renewed: FleetRenewed = response.answer().map_err(|e| match e {
+        AnswerError::Refused(why) => fail(format!("the service refused: {why}")),
+        e => fail(format!("the service's answer: {e}")),
+    })?;
     install(&reach.dir, &renewed.certificate_pem, &renewed.ca_pem)
         .map_err(|e| fail(e.to_string()))?;
     Ok(renewed)
