@@ -208,6 +208,14 @@ fn the_publisher_role_can_only_append_to_the_audit_never_prune_it_or_move_a_chai
         "UPDATE audit_chains SET head_seq = head_seq + 1",
         "DELETE FROM audit_chains",
         "TRUNCATE audit_chains",
+        // A chain may be added by a publisher only as a sprite's, and only empty (made at its
+        // first row): not under another name, not with a head or base it did not append.
+        "INSERT INTO audit_chains (chain, head_seq, head_link, base_seq, base_link)
+         VALUES ('evidence-2', 0, repeat('0', 64), 0, repeat('0', 64))",
+        "INSERT INTO audit_chains (chain, head_seq, head_link, base_seq, base_link)
+         VALUES ('sprite:s9/evidence', 3, repeat('a', 64), 0, repeat('0', 64))",
+        "INSERT INTO audit_chains (chain, head_seq, head_link, base_seq, base_link)
+         VALUES ('sprite:s9/bulk', 5, repeat('a', 64), 5, repeat('a', 64))",
     ] {
         let err = publisher
             .execute(statement, &[])

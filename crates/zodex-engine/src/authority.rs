@@ -11,7 +11,7 @@ use super::fleet::Owner;
 use super::hints::unblock_hint;
 use super::repo::RepoName;
 use super::store::{
-    Allowances, AuditEntry, Facts, Grant, NewGrant, NewYolo, Store, StoreError, YoloScope,
+    Allowances, AuditEntry, Facts, Grant, NewGrant, NewYolo, Shard, Store, StoreError, YoloScope,
 };
 use super::vocabulary::{Actor, AuditDecision, EventKind};
 
@@ -177,6 +177,36 @@ fn insert_detail(event: &mut AuditEntry, key: &str, value: serde_json::Value) {
     }
 }
 
+/// Runs `f` in one write transaction confined to what `principal` changes: a fleet sprite's
+/// own shard (beside other sprites' writes, with its own audit chains), with `paced`'s lock
+/// when the decision counts that repository's pace; the whole store for anyone else. Only
+/// the agent's own decisions and requests come here: whatever changes what another sprite
+/// reads (grants, scopes, approvals) is the operators' and takes the whole store.
+fn write_as<T>(
+    store: &mut Store,
+    principal: &Principal,
+    paced: Option<&RepoName>,
+    f: impl FnOnce(&Facts<'_>) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    match principal.sprite() {
+        Some(sprite) => {
+            let repo = paced.map(RepoName::key);
+            store.write_in(&Shard::sprite(sprite.name.as_str(), repo.as_deref()), f)
+        }
+        None => store.write(f),
+    }
+}
+
+/// The repository whose pace (`pushes_last_hour`, `publications_last_hour`,
+/// `tokens_for_grant`) deciding `ask` reads and an allow changes: two sprites writing to it
+/// are serialised, so two writes racing one rate rule cannot both pass under it.
+fn paced_repo(ask: &Ask) -> Option<&RepoName> {
+    match ask.action() {
+        Action::Push | Action::PublishPr => ask.repo(),
+        _ => None,
+    }
+}
+
 impl Authority<'_> {
     /// Decides `ask`, audits the decision, and on allow runs `change` — all in one transaction.
     fn decide_then<T>(
@@ -227,7 +257,7 @@ impl Authority<'_> {
         now: i64,
         fill: impl FnOnce(&mut AuditEntry),
     ) -> Outcome<(Decision, i64)> {
-        Ok(store.write(|facts| {
+        Ok(write_as(store, principal, paced_repo(ask), |facts| {
             let decision = self.engine.decide(facts, principal, ask, now)?;
             let mut event = audit_for(principal, &decision, ask.repo());
             fill(&mut event);
@@ -333,7 +363,7 @@ impl Authority<'_> {
             grant: terms.clone(),
             agent_terms: true,
         };
-        store.write(|facts| {
+        write_as(store, &principal, None, |facts| {
             let decision = self.engine.decide(facts, &principal, &ask, now)?;
             let mut event = audit_for(&principal, &decision, Some(repo));
             if !decision.allowed {

@@ -12,7 +12,7 @@
 //! the outcome).
 
 use super::store::{
-    App, AuditEntry, AuditRecord, CoverageFact, IssuedToken, Publication, PublicationState,
+    App, AuditEntry, AuditRecord, CoverageFact, IssuedToken, Publication, PublicationState, Shard,
     SinkCursor, Store, StoreError,
 };
 use crate::vocabulary::{Actor, AuditDecision, EventKind, Outcome};
@@ -61,30 +61,33 @@ pub fn sink_batch(
     limit: u32,
     now: i64,
 ) -> Result<Option<(SinkCursor, Vec<AuditRecord>)>, StoreError> {
-    store.write(|f| {
+    store.write_in(&Shard::sink(sink), |f| {
         if !f.claim_sink(sink, holder, now, now + SINK_LEASE_SECONDS)? {
             return Ok(None);
         }
         let cursor = f.sink_cursor(sink)?;
-        let rows = f.audit_records_after(cursor.delivered_id, limit)?;
+        let rows = f.audit_records_pending(sink, limit)?;
         Ok(Some((cursor, rows)))
     })
 }
 
-/// The audit sink `sink` delivered every row up to `id` (refused when `holder` lost the lease).
+/// The audit sink `sink` delivered `record`, and every row of its chain before it (refused
+/// when `holder` lost the lease).
 pub fn sink_delivered(
     store: &mut Store,
     sink: &str,
     holder: &str,
-    id: i64,
+    record: &AuditRecord,
     now: i64,
 ) -> Result<(), StoreError> {
-    store.write(|f| f.sink_delivered(sink, holder, id, now))
+    store.write_in(&Shard::sink(sink), |f| {
+        f.sink_delivered(sink, holder, record, now)
+    })
 }
 
 /// The audit sink `sink` failed with `error`.
 pub fn sink_failed(store: &mut Store, sink: &str, error: &str, now: i64) -> Result<(), StoreError> {
-    store.write(|f| f.sink_failed(sink, error, now))
+    store.write_in(&Shard::sink(sink), |f| f.sink_failed(sink, error, now))
 }
 
 /// Where each of the named audit sinks has got to (what `status` shows).

@@ -36,8 +36,43 @@ pub enum TxMode {
     Read,
     /// Writers are serialised across every process on the database: a write transaction sees
     /// every write committed before it began and no other write runs beside it. (SQLite:
-    /// `BEGIN IMMEDIATE`; PostgreSQL: one transaction-scoped advisory lock.)
+    /// `BEGIN IMMEDIATE`; PostgreSQL: one transaction-scoped advisory lock, exclusive.)
     Write,
+    /// A write confined to one shard of the state: one owner's rows (a fleet sprite's requests,
+    /// decisions and audit chains) and at most one repository's counts. It is serialised
+    /// against every [`TxMode::Write`] and against other writes of the same owner or the same
+    /// repository, and runs beside writes of other owners. The keys are hashes: two shards
+    /// whose keys collide are serialised, which is slower, never wrong. (SQLite: as `Write`,
+    /// one writer; PostgreSQL: the `Write` lock shared, then the owner's lock and the
+    /// repository's, exclusive, always in that order so no two shards wait on each other.)
+    Shard(ShardKeys),
+}
+
+/// The lock keys of a [`TxMode::Shard`] write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardKeys {
+    pub owner: i32,
+    pub repo: Option<i32>,
+}
+
+impl ShardKeys {
+    /// The keys of `owner` and, when given, `repo`: a stable 32-bit hash of each name
+    /// (FNV-1a), so every process computes the same keys.
+    pub fn of(owner: &str, repo: Option<&str>) -> Self {
+        Self {
+            owner: fnv1a(owner),
+            repo: repo.map(fnv1a),
+        }
+    }
+}
+
+fn fnv1a(text: &str) -> i32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in text.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash as i32
 }
 
 /// Why a statement failed, in the words the store turns into its own errors.

@@ -21,6 +21,11 @@ use crate::value::{Param, read_row};
 /// SQLite's `BEGIN IMMEDIATE` does.
 pub const WRITE_LOCK_KEY: i64 = 0x7a6f_6465_7800_0001;
 
+/// The classes of the two-key advisory locks a shard's write takes: its owner's, and its
+/// repository's ("zo" and "zr" in ASCII).
+const OWNER_LOCK_CLASS: i32 = 0x7a6f;
+const REPO_LOCK_CLASS: i32 = 0x7a72;
+
 /// What the backend holds between calls.
 #[derive(Default)]
 struct State {
@@ -65,14 +70,36 @@ impl PgBackend {
             // READ COMMITTED takes a fresh snapshot per statement, so once the lock is held
             // every later statement sees all that the previous writer committed. Waiting for
             // the lock is bounded by the pool's wait timeout (then `Busy`), never forever.
-            TxMode::Write => format!(
-                "BEGIN ISOLATION LEVEL READ COMMITTED; \
-                 SET LOCAL lock_timeout = {}; \
-                 SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY}); \
-                 SET LOCAL lock_timeout TO DEFAULT",
-                self.shared.wait_timeout_ms
-            ),
+            TxMode::Write => {
+                self.locked_begin(&format!("SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})"))
+            }
+            // The whole-store lock shared, then the shard's own, in one fixed order. The
+            // two-key form has its own key space: a shard's lock is never the whole-store one.
+            TxMode::Shard(keys) => {
+                let mut locks = format!(
+                    "SELECT pg_advisory_xact_lock_shared({WRITE_LOCK_KEY}), \
+                            pg_advisory_xact_lock({OWNER_LOCK_CLASS}, {})",
+                    keys.owner
+                );
+                if let Some(repo) = keys.repo {
+                    locks.push_str(&format!(
+                        ", pg_advisory_xact_lock({REPO_LOCK_CLASS}, {repo})"
+                    ));
+                }
+                self.locked_begin(&locks)
+            }
         }
+    }
+
+    /// A write transaction's opening: `locks` taken under the pool's wait timeout.
+    fn locked_begin(&self, locks: &str) -> String {
+        format!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; \
+             SET LOCAL lock_timeout = {}; \
+             {locks}; \
+             SET LOCAL lock_timeout TO DEFAULT",
+            self.shared.wait_timeout_ms
+        )
     }
 
     /// Runs `work` on the transaction's connection, or on a connection borrowed for this one

@@ -6,8 +6,8 @@ use super::{Authority, AuthorityError, Denial, GrantView, Outcome, TOKEN_PATH_WA
 use crate::decide::{Ask, Principal};
 use crate::fleet::{FleetSprite, MemberName, MemberRole, Owner, SpriteFilter, SpriteLabel};
 use crate::store::{
-    App, AuditFilter, AuditRow, AuditVerification, Chain, ChainHead, Facts, Grant, GrantState,
-    GrantVia, PruneScope, Pruned, Retention, Store, StoreError,
+    App, AuditFilter, AuditRow, AuditVerification, ChainHead, Facts, Grant, GrantState, GrantVia,
+    PruneScope, Pruned, Retention, Store, StoreError,
 };
 use crate::vocabulary::Actor;
 
@@ -312,12 +312,7 @@ impl Authority<'_> {
         now: i64,
     ) -> Outcome<Vec<ChainHead>> {
         self.allowed_to(store, principal, &Ask::ViewAudit, now)?;
-        Ok(store.read(|facts| {
-            Chain::ALL
-                .into_iter()
-                .map(|c| facts.chain_head(c))
-                .collect()
-        })?)
+        Ok(store.read(|facts| facts.chain_heads())?)
     }
 
     /// One page of audit rows (operators only): the newest rows below `page.before` that match

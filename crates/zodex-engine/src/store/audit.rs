@@ -264,18 +264,19 @@ impl Facts<'_> {
             params![cutoff],
         )?;
         let mut gone = 0;
-        for chain in Chain::ALL {
+        for head in self.chain_heads()? {
             // The rows before the chain's first row young enough to keep.
             let young: Option<i64> = self.value(
                 "SELECT MIN(seq) FROM audit_events WHERE chain = ?1 AND at >= ?2",
-                params![chain.as_str(), cutoff],
+                params![head.name(), cutoff],
             )?;
-            let head = self.chain_head(chain)?.head_seq;
-            let mut through = young.map_or(head, |seq| seq - 1);
-            if chain == Chain::Bulk {
-                through = through.max(head.saturating_sub(keep));
+            let mut through = young.map_or(head.head_seq, |seq| seq - 1);
+            // Each bulk chain keeps its own newest rows: one sprite's flood never pushes out
+            // another's.
+            if head.chain == Chain::Bulk {
+                through = through.max(head.head_seq.saturating_sub(keep));
             }
-            gone += self.prune_chain(chain, through, now)?;
+            gone += self.prune_chain(&head, through, now)?;
         }
         Ok(gone)
     }

@@ -7,17 +7,21 @@
 //! bytes [`StoredRow::link_after`] hashes), inserts the row and moves the head. `audit
 //! --verify` recomputes every link in Rust, so the two ways are held to one format.
 
-use super::audit_chain::{COLUMNS, Chain, StoredRow, json};
+use super::audit_chain::{COLUMNS, Chain, GENESIS, StoredRow, chain_name, json};
 use super::params;
-use super::{Facts, Result};
+use super::{Facts, Result, StoreError};
 use zodex_sql::Dialect;
 
 /// PostgreSQL's append: `?1` the chain, `?2` the chain as JSON, `?3` the content after the
 /// id, chain and number ([`StoredRow::content_tail`]), `?4`…`?18` the row's other columns.
 /// A bigint in text is what JSON prints for it, so the hashed bytes are the same.
+///
+/// The id comes from the table's identity sequence: writers of different shards append at
+/// once, so the next id cannot be read off the table. When the chain does not exist yet the
+/// statement changes nothing and returns no row.
 const APPEND_ON_POSTGRES: &str = "
 WITH head AS (
-    SELECT (SELECT COALESCE(MAX(id), 0) + 1 FROM audit_events) AS id,
+    SELECT nextval(pg_get_serial_sequence('audit_events', 'id')) AS id,
            head_seq + 1 AS seq,
            head_link
     FROM audit_chains WHERE chain = ?1
@@ -30,8 +34,9 @@ WITH head AS (
     FROM head
 ), appended AS (
     INSERT INTO audit_events (COLUMNS)
-    VALUES ((SELECT id FROM linked), ?1, (SELECT seq FROM linked), ?4, ?5, ?6, ?7, ?8, ?9, ?10,
-            ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, (SELECT link FROM linked))
+    SELECT id, ?1, seq, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+           link
+    FROM linked
     RETURNING id, seq, link
 )
 UPDATE audit_chains SET head_seq = appended.seq, head_link = appended.link
@@ -39,18 +44,42 @@ FROM appended WHERE audit_chains.chain = ?1
 RETURNING appended.id";
 
 impl Facts<'_> {
-    /// Appends `row` (its id, chain, sequence number and link filled in here) to its chain.
+    /// Appends `row` (its id, chain, sequence number and link filled in here) to its chain:
+    /// `chain` of the store's own set, or on PostgreSQL of the shard's this write is confined
+    /// to (SQLite has one writer, so a shard's rows there go to the store's own chains). A
+    /// sprite's chain is made at its first row.
     pub(super) fn append_linked(&self, mut row: StoredRow, chain: Chain) -> Result<i64> {
-        row.chain = Some(chain.as_str().to_string());
+        let shard = self
+            .shard
+            .filter(|_| self.db.dialect() == Dialect::Postgres);
+        row.chain = Some(chain_name(chain, shard));
+        if let Some(id) = self.append_to_existing(&row)? {
+            return Ok(id);
+        }
+        self.exec(
+            "INSERT INTO audit_chains (chain, head_seq, head_link, base_seq, base_link)
+             VALUES (?1, 0, ?2, 0, ?2) ON CONFLICT (chain) DO NOTHING",
+            params![row.chain, GENESIS],
+        )?;
+        self.append_to_existing(&row)?.ok_or_else(|| {
+            StoreError::Conflict(format!(
+                "the audit chain {} could not be made: nothing was recorded",
+                row.chain.as_deref().unwrap_or_default()
+            ))
+        })
+    }
+
+    /// The append, or `None` when the chain does not exist.
+    fn append_to_existing(&self, row: &StoredRow) -> Result<Option<i64>> {
         match self.db.dialect() {
-            Dialect::Postgres => self.append_in_one_statement(&row),
-            Dialect::Sqlite => self.append_in_steps(row),
+            Dialect::Postgres => self.append_in_one_statement(row),
+            Dialect::Sqlite => self.append_in_steps(row.clone()),
         }
     }
 
-    fn append_in_one_statement(&self, row: &StoredRow) -> Result<i64> {
+    fn append_in_one_statement(&self, row: &StoredRow) -> Result<Option<i64>> {
         let sql = APPEND_ON_POSTGRES.replace("COLUMNS", COLUMNS);
-        self.row(
+        self.optional_row(
             &sql,
             params![
                 row.chain,
@@ -76,13 +105,16 @@ impl Facts<'_> {
         )
     }
 
-    fn append_in_steps(&self, mut row: StoredRow) -> Result<i64> {
-        let (head_seq, head_link, next_id): (i64, String, i64) = self.row(
+    fn append_in_steps(&self, mut row: StoredRow) -> Result<Option<i64>> {
+        let head: Option<(i64, String, i64)> = self.optional_row(
             "SELECT head_seq, head_link, (SELECT COALESCE(MAX(id), 0) + 1 FROM audit_events)
              FROM audit_chains WHERE chain = ?1",
             params![row.chain],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;
+        let Some((head_seq, head_link, next_id)) = head else {
+            return Ok(None);
+        };
         row.id = next_id;
         row.seq = Some(head_seq + 1);
         let link = row.link_after(&head_link);
@@ -118,7 +150,7 @@ impl Facts<'_> {
             "UPDATE audit_chains SET head_seq = ?1, head_link = ?2 WHERE chain = ?3",
             params![row.seq, link, row.chain],
         )?;
-        Ok(row.id)
+        Ok(Some(row.id))
     }
 }
 

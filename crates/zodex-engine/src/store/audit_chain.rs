@@ -81,10 +81,33 @@ impl Chain {
     }
 }
 
+/// The stored name of `chain` in `shard`'s set: `evidence` and `bulk` are the store's own
+/// (the single sprite's, and everything operators and the service do), `sprite:NAME/evidence`
+/// and `sprite:NAME/bulk` a fleet sprite's, written by its writes alone ([`super::Shard`]).
+pub fn chain_name(chain: Chain, shard: Option<&str>) -> String {
+    match shard {
+        None => chain.as_str().to_string(),
+        Some(owner) => format!("{owner}/{}", chain.as_str()),
+    }
+}
+
+/// A stored chain name read back: which chain, in whose set (`None` for a name no version
+/// writes).
+fn parse_chain_name(name: &str) -> Option<(Chain, Option<String>)> {
+    let (shard, kind) = match name.rsplit_once('/') {
+        Some((shard, kind)) => (Some(shard.to_string()), kind),
+        None => (None, name),
+    };
+    let chain = Chain::ALL.into_iter().find(|c| c.as_str() == kind)?;
+    Some((chain, shard))
+}
+
 /// A chain's recorded state: its newest link and where its kept part starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainHead {
     pub chain: Chain,
+    /// Whose set of chains: `None` for the store's own, `sprite:NAME` for a fleet sprite's.
+    pub shard: Option<String>,
     pub head_seq: i64,
     pub head_link: String,
     /// The last pruned row's sequence number and link (0 and [`GENESIS`] before any pruning).
@@ -117,6 +140,18 @@ pub(super) const COLUMNS: &str = "id, chain, seq, at, principal, action, repo_ke
      new_oid, bundle_bytes, bundle_sha256, decision, policies, token_sha256, outcome, detail, \
      outcome_of, link";
 
+fn read_head(r: &Row, chain: Chain, shard: Option<String>) -> Result<ChainHead> {
+    Ok(ChainHead {
+        chain,
+        shard,
+        head_seq: r.get(0)?,
+        head_link: r.get(1)?,
+        base_seq: r.get(2)?,
+        base_link: r.get(3)?,
+        pruned_rows: r.get(4)?,
+    })
+}
+
 /// One row exactly as stored (texts unclamped: the link is over what is in the file).
 #[derive(Debug, Clone, Default)]
 pub(super) struct StoredRow {
@@ -142,7 +177,7 @@ pub(super) struct StoredRow {
 }
 
 impl StoredRow {
-    fn from_row(row: &Row) -> Result<Self> {
+    pub(super) fn from_row(row: &Row) -> Result<Self> {
         Ok(Self {
             id: row.get(0)?,
             chain: row.get(1)?,
@@ -213,35 +248,74 @@ pub(super) fn json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("plain values serialise")
 }
 
+impl ChainHead {
+    /// The chain's stored name ([`chain_name`]).
+    pub fn name(&self) -> String {
+        chain_name(self.chain, self.shard.as_deref())
+    }
+}
+
 impl Facts<'_> {
-    /// A chain's recorded head and base.
+    /// One of the store's own chains' recorded head and base.
     pub fn chain_head(&self, chain: Chain) -> Result<ChainHead> {
         self.row(
             "SELECT head_seq, head_link, base_seq, base_link, pruned_rows
              FROM audit_chains WHERE chain = ?1",
             params![chain.as_str()],
-            |r| {
-                Ok(ChainHead {
-                    chain,
-                    head_seq: r.get(0)?,
-                    head_link: r.get(1)?,
-                    base_seq: r.get(2)?,
-                    base_link: r.get(3)?,
-                    pruned_rows: r.get(4)?,
-                })
-            },
+            |r| read_head(r, chain, None),
         )
+    }
+
+    /// Every chain's head: the store's own first, then each sprite's, by name. A chain row
+    /// under a name no version writes is reported as a problem by [`Facts::verify_audit`].
+    pub fn chain_heads(&self) -> Result<Vec<ChainHead>> {
+        let rows: Vec<(String, Option<ChainHead>)> = self.rows(
+            "SELECT chain, head_seq, head_link, base_seq, base_link, pruned_rows
+             FROM audit_chains
+             ORDER BY CASE chain WHEN 'evidence' THEN 0 WHEN 'bulk' THEN 1 ELSE 2 END, chain",
+            &[],
+            |r| {
+                let name: String = r.get(0)?;
+                let head = match parse_chain_name(&name) {
+                    Some((chain, shard)) => Some(ChainHead {
+                        chain,
+                        shard,
+                        head_seq: r.get(1)?,
+                        head_link: r.get(2)?,
+                        base_seq: r.get(3)?,
+                        base_link: r.get(4)?,
+                        pruned_rows: r.get(5)?,
+                    }),
+                    None => None,
+                };
+                Ok((name, head))
+            },
+        )?;
+        let mut heads = Vec::with_capacity(rows.len());
+        for (name, head) in rows {
+            match head {
+                Some(head) => heads.push(head),
+                None => {
+                    return Err(super::StoreError::Conflict(format!(
+                        "the audit holds a chain named {name:?}, which no version of zodex-prd writes: keep the store as evidence and find out who added it"
+                    )));
+                }
+            }
+        }
+        Ok(heads)
     }
 
     /// Deletes the first rows of `chain` up to sequence number `through`, recording the last
     /// deleted row as the chain's new base. Returns how many rows went. Only
     /// [`Facts::prune_history`] calls this, in the transaction that records the prune; on
     /// PostgreSQL only the database's owner may (migrations/postgres/0012).
-    pub(super) fn prune_chain(&self, chain: Chain, through: i64, now: i64) -> Result<usize> {
+    pub(super) fn prune_chain(&self, head: &ChainHead, through: i64, now: i64) -> Result<usize> {
+        let chain = head.name();
+        let chain = chain.as_str();
         let last: Option<(i64, String)> = self.optional_row(
             "SELECT seq, link FROM audit_events WHERE chain = ?1 AND seq <= ?2
              ORDER BY seq DESC LIMIT 1",
-            params![chain.as_str(), through],
+            params![chain, through],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         let Some((seq, link)) = last else {
@@ -250,25 +324,25 @@ impl Facts<'_> {
         self.exec(
             "UPDATE issued_tokens SET audit_id = NULL WHERE audit_id IN
              (SELECT id FROM audit_events WHERE chain = ?1 AND seq <= ?2)",
-            params![chain.as_str(), seq],
+            params![chain, seq],
         )?;
         let gone = self.exec(
             "DELETE FROM audit_events WHERE chain = ?1 AND seq <= ?2",
-            params![chain.as_str(), seq],
+            params![chain, seq],
         )?;
         self.exec(
             "UPDATE audit_chains SET base_seq = ?2, base_link = ?3,
                  pruned_rows = pruned_rows + ?4, pruned_at = ?5 WHERE chain = ?1",
-            params![chain.as_str(), seq, link, gone as i64, now],
+            params![chain, seq, link, gone as i64, now],
         )?;
         Ok(gone)
     }
 
-    /// Walks both chains from their bases and names the first row of each that does not hold.
+    /// Walks every chain from its base and names the first row of each that does not hold.
     pub fn verify_audit(&self) -> Result<AuditVerification> {
         let mut chains = Vec::new();
-        for chain in Chain::ALL {
-            chains.push(self.verify_chain(chain)?);
+        for head in self.chain_heads()? {
+            chains.push(self.verify_chain(head)?);
         }
         let unlinked_rows: Vec<i64> = self.rows(
             "SELECT id FROM audit_events WHERE chain IS NULL OR link IS NULL OR seq IS NULL ORDER BY id LIMIT 100",
@@ -282,13 +356,13 @@ impl Facts<'_> {
         })
     }
 
-    fn verify_chain(&self, chain: Chain) -> Result<ChainCheck> {
-        let head = self.chain_head(chain)?;
+    fn verify_chain(&self, head: ChainHead) -> Result<ChainCheck> {
+        let name = head.name();
         let rows = self.rows(
             &format!(
                 "SELECT {COLUMNS} FROM audit_events WHERE chain = ?1 AND seq IS NOT NULL ORDER BY id"
             ),
-            params![chain.as_str()],
+            params![name],
             StoredRow::from_row,
         )?;
         let (mut expected, mut previous) = (head.base_seq + 1, head.base_link.clone());
@@ -304,7 +378,7 @@ impl Facts<'_> {
             if seq > expected {
                 let moved: Option<i64> = self.optional_row(
                     "SELECT id FROM audit_events WHERE chain = ?1 AND seq = ?2 AND id > ?3",
-                    params![chain.as_str(), expected, row.id],
+                    params![name, expected, row.id],
                     |r| Ok(r.get(0)?),
                 )?;
                 if let Some(moved) = moved {
@@ -380,18 +454,26 @@ impl Facts<'_> {
         }
         // A row carried from a single sprite's history (`detail.joined`, store/join.rs) names
         // that sprite's bases, not this store's.
-        let detail: Option<Option<String>> = self.optional_row(
+        // The newest prune naming this chain: the store's own chains are named by every
+        // prune, a sprite's by the prunes that moved its base.
+        let details: Vec<Option<String>> = self.rows(
             "SELECT detail FROM audit_events
              WHERE chain = 'evidence' AND action = 'PruneHistory'
                AND (detail IS NULL OR detail NOT LIKE '%\"joined\":%')
-             ORDER BY seq DESC LIMIT 1",
+             ORDER BY seq DESC",
             &[],
             |r| Ok(r.get(0)?),
         )?;
-        let recorded = detail
-            .flatten()
-            .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
-            .map(|d| d["chain_bases"][head.chain.as_str()].clone());
+        let name = head.name();
+        let names_it = |d: &serde_json::Value| !d["chain_bases"][&name].is_null();
+        let parsed = details
+            .into_iter()
+            .map(|d| d.and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok()));
+        let recorded = match head.shard {
+            None => parsed.take(1).flatten().next(),
+            Some(_) => parsed.flatten().find(names_it),
+        }
+        .map(|d| d["chain_bases"][&name].clone());
         let at =
             |v: &serde_json::Value| (v["seq"].as_i64(), v["link"].as_str().map(str::to_string));
         let found = match &recorded {
@@ -409,19 +491,6 @@ impl Facts<'_> {
             head.base_seq
         )))
     }
-}
-
-/// Up to `limit` stored rows after id `after`, oldest first.
-pub(super) fn stored_rows_after(
-    facts: &Facts<'_>,
-    after: i64,
-    limit: u32,
-) -> Result<Vec<StoredRow>> {
-    facts.rows(
-        &format!("SELECT {COLUMNS} FROM audit_events WHERE id > ?1 ORDER BY id LIMIT ?2"),
-        params![after, limit],
-        StoredRow::from_row,
-    )
 }
 
 /// Links the rows an older version wrote (no chain yet), in id order: run once, by the
@@ -766,6 +835,14 @@ mod tests {
                     (2, 6, 'agent', 'Push', 'allow', '[]', 'pushed'),
                     (3, 7, 'uid:0', 'GrantPush', 'allow', '[]', NULL)",
             );
+            if store.dialect() == zodex_sql::Dialect::Postgres {
+                // Ids written by hand: the identity sequence starts after them, as the
+                // migration that made appends take ids from it does.
+                sql(
+                    &mut store,
+                    "SELECT setval(pg_get_serial_sequence('audit_events', 'id'), 4, false)",
+                );
+            }
             assert_eq!(
                 problems(&mut store),
                 vec!["unlinked 1", "unlinked 2", "unlinked 3"]

@@ -1,8 +1,13 @@
 //! The audit rows as the sinks carry them off the machine, and how far each sink has got.
 //!
-//! The audit table is the outbox: a sink reads the rows after its cursor in id order, delivers
-//! them, then moves its cursor. A restart loses nothing pending, a failing sink falls behind
-//! without holding up a decision, and the rows reach each sink in the order they were written.
+//! The audit table is the outbox: a sink reads the rows after its cursor, delivers them, then
+//! moves its cursor. A restart loses nothing pending, a failing sink falls behind without
+//! holding up a decision, and the rows of each chain reach each sink in their chain's order.
+//!
+//! The cursor is one sequence number per chain, not one id: the writes of different fleet
+//! sprites commit in any order (a row with a smaller id may become visible after a larger
+//! one), while the rows of one chain commit in sequence, so "everything up to this number" is
+//! true of a chain and never of an id.
 
 use super::audit::{AuditEntry, AuditRow};
 use super::audit_chain::StoredRow;
@@ -67,23 +72,54 @@ pub struct SinkCursor {
 }
 
 impl Facts<'_> {
-    /// Up to `limit` rows after `after`, oldest first.
-    pub fn audit_records_after(&self, after: i64, limit: u32) -> Result<Vec<AuditRecord>> {
-        let rows = super::audit_chain::stored_rows_after(self, after, limit)?;
+    /// Up to `limit` rows `sink` has not delivered, oldest first: of each chain, the rows
+    /// after the sink's cursor on it, in order (a chain it has never seen, from its start).
+    pub fn audit_records_pending(&self, sink: &str, limit: u32) -> Result<Vec<AuditRecord>> {
+        let rows = self.rows(
+            &format!(
+                "SELECT {columns} FROM audit_events e
+                 JOIN (SELECT ch.chain, COALESCE(c.delivered_seq, ch.base_seq) AS delivered
+                       FROM audit_chains ch
+                       LEFT JOIN audit_sink_chain_cursors c
+                              ON c.sink = ?1 AND c.chain = ch.chain
+                       WHERE ch.head_seq > COALESCE(c.delivered_seq, ch.base_seq)) p
+                   ON e.chain = p.chain AND e.seq > p.delivered AND e.seq <= p.delivered + ?2
+                 ORDER BY e.id LIMIT ?2",
+                columns = super::audit_chain::COLUMNS
+                    .split(", ")
+                    .map(|c| format!("e.{}", c.trim()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            params![sink, limit],
+            StoredRow::from_row,
+        )?;
         Ok(rows.into_iter().map(AuditRecord::from).collect())
     }
 
-    /// `sink`'s cursor; a sink seen for the first time starts after the newest row.
+    /// `sink`'s cursor; a sink seen for the first time starts after each chain's newest row.
     pub fn sink_cursor(&self, sink: &str) -> Result<SinkCursor> {
-        self.exec(
+        let added = self.exec(
             "INSERT INTO audit_sink_cursors (sink, delivered_id)
              VALUES (?1, (SELECT COALESCE(MAX(id), 0) FROM audit_events))
              ON CONFLICT (sink) DO NOTHING",
             params![sink],
         )?;
+        if added > 0 {
+            self.exec(
+                "INSERT INTO audit_sink_chain_cursors (sink, chain, delivered_seq)
+                 SELECT ?1, chain, head_seq FROM audit_chains WHERE true
+                 ON CONFLICT (sink, chain) DO NOTHING",
+                params![sink],
+            )?;
+        }
         self.row(
             "SELECT sink, delivered_id, delivered_at, failures, last_error, last_attempt,
-                        (SELECT COUNT(*) FROM audit_events WHERE id > c.delivered_id)
+                    (SELECT CAST(COALESCE(SUM(ch.head_seq - COALESCE(cc.delivered_seq, ch.base_seq)), 0)
+                                 AS BIGINT)
+                     FROM audit_chains ch
+                     LEFT JOIN audit_sink_chain_cursors cc
+                            ON cc.sink = c.sink AND cc.chain = ch.chain)
                  FROM audit_sink_cursors c WHERE sink = ?1",
             params![sink],
             |r| {
@@ -123,21 +159,39 @@ impl Facts<'_> {
             .and_then(|(by, until)| Some((by?, until?))))
     }
 
-    /// `sink` delivered every row up to `id`, shipped by `holder`; refused (a conflict) when
-    /// `holder` no longer holds the lease: another process ships the sink now.
-    pub fn sink_delivered(&self, sink: &str, holder: &str, id: i64, now: i64) -> Result<()> {
+    /// `sink` delivered `record` (and every row of its chain before it), shipped by
+    /// `holder`; refused (a conflict) when `holder` no longer holds the lease: another process
+    /// ships the sink now.
+    pub fn sink_delivered(
+        &self,
+        sink: &str,
+        holder: &str,
+        record: &AuditRecord,
+        now: i64,
+    ) -> Result<()> {
         let moved = self.exec(
             "UPDATE audit_sink_cursors
              SET delivered_id = CASE WHEN delivered_id > ?2 THEN delivered_id ELSE ?2 END,
                  delivered_at = ?3,
                  failures = 0, last_error = NULL, last_attempt = ?3
              WHERE sink = ?1 AND leased_by = ?4",
-            params![sink, id, now, holder],
+            params![sink, record.row.id, now, holder],
         )?;
         if moved == 0 {
             return Err(super::StoreError::Conflict(format!(
                 "audit sink {sink}: this process no longer holds its lease (another ships it now); its cursor was not moved"
             )));
+        }
+        if let (Some(chain), Some(seq)) = (&record.chain, record.seq) {
+            self.exec(
+                "INSERT INTO audit_sink_chain_cursors (sink, chain, delivered_seq)
+                 VALUES (?1, ?2, ?3)
+                 ON CONFLICT (sink, chain) DO UPDATE SET delivered_seq =
+                     CASE WHEN audit_sink_chain_cursors.delivered_seq > excluded.delivered_seq
+                          THEN audit_sink_chain_cursors.delivered_seq
+                          ELSE excluded.delivered_seq END",
+                params![sink, chain, seq],
+            )?;
         }
         Ok(())
     }
@@ -166,6 +220,10 @@ mod tests {
             store
                 .write(|f| f.audit(&AuditEntry::default(), 1).map(drop))
                 .unwrap();
+            let first = store
+                .read(|f| f.audit_records_pending("anyone", 1))
+                .unwrap()
+                .remove(0);
             let claim = |store: &mut crate::store::Store, who: &str, now: i64| {
                 store
                     .write(|f| f.claim_sink("siem", who, now, now + 10))
@@ -175,7 +233,7 @@ mod tests {
             assert!(!claim(&mut store, "b", 105), "not while a's lease runs");
             assert!(claim(&mut store, "a", 105), "a renews");
             // b may not move the cursor of a sink it does not hold.
-            let refused = store.write(|f| f.sink_delivered("siem", "b", 1, 106));
+            let refused = store.write(|f| f.sink_delivered("siem", "b", &first, 106));
             assert!(
                 refused
                     .unwrap_err()
@@ -191,11 +249,11 @@ mod tests {
             );
             assert!(
                 store
-                    .write(|f| f.sink_delivered("siem", "a", 1, 116))
+                    .write(|f| f.sink_delivered("siem", "a", &first, 116))
                     .is_err()
             );
             store
-                .write(|f| f.sink_delivered("siem", "b", 1, 116))
+                .write(|f| f.sink_delivered("siem", "b", &first, 116))
                 .unwrap();
             assert_eq!(
                 store.write(|f| f.sink_cursor("siem")).unwrap().delivered_id,

@@ -46,6 +46,7 @@ const TABLES: &[(&str, &str)] = &[
         "audit_sink_cursors",
         "sink, delivered_id, delivered_at, failures, last_error, last_attempt",
     ),
+    ("audit_sink_chain_cursors", "sink, chain, delivered_seq"),
     (
         "publications",
         "idempotency_key, repo_key, branch, base, pr_number, url, state, error, created_at, \

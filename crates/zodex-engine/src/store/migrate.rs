@@ -30,6 +30,7 @@ const SQLITE: &[&str] = &[
     include_str!("../../../../migrations/0013_fleet_join_codes.sql"),
     include_str!("../../../../migrations/0014_fleet_certificates.sql"),
     include_str!("../../../../migrations/0015_grants_ended_indexes.sql"),
+    include_str!("../../../../migrations/0016_audit_shards.sql"),
 ];
 
 /// PostgreSQL's migrations: the version each brings, and its SQL.
@@ -74,6 +75,10 @@ const POSTGRES: &[(i64, &str)] = &[
         15,
         include_str!("../../../../migrations/postgres/0015_grants_ended_indexes.sql"),
     ),
+    (
+        16,
+        include_str!("../../../../migrations/postgres/0016_audit_shards.sql"),
+    ),
 ];
 
 /// The newest schema version this binary knows.
@@ -111,7 +116,7 @@ fn apply_missing(db: &dyn Backend) -> Result<()> {
             for (index, sql) in SQLITE.iter().enumerate().skip(found as usize) {
                 db.batch(sql)?;
                 if index as i64 + 1 == AUDIT_CHAIN_VERSION {
-                    audit_chain::link_existing_rows(&Facts { db })?;
+                    audit_chain::link_existing_rows(&Facts { db, shard: None })?;
                 }
             }
             db.batch(&format!("PRAGMA user_version = {KNOWN_VERSION}"))?;
@@ -132,7 +137,7 @@ fn apply_missing(db: &dyn Backend) -> Result<()> {
 
 /// The schema version recorded in the database (0: an empty database).
 pub(super) fn recorded_version(db: &dyn Backend) -> Result<i64> {
-    let facts = Facts { db };
+    let facts = Facts { db, shard: None };
     match db.dialect() {
         Dialect::Sqlite => facts.value("PRAGMA user_version", &[]),
         Dialect::Postgres => {

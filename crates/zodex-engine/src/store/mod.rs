@@ -20,11 +20,13 @@ mod pace;
 mod prune;
 mod publications;
 mod role_rights;
+#[cfg(test)]
+mod shard_tests;
 mod tokens;
 mod yolo;
 
 pub use audit::{AuditEntry, AuditFilter, AuditRow};
-pub use audit_chain::{AuditVerification, Chain, ChainCheck, ChainHead, GENESIS};
+pub use audit_chain::{AuditVerification, Chain, ChainCheck, ChainHead, GENESIS, chain_name};
 pub use audit_export::{AuditRecord, SinkCursor};
 pub use copy::{CopyReport, copy_state};
 pub use coverage::{App, CoverageFact};
@@ -51,7 +53,7 @@ pub use sqlite::SqliteBackend;
 pub use zodex_sql::{Backend, Dialect, SqlError};
 
 use std::path::Path;
-use zodex_sql::{Row, ToSql, TxMode};
+use zodex_sql::{Row, ShardKeys, ToSql, TxMode};
 
 /// Parameters of one statement: `params![a, b]` binds `a` to `?1` and `b` to `?2`.
 macro_rules! params {
@@ -171,16 +173,39 @@ impl Store {
         self.transaction(TxMode::Write, f)
     }
 
+    /// Runs `f` in one write transaction confined to `shard`: on PostgreSQL it runs beside
+    /// the writes of other shards (see [`Shard`]); on SQLite it is [`Store::write`].
+    pub fn write_in<T>(
+        &mut self,
+        shard: &Shard,
+        f: impl FnOnce(&Facts<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let keys = ShardKeys::of(&shard.owner, shard.repo.as_deref());
+        self.transaction_in(TxMode::Shard(keys), Some(&shard.owner), f)
+    }
+
     fn transaction<T>(
         &mut self,
         mode: TxMode,
+        f: impl FnOnce(&Facts<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.transaction_in(mode, None, f)
+    }
+
+    fn transaction_in<T>(
+        &mut self,
+        mode: TxMode,
+        shard: Option<&str>,
         f: impl FnOnce(&Facts<'_>) -> Result<T>,
     ) -> Result<T> {
         self.backend.begin(mode)?;
         let open = OpenTransaction {
             backend: &*self.backend,
         };
-        let out = f(&Facts { db: &*self.backend })?;
+        let out = f(&Facts {
+            db: &*self.backend,
+            shard,
+        })?;
         open.commit()?;
         Ok(out)
     }
@@ -211,6 +236,43 @@ impl Drop for OpenTransaction<'_> {
 /// transaction. The per-table methods live in this module's files.
 pub struct Facts<'c> {
     db: &'c dyn Backend,
+    /// The owner whose shard this write is confined to ([`Store::write_in`]): its audit rows
+    /// go to that owner's chains.
+    shard: Option<&'c str>,
+}
+
+/// One owner's share of the state, for a write that changes nothing else: a fleet sprite's
+/// decisions, requests and audit rows, and the counts of the one repository it writes to.
+///
+/// What the one store-wide writer guaranteed still holds between shards because everything
+/// two shards could both change is someone else's: grants, YOLO scopes and approvals are the
+/// operators' (whole-store writes, which wait for every shard and which every shard waits
+/// for), a repository's pace is counted under that repository's lock, and each shard appends
+/// to its own audit chains. A write that needs anything more is a [`Store::write`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shard {
+    /// The sprite's name.
+    pub owner: String,
+    /// The repository (`owner/name`, as keyed) whose pace the write counts or changes.
+    pub repo: Option<String>,
+}
+
+impl Shard {
+    /// A fleet sprite's shard; with `repo`, also that repository's counts.
+    pub fn sprite(name: &str, repo: Option<&str>) -> Self {
+        Self {
+            owner: format!("sprite:{name}"),
+            repo: repo.map(str::to_string),
+        }
+    }
+
+    /// An audit sink's cursor and lease: moving them changes nothing a decision reads.
+    pub fn sink(name: &str) -> Self {
+        Self {
+            owner: format!("sink:{name}"),
+            repo: None,
+        }
+    }
 }
 
 impl Facts<'_> {

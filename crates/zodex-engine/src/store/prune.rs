@@ -8,7 +8,6 @@
 //! replica's sweeper prunes ended grants only — a replica's credentials, which a compromised
 //! replica holds, cannot erase the record.
 
-use super::audit_chain::Chain;
 use super::{Dialect, Facts, Result, Store, StoreError};
 use crate::store::AuditEntry;
 use crate::vocabulary::{Actor, AuditDecision, EventKind};
@@ -71,11 +70,12 @@ impl Facts<'_> {
     ) -> Result<Pruned> {
         // A base no prune recorded would be recorded by this one's checkpoint as if it had
         // been: refuse, so `--verify` keeps naming it.
-        for chain in Chain::ALL {
-            if let Some(problem) = self.unrecorded_base(&self.chain_head(chain)?)? {
+        let before = self.chain_heads()?;
+        for head in &before {
+            if let Some(problem) = self.unrecorded_base(head)? {
                 return Err(StoreError::Conflict(format!(
                     "nothing was pruned: in the {} chain, {problem}; keep the store as evidence and find out who changed it (`zodex-prd store check` shows the chains)",
-                    chain.as_str()
+                    head.name()
                 )));
             }
         }
@@ -89,14 +89,16 @@ impl Facts<'_> {
         };
         let ended_grants = self.prune_ended_grants(cutoff, retention.max_rows, now)?;
         if audit_rows + ended_grants > 0 {
-            // The checkpoint, in the evidence chain itself: where each chain now starts.
+            // The record, in the evidence chain itself: where each chain now starts — the
+            // store's own always, a sprite's when this prune moved it.
             let mut bases = serde_json::Map::new();
-            for chain in Chain::ALL {
-                let head = self.chain_head(chain)?;
-                bases.insert(
-                    chain.as_str().to_string(),
-                    serde_json::json!({ "seq": head.base_seq, "link": head.base_link }),
-                );
+            for (head, was) in self.chain_heads()?.into_iter().zip(&before) {
+                if head.shard.is_none() || head.base_seq != was.base_seq {
+                    bases.insert(
+                        head.name(),
+                        serde_json::json!({ "seq": head.base_seq, "link": head.base_link }),
+                    );
+                }
             }
             let event = AuditEntry {
                 principal: by.clone(),

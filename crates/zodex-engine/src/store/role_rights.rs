@@ -38,6 +38,7 @@ const GUARDS: &[&str] = &[
     "audit_chains_append_only",
     "audit_events_owner_only",
     "audit_chains_owner_only",
+    "audit_chains_new_empty",
 ];
 
 impl Facts<'_> {

@@ -121,7 +121,8 @@ impl Backend for SqliteBackend {
     fn begin(&self, mode: TxMode) -> Result<(), SqlError> {
         self.run_cached(match mode {
             TxMode::Read => "BEGIN DEFERRED",
-            TxMode::Write => "BEGIN IMMEDIATE",
+            // One writer: a shard's write is serialised like any other.
+            TxMode::Write | TxMode::Shard(_) => "BEGIN IMMEDIATE",
         })
     }
 

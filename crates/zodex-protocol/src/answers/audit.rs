@@ -108,6 +108,10 @@ impl From<engine_store::Chain> for Chain {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainHead {
     pub chain: Chain,
+    /// Whose chain: absent for the store's own, `sprite:NAME` for a fleet sprite's (its rows
+    /// are stored under the chain name `sprite:NAME/evidence` or `sprite:NAME/bulk`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
     pub head_seq: i64,
     pub head_link: String,
     /// The last pruned row's sequence number and link (0 and the genesis link before any).
@@ -121,6 +125,7 @@ impl From<engine_store::ChainHead> for ChainHead {
     fn from(head: engine_store::ChainHead) -> Self {
         Self {
             chain: head.chain.into(),
+            shard: head.shard,
             head_seq: head.head_seq,
             head_link: head.head_link,
             base_seq: head.base_seq,

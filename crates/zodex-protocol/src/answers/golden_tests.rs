@@ -233,6 +233,7 @@ fn status() -> engine_authority::Status {
 fn head(chain: engine_store::Chain) -> engine_store::ChainHead {
     engine_store::ChainHead {
         chain,
+        shard: None,
         head_seq: 42,
         head_link: "ab".repeat(32),
         base_seq: 0,

@@ -169,11 +169,15 @@ async fn deliver_some(
     let open = sink.as_mut().expect("opened above");
     for record in &rows {
         open.deliver(record).await?;
-        let (name, id, now) = (config.name().to_string(), record.row.id, outbox.clock.now());
+        let (name, delivered, now) = (
+            config.name().to_string(),
+            record.clone(),
+            outbox.clock.now(),
+        );
         let holder = outbox.holder.clone();
         outbox
             .store
-            .run(move |s| ledger::sink_delivered(s, &name, &holder, id, now))
+            .run(move |s| ledger::sink_delivered(s, &name, &holder, &delivered, now))
             .await
             .map_err(SinkError::Record)?;
     }
