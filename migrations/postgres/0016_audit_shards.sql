@@ -52,3 +52,20 @@ ALTER TABLE audit_events ADD CONSTRAINT audit_events_chain_check
 ALTER TABLE audit_chains DROP CONSTRAINT audit_chains_chain_check;
 ALTER TABLE audit_chains ADD CONSTRAINT audit_chains_chain_check
     CHECK (chain IN ('evidence', 'bulk') OR chain ~ '^sprite:[^/]+/(evidence|bulk)$') NOT VALID;
+
+-- The publishers' roles (those `store init` gave the append-only head of audit_chains) get the
+-- new table's rows and may add chains; `store init` grants the same to a role made from now on.
+DO $$
+DECLARE publisher RECORD;
+BEGIN
+    FOR publisher IN
+        SELECT DISTINCT grantee FROM information_schema.column_privileges
+        WHERE table_schema = current_schema() AND table_name = 'audit_chains'
+          AND column_name = 'head_seq' AND privilege_type = 'UPDATE'
+          AND grantee <> current_user
+    LOOP
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON audit_sink_chain_cursors TO %I',
+                       publisher.grantee);
+        EXECUTE format('GRANT INSERT ON audit_chains TO %I', publisher.grantee);
+    END LOOP;
+END $$;

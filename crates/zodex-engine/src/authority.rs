@@ -364,7 +364,9 @@ impl Authority<'_> {
             agent_terms: true,
         };
         write_as(store, &principal, None, |facts| {
-            let decision = self.engine.decide(facts, &principal, &ask, now)?;
+            let (decision, approved) =
+                self.engine
+                    .decide_request(facts, &principal, &ask, &self_grant, now)?;
             let mut event = audit_for(&principal, &decision, Some(repo));
             if !decision.allowed {
                 record_shadow(&mut event, &decision);
@@ -412,9 +414,9 @@ impl Authority<'_> {
             }
             let mut replaced = Vec::with_capacity(earlier.len());
             for old in &earlier {
-                replaced.push(facts.replace_request(old.id, now)?.id);
+                facts.end_replaced_request(old.id, now)?;
+                replaced.push(old.id);
             }
-            let approved = self.engine.decide(facts, &principal, &self_grant, now)?;
             let grant = facts.insert_grant(
                 &new_grant(
                     repo,

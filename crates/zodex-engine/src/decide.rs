@@ -626,6 +626,53 @@ impl Engine {
         Ok(decision)
     }
 
+    /// Decides an agent's push request and, over the same facts, whether a policy lets the
+    /// agent approve it itself: one read of the sprite's standing and the repository's facts
+    /// serves both, since neither weighs a grant, a YOLO scope or a count over time.
+    pub fn decide_request(
+        &self,
+        facts: &Facts<'_>,
+        principal: &Principal,
+        request: &Ask,
+        self_grant: &Ask,
+        now: i64,
+    ) -> Result<(Decision, Decision)> {
+        let (Ask::RequestPush { repo, .. }, Ask::GrantPush { repo: granted, .. }) =
+            (request, self_grant)
+        else {
+            // Anything else is decided on its own facts.
+            return Ok((
+                self.decide(facts, principal, request, now)?,
+                self.decide(facts, principal, self_grant, now)?,
+            ));
+        };
+        debug_assert_eq!(
+            repo, granted,
+            "a request and its self-approval name one repository"
+        );
+        let standing;
+        let principal = match principal {
+            Principal::Sprite(sprite) => {
+                standing = Principal::Sprite(facts.sprite_standing(&sprite.name)?);
+                &standing
+            }
+            other => other,
+        };
+        let read = facts.decision_facts(&repo.key(), None, principal.sprite())?;
+        let repository = self.repo_facts_from(repo, read.writer, read.reader, now);
+        Ok((
+            self.evaluate(
+                principal,
+                request,
+                Some(repository.clone()),
+                None,
+                None,
+                now,
+            ),
+            self.evaluate(principal, self_grant, Some(repository), None, None, now),
+        ))
+    }
+
     /// The Cedar request and entities for one question with its facts loaded. Public so the
     /// benchmark can time a bare `is_authorized` on exactly what `decide` asks.
     #[allow(clippy::too_many_arguments)]

@@ -129,6 +129,15 @@ impl FleetCa {
         &self.key_pem
     }
 
+    /// The CA key's signature over `message` (ECDSA P-256 with SHA-256, DER), hex: what
+    /// the audit's checkpoints carry. The message must begin with a prefix of its own purpose
+    /// (a checkpoint's does), so it can never be taken for a certificate's signed part.
+    pub fn sign_message(&self, message: &[u8]) -> Result<String, FleetError> {
+        use rcgen::SigningKey;
+        let key = KeyPair::from_pem(&self.key_pem).map_err(|_| FleetError::BadKey)?;
+        Ok(hex::encode(key.sign(message).map_err(crypto)?))
+    }
+
     /// Signs `request_pem` (a member's certificate request) as `identity`, valid for `ttl`.
     /// Refused when the request's signature does not hold, when it asks for another identity,
     /// or when `identity` is of another fleet.
@@ -297,5 +306,59 @@ impl MemberKey {
             .map_err(crypto)?
             .pem()
             .map_err(crypto)
+    }
+}
+
+/// Whether `signature` (hex, as [`FleetCa::sign_message`] makes it) over `message` was made by
+/// the key `ca_pem`'s certificate certifies.
+pub fn verify_message(ca_pem: &str, message: &[u8], signature: &str) -> bool {
+    let Ok(signature) = hex::decode(signature) else {
+        return false;
+    };
+    let Some(der) = crate::tls::certificates(ca_pem)
+        .ok()
+        .and_then(|c| c.into_iter().next())
+    else {
+        return false;
+    };
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else {
+        return false;
+    };
+    let key = cert
+        .tbs_certificate
+        .subject_pki
+        .subject_public_key
+        .data
+        .as_ref();
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_ASN1, key)
+        .verify(message, &signature)
+        .is_ok()
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::*;
+
+    #[test]
+    fn a_message_signed_by_the_ca_verifies_against_its_certificate_and_nothing_else() {
+        let fleet = Name::parse("acme").unwrap();
+        let ca = FleetCa::create(&fleet).unwrap();
+        let other = FleetCa::create(&fleet).unwrap();
+        let message = b"zodex audit checkpoint v1\nat 5\n";
+        let signature = ca.sign_message(message).unwrap();
+        assert!(verify_message(ca.cert_pem(), message, &signature));
+        assert!(
+            !verify_message(
+                ca.cert_pem(),
+                b"zodex audit checkpoint v1\nat 6\n",
+                &signature
+            ),
+            "another message"
+        );
+        assert!(
+            !verify_message(other.cert_pem(), message, &signature),
+            "another CA's certificate"
+        );
+        assert!(!verify_message(ca.cert_pem(), message, "zz"), "not hex");
     }
 }

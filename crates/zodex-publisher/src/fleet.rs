@@ -326,6 +326,11 @@ impl FleetService {
         self.ca.cert_pem()
     }
 
+    /// The CA key's signature over `message` (an audit checkpoint's signed text).
+    pub fn sign_message(&self, message: &[u8]) -> Result<String, zodex_fleet::FleetError> {
+        self.ca.sign_message(message)
+    }
+
     /// Signs a member's certificate request for `role`/`name`; the request must ask for exactly
     /// that identity and prove its key. Returns the identity and the certificate.
     pub fn sign(

@@ -93,7 +93,8 @@ pub struct StoreCheck {
 /// One audit chain as `store check` and `store migrate` show it.
 #[derive(Debug, Serialize)]
 pub struct ChainReport {
-    pub chain: &'static str,
+    /// The chain's stored name: `evidence`, `bulk`, or a fleet sprite's `sprite:NAME/…`.
+    pub chain: String,
     pub head_seq: i64,
     pub head_link: String,
     pub base_seq: i64,
@@ -104,7 +105,7 @@ pub struct ChainReport {
 impl From<&ChainHead> for ChainReport {
     fn from(head: &ChainHead) -> Self {
         Self {
-            chain: head.chain.as_str(),
+            chain: head.name(),
             head_seq: head.head_seq,
             head_link: head.head_link.clone(),
             base_seq: head.base_seq,
@@ -279,8 +280,9 @@ pub struct InitReport {
 /// Prepares a PostgreSQL database for publishers, connected as its owner: brings the schema
 /// up to date, and creates the publisher's role (if missing) with exactly the rights a
 /// publisher needs — every table's rows, but on the audit only appending: INSERT and SELECT on
-/// `audit_events`, and on `audit_chains` SELECT and UPDATE of the head alone (the database's
-/// triggers let it move a head only one row on, to the row it appended). Pruning the audit is
+/// `audit_events`, and on `audit_chains` SELECT, UPDATE of the head alone and INSERT (the
+/// database's triggers let it move a head only one row on, to the row it appended, and add
+/// only an empty sprite's chain). Pruning the audit is
 /// the owner's (`store prune`). With `password` (see [`publisher_password`]) the role logs in
 /// with it: the role gets its SCRAM-SHA-256 verifier, computed here, so the password itself
 /// never reaches the server (nor its statement log); without, the role keeps the password or
@@ -373,7 +375,7 @@ fn grants_sql(role: &str, verifier: Option<&str>) -> String {
          GRANT USAGE ON SCHEMA public TO {role};
          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};
          REVOKE UPDATE, DELETE, TRUNCATE ON audit_events FROM {role};
-         REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON audit_chains FROM {role};
+         REVOKE UPDATE, DELETE, TRUNCATE ON audit_chains FROM {role};
          GRANT UPDATE (head_seq, head_link) ON audit_chains TO {role};
          REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON zodex_schema FROM {role};
          GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};{password}"

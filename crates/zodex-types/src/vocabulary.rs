@@ -257,10 +257,13 @@ pub enum EventKind {
     /// A new operator redeemed a join code with a key made on their own machine, and was
     /// enrolled with it.
     FleetJoinCodeUsed,
+    /// Every audit chain's head, signed by the fleet's CA: a chain deleted or rolled back
+    /// after it is named by `audit --verify`.
+    AuditCheckpoint,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 24] = [
+    const ALL: [EventKind; 25] = [
         Self::Outcome,
         Self::Publication,
         Self::ExpireGrant,
@@ -285,6 +288,7 @@ impl EventKind {
         Self::RevokeToken,
         Self::FleetJoinCode,
         Self::FleetJoinCodeUsed,
+        Self::AuditCheckpoint,
     ];
 
     pub fn name(self) -> &'static str {
@@ -313,6 +317,7 @@ impl EventKind {
             Self::RevokeToken => "RevokeToken",
             Self::FleetJoinCode => "FleetJoinCode",
             Self::FleetJoinCodeUsed => "FleetJoinCodeUsed",
+            Self::AuditCheckpoint => "AuditCheckpoint",
         }
     }
 }

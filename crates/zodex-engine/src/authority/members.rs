@@ -305,8 +305,8 @@ impl Authority<'_> {
         now: i64,
     ) -> Outcome<Result<Member, NotAdmitted>> {
         // A read decides; only a refusal writes (its audit row), so admitting a member on
-        // every request never takes the store's write lock.
-        let verdict = store.read(|f| {
+        // every request never takes the store's write lock. One statement: no transaction.
+        let verdict = store.read_one(|f| {
             Ok(match f.member(role, name)? {
                 None => Err(NotAdmitted::Unknown {
                     role,

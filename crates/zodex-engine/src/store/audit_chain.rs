@@ -93,7 +93,7 @@ pub fn chain_name(chain: Chain, shard: Option<&str>) -> String {
 
 /// A stored chain name read back: which chain, in whose set (`None` for a name no version
 /// writes).
-fn parse_chain_name(name: &str) -> Option<(Chain, Option<String>)> {
+pub(super) fn parse_chain_name(name: &str) -> Option<(Chain, Option<String>)> {
     let (shard, kind) = match name.rsplit_once('/') {
         Some((shard, kind)) => (Some(shard.to_string()), kind),
         None => (None, name),
@@ -344,6 +344,7 @@ impl Facts<'_> {
         for head in self.chain_heads()? {
             chains.push(self.verify_chain(head)?);
         }
+        self.hold_to_checkpoint(&mut chains)?;
         let unlinked_rows: Vec<i64> = self.rows(
             "SELECT id FROM audit_events WHERE chain IS NULL OR link IS NULL OR seq IS NULL ORDER BY id LIMIT 100",
             &[],

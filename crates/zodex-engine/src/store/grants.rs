@@ -448,8 +448,14 @@ impl Facts<'_> {
 
     /// Ends a pending request because the agent asked again for the same repository.
     pub fn replace_request(&self, id: i64, now: i64) -> Result<Grant> {
-        self.end_grant(id, GrantState::Revoked, "agent:replaced", now)?;
+        self.end_replaced_request(id, now)?;
         self.grant(id)
+    }
+
+    /// [`Facts::replace_request`] without reading the request back: the agent's request path,
+    /// which knows the request already.
+    pub fn end_replaced_request(&self, id: i64, now: i64) -> Result<()> {
+        self.end_grant(id, GrantState::Revoked, "agent:replaced", now)
     }
 
     /// At most `limit` grants that ended (expired, revoked, denied) at or after `since`,

@@ -6,6 +6,7 @@
 mod audit;
 mod audit_append;
 mod audit_chain;
+mod audit_checkpoint;
 mod audit_export;
 mod copy;
 mod coverage;
@@ -27,6 +28,7 @@ mod yolo;
 
 pub use audit::{AuditEntry, AuditFilter, AuditRow};
 pub use audit_chain::{AuditVerification, Chain, ChainCheck, ChainHead, GENESIS, chain_name};
+pub use audit_checkpoint::{Checkpoint, RecordedHead};
 pub use audit_export::{AuditRecord, SinkCursor};
 pub use copy::{CopyReport, copy_state};
 pub use coverage::{App, CoverageFact};
@@ -165,6 +167,16 @@ impl Store {
     /// fails or panics the snapshot is rolled back.
     pub fn read<T>(&mut self, f: impl FnOnce(&Facts<'_>) -> Result<T>) -> Result<T> {
         self.transaction(TxMode::Read, f)
+    }
+
+    /// Runs `f`, which reads with one statement, outside any transaction: one round trip to
+    /// PostgreSQL instead of a transaction's two, for a read made on every request (a fleet
+    /// member's admission). One statement sees one snapshot by itself; `f` must not run two.
+    pub fn read_one<T>(&mut self, f: impl FnOnce(&Facts<'_>) -> Result<T>) -> Result<T> {
+        f(&Facts {
+            db: &*self.backend,
+            shard: None,
+        })
     }
 
     /// Runs `f` in one write transaction; on any error nothing it did is kept. Writers are

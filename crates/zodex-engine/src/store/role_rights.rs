@@ -22,7 +22,8 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("audit_events", "UPDATE"),
     ("audit_events", "DELETE"),
     ("audit_events", "TRUNCATE"),
-    ("audit_chains", "INSERT"),
+    // INSERT on audit_chains is a publisher's: a sprite's chain is made at its first row,
+    // and the guard audit_chains_new_empty lets it add only that, empty.
     ("audit_chains", "DELETE"),
     ("audit_chains", "TRUNCATE"),
     ("zodex_schema", "INSERT"),
@@ -33,7 +34,8 @@ const FORBIDDEN: &[(&str, &str)] = &[
 /// Columns of a chain's row a publisher must not update: only its head moves, by appending.
 const FIXED_COLUMNS: &[&str] = &["chain", "base_seq", "base_link", "pruned_rows", "pruned_at"];
 
-/// The database's own guards of the audit (migration 12), which must be there and enabled.
+/// The database's own guards of the audit (migrations 12 and 16), which must be there and
+/// enabled.
 const GUARDS: &[&str] = &[
     "audit_chains_append_only",
     "audit_events_owner_only",

@@ -1,5 +1,6 @@
 //! The daemon's sweeper: once a second it expires grants, revokes the write tokens of grants
-//! that ended and of publishers that stopped (sharing the store), and prunes history.
+//! that ended and of publishers that stopped (sharing the store), prunes history, and on a
+//! fleet's service records the audit chains' heads.
 
 use crate::host::Host;
 use std::sync::Arc;
@@ -29,6 +30,8 @@ pub(super) fn spawn(host: Arc<Host>) {
             }
             // Audit rows and ended grants past their retention (Host prunes once a minute).
             host.prune_if_due().await;
+            // A fleet's service: every chain's head, signed (when one moved).
+            host.checkpoint_if_due().await;
         }
     });
 }

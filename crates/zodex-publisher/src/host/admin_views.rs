@@ -116,7 +116,10 @@ impl Audit {
 
 /// `audit_verify`: the audit's hash chains walked.
 pub(super) fn audit_verify(cx: Stored<'_>) -> Result<Response, Failure> {
-    let verification = cx.a.verify_audit(cx.s, cx.principal, cx.now)?;
+    let mut verification = cx.a.verify_audit(cx.s, cx.principal, cx.now)?;
+    if let Some(fleet) = cx.host.fleet() {
+        super::checkpoint::check_signature(fleet, cx.s, &mut verification)?;
+    }
     Ok(Response::ok(AuditVerification::from(verification)))
 }
 

@@ -21,6 +21,7 @@ mod admin_grants;
 mod admin_views;
 mod agent;
 mod audit_gate;
+mod checkpoint;
 mod core;
 mod coverage;
 mod credential;
@@ -83,6 +84,8 @@ pub struct Host {
     proofs: proofs::Proofs,
     /// When history was last pruned (Unix seconds).
     last_prune: Mutex<Option<i64>>,
+    /// When this replica last recorded the audit chains' heads (a fleet's service only).
+    last_checkpoint: Mutex<Option<i64>>,
     /// The MCP endpoint's OAuth authorization server, when `[mcp] oauth_file` is set.
     oauth: Option<Arc<crate::oauth::OAuth>>,
     /// A fleet's service (`[fleet]`): the CA that signs members' certificates.
@@ -130,6 +133,7 @@ impl Host {
             pipeline,
             proofs: proofs::Proofs::new(properties, waived),
             last_prune: Mutex::new(None),
+            last_checkpoint: Mutex::new(None),
             oauth,
             fleet,
             fleet_oauth,
