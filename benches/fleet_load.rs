@@ -53,7 +53,8 @@ mod support;
 use bench_line::BenchLine;
 use fleet_cpu::{CpuSpent, FleetPids};
 use sim_sprites::{LoadRun, SimSprite, run_load};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 use support::fleet::{DevFleet, Fleet};
 use zodex::protocol::{AgentRequest, Response, Ttl};
 use zodex_fleet::Replica;
@@ -159,6 +160,75 @@ fn decisions_under_load() {
     );
     let single = report_load("1_replica", &measured[0], None);
     report_load("2_replicas", &measured[1], Some(single));
+    flood_beside_a_quiet_sprite(&sprites[0], &sprites[1], &replicas[0], length);
+}
+
+/// How many connections at once the flooding sprite keeps busy.
+const FLOOD_CONNECTIONS: usize = 32;
+
+/// Fairness: one sprite's `request-push` latency alone, then while another sprite asks over
+/// [`FLOOD_CONNECTIONS`] connections at once as fast as the replica answers, on one replica.
+/// Target: the quiet sprite's p99 at most 2x its value alone.
+fn flood_beside_a_quiet_sprite(
+    quiet: &SimSprite,
+    flood: &SimSprite,
+    replica: &Replica,
+    length: Duration,
+) {
+    let ask = |sprite: &SimSprite| {
+        let answer = sprite
+            .ask(replica, &request_push(sprite))
+            .unwrap_or_else(|e| panic!("{}: {e}", sprite.name));
+        assert!(answer.ok, "{}: {answer:?}", sprite.name);
+    };
+    let timed = |until: Instant| {
+        let mut times = Vec::new();
+        while Instant::now() < until {
+            let sent = Instant::now();
+            ask(quiet);
+            times.push(sent.elapsed().as_secs_f64() * 1e3);
+        }
+        times.sort_by(f64::total_cmp);
+        times
+    };
+    let p99 = |times: &[f64]| times[((times.len() - 1) as f64 * 0.99).round() as usize];
+    let alone = timed(Instant::now() + length);
+    let stop = AtomicBool::new(false);
+    let (with_flood, flooded) = std::thread::scope(|scope| {
+        let flooders: Vec<_> = (0..FLOOD_CONNECTIONS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut n = 0_usize;
+                    while !stop.load(Ordering::Relaxed) {
+                        ask(flood);
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        let times = timed(Instant::now() + length);
+        stop.store(true, Ordering::Relaxed);
+        let flooded: usize = flooders.into_iter().map(|t| t.join().unwrap()).sum();
+        (times, flooded)
+    });
+    let (quiet_alone, quiet_flooded) = (p99(&alone), p99(&with_flood));
+    println!(
+        "fairness: {} request-push p99 {quiet_alone:.2} ms alone, {quiet_flooded:.2} ms while {} asked {flooded} times over {FLOOD_CONNECTIONS} connections ({:.2}x, target <= 2x)",
+        quiet.name,
+        flood.name,
+        quiet_flooded / quiet_alone
+    );
+    BenchLine {
+        name: "fleet_quiet_sprite_p99_under_flood",
+        unit: "ms",
+        value: quiet_flooded,
+        baseline: Some(quiet_alone),
+        max_ratio: Some(2.0),
+        max_value: None,
+        max_added: None,
+    }
+    .print();
 }
 
 /// The audit's rows in all its chains (the heads' sequence numbers), after `audit_verify`

@@ -145,6 +145,7 @@ pub mod relay;
 /// The bytes of publishing: mirrors, bundle import, packs, the upload (crate `zodex-git`).
 pub use zodex_git as publish;
 pub mod shared_store;
+pub mod shares;
 pub mod sinks;
 pub mod sockets;
 pub mod store_admin;

@@ -53,6 +53,8 @@ pub(super) struct FleetDoor {
     pub admin: Socket,
     refusals: Arc<RefusalBudget>,
     handshakes: Arc<tokio::sync::Semaphore>,
+    /// Each member's requests in service here: the rest wait, parked, before admission.
+    members: Arc<crate::shares::Shares>,
 }
 
 impl FleetDoor {
@@ -64,6 +66,9 @@ impl FleetDoor {
             admin,
             refusals: Arc::default(),
             handshakes: Arc::new(tokio::sync::Semaphore::new(HANDSHAKES)),
+            members: Arc::new(crate::shares::Shares::new(
+                crate::shares::REQUESTS_PER_MEMBER,
+            )),
         }
     }
 }
@@ -157,6 +162,19 @@ impl FleetDoor {
                 self.refuse(addr, why.clone()).await;
                 return answer(&mut stream, &Response::error(ErrorKind::Forbidden, why)).await;
             }
+        };
+        // One member's flood waits here, holding nothing but its connection, while other
+        // members' requests go on.
+        let member = identity.to_string();
+        let waited =
+            tokio::time::timeout_at(self.agent.request_deadline(), self.members.enter(&member));
+        let Ok(_share) = waited.await else {
+            let why = format!(
+                "{identity} already has {} requests in service at this replica and none ended within {} seconds; try again",
+                crate::shares::REQUESTS_PER_MEMBER,
+                self.agent.limits.request_seconds
+            );
+            return answer(&mut stream, &Response::error(ErrorKind::Conflict, why)).await;
         };
         let socket = match identity.role {
             Role::Sprite => self.agent,

@@ -224,6 +224,11 @@ impl Asked {
             principal,
             now,
         } = self;
+        // A fleet sprite waits for its share of the stores (crate::shares) before taking one.
+        let _share = match principal.sprite() {
+            Some(sprite) => Some(host.sprite_gate.enter(sprite.name.as_str()).await),
+            None => None,
+        };
         core::blocking(&host, move |host| {
             host.core.with_store(|a, s| {
                 handler(Stored {

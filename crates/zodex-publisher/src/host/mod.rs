@@ -86,6 +86,8 @@ pub struct Host {
     last_prune: Mutex<Option<i64>>,
     /// When this replica last recorded the audit chains' heads (a fleet's service only).
     last_checkpoint: Mutex<Option<i64>>,
+    /// Each fleet sprite's share of the stores.
+    sprite_gate: crate::shares::Shares,
     /// The MCP endpoint's OAuth authorization server, when `[mcp] oauth_file` is set.
     oauth: Option<Arc<crate::oauth::OAuth>>,
     /// A fleet's service (`[fleet]`): the CA that signs members' certificates.
@@ -134,6 +136,7 @@ impl Host {
             proofs: proofs::Proofs::new(properties, waived),
             last_prune: Mutex::new(None),
             last_checkpoint: Mutex::new(None),
+            sprite_gate: crate::shares::Shares::new(crate::shares::STORES_PER_SPRITE),
             oauth,
             fleet,
             fleet_oauth,
