@@ -19,6 +19,15 @@
 //!   bench), and afterwards the audit to hold a row for each and to verify. Beside them, the
 //!   CPU each side spent per decision (the kernel's accounting): the replicas', PostgreSQL's,
 //!   and this process's (the 50 sprites' TLS), which shares the machine with them.
+//! - **An open loop.** 500 request-push/s offered to one replica by the 50 sprites on a fixed
+//!   schedule, latency counted from when each was due. Target: p99 at most 25 ms.
+//! - **Fairness under a flood.** One sprite's `request-push` p99, asking alone one at a time,
+//!   then while another sprite asks over 32 connections at once as fast as one replica
+//!   answers. Target: at most 2x.
+//! - **Asks through relay and service against a single sprite's agent socket.** Clients
+//!   speaking the agent socket protocol at once (8: one process's bound), `request-push` then
+//!   `status`, through a real `zodex-prd relay` and through the service's own agent socket.
+//!   Targets: at least 0.35x and 0.5x.
 //! - **A push through relay and service against the same push on a single sprite.** One
 //!   service (`zodex-prd serve` with a fleet listener, as `tests/it/fleet.rs` starts it) and a
 //!   sprite enrolled with a real `zodex-prd relay`; the same fresh change (1 MiB of random
@@ -82,8 +91,12 @@ fn main() {
 
 /// The request each simulated sprite sends: a push request for [`REPO`].
 fn request_push(_: &SimSprite) -> AgentRequest {
+    request_push_for(REPO)
+}
+
+fn request_push_for(repo: &str) -> AgentRequest {
     AgentRequest::RequestPush {
-        repo: REPO.into(),
+        repo: repo.into(),
         ttl: Ttl::Seconds(3600),
         reason: Some("fleet load bench".into()),
     }
@@ -160,7 +173,71 @@ fn decisions_under_load() {
     );
     let single = report_load("1_replica", &measured[0], None);
     report_load("2_replicas", &measured[1], Some(single));
+    open_loop(&sprites, &replicas[0], OFFERED_PER_S, length);
     flood_beside_a_quiet_sprite(&sprites[0], &sprites[1], &replicas[0], length);
+}
+
+/// The offered load of the open-loop run, decisions per second over all sprites.
+const OFFERED_PER_S: f64 = 500.0;
+
+/// An open loop on one replica: each sprite asks on a fixed schedule (together `rate` per
+/// second, their phases spread), whether or not its last answer came back in time. Latency is
+/// counted from when a request was due, not when it left, so a replica that falls behind is
+/// charged for the wait it caused. Target: p99 at most 25 ms.
+fn open_loop(sprites: &[SimSprite], replica: &Replica, rate: f64, length: Duration) {
+    let every = Duration::from_secs_f64(sprites.len() as f64 / rate);
+    let start = Instant::now() + Duration::from_millis(100);
+    let mut late_ms: Vec<f64> = std::thread::scope(|scope| {
+        let threads: Vec<_> = sprites
+            .iter()
+            .enumerate()
+            .map(|(i, sprite)| {
+                let phase = every.mul_f64(i as f64 / sprites.len() as f64);
+                scope.spawn(move || {
+                    let request = request_push(sprite);
+                    let mut times = Vec::new();
+                    let mut due = start + phase;
+                    while due < start + length {
+                        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                            std::thread::sleep(wait);
+                        }
+                        let answer = sprite
+                            .ask(replica, &request)
+                            .unwrap_or_else(|e| panic!("{}: {e}", sprite.name));
+                        if let Err(wrong) = is_own_pending_request(sprite, &answer) {
+                            panic!("{}: unexpected answer: {wrong}", sprite.name);
+                        }
+                        times.push(due.elapsed().as_secs_f64() * 1e3);
+                        due += every;
+                    }
+                    times
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
+    });
+    late_ms.sort_by(f64::total_cmp);
+    let at = |q: f64| late_ms[((late_ms.len() - 1) as f64 * q).round() as usize];
+    let (p50, p99) = (at(0.5), at(0.99));
+    println!(
+        "open loop: {rate:.0} request-push/s offered to one replica by {} sprites for {} s: {} answered, p50 {p50:.2} ms, p99 {p99:.2} ms (target p99 <= 25 ms)",
+        sprites.len(),
+        length.as_secs(),
+        late_ms.len()
+    );
+    BenchLine {
+        name: "fleet_open_loop_500_per_s_p99_ms",
+        unit: "ms",
+        value: p99,
+        baseline: None,
+        max_ratio: None,
+        max_value: Some(25.0),
+        max_added: None,
+    }
+    .print();
 }
 
 /// How many connections at once the flooding sprite keeps busy.
@@ -316,11 +393,82 @@ fn report_load(label: &str, (run, cpu): &(LoadRun, CpuSpent), baseline: Option<f
     total
 }
 
+/// Clients speaking the agent socket protocol at once, each one request after the other: as
+/// many as an agent socket serves one process at once (`[agent_limits]
+/// connections_per_process`, default 8).
+const CLOSED_LOOP_CLIENTS: usize = 8;
+
+/// `request-push` and `status` asked by [`CLOSED_LOOP_CLIENTS`] clients at once for a few
+/// seconds, through a fleet sprite's relay (agent socket, relay, mutual TLS, the service) and
+/// through the service's own agent socket (a single sprite's path), alternating which goes
+/// first. Targets: request-push through the relay at least 0.35x the single sprite's, status
+/// at least 0.5x.
+fn asks_through_relay(single: &std::path::Path, relay: &std::path::Path) {
+    let length = Duration::from_secs(env_number("ZODEX_FLEET_LOAD_SECS", 10).min(5));
+    let ask_for = |socket: &std::path::Path, request: &AgentRequest| {
+        let stop = AtomicBool::new(false);
+        let began = Instant::now();
+        let answered: usize = std::thread::scope(|scope| {
+            let clients: Vec<_> = (0..CLOSED_LOOP_CLIENTS)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut n = 0;
+                        while !stop.load(Ordering::Relaxed) {
+                            let mut stream = std::os::unix::net::UnixStream::connect(socket)
+                                .unwrap_or_else(|e| panic!("{}: {e}", socket.display()));
+                            let answer = zodex::protocol::agent_roundtrip(&mut stream, request)
+                                .unwrap_or_else(|e| panic!("{}: {e}", socket.display()));
+                            assert!(answer.ok, "{}: {answer:?}", socket.display());
+                            n += 1;
+                        }
+                        n
+                    })
+                })
+                .collect();
+            std::thread::sleep(length);
+            stop.store(true, Ordering::Relaxed);
+            clients.into_iter().map(|c| c.join().unwrap()).sum()
+        });
+        answered as f64 / began.elapsed().as_secs_f64()
+    };
+    println!(
+        "asked through relay and service vs a single sprite's agent socket ({CLOSED_LOOP_CLIENTS} clients at once, {} s each)",
+        length.as_secs()
+    );
+    let requests = [
+        ("request_push", request_push_for(REPO), 0.35),
+        ("status", AgentRequest::Status, 0.5),
+    ];
+    for (name, request, target) in requests {
+        // Relay first, then single: the second of a pair runs on a store the first grew.
+        let relayed = ask_for(relay, &request);
+        let direct = ask_for(single, &request);
+        println!(
+            "  {name:>12}: {relayed:.0}/s through the relay, {direct:.0}/s on a single sprite ({:.2}x, target >= {target}x)",
+            relayed / direct
+        );
+        BenchLine {
+            name: &format!("fleet_{name}_per_s_relay_vs_single_sprite"),
+            unit: "requests/s",
+            value: relayed,
+            baseline: Some(direct),
+            max_ratio: None,
+            max_value: None,
+            max_added: None,
+        }
+        .print();
+    }
+}
+
 /// The same pushes through a fleet sprite's relay and through the service's own agent socket.
 fn push_through_relay() {
     let fleet = Fleet::start();
     let rig = &fleet.service;
     let sprite = fleet.enrol("pusher", &[]);
+    asks_through_relay(
+        &rig.dir.path().join("agent.sock"),
+        &sprite.dir.path().join("agent.sock"),
+    );
     rig.grant_push(REPO);
     rig.admin_ok(
         &serde_json::json!({"op": "grant_push", "repo": REPO, "ttl": {"seconds": 3600}, "sprite": sprite.name})

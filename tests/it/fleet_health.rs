@@ -1,7 +1,8 @@
 //! A fleet kept healthy over time: an operator's certificate renewed by their own next command
 //! before it runs out (same key, audited as them), and `zodex fleet doctor` naming what a
 //! replica finds wrong on its own ground (a CA key others can read) and the sprites whose
-//! relays have not renewed their certificates.
+//! relays have not renewed their certificates, and the audit's signed checkpoints holding
+//! against a checkpoint forged with only the database.
 
 use crate::support::fleet::{FLEET, Fleet};
 use crate::support::rig::text;
@@ -141,4 +142,60 @@ fn fleet_doctor_names_an_exposed_ca_key_and_a_relay_that_did_not_renew() {
         "{said}"
     );
     assert!(said.contains("zodex sprite status --sprite NAME"), "{said}");
+}
+
+/// A fleet's service records every audit chain's head, signed with the fleet's CA key, and
+/// `audit --verify` checks the newest record's signature: a checkpoint written by someone
+/// holding only the database (here its file) is named, whatever heads it claims.
+#[test]
+fn a_replicas_checkpoint_verifies_and_one_written_with_only_the_database_is_named() {
+    let fleet = Fleet::start();
+    let _sprite = fleet.enrol("s1", &[]);
+    let service = &fleet.service;
+    crate::support::wait::eventually(
+        "the replica records a signed checkpoint after the enrolment",
+        Duration::from_secs(30),
+        || {
+            let page = service.admin_ok(&json!({"op": "audit", "limit": 200}).to_string());
+            let rows = page["result"].as_array().cloned().unwrap_or_default();
+            rows.iter()
+                .any(|r| r["action"] == "AuditCheckpoint" && r["detail"]["signature"].is_string())
+                .then_some(())
+        },
+    );
+    let verified = service.admin_ok(&json!({"op": "audit_verify"}).to_string());
+    assert_eq!(verified["result"]["ok"], true, "{verified}");
+
+    // Someone with the database alone: a row, then a checkpoint over it signed with no key.
+    let mut store =
+        zodex::engine::store::Store::open(&service.dir.path().join("state/state.db")).unwrap();
+    let forged = store
+        .write(|f| {
+            f.audit(
+                &zodex::engine::store::AuditEntry {
+                    principal: zodex::engine::Actor::Publisher,
+                    action: zodex::engine::EventKind::CheckCoverage.into(),
+                    decision: zodex::engine::AuditDecision::Event,
+                    ..Default::default()
+                },
+                now(),
+            )?;
+            f.write_checkpoint(now(), &|_| Ok("30".repeat(35)))
+        })
+        .unwrap();
+    assert!(forged.is_some(), "the forged checkpoint was written");
+    let verified = service.admin_ok(&json!({"op": "audit_verify"}).to_string());
+    assert_eq!(verified["result"]["ok"], false, "{verified}");
+    let problems: Vec<String> = verified["result"]["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["problem"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("is not signed by this fleet's CA")),
+        "{problems:?}"
+    );
 }

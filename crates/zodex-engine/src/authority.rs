@@ -202,7 +202,7 @@ fn write_as<T>(
 /// are serialised, so two writes racing one rate rule cannot both pass under it.
 fn paced_repo(ask: &Ask) -> Option<&RepoName> {
     match ask.action() {
-        Action::Push | Action::PublishPr => ask.repo(),
+        Action::Push | Action::PublishPr | Action::IssueWriteToken => ask.repo(),
         _ => None,
     }
 }

@@ -85,6 +85,16 @@ pub fn sink_delivered(
     })
 }
 
+/// Records every audit chain's head in a checkpoint signed by `sign` (a fleet's service, on
+/// its sweeper's timer): the row's id, or `None` when no chain moved since the last one.
+pub fn write_checkpoint(
+    store: &mut Store,
+    now: i64,
+    sign: &dyn Fn(&[u8]) -> Result<String, String>,
+) -> Result<Option<i64>, StoreError> {
+    store.write(|f| f.write_checkpoint(now, sign))
+}
+
 /// The audit sink `sink` failed with `error`.
 pub fn sink_failed(store: &mut Store, sink: &str, error: &str, now: i64) -> Result<(), StoreError> {
     store.write_in(&Shard::sink(sink), |f| f.sink_failed(sink, error, now))

@@ -6,6 +6,7 @@
 use super::Host;
 use crate::fleet::FleetService;
 use std::sync::Arc;
+use zodex_engine::ledger;
 use zodex_engine::store::{AuditVerification, Checkpoint, Store, StoreError};
 
 /// How often a replica records every chain's head (when one moved).
@@ -30,10 +31,8 @@ impl Host {
         let written = self
             .core
             .stored(move |_, s| {
-                s.write(|f| {
-                    f.write_checkpoint(now, &|text| {
-                        fleet.sign_message(text).map_err(|e| e.to_string())
-                    })
+                ledger::write_checkpoint(s, now, &|text| {
+                    fleet.sign_message(text).map_err(|e| e.to_string())
                 })
             })
             .await;
