@@ -25,7 +25,7 @@
 //!   then while another sprite asks over 32 connections at once as fast as one replica
 //!   answers. Target: at most 2x.
 //! - **Asks through relay and service against a single sprite's agent socket.** Clients
-//!   speaking the agent socket protocol at once (8: one process's bound), `request-push` then
+//!   speaking the agent socket protocol at once (6, under one process's bound), `request-push` then
 //!   `status`, through a real `zodex-prd relay` and through the service's own agent socket.
 //!   Targets: at least 0.35x and 0.5x.
 //! - **A push through relay and service against the same push on a single sprite.** One
@@ -393,10 +393,11 @@ fn report_load(label: &str, (run, cpu): &(LoadRun, CpuSpent), baseline: Option<f
     total
 }
 
-/// Clients speaking the agent socket protocol at once, each one request after the other: as
-/// many as an agent socket serves one process at once (`[agent_limits]
-/// connections_per_process`, default 8).
-const CLOSED_LOOP_CLIENTS: usize = 8;
+/// Clients speaking the agent socket protocol at once, each one request after the other:
+/// fewer than an agent socket serves one process at once (`[agent_limits]
+/// connections_per_process`, default 8), since a client's next connection may arrive before
+/// the socket has counted its last one closed.
+const CLOSED_LOOP_CLIENTS: usize = 6;
 
 /// `request-push` and `status` asked by [`CLOSED_LOOP_CLIENTS`] clients at once for a few
 /// seconds, through a fleet sprite's relay (agent socket, relay, mutual TLS, the service) and

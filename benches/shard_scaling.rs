@@ -1,6 +1,7 @@
 //! The fleet's writes with PostgreSQL in another zone (issue 55): decisions per second on one
 //! replica and on two, each replica a pool of its own talking to PostgreSQL through a relay
-//! that delays every turn by 1 ms (0.5 ms each way), as a database in another zone would.
+//! that delays every turn by 1 ms (0.5 ms each way), as a database in another zone would; the
+//! round trip a statement then takes is measured and printed.
 //!
 //! The work is the fleet's commonest write, a sprite's `request-push` (Cedar over the store's
 //! facts, the sprite's earlier request replaced, the audit appended, one transaction), decided
@@ -20,6 +21,8 @@
 
 #[path = "support/bench_line.rs"]
 mod bench_line;
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "support/delay_relay.rs"]
 mod delay_relay;
 
@@ -193,15 +196,8 @@ fn main() {
     enrol(&mut owner);
 
     // The far side: every replica reaches PostgreSQL through the delay.
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let delay = delay_relay::OneWay::default();
-    delay.set(rtt / 2);
-    let far = runtime
-        .block_on(delay_relay::start(
-            format!("127.0.0.1:{port}").parse().unwrap(),
-            delay,
-        ))
-        .unwrap();
+    let far =
+        delay_relay::start_precise(format!("127.0.0.1:{port}").parse().unwrap(), rtt / 2).unwrap();
     let far_url = direct.replace(&format!("127.0.0.1:{port}"), &far.to_string());
     println!(
         "shard scaling: {SPRITES} sprites' request-push through the engine, {POOL} workers per replica, PostgreSQL {} ms away (fsync on), {} s per run; a statement's round trip through the relay: {:.2} ms (median)",
@@ -209,9 +205,17 @@ fn main() {
         length.as_secs(),
         round_trip_ms(&far_url)
     );
+    // The CPU the work takes, this process (the replicas, the relay) and PostgreSQL's.
+    let postmaster: Option<u32> =
+        std::fs::read_to_string(dir.path().join("pg/data/postmaster.pid"))
+            .ok()
+            .and_then(|pid| pid.lines().next()?.trim().parse().ok());
+    let cpu_now = || {
+        cpu::process_and_children(std::process::id()) + postmaster.map_or(0.0, cpu::process_tree)
+    };
     println!(
-        "{:>12} {:>9} {:>13} {:>9}",
-        "way", "replicas", "decisions/s", "vs 1"
+        "{:>12} {:>9} {:>13} {:>9} {:>14}",
+        "way", "replicas", "decisions/s", "vs 1", "cores busy"
     );
     let mut total = 0;
     let mut figures = Vec::new();
@@ -219,7 +223,9 @@ fn main() {
         let mut one = 0.0;
         for replicas in [1, 2] {
             let stores = (0..replicas).map(|_| replica(&far_url)).collect();
+            let cpu_before = cpu_now();
             let (decided, took) = run(stores, way, length);
+            let cores = (cpu_now() - cpu_before) / took.as_secs_f64();
             total += decided;
             let rate = decided as f64 / took.as_secs_f64();
             if replicas == 1 {
@@ -229,7 +235,11 @@ fn main() {
                 Way::Shards => "shards",
                 Way::OneWriter => "one writer",
             };
-            println!("{name:>12} {replicas:>9} {rate:>13.0} {:>8.2}x", rate / one);
+            println!(
+                "{name:>12} {replicas:>9} {rate:>13.0} {:>8.2}x {cores:>9.2} of {}",
+                rate / one,
+                std::thread::available_parallelism().map_or(0, |n| n.get())
+            );
             figures.push((way, replicas, rate, one));
         }
     }
