@@ -141,6 +141,11 @@ pub fn covered_paths(
     if allow_workflows {
         all.push(WORKFLOWS_PATTERN);
     }
+    // Compiling the patterns costs more than the rest of a decision: only when there is
+    // something to cover and something to cover it with.
+    if protected.is_empty() || all.is_empty() {
+        return Vec::new();
+    }
     // Patterns were checked when the grant was made; one that no longer parses covers nothing.
     let Ok(allowed) = PathPatterns::parse(&all) else {
         return Vec::new();
