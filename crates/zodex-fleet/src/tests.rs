@@ -281,3 +281,51 @@ fn an_imported_ca_must_be_this_fleets_with_its_own_key() {
         "{err}"
     );
 }
+
+/// A relay's second connection to the same replica resumes the first's TLS session (no
+/// certificate verified again on either side, one handshake's signatures saved), and the
+/// service still knows the member from it: the resumed session carries the member's
+/// certificate, which admission checks against the registry on every request as before.
+#[tokio::test]
+async fn a_members_next_connection_resumes_its_session_and_is_still_named() {
+    let acme = fleet("acme");
+    let (cert, key) = member(&acme.ca, Role::Sprite, "s1");
+    let client = tls::client_config(acme.ca.cert_pem(), &cert, &key).unwrap();
+    let acceptor = TlsAcceptor::from(server_config(&acme));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fleet = acme.ca.fleet().clone();
+    let service = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut stream = acceptor.accept(tcp).await.unwrap();
+            let (_, connection) = stream.get_ref();
+            let kind = connection.handshake_kind();
+            let peer =
+                tls::peer_identity(connection.peer_certificates(), &fleet, Role::Sprite).unwrap();
+            stream.write_all(b"ok").await.unwrap();
+            stream.shutdown().await.unwrap();
+            seen.push((kind, peer.name));
+        }
+        seen
+    });
+    for _ in 0..2 {
+        let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let mut stream = TlsConnector::from(client.clone())
+            .connect("localhost".try_into().unwrap(), tcp)
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert_eq!(answer, "ok");
+    }
+    let seen = service.await.unwrap();
+    assert_eq!(
+        seen,
+        [
+            (Some(rustls::HandshakeKind::Full), name("s1")),
+            (Some(rustls::HandshakeKind::Resumed), name("s1")),
+        ]
+    );
+}
