@@ -121,14 +121,15 @@ pub(crate) struct Shared {
 impl Shared {
     /// Runs `future` and waits for it, its I/O and timers driven by the store's own runtime.
     /// A caller that is itself a task of another runtime (a publisher opening its store at
-    /// start, from `async` code) may not call `block_on` a second time, so it polls the future
-    /// on its own thread instead, inside the store runtime's context; plain threads and
-    /// `spawn_blocking` threads use the runtime's `block_on`.
+    /// start, from `async` code, or any `spawn_blocking` thread) may not call the runtime's
+    /// `block_on`, so the future is polled on the caller's thread (`futures-executor`), inside
+    /// the store runtime's context, whose worker threads drive its I/O; plain threads use the
+    /// runtime's `block_on`.
     pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
         let runtime = self.runtime.get();
         if tokio::runtime::Handle::try_current().is_ok() {
             let _entered = runtime.handle().enter();
-            park_on(future)
+            futures_executor::block_on(future)
         } else {
             runtime.block_on(future)
         }
@@ -243,27 +244,6 @@ fn describe(config: &tokio_postgres::Config) -> String {
             format!("postgres://{at}/{db}?host={}&port={port}", dir.display())
         }
         None => format!("postgres://{at}localhost:{port}/{db}"),
-    }
-}
-
-/// Polls `future` to completion on this thread, parking between polls. Its I/O must be driven
-/// elsewhere (the store runtime's worker threads do).
-fn park_on<F: Future>(future: F) -> F::Output {
-    use std::task::{Context, Poll, Wake, Waker};
-    struct Unpark(std::thread::Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut context = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        match future.as_mut().poll(&mut context) {
-            Poll::Ready(value) => return value,
-            Poll::Pending => std::thread::park(),
-        }
     }
 }
 
