@@ -14,6 +14,7 @@
 #![allow(unsafe_code)]
 
 mod port;
+mod replication;
 mod shared;
 
 use std::ffi::OsStr;

@@ -1,0 +1,90 @@
+//! A primary and its streaming-replication standby, both real servers: a store given both
+//! hosts (`host1,host2` with `target_session_attrs=read-write`, as libpq takes them) writes to
+//! whichever is the primary, and after the primary is killed and the standby promoted, writes
+//! to the new one without being opened again.
+
+use zodex_sql::{Backend, TxMode};
+use zodex_store_pg::temp::{TempOptions, TempServer, free_port};
+use zodex_store_pg::{PgSettings, PgStore};
+
+fn short_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("zpgha")
+        .tempdir_in("/tmp")
+        .unwrap()
+}
+
+fn rows(db: &dyn Backend) -> i64 {
+    let found = db.query("SELECT COUNT(*) FROM ledger", &[]).unwrap();
+    found[0].get(0).unwrap()
+}
+
+fn append(db: &dyn Backend, n: i64) {
+    db.begin(TxMode::Write).unwrap();
+    db.execute("INSERT INTO ledger (n) VALUES (?1)", &[&n])
+        .unwrap();
+    db.commit().unwrap();
+}
+
+#[test]
+fn a_store_given_both_hosts_follows_the_primary_across_a_failover() {
+    let (one, two) = (short_dir(), short_dir());
+    let (primary_port, standby_port) = (free_port().unwrap(), free_port().unwrap());
+    let primary = TempServer::start(
+        one.path(),
+        TempOptions {
+            fast: false,
+            port: Some(primary_port),
+        },
+    )
+    .unwrap();
+    primary.create_database("ha").unwrap();
+    let standby = primary.standby(two.path(), standby_port).unwrap();
+
+    // The standby is named first: only the read-write host is taken.
+    let url = format!(
+        "postgres://zodex@127.0.0.1:{standby_port},127.0.0.1:{primary_port}/ha?target_session_attrs=read-write"
+    );
+    let store = PgStore::connect(&PgSettings::new(url)).unwrap();
+    let db = store.backend();
+    db.batch("CREATE TABLE ledger (n BIGINT PRIMARY KEY)")
+        .unwrap();
+    for n in 1..=3 {
+        append(&db, n);
+    }
+
+    // The standby has replayed the three rows (read on it directly, where reads are allowed).
+    let on_standby = PgStore::connect(&PgSettings::new(standby.tcp_url("ha").unwrap()))
+        .unwrap()
+        .backend();
+    while on_standby
+        .query("SELECT COUNT(*) FROM ledger", &[])
+        .map(|r| r[0].get::<i64>(0).unwrap_or(0))
+        .unwrap_or(0)
+        < 3
+    {
+        std::thread::yield_now();
+    }
+    let refused = on_standby
+        .execute("INSERT INTO ledger (n) VALUES (99)", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("read-only"), "{refused}");
+
+    // The primary's machine dies; the standby is promoted.
+    primary.kill().unwrap();
+    standby.promote().unwrap();
+
+    // The same store, not opened again: its pooled connections to the dead primary are
+    // dropped, and the next one goes to the host that now takes writes.
+    append(&db, 4);
+    assert_eq!(
+        rows(&db),
+        4,
+        "the rows before the failover and the one after"
+    );
+    let promoted = PgStore::connect(&PgSettings::new(standby.tcp_url("ha").unwrap()))
+        .unwrap()
+        .backend();
+    assert_eq!(rows(&promoted), 4, "written to the promoted standby");
+}
