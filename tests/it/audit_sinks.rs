@@ -449,3 +449,76 @@ fn rsyslog_parses_every_row_as_rfc_5424_with_its_structured_data() {
         (Some("deny"), Some("zeta/x"))
     );
 }
+
+/// A store restored from an older backup (or left behind by a failover that lost commits)
+/// under a sink that already shipped newer rows: the publisher says so at start — an
+/// `AuditBehindSink` row and `audit --verify` failing with the rows to restore — instead of
+/// going on as if the chain had never held them.
+#[test]
+fn a_store_restored_from_an_older_backup_under_a_sink_is_named_with_the_rows_to_restore() {
+    let out = tempfile::tempdir().unwrap();
+    let jsonl = out.path().join("audit.jsonl");
+    let extra = format!(
+        "\n[[audit_sinks]]\nname = \"file\"\nkind = \"jsonl\"\npath = \"{}\"\n",
+        jsonl.display()
+    );
+    let mut rig = Rig::start_with(HOUR, &extra);
+    let socket = rig.dir.path().join("agent.sock");
+    let ask = |repo: &str| {
+        let asked = AgentRequest::RequestPush {
+            repo: repo.into(),
+            ttl: Ttl::Seconds(1800),
+            reason: None,
+        };
+        assert!(call(&socket, &asked).unwrap().ok);
+    };
+    let state = rig.dir.path().join("state");
+    let files = ["state.db", "state.db-wal", "state.db-shm"];
+    ask("demo/app");
+    eventually("the sink shipped the first request", WAIT, || {
+        jsonl.exists() && !jq_ids(&jsonl).is_empty()
+    });
+    // The backup: the store's files while the publisher is stopped.
+    rig.kill9();
+    let backup = tempfile::tempdir().unwrap();
+    for file in files {
+        let _ = std::fs::copy(state.join(file), backup.path().join(file));
+    }
+    rig.restart();
+    ask("demo/lib");
+    ask("demo/app");
+    let shipped = eventually("the sink shipped the newer requests", WAIT, || {
+        let ids = jq_ids(&jsonl);
+        (ids.len() >= 3).then_some(ids.len())
+    });
+    // The older backup is restored under the sink.
+    rig.kill9();
+    for file in files {
+        let _ = std::fs::remove_file(state.join(file));
+        let _ = std::fs::copy(backup.path().join(file), state.join(file));
+    }
+    rig.restart();
+    let verified = eventually("audit --verify names the lost rows", WAIT, || {
+        let verified = rig.admin_ok(r#"{"op":"audit_verify"}"#);
+        (verified["result"]["ok"] == false).then_some(verified)
+    });
+    let problems: Vec<&str> = verified["result"]["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["problem"].as_str())
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("sink file shipped chain") && p.contains("were lost")),
+        "{problems:?} ({shipped} rows shipped)"
+    );
+    let audit = rig.admin_ok(r#"{"op":"audit","limit":50}"#);
+    let recorded = audit["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["action"] == "AuditBehindSink");
+    assert!(recorded, "an AuditBehindSink row: {audit}");
+}

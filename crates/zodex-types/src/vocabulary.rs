@@ -260,10 +260,13 @@ pub enum EventKind {
     /// Every audit chain's head, signed by the fleet's CA: a chain deleted or rolled back
     /// after it is named by `audit --verify`.
     AuditCheckpoint,
+    /// The store lacks rows an audit sink already shipped (commits lost in a failover, or an
+    /// older backup restored): the chain and the rows to restore.
+    AuditBehindSink,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 25] = [
+    const ALL: [EventKind; 26] = [
         Self::Outcome,
         Self::Publication,
         Self::ExpireGrant,
@@ -289,6 +292,7 @@ impl EventKind {
         Self::FleetJoinCode,
         Self::FleetJoinCodeUsed,
         Self::AuditCheckpoint,
+        Self::AuditBehindSink,
     ];
 
     pub fn name(self) -> &'static str {
@@ -318,6 +322,7 @@ impl EventKind {
             Self::FleetJoinCode => "FleetJoinCode",
             Self::FleetJoinCodeUsed => "FleetJoinCodeUsed",
             Self::AuditCheckpoint => "AuditCheckpoint",
+            Self::AuditBehindSink => "AuditBehindSink",
         }
     }
 }

@@ -32,6 +32,8 @@ pub(super) fn spawn(host: Arc<Host>) {
             host.prune_if_due().await;
             // A fleet's service: every chain's head, signed (when one moved).
             host.checkpoint_if_due().await;
+            // The store behind what its sinks shipped (commits lost): said loudly.
+            host.check_behind_sinks().await;
         }
     });
 }

@@ -120,6 +120,7 @@ pub(super) fn audit_verify(cx: Stored<'_>) -> Result<Response, Failure> {
     if let Some(fleet) = cx.host.fleet() {
         super::checkpoint::check_signature(fleet, cx.s, &mut verification)?;
     }
+    cx.host.report_behind_sinks(&mut verification);
     Ok(Response::ok(AuditVerification::from(verification)))
 }
 

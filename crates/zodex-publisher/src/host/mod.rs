@@ -29,6 +29,7 @@ mod failure;
 mod fleet_admin;
 mod fleet_doctor;
 mod fleet_join;
+mod lost_commits;
 mod mcp_oauth;
 mod mirror;
 mod pipeline;
@@ -88,6 +89,10 @@ pub struct Host {
     last_checkpoint: Mutex<Option<i64>>,
     /// Each fleet sprite's share of the stores.
     sprite_gate: crate::shares::Shares,
+    /// Where each audit sink's shipped heads are kept, outside the store.
+    shipped_dir: std::path::PathBuf,
+    /// Chains on which the store is behind what a sink shipped, as last found.
+    behind_sinks: Mutex<lost_commits::BehindSinks>,
     /// The MCP endpoint's OAuth authorization server, when `[mcp] oauth_file` is set.
     oauth: Option<Arc<crate::oauth::OAuth>>,
     /// A fleet's service (`[fleet]`): the CA that signs members' certificates.
@@ -137,6 +142,8 @@ impl Host {
             last_prune: Mutex::new(None),
             last_checkpoint: Mutex::new(None),
             sprite_gate: crate::shares::Shares::new(crate::shares::STORES_PER_SPRITE),
+            shipped_dir: config.state_dir.join("sinks-shipped"),
+            behind_sinks: Mutex::default(),
             oauth,
             fleet,
             fleet_oauth,
@@ -169,6 +176,7 @@ impl Host {
             store: self.core.store.clone(),
             clock: self.core.clock.clone(),
             holder: self.core.holder.clone(),
+            shipped_dir: self.shipped_dir.clone(),
         }
     }
 

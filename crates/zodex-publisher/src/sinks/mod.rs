@@ -2,8 +2,8 @@
 //! (what Vector, Fluent Bit or a SIEM agent reads), to syslog, or to a signed webhook.
 //!
 //! The audit table is the outbox ([`zodex_engine::store::SinkCursor`]): one task per sink
-//! reads the rows after its cursor, delivers them one by one in id order and moves the cursor
-//! after each. A decision never waits for a sink; a sink that fails is retried with backoff
+//! reads the rows after its cursor, delivers them one by one (each chain's in order) and moves
+//! the cursor after each, and records what it shipped outside the store too (`shipped`). A decision never waits for a sink; a sink that fails is retried with backoff
 //! (1 s doubling to 60 s) and shows in `status` with its last error; a restart resumes where
 //! the cursor stands, so nothing pending is lost (a row delivered just before a crash may be
 //! delivered again: receivers deduplicate by its `id`).
@@ -11,11 +11,13 @@
 mod error;
 mod event;
 mod jsonl;
+mod shipped;
 mod syslog;
 mod webhook;
 
 pub use error::SinkError;
 pub use event::{SCHEMA_VERSION, event_json, slack_text};
+pub use shipped::ShippedHeads;
 
 use crate::clock::Clock;
 use crate::shared_store::SharedStore;
@@ -83,6 +85,8 @@ pub struct Outbox {
     pub clock: Clock,
     /// This process among the publishers sharing the store: the name its sink leases carry.
     pub holder: String,
+    /// Where each sink's shipped heads are kept, outside the store ([`ShippedHeads`]).
+    pub shipped_dir: std::path::PathBuf,
 }
 
 impl Outbox {
@@ -167,6 +171,12 @@ async fn deliver_some(
         *sink = Some(Sink::open(config)?);
     }
     let open = sink.as_mut().expect("opened above");
+    let mut shipped = ShippedHeads::load(&outbox.shipped_dir, config.name());
+    let saved = |shipped: &ShippedHeads| {
+        if let Err(e) = shipped.save() {
+            tracing::warn!(sink = %config.name(), error = %e, "could not record what the audit sink shipped");
+        }
+    };
     for record in &rows {
         open.deliver(record).await?;
         let (name, delivered, now) = (
@@ -180,6 +190,8 @@ async fn deliver_some(
             .run(move |s| ledger::sink_delivered(s, &name, &holder, &delivered, now))
             .await
             .map_err(SinkError::Record)?;
+        shipped.delivered(record);
     }
+    saved(&shipped);
     Ok(rows.len())
 }

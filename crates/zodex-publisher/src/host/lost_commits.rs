@@ -1,0 +1,120 @@
+//! The store behind its sinks (engine `store/audit_shipped.rs`): at start and then every
+//! [`CHECK_EVERY_SECONDS`], each sink's shipped heads (kept outside the store by
+//! `sinks::ShippedHeads`) are compared with the store's chains. A chain the store lacks rows
+//! of is said loudly — an error in the log, an `AuditBehindSink` row, and a problem in
+//! `audit --verify` naming the rows to restore from the sink — instead of the chain going on
+//! as if nothing had happened.
+
+use super::Host;
+use crate::sinks::ShippedHeads;
+use std::sync::Arc;
+use zodex_engine::ledger;
+use zodex_engine::store::{AuditEntry, AuditVerification, BehindSink, ChainCheck, ChainHead};
+use zodex_engine::{Actor, AuditDecision, EventKind};
+
+/// How often the store is compared with what its sinks shipped.
+const CHECK_EVERY_SECONDS: i64 = 30;
+
+/// What the last comparison found, and when it ran.
+#[derive(Default)]
+pub(super) struct BehindSinks {
+    checked_at: Option<i64>,
+    found: Vec<BehindSink>,
+}
+
+impl Host {
+    /// Compares the store with what its sinks shipped, when due; how many chains it is behind.
+    pub async fn check_behind_sinks(self: &Arc<Self>) -> usize {
+        let now = self.now();
+        {
+            let state = self.behind_sinks.lock().unwrap_or_else(|p| p.into_inner());
+            if state
+                .checked_at
+                .is_some_and(|at| now - at < CHECK_EVERY_SECONDS)
+            {
+                return state.found.len();
+            }
+        }
+        let shipped = ShippedHeads::load_all(&self.shipped_dir);
+        if shipped.is_empty() {
+            return 0;
+        }
+        let found = self
+            .core
+            .stored(move |_, s| {
+                let mut found = Vec::new();
+                for (sink, heads) in &shipped {
+                    found.extend(s.read(|f| f.behind_sink(sink, heads))?);
+                }
+                Ok::<_, zodex_engine::store::StoreError>(found)
+            })
+            .await;
+        let found = match found {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "comparing the audit with its sinks failed");
+                return 0;
+            }
+        };
+        let new: Vec<BehindSink> = {
+            let mut state = self.behind_sinks.lock().unwrap_or_else(|p| p.into_inner());
+            state.checked_at = Some(now);
+            let new = found
+                .iter()
+                .filter(|f| !state.found.contains(f))
+                .cloned()
+                .collect();
+            state.found = found.clone();
+            new
+        };
+        for behind in &new {
+            tracing::error!(chain = %behind.chain, "the audit is behind its sinks: {}", behind.problem);
+            let event = AuditEntry {
+                principal: Actor::Publisher,
+                action: EventKind::AuditBehindSink.into(),
+                decision: AuditDecision::Event,
+                detail: Some(serde_json::json!({
+                    "chain": behind.chain,
+                    "problem": behind.problem,
+                })),
+                ..Default::default()
+            };
+            let recorded = self
+                .core
+                .stored(move |_, s| ledger::record_event(s, &event, now))
+                .await;
+            if let Err(e) = recorded {
+                tracing::error!(error = %e, "recording that the audit is behind its sinks failed");
+            }
+        }
+        found.len()
+    }
+
+    /// Marks `verification` failed on each chain the store was last found behind a sink on.
+    pub(super) fn report_behind_sinks(&self, verification: &mut AuditVerification) {
+        let state = self.behind_sinks.lock().unwrap_or_else(|p| p.into_inner());
+        for behind in &state.found {
+            verification.ok = false;
+            match verification
+                .chains
+                .iter_mut()
+                .find(|c| c.head.name() == behind.chain && c.problem.is_none())
+            {
+                Some(check) => check.problem = Some(behind.problem.clone()),
+                None => verification.chains.push(ChainCheck {
+                    head: ChainHead {
+                        chain: zodex_engine::store::Chain::Evidence,
+                        shard: Some(behind.chain.clone()),
+                        head_seq: 0,
+                        head_link: String::new(),
+                        base_seq: 0,
+                        base_link: String::new(),
+                        pruned_rows: 0,
+                    },
+                    rows: 0,
+                    problem: Some(behind.problem.clone()),
+                }),
+            }
+        }
+    }
+}
