@@ -54,5 +54,6 @@ mod push_secrets;
 mod serve_ground;
 mod setup_safety;
 mod shallow_mirror;
+mod store_failover;
 mod store_postgres;
 mod tidy;
