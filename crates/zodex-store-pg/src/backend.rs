@@ -57,10 +57,32 @@ impl PgBackend {
         }
     }
 
+    /// A connection from the pool, or the reason there is none. After a connection could not
+    /// be made, borrows are refused at once until the backoff's wait is over
+    /// (`backoff.rs`): a database that is away is not asked by every request.
     fn borrow_connection(&self) -> Result<Object, SqlError> {
-        self.shared
-            .block_on(self.shared.pool.get())
-            .map_err(|e| from_pool(&self.shared, e))
+        let backoff = &self.shared.backoff;
+        let started = std::time::Instant::now();
+        if let Err(left) = backoff.may_try(started) {
+            return Err(SqlError::Unreachable(format!(
+                "PostgreSQL at {}: unreachable a moment ago, tried again in {} ms; try again",
+                self.shared.describe,
+                left.as_millis().max(1)
+            )));
+        }
+        match self.shared.block_on(self.shared.pool.get()) {
+            Ok(conn) => {
+                backoff.succeeded();
+                Ok(conn)
+            }
+            Err(e) => {
+                let err = from_pool(&self.shared, e);
+                if matches!(err, SqlError::Unreachable(_)) {
+                    backoff.failed(started, std::time::Instant::now());
+                }
+                Err(err)
+            }
+        }
     }
 
     /// The statements that open a transaction, sent in one round trip.

@@ -18,6 +18,7 @@
 //! [`temp`] starts throwaway servers for tests and for `zodex dev up --postgres`.
 
 mod backend;
+mod backoff;
 mod error;
 pub mod temp;
 mod value;
@@ -116,6 +117,8 @@ pub(crate) struct Shared {
     pub(crate) password: Option<String>,
     /// `?N` statements rewritten as `$N`, once per statement text.
     rewritten: Mutex<HashMap<String, Arc<str>>>,
+    /// When a new connection may be tried after one failed.
+    pub(crate) backoff: backoff::Backoff,
 }
 
 impl Shared {
@@ -212,6 +215,7 @@ impl PgStore {
                 wait_timeout_ms: settings.wait_timeout.as_millis().max(1),
                 password: settings.password.clone().filter(|p| !p.is_empty()),
                 rewritten: Mutex::new(HashMap::new()),
+                backoff: Default::default(),
             }),
         })
     }
