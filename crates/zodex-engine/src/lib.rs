@@ -30,12 +30,17 @@
 //! - `mcp_oauth`: the MCP endpoint's OAuth as audited state transitions (secrets come in as
 //!   hashes, the PKCE check as a function; signing stays with the publisher).
 //! - `hints`: the command that would unblock a denial (advice only, never a rule).
-//! - `store`: the SQLite state: one file, WAL, busy timeout, foreign keys, numbered migrations;
-//!   every multi-row change in one transaction, every decision's reads in one snapshot.
+//! - `store`: the state on SQLite or PostgreSQL: numbered migrations, every multi-row change in
+//!   one transaction, every decision's reads in one snapshot; a fleet sprite's own writes in
+//!   its shard (`Store::write_in`, race tests in `store::shard_tests`).
 //!   - `store::audit`: one `AuditEntry`, written and read, every field bounded.
-//!   - `store::audit_chain`: tamper evidence — the `evidence` and `bulk` hash chains, each pruned
-//!     only from its start onto a recorded base; `verify_audit` names the first row changed.
-//!   - `store::audit_export`: the rows after a sink's cursor (the audit table is the outbox).
+//!   - `store::audit_chain`: tamper evidence — the `evidence` and `bulk` hash chains (and on
+//!     PostgreSQL each fleet sprite's pair), each pruned only from its start onto a recorded
+//!     base; `verify_audit` names the first row changed.
+//!   - `store::audit_checkpoint`: every chain's head in one signed row; verify holds the
+//!     chains to the newest.
+//!   - `store::audit_export`: the rows after a sink's cursor on each chain (the outbox).
+//!   - `store::audit_shipped`: the store behind what a sink already shipped (lost commits).
 //!   - `store::coverage`: whether each App is installed on a repository, as last checked.
 //!   - `store::decision_facts`: both Apps' coverage, the candidate grant and the candidate YOLO
 //!     scope in one statement.

@@ -64,6 +64,8 @@
 //!   - `host::proofs`: the proofs run at start and on demand, summed up in `status`.
 //!   - `host::coverage`: which App is installed where, fresh or asked of GitHub.
 //!   - `host::audit_gate`: `audit_required`: no write unless its record can leave the sprite.
+//!   - `host::checkpoint`: a fleet's signed audit checkpoints, written and checked.
+//!   - `host::lost_commits`: the store compared with what its sinks shipped, said loudly.
 //!   - `host::core`: the engine over the store, the clock, GitHub's client, the settings.
 //!   - `host::failure`: a failed request on its way to the wire.
 //!   - `host::tests`: configuration refused at start, limits enforced on requests.
@@ -72,8 +74,10 @@
 //! - `store_admin`: `zodex-prd store check|init|migrate` (verify, prepare PostgreSQL's roles,
 //!   copy a store into another with its audit proven equal).
 //! - `store_open`: the store where `[store]` puts it (SQLite's file, or PostgreSQL's pool).
-//! - `shared_store`: the one state store behind a lock (`run` on a blocking thread, `with` from
-//!   one); what `oauth` and `sinks` hold instead of the host.
+//! - `shared_store`: the state's stores (one for SQLite, one per pooled connection for
+//!   PostgreSQL), lent one at a time (`run` on a blocking thread, `with` from one); what
+//!   `oauth` and `sinks` hold instead of the host.
+//! - `shares`: fair shares among a fleet's members: requests in service, stores held.
 //! - `clock`: the system's clock; in a test build only, plus the offset in `test_clock_file`.
 //! - `oauth`: the MCP endpoint's OAuth authorization server (`/oauth/…` arrives from
 //!   `zodex-agent serve` over the agent socket, `mcp_oauth`).

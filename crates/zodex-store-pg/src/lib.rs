@@ -15,7 +15,10 @@
 //! threads or `spawn_blocking` threads of another runtime; calling from an async task directly
 //! would block that runtime's worker (and tokio refuses it), as any blocking call would.
 //!
-//! [`temp`] starts throwaway servers for tests and for `zodex dev up --postgres`.
+//! A URL may name several hosts with `target_session_attrs=read-write`: after a failover the
+//! next connection goes to the new primary, after a wait that backs off with jitter
+//! (`backoff`). [`temp`] starts throwaway servers for tests and for `zodex dev up --postgres`,
+//! and a streaming standby to promote (`temp::replication`).
 
 mod backend;
 mod backoff;

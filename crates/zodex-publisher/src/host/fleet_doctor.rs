@@ -44,6 +44,7 @@ impl Host {
             findings.push(audit_pruned(extent, &self.core.settings.limits, now));
         }
         findings.extend(self.coverage_findings(principal, &fleet, now).await);
+        findings.push(self.behind_sinks_finding());
         let members = self
             .core
             .stored(|_, s| {

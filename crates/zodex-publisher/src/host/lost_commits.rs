@@ -1,9 +1,10 @@
 //! The store behind its sinks (engine `store/audit_shipped.rs`): at start and then every
 //! [`CHECK_EVERY_SECONDS`], each sink's shipped heads (kept outside the store by
 //! `sinks::ShippedHeads`) are compared with the store's chains. A chain the store lacks rows
-//! of is said loudly — an error in the log, an `AuditBehindSink` row, and a problem in
-//! `audit --verify` naming the rows to restore from the sink — instead of the chain going on
-//! as if nothing had happened.
+//! of is said loudly — an error in the log, an `AuditBehindSink` row, a problem in
+//! `audit --verify` naming the rows to restore from the sink, and a failed
+//! `audit-behind-sinks` in `zodex fleet doctor` — instead of the chain going on as if nothing
+//! had happened.
 
 use super::Host;
 use crate::sinks::ShippedHeads;
@@ -88,6 +89,20 @@ impl Host {
             }
         }
         found.len()
+    }
+
+    /// `audit-behind-sinks`, as `fleet doctor` shows it: what the last comparison found.
+    pub(super) fn behind_sinks_finding(&self) -> zodex_protocol::doctor::Finding {
+        use zodex_protocol::doctor::Finding;
+        let state = self.behind_sinks.lock().unwrap_or_else(|p| p.into_inner());
+        if state.found.is_empty() {
+            return Finding::ok(
+                "audit-behind-sinks",
+                "the store holds every row this replica's audit sinks shipped",
+            );
+        }
+        let problems: Vec<&str> = state.found.iter().map(|b| b.problem.as_str()).collect();
+        Finding::fail("audit-behind-sinks", problems.join("; "))
     }
 
     /// Marks `verification` failed on each chain the store was last found behind a sink on.
