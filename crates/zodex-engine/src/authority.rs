@@ -377,10 +377,8 @@ impl Authority<'_> {
                     &principal,
                 ))));
             }
-            let earlier = facts.pending_requests_for(&repo.key(), &owner)?;
-            let others = facts
-                .count_pending_of(&owner)?
-                .saturating_sub(earlier.len() as u64);
+            let (earlier, pending) = facts.pending_requests_and_count(&repo.key(), &owner)?;
+            let others = pending.saturating_sub(earlier.len() as u64);
             if others >= u64::from(max_pending) {
                 event.decision = AuditDecision::Deny;
                 event.policies = Vec::new();

@@ -388,31 +388,37 @@ impl Facts<'_> {
         Ok(count.max(0) as u64)
     }
 
-    /// `owner`'s agent's pending requests for one repository (normally none or one).
-    pub fn pending_requests_for(&self, repo_key: &str, owner: &Owner) -> Result<Vec<Grant>> {
+    /// The agent's pending requests for `repo_key` (oldest first), and how many requests of
+    /// `owner`'s agent are pending in all: one statement, since the agent's request path asks
+    /// both and on a database a zone away each statement is a round trip.
+    pub fn pending_requests_and_count(
+        &self,
+        repo_key: &str,
+        owner: &Owner,
+    ) -> Result<(Vec<Grant>, u64)> {
         let (sprite, label) = owner.columns();
-        self.rows(
+        let rows = self.db.query(
             concat!(
-                "SELECT ",
+                "WITH mine AS (SELECT COUNT(*) AS n FROM grants WHERE state = 'pending'
+                   AND sprite IS NOT DISTINCT FROM ?2 AND sprite_label IS NOT DISTINCT FROM ?3)
+                 SELECT mine.n, ",
                 grant_columns!(),
-                " FROM grants WHERE repo_key = ?1 AND state = 'pending' AND created_by = 'agent'
+                " FROM mine LEFT JOIN grants ON repo_key = ?1 AND state = 'pending'
+                   AND created_by = 'agent'
                    AND sprite IS NOT DISTINCT FROM ?2 AND sprite_label IS NOT DISTINCT FROM ?3
-             ORDER BY id"
+                 ORDER BY id"
             ),
             params![repo_key, sprite, label],
-            Grant::from_row,
-        )
-    }
-
-    /// How many requests of `owner`'s agent are pending.
-    pub fn count_pending_of(&self, owner: &Owner) -> Result<u64> {
-        let (sprite, label) = owner.columns();
-        let count: i64 = self.value(
-            "SELECT COUNT(*) FROM grants WHERE state = 'pending'
-               AND sprite IS NOT DISTINCT FROM ?1 AND sprite_label IS NOT DISTINCT FROM ?2",
-            params![sprite, label],
         )?;
-        Ok(count.max(0) as u64)
+        let mut count = 0;
+        let mut pending = Vec::new();
+        for row in &rows {
+            count = row.get::<i64>(0)?.max(0) as u64;
+            if row.get::<Option<i64>>(1)?.is_some() {
+                pending.push(Grant::from_columns(row, 1)?);
+            }
+        }
+        Ok((pending, count))
     }
 
     /// Why `grant` cannot be `done` (approved, denied): it is not pending. A request the agent
@@ -778,13 +784,10 @@ mod tests {
             let replaced = store.write(|f| f.replace_request(3, 10)).unwrap();
             assert_eq!(replaced.state, GrantState::Revoked);
             assert_eq!(replaced.ended_by.as_deref(), Some("agent:replaced"));
-            assert_eq!(
-                store
-                    .read(|f| f.pending_requests_for("acme/app", &Owner::Local))
-                    .unwrap()
-                    .len(),
-                4
-            );
+            let (pending, count) = store
+                .read(|f| f.pending_requests_and_count("acme/app", &Owner::Local))
+                .unwrap();
+            assert_eq!((pending.len(), count), (4, 4));
         });
     }
 
