@@ -344,10 +344,15 @@ fn a_waiting_agent_keeps_its_place_while_every_replica_is_down() {
                 .and_then(|r| r["id"].as_i64())
         });
     let stderr = || std::fs::read_to_string(said.path()).unwrap_or_default();
-    assert!(
-        stderr().contains(&format!("zodex fleet approve {id}")),
-        "{}",
-        stderr()
+    // Listed as soon as it is committed; the agent says so once its answer has arrived.
+    crate::support::wait::eventually(
+        "the waiting agent names the command that approves it",
+        Duration::from_secs(30),
+        || {
+            stderr()
+                .contains(&format!("zodex fleet approve {id}"))
+                .then_some(())
+        },
     );
     for replica in 0..2 {
         nix::sys::signal::kill(

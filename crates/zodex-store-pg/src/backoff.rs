@@ -1,5 +1,5 @@
 //! Reconnecting after the database went away, without a storm: once a new connection fails,
-//! this pool tries the next only after a wait that doubles (100 ms to 5 s) with jitter, and
+//! this pool tries the next only after a wait that doubles (100 ms to 2 s) with jitter, and
 //! every borrow within the wait is refused at once ("unreachable; try again"). A fleet's
 //! replicas, which all lose their primary at the same moment, so spread their attempts
 //! instead of all knocking at once; the first attempt after a failover is never delayed more
@@ -9,7 +9,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const FIRST: Duration = Duration::from_millis(100);
-const MOST: Duration = Duration::from_secs(5);
+/// Short enough that a replica finds a promoted standby soon after it takes writes; one probe
+/// a second or two per replica is no storm.
+const MOST: Duration = Duration::from_secs(2);
 
 /// When the next connection may be tried, and the wait after the next failure.
 #[derive(Debug, Default)]
