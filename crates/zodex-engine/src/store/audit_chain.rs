@@ -93,7 +93,7 @@ pub fn chain_name(chain: Chain, shard: Option<&str>) -> String {
 
 /// A stored chain name read back: which chain, in whose set (`None` for a name no version
 /// writes).
-pub(super) fn parse_chain_name(name: &str) -> Option<(Chain, Option<String>)> {
+fn parse_chain_name(name: &str) -> Option<(Chain, Option<String>)> {
     let (shard, kind) = match name.rsplit_once('/') {
         Some((shard, kind)) => (Some(shard.to_string()), kind),
         None => (None, name),
@@ -140,15 +140,16 @@ pub(super) const COLUMNS: &str = "id, chain, seq, at, principal, action, repo_ke
      new_oid, bundle_bytes, bundle_sha256, decision, policies, token_sha256, outcome, detail, \
      outcome_of, link";
 
-fn read_head(r: &Row, chain: Chain, shard: Option<String>) -> Result<ChainHead> {
+/// A head from `head_seq, head_link, base_seq, base_link, pruned_rows` starting at column `at`.
+fn read_head(r: &Row, at: usize, chain: Chain, shard: Option<String>) -> Result<ChainHead> {
     Ok(ChainHead {
         chain,
         shard,
-        head_seq: r.get(0)?,
-        head_link: r.get(1)?,
-        base_seq: r.get(2)?,
-        base_link: r.get(3)?,
-        pruned_rows: r.get(4)?,
+        head_seq: r.get(at)?,
+        head_link: r.get(at + 1)?,
+        base_seq: r.get(at + 2)?,
+        base_link: r.get(at + 3)?,
+        pruned_rows: r.get(at + 4)?,
     })
 }
 
@@ -253,6 +254,22 @@ impl ChainHead {
     pub fn name(&self) -> String {
         chain_name(self.chain, self.shard.as_deref())
     }
+
+    /// The head of a chain named `name` that the store does not hold (a checkpoint or a sink
+    /// names it): nothing recorded, for a check that reports it gone.
+    pub fn missing(name: &str) -> ChainHead {
+        let (chain, shard) =
+            parse_chain_name(name).unwrap_or((Chain::Evidence, Some(name.to_string())));
+        ChainHead {
+            chain,
+            shard,
+            head_seq: 0,
+            head_link: String::new(),
+            base_seq: 0,
+            base_link: String::new(),
+            pruned_rows: 0,
+        }
+    }
 }
 
 impl Facts<'_> {
@@ -262,12 +279,12 @@ impl Facts<'_> {
             "SELECT head_seq, head_link, base_seq, base_link, pruned_rows
              FROM audit_chains WHERE chain = ?1",
             params![chain.as_str()],
-            |r| read_head(r, chain, None),
+            |r| read_head(r, 0, chain, None),
         )
     }
 
     /// Every chain's head: the store's own first, then each sprite's, by name. A chain row
-    /// under a name no version writes is reported as a problem by [`Facts::verify_audit`].
+    /// under a name no version writes is refused (a conflict naming it).
     pub fn chain_heads(&self) -> Result<Vec<ChainHead>> {
         let rows: Vec<(String, Option<ChainHead>)> = self.rows(
             "SELECT chain, head_seq, head_link, base_seq, base_link, pruned_rows
@@ -277,15 +294,7 @@ impl Facts<'_> {
             |r| {
                 let name: String = r.get(0)?;
                 let head = match parse_chain_name(&name) {
-                    Some((chain, shard)) => Some(ChainHead {
-                        chain,
-                        shard,
-                        head_seq: r.get(1)?,
-                        head_link: r.get(2)?,
-                        base_seq: r.get(3)?,
-                        base_link: r.get(4)?,
-                        pruned_rows: r.get(5)?,
-                    }),
+                    Some((chain, shard)) => Some(read_head(r, 1, chain, shard)?),
                     None => None,
                 };
                 Ok((name, head))
@@ -340,9 +349,10 @@ impl Facts<'_> {
 
     /// Walks every chain from its base and names the first row of each that does not hold.
     pub fn verify_audit(&self) -> Result<AuditVerification> {
+        let prunes = self.prune_records()?;
         let mut chains = Vec::new();
         for head in self.chain_heads()? {
-            chains.push(self.verify_chain(head)?);
+            chains.push(self.verify_chain(head, &prunes)?);
         }
         self.hold_to_checkpoint(&mut chains)?;
         let unlinked_rows: Vec<i64> = self.rows(
@@ -357,7 +367,7 @@ impl Facts<'_> {
         })
     }
 
-    fn verify_chain(&self, head: ChainHead) -> Result<ChainCheck> {
+    fn verify_chain(&self, head: ChainHead, prunes: &PruneRecords) -> Result<ChainCheck> {
         let name = head.name();
         let rows = self.rows(
             &format!(
@@ -369,7 +379,7 @@ impl Facts<'_> {
         let (mut expected, mut previous) = (head.base_seq + 1, head.base_link.clone());
         let mut last_id: Option<i64> = None;
         let mut checked = 0;
-        let mut problem = self.unrecorded_base(&head)?;
+        let mut problem = unrecorded_base(&head, prunes);
         for row in rows {
             if problem.is_some() {
                 break;
@@ -444,19 +454,14 @@ impl Facts<'_> {
     }
 }
 
+/// Every prune's record of the bases it left (`detail.chain_bases` of its `PruneHistory`
+/// row), newest first: read once by whatever checks many chains' bases.
+pub(super) struct PruneRecords(Vec<Option<serde_json::Value>>);
+
 impl Facts<'_> {
-    /// A chain's base that no prune recorded, in words; `None` when the chain was never pruned
-    /// or the newest prune on record left it where it is. Rows deleted from a chain's start
-    /// with the base moved over them still link from the new base, so only this shows them:
-    /// every prune appends a `PruneHistory` row naming the bases it left, in its transaction.
-    pub(super) fn unrecorded_base(&self, head: &ChainHead) -> Result<Option<String>> {
-        if head.base_seq == 0 && head.base_link == GENESIS {
-            return Ok(None);
-        }
-        // A row carried from a single sprite's history (`detail.joined`, store/join.rs) names
-        // that sprite's bases, not this store's.
-        // The newest prune naming this chain: the store's own chains are named by every
-        // prune, a sprite's by the prunes that moved its base.
+    /// The prunes on record. A row carried from a single sprite's history (`detail.joined`,
+    /// store/join.rs) names that sprite's bases, not this store's, and is left out.
+    pub(super) fn prune_records(&self) -> Result<PruneRecords> {
         let details: Vec<Option<String>> = self.rows(
             "SELECT detail FROM audit_events
              WHERE chain = 'evidence' AND action = 'PruneHistory'
@@ -465,33 +470,50 @@ impl Facts<'_> {
             &[],
             |r| Ok(r.get(0)?),
         )?;
-        let name = head.name();
-        let names_it = |d: &serde_json::Value| !d["chain_bases"][&name].is_null();
-        let parsed = details
-            .into_iter()
-            .map(|d| d.and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok()));
-        let recorded = match head.shard {
-            None => parsed.take(1).flatten().next(),
-            Some(_) => parsed.flatten().find(names_it),
-        }
-        .map(|d| d["chain_bases"][&name].clone());
-        let at =
-            |v: &serde_json::Value| (v["seq"].as_i64(), v["link"].as_str().map(str::to_string));
-        let found = match &recorded {
-            Some(base) if at(base) == (Some(head.base_seq), Some(head.base_link.clone())) => {
-                return Ok(None);
-            }
-            Some(base) => match base["seq"].as_i64() {
-                Some(seq) => format!("the newest prune on record left it at sequence {seq}"),
-                None => "the newest prune on record names no base for it".to_string(),
-            },
-            None => "no prune is on record".to_string(),
-        };
-        Ok(Some(format!(
-            "the chain's base was moved to sequence {} but no prune recorded it ({found}): rows up to it were deleted outside `zodex-prd store prune` or the publisher's own pruning",
-            head.base_seq
-        )))
+        Ok(PruneRecords(
+            details
+                .into_iter()
+                .map(|d| d.and_then(|d| serde_json::from_str(&d).ok()))
+                .collect(),
+        ))
     }
+}
+
+/// A chain's base that no prune recorded, in words; `None` when the chain was never pruned
+/// or the newest prune naming it left it where it is. Rows deleted from a chain's start with
+/// the base moved over them still link from the new base, so only this shows them: every
+/// prune appends a `PruneHistory` row naming the bases it left, in its transaction. The
+/// store's own chains are named by every prune, a sprite's by the prunes that moved its base.
+pub(super) fn unrecorded_base(head: &ChainHead, prunes: &PruneRecords) -> Option<String> {
+    if head.base_seq == 0 && head.base_link == GENESIS {
+        return None;
+    }
+    let name = head.name();
+    let recorded = match head.shard {
+        None => prunes.0.first().cloned().flatten(),
+        Some(_) => prunes
+            .0
+            .iter()
+            .flatten()
+            .find(|d| !d["chain_bases"][&name].is_null())
+            .cloned(),
+    }
+    .map(|d| d["chain_bases"][&name].clone());
+    let at = |v: &serde_json::Value| (v["seq"].as_i64(), v["link"].as_str().map(str::to_string));
+    let found = match &recorded {
+        Some(base) if at(base) == (Some(head.base_seq), Some(head.base_link.clone())) => {
+            return None;
+        }
+        Some(base) => match base["seq"].as_i64() {
+            Some(seq) => format!("the newest prune on record left it at sequence {seq}"),
+            None => "the newest prune on record names no base for it".to_string(),
+        },
+        None => "no prune is on record".to_string(),
+    };
+    Some(format!(
+        "the chain's base was moved to sequence {} but no prune recorded it ({found}): rows up to it were deleted outside `zodex-prd store prune` or the publisher's own pruning",
+        head.base_seq
+    ))
 }
 
 /// Links the rows an older version wrote (no chain yet), in id order: run once, by the

@@ -130,7 +130,7 @@ impl Facts<'_> {
         for (name, recorded) in &checkpoint.heads {
             let Some(check) = checks.iter_mut().find(|c| &c.head.name() == name) else {
                 checks.push(ChainCheck {
-                    head: gone_head(name),
+                    head: ChainHead::missing(name),
                     rows: 0,
                     problem: Some(format!(
                         "the chain {name} is gone: the checkpoint in row {id} recorded it at sequence {} (a chain was deleted whole)",
@@ -163,21 +163,6 @@ impl Facts<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// A head for a chain that no longer exists, named as the checkpoint named it.
-fn gone_head(name: &str) -> ChainHead {
-    let (chain, shard) = super::audit_chain::parse_chain_name(name)
-        .unwrap_or((super::Chain::Evidence, Some(name.to_string())));
-    ChainHead {
-        chain,
-        shard,
-        head_seq: 0,
-        head_link: String::new(),
-        base_seq: 0,
-        base_link: String::new(),
-        pruned_rows: 0,
     }
 }
 

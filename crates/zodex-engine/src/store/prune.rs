@@ -71,8 +71,9 @@ impl Facts<'_> {
         // A base no prune recorded would be recorded by this one's checkpoint as if it had
         // been: refuse, so `--verify` keeps naming it.
         let before = self.chain_heads()?;
+        let prunes = self.prune_records()?;
         for head in &before {
-            if let Some(problem) = self.unrecorded_base(head)? {
+            if let Some(problem) = super::audit_chain::unrecorded_base(head, &prunes) {
                 return Err(StoreError::Conflict(format!(
                     "nothing was pruned: in the {} chain, {problem}; keep the store as evidence and find out who changed it (`zodex-prd store check` shows the chains)",
                     head.name()

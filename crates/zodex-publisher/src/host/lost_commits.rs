@@ -110,22 +110,17 @@ impl Host {
         let state = self.behind_sinks.lock().unwrap_or_else(|p| p.into_inner());
         for behind in &state.found {
             verification.ok = false;
+            // A chain's first problem is the one shown; a chain the store lacks gets a check.
             match verification
                 .chains
                 .iter_mut()
-                .find(|c| c.head.name() == behind.chain && c.problem.is_none())
+                .find(|c| c.head.name() == behind.chain)
             {
-                Some(check) => check.problem = Some(behind.problem.clone()),
+                Some(check) => {
+                    check.problem.get_or_insert_with(|| behind.problem.clone());
+                }
                 None => verification.chains.push(ChainCheck {
-                    head: ChainHead {
-                        chain: zodex_engine::store::Chain::Evidence,
-                        shard: Some(behind.chain.clone()),
-                        head_seq: 0,
-                        head_link: String::new(),
-                        base_seq: 0,
-                        base_link: String::new(),
-                        pruned_rows: 0,
-                    },
+                    head: ChainHead::missing(&behind.chain),
                     rows: 0,
                     problem: Some(behind.problem.clone()),
                 }),
