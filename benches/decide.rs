@@ -13,14 +13,15 @@
 
 #[path = "support/bench_line.rs"]
 mod bench_line;
+#[path = "support/demo_engine.rs"]
+mod demo_engine;
 
 use bench_line::BenchLine;
 use criterion::Criterion;
+use demo_engine::demo_engine;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use zodex::engine::policy::Policies;
 use zodex::engine::store::{App, AuditEntry, CoverageFact, GrantVia, NewGrant, Store};
-use zodex::engine::targets::{TargetSpec, Targets};
 use zodex::engine::{Ask, ChangeFacts, Engine, Principal, RefName, RefUpdate, RepoName};
 
 const NOW: i64 = 1_900_000_000;
@@ -76,13 +77,7 @@ fn setup() -> (tempfile::TempDir, Store, Engine, Ask) {
             )
         })
         .unwrap();
-    let targets = Targets::from_specs(&[TargetSpec {
-        repo: None,
-        owner: Some("demo".into()),
-        default_branch: Some("main".into()),
-    }])
-    .unwrap();
-    let engine = Engine::new(Policies::builtin().unwrap(), targets);
+    let engine = demo_engine();
     let ask = Ask::Push {
         repo: RepoName::parse("demo/repo4242").unwrap(),
         update: RefUpdate {

@@ -44,6 +44,8 @@
 //!
 //! Run: `cargo bench --bench fleet_load` (needs git and PostgreSQL's server binaries).
 
+#[path = "support/bench_env.rs"]
+mod bench_env;
 #[path = "support/bench_line.rs"]
 mod bench_line;
 #[path = "support/changes.rs"]
@@ -59,6 +61,7 @@ mod sim_sprites;
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 
+use bench_env::env_number;
 use bench_line::BenchLine;
 use fleet_cpu::{CpuSpent, FleetPids};
 use sim_sprites::{LoadRun, SimSprite, run_load};
@@ -70,19 +73,6 @@ use zodex_fleet::Replica;
 
 /// The repository every simulated sprite asks for.
 const REPO: &str = "demo/app";
-
-/// `name` as a positive whole number, or `default` when it is unset.
-fn env_number(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Err(_) => default,
-        Ok(v) => v
-            .trim()
-            .parse()
-            .ok()
-            .filter(|n| *n > 0)
-            .unwrap_or_else(|| panic!("{name}={v:?}: expected a positive whole number")),
-    }
-}
 
 fn main() {
     decisions_under_load();

@@ -19,45 +19,31 @@
 //! `ZODEX_SHARD_SECS` (each run, default 8), `ZODEX_SHARD_RTT_MS` (default 1).
 //! Run: `cargo bench --bench shard_scaling` (needs PostgreSQL's server binaries).
 
+#[path = "support/bench_env.rs"]
+mod bench_env;
 #[path = "support/bench_line.rs"]
 mod bench_line;
 #[path = "support/cpu.rs"]
 mod cpu;
 #[path = "support/delay_relay.rs"]
 mod delay_relay;
+#[path = "support/demo_engine.rs"]
+mod demo_engine;
 
+use bench_env::env_number;
 use bench_line::BenchLine;
+use demo_engine::demo_engine;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use zodex::engine::fleet::{FleetSprite, MemberName, MemberRole};
-use zodex::engine::policy::Policies;
 use zodex::engine::store::{GrantVia, NewMember, Store};
-use zodex::engine::targets::{TargetSpec, Targets};
-use zodex::engine::{Authority, Engine, GrantTerms, Principal, RepoName};
+use zodex::engine::{Authority, GrantTerms, Principal, RepoName};
 use zodex_store_pg::{PgSettings, PgStore};
 
 const SPRITES: usize = 50;
 /// Connections per replica's pool, and so workers per replica (`[store] pool_size`'s default).
 const POOL: usize = 8;
 const NOW: i64 = 1_900_000_000;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(default)
-}
-
-fn engine() -> Engine {
-    let targets = Targets::from_specs(&[TargetSpec {
-        repo: None,
-        owner: Some("demo".into()),
-        default_branch: Some("main".into()),
-    }])
-    .unwrap();
-    Engine::new(Policies::builtin().unwrap(), targets)
-}
 
 /// A replica's stores: one per connection of its pool, as `store_open` makes them.
 fn replica(url: &str) -> Vec<Store> {
@@ -103,7 +89,7 @@ enum Way {
 
 /// Every worker of every replica deciding for `length`; decisions made.
 fn run(replicas: Vec<Vec<Store>>, way: Way, length: Duration) -> (usize, Duration) {
-    let engine = engine();
+    let engine = demo_engine();
     let authority = Authority { engine: &engine };
     let repo = RepoName::parse("demo/app").unwrap();
     let decided = AtomicUsize::new(0);

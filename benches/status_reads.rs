@@ -10,14 +10,15 @@
 
 #[path = "support/bench_line.rs"]
 mod bench_line;
+#[path = "support/demo_engine.rs"]
+mod demo_engine;
 
 use bench_line::BenchLine;
+use demo_engine::demo_engine;
 use std::time::{Duration, Instant};
 use zodex::engine::authority::Authority;
 use zodex::engine::fleet::{FleetSprite, MemberName, Owner};
-use zodex::engine::policy::Policies;
 use zodex::engine::store::{GrantVia, NewGrant, Store};
-use zodex::engine::targets::{TargetSpec, Targets};
 use zodex::engine::{Engine, Principal};
 use zodex::protocol::answers::WireBytes;
 
@@ -65,16 +66,6 @@ fn flooded(n: i64, owner: &Owner, quiet: &Owner) -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
-fn engine() -> Engine {
-    let targets = Targets::from_specs(&[TargetSpec {
-        repo: None,
-        owner: Some("demo".into()),
-        default_branch: Some("main".into()),
-    }])
-    .unwrap();
-    Engine::new(Policies::builtin().unwrap(), targets)
-}
-
 fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q) as usize];
@@ -118,7 +109,7 @@ fn report(name: &str, base: (Duration, Duration), after: (Duration, Duration)) {
 }
 
 fn main() {
-    let engine = engine();
+    let engine = demo_engine();
     let s1 = MemberName::parse("s1").unwrap();
     let s2 = MemberName::parse("s2").unwrap();
     let sprite = Principal::Sprite(FleetSprite::enrolled(s1.clone(), Vec::new()));

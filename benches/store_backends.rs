@@ -15,18 +15,19 @@
 
 #[path = "support/bench_line.rs"]
 mod bench_line;
+#[path = "support/demo_engine.rs"]
+mod demo_engine;
 #[path = "support/proc_status.rs"]
 mod proc_status;
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use bench_line::BenchLine;
+use demo_engine::demo_engine;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use zodex::engine::policy::Policies;
 use zodex::engine::store::{App, AuditEntry, CoverageFact, GrantVia, NewGrant, Store};
-use zodex::engine::targets::{TargetSpec, Targets};
 use zodex::engine::{Ask, ChangeFacts, Engine, Principal, RefName, RefUpdate, RepoName};
 use zodex_store_pg::{PgSettings, PgStore};
 
@@ -100,12 +101,6 @@ fn entry(repo: &str) -> AuditEntry {
 }
 
 fn engine_and_ask() -> (Engine, Ask) {
-    let targets = Targets::from_specs(&[TargetSpec {
-        repo: None,
-        owner: Some("demo".into()),
-        default_branch: Some("main".into()),
-    }])
-    .unwrap();
     let ask = Ask::Push {
         repo: RepoName::parse("demo/repo424").unwrap(),
         update: RefUpdate {
@@ -121,7 +116,7 @@ fn engine_and_ask() -> (Engine, Ask) {
         },
         bundle_bytes: 1 << 20,
     };
-    (Engine::new(Policies::builtin().unwrap(), targets), ask)
+    (demo_engine(), ask)
 }
 
 /// `n` decisions on `spec`'s store; each one's time in microseconds.

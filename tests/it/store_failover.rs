@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use zodex_sql::Backend;
-use zodex_store_pg::temp::{TempOptions, TempServer, free_port};
+use zodex_store_pg::temp::TempServer;
 use zodex_store_pg::{PgSettings, PgStore};
 
 /// Requests acknowledged on each side of the switch before the test moves on.
@@ -37,16 +37,9 @@ fn count(db: &dyn Backend, sql: &str) -> i64 {
 fn two_replicas_lose_no_acknowledged_request_when_the_primary_fails_over() {
     let dev = Dev::up();
     let (one, two) = (short_dir(), short_dir());
-    let (primary_port, standby_port) = (free_port().unwrap(), free_port().unwrap());
-    let primary = TempServer::start(
-        one.path(),
-        TempOptions {
-            fast: false,
-            port: Some(primary_port),
-        },
-    )
-    .unwrap();
-    primary.create_database("zodex").unwrap();
+    let (primary, standby) =
+        TempServer::primary_with_standby(one.path(), two.path(), "zodex").unwrap();
+    let (primary_port, standby_port) = (primary.port().unwrap(), standby.port().unwrap());
     let owner_url = primary.tcp_url("zodex").unwrap();
     Run::from(
         Command::new(PRD)
@@ -55,7 +48,6 @@ fn two_replicas_lose_no_acknowledged_request_when_the_primary_fails_over() {
             .unwrap(),
     )
     .ok();
-    let standby = primary.standby(two.path(), standby_port).unwrap();
     // Synchronous: a commit is acknowledged once the standby has it.
     let on_primary = db(&primary.tcp_url("postgres").unwrap());
     on_primary

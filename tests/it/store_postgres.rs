@@ -447,26 +447,36 @@ fn ids_in(path: &std::path::Path) -> Vec<i64> {
         .collect()
 }
 
-#[test]
-fn a_sink_shared_by_two_replicas_gets_every_row_once_in_order_across_a_kill() {
-    let dev = Dev::up();
-    let url = prepared_database();
+/// The file of a JSON Lines audit sink `siem` in `dev`'s directory, and the configuration
+/// that adds it.
+fn jsonl_sink(dev: &Dev) -> (std::path::PathBuf, String) {
     let file = dev.dir.join("siem.jsonl");
     let sink = format!(
         "[[audit_sinks]]\nkind = \"jsonl\"\nname = \"siem\"\npath = \"{}\"\n",
         file.display()
     );
+    (file, sink)
+}
+
+/// Waits until the sink's `file` holds the newest audit row the store has now.
+fn shipped_all(publisher: &zodex_store_pg::PgBackend, file: &std::path::Path, what: &str) {
+    let newest = newest_audit_id(publisher);
+    crate::support::wait::eventually(what, std::time::Duration::from_secs(40), || {
+        ids_in(file).last().is_some_and(|id| *id >= newest)
+    });
+}
+
+#[test]
+fn a_sink_shared_by_two_replicas_gets_every_row_once_in_order_across_a_kill() {
+    let dev = Dev::up();
+    let url = prepared_database();
+    let (file, sink) = jsonl_sink(&dev);
     let mut a = Replica::start_with(&dev, "a", &url, &sink);
     let mut b = Replica::start_with(&dev, "b", &url, &sink);
     let publisher = PgStore::connect(&PgSettings::new(url.clone()))
         .unwrap()
         .backend();
-    let caught_up = |what: &str| {
-        let newest = newest_audit_id(&publisher);
-        crate::support::wait::eventually(what, std::time::Duration::from_secs(40), || {
-            ids_in(&file).last().is_some_and(|id| *id >= newest)
-        });
-    };
+    let caught_up = |what: &str| shipped_all(&publisher, &file, what);
     for i in 0..8 {
         request(&dev, &a, &format!("demo/first{i}"));
     }
@@ -976,21 +986,12 @@ fn on_database(url: &str, db: &str) -> String {
 fn a_pg_dump_restored_under_a_sink_checks_out_and_is_named_behind_it() {
     let dev = Dev::up();
     let (url, owner_url) = prepared_database_and_owner();
-    let file = dev.dir.join("siem.jsonl");
-    let sink = format!(
-        "[[audit_sinks]]\nkind = \"jsonl\"\nname = \"siem\"\npath = \"{}\"\n",
-        file.display()
-    );
+    let (file, sink) = jsonl_sink(&dev);
     let mut a = Replica::start_with(&dev, "a", &url, &sink);
     let publisher = PgStore::connect(&PgSettings::new(url.clone()))
         .unwrap()
         .backend();
-    let caught_up = |what: &str| {
-        let newest = newest_audit_id(&publisher);
-        crate::support::wait::eventually(what, std::time::Duration::from_secs(40), || {
-            ids_in(&file).last().is_some_and(|id| *id >= newest)
-        });
-    };
+    let caught_up = |what: &str| shipped_all(&publisher, &file, what);
     request(&dev, &a, "demo/app");
     caught_up("the sink has the first rows");
     let dump = dev.dir.join("zodex.sql");

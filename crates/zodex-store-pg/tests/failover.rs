@@ -4,7 +4,7 @@
 //! to the new one without being opened again.
 
 use zodex_sql::{Backend, TxMode};
-use zodex_store_pg::temp::{TempOptions, TempServer, free_port};
+use zodex_store_pg::temp::TempServer;
 use zodex_store_pg::{PgSettings, PgStore};
 
 fn short_dir() -> tempfile::TempDir {
@@ -29,17 +29,9 @@ fn append(db: &dyn Backend, n: i64) {
 #[test]
 fn a_store_given_both_hosts_follows_the_primary_across_a_failover() {
     let (one, two) = (short_dir(), short_dir());
-    let (primary_port, standby_port) = (free_port().unwrap(), free_port().unwrap());
-    let primary = TempServer::start(
-        one.path(),
-        TempOptions {
-            fast: false,
-            port: Some(primary_port),
-        },
-    )
-    .unwrap();
-    primary.create_database("ha").unwrap();
-    let standby = primary.standby(two.path(), standby_port).unwrap();
+    let (primary, standby) =
+        TempServer::primary_with_standby(one.path(), two.path(), "ha").unwrap();
+    let (primary_port, standby_port) = (primary.port().unwrap(), standby.port().unwrap());
 
     // The standby is named first: only the read-write host is taken.
     let url = format!(

@@ -7,6 +7,30 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 impl TempServer {
+    /// A primary in `primary_dir` holding database `db`, and its standby in `standby_dir`,
+    /// each listening on a free loopback port, fsync on (a crash loses what it would).
+    pub fn primary_with_standby(
+        primary_dir: &Path,
+        standby_dir: &Path,
+        db: &str,
+    ) -> Result<(TempServer, TempServer), TempError> {
+        let port = super::free_port().map_err(io("cannot find a free port"))?;
+        let options = TempOptions {
+            fast: false,
+            port: Some(port),
+        };
+        let primary = Self::start(primary_dir, options)?;
+        primary.create_database(db)?;
+        let standby_port = super::free_port().map_err(io("cannot find a free port"))?;
+        let standby = primary.standby(standby_dir, standby_port)?;
+        Ok((primary, standby))
+    }
+
+    /// The loopback port the server listens on, when it was started with one.
+    pub fn port(&self) -> Option<u16> {
+        self.options.port
+    }
+
     /// A streaming-replication standby of this server (which must listen on a port), in
     /// `dir`, listening on `port`: its data copied with `pg_basebackup -R` (so it follows this
     /// server from the copy on), started, and read-only until [`promote`](Self::promote)d.
