@@ -397,6 +397,22 @@ fn type_name(kind: &'static str) -> EntityTypeName {
     names.get(kind).cloned().unwrap_or_else(|| parse(kind))
 }
 
+/// `principal` as a decision sees it: a fleet sprite as the registry holds it now, in the
+/// decision's own transaction (its labels as they are, no authority once removed, whatever
+/// its connection was admitted as); anyone else as asked.
+fn standing<'p>(
+    facts: &Facts<'_>,
+    principal: &'p Principal,
+) -> Result<std::borrow::Cow<'p, Principal>> {
+    use std::borrow::Cow;
+    Ok(match principal {
+        Principal::Sprite(sprite) => {
+            Cow::Owned(Principal::Sprite(facts.sprite_standing(&sprite.name)?))
+        }
+        other => Cow::Borrowed(other),
+    })
+}
+
 fn uid(kind: &'static str, id: &str) -> EntityUid {
     EntityUid::from_type_name_and_id(type_name(kind), EntityId::new(id))
 }
@@ -568,17 +584,8 @@ impl Engine {
         ask: &Ask,
         now: i64,
     ) -> Result<Decision> {
-        // A fleet sprite is decided as the registry holds it now, in this transaction: its
-        // labels as they are, and no authority once it was removed (whatever its connection
-        // was admitted as).
-        let standing;
-        let principal = match principal {
-            Principal::Sprite(sprite) => {
-                standing = Principal::Sprite(facts.sprite_standing(&sprite.name)?);
-                &standing
-            }
-            other => other,
-        };
+        let standing = standing(facts, principal)?;
+        let principal = standing.as_ref();
         // One statement reads every fact of a repository's decision (one snapshot).
         let mut passed_over_refs = Vec::new();
         let (repository, grant, yolo) = match ask.repo() {
@@ -650,14 +657,8 @@ impl Engine {
             repo, granted,
             "a request and its self-approval name one repository"
         );
-        let standing;
-        let principal = match principal {
-            Principal::Sprite(sprite) => {
-                standing = Principal::Sprite(facts.sprite_standing(&sprite.name)?);
-                &standing
-            }
-            other => other,
-        };
+        let standing = standing(facts, principal)?;
+        let principal = standing.as_ref();
         let read = facts.decision_facts(&repo.key(), None, principal.sprite())?;
         let repository = self.repo_facts_from(repo, read.writer, read.reader, now);
         Ok((
