@@ -90,7 +90,10 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
         "zodex-prd serving"
     );
 
-    // Every audit row also leaves the sprite as it is written (`[[audit_sinks]]`).
+    // Every audit row also leaves the sprite as it is written (`[[audit_sinks]]`). The store
+    // is first compared with what the sinks shipped before (`host/lost_commits.rs`), while
+    // that record still holds the heads a rolled-back store lacks.
+    host.check_behind_sinks().await;
     crate::sinks::spawn_all(&host.outbox(), &config.audit_sinks);
 
     sweeper::spawn(host.clone());

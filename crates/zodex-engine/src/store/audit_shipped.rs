@@ -51,7 +51,7 @@ impl Facts<'_> {
                     match link.flatten() {
                         Some(link) if link == last.link => None,
                         Some(_) => Some(format!(
-                            "sink {sink} shipped sequence {} of chain {chain} and the store holds another row there: the chain forked after commits were lost (an unsafe failover, or a restore from an older backup); compare with what {sink} holds from sequence {} on",
+                            "sink {sink} shipped chain {chain} up to sequence {} and the store holds another row there: the chain forked after commits were lost (an unsafe failover, or a restore from an older backup); compare with what {sink} holds from sequence {} on",
                             last.seq,
                             head.base_seq + 1
                         )),
