@@ -13,6 +13,7 @@
 //! directory is handed to that user first.
 #![allow(unsafe_code)]
 
+mod patroni;
 mod port;
 mod replication;
 mod shared;
@@ -29,6 +30,7 @@ use zodex_sql::{Backend, SqlError};
 
 use crate::{PgSettings, PgStore};
 
+pub use patroni::{PatroniCluster, PatroniOptions};
 pub use port::free_port;
 pub use shared::{fresh_database, shared};
 
@@ -49,6 +51,11 @@ pub enum TempError {
         "{0} not found: install Debian's postgresql package (or put its bin directory on PATH)"
     )]
     Missing(&'static str),
+    #[error("{name} not found: install Debian's {package} package (or put it on PATH)")]
+    MissingPackage {
+        name: &'static str,
+        package: &'static str,
+    },
     #[error(
         "the socket path {path} would be {len} bytes, over the 107 a Unix socket allows: \
          use a shorter directory (e.g. under /tmp)"
