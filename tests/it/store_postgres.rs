@@ -2,7 +2,9 @@
 //! one database (Debian's server, started by the tests in a temporary directory).
 
 use crate::support::dev::{Dev, PRD, Run};
-use crate::support::replicas::{Replica, as_role, prepared_database, prepared_database_and_owner};
+use crate::support::replicas::{
+    Replica, as_role, ids_in, jsonl_sink, prepared_database, prepared_database_and_owner,
+};
 use std::process::Command;
 use zodex_sql::Backend;
 use zodex_store_pg::{PgSettings, PgStore};
@@ -432,30 +434,6 @@ fn newest_audit_id(publisher: &zodex_store_pg::PgBackend) -> i64 {
         .query("SELECT COALESCE(MAX(id), 0) FROM audit_events", &[])
         .unwrap();
     rows[0].get::<i64>(0).unwrap()
-}
-
-/// The ids of the events in a JSON Lines sink file, in file order.
-fn ids_in(path: &std::path::Path) -> Vec<i64> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
-                .as_i64()
-                .unwrap()
-        })
-        .collect()
-}
-
-/// The file of a JSON Lines audit sink `siem` in `dev`'s directory, and the configuration
-/// that adds it.
-fn jsonl_sink(dev: &Dev) -> (std::path::PathBuf, String) {
-    let file = dev.dir.join("siem.jsonl");
-    let sink = format!(
-        "[[audit_sinks]]\nkind = \"jsonl\"\nname = \"siem\"\npath = \"{}\"\n",
-        file.display()
-    );
-    (file, sink)
 }
 
 /// Waits until the sink's `file` holds the newest audit row the store has now.

@@ -159,3 +159,27 @@ impl Drop for Replica {
         self.kill();
     }
 }
+
+/// The ids of the events in a JSON Lines sink file, in file order.
+pub fn ids_in(path: &std::path::Path) -> Vec<i64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The file of a JSON Lines audit sink `siem` in `dev`'s directory, and the configuration
+/// that adds it.
+pub fn jsonl_sink(dev: &Dev) -> (std::path::PathBuf, String) {
+    let file = dev.dir.join("siem.jsonl");
+    let sink = format!(
+        "[[audit_sinks]]\nkind = \"jsonl\"\nname = \"siem\"\npath = \"{}\"\n",
+        file.display()
+    );
+    (file, sink)
+}

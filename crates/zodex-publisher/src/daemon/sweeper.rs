@@ -15,7 +15,11 @@ pub(super) fn spawn(host: Arc<Host>) {
             let host = &host;
             match host.expire_due().await {
                 Ok(n) if n > 0 => tracing::info!(expired = n, "grants expired"),
-                Err(e) => tracing::error!(error = %e, "expiring grants failed"),
+                Err(e) => {
+                    tracing::error!(error = %e, "expiring grants failed");
+                    // Perhaps a failover that lost commits: checked once the store is back.
+                    host.compare_with_sinks_when_back();
+                }
                 _ => {}
             }
             // Write tokens live no longer than their grant: revoke those of ended grants.

@@ -1,6 +1,7 @@
-//! The store behind its sinks (engine `store/audit_shipped.rs`): at start and then every
-//! [`CHECK_EVERY_SECONDS`], each sink's shipped heads (kept outside the store by
-//! `sinks::ShippedHeads`) are compared with the store's chains. A chain the store lacks rows
+//! The store behind its sinks (engine `store/audit_shipped.rs`): at start, then every
+//! [`CHECK_EVERY_SECONDS`] and at once when a sink has just seen a chain rolled back under it,
+//! each sink's shipped heads (kept outside the store by `sinks::ShippedHeads`) are compared
+//! with the store's chains. A chain the store lacks rows
 //! of is said loudly — an error in the log, an `AuditBehindSink` row, a problem in
 //! `audit --verify` naming the rows to restore from the sink, and a failed
 //! `audit-behind-sinks` in `zodex fleet doctor` — instead of the chain going on as if nothing
@@ -20,6 +21,8 @@ const CHECK_EVERY_SECONDS: i64 = 30;
 #[derive(Default)]
 pub(super) struct BehindSinks {
     checked_at: Option<i64>,
+    /// The sinks' lost marks at the last comparison: a new one is compared at once.
+    lost_marks: usize,
     found: Vec<BehindSink>,
 }
 
@@ -27,19 +30,26 @@ impl Host {
     /// Compares the store with what its sinks shipped, when due; how many chains it is behind.
     pub async fn check_behind_sinks(self: &Arc<Self>) -> usize {
         let now = self.now();
+        // A few small files, one per sink: read at every call, so a rollback a sink has just
+        // seen is compared at once, not up to half a minute later.
+        let saved = ShippedHeads::load_all(&self.shipped_dir);
+        let lost_marks: usize = saved.iter().map(|(_, heads)| heads.lost_marks()).sum();
         {
             let state = self.behind_sinks.lock().unwrap_or_else(|p| p.into_inner());
-            if state
+            let due = state
                 .checked_at
-                .is_some_and(|at| now - at < CHECK_EVERY_SECONDS)
-            {
+                .is_none_or(|at| now - at >= CHECK_EVERY_SECONDS);
+            if !due && lost_marks == state.lost_marks {
                 return state.found.len();
             }
         }
-        let shipped = ShippedHeads::load_all(&self.shipped_dir);
-        if shipped.is_empty() {
+        if saved.is_empty() {
             return 0;
         }
+        let shipped: Vec<_> = saved
+            .into_iter()
+            .map(|(sink, heads)| (sink, heads.to_compare()))
+            .collect();
         let found = self
             .core
             .stored(move |_, s| {
@@ -60,6 +70,7 @@ impl Host {
         let new: Vec<BehindSink> = {
             let mut state = self.behind_sinks.lock().unwrap_or_else(|p| p.into_inner());
             state.checked_at = Some(now);
+            state.lost_marks = lost_marks;
             let new = found
                 .iter()
                 .filter(|f| !state.found.contains(f))
@@ -89,6 +100,13 @@ impl Host {
             }
         }
         found.len()
+    }
+
+    /// The store failed (a failover, a restart): compare it with the sinks as soon as it
+    /// answers again, not when the next comparison falls due.
+    pub fn compare_with_sinks_when_back(&self) {
+        let mut state = self.behind_sinks.lock().unwrap_or_else(|p| p.into_inner());
+        state.checked_at = None;
     }
 
     /// `audit-behind-sinks`, as `fleet doctor` shows it: what the last comparison found.

@@ -171,14 +171,28 @@ async fn deliver_some(
         *sink = Some(Sink::open(config)?);
     }
     let open = sink.as_mut().expect("opened above");
+    // What left the machine is noted as soon as it left, and saved whatever happens next: a
+    // row shipped just before the store failed over is the very evidence of a lost commit.
     let mut shipped = ShippedHeads::load(&outbox.shipped_dir, config.name());
-    let saved = |shipped: &ShippedHeads| {
-        if let Err(e) = shipped.save() {
-            tracing::warn!(sink = %config.name(), error = %e, "could not record what the audit sink shipped");
-        }
-    };
-    for record in &rows {
+    let delivered = deliver_rows(outbox, config, open, &rows, &mut shipped).await;
+    if let Err(e) = shipped.save() {
+        tracing::warn!(sink = %config.name(), error = %e, "could not record what the audit sink shipped");
+    }
+    delivered.map(|()| rows.len())
+}
+
+/// Delivers `rows` in order, noting each in `shipped` once the sink has it and moving the
+/// sink's cursor after it.
+async fn deliver_rows(
+    outbox: &Outbox,
+    config: &SinkConfig,
+    open: &mut Sink,
+    rows: &[AuditRecord],
+    shipped: &mut ShippedHeads,
+) -> Result<(), SinkError> {
+    for record in rows {
         open.deliver(record).await?;
+        shipped.delivered(record);
         let (name, delivered, now) = (
             config.name().to_string(),
             record.clone(),
@@ -190,8 +204,6 @@ async fn deliver_some(
             .run(move |s| ledger::sink_delivered(s, &name, &holder, &delivered, now))
             .await
             .map_err(SinkError::Record)?;
-        shipped.delivered(record);
     }
-    saved(&shipped);
-    Ok(rows.len())
+    Ok(())
 }

@@ -48,8 +48,13 @@ impl ShippedHeads {
         compare
     }
 
-    /// Every sink's heads to compare under `dir` ([`Self::to_compare`]), by sink name.
-    pub fn load_all(dir: &Path) -> Vec<(String, BTreeMap<String, Shipped>)> {
+    /// How many chains this sink saw rolled back under it.
+    pub fn lost_marks(&self) -> usize {
+        self.saved.lost.len()
+    }
+
+    /// Every sink's saved record under `dir`, by sink name.
+    pub fn load_all(dir: &Path) -> Vec<(String, ShippedHeads)> {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return Vec::new();
         };
@@ -61,7 +66,7 @@ impl ShippedHeads {
                     .to_str()?
                     .strip_suffix(".json")?
                     .to_string();
-                let heads = Self::load(dir, &name).to_compare();
+                let heads = Self::load(dir, &name);
                 Some((name, heads))
             })
             .collect();
@@ -69,7 +74,8 @@ impl ShippedHeads {
         all
     }
 
-    /// `record` was delivered.
+    /// `record` was delivered. A row at a position already shipped marks its chain lost
+    /// (see the module's comment).
     pub fn delivered(&mut self, record: &AuditRecord) {
         let (Some(chain), Some(seq), Some(link)) = (&record.chain, record.seq, &record.link) else {
             return;
@@ -160,6 +166,6 @@ mod tests {
         );
         let all = ShippedHeads::load_all(dir.path());
         assert_eq!(all.len(), 1);
-        assert!(all[0].1.is_empty());
+        assert!(all[0].1.to_compare().is_empty());
     }
 }
