@@ -59,6 +59,20 @@ pub enum DevFleetCommand {
         replicas: u16,
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(0..=64))]
         sprites: u16,
+        /// The state in a Patroni cluster (two PostgreSQL nodes, etcd, synchronous mode)
+        /// instead of one server: `zodex dev fleet failover` then loses its leader. Needs
+        /// Debian's patroni and etcd-server packages.
+        #[arg(long)]
+        ha: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lose the machine of the `--ha` cluster's leader (Patroni and PostgreSQL killed): Patroni
+    /// promotes the synchronous standby and the replicas go on with it; the lost node rejoins
+    /// as a standby.
+    Failover {
+        #[arg(long)]
+        dir: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -184,13 +198,37 @@ fn dev_fleet(command: DevFleetCommand, registry: &Registry) -> i32 {
             dir,
             replicas,
             sprites,
+            ha,
             json,
         } => {
             let dir = dir.unwrap_or_else(fleet::default_dir);
-            match fleet::up(&dir, registry, replicas.into(), sprites.into()) {
+            let shape = fleet::Shape {
+                replicas: replicas.into(),
+                sprites: sprites.into(),
+                ha,
+            };
+            match fleet::up(&dir, registry, shape) {
                 Ok(up) if json => super::print_json_ok(&up),
                 Ok(up) => {
                     println!("{}", render_dev_fleet_up(&up));
+                    EXIT_OK
+                }
+                Err(e) => print_failure(&e, json),
+            }
+        }
+        DevFleetCommand::Failover { dir, json } => {
+            let dir = dir.unwrap_or_else(fleet::default_dir);
+            match fleet::failover(&dir) {
+                Ok(done) if json => super::print_json_ok(&done),
+                Ok(done) => {
+                    println!(
+                        "Lost {}'s machine; Patroni promoted {} after {:.1} s, and {} rejoins as a standby.\nThe replicas reconnect on their own; see: {}",
+                        done.lost,
+                        done.promoted,
+                        done.promoted_after_seconds,
+                        done.lost,
+                        done.patronictl
+                    );
                     EXIT_OK
                 }
                 Err(e) => print_failure(&e, json),
@@ -257,6 +295,9 @@ fn render_dev_fleet_up(up: &dev::fleet::DevFleet) -> String {
             .into(),
     );
     lines.push("     (in a shell that sourced sprite-1's env.sh) git clone https://github.com/demo/app && cd app && git push".into());
+    if up.store_ha {
+        lines.push("     zodex dev fleet failover   (the database's leader lost; Patroni promotes its standby)".into());
+    }
     lines.push(format!(
         "Stop: zodex dev fleet down{}",
         if up.dir == dev::fleet::default_dir() {

@@ -441,3 +441,53 @@ fn a_replica_whose_port_was_taken_starts_on_another() {
     let status = fleet.agent(1, &["status"]);
     assert!(status.status.success(), "{}", text(&status));
 }
+
+/// `zodex dev fleet up --ha` puts the fleet's store in a Patroni cluster, and `zodex dev fleet
+/// failover` loses its leader in one command: Patroni promotes the synchronous standby, the
+/// replicas follow it without a restart, the request asked before is still there, and one
+/// asked after is served.
+#[test]
+fn a_dev_fleet_on_patroni_fails_over_in_one_command_and_keeps_what_it_answered() {
+    let fleet = DevFleet::up_ha(2, 1);
+    assert_eq!(fleet.info["store_ha"], true, "{}", fleet.info);
+    assert!(
+        fleet.info["store_url"]
+            .as_str()
+            .is_some_and(|u| u.contains(',') && u.contains("target_session_attrs=read-write")),
+        "{}",
+        fleet.info
+    );
+    let ask = |repo: &str| {
+        fleet.agent(
+            1,
+            &[
+                "request-push",
+                "--repo",
+                repo,
+                "--reason",
+                "before",
+                "--json",
+            ],
+        )
+    };
+    let before = ask("demo/app");
+    assert!(before.status.success(), "{}", text(&before));
+
+    let dir = fleet.dir.to_str().unwrap().to_string();
+    let done = fleet.zodex(&["dev", "fleet", "failover", "--dir", &dir, "--json"]);
+    let done: serde_json::Value = serde_json::from_str(&done).unwrap();
+    assert_ne!(done["result"]["lost"], done["result"]["promoted"], "{done}");
+    let took = done["result"]["promoted_after_seconds"].as_f64().unwrap();
+    assert!(took < 60.0, "{done}");
+
+    // The replicas reach the new leader once their reconnect backoff lets them.
+    crate::support::wait::eventually(
+        "a request is served after the failover",
+        Duration::from_secs(40),
+        || ask("demo/lib").status.success(),
+    );
+    let pending = fleet.zodex(&["fleet", "requests", "--json"]);
+    for repo in ["demo/app", "demo/lib"] {
+        assert!(pending.contains(repo), "{repo} missing: {pending}");
+    }
+}

@@ -364,12 +364,23 @@ impl Drop for DevFleet {
 
 impl DevFleet {
     pub fn up(replicas: u32, sprites: u32) -> DevFleet {
+        Self::up_with(replicas, sprites, &[])
+    }
+
+    /// [`DevFleet::up`] with its store in a Patroni cluster (`--ha`).
+    pub fn up_ha(replicas: u32, sprites: u32) -> DevFleet {
+        Self::up_with(replicas, sprites, &["--ha"])
+    }
+
+    fn up_with(replicas: u32, sprites: u32, extra: &[&str]) -> DevFleet {
         let home = tempfile::tempdir().unwrap();
         let dir = home.path().join("dev-fleet");
         if super::dev::is_root() {
-            // As root the server runs as `postgres`, which must reach `dir/postgres`.
+            // As root the server runs as `postgres`, which must reach `dir/postgres` (or,
+            // with `--ha`, `dir/patroni`).
             std::fs::create_dir_all(&dir).unwrap();
             super::dev::open_path_to(&dir.join("postgres"));
+            super::dev::open_path_to(&dir.join("patroni"));
         }
         let mut fleet = DevFleet {
             home,
@@ -377,18 +388,23 @@ impl DevFleet {
             info: serde_json::Value::Null,
         };
         let (replicas, sprites) = (replicas.to_string(), sprites.to_string());
-        let up = fleet.zodex(&[
-            "dev",
-            "fleet",
-            "up",
-            "--json",
-            "--dir",
-            dir.to_str().unwrap(),
-            "--replicas",
-            &replicas,
-            "--sprites",
-            &sprites,
-        ]);
+        let up = fleet.zodex(
+            &[
+                "dev",
+                "fleet",
+                "up",
+                "--json",
+                "--dir",
+                dir.to_str().unwrap(),
+                "--replicas",
+                &replicas,
+                "--sprites",
+                &sprites,
+            ]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect::<Vec<_>>(),
+        );
         fleet.info = serde_json::from_str::<serde_json::Value>(&up).unwrap()["result"].clone();
         fleet
     }

@@ -35,6 +35,17 @@ pub struct DevFleet {
     pub devhub_git_url: String,
     pub devhub_pid: i32,
     pub store_url: String,
+    /// The store is a Patroni cluster (`--ha`).
+    pub store_ha: bool,
+}
+
+/// What `zodex dev fleet up` starts.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub replicas: usize,
+    pub sprites: usize,
+    /// The store in a Patroni cluster, not one server.
+    pub ha: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -70,12 +81,12 @@ fn fleet_err(context: &str) -> impl FnOnce(String) -> DevError + '_ {
 }
 
 /// `zodex dev fleet up`.
-pub fn up(
-    dir: &Path,
-    registry: &Registry,
-    replicas: usize,
-    sprites: usize,
-) -> Result<DevFleet, DevError> {
+pub fn up(dir: &Path, registry: &Registry, shape: Shape) -> Result<DevFleet, DevError> {
+    let Shape {
+        replicas,
+        sprites,
+        ha,
+    } = shape;
     std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let dir = dir
         .canonicalize()
@@ -84,7 +95,11 @@ pub fn up(
         private_dir(&dir.join(sub), mode)?;
     }
     let (devhub, devhub_pid) = super::start_devhub(&dir)?;
-    let database = super::postgres::ensure(&dir, &sibling_binary("zodex-prd"))?;
+    let database = if ha {
+        super::postgres::ensure_ha(&dir, &sibling_binary("zodex-prd"))?
+    } else {
+        super::postgres::ensure(&dir, &sibling_binary("zodex-prd"))?
+    };
     let ca_dir = dir.join("ca");
     if !ca_dir.join("ca.pem").exists() {
         let made = Command::new(sibling_binary("zodex-prd"))
@@ -153,6 +168,7 @@ pub fn up(
         devhub_git_url: devhub.git_url,
         devhub_pid,
         store_url: database.url,
+        store_ha: database.ha,
     })
 }
 
@@ -419,6 +435,13 @@ fn set_public_url(
         .and_then(crate::fleet::answered)
         .map(drop)
         .map_err(|e| fleet_err("setting a sprite's MCP URL")(e.to_string()))
+}
+
+pub use super::postgres::DevFailover;
+
+/// `zodex dev fleet failover`: the `--ha` store's leader lost, its standby promoted.
+pub fn failover(dir: &Path) -> Result<DevFailover, DevError> {
+    super::postgres::failover(dir)
 }
 
 /// What `zodex dev fleet down` stopped.

@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use zodex_store_pg::temp::{TempError, TempOptions, TempServer, server_user};
+use zodex_store_pg::temp::{
+    PatroniCluster, PatroniOptions, TempError, TempOptions, TempServer, server_user,
+};
 
 const RECORD: &str = "postgres.json";
 /// The database the installation's state is in.
@@ -39,6 +41,9 @@ pub struct DevPostgres {
     pub socket_dir: PathBuf,
     /// The URL the publisher connects with (its role, no password).
     pub url: String,
+    /// A Patroni cluster (`dev fleet up --ha`) in `cluster_dir`, not one server.
+    #[serde(default)]
+    pub ha: bool,
 }
 
 /// The installation's PostgreSQL, when it has one.
@@ -62,6 +67,7 @@ pub fn ensure(dir: &Path, zodex_prd: &Path) -> Result<DevPostgres, DevError> {
         cluster_dir: server.dir().to_path_buf(),
         socket_dir: server.socket_dir().to_path_buf(),
         url: server.url_as(PUBLISHER_ROLE, DATABASE),
+        ha: false,
     };
     let text = serde_json::to_string_pretty(&record).unwrap_or_default();
     std::fs::write(dir.join(RECORD), text).map_err(io(format!("cannot write {RECORD}")))?;
@@ -77,12 +83,108 @@ pub fn ensure(dir: &Path, zodex_prd: &Path) -> Result<DevPostgres, DevError> {
     Ok(record)
 }
 
-/// Stops the installation's server (`pg_ctl stop -m fast`), keeping its data for the next
-/// `dev up`. True when one was running.
+/// `dev fleet up --ha`: the installation's state in a Patroni cluster (two PostgreSQL nodes,
+/// etcd, synchronous mode) on loopback ports, started again as it was when it exists; the
+/// publisher is given every node (`target_session_attrs=read-write`).
+pub fn ensure_ha(dir: &Path, zodex_prd: &Path) -> Result<DevPostgres, DevError> {
+    let cluster_dir = match recorded(dir) {
+        Some(record) if record.ha => record.cluster_dir,
+        Some(_) => {
+            return Err(DevError::Postgres(format!(
+                "{} already keeps its state in one PostgreSQL server; `zodex dev fleet up` \
+                 without --ha uses it, or choose another --dir for a cluster",
+                dir.display()
+            )));
+        }
+        None => ha_place(dir)?,
+    };
+    let cluster = match PatroniCluster::attach(&cluster_dir) {
+        Ok(running) if running.leader().is_some() => running,
+        _ => {
+            // Whatever is left of it (a node without its etcd, say) goes first.
+            PatroniCluster::stop_dir(&cluster_dir);
+            PatroniCluster::start(&cluster_dir, DATABASE, PatroniOptions::default())
+                .map_err(failed)?
+        }
+    };
+    let owner_url = cluster.url(DATABASE);
+    let record = DevPostgres {
+        cluster_dir: cluster.dir().to_path_buf(),
+        socket_dir: cluster.dir().to_path_buf(),
+        url: owner_url.replacen("://zodex@", &format!("://{PUBLISHER_ROLE}@"), 1),
+        ha: true,
+    };
+    let text = serde_json::to_string_pretty(&record).unwrap_or_default();
+    std::fs::write(dir.join(RECORD), text).map_err(io(format!("cannot write {RECORD}")))?;
+    store_init(zodex_prd, &owner_url)?;
+    cluster.keep_running();
+    Ok(record)
+}
+
+/// `zodex dev fleet failover`: the leader's machine is lost, Patroni promotes the standby,
+/// the lost node rejoins as a standby.
+pub fn failover(dir: &Path) -> Result<DevFailover, DevError> {
+    let not_ha = || {
+        DevError::Postgres(format!(
+            "the fleet in {} runs on one PostgreSQL server: start it with `zodex dev fleet up --ha` to try a failover",
+            dir.display()
+        ))
+    };
+    let record = recorded(dir).filter(|r| r.ha).ok_or_else(not_ha)?;
+    let mut cluster = PatroniCluster::attach(&record.cluster_dir).map_err(failed)?;
+    let (old, new, took) = cluster
+        .lose_leader(std::time::Duration::from_secs(60))
+        .map_err(failed)?;
+    Ok(DevFailover {
+        lost: cluster.node_name(old).to_string(),
+        promoted: cluster.node_name(new).to_string(),
+        promoted_after_seconds: took.as_secs_f64(),
+        patronictl: format!(
+            "patronictl -c {} list",
+            record.cluster_dir.join("node1.yml").display()
+        ),
+    })
+}
+
+/// What `zodex dev fleet failover` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevFailover {
+    /// The node whose machine was lost (it rejoins as a standby).
+    pub lost: String,
+    /// The standby Patroni promoted.
+    pub promoted: String,
+    /// From the kill to the new leader taking writes.
+    pub promoted_after_seconds: f64,
+    /// The command that shows the cluster's members.
+    pub patronictl: String,
+}
+
+/// Stops the installation's server (`pg_ctl stop -m fast`), or its Patroni cluster, keeping
+/// the data for the next `dev up`. True when one was running.
 pub fn stop(dir: &Path) -> Result<bool, DevError> {
     match recorded(dir) {
+        Some(record) if record.ha => Ok(PatroniCluster::stop_dir(&record.cluster_dir)),
         Some(record) => TempServer::stop_cluster(&record.cluster_dir).map_err(failed),
         None => Ok(false),
+    }
+}
+
+/// Where a Patroni cluster lives: `DIR/patroni` when the server's user can reach it and its
+/// sockets' paths fit, else a fresh short directory under `/tmp`.
+fn ha_place(dir: &Path) -> Result<PathBuf, DevError> {
+    let cluster = dir.join("patroni");
+    let reachable_by_server = match server_user().map_err(failed)? {
+        Some((uid, gid)) => reachable(dir, uid, gid),
+        None => true,
+    };
+    // `.s.PGSQL.NNNNN` beside the data.
+    let fits = cluster.as_os_str().len() + 16 <= SOCKET_PATH_MAX;
+    if reachable_by_server && fits {
+        std::fs::create_dir_all(&cluster)
+            .map_err(io(format!("cannot create {}", cluster.display())))?;
+        Ok(cluster)
+    } else {
+        fresh_tmp_dir("zdha")
     }
 }
 
@@ -157,6 +259,10 @@ fn failed(e: TempError) -> DevError {
         TempError::Missing(what @ ("initdb" | "pg_ctl")) => DevError::Postgres(format!(
             "PostgreSQL is not installed ({what} not found): apt-get install postgresql, or run \
              `zodex dev up` without --postgres"
+        )),
+        TempError::MissingPackage { name, package } => DevError::Postgres(format!(
+            "{name} is not installed: apt-get install {package}, or run `zodex dev fleet up` \
+             without --ha"
         )),
         other => DevError::Postgres(format!("the dev PostgreSQL server: {other}")),
     }

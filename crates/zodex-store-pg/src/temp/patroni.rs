@@ -13,6 +13,7 @@
 //! and PostgreSQL run as the server's user when this process is root (as [`TempServer`] does).
 
 use super::{TempError, USER, find_bin, io, server_user};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,6 +49,19 @@ impl Default for PatroniOptions {
     }
 }
 
+/// Where a cluster's parts listen, kept in `DIR/cluster.json` so the same cluster can be
+/// started again (its nodes keep their data and ports) or attached to by another process.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Layout {
+    etcd_client: u16,
+    etcd_peer: u16,
+    /// Per node: its PostgreSQL port and its Patroni REST API port.
+    nodes: Vec<(u16, u16)>,
+    synchronous: bool,
+}
+
+const LAYOUT: &str = "cluster.json";
+
 /// One PostgreSQL node and the Patroni process managing it.
 struct Node {
     name: String,
@@ -72,6 +86,7 @@ pub struct PatroniCluster {
 impl PatroniCluster {
     /// Starts etcd and `options.nodes` Patroni nodes under `dir` (short: the sockets live
     /// there), waits for a leader (and a synchronous standby when asked), and creates `db`.
+    /// A cluster made in `dir` before is started again as it was (`options` are then its own).
     pub fn start(dir: &Path, db: &str, options: PatroniOptions) -> Result<Self, TempError> {
         let patroni_bin = on_path("patroni").ok_or(TempError::MissingPackage {
             name: "patroni",
@@ -97,8 +112,30 @@ impl PatroniCluster {
         let run_as = server_user()?;
         hand_over(&dir, run_as)?;
         let port = || super::free_port().map_err(io("cannot find a free port"));
-
-        let (client, peer) = (port()?, port()?);
+        let layout = match read_layout(&dir) {
+            Some(layout) => layout,
+            None => {
+                let mut nodes = Vec::new();
+                for _ in 0..options.nodes.max(1) {
+                    nodes.push((port()?, port()?));
+                }
+                let layout = Layout {
+                    etcd_client: port()?,
+                    etcd_peer: port()?,
+                    nodes,
+                    synchronous: options.synchronous,
+                };
+                let text = serde_json::to_string_pretty(&layout).unwrap_or_default();
+                std::fs::write(dir.join(LAYOUT), text)
+                    .map_err(io(format!("cannot write {LAYOUT}")))?;
+                layout
+            }
+        };
+        let options = PatroniOptions {
+            nodes: layout.nodes.len(),
+            synchronous: layout.synchronous,
+        };
+        let (client, peer) = (layout.etcd_client, layout.etcd_peer);
         let etcd_dir = dir.join("etcd");
         let etcd_log = log_file(&dir.join("etcd.log"))?;
         let etcd = Command::new(&etcd_bin)
@@ -113,30 +150,17 @@ impl PatroniCluster {
             .arg(format!("--initial-cluster=e1=http://127.0.0.1:{peer}"))
             .stdout(Stdio::null())
             .stderr(etcd_log)
+            // Its own process group: a terminal's Ctrl-C or hang-up is not the cluster's.
+            .process_group(0)
             .spawn()
             .map_err(io(format!("cannot run {}", etcd_bin.display())))?;
 
-        let mut cluster = PatroniCluster {
-            dir: dir.clone(),
-            etcd: Some(etcd),
-            nodes: Vec::new(),
-            run_as,
-            patroni_bin,
-            options,
-            kept: false,
-        };
-        for n in 1..=options.nodes.max(1) {
-            let node = Node {
-                name: format!("node{n}"),
-                pg_port: port()?,
-                config: dir.join(format!("node{n}.yml")),
-                data: dir.join(format!("data{n}")),
-                patroni: None,
-            };
-            let yaml = node_config(&dir, &node, port()?, client, &bin_dir, options);
+        let mut cluster = Self::of_layout(&dir, &layout, patroni_bin, run_as);
+        cluster.etcd = Some(etcd);
+        for (node, &(_, rest_port)) in cluster.nodes.iter().zip(&layout.nodes) {
+            let yaml = node_config(&dir, node, rest_port, client, &bin_dir, options);
             std::fs::write(&node.config, yaml)
                 .map_err(io(format!("cannot write {}", node.config.display())))?;
-            cluster.nodes.push(node);
         }
         hand_over(&dir, run_as)?;
         for i in 0..cluster.nodes.len() {
@@ -146,10 +170,64 @@ impl PatroniCluster {
         let leader = cluster
             .leader()
             .ok_or_else(|| cluster.failed("no leader"))?;
-        cluster
-            .connect(leader, "postgres")?
-            .batch(&format!("CREATE DATABASE \"{db}\""))?;
+        let admin = cluster.connect(leader, "postgres")?;
+        let found = admin.query(
+            "SELECT COUNT(*) FROM pg_database WHERE datname = ?1",
+            &[&db],
+        )?;
+        if found[0].get::<i64>(0)? == 0 {
+            admin.batch(&format!("CREATE DATABASE \"{db}\""))?;
+        }
         Ok(cluster)
+    }
+
+    /// The cluster running in `dir` (made by [`start`](Self::start), perhaps by another
+    /// process), to ask and act on; dropping it stops nothing.
+    pub fn attach(dir: &Path) -> Result<Self, TempError> {
+        let layout = read_layout(dir).ok_or_else(|| TempError::Failed {
+            what: "finding the cluster".into(),
+            output: format!(
+                "{} has no {LAYOUT}: no cluster was made there",
+                dir.display()
+            ),
+        })?;
+        let patroni_bin = on_path("patroni").ok_or(TempError::MissingPackage {
+            name: "patroni",
+            package: "patroni",
+        })?;
+        let mut cluster = Self::of_layout(dir, &layout, patroni_bin, server_user()?);
+        cluster.kept = true;
+        Ok(cluster)
+    }
+
+    fn of_layout(
+        dir: &Path,
+        layout: &Layout,
+        patroni_bin: PathBuf,
+        run_as: Option<(u32, u32)>,
+    ) -> Self {
+        let nodes = (1..=layout.nodes.len())
+            .zip(&layout.nodes)
+            .map(|(n, &(pg_port, _))| Node {
+                name: format!("node{n}"),
+                pg_port,
+                config: dir.join(format!("node{n}.yml")),
+                data: dir.join(format!("data{n}")),
+                patroni: None,
+            })
+            .collect();
+        PatroniCluster {
+            dir: dir.to_path_buf(),
+            etcd: None,
+            nodes,
+            run_as,
+            patroni_bin,
+            options: PatroniOptions {
+                nodes: layout.nodes.len(),
+                synchronous: layout.synchronous,
+            },
+            kept: false,
+        }
     }
 
     /// The multi-host URL for `db` that reaches whichever node is the primary
@@ -194,12 +272,40 @@ impl PatroniCluster {
         }
     }
 
+    /// The leader's machine is lost ([`kill_node`](Self::kill_node)), a standby is promoted
+    /// by Patroni, and the lost node is started again to rejoin as a standby: what `zodex dev
+    /// fleet failover` shows. The old leader, the new one, and how long the promotion took.
+    pub fn lose_leader(&mut self, within: Duration) -> Result<(usize, usize, Duration), TempError> {
+        let old = self
+            .leader()
+            .ok_or_else(|| self.failed("no node is the leader now"))?;
+        let killed_at = Instant::now();
+        self.kill_node(old)?;
+        let new = self.wait_for_new_leader(old, within)?;
+        let took = killed_at.elapsed();
+        self.start_node(old)?;
+        Ok((old, new, took))
+    }
+
+    /// Node `node`'s name (`node1`, …), as Patroni and its configuration file call it.
+    pub fn node_name(&self, node: usize) -> &str {
+        &self.nodes[node].name
+    }
+
     /// Kills node `node`'s Patroni and its postmaster with SIGKILL: the machine is lost.
     pub fn kill_node(&mut self, node: usize) -> Result<(), TempError> {
         let postmaster = postmaster_pid(&self.nodes[node].data);
-        if let Some(mut patroni) = self.nodes[node].patroni.take() {
-            let _ = patroni.kill();
-            let _ = patroni.wait();
+        match self.nodes[node].patroni.take() {
+            Some(mut patroni) => {
+                let _ = patroni.kill();
+                let _ = patroni.wait();
+            }
+            // Started by another process: found by its configuration file.
+            None => {
+                for pid in pids_with_arg(&self.nodes[node].config) {
+                    signal(pid, "KILL");
+                }
+            }
         }
         if let Some(pid) = postmaster {
             signal(pid, "KILL");
@@ -210,7 +316,11 @@ impl PatroniCluster {
     /// Starts node `node`'s Patroni again: it rejoins as a standby of the current leader.
     pub fn start_node(&mut self, node: usize) -> Result<(), TempError> {
         let n = &self.nodes[node];
-        let out = log_file(&self.dir.join(format!("{}.out", n.name)))?;
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{}.out", n.name)))
+            .map_err(io("cannot open a node's log"))?;
         let mut command = match self.run_as {
             Some((uid, gid)) => {
                 let mut c = Command::new("setpriv");
@@ -228,7 +338,8 @@ impl PatroniCluster {
             .current_dir(&self.dir)
             .stdin(Stdio::null())
             .stdout(out.try_clone().map_err(io("cannot copy a file handle"))?)
-            .stderr(out);
+            .stderr(out)
+            .process_group(0);
         for var in ["PGDATA", "PGHOST", "PGPORT", "PGUSER", "PGDATABASE"] {
             command.env_remove(var);
         }
@@ -442,6 +553,11 @@ postgresql:
     )
 }
 
+fn read_layout(dir: &Path) -> Option<Layout> {
+    let text = std::fs::read_to_string(dir.join(LAYOUT)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 fn on_path(name: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
     std::env::split_paths(&paths)
@@ -489,17 +605,23 @@ fn pids_with_arg(arg: &Path) -> Vec<i32> {
         .collect()
 }
 
-/// Waits until no node's postmaster runs in `dir`.
+/// Waits until no node's Patroni or postmaster runs in `dir`.
 fn wait_gone(dir: &Path, within: Duration) {
     let deadline = Instant::now() + within;
-    let datas: Vec<PathBuf> = std::fs::read_dir(dir)
+    let entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.join("PG_VERSION").exists())
         .collect();
-    while Instant::now() < deadline && datas.iter().any(|d| d.join("postmaster.pid").exists()) {
+    let running = || {
+        entries.iter().any(|p| {
+            let postmaster = p.join("PG_VERSION").exists() && p.join("postmaster.pid").exists();
+            let patroni = p.extension().is_some_and(|e| e == "yml") && !pids_with_arg(p).is_empty();
+            postmaster || patroni
+        })
+    };
+    while Instant::now() < deadline && running() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
