@@ -55,5 +55,6 @@ mod serve_ground;
 mod setup_safety;
 mod shallow_mirror;
 mod store_failover;
+mod store_pooler;
 mod store_postgres;
 mod tidy;

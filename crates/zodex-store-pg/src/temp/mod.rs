@@ -14,6 +14,7 @@
 #![allow(unsafe_code)]
 
 mod patroni;
+mod pgbouncer;
 mod port;
 mod replication;
 mod shared;
@@ -31,6 +32,7 @@ use zodex_sql::{Backend, SqlError};
 use crate::{PgSettings, PgStore};
 
 pub use patroni::{PatroniCluster, PatroniOptions};
+pub use pgbouncer::{PgBouncer, PoolMode};
 pub use port::free_port;
 pub use shared::{fresh_database, shared};
 
