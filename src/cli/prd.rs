@@ -31,6 +31,10 @@ enum Command {
         /// Configuration file (default: $ZODEX_CONFIG, else /etc/zodex/zodex.toml).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// `json`: one JSON object per log line (for a log shipper); `text` (the default)
+        /// for a person.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
     },
     /// Check what `serve` checks before it serves: the App key files, the state and socket
     /// directories, and `[github]` (`GET /app` as both Apps). One line per check; exit code 0
@@ -146,6 +150,9 @@ enum Command {
     Relay {
         #[arg(long)]
         config: Option<PathBuf>,
+        /// As `serve --log-format`.
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
     },
     /// Internal: index one bundle's pack into a quarantine, under the resource limits the
     /// daemon set; the daemon runs this itself (see `publisher::publish::indexer`).
@@ -221,8 +228,8 @@ pub fn main() -> i32 {
         super::pipe::end_quietly_when_stdout_closes();
     }
     match cli.command {
-        Command::Serve { config } => serve(config),
-        Command::Relay { config } => super::prd_fleet::relay(config),
+        Command::Serve { config, log_format } => serve(config, log_format),
+        Command::Relay { config, log_format } => super::prd_fleet::relay(config, log_format),
         Command::Fleet { command } => super::prd_fleet::run(command),
         Command::CheckGround { config, json } => check_ground(config, json),
         Command::Admin {
@@ -310,20 +317,32 @@ fn load(config: Option<PathBuf>) -> Result<Config, i32> {
     })
 }
 
-/// A daemon's log (`serve`, `relay`): stderr, `ZODEX_LOG` filters (default `info`).
-pub(super) fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ZODEX_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colours only for a person at a terminal: a service's log is a file or the journal.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+/// How a daemon writes its log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
-fn serve(config: Option<PathBuf>) -> i32 {
+/// A daemon's log (`serve`, `relay`): stderr, `ZODEX_LOG` filters (default `info`).
+pub(super) fn init_logging(format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("ZODEX_LOG").unwrap_or_else(|_| "info".into());
+    let log = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        // Each line one object: time, level, target, the event's fields, and the spans around
+        // it (a request's), for a log shipper to parse without rules.
+        LogFormat::Json => log.json().with_current_span(true).init(),
+        // Colours only for a person at a terminal: a service's log is a file or the journal.
+        LogFormat::Text => log
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
+}
+
+fn serve(config: Option<PathBuf>, log_format: LogFormat) -> i32 {
     let checked = match Config::load_checked(&Config::resolve_path(config.as_deref())) {
         Ok(checked) => checked,
         Err(e) => {
@@ -331,7 +350,7 @@ fn serve(config: Option<PathBuf>) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    init_logging();
+    init_logging(log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -209,7 +209,7 @@ fn enrolled(input: &str) -> Result<crate::protocol::FleetEnrolled, serde_json::E
 }
 
 /// `zodex-prd relay`: serves the agent socket for the fleet's service until stopped.
-pub fn relay(config: Option<PathBuf>) -> i32 {
+pub fn relay(config: Option<PathBuf>, log_format: super::prd::LogFormat) -> i32 {
     let checked = match Config::load_checked(&Config::resolve_path(config.as_deref())) {
         Ok(checked) => checked,
         Err(e) => {
@@ -217,7 +217,7 @@ pub fn relay(config: Option<PathBuf>) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    super::prd::init_logging();
+    super::prd::init_logging(log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -41,6 +41,7 @@ mod json_envelope;
 mod local_board;
 mod mcp_http;
 mod mcp_oauth;
+mod metrics;
 mod operator_bounds;
 mod operator_cli;
 mod parser_properties;

@@ -146,6 +146,10 @@ pub struct Config {
     /// for the fleet's service (docs/fleet.md). Absent: `zodex-prd serve` decides here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay: Option<RelayConfig>,
+    /// `[metrics]`: Prometheus metrics and the health checks on a listener of their own.
+    /// Absent: none (docs/operating.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricsConfig>,
     /// A test build's clock: the publisher's time is the system's plus the whole seconds this
     /// file holds, so a test advances time instead of sleeping. A release build refuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,6 +181,15 @@ pub struct FleetConfig {
     /// answers to these (default `localhost`, `127.0.0.1`, `::1`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
+}
+
+/// The `[metrics]` table: where `/metrics`, `/livez` and `/readyz` are served. Off by default,
+/// and never on an address the agent reaches unless the operator chose one.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// E.g. `"127.0.0.1:9464"` (Prometheus's port for exporters of this kind).
+    pub listen: std::net::SocketAddr,
 }
 
 /// The `[relay]` table of a fleet sprite: `zodex-prd relay` serves the agent socket and

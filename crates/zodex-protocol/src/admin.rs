@@ -26,8 +26,11 @@ impl ForSprites {
 }
 
 /// Requests an operator sends through `zodex-prd admin`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `op` (its [`Into<&'static str>`], from strum) is the request's serde tag, for the metrics'
+/// labels: a name from this fixed set, never a value the client chose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AdminRequest {
     Ping,
     GrantPush {
@@ -589,5 +592,39 @@ mod join_tests {
         // Another request is not a join.
         assert!(serde_json::from_str::<FleetJoinRequest>(r#"{"op":"ping"}"#).is_err());
         assert!(!format!("{request:?}").contains("c0ffee"));
+    }
+}
+
+#[cfg(test)]
+mod op_name_tests {
+    use super::*;
+    use crate::AgentRequest;
+
+    /// The name a metric's `op` label carries is the request's own serde tag.
+    #[test]
+    fn a_requests_static_name_is_its_wire_op() {
+        let tag = |value: serde_json::Value| value["op"].as_str().unwrap().to_string();
+        let admin = [
+            AdminRequest::Ping,
+            AdminRequest::ProvePolicies,
+            AdminRequest::RevokePush {
+                repo: "o/r".into(),
+                to: Default::default(),
+            },
+        ];
+        for request in &admin {
+            let name: &'static str = request.into();
+            assert_eq!(name, tag(serde_json::to_value(request).unwrap()));
+        }
+        let agent = [
+            AgentRequest::Ping,
+            AgentRequest::Status,
+            AgentRequest::McpOauthPublished,
+            AgentRequest::RequestState { id: 1 },
+        ];
+        for request in &agent {
+            let name: &'static str = request.into();
+            assert_eq!(name, tag(serde_json::to_value(request).unwrap()));
+        }
     }
 }

@@ -6,8 +6,11 @@ use serde::{Deserialize, Serialize};
 use zodex_types::{ObjectId, RefName};
 
 /// Requests the agent side sends on the agent socket (the metadata block).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `op` (its [`Into<&'static str>`], from strum) is the request's serde tag, for the metrics'
+/// labels: a name from this fixed set, never a value the client chose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AgentRequest {
     Ping,
     RequestPush {

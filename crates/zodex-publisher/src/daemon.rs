@@ -13,6 +13,7 @@
 mod fleet_listener;
 pub(crate) mod gate;
 mod head;
+mod metrics_listener;
 mod spool;
 mod sweeper;
 
@@ -97,6 +98,15 @@ pub async fn serve(checked: Checked) -> Result<(), DaemonError> {
     crate::sinks::spawn_all(&host.outbox(), &config.audit_sinks);
 
     sweeper::spawn(host.clone());
+
+    if let Some(metrics) = &config.metrics {
+        metrics_listener::spawn(host.clone(), metrics.listen)
+            .await
+            .map_err(|source| DaemonError::Bind {
+                what: format!("[metrics] listen {}", metrics.listen),
+                source,
+            })?;
+    }
 
     let admin_socket = Socket {
         host: host.clone(),
@@ -304,10 +314,16 @@ async fn serve_connection<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
+    let metrics = socket.host.metrics().clone();
+    let mut answering = metrics.answering(match socket.side {
+        Side::Admin => crate::metrics::Socket::Admin,
+        Side::Agent => crate::metrics::Socket::Agent,
+    });
     let response = match socket.side {
-        Side::Admin => admin_request(&mut stream, &socket, principal).await,
-        Side::Agent => agent_request(&mut stream, &socket, &slot, principal).await,
+        Side::Admin => admin_request(&mut stream, &socket, principal, &mut answering).await,
+        Side::Agent => agent_request(&mut stream, &socket, &slot, principal, &mut answering).await,
     };
+    answering.answered(&response);
     let sent = tokio::time::timeout(ANSWER_TIMEOUT, async {
         stream.write_all(response.to_line().as_bytes()).await?;
         stream.shutdown().await
@@ -323,6 +339,7 @@ async fn admin_request(
     stream: &mut (impl AsyncRead + Unpin),
     socket: &Socket,
     principal: (Principal, Option<MemberTicket>),
+    answering: &mut crate::metrics::Answering<'_>,
 ) -> Response {
     let mut line = Vec::new();
     let mut reader = BufReader::new(stream).take(MAX_REQUEST_BYTES as u64 + 1);
@@ -361,6 +378,7 @@ async fn admin_request(
             );
         }
     };
+    answering.is((&request).into());
     let principal = match admitted_now(socket, principal).await {
         Ok(principal) => principal,
         Err(refused) => return refused,
@@ -399,6 +417,7 @@ async fn agent_request(
     socket: &Socket,
     slot: &ConnectionSlot,
     principal: (Principal, Option<MemberTicket>),
+    answering: &mut crate::metrics::Answering<'_>,
 ) -> Response {
     let seconds = socket.limits.request_seconds;
     let head = tokio::select! {
@@ -411,6 +430,7 @@ async fn agent_request(
         Ok(Err(refused)) => return Response::error(ErrorKind::Usage, refused.to_string()),
         Ok(Ok(parsed)) => parsed,
     };
+    answering.is((&request).into());
     let principal = match admitted_now(socket, principal).await {
         Ok(principal) => principal,
         Err(refused) => return refused,

@@ -78,6 +78,9 @@
 //!   PostgreSQL), lent one at a time (`run` on a blocking thread, `with` from one); what
 //!   `oauth` and `sinks` hold instead of the host.
 //! - `shares`: fair shares among a fleet's members: requests in service, stores held.
+//! - `metrics`: the Prometheus series (requests by operation and outcome, their duration, the
+//!   store's health, each sink's lag), served with `/livez` and `/readyz` by
+//!   `daemon::metrics_listener` when `[metrics] listen` is set.
 //! - `clock`: the system's clock; in a test build only, plus the offset in `test_clock_file`.
 //! - `oauth`: the MCP endpoint's OAuth authorization server (`/oauth/…` arrives from
 //!   `zodex-agent serve` over the agent socket, `mcp_oauth`).
@@ -143,6 +146,7 @@ pub use zodex_github as github;
 pub mod ground;
 pub mod host;
 pub use zodex_git::locks;
+pub mod metrics;
 pub mod oauth;
 pub mod prove;
 pub mod relay;

@@ -99,6 +99,10 @@ pub struct Host {
     fleet: Option<Arc<crate::fleet::FleetService>>,
     /// A fleet's service: the authorization server of each sprite's MCP endpoint.
     fleet_oauth: Option<Arc<crate::oauth::FleetOAuth>>,
+    /// The Prometheus series (served when `[metrics] listen` is set).
+    metrics: Arc<crate::metrics::Metrics>,
+    /// The configured audit sinks' names, for their series.
+    sink_names: Vec<String>,
 }
 
 /// How often the sweeper prunes the audit log and ended grants.
@@ -147,7 +151,51 @@ impl Host {
             oauth,
             fleet,
             fleet_oauth,
+            metrics: Arc::new(crate::metrics::Metrics::new(
+                config.fleet.as_ref().map(|f| f.name.as_str()),
+            )),
+            sink_names: config
+                .audit_sinks
+                .iter()
+                .map(|s| s.name().to_string())
+                .collect(),
         })
+    }
+
+    /// The Prometheus series this publisher counts.
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
+    }
+
+    /// Whether the store answers now (`/readyz`), its error if not; the series read from the
+    /// store (each sink's lag) are brought up to date on the way.
+    pub async fn check_ready(self: &Arc<Self>) -> Result<(), String> {
+        let sinks = self.sink_names.clone();
+        let states = self
+            .core
+            .stored(move |_, s| zodex_engine::ledger::sink_states(s, &sinks))
+            .await;
+        match states {
+            Ok(states) => {
+                self.metrics.store_up.set(1);
+                for state in states {
+                    let labels = crate::metrics::SinkLabels { sink: state.sink };
+                    self.metrics
+                        .sink_lag_rows
+                        .get_or_create(&labels)
+                        .set(state.pending);
+                    self.metrics
+                        .sink_failures
+                        .get_or_create(&labels)
+                        .set(state.failures);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics.store_up.set(0);
+                Err(e.to_string())
+            }
+        }
     }
 
     /// Where spooled bundles and quarantines go.

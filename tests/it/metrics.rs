@@ -1,0 +1,125 @@
+//! `[metrics] listen`: a real `zodex-prd serve` on its own PostgreSQL server serves its
+//! Prometheus series, `/livez` and `/readyz` on the address the operator chose. The series move
+//! when the agent asks and is refused; `/readyz` turns false when PostgreSQL stops and true when
+//! it is back; no label carries a repository name or agent-written text.
+
+use crate::support::dev::{Dev, PRD, Run};
+use crate::support::replicas::{Replica, as_role, jsonl_sink};
+use std::process::Command;
+use std::time::Duration;
+use zodex_store_pg::temp::{TempOptions, TempServer, free_port};
+
+fn get(url: &str) -> (u16, String) {
+    let response = reqwest::blocking::get(url).unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().unwrap())
+}
+
+/// The value of the series `line_start` (name and labels, as exposed), 0 when absent.
+fn value(text: &str, line_start: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(line_start)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn the_series_move_with_requests_and_readyz_follows_the_store() {
+    let dev = Dev::up();
+    let dir = tempfile::Builder::new()
+        .prefix("zmx")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let server = TempServer::start(
+        dir.path(),
+        TempOptions {
+            fast: true,
+            port: None,
+        },
+    )
+    .unwrap();
+    server.create_database("zodex").unwrap();
+    Run::from(
+        Command::new(PRD)
+            .args(["store", "init", "--url", &server.url("zodex"), "--json"])
+            .output()
+            .unwrap(),
+    )
+    .ok();
+    let port = free_port().unwrap();
+    let (_file, sink) = jsonl_sink(&dev);
+    let extra = format!("{sink}\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n");
+    let replica = Replica::start_with(
+        &dev,
+        "a",
+        &as_role(&server.url("zodex"), "zodex_publisher"),
+        &extra,
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    assert_eq!(get(&format!("{base}/livez")).0, 200);
+    assert_eq!(get(&format!("{base}/readyz")), (200, "ready\n".into()));
+
+    let asked = r#"zodex_requests_total{socket="agent",op="request_push",outcome="ok"}"#;
+    // Every refusal of a request_push, whatever its kind.
+    let refusals = |text: &str| -> f64 {
+        let prefix = r#"zodex_requests_total{socket="agent",op="request_push",outcome=""#;
+        text.lines()
+            .filter(|l| l.starts_with(prefix) && !l.contains(r#"outcome="ok""#))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    let before = get(&format!("{base}/metrics")).1;
+    let ask = replica.agent(
+        &dev,
+        &[
+            "github",
+            "request-push",
+            "--repo",
+            "demo/app",
+            "--reason",
+            "ship it @here",
+            "--json",
+        ],
+    );
+    assert_eq!(ask.code, 0, "{}{}", ask.stdout, ask.stderr);
+    let refused = replica.agent(
+        &dev,
+        &["github", "request-push", "--repo", "nobody/else", "--json"],
+    );
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+
+    let (status, after) = get(&format!("{base}/metrics"));
+    assert_eq!(status, 200);
+    assert_eq!(value(&after, asked), value(&before, asked) + 1.0, "{after}");
+    assert_eq!(refusals(&after), refusals(&before) + 1.0, "{after}");
+    let timed = r#"zodex_request_duration_seconds_count{socket="agent",op="request_push"}"#;
+    assert_eq!(value(&after, timed), value(&before, timed) + 2.0, "{after}");
+    assert!(
+        after.contains(r#"zodex_audit_sink_lag_rows{sink="siem"}"#),
+        "{after}"
+    );
+    assert!(after.contains("zodex_store_up 1"), "{after}");
+    assert!(after.ends_with("# EOF\n"), "OpenMetrics text: {after}");
+    // Bounded labels: no repository, no agent-written text.
+    assert!(
+        !after.contains("demo/app") && !after.contains("@here"),
+        "{after}"
+    );
+
+    // PostgreSQL stops: not ready, saying why; back: ready again.
+    server.stop().unwrap();
+    let (status, said) = get(&format!("{base}/readyz"));
+    assert_eq!(status, 503, "{said}");
+    assert!(said.contains("state store"), "{said}");
+    assert!(
+        get(&format!("{base}/metrics"))
+            .1
+            .contains("zodex_store_up 0")
+    );
+    assert_eq!(get(&format!("{base}/livez")).0, 200, "alive all the same");
+    server.start_again().unwrap();
+    crate::support::wait::eventually(
+        "ready once PostgreSQL is back",
+        Duration::from_secs(30),
+        || get(&format!("{base}/readyz")).0 == 200,
+    );
+}
