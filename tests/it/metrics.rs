@@ -123,3 +123,125 @@ fn the_series_move_with_requests_and_readyz_follows_the_store() {
         || get(&format!("{base}/readyz")).0 == 200,
     );
 }
+
+/// Debian's Prometheus, started on a loopback port with its own storage, scraping `targets`
+/// every second; killed when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    api: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn scraping(targets: &[String]) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: zodex\n    static_configs:\n      - targets: [{}]\n",
+                targets.join(", ")
+            ),
+        )
+        .unwrap();
+        let port = free_port().unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap())
+            .spawn()
+            .expect("Debian's prometheus package (.ci/run installs it)");
+        Prometheus {
+            child,
+            api: format!("http://127.0.0.1:{port}/api/v1"),
+            _dir: dir,
+        }
+    }
+
+    /// The instant query's result, as Prometheus's API answers it (`[]` before it is up).
+    fn query(&self, promql: &str) -> Vec<serde_json::Value> {
+        let url =
+            reqwest::Url::parse_with_params(&format!("{}/query", self.api), [("query", promql)])
+                .unwrap();
+        let answer = reqwest::blocking::get(url).and_then(|r| r.json::<serde_json::Value>());
+        answer
+            .ok()
+            .and_then(|a| a["data"]["result"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// The query's one value, when it has one.
+    fn value(&self, promql: &str) -> Option<f64> {
+        self.query(promql).first()?["value"][1]
+            .as_str()?
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Two replicas of a fleet's service on one PostgreSQL, each with its metrics listener,
+/// scraped by Debian's real Prometheus: both targets up, and the requests, their refusals and
+/// their latency seen through PromQL as the agents ask.
+#[test]
+fn debians_prometheus_scrapes_two_replicas_and_sees_decisions_and_refusals() {
+    let dev = Dev::up();
+    let url = crate::support::replicas::prepared_database();
+    let ports = [free_port().unwrap(), free_port().unwrap()];
+    let replicas: Vec<Replica> = ["a", "b"]
+        .iter()
+        .zip(ports)
+        .map(|(name, port)| {
+            let extra = format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n");
+            Replica::start_with(&dev, name, &url, &extra)
+        })
+        .collect();
+    let targets: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let prometheus = Prometheus::scraping(&targets);
+    let wait = Duration::from_secs(60);
+    crate::support::wait::eventually("Prometheus scrapes both replicas", wait, || {
+        prometheus.value(r#"sum(up{job="zodex"})"#) == Some(2.0)
+    });
+
+    for replica in &replicas {
+        let allowed = replica.agent(
+            &dev,
+            &["github", "request-push", "--repo", "demo/app", "--json"],
+        );
+        assert_eq!(allowed.code, 0, "{}{}", allowed.stdout, allowed.stderr);
+        let refused = replica.agent(
+            &dev,
+            &["github", "request-push", "--repo", "nobody/else", "--json"],
+        );
+        assert_ne!(refused.code, 0, "{}", refused.stdout);
+    }
+    crate::support::wait::eventually("the decisions reach Prometheus", wait, || {
+        let ok = prometheus
+            .value(r#"sum(zodex_requests_total{op="request_push",outcome="ok"})"#)
+            .unwrap_or(0.0);
+        let refused = prometheus
+            .value(r#"sum(zodex_requests_total{op="request_push",outcome!="ok"})"#)
+            .unwrap_or(0.0);
+        ok >= 2.0 && refused >= 2.0
+    });
+    // Each replica answered its own: one series per instance.
+    let per_instance = prometheus.query(r#"zodex_requests_total{op="request_push",outcome="ok"}"#);
+    assert_eq!(per_instance.len(), 2, "{per_instance:?}");
+    let p99 = prometheus.value(
+        r#"histogram_quantile(0.99, sum by (le) (zodex_request_duration_seconds_bucket{op="request_push"}))"#,
+    );
+    assert!(p99.is_some_and(|s| s > 0.0 && s < 65.0), "{p99:?}");
+    assert_eq!(prometheus.value("min(zodex_store_up)"), Some(1.0));
+}
