@@ -245,3 +245,41 @@ fn debians_prometheus_scrapes_two_replicas_and_sees_decisions_and_refusals() {
     assert!(p99.is_some_and(|s| s > 0.0 && s < 65.0), "{p99:?}");
     assert_eq!(prometheus.value("min(zodex_store_up)"), Some(1.0));
 }
+
+/// A single sprite's publisher with `[metrics] listen`: a clone mints a reader token, a push
+/// under a grant is one `push` request answered `ok` and a writer token minted and revoked.
+#[test]
+fn a_sprites_push_shows_as_a_push_and_its_tokens() {
+    let port = free_port().unwrap();
+    let extra = format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n");
+    let rig = crate::support::rig::Rig::start_with(Duration::from_secs(3600), &extra);
+    let metrics = || get(&format!("http://127.0.0.1:{port}/metrics")).1;
+    let work = tempfile::tempdir().unwrap();
+    let app = rig.clone(work.path(), "app");
+    crate::support::devhub::git_ok(&app, &["checkout", "-q", "-b", "feature"]);
+    crate::support::devhub::commit_file(&app, "feature.txt", b"hello\n", "add a feature");
+    rig.grant_push("demo/app");
+    let push = rig.agent_git(&app, &["push", "origin", "feature"]);
+    assert!(
+        push.status.success(),
+        "{}",
+        crate::support::rig::text(&push)
+    );
+
+    let read = r#"zodex_tokens_minted_total{app="reader",purpose="read"}"#;
+    let write = r#"zodex_tokens_minted_total{app="writer",purpose="push"}"#;
+    let pushed = r#"zodex_requests_total{socket="agent",op="push",outcome="ok"}"#;
+    let revoked = r#"zodex_tokens_revoked_total{outcome="revoked"}"#;
+    // The write token is revoked after the push's answer: waited for, not raced.
+    let text = crate::support::wait::eventually(
+        "the push's token revoked",
+        Duration::from_secs(30),
+        || {
+            let text = metrics();
+            (value(&text, revoked) >= 1.0).then_some(text)
+        },
+    );
+    assert!(value(&text, read) >= 1.0, "{text}");
+    assert_eq!(value(&text, write), 1.0, "{text}");
+    assert_eq!(value(&text, pushed), 1.0, "{text}");
+}

@@ -93,6 +93,20 @@ pub struct OpLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    /// `reader` or `writer`: the App that minted it.
+    pub app: &'static str,
+    /// `read`, `push`, `pull_request` or `metadata`.
+    pub purpose: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RevokedLabels {
+    /// `revoked`, or `failed` (GitHub or the store did not take it; a sweep tries again).
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SinkLabels {
     /// A configured sink's name (`[[audit_sinks]] name`): the operator's fixed set.
     pub sink: String,
@@ -113,6 +127,17 @@ pub struct Metrics {
     pub sink_lag_rows: Family<SinkLabels, Gauge>,
     /// Failed attempts of a sink since its last delivery, as of the last scrape.
     pub sink_failures: Family<SinkLabels, Gauge>,
+    /// Installation tokens minted, by App and purpose.
+    pub tokens_minted: Family<TokenLabels, Counter>,
+    /// Revocations asked of GitHub, by outcome.
+    pub tokens_revoked: Family<RevokedLabels, Counter>,
+}
+
+/// The process's series: a publisher serves one registry, and the places that count (the
+/// socket, the token ledger) reach it without being handed it.
+pub fn global() -> &'static std::sync::Arc<Metrics> {
+    static GLOBAL: std::sync::OnceLock<std::sync::Arc<Metrics>> = std::sync::OnceLock::new();
+    GLOBAL.get_or_init(|| std::sync::Arc::new(Metrics::new()))
 }
 
 /// How long a request may take, in seconds: 0.5 ms to about 65 s.
@@ -120,9 +145,15 @@ fn request_buckets() -> impl Iterator<Item = f64> {
     exponential_buckets(0.0005, 2.0, 18)
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Metrics {
-    /// The series, registered; `fleet` names the fleet a service replica belongs to.
-    pub fn new(fleet: Option<&str>) -> Self {
+    /// The series, registered.
+    pub fn new() -> Self {
         let mut registry = Registry::with_prefix("zodex");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -163,11 +194,19 @@ impl Metrics {
             "Failed attempts of a sink since its last delivery",
             sink_failures.clone(),
         );
-        let mut build = vec![("version".to_string(), env!("CARGO_PKG_VERSION").to_string())];
-        build.push((
-            "role".to_string(),
-            if fleet.is_some() { "service" } else { "sprite" }.to_string(),
-        ));
+        let tokens_minted = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "tokens_minted",
+            "Installation tokens minted, by App and purpose",
+            tokens_minted.clone(),
+        );
+        let tokens_revoked = Family::<RevokedLabels, Counter>::default();
+        registry.register(
+            "tokens_revoked",
+            "Token revocations asked of GitHub, by outcome",
+            tokens_revoked.clone(),
+        );
+        let build = vec![("version".to_string(), env!("CARGO_PKG_VERSION").to_string())];
         registry.register("build", "This zodex-prd", Info::new(build));
         Metrics {
             registry,
@@ -177,6 +216,8 @@ impl Metrics {
             store_up,
             sink_lag_rows,
             sink_failures,
+            tokens_minted,
+            tokens_revoked,
         }
     }
 
@@ -256,7 +297,7 @@ mod tests {
 
     #[test]
     fn a_request_is_counted_once_with_its_operation_outcome_and_duration() {
-        let metrics = Metrics::new(None);
+        let metrics = Metrics::new();
         let mut answering = metrics.answering(Socket::Agent);
         answering.is("request_push");
         answering.answered(&Response::error(ErrorKind::Denied, "no"));

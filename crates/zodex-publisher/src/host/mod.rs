@@ -151,9 +151,7 @@ impl Host {
             oauth,
             fleet,
             fleet_oauth,
-            metrics: Arc::new(crate::metrics::Metrics::new(
-                config.fleet.as_ref().map(|f| f.name.as_str()),
-            )),
+            metrics: crate::metrics::global().clone(),
             sink_names: config
                 .audit_sinks
                 .iter()

@@ -49,6 +49,14 @@ pub fn minted(
         Some((sealed, holder)) => ledger::record_sealed_token(store, &row, sealed, holder)?,
         None => ledger::record_token(store, &row)?,
     }
+    let labels = crate::metrics::TokenLabels {
+        app: minted.app.as_str(),
+        purpose: minted.token_use.purpose(),
+    };
+    crate::metrics::global()
+        .tokens_minted
+        .get_or_create(&labels)
+        .inc();
     Ok(row)
 }
 
@@ -80,7 +88,9 @@ pub async fn revoke_once(
     if marked == RevocationMark::Already {
         return Ok(None);
     }
-    match github.revoke(token).await {
+    let outcome = github.revoke(token).await;
+    revoked(outcome.is_ok());
+    match outcome {
         Ok(outcome) => Ok(Some(outcome)),
         Err(error) => {
             if marked == RevocationMark::First {
@@ -101,10 +111,22 @@ pub async fn revoke_unconditionally(
     why: &'static str,
     now: i64,
 ) -> Result<Revocation, RevokeError> {
-    let outcome = github.revoke(token).await?;
+    let outcome = github.revoke(token).await;
+    revoked(outcome.is_ok());
+    let outcome = outcome?;
     let sha = token.sha256();
     store
         .run(move |s| ledger::token_revoked_by_sweep(s, &sha, why, now))
         .await?;
     Ok(outcome)
+}
+
+/// Counts a revocation asked of GitHub.
+fn revoked(ok: bool) {
+    let outcome = if ok { "revoked" } else { "failed" };
+    let labels = crate::metrics::RevokedLabels { outcome };
+    crate::metrics::global()
+        .tokens_revoked
+        .get_or_create(&labels)
+        .inc();
 }
