@@ -35,7 +35,10 @@ class Dev:
         self.proc = subprocess.Popen(
             [str(ZODEX), "sprite", "proxy", "dev", "--sprite", "s1", "--listen", f"127.0.0.1:{self.port}",
              "--workerd", str(w.WORKERD), *args],
-            env=env or op.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            env=env or op.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # Ctrl-C as a terminal sends it, even when this suite runs as a background job
+            # (which starts with SIGINT ignored, and a child inherits that).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         # The MCP URL on stdout is the sign it listens and was checked.
         self.url = self.proc.stdout.readline().strip()
         self.base = f"http://127.0.0.1:{self.port}"
