@@ -283,3 +283,42 @@ fn a_sprites_push_shows_as_a_push_and_its_tokens() {
     assert_eq!(value(&text, write), 1.0, "{text}");
     assert_eq!(value(&text, pushed), 1.0, "{text}");
 }
+
+/// `zodex-prd serve --log-format json`: every line on stderr is one JSON object a log shipper
+/// parses without rules (time, level, the message and the event's fields); the text format
+/// stays the default.
+#[test]
+fn serve_logs_one_json_object_per_line_when_asked() {
+    let dev = Dev::up();
+    let (config, admin_socket) = dev.second_config("json", "");
+    let log = dev.dir.join("json.log");
+    let mut child = Command::new(PRD)
+        .args(["serve", "--log-format", "json", "--config"])
+        .arg(&config)
+        .env("ZODEX_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    crate::support::wait::eventually("the publisher serves", Duration::from_secs(60), || {
+        admin_socket.exists()
+            && std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("serving")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut serving = false;
+    for line in text.lines() {
+        let event: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"));
+        assert!(
+            event["timestamp"].is_string() && event["level"].is_string(),
+            "{line}"
+        );
+        serving |= event["fields"]["message"] == "zodex-prd serving";
+    }
+    assert!(serving, "{text}");
+}
