@@ -266,11 +266,15 @@ fn render_dev_fleet_up(up: &dev::fleet::DevFleet) -> String {
     )];
     for r in &up.replicas {
         lines.push(format!(
-            "  replica {} at {} (pid {}), log {}",
+            "  replica {} at {} (pid {}), log {}{}",
             r.name,
             r.url,
             r.pid,
-            r.log.display()
+            r.log.display(),
+            r.metrics_url
+                .as_deref()
+                .map(|m| format!(", metrics {m}"))
+                .unwrap_or_default()
         ));
     }
     for s in &up.sprites {

@@ -490,4 +490,19 @@ fn a_dev_fleet_on_patroni_fails_over_in_one_command_and_keeps_what_it_answered()
     for repo in ["demo/app", "demo/lib"] {
         assert!(pending.contains(repo), "{repo} missing: {pending}");
     }
+    // Each replica serves its metrics: the sprite's requests are counted where they were
+    // answered, and its connections came in as a sprite's.
+    let asked = r#"zodex_requests_total{socket="agent",op="request_push",outcome="ok"} "#;
+    let (mut answered, mut sprites_seen) = (0.0, false);
+    for replica in fleet.info["replicas"].as_array().unwrap() {
+        let url = replica["metrics_url"].as_str().unwrap();
+        let text = reqwest::blocking::get(url).unwrap().text().unwrap();
+        answered += text
+            .lines()
+            .find_map(|l| l.strip_prefix(asked)?.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        sprites_seen |= text.contains(r#"zodex_fleet_member_connections{role="sprite"}"#);
+    }
+    assert!(answered >= 2.0, "{answered} request_push answered ok");
+    assert!(sprites_seen, "no replica counted the sprite's connections");
 }

@@ -107,6 +107,12 @@ pub struct RevokedLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemberLabels {
+    /// `sprite`, `operator` or `service`: the role the member's certificate names.
+    pub role: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SinkLabels {
     /// A configured sink's name (`[[audit_sinks]] name`): the operator's fixed set.
     pub sink: String,
@@ -131,6 +137,8 @@ pub struct Metrics {
     pub tokens_minted: Family<TokenLabels, Counter>,
     /// Revocations asked of GitHub, by outcome.
     pub tokens_revoked: Family<RevokedLabels, Counter>,
+    /// A fleet's service: members' connections open now, by role (after the handshake).
+    pub member_connections: Family<MemberLabels, Gauge>,
 }
 
 /// The process's series: a publisher serves one registry, and the places that count (the
@@ -206,6 +214,12 @@ impl Metrics {
             "Token revocations asked of GitHub, by outcome",
             tokens_revoked.clone(),
         );
+        let member_connections = Family::<MemberLabels, Gauge>::default();
+        registry.register(
+            "fleet_member_connections",
+            "A fleet's service: members' connections open now (mutual TLS held), by role",
+            member_connections.clone(),
+        );
         let build = vec![("version".to_string(), env!("CARGO_PKG_VERSION").to_string())];
         registry.register("build", "This zodex-prd", Info::new(build));
         Metrics {
@@ -218,6 +232,7 @@ impl Metrics {
             sink_failures,
             tokens_minted,
             tokens_revoked,
+            member_connections,
         }
     }
 
@@ -234,12 +249,31 @@ impl Metrics {
         }
     }
 
+    /// A member of `role` is connected until the guard goes.
+    pub fn member_connected(&self, role: &'static str) -> Connected {
+        let gauge = self
+            .member_connections
+            .get_or_create(&MemberLabels { role })
+            .clone();
+        gauge.inc();
+        Connected(gauge)
+    }
+
     /// The text exposition of every series (OpenMetrics), as `/metrics` serves it.
     pub fn encode(&self) -> String {
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+/// One member's connection, counted while it is open.
+pub struct Connected(Gauge);
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

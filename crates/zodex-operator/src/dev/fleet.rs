@@ -52,6 +52,8 @@ pub struct Shape {
 pub struct ReplicaInfo {
     pub name: String,
     pub url: String,
+    /// Its Prometheus metrics (`/metrics`; `/livez`, `/readyz` beside), on loopback.
+    pub metrics_url: Option<String>,
     pub pid: i32,
     pub config: PathBuf,
     pub log: PathBuf,
@@ -242,6 +244,10 @@ fn start_replica(
                 return Ok(ReplicaInfo {
                     name,
                     url: format!("https://{listen}"),
+                    metrics_url: config
+                        .metrics
+                        .as_ref()
+                        .map(|m| format!("http://{}/metrics", m.listen)),
                     pid,
                     config: config_path,
                     log,
@@ -274,7 +280,11 @@ fn write_replica_config(
 ) -> Result<(), DevError> {
     let home = config_path.parent().unwrap_or(dir);
     let port = zodex_store_pg::temp::free_port().map_err(io("cannot find a free port"))?;
+    let metrics_port = zodex_store_pg::temp::free_port().map_err(io("cannot find a free port"))?;
     let config = Config {
+        metrics: Some(zodex_config::MetricsConfig {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], metrics_port)),
+        }),
         github: Some(github.clone()),
         store: Some(StoreConfig {
             url: store_url.to_string(),

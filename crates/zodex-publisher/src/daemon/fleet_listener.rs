@@ -163,6 +163,7 @@ impl FleetDoor {
                 return answer(&mut stream, &Response::error(ErrorKind::Forbidden, why)).await;
             }
         };
+        let _connected = crate::metrics::global().member_connected(identity.role.as_str());
         // One member's flood waits here, holding nothing but its connection, while other
         // members' requests go on.
         let member = identity.to_string();
