@@ -33,45 +33,17 @@ impl Socket {
     }
 }
 
-/// How a request was answered: `ok`, or the kind of its error.
-#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
-pub enum Outcome {
-    Ok,
-    Usage,
-    Denied,
-    Forbidden,
-    NotFound,
-    Conflict,
-    Internal,
-    Upstream,
-}
-
-impl Outcome {
-    /// The outcome `response` says.
-    pub fn of(response: &Response) -> Self {
-        match response.error.as_ref().map(|e| e.kind) {
-            None => Outcome::Ok,
-            Some(ErrorKind::Usage) => Outcome::Usage,
-            Some(ErrorKind::Denied) => Outcome::Denied,
-            Some(ErrorKind::Forbidden) => Outcome::Forbidden,
-            Some(ErrorKind::NotFound) => Outcome::NotFound,
-            Some(ErrorKind::Conflict) => Outcome::Conflict,
-            Some(ErrorKind::Internal) => Outcome::Internal,
-            Some(ErrorKind::Upstream) => Outcome::Upstream,
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Usage => "usage",
-            Outcome::Denied => "denied",
-            Outcome::Forbidden => "forbidden",
-            Outcome::NotFound => "not_found",
-            Outcome::Conflict => "conflict",
-            Outcome::Internal => "internal",
-            Outcome::Upstream => "upstream",
-        }
+/// How `response` answered, as the `outcome` label: `ok`, or the kind of its error.
+fn outcome(response: &Response) -> &'static str {
+    match response.error.as_ref().map(|e| e.kind) {
+        None => "ok",
+        Some(ErrorKind::Usage) => "usage",
+        Some(ErrorKind::Denied) => "denied",
+        Some(ErrorKind::Forbidden) => "forbidden",
+        Some(ErrorKind::NotFound) => "not_found",
+        Some(ErrorKind::Conflict) => "conflict",
+        Some(ErrorKind::Internal) => "internal",
+        Some(ErrorKind::Upstream) => "upstream",
     }
 }
 
@@ -294,10 +266,10 @@ impl Answering<'_> {
 
     /// It was answered with `response`.
     pub fn answered(mut self, response: &Response) {
-        self.record(Outcome::of(response));
+        self.record(outcome(response));
     }
 
-    fn record(&mut self, outcome: Outcome) {
+    fn record(&mut self, outcome: &'static str) {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
@@ -308,7 +280,7 @@ impl Answering<'_> {
             .get_or_create(&RequestLabels {
                 socket,
                 op,
-                outcome: outcome.label(),
+                outcome,
             })
             .inc();
         self.metrics
@@ -321,7 +293,7 @@ impl Answering<'_> {
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
         // A connection dropped before its answer: not a success.
-        self.record(Outcome::Internal);
+        self.record("internal");
     }
 }
 

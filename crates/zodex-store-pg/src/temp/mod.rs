@@ -395,17 +395,7 @@ impl TempServer {
     /// A PostgreSQL program's command, as the server's user when this process is root, with
     /// no `PG*` variable of the caller's.
     fn command(&self, program: &Path, args: &[&OsStr]) -> Command {
-        let mut command = match self.run_as {
-            Some((uid, gid)) => {
-                let mut c = Command::new("setpriv");
-                c.arg(format!("--reuid={uid}"))
-                    .arg(format!("--regid={gid}"))
-                    .arg("--init-groups")
-                    .arg(program);
-                c
-            }
-            None => Command::new(program),
-        };
+        let mut command = run_as(self.run_as, program);
         command.args(args).current_dir(&self.dir);
         for var in [
             "PGDATA",
@@ -439,6 +429,22 @@ fn encode_path(path: &Path) -> String {
         }
     }
     out
+}
+
+/// `program`'s command, run as `user` (uid, gid) through `setpriv` when there is one (this
+/// process is root, and the program refuses root), else as this process.
+fn run_as(user: Option<(u32, u32)>, program: &Path) -> Command {
+    match user {
+        Some((uid, gid)) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={gid}"))
+                .arg("--init-groups")
+                .arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
 }
 
 /// `name` on `$PATH`, else in the newest `/usr/lib/postgresql/<version>/bin`.

@@ -321,17 +321,7 @@ impl PatroniCluster {
             .append(true)
             .open(self.dir.join(format!("{}.out", n.name)))
             .map_err(io("cannot open a node's log"))?;
-        let mut command = match self.run_as {
-            Some((uid, gid)) => {
-                let mut c = Command::new("setpriv");
-                c.arg(format!("--reuid={uid}"))
-                    .arg(format!("--regid={gid}"))
-                    .arg("--init-groups")
-                    .arg(&self.patroni_bin);
-                c
-            }
-            None => Command::new(&self.patroni_bin),
-        };
+        let mut command = super::run_as(self.run_as, &self.patroni_bin);
         command
             .arg(&n.config)
             .env("HOME", &self.dir)

@@ -5,7 +5,7 @@
 
 use super::{TempError, io, server_user};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// How PgBouncer hands server connections to clients.
@@ -94,21 +94,13 @@ impl PgBouncer {
         )
         .map_err(io("cannot write pgbouncer.ini"))?;
         let run_as = server_user()?;
-        let mut command = match run_as {
-            Some((uid, gid)) => {
-                for path in [dir, &ini, &users_file] {
-                    std::os::unix::fs::chown(path, Some(uid), Some(gid))
-                        .map_err(io(format!("cannot hand {} over", path.display())))?;
-                }
-                let mut c = Command::new("setpriv");
-                c.arg(format!("--reuid={uid}"))
-                    .arg(format!("--regid={gid}"))
-                    .arg("--init-groups")
-                    .arg(&binary);
-                c
+        if let Some((uid, gid)) = run_as {
+            for path in [dir, &ini, &users_file] {
+                std::os::unix::fs::chown(path, Some(uid), Some(gid))
+                    .map_err(io(format!("cannot hand {} over", path.display())))?;
             }
-            None => Command::new(&binary),
-        };
+        }
+        let mut command = super::run_as(run_as, &binary);
         let child = command
             .arg(&ini)
             .stdin(Stdio::null())
