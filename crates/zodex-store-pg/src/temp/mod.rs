@@ -431,6 +431,14 @@ fn encode_path(path: &Path) -> String {
     out
 }
 
+/// The file `name` in a directory of `$PATH`, if any.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
 /// `program`'s command, run as `user` (uid, gid) through `setpriv` when there is one (this
 /// process is root, and the program refuses root), else as this process.
 fn run_as(user: Option<(u32, u32)>, program: &Path) -> Command {
@@ -449,10 +457,7 @@ fn run_as(user: Option<(u32, u32)>, program: &Path) -> Command {
 
 /// `name` on `$PATH`, else in the newest `/usr/lib/postgresql/<version>/bin`.
 fn find_bin(name: &'static str) -> Result<PathBuf, TempError> {
-    let on_path = std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .unwrap_or_default();
-    if let Some(found) = on_path.iter().map(|d| d.join(name)).find(|p| p.is_file()) {
+    if let Some(found) = on_path(name) {
         return Ok(found);
     }
     let newest = std::fs::read_dir("/usr/lib/postgresql")

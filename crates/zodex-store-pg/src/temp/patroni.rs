@@ -12,7 +12,7 @@
 //! Binaries: Debian's `patroni` and `etcd-server` packages, and the PostgreSQL server. Patroni
 //! and PostgreSQL run as the server's user when this process is root (as [`TempServer`] does).
 
-use super::{TempError, USER, find_bin, io, server_user};
+use super::{TempError, USER, find_bin, io, on_path, server_user};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -546,13 +546,6 @@ postgresql:
 fn read_layout(dir: &Path) -> Option<Layout> {
     let text = std::fs::read_to_string(dir.join(LAYOUT)).ok()?;
     serde_json::from_str(&text).ok()
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 fn log_file(path: &Path) -> Result<std::fs::File, TempError> {
